@@ -1,0 +1,1 @@
+//! darner-resp
