@@ -1,1 +1,22 @@
-//! darner-engine
+//! darner-engine: the data, apart from any socket or thread.
+//!
+//! Layout:
+//! - [`entry`]: one key, its TTL, access clock and value in one compact heap block.
+//! - [`table`]: the per-database hash table (extendible hashing over bounded segments, so it
+//!   grows without an O(n) pause) and its SCAN order.
+//! - [`db`]: a database: lazy and active expiry, WATCH bookkeeping, and `DbView`, the only way
+//!   commands read and write keys.
+//! - [`glob`]: Redis's glob matching (KEYS, SCAN MATCH, CONFIG GET).
+//!
+//! A shard (owned by exactly one server thread) is a `Vec<Db>`; this crate knows nothing of
+//! threads: everything here is single-threaded and property-tested against simple models.
+
+pub mod db;
+pub mod entry;
+pub mod glob;
+pub mod table;
+
+pub use db::{Clock, Db, DbView, WatchFlag, SCAN_DONE};
+pub use entry::{Entry, ValueRef, ValueType};
+pub use glob::glob_match;
+pub use table::hash_key;

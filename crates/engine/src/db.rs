@@ -1,0 +1,396 @@
+//! One database of one shard, and the view through which commands use it.
+//!
+//! Every read goes through [`DbView::get`], which expires a key lazily: an expired key is never
+//! returned by any command. Every write goes through a `DbView` method that also "touches" the
+//! key: WATCHing clients are marked dirty here, in one place, so no command can forget to.
+
+use crate::entry::Entry;
+use crate::table::{Table, SCAN_END};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// A WATCHing client's dirty flag; set when any watched key is modified.
+pub type WatchFlag = Arc<AtomicBool>;
+
+#[derive(Default)]
+pub struct Db {
+    table: Table,
+    /// How many entries carry a TTL (INFO keyspace's `expires`).
+    expires: usize,
+    watchers: HashMap<Box<[u8]>, Vec<WatchFlag>>,
+    /// Where the active expiry sweep resumes.
+    sweep_at: usize,
+}
+
+/// The time and access clock a command runs with.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Clock {
+    /// Unix time in milliseconds.
+    pub now_ms: i64,
+    /// Seconds, wrapping: the LRU clock stored in entries.
+    pub lru: u16,
+    /// Whether reads update the access clock (false for CLIENT NO-TOUCH clients).
+    pub touch: bool,
+}
+
+impl Clock {
+    pub fn at(now_ms: i64) -> Clock {
+        Clock {
+            now_ms,
+            lru: ((now_ms / 1000) & 0xffff) as u16,
+            touch: true,
+        }
+    }
+
+    /// Seconds since an entry's access clock.
+    pub fn idle_secs(&self, entry_clock: u16) -> u64 {
+        self.lru.wrapping_sub(entry_clock) as u64
+    }
+}
+
+impl Db {
+    pub fn new() -> Db {
+        Db::default()
+    }
+
+    /// Keys, counting expired keys not yet reclaimed (as Redis's DBSIZE does).
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    pub fn expires(&self) -> usize {
+        self.expires
+    }
+
+    pub fn view(&mut self, clock: Clock) -> DbView<'_> {
+        DbView { db: self, clock }
+    }
+
+    fn touch(&mut self, key: &[u8]) {
+        if self.watchers.is_empty() {
+            return;
+        }
+        if let Some(flags) = self.watchers.remove(key) {
+            for f in flags {
+                f.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Registers a WATCH on `key`.
+    pub fn watch(&mut self, key: &[u8], flag: WatchFlag) {
+        let list = self.watchers.entry(key.into()).or_default();
+        // Drop registrations of clients that are gone or already unwatched.
+        list.retain(|f| Arc::strong_count(f) > 1);
+        list.push(flag);
+    }
+
+    /// Forgets watches whose clients are gone (called from the periodic cycle).
+    pub fn prune_watchers(&mut self) {
+        self.watchers.retain(|_, list| {
+            list.retain(|f| Arc::strong_count(f) > 1);
+            !list.is_empty()
+        });
+    }
+
+    /// Empties the database, marking watchers of existing keys dirty. Returns the old table so
+    /// the caller can free a big one off the request path.
+    pub fn flush(&mut self) -> Table {
+        if !self.watchers.is_empty() {
+            let keys: Vec<Box<[u8]>> = self.watchers.keys().cloned().collect();
+            for k in keys {
+                if self.table.get(&k).is_some() {
+                    self.touch(&k);
+                }
+            }
+        }
+        self.expires = 0;
+        self.sweep_at = 0;
+        std::mem::take(&mut self.table)
+    }
+
+    /// Swaps contents with another database (SWAPDB, MOVE of all): watchers stay.
+    pub fn swap_data(&mut self, other: &mut Db) {
+        std::mem::swap(&mut self.table, &mut other.table);
+        std::mem::swap(&mut self.expires, &mut other.expires);
+    }
+
+    /// One step of the active expiry cycle: removes expired keys from about `budget` entries.
+    /// Returns (entries visited, keys expired).
+    pub fn active_expire(&mut self, now_ms: i64, budget: usize) -> (usize, usize) {
+        if self.expires == 0 {
+            return (0, 0);
+        }
+        let mut expired_keys: Vec<Entry> = Vec::new();
+        let (next, visited) = self.table.sweep(
+            self.sweep_at,
+            budget,
+            |e| e.is_expired(now_ms),
+            |e| expired_keys.push(e),
+        );
+        self.sweep_at = next;
+        let n = expired_keys.len();
+        self.expires -= n;
+        for e in &expired_keys {
+            self.touch(e.key());
+        }
+        (visited, n)
+    }
+}
+
+/// A database seen at one instant by one command.
+pub struct DbView<'a> {
+    db: &'a mut Db,
+    pub clock: Clock,
+}
+
+impl<'a> DbView<'a> {
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms
+    }
+
+    /// Removes `key` if it has expired; returns whether it is (still) present.
+    fn expire_if_needed(&mut self, key: &[u8]) -> bool {
+        let expired = match self.db.table.get(key) {
+            None => return false,
+            Some(e) => e.is_expired(self.clock.now_ms),
+        };
+        if expired {
+            self.db.table.remove(key);
+            self.db.expires -= 1;
+            self.db.touch(key);
+            return false;
+        }
+        true
+    }
+
+    /// A live entry; updates its access clock.
+    pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
+        if !self.expire_if_needed(key) {
+            return None;
+        }
+        let touch = self.clock.touch;
+        let lru = self.clock.lru;
+        let e = self.db.table.get_mut(key)?;
+        if touch {
+            e.set_clock(lru);
+        }
+        Some(e)
+    }
+
+    /// A live entry without updating its access clock (OBJECT, TYPE-like introspection, TTL).
+    pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
+        if !self.expire_if_needed(key) {
+            return None;
+        }
+        self.db.table.get(key)
+    }
+
+    pub fn exists(&mut self, key: &[u8]) -> bool {
+        self.expire_if_needed(key)
+    }
+
+    /// A live entry to modify in place. Counts as a write: watchers are marked dirty. The
+    /// caller must not change the entry's TTL through it (use [`DbView::set_expire`]).
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        if !self.expire_if_needed(key) {
+            return None;
+        }
+        self.db.touch(key);
+        let lru = self.clock.lru;
+        let e = self.db.table.get_mut(key)?;
+        e.set_clock(lru);
+        Some(e)
+    }
+
+    /// Inserts or replaces an entry (its key is the entry's own). Returns the live entry it
+    /// replaced, if any.
+    pub fn set(&mut self, entry: Entry) -> Option<Entry> {
+        let has_ttl = entry.expire().is_some();
+        self.db.touch(entry.key());
+        let old = self.db.table.insert(entry);
+        if has_ttl {
+            self.db.expires += 1;
+        }
+        match old {
+            Some(o) => {
+                if o.expire().is_some() {
+                    self.db.expires -= 1;
+                }
+                if o.is_expired(self.clock.now_ms) {
+                    None
+                } else {
+                    Some(o)
+                }
+            }
+            None => None,
+        }
+    }
+
+    /// Removes a live key, returning its entry.
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        if !self.expire_if_needed(key) {
+            return None;
+        }
+        let e = self.db.table.remove(key)?;
+        if e.expire().is_some() {
+            self.db.expires -= 1;
+        }
+        self.db.touch(key);
+        Some(e)
+    }
+
+    /// Sets or clears a live key's TTL (absolute unix ms). Returns false if the key is absent.
+    /// A TTL in the past deletes the key, as Redis does.
+    pub fn set_expire(&mut self, key: &[u8], when: Option<i64>) -> bool {
+        if !self.expire_if_needed(key) {
+            return false;
+        }
+        if let Some(w) = when {
+            if w <= self.clock.now_ms {
+                self.remove(key);
+                return true;
+            }
+        }
+        self.db.touch(key);
+        let e = self.db.table.get_mut(key).expect("checked live");
+        match (e.expire().is_some(), when.is_some()) {
+            (false, true) => self.db.expires += 1,
+            (true, false) => self.db.expires -= 1,
+            _ => {}
+        }
+        e.set_expire(when);
+        true
+    }
+
+    /// The TTL of a live key: None if absent, Some(None) if persistent.
+    pub fn expire_of(&mut self, key: &[u8]) -> Option<Option<i64>> {
+        self.peek(key).map(|e| e.expire())
+    }
+
+    pub fn len(&self) -> usize {
+        self.db.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.db.is_empty()
+    }
+
+    /// One SCAN step over this database; see [`Table::scan`]. Expired keys are skipped.
+    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&Entry)) -> u64 {
+        let now = self.clock.now_ms;
+        self.db.table.scan(cursor, count, |e| {
+            if !e.is_expired(now) {
+                f(e)
+            }
+        })
+    }
+
+    /// Every live entry (KEYS).
+    pub fn for_each(&self, mut f: impl FnMut(&Entry)) {
+        let now = self.clock.now_ms;
+        for e in self.db.table.iter() {
+            if !e.is_expired(now) {
+                f(e);
+            }
+        }
+    }
+
+    /// A random live key (RANDOMKEY), trying a bounded number of times past expired ones.
+    pub fn random_key(&mut self, mut r: u64) -> Option<Vec<u8>> {
+        for _ in 0..100 {
+            let key = self.db.table.random(r)?.key().to_vec();
+            if self.exists(&key) {
+                return Some(key);
+            }
+            r = r.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        None
+    }
+
+    pub fn db(&mut self) -> &mut Db {
+        self.db
+    }
+}
+
+/// Iteration is over when a cursor position reaches this value.
+pub const SCAN_DONE: u64 = SCAN_END;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(k: &[u8], v: &[u8], exp: Option<i64>) -> Entry {
+        Entry::new_str(k, v, exp, false, 0)
+    }
+
+    #[test]
+    fn lazy_expiry_hides_and_reclaims() {
+        let mut db = Db::new();
+        db.view(Clock::at(1000)).set(s(b"a", b"1", Some(1500)));
+        assert_eq!(db.expires(), 1);
+        assert!(db.view(Clock::at(1500)).get(b"a").is_some());
+        assert!(db.view(Clock::at(1501)).get(b"a").is_none());
+        assert_eq!(db.len(), 0);
+        assert_eq!(db.expires(), 0);
+    }
+
+    #[test]
+    fn active_expiry_reclaims_without_access() {
+        let mut db = Db::new();
+        for i in 0..1000 {
+            let exp = if i % 2 == 0 { Some(10) } else { None };
+            db.view(Clock::at(0))
+                .set(s(format!("k{i}").as_bytes(), b"v", exp));
+        }
+        assert_eq!(db.expires(), 500);
+        let (_, n) = db.active_expire(11, 10_000);
+        assert_eq!(n, 500);
+        assert_eq!(db.len(), 500);
+        assert_eq!(db.expires(), 0);
+    }
+
+    #[test]
+    fn watchers_see_writes_and_expiry() {
+        let mut db = Db::new();
+        let f = WatchFlag::default();
+        db.watch(b"k", f.clone());
+        db.view(Clock::at(0)).get(b"k");
+        assert!(!f.load(Ordering::Relaxed));
+        db.view(Clock::at(0)).set(s(b"k", b"v", Some(5)));
+        assert!(f.load(Ordering::Relaxed));
+        let g = WatchFlag::default();
+        db.watch(b"k", g.clone());
+        db.active_expire(6, 100);
+        assert!(g.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn set_expire_in_past_deletes_and_counts() {
+        let mut db = Db::new();
+        let mut v = db.view(Clock::at(100));
+        v.set(s(b"k", b"v", None));
+        assert!(v.set_expire(b"k", Some(200)));
+        assert_eq!(v.expire_of(b"k"), Some(Some(200)));
+        assert!(v.set_expire(b"k", None));
+        assert_eq!(v.expire_of(b"k"), Some(None));
+        assert!(v.set_expire(b"k", Some(50)));
+        assert_eq!(v.expire_of(b"k"), None);
+        assert!(!v.set_expire(b"k", Some(500)));
+        assert_eq!(db.expires(), 0);
+    }
+
+    #[test]
+    fn replacing_an_expired_key_returns_nothing() {
+        let mut db = Db::new();
+        db.view(Clock::at(0)).set(s(b"k", b"old", Some(5)));
+        let old = db.view(Clock::at(10)).set(s(b"k", b"new", None));
+        assert!(old.is_none());
+        assert_eq!(db.expires(), 0);
+    }
+}

@@ -1,0 +1,516 @@
+//! One keyspace entry: key, TTL, access clock and value in a single heap block.
+//!
+//! Memory is the product (DESIGN.md, principle 4), and per-key overhead is what a cache of
+//! millions of small keys pays for. Redis spends a dictEntry, an sds key, a robj and the value
+//! (about 100 bytes for a 12-byte key and a 16-byte value). Here a key with a small string value
+//! is one allocation, pointed to by one 8-byte thin pointer in the hash table:
+//!
+//! ```text
+//! byte 0      flags: bits 0-2 kind (inline string / heap string), bit 3 has-expire, bit 4 raw
+//! bytes 1-2   access clock (seconds, wrapping u16) for OBJECT IDLETIME
+//! [8 bytes]   absolute expiry in unix ms, little endian, only when has-expire is set
+//! varint, key the key's length (LEB128) and bytes
+//! payload     inline string: varint length and bytes
+//!             heap string:   a pointer to a `Vec<u8>` (strings that grow: APPEND, SETRANGE, SETBIT)
+//! ```
+//!
+//! A 12-byte key with a 16-byte value takes 33 bytes, one 40-byte allocator size class.
+//! Changing the TTL from none to some rebuilds the block (rare); changing an existing TTL or
+//! the clock is done in place. A string that is mutated is moved out of line into a growable
+//! `Vec`, so repeated APPENDs are amortised O(1) rather than re-copying the whole block.
+//!
+//! The block is a `Box<[u8]>` whose length is not stored: it is recomputed from the header.
+//! That keeps the table slot at 8 bytes instead of 16 for a fat pointer.
+
+use std::ptr::NonNull;
+
+const KIND_MASK: u8 = 0b0000_0111;
+const KIND_INLINE_STR: u8 = 0;
+const KIND_HEAP_STR: u8 = 1;
+const HAS_EXPIRE: u8 = 0b0000_1000;
+const RAW: u8 = 0b0001_0000;
+const CLOCK_AT: usize = 1;
+const EXPIRE_AT: usize = 3;
+
+/// A borrowed view of an entry's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueRef<'a> {
+    Str(&'a [u8]),
+}
+
+/// The type of a value, as TYPE reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueType {
+    String,
+}
+
+impl ValueType {
+    pub fn name(self) -> &'static str {
+        match self {
+            ValueType::String => "string",
+        }
+    }
+}
+
+/// A keyspace entry. Owns its block (and the out-of-line string, if any).
+pub struct Entry {
+    ptr: NonNull<u8>,
+}
+
+// SAFETY: an Entry exclusively owns its heap block and its out-of-line Vec; nothing is shared,
+// so moving it to another thread (RENAME across shards, freeing on a background thread) is safe.
+unsafe impl Send for Entry {}
+
+fn varint_len(mut v: usize) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: usize) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads a varint from `b` at `*pos`, advancing `*pos`.
+fn get_varint(b: &[u8], pos: &mut usize) -> usize {
+    let mut v = 0usize;
+    let mut shift = 0;
+    loop {
+        let byte = b[*pos];
+        *pos += 1;
+        v |= ((byte & 0x7f) as usize) << shift;
+        if byte & 0x80 == 0 {
+            return v;
+        }
+        shift += 7;
+    }
+}
+
+/// Where a parsed block's parts are.
+struct Layout {
+    key_start: usize,
+    key_end: usize,
+    payload_start: usize,
+    total: usize,
+}
+
+fn layout_of(b: &[u8]) -> Layout {
+    let flags = b[0];
+    let mut pos = EXPIRE_AT;
+    if flags & HAS_EXPIRE != 0 {
+        pos += 8;
+    }
+    let klen = get_varint(b, &mut pos);
+    let key_start = pos;
+    let key_end = pos + klen;
+    let payload_start = key_end;
+    let total = match flags & KIND_MASK {
+        KIND_HEAP_STR => payload_start + 8,
+        _ => {
+            let mut p = payload_start;
+            let vlen = get_varint(b, &mut p);
+            p + vlen
+        }
+    };
+    Layout {
+        key_start,
+        key_end,
+        payload_start,
+        total,
+    }
+}
+
+/// The payload an entry is built with.
+enum Payload<'a> {
+    Inline(&'a [u8]),
+    Heap(Box<Vec<u8>>),
+}
+
+impl Entry {
+    /// A string entry. `raw` forces OBJECT ENCODING to report "raw" (set by in-place edits).
+    pub fn new_str(key: &[u8], value: &[u8], expire: Option<i64>, raw: bool, clock: u16) -> Entry {
+        let flags = if raw { RAW } else { 0 };
+        Self::build(flags, clock, expire, key, Payload::Inline(value))
+    }
+
+    fn build(
+        flags: u8,
+        clock: u16,
+        expire: Option<i64>,
+        key: &[u8],
+        payload: Payload<'_>,
+    ) -> Entry {
+        let mut flags = flags & RAW;
+        let mut size = EXPIRE_AT + varint_len(key.len()) + key.len();
+        if expire.is_some() {
+            flags |= HAS_EXPIRE;
+            size += 8;
+        }
+        size += match &payload {
+            Payload::Inline(v) => varint_len(v.len()) + v.len(),
+            Payload::Heap(_) => 8,
+        };
+        let mut b = Vec::with_capacity(size);
+        b.push(flags);
+        b.extend_from_slice(&clock.to_le_bytes());
+        if let Some(when) = expire {
+            b.extend_from_slice(&when.to_le_bytes());
+        }
+        put_varint(&mut b, key.len());
+        b.extend_from_slice(key);
+        match payload {
+            Payload::Inline(v) => {
+                put_varint(&mut b, v.len());
+                b.extend_from_slice(v);
+            }
+            Payload::Heap(vec) => {
+                b[0] |= KIND_HEAP_STR;
+                let p = Box::into_raw(vec) as usize as u64;
+                b.extend_from_slice(&p.to_le_bytes());
+            }
+        }
+        debug_assert_eq!(b.len(), size);
+        let boxed: Box<[u8]> = b.into_boxed_slice();
+        let raw_ptr = Box::into_raw(boxed) as *mut u8;
+        // SAFETY: Box::into_raw never returns null.
+        let ptr = unsafe { NonNull::new_unchecked(raw_ptr) };
+        Entry { ptr }
+    }
+
+    /// Length of the block, read from its header.
+    fn block_len(&self) -> usize {
+        // SAFETY: the block is at least EXPIRE_AT bytes long and starts with the flags byte;
+        // we read the header byte by byte, never past the end implied by the header itself,
+        // which `build` wrote consistently. The first slice covers only the fixed prefix.
+        unsafe {
+            let p = self.ptr.as_ptr();
+            let flags = *p;
+            let mut pos = EXPIRE_AT;
+            if flags & HAS_EXPIRE != 0 {
+                pos += 8;
+            }
+            // Key length varint (at most 10 bytes, all within the block).
+            let mut klen = 0usize;
+            let mut shift = 0;
+            loop {
+                let byte = *p.add(pos);
+                pos += 1;
+                klen |= ((byte & 0x7f) as usize) << shift;
+                if byte & 0x80 == 0 {
+                    break;
+                }
+                shift += 7;
+            }
+            pos += klen;
+            if flags & KIND_MASK == KIND_HEAP_STR {
+                return pos + 8;
+            }
+            let mut vlen = 0usize;
+            shift = 0;
+            loop {
+                let byte = *p.add(pos);
+                pos += 1;
+                vlen |= ((byte & 0x7f) as usize) << shift;
+                if byte & 0x80 == 0 {
+                    break;
+                }
+                shift += 7;
+            }
+            pos + vlen
+        }
+    }
+
+    fn block(&self) -> &[u8] {
+        let len = self.block_len();
+        // SAFETY: ptr points to a live Box<[u8]> of exactly `len` bytes (see `build`), owned by
+        // self, and the returned borrow is tied to &self.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), len) }
+    }
+
+    fn block_mut(&mut self) -> &mut [u8] {
+        let len = self.block_len();
+        // SAFETY: as in `block`, and &mut self guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), len) }
+    }
+
+    fn flags(&self) -> u8 {
+        self.block()[0]
+    }
+
+    pub fn key(&self) -> &[u8] {
+        let b = self.block();
+        let l = layout_of(b);
+        &b[l.key_start..l.key_end]
+    }
+
+    pub fn expire(&self) -> Option<i64> {
+        let b = self.block();
+        if b[0] & HAS_EXPIRE == 0 {
+            return None;
+        }
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[EXPIRE_AT..EXPIRE_AT + 8]);
+        Some(i64::from_le_bytes(w))
+    }
+
+    /// Redis's rule: a key is expired when now is strictly past its expiry time.
+    pub fn is_expired(&self, now_ms: i64) -> bool {
+        matches!(self.expire(), Some(when) if now_ms > when)
+    }
+
+    pub fn clock(&self) -> u16 {
+        let b = self.block();
+        u16::from_le_bytes([b[CLOCK_AT], b[CLOCK_AT + 1]])
+    }
+
+    pub fn set_clock(&mut self, clock: u16) {
+        let b = self.block_mut();
+        b[CLOCK_AT..CLOCK_AT + 2].copy_from_slice(&clock.to_le_bytes());
+    }
+
+    /// Whether in-place edits marked this string "raw" for OBJECT ENCODING.
+    pub fn is_raw(&self) -> bool {
+        self.flags() & RAW != 0 || self.flags() & KIND_MASK == KIND_HEAP_STR
+    }
+
+    pub fn value_type(&self) -> ValueType {
+        ValueType::String
+    }
+
+    pub fn value(&self) -> ValueRef<'_> {
+        let b = self.block();
+        let l = layout_of(b);
+        match b[0] & KIND_MASK {
+            KIND_HEAP_STR => {
+                let v = self.heap_vec_ptr(b, l.payload_start);
+                // SAFETY: the pointer was produced by Box::into_raw in `build`/`str_mut` and is
+                // owned by this entry; the borrow is tied to &self.
+                ValueRef::Str(unsafe { (*v).as_slice() })
+            }
+            _ => {
+                let mut p = l.payload_start;
+                let vlen = get_varint(b, &mut p);
+                ValueRef::Str(&b[p..p + vlen])
+            }
+        }
+    }
+
+    /// The string value, for callers that know the type is string.
+    pub fn str_value(&self) -> &[u8] {
+        match self.value() {
+            ValueRef::Str(s) => s,
+        }
+    }
+
+    fn heap_vec_ptr(&self, b: &[u8], at: usize) -> *mut Vec<u8> {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[at..at + 8]);
+        u64::from_le_bytes(w) as usize as *mut Vec<u8>
+    }
+
+    /// Replaces the expiry (None removes it). In place when the block already has room.
+    pub fn set_expire(&mut self, expire: Option<i64>) {
+        let has = self.flags() & HAS_EXPIRE != 0;
+        match (has, expire) {
+            (true, Some(when)) => {
+                self.block_mut()[EXPIRE_AT..EXPIRE_AT + 8].copy_from_slice(&when.to_le_bytes());
+            }
+            (false, None) => {}
+            _ => self.rebuild(expire, None),
+        }
+    }
+
+    /// Rebuilds the block with a new expiry and, optionally, a new key; keeps the value.
+    fn rebuild(&mut self, expire: Option<i64>, new_key: Option<&[u8]>) {
+        let flags = self.flags();
+        let clock = self.clock();
+        let fresh = {
+            let key = new_key.unwrap_or_else(|| self.key());
+            if flags & KIND_MASK == KIND_HEAP_STR {
+                let vec = self.take_heap();
+                Self::build(flags, clock, expire, key, Payload::Heap(vec))
+            } else {
+                Self::build(flags, clock, expire, key, Payload::Inline(self.str_value()))
+            }
+        };
+        *self = fresh;
+    }
+
+    /// Moves the out-of-line vector out, leaving the block pointing at an empty one.
+    fn take_heap(&self) -> Box<Vec<u8>> {
+        let b = self.block();
+        let l = layout_of(b);
+        let p = self.heap_vec_ptr(b, l.payload_start);
+        // SAFETY: p is the live Box<Vec<u8>> owned by this entry; we take its contents and
+        // leave an empty Vec in place so that the entry's Drop still frees a valid box.
+        let taken = unsafe { std::mem::take(&mut *p) };
+        Box::new(taken)
+    }
+
+    /// The same entry under another key (RENAME, COPY, MOVE).
+    pub fn with_key(mut self, key: &[u8]) -> Entry {
+        let expire = self.expire();
+        self.rebuild(expire, Some(key));
+        self
+    }
+
+    /// A deep copy under another key (COPY).
+    pub fn clone_as(&self, key: &[u8]) -> Entry {
+        let flags = self.flags();
+        let raw = flags & RAW != 0 || flags & KIND_MASK == KIND_HEAP_STR;
+        let mut e = Entry::new_str(key, self.str_value(), self.expire(), false, self.clock());
+        if raw {
+            e.block_mut()[0] |= RAW;
+        }
+        e
+    }
+
+    /// Mutable access to a string value; moves it out of line first, and marks it raw.
+    pub fn str_mut(&mut self) -> &mut Vec<u8> {
+        if self.flags() & KIND_MASK != KIND_HEAP_STR {
+            let vec = Box::new(self.str_value().to_vec());
+            let fresh = Self::build(
+                self.flags() | RAW,
+                self.clock(),
+                self.expire(),
+                self.key(),
+                Payload::Heap(vec),
+            );
+            *self = fresh;
+        }
+        let b = self.block();
+        let l = layout_of(b);
+        let p = self.heap_vec_ptr(b, l.payload_start);
+        // SAFETY: p is the live Box<Vec<u8>> owned by this entry; &mut self makes the borrow
+        // exclusive and ties it to this entry's lifetime.
+        unsafe { &mut *p }
+    }
+
+    /// Approximate memory used by this entry (block and out-of-line value), for MEMORY USAGE
+    /// and DEBUG OBJECT's serializedlength-like figures.
+    pub fn memory(&self) -> usize {
+        let b = self.block();
+        let extra = if b[0] & KIND_MASK == KIND_HEAP_STR {
+            let l = layout_of(b);
+            // SAFETY: see `value`.
+            std::mem::size_of::<Vec<u8>>()
+                + unsafe { (*self.heap_vec_ptr(b, l.payload_start)).capacity() }
+        } else {
+            0
+        };
+        b.len() + extra
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        let len = self.block_len();
+        if self.flags() & KIND_MASK == KIND_HEAP_STR {
+            let b = self.block();
+            let l = layout_of(b);
+            let p = self.heap_vec_ptr(b, l.payload_start);
+            // SAFETY: p came from Box::into_raw and is freed exactly once, here.
+            drop(unsafe { Box::from_raw(p) });
+        }
+        // SAFETY: ptr/len describe exactly the Box<[u8]> created in `build`; freed once, here.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), len)) });
+    }
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("key", &String::from_utf8_lossy(self.key()))
+            .field("expire", &self.expire())
+            .field("value", &self.value())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn small_string_is_one_compact_block() {
+        let e = Entry::new_str(b"key:00000001", b"0123456789abcdef", None, false, 7);
+        assert_eq!(e.block().len(), 33);
+        assert_eq!(e.key(), b"key:00000001");
+        assert_eq!(e.str_value(), b"0123456789abcdef");
+        assert_eq!(e.clock(), 7);
+        assert_eq!(e.expire(), None);
+        assert!(!e.is_raw());
+    }
+
+    #[test]
+    fn expire_set_change_and_clear() {
+        let mut e = Entry::new_str(b"k", b"v", None, false, 0);
+        e.set_expire(Some(1000));
+        assert_eq!(e.expire(), Some(1000));
+        assert!(!e.is_expired(1000));
+        assert!(e.is_expired(1001));
+        e.set_expire(Some(-5));
+        assert_eq!(e.expire(), Some(-5));
+        e.set_expire(None);
+        assert_eq!(e.expire(), None);
+        assert_eq!(e.key(), b"k");
+        assert_eq!(e.str_value(), b"v");
+    }
+
+    #[test]
+    fn str_mut_moves_out_of_line_and_keeps_ttl() {
+        let mut e = Entry::new_str(b"k", b"abc", Some(99), false, 3);
+        e.str_mut().extend_from_slice(b"def");
+        assert_eq!(e.str_value(), b"abcdef");
+        assert!(e.is_raw());
+        assert_eq!(e.expire(), Some(99));
+        e.str_mut().push(b'!');
+        e.set_expire(None);
+        assert_eq!(e.str_value(), b"abcdef!");
+        let e2 = e.with_key(b"other");
+        assert_eq!(e2.key(), b"other");
+        assert_eq!(e2.str_value(), b"abcdef!");
+        let c = e2.clone_as(b"copy");
+        assert_eq!(c.str_value(), b"abcdef!");
+        assert!(c.is_raw());
+    }
+
+    #[test]
+    fn long_keys_and_values_use_multi_byte_varints() {
+        let key = vec![b'k'; 300];
+        let val = vec![0u8; 70_000];
+        let e = Entry::new_str(&key, &val, Some(1), true, 0);
+        assert_eq!(e.key(), &key[..]);
+        assert_eq!(e.str_value(), &val[..]);
+        assert!(e.is_raw());
+    }
+
+    proptest! {
+        #[test]
+        fn roundtrip(key in proptest::collection::vec(any::<u8>(), 0..300),
+                     val in proptest::collection::vec(any::<u8>(), 0..600),
+                     exp in proptest::option::of(any::<i64>()),
+                     clock in any::<u16>(),
+                     grow in proptest::collection::vec(any::<u8>(), 0..50)) {
+            let mut e = Entry::new_str(&key, &val, exp, false, clock);
+            prop_assert_eq!(e.key(), &key[..]);
+            prop_assert_eq!(e.str_value(), &val[..]);
+            prop_assert_eq!(e.expire(), exp);
+            prop_assert_eq!(e.clock(), clock);
+            e.str_mut().extend_from_slice(&grow);
+            let mut want = val.clone();
+            want.extend_from_slice(&grow);
+            prop_assert_eq!(e.str_value(), &want[..]);
+            prop_assert_eq!(e.key(), &key[..]);
+            prop_assert_eq!(e.expire(), exp);
+        }
+    }
+}

@@ -1,0 +1,407 @@
+//! The keyspace table: extendible hashing over small open-addressing segments.
+//!
+//! Why not one big hash table? A single table doubles by rehashing every key at once: at ten
+//! million keys that is a pause of hundreds of milliseconds in which the shard serves nobody.
+//! Redis avoids the pause with incremental rehashing, which keeps two tables alive during the
+//! move. Here the table is a directory of segments (Fagin et al., "Extendible hashing", 1979):
+//! the top `global_depth` bits of a key's hash pick a directory slot, each slot names a segment,
+//! and a segment that fills up splits in two by one more hash bit. A split moves at most
+//! `SEGMENT_MAX` entries, so the worst pause is bounded (tens of microseconds) whatever the
+//! keyspace size, and no second table ever exists.
+//!
+//! Each segment is a `hashbrown::HashTable` of thin entry pointers (8 bytes a slot plus one
+//! control byte). A segment grows normally up to 4096 slots and splits instead of growing
+//! past that, so its load stays between 44% and 87.5%.
+//!
+//! Iteration order (SCAN, the active expiry sweep) follows the top 32 bits of the hash: a key
+//! always has the same position in that order whatever splits happen, so a cursor that is a
+//! hash prefix never misses a key that stayed in the table for the whole iteration.
+
+use crate::entry::Entry;
+use hashbrown::HashTable;
+use std::hash::BuildHasher;
+use std::sync::OnceLock;
+
+/// Entries a segment holds before it splits (7/8 of 4096 slots: hashbrown's capacity then).
+const SEGMENT_MAX: usize = 3584;
+/// The deepest a segment splits (beyond that it simply grows); 32 keeps cursors 32-bit.
+const MAX_DEPTH: u32 = 32;
+
+fn hasher() -> &'static foldhash::fast::RandomState {
+    static H: OnceLock<foldhash::fast::RandomState> = OnceLock::new();
+    H.get_or_init(foldhash::fast::RandomState::default)
+}
+
+/// The table hash of a key (process-wide seed, random per process).
+pub fn hash_key(key: &[u8]) -> u64 {
+    hasher().hash_one(key)
+}
+
+fn entry_hash(e: &Entry) -> u64 {
+    hash_key(e.key())
+}
+
+/// Iteration position of a hash: its top 32 bits.
+fn position(h: u64) -> u64 {
+    h >> 32
+}
+
+/// One past the last iteration position.
+pub const SCAN_END: u64 = 1 << 32;
+
+struct Segment {
+    depth: u32,
+    table: HashTable<Entry>,
+}
+
+pub struct Table {
+    dir: Vec<u32>,
+    global_depth: u32,
+    segments: Vec<Segment>,
+    len: usize,
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Table {
+    pub fn new() -> Table {
+        Table {
+            dir: vec![0],
+            global_depth: 0,
+            segments: vec![Segment {
+                depth: 0,
+                table: HashTable::new(),
+            }],
+            len: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn dir_index(&self, h: u64) -> usize {
+        if self.global_depth == 0 {
+            0
+        } else {
+            (h >> (64 - self.global_depth)) as usize
+        }
+    }
+
+    fn segment_of(&self, h: u64) -> usize {
+        self.dir[self.dir_index(h)] as usize
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<&Entry> {
+        let h = hash_key(key);
+        let s = self.segment_of(h);
+        self.segments[s].table.find(h, |e| e.key() == key)
+    }
+
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let h = hash_key(key);
+        let s = self.segment_of(h);
+        self.segments[s].table.find_mut(h, |e| e.key() == key)
+    }
+
+    /// Inserts `e`, replacing (and returning) an entry with the same key.
+    pub fn insert(&mut self, e: Entry) -> Option<Entry> {
+        let h = hash_key(e.key());
+        let mut s = self.segment_of(h);
+        if let Some(slot) = self.segments[s].table.find_mut(h, |x| x.key() == e.key()) {
+            return Some(std::mem::replace(slot, e));
+        }
+        if self.segments[s].table.len() >= SEGMENT_MAX && self.segments[s].depth < MAX_DEPTH {
+            self.split(s, h);
+            s = self.segment_of(h);
+        }
+        self.segments[s].table.insert_unique(h, e, entry_hash);
+        self.len += 1;
+        None
+    }
+
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let h = hash_key(key);
+        let s = self.segment_of(h);
+        match self.segments[s].table.find_entry(h, |e| e.key() == key) {
+            Ok(occ) => {
+                self.len -= 1;
+                Some(occ.remove().0)
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Splits segment `s` (which contains hash `h`) by one more hash bit.
+    fn split(&mut self, s: usize, h: u64) {
+        let depth = self.segments[s].depth;
+        if depth == self.global_depth {
+            // Double the directory: slot i of the new one is slot i/2 of the old one.
+            let old = std::mem::take(&mut self.dir);
+            self.dir = old.iter().flat_map(|&x| [x, x]).collect();
+            self.global_depth += 1;
+        }
+        let g = self.global_depth;
+        let new_depth = depth + 1;
+        // The directory slots that point at s form one aligned run of 2^(g - depth) slots.
+        let run = 1usize << (g - depth);
+        let start = self.dir_index(h) & !(run - 1);
+        let new_index = self.segments.len() as u32;
+        for slot in &mut self.dir[start + run / 2..start + run] {
+            *slot = new_index;
+        }
+        let bit = 63 - depth; // the hash bit that now tells the halves apart
+        let mut low = HashTable::with_capacity(SEGMENT_MAX);
+        let mut high = HashTable::with_capacity(SEGMENT_MAX);
+        let old = std::mem::take(&mut self.segments[s].table);
+        for e in old {
+            let eh = entry_hash(&e);
+            if (eh >> bit) & 1 == 1 {
+                high.insert_unique(eh, e, entry_hash);
+            } else {
+                low.insert_unique(eh, e, entry_hash);
+            }
+        }
+        self.segments[s] = Segment {
+            depth: new_depth,
+            table: low,
+        };
+        self.segments.push(Segment {
+            depth: new_depth,
+            table: high,
+        });
+    }
+
+    /// The segment covering iteration position `pos`, with the end of its position range.
+    fn segment_at_position(&self, pos: u64) -> (usize, u64) {
+        let g = self.global_depth;
+        let idx = if g == 0 {
+            0
+        } else {
+            (pos >> (32 - g)) as usize
+        };
+        let s = self.dir[idx] as usize;
+        let d = self.segments[s].depth;
+        let width = 1u64 << (32 - d);
+        let start = pos & !(width - 1);
+        (s, start + width)
+    }
+
+    /// One SCAN step from position `cursor` (0 starts; `SCAN_END` means done): calls `f` on
+    /// roughly `count` entries (never splitting a run of equal positions) and returns the next
+    /// position. Entries present for the whole iteration are visited exactly once.
+    pub fn scan(&self, mut cursor: u64, count: usize, mut f: impl FnMut(&Entry)) -> u64 {
+        let count = count.max(1);
+        let mut emitted = 0usize;
+        let mut found: Vec<(u64, &Entry)> = Vec::new();
+        while cursor < SCAN_END && emitted < count {
+            let (s, end) = self.segment_at_position(cursor);
+            found.clear();
+            for e in self.segments[s].table.iter() {
+                let p = position(entry_hash(e));
+                if p >= cursor && p < end {
+                    found.push((p, e));
+                }
+            }
+            let want = count - emitted;
+            if found.len() <= want {
+                for (_, e) in &found {
+                    f(e);
+                }
+                emitted += found.len();
+                cursor = end;
+            } else {
+                // Take the `want` lowest positions, plus every entry sharing the last one.
+                found.select_nth_unstable_by_key(want - 1, |x| x.0);
+                let pivot = found[want - 1].0;
+                for (p, e) in &found {
+                    if *p <= pivot {
+                        f(e);
+                        emitted += 1;
+                    }
+                }
+                cursor = pivot + 1;
+            }
+        }
+        cursor
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.segments.iter().flat_map(|s| s.table.iter())
+    }
+
+    /// Visits segments starting at segment `start` (wrapping), removing entries for which
+    /// `remove` returns true, until about `budget` entries have been looked at. Removed entries
+    /// are handed to `removed`. Returns the segment to resume from and how many were visited.
+    pub fn sweep(
+        &mut self,
+        start: usize,
+        budget: usize,
+        mut remove: impl FnMut(&Entry) -> bool,
+        mut removed: impl FnMut(Entry),
+    ) -> (usize, usize) {
+        let n = self.segments.len();
+        let mut s = start % n;
+        let mut visited = 0;
+        for _ in 0..n {
+            let seg = &mut self.segments[s];
+            visited += seg.table.len();
+            for e in seg.table.extract_if(|e| remove(e)) {
+                self.len -= 1;
+                removed(e);
+            }
+            s = (s + 1) % n;
+            if visited >= budget {
+                break;
+            }
+        }
+        (s, visited)
+    }
+
+    /// A pseudo-random entry, given a random number (uniform enough for RANDOMKEY).
+    pub fn random(&self, mut r: u64) -> Option<&Entry> {
+        if self.len == 0 {
+            return None;
+        }
+        let n = self.segments.len();
+        for _ in 0..n {
+            let seg = &self.segments[(r % n as u64) as usize];
+            if !seg.table.is_empty() {
+                let i = ((r >> 20) % seg.table.len() as u64) as usize;
+                return seg.table.iter().nth(i);
+            }
+            r = r
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+        }
+        self.iter().next()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::{BTreeMap, HashSet};
+
+    fn e(k: &[u8], v: &[u8]) -> Entry {
+        Entry::new_str(k, v, None, false, 0)
+    }
+
+    #[test]
+    fn grows_through_many_splits() {
+        let mut t = Table::new();
+        for i in 0..100_000u32 {
+            assert!(t.insert(e(format!("key:{i}").as_bytes(), b"v")).is_none());
+        }
+        assert_eq!(t.len(), 100_000);
+        assert!(t.segments.len() > 16);
+        for i in 0..100_000u32 {
+            assert!(t.get(format!("key:{i}").as_bytes()).is_some());
+        }
+        for i in (0..100_000u32).step_by(2) {
+            assert!(t.remove(format!("key:{i}").as_bytes()).is_some());
+        }
+        assert_eq!(t.len(), 50_000);
+        assert_eq!(t.iter().count(), 50_000);
+    }
+
+    #[test]
+    fn scan_visits_every_key_once() {
+        let mut t = Table::new();
+        for i in 0..20_000u32 {
+            t.insert(e(format!("k{i}").as_bytes(), b""));
+        }
+        let mut seen = HashSet::new();
+        let mut cursor = 0;
+        let mut calls = 0;
+        loop {
+            cursor = t.scan(cursor, 10, |x| assert!(seen.insert(x.key().to_vec())));
+            calls += 1;
+            if cursor >= SCAN_END {
+                break;
+            }
+        }
+        assert_eq!(seen.len(), 20_000);
+        assert!(calls > 1000);
+    }
+
+    #[test]
+    fn scan_survives_splits_during_iteration() {
+        let mut t = Table::new();
+        for i in 0..5_000u32 {
+            t.insert(e(format!("old{i}").as_bytes(), b""));
+        }
+        let mut seen = HashSet::new();
+        let mut cursor = 0;
+        let mut n = 0u32;
+        while cursor < SCAN_END {
+            let mut batch = Vec::new();
+            cursor = t.scan(cursor, 50, |x| batch.push(x.key().to_vec()));
+            seen.extend(batch);
+            for _ in 0..100 {
+                t.insert(e(format!("new{n}").as_bytes(), b""));
+                n += 1;
+            }
+        }
+        for i in 0..5_000u32 {
+            assert!(seen.contains(format!("old{i}").as_bytes()));
+        }
+    }
+
+    #[test]
+    fn sweep_removes_matching_entries() {
+        let mut t = Table::new();
+        for i in 0..10_000u32 {
+            t.insert(e(
+                format!("k{i}").as_bytes(),
+                if i % 3 == 0 { b"x" } else { b"y" },
+            ));
+        }
+        let mut gone = 0;
+        let mut pos = 0;
+        let mut total = 0;
+        while total < 10_000 {
+            let (next, visited) = t.sweep(pos, 1000, |x| x.str_value() == b"x", |_| gone += 1);
+            pos = next;
+            total += visited;
+        }
+        assert_eq!(gone, 3334);
+        assert_eq!(t.len(), 10_000 - 3334);
+    }
+
+    proptest! {
+        #[test]
+        fn behaves_like_a_map(ops in proptest::collection::vec((0u8..3, 0u16..2000, any::<u8>()), 1..3000)) {
+            let mut t = Table::new();
+            let mut m = BTreeMap::new();
+            for (op, k, v) in ops {
+                let key = format!("{k}").into_bytes();
+                match op {
+                    0 => {
+                        let old = t.insert(e(&key, &[v])).map(|x| x.str_value().to_vec());
+                        prop_assert_eq!(old, m.insert(key, vec![v]));
+                    }
+                    1 => {
+                        let old = t.remove(&key).map(|x| x.str_value().to_vec());
+                        prop_assert_eq!(old, m.remove(&key));
+                    }
+                    _ => {
+                        let got = t.get(&key).map(|x| x.str_value().to_vec());
+                        prop_assert_eq!(got.as_ref(), m.get(&key));
+                    }
+                }
+                prop_assert_eq!(t.len(), m.len());
+            }
+            prop_assert_eq!(t.iter().count(), m.len());
+        }
+    }
+}
