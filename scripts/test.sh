@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Darner's single test entry point:
+#   1. installs what the tests need when missing (redis-server for the
+#      differential reference, python packages from tests/requirements.txt)
+#   2. cargo build --release
+#   3. cargo test --workspace --release   (Rust unit / property / e2e tests)
+#   4. python3 -m pytest tests            (end-to-end suite against target/release/darner)
+#
+# Usage: ./scripts/test.sh [extra pytest arguments, e.g. -k differential -x]
+# Environment knobs:
+#   SKIP_CARGO_TEST=1   skip step 3          SKIP_PYTEST=1   skip step 4
+#   DARNER_BIN=path     binary for step 4 (default: <target dir>/release/darner)
+# The tests only ever use free ephemeral ports on 127.0.0.1, never 6379, so a
+# redis-server started by the distribution's service scripts does not matter.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+START=$(date +%s)
+section() {
+    printf '\n========================================================================\n'
+    printf '== %s   (+%ss)\n' "$*" "$(( $(date +%s) - START ))"
+    printf '========================================================================\n'
+}
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"
+    elif command -v sudo >/dev/null 2>&1; then sudo "$@"
+    else echo "need root to run: $*" >&2; return 1
+    fi
+}
+
+apt_install() {
+    # wait for a concurrent dpkg/apt run (e.g. unattended upgrades) to finish
+    for _ in $(seq 1 120); do
+        if ! as_root fuser /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock >/dev/null 2>&1; then break; fi
+        echo "dpkg is locked, waiting..."; sleep 5
+    done
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y "$@"
+}
+
+# ----------------------------------------------------------------------------
+section "Test prerequisites"
+if ! command -v redis-server >/dev/null 2>&1; then
+    echo "redis-server not found: installing it (reference server for differential tests)"
+    apt_install redis-server redis-tools
+fi
+redis-server --version
+
+if ! python3 -c 'import redis, pytest, hypothesis, sys; sys.exit(int(redis.__version__.split(".")[0]) < 5)' 2>/dev/null; then
+    echo "installing python test dependencies from tests/requirements.txt"
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+        apt_install python3-pip
+    fi
+    python3 -m pip install -r tests/requirements.txt \
+        || python3 -m pip install --break-system-packages -r tests/requirements.txt
+fi
+python3 -c 'import redis, pytest, hypothesis; print("python", __import__("sys").version.split()[0], "redis-py", redis.__version__, "pytest", pytest.__version__, "hypothesis", hypothesis.__version__)'
+
+# ----------------------------------------------------------------------------
+section "cargo build --release"
+cargo build --release
+
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$ROOT/$TARGET_DIR" ;; esac
+export DARNER_BIN="${DARNER_BIN:-$TARGET_DIR/release/darner}"
+if [ ! -x "$DARNER_BIN" ]; then
+    echo "ERROR: cargo build succeeded but $DARNER_BIN does not exist" >&2
+    exit 1
+fi
+
+# ----------------------------------------------------------------------------
+if [ "${SKIP_CARGO_TEST:-0}" != "1" ]; then
+    section "cargo test --workspace --release"
+    cargo test --workspace --release
+fi
+
+# ----------------------------------------------------------------------------
+if [ "${SKIP_PYTEST:-0}" != "1" ]; then
+    section "pytest tests  (DARNER_BIN=$DARNER_BIN)"
+    export PYTHONDONTWRITEBYTECODE=1
+    # safety net: the suite itself takes ~1-3 minutes
+    timeout --kill-after=30 1200 python3 -m pytest tests -q -p no:cacheprovider -rfE "$@"
+fi
+
+section "All tests passed"

@@ -1,0 +1,193 @@
+"""Shared pytest fixtures for the Darner end-to-end suite.
+
+Fixtures:
+  darner          session-scoped darner (--threads 2) on a free loopback port
+  darner_factory  start extra servers with custom args; always stopped at test end
+  redis_ref       session-scoped reference redis-server (--save "" --appendonly no)
+  r / r3          redis-py clients (RESP2 / RESP3) on `darner`, FLUSHALL'd before each test
+  raw             factory of raw-socket RESP connections (tests/resp_reader.RawConn)
+
+Validate the harness against redis itself:
+  DARNER_BIN=$(which redis-server) python3 -m pytest tests -q
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness  # noqa: E402
+from harness import HarnessError, Server  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "darner_only: checks a darner-specific fact; "
+                            "skipped in harness-validation mode (DARNER_IS_REDIS=1)")
+
+
+def pytest_report_header(config):
+    mode = " (redis validation mode)" if harness.darner_is_redis() else ""
+    return ["darner binary: %s%s" % (harness.darner_bin(), mode),
+            "reference redis-server: %s" % harness.redis_server_bin()]
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("darner_only") and harness.darner_is_redis():
+        pytest.skip("darner-only fact; not applicable to redis-server (DARNER_IS_REDIS)")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    harness.stop_all()
+
+
+def _fail(e: Exception):
+    pytest.fail(str(e), pytrace=False)
+
+
+# --------------------------------------------------------------------------
+# servers
+# --------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def darner():
+    try:
+        srv = harness.start_darner(threads=2)
+    except HarnessError as e:
+        _fail(e)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(autouse=True)
+def _session_server_health(request):
+    """If a test crashed the session darner, report it (with the log) and restart
+    it so the remaining tests still run against a live server."""
+    yield
+    if "darner" not in request.fixturenames:
+        return
+    srv: Server = request.getfixturevalue("darner")
+    if srv.alive():
+        return
+    rc = srv.proc.returncode if srv.proc else None
+    log = srv.log_tail()
+    try:
+        srv.start()
+    except HarnessError as e:
+        log += "\n(restart failed: %s)" % e
+    pytest.fail("darner (session server) died during this test, exit code %s.\nlog tail:\n%s"
+                % (rc, log), pytrace=False)
+
+
+class Factory:
+    """darner_factory(args..., threads=2, config_file=None, add_port=True, port=None,
+    wait_ready=True, auth=None) -> Server.  Every server is stopped at test end."""
+
+    def __init__(self):
+        self.servers = []
+        self.binary = harness.darner_bin()
+        self.is_redis = harness.darner_is_redis()
+
+    def __call__(self, *args, threads=2, **kw) -> Server:
+        flat = []
+        for a in args:
+            if isinstance(a, (list, tuple)):
+                flat.extend(str(x) for x in a)
+            else:
+                flat.append(str(a))
+        try:
+            srv = harness.start_darner(flat, threads=threads, **kw)
+        except HarnessError as e:
+            _fail(e)
+        self.servers.append(srv)
+        return srv
+
+    def server(self, *args, threads=2, **kw) -> Server:
+        """Create (not start) a Server object; caller starts it.  Still cleaned up."""
+        full = (["--threads", str(threads)] if threads is not None else []) + \
+            harness.darner_extra_args() + [str(a) for a in args]
+        srv = Server(self.binary, full, is_redis=self.is_redis, name="darner", **kw)
+        self.servers.append(srv)
+        return srv
+
+    def run_to_exit(self, args, timeout=10.0):
+        """Run the binary with `args` (no port added) expecting it to exit."""
+        return harness.run_to_exit(self.binary, [str(a) for a in args], timeout=timeout)
+
+    def stop_all(self):
+        for s in self.servers:
+            try:
+                s.stop()
+            except Exception:
+                s.kill()
+
+
+@pytest.fixture
+def darner_factory():
+    f = Factory()
+    try:
+        harness.check_binary(f.binary)
+    except HarnessError as e:
+        _fail(e)
+    try:
+        yield f
+    finally:
+        f.stop_all()
+
+
+@pytest.fixture(scope="session")
+def redis_ref():
+    try:
+        srv = harness.start_reference()
+    except HarnessError as e:
+        _fail(e)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+# --------------------------------------------------------------------------
+# clients
+# --------------------------------------------------------------------------
+
+@pytest.fixture
+def r(darner):
+    c = darner.client()
+    c.flushall()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def r3(darner):
+    c = darner.client(protocol=3)
+    c.flushall()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def raw(darner):
+    """raw() -> RawConn to the session darner; raw(server) -> to another server."""
+    conns = []
+
+    def make(server: Server = None, timeout: float = 10.0):
+        c = (server or darner).raw(timeout=timeout)
+        conns.append(c)
+        return c
+
+    try:
+        yield make
+    finally:
+        for c in conns:
+            c.close()

@@ -1,0 +1,350 @@
+"""Cross-shard atomicity under concurrency (darner started with --threads 4).
+
+Writers and readers run in threads for a bounded time; invariants are checked
+by readers with single multi-key commands (or MULTI/EXEC).  Threads are always
+stopped and joined."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+import redis
+
+DURATION = 2.0  # seconds of concurrent load per test
+
+
+@pytest.fixture
+def srv4(darner_factory):
+    return darner_factory(threads=4)
+
+
+class Load:
+    """Runs worker functions in threads until stopped; collects violations/errors."""
+
+    def __init__(self):
+        self.stop = threading.Event()
+        self.threads = []
+        self.errors = []
+        self.violations = []
+        self.counts = {}
+        self.lock = threading.Lock()
+
+    def spawn(self, name, fn):
+        def run():
+            n = 0
+            try:
+                while not self.stop.is_set():
+                    fn()
+                    n += 1
+            except Exception as e:  # noqa
+                with self.lock:
+                    self.errors.append("%s: %s: %s" % (name, type(e).__name__, e))
+                self.stop.set()
+            finally:
+                with self.lock:
+                    self.counts[name] = self.counts.get(name, 0) + n
+
+        t = threading.Thread(target=run, name=name, daemon=True)
+        self.threads.append(t)
+        t.start()
+
+    def violation(self, msg):
+        with self.lock:
+            if len(self.violations) < 20:
+                self.violations.append(msg)
+        self.stop.set()
+
+    def run_for(self, seconds):
+        try:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline and not self.stop.is_set():
+                time.sleep(0.05)
+        finally:
+            self.stop.set()
+            for t in self.threads:
+                t.join(10)
+        alive = [t.name for t in self.threads if t.is_alive()]
+        assert not alive, "threads did not stop (server hung?): %s" % alive
+        assert not self.errors, "worker errors:\n" + "\n".join(self.errors[:10])
+        assert not self.violations, "atomicity violations:\n" + "\n".join(self.violations)
+
+
+def _client(srv):
+    return redis.Redis(host="127.0.0.1", port=srv.port, socket_timeout=10, decode_responses=False)
+
+
+def test_transfers_preserve_total(srv4):
+    n_accounts, initial = 40, 1000
+    accounts = ["acct:%d" % i for i in range(n_accounts)]
+    setup = _client(srv4)
+    setup.mset({a: initial for a in accounts})
+    total = n_accounts * initial
+    load = Load()
+    clients = []
+
+    def transfer_worker(seed):
+        c = _client(srv4)
+        clients.append(c)
+        rnd = random.Random(seed)
+
+        def step():
+            a, b = rnd.sample(accounts, 2)
+            amt = rnd.randint(1, 50)
+            p = c.pipeline(transaction=True)
+            p.decrby(a, amt).incrby(b, amt)
+            res = p.execute()
+            assert len(res) == 2
+        return step
+
+    def mget_reader():
+        c = _client(srv4)
+        clients.append(c)
+
+        def step():
+            vals = c.mget(accounts)
+            s = sum(int(v) for v in vals)
+            if s != total:
+                load.violation("MGET saw total %d != %d" % (s, total))
+        return step
+
+    def multi_reader():
+        c = _client(srv4)
+        clients.append(c)
+
+        def step():
+            p = c.pipeline(transaction=True)
+            for a in accounts:
+                p.get(a)
+            s = sum(int(v) for v in p.execute())
+            if s != total:
+                load.violation("MULTI/GET saw total %d != %d" % (s, total))
+        return step
+
+    try:
+        for i in range(4):
+            load.spawn("transfer%d" % i, transfer_worker(i))
+        load.spawn("mget0", mget_reader())
+        load.spawn("mget1", mget_reader())
+        load.spawn("multi0", multi_reader())
+        load.run_for(DURATION)
+        assert sum(int(v) for v in setup.mget(accounts)) == total
+        assert sum(load.counts.get("transfer%d" % i, 0) for i in range(4)) > 50, load.counts
+        assert load.counts.get("mget0", 0) > 10, load.counts
+    finally:
+        for c in clients + [setup]:
+            c.close()
+
+
+def test_mset_pairs_seen_atomically(srv4):
+    n_pairs = 16
+    pairs = [("left:%d" % i, "right:%d" % i) for i in range(n_pairs)]
+    allkeys = [k for p in pairs for k in p]
+    setup = _client(srv4)
+    setup.mset({k: 0 for k in allkeys})
+    load = Load()
+    clients = []
+
+    def writer(seed):
+        c = _client(srv4)
+        clients.append(c)
+        rnd = random.Random(seed)
+        gen = [seed * 10 ** 9]
+
+        def step():
+            gen[0] += 1
+            l, r = rnd.choice(pairs)
+            c.mset({l: gen[0], r: gen[0]})
+            # and a whole-set generation write across all shards
+            if gen[0] % 10 == 0:
+                c.mset({k: gen[0] for k in allkeys})
+        return step
+
+    def reader():
+        c = _client(srv4)
+        clients.append(c)
+
+        def step():
+            vals = c.mget(allkeys)
+            for i in range(n_pairs):
+                if vals[2 * i] != vals[2 * i + 1]:
+                    load.violation("pair %s: %r != %r" % (pairs[i], vals[2 * i], vals[2 * i + 1]))
+                    return
+        return step
+
+    try:
+        for i in range(3):
+            load.spawn("mset%d" % i, writer(i + 1))
+        for i in range(2):
+            load.spawn("mget%d" % i, reader())
+        load.run_for(DURATION)
+    finally:
+        for c in clients + [setup]:
+            c.close()
+
+
+def test_rename_ping_pong_exactly_one_exists(srv4):
+    names = [("ping:%d" % i, "pong:%d" % i) for i in range(6)]
+    setup = _client(srv4)
+    for a, _ in names:
+        setup.set(a, "token")
+    load = Load()
+    clients = []
+
+    def renamer(a, b):
+        c = _client(srv4)
+        clients.append(c)
+
+        def step():
+            # exactly one of a/b exists at any time; move it to the other name
+            try:
+                c.rename(a, b)
+            except redis.ResponseError as e:
+                if "no such key" not in str(e):
+                    raise
+                c.rename(b, a)
+        return step
+
+    def reader():
+        c = _client(srv4)
+        clients.append(c)
+
+        def step():
+            for a, b in names:
+                n = c.exists(a, b)
+                if n != 1:
+                    load.violation("EXISTS %s %s returned %d" % (a, b, n))
+                    return
+        return step
+
+    try:
+        for a, b in names:
+            load.spawn("rename-%s" % a, renamer(a, b))
+        load.spawn("exists0", reader())
+        load.spawn("exists1", reader())
+        load.run_for(DURATION)
+        for a, b in names:
+            assert setup.exists(a, b) == 1
+            assert setup.mget(a, b).count(b"token") == 1
+        assert sum(v for k, v in load.counts.items() if k.startswith("rename")) > 100, load.counts
+    finally:
+        for c in clients + [setup]:
+            c.close()
+
+
+def test_concurrent_incr_no_lost_updates(srv4):
+    per_thread, n_threads = 400, 8
+    clients = [_client(srv4) for _ in range(n_threads)]
+    errors = []
+
+    def work(c):
+        try:
+            p = c.pipeline(transaction=False)
+            for i in range(per_thread):
+                p.incr("counter")
+                p.incrby("counter:%d" % (i % 10), 2)
+            p.execute()
+        except Exception as e:  # noqa
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(c,), daemon=True) for c in clients]
+    try:
+        for t in threads:
+            t.start()
+    finally:
+        for t in threads:
+            t.join(30)
+    try:
+        assert not errors, errors
+        assert not any(t.is_alive() for t in threads)
+        c = clients[0]
+        assert int(c.get("counter")) == per_thread * n_threads
+        assert sum(int(v) for v in c.mget(["counter:%d" % i for i in range(10)])) == 2 * per_thread * n_threads
+    finally:
+        for c in clients:
+            c.close()
+
+
+def test_msetnx_overlapping_sets_single_winner(srv4):
+    """Concurrent MSETNX on overlapping key sets: at most one per round wins,
+    and a winner's keys are all written while a loser's are not at all."""
+    a, b = _client(srv4), _client(srv4)
+    rounds = 150
+    barrier = threading.Barrier(2, timeout=10)
+    results = {"a": [], "b": []}
+    errors = []
+
+    def run(c, name, keys):
+        try:
+            for rnd in range(rounds):
+                barrier.wait()
+                results[name].append(c.msetnx({"r%d:%s" % (rnd, k): name for k in keys}))
+        except Exception as e:  # noqa
+            errors.append(e)
+            barrier.abort()
+
+    ta = threading.Thread(target=run, args=(a, "a", ["x", "y", "shared"]), daemon=True)
+    tb = threading.Thread(target=run, args=(b, "b", ["shared", "z", "w"]), daemon=True)
+    try:
+        ta.start()
+        tb.start()
+    finally:
+        ta.join(60)
+        tb.join(60)
+    try:
+        assert not errors, errors
+        for rnd in range(rounds):
+            wa, wb = results["a"][rnd], results["b"][rnd]
+            assert not (wa and wb), "round %d: both MSETNX succeeded" % rnd
+            vals = a.mget(["r%d:%s" % (rnd, k) for k in ("x", "y", "shared", "z", "w")])
+            if wa:
+                assert vals == [b"a", b"a", b"a", None, None], (rnd, vals)
+            elif wb:
+                assert vals == [None, None, b"b", b"b", b"b"], (rnd, vals)
+            else:
+                raise AssertionError("round %d: neither MSETNX succeeded: %r" % (rnd, vals))
+    finally:
+        a.close()
+        b.close()
+
+
+def test_multi_exec_isolated_from_concurrent_writers(srv4):
+    """A MULTI block reading two keys written together by MSET never sees a mix."""
+    setup = _client(srv4)
+    setup.mset({"iso:a": 0, "iso:b": 0, "iso:c": 0})
+    load = Load()
+    clients = []
+
+    def writer():
+        c = _client(srv4)
+        clients.append(c)
+        n = [0]
+
+        def step():
+            n[0] += 1
+            c.mset({"iso:a": n[0], "iso:b": n[0], "iso:c": n[0]})
+        return step
+
+    def tx_reader():
+        c = _client(srv4)
+        clients.append(c)
+
+        def step():
+            p = c.pipeline(transaction=True)
+            p.get("iso:a").get("iso:b").get("iso:c")
+            r = p.execute()
+            if len(set(r)) != 1:
+                load.violation("MULTI saw %r" % r)
+        return step
+
+    try:
+        load.spawn("writer", writer())
+        load.spawn("writer2", writer())
+        load.spawn("tx0", tx_reader())
+        load.spawn("tx1", tx_reader())
+        load.run_for(1.5)
+    finally:
+        for c in clients + [setup]:
+            c.close()
