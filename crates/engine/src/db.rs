@@ -21,6 +21,10 @@ pub struct Db {
     watchers: HashMap<Box<[u8]>, Vec<WatchFlag>>,
     /// Where the active expiry sweep resumes.
     sweep_at: usize,
+    /// Statistics for INFO: keys expired (lazily or actively), read hits and misses.
+    pub expired_total: u64,
+    pub hits: u64,
+    pub misses: u64,
 }
 
 /// The time and access clock a command runs with.
@@ -136,6 +140,7 @@ impl Db {
         self.sweep_at = next;
         let n = expired_keys.len();
         self.expires -= n;
+        self.expired_total += n as u64;
         for e in &expired_keys {
             self.touch(e.key());
         }
@@ -163,6 +168,7 @@ impl<'a> DbView<'a> {
         if expired {
             self.db.table.remove(key);
             self.db.expires -= 1;
+            self.db.expired_total += 1;
             self.db.touch(key);
             return false;
         }
@@ -172,8 +178,10 @@ impl<'a> DbView<'a> {
     /// A live entry; updates its access clock.
     pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
         if !self.expire_if_needed(key) {
+            self.db.misses += 1;
             return None;
         }
+        self.db.hits += 1;
         let touch = self.clock.touch;
         let lru = self.clock.lru;
         let e = self.db.table.get_mut(key)?;
@@ -266,6 +274,14 @@ impl<'a> DbView<'a> {
         }
         e.set_expire(when);
         true
+    }
+
+    /// Whether `key` is present but logically expired (not reclaimed yet). Does not reclaim it.
+    pub fn expired_in_place(&self, key: &[u8]) -> bool {
+        self.db
+            .table
+            .get(key)
+            .is_some_and(|e| e.is_expired(self.clock.now_ms))
     }
 
     /// The TTL of a live key: None if absent, Some(None) if persistent.

@@ -25,7 +25,6 @@
 use std::ptr::NonNull;
 
 const KIND_MASK: u8 = 0b0000_0111;
-const KIND_INLINE_STR: u8 = 0;
 const KIND_HEAP_STR: u8 = 1;
 const HAS_EXPIRE: u8 = 0b0000_1000;
 const RAW: u8 = 0b0001_0000;
@@ -98,32 +97,20 @@ struct Layout {
     key_start: usize,
     key_end: usize,
     payload_start: usize,
-    total: usize,
 }
 
 fn layout_of(b: &[u8]) -> Layout {
-    let flags = b[0];
     let mut pos = EXPIRE_AT;
-    if flags & HAS_EXPIRE != 0 {
+    if b[0] & HAS_EXPIRE != 0 {
         pos += 8;
     }
     let klen = get_varint(b, &mut pos);
     let key_start = pos;
     let key_end = pos + klen;
-    let payload_start = key_end;
-    let total = match flags & KIND_MASK {
-        KIND_HEAP_STR => payload_start + 8,
-        _ => {
-            let mut p = payload_start;
-            let vlen = get_varint(b, &mut p);
-            p + vlen
-        }
-    };
     Layout {
         key_start,
         key_end,
-        payload_start,
-        total,
+        payload_start: key_end,
     }
 }
 

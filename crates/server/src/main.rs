@@ -1,1 +1,68 @@
-fn main() {}
+//! `darner [path/to/darner.conf] [--directive value ...]`, `darner -v`, `darner -h`.
+
+use darner_server::{config, log, server, DARNER_VERSION, REDIS_COMPAT_VERSION};
+
+fn usage() {
+    println!(
+        "Usage: darner [/path/to/darner.conf] [options]\n       darner -v or --version\n       darner -h or --help\n\n\
+         Examples:\n       darner (run with default configuration)\n       darner /etc/darner/6379.conf\n       \
+         darner --port 7777 --threads 4\n       darner /etc/mydarner.conf --loglevel verbose\n\n\
+         Any directive of the config file can be given as --directive value (the last one wins)."
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let rest = &args[1..];
+    if let Some(first) = rest.first() {
+        match first.as_str() {
+            "-v" | "--version" => {
+                println!(
+                    "Darner server v={DARNER_VERSION} redis_compat={REDIS_COMPAT_VERSION} bits=64"
+                );
+                return;
+            }
+            "-h" | "--help" => {
+                usage();
+                return;
+            }
+            _ => {}
+        }
+    }
+    let (file, opts) = match rest.first() {
+        Some(f) if !f.starts_with("--") => (Some(std::path::PathBuf::from(f)), &rest[1..]),
+        _ => (None, rest),
+    };
+    let cfg = match config::load(file.as_deref(), opts) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = log::init(&cfg.get("logfile").unwrap_or_default()) {
+        eprintln!("Can't open the log file: {e}");
+        std::process::exit(1);
+    }
+    log::notice("oO0OoO0OoO0Oo Darner is starting oO0OoO0OoO0Oo");
+    log::notice(&format!(
+        "Darner version={DARNER_VERSION}, redis_version={REDIS_COMPAT_VERSION}, bits=64, pid={}, just started",
+        std::process::id()
+    ));
+    match &file {
+        Some(f) => log::notice(&format!("Configuration loaded from {}", f.display())),
+        None => log::warning("Warning: no config file specified, using the default config. In order to specify a config file use darner /path/to/darner.conf"),
+    }
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let conf = file
+        .as_ref()
+        .and_then(|f| std::fs::canonicalize(f).ok())
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    if let Err(e) = server::run(cfg, exe, conf) {
+        log::warning(&e);
+        std::process::exit(1);
+    }
+}

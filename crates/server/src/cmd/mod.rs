@@ -1,0 +1,221 @@
+//! Command handlers, one file per Redis command group, and the registry that binds them to the
+//! command table (`darner-commands`).
+//!
+//! A handler is one of three kinds, by where it must run:
+//! - [`Handler::Conn`]: needs only the client's own state (PING, SELECT, CLIENT SETNAME, CONFIG):
+//!   runs on the connection's thread.
+//! - [`Handler::Key`]: its keys all live on one shard (GET, SET, INCR, EXPIRE, ...): runs on
+//!   that shard's thread, inline when that is the connection's own thread. These are
+//!   shard-local `op`s in Dragonfly's sense: they parse, touch data and reply in one place.
+//! - [`Handler::Tx`]: needs several shards (MSET, RENAME, KEYS, EXEC): an async task on the
+//!   connection's thread that locks the shards it declares ([`Locks`]) and hops to them.
+//!
+//! Every command named in `tools/commands.txt` has exactly one handler; a test checks it.
+
+pub mod connection;
+pub mod generic;
+pub mod server;
+pub mod string;
+pub mod transactions;
+
+use crate::conn::ClientState;
+use crate::exec::Tx;
+use crate::shard::ShardCtx;
+use crate::shared::Shared;
+use bytes::Bytes;
+use darner_commands::CommandSpec;
+use darner_resp::ReplyWriter;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+
+pub type KeyFn = fn(&mut ShardCtx, &[Bytes], &mut ReplyWriter);
+pub type ConnFn = fn(&mut ConnCtx, &[Bytes], &mut ReplyWriter);
+pub type TxFuture = Pin<Box<dyn Future<Output = Vec<u8>>>>;
+pub type TxFn = fn(Tx, Vec<Bytes>) -> TxFuture;
+
+/// Which shards a [`Handler::Tx`] locks before it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Locks {
+    /// The shards of the command's keys (from the command table's key specs).
+    Keys,
+    /// Every shard (FLUSHALL: no client may see half of it).
+    All,
+    /// None: each hop queues behind whatever lock its shard has (KEYS, DBSIZE, SCAN, INFO).
+    None,
+    /// EXEC: the shards of the queued commands' keys and of the WATCHed keys.
+    Queued,
+}
+
+#[derive(Clone, Copy)]
+pub enum Handler {
+    Conn(ConnFn),
+    Key(KeyFn),
+    Tx(TxFn, Locks),
+}
+
+pub struct Command {
+    pub spec: &'static CommandSpec,
+    pub handler: Handler,
+    /// Index into per-thread statistics.
+    pub id: usize,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.spec.full_name)
+    }
+}
+
+/// What a connection-level handler sees.
+pub struct ConnCtx<'a> {
+    pub client: &'a mut ClientState,
+    pub shared: &'a Arc<Shared>,
+    pub thread: usize,
+}
+
+pub struct Registry {
+    by_spec: HashMap<usize, &'static Command>,
+    pub list: Vec<&'static Command>,
+}
+
+impl Registry {
+    fn add(&mut self, full_name: &str, handler: Handler) {
+        let spec = darner_commands::lookup_full_name(full_name.as_bytes()).unwrap_or_else(|| {
+            panic!("'{full_name}' is not in the command table (tools/commands.txt)")
+        });
+        let cmd: &'static Command = Box::leak(Box::new(Command {
+            spec,
+            handler,
+            id: self.list.len(),
+        }));
+        let old = self
+            .by_spec
+            .insert(spec as *const CommandSpec as usize, cmd);
+        assert!(old.is_none(), "'{full_name}' registered twice");
+        self.list.push(cmd);
+    }
+
+    pub fn get(&self, spec: &'static CommandSpec) -> Option<&'static Command> {
+        self.by_spec
+            .get(&(spec as *const CommandSpec as usize))
+            .copied()
+    }
+
+    pub fn by_name(&self, full_name: &str) -> Option<&'static Command> {
+        darner_commands::lookup_full_name(full_name.as_bytes()).and_then(|s| self.get(s))
+    }
+}
+
+/// Adds one family's handlers.
+pub struct Reg<'a>(&'a mut Registry);
+
+impl Reg<'_> {
+    pub fn conn(&mut self, name: &str, f: ConnFn) {
+        self.0.add(name, Handler::Conn(f));
+    }
+    pub fn key(&mut self, name: &str, f: KeyFn) {
+        self.0.add(name, Handler::Key(f));
+    }
+    pub fn tx(&mut self, name: &str, locks: Locks, f: TxFn) {
+        self.0.add(name, Handler::Tx(f, locks));
+    }
+}
+
+pub fn registry() -> &'static Registry {
+    static R: OnceLock<Registry> = OnceLock::new();
+    R.get_or_init(|| {
+        let mut r = Registry {
+            by_spec: HashMap::new(),
+            list: Vec::new(),
+        };
+        let mut reg = Reg(&mut r);
+        connection::register(&mut reg);
+        server::register(&mut reg);
+        generic::register(&mut reg);
+        string::register(&mut reg);
+        transactions::register(&mut reg);
+        r
+    })
+}
+
+/// The shard that owns `key`: by its Redis Cluster slot (CRC16 of the key or its {hashtag}),
+/// so keys that Redis Cluster keeps together are also together here.
+pub fn shard_of(key: &[u8], shards: usize) -> usize {
+    if shards == 1 {
+        return 0;
+    }
+    darner_commands::key_slot(key) as usize % shards
+}
+
+/// The shard of a single-shard command: that of its first key (a [`Handler::Key`] command's
+/// keys all share it), or `here` for a command without keys.
+pub fn key_shard(spec: &CommandSpec, args: &[Bytes], shards: usize, here: usize) -> usize {
+    if shards == 1 {
+        return 0;
+    }
+    if spec.first_key > 0 && (spec.first_key as usize) < args.len() {
+        return shard_of(&args[spec.first_key as usize], shards);
+    }
+    let mut idx = Vec::new();
+    darner_commands::key_indices(spec, args, &mut idx);
+    match idx.first() {
+        Some(&i) => shard_of(&args[i], shards),
+        None => here,
+    }
+}
+
+// Error texts shared by several families (Redis 7.2's exact wording).
+pub const ERR_WRONGTYPE: &[u8] =
+    b"WRONGTYPE Operation against a key holding the wrong kind of value";
+pub const ERR_NOT_INT: &[u8] = b"ERR value is not an integer or out of range";
+pub const ERR_NOT_FLOAT: &[u8] = b"ERR value is not a valid float";
+pub const ERR_SYNTAX: &[u8] = b"ERR syntax error";
+pub const ERR_OVERFLOW: &[u8] = b"ERR increment or decrement would overflow";
+pub const ERR_NO_SUCH_KEY: &[u8] = b"ERR no such key";
+pub const ERR_DB_INDEX: &[u8] = b"ERR DB index is out of range";
+
+/// Parses a Redis integer argument (string2ll rules).
+pub fn parse_int(b: &[u8]) -> Option<i64> {
+    darner_resp::parse_i64_strict(b)
+}
+
+/// Redis's "wrong number of arguments" error for a command or subcommand.
+pub fn arity_error(spec: &CommandSpec) -> Vec<u8> {
+    format!(
+        "ERR wrong number of arguments for '{}' command",
+        spec.full_name
+    )
+    .into_bytes()
+}
+
+/// Case-insensitive comparison of an argument with an ASCII keyword.
+pub fn eq(arg: &[u8], kw: &str) -> bool {
+    arg.eq_ignore_ascii_case(kw.as_bytes())
+}
+
+/// Helper for handlers that build a reply into a fresh buffer.
+pub fn with_writer(resp3: bool, f: impl FnOnce(&mut ReplyWriter)) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = ReplyWriter::new(&mut out, resp3);
+    f(&mut w);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_table_command_has_a_handler() {
+        let r = super::registry();
+        for spec in darner_commands::all() {
+            if spec.is_container() {
+                for sub in spec.subcommands {
+                    assert!(r.get(sub).is_some(), "no handler for {}", sub.full_name);
+                }
+            } else {
+                assert!(r.get(spec).is_some(), "no handler for {}", spec.full_name);
+            }
+        }
+    }
+}

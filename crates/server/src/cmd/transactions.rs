@@ -1,0 +1,197 @@
+//! MULTI, EXEC, DISCARD, WATCH, UNWATCH.
+//!
+//! MULTI queues commands in the client's state. EXEC runs them as one transaction task: it
+//! locks every shard the queued commands (and the WATCHed keys) live on, in ascending order,
+//! checks the WATCHed keys, then runs each queued command on its shard in turn. Because all
+//! those shards stay locked until the end, no other client observes part of the transaction,
+//! and shards it does not touch keep serving.
+//!
+//! WATCH registers a dirty flag with each key's shard; any write, delete or expiry of the key
+//! sets it (`darner_engine::Db::touch`). A key that existed at WATCH time and has logically
+//! expired by EXEC also aborts the transaction, as in Redis 7.
+
+use super::{Command, ConnCtx, Handler, Locks, Reg, TxFuture};
+use crate::conn::{ClientState, Watched};
+use crate::exec::{Tx, THREAD};
+use bytes::Bytes;
+use darner_engine::WatchFlag;
+use darner_resp::ReplyWriter;
+use std::sync::atomic::Ordering;
+
+pub fn register(r: &mut Reg) {
+    r.conn("multi", multi);
+    r.conn("discard", discard);
+    r.conn("unwatch", unwatch);
+    r.tx("watch", Locks::Keys, watch);
+    r.tx("exec", Locks::Queued, exec);
+}
+
+fn multi(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+    if ctx.client.in_multi() {
+        return w.error(b"ERR MULTI calls can not be nested");
+    }
+    ctx.client.multi = Some(Vec::new());
+    ctx.client.multi_dirty = false;
+    w.ok();
+}
+
+fn discard(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+    if !ctx.client.in_multi() {
+        return w.error(b"ERR DISCARD without MULTI");
+    }
+    ctx.client.multi = None;
+    ctx.client.multi_dirty = false;
+    ctx.client.unwatch();
+    w.ok();
+}
+
+fn unwatch(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+    ctx.client.unwatch();
+    w.ok();
+}
+
+fn watch(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        if tx.client().in_multi() {
+            return super::with_writer(resp3, |w| {
+                w.error(b"ERR WATCH inside MULTI is not allowed")
+            });
+        }
+        let flag: WatchFlag = tx
+            .client()
+            .watch_flag
+            .get_or_insert_with(Default::default)
+            .clone();
+        let db = tx.db();
+        let hops: Vec<_> = args[1..]
+            .iter()
+            .map(|key| {
+                let (k, f) = (key.clone(), flag.clone());
+                tx.run(tx.shard_of(key), move |ctx| {
+                    ctx.shard.dbs[db].watch(&k, f);
+                    ctx.db().exists(&k)
+                })
+            })
+            .collect();
+        for (key, hop) in args[1..].iter().zip(hops) {
+            let existed = hop.await;
+            tx.client().watched.push(Watched {
+                db,
+                key: key.clone(),
+                existed,
+            });
+        }
+        super::with_writer(resp3, |w| w.ok())
+    })
+}
+
+/// The shards EXEC must lock: those of every queued command's keys and of the WATCHed keys.
+/// A queued command that is not bound to its keys' shards (KEYS, FLUSHALL) locks them all.
+pub fn exec_shards(state: &ClientState, shards: usize) -> Vec<usize> {
+    let mut out: Vec<usize> = state
+        .watched
+        .iter()
+        .map(|w| super::shard_of(&w.key, shards))
+        .collect();
+    if let Some(q) = &state.multi {
+        let mut idx = Vec::new();
+        for (cmd, args) in q {
+            match cmd.handler {
+                Handler::Conn(_) => {}
+                Handler::Key(_) | Handler::Tx(_, Locks::Keys) => {
+                    darner_commands::key_indices(cmd.spec, args, &mut idx);
+                    out.extend(idx.iter().map(|&i| super::shard_of(&args[i], shards)));
+                }
+                Handler::Tx(..) => return (0..shards).collect(),
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Runs one command inside a transaction whose locks are held; returns its reply.
+pub async fn run_in_tx(tx: &Tx, cmd: &'static Command, args: Vec<Bytes>) -> Vec<u8> {
+    match cmd.handler {
+        Handler::Conn(f) => {
+            let resp3 = tx.resp3();
+            let out = {
+                let mut client = tx.client();
+                let shared = tx.shared().clone();
+                let mut ctx = ConnCtx {
+                    client: &mut client,
+                    shared: &shared,
+                    thread: THREAD.with(|t| t.get()),
+                };
+                super::with_writer(resp3, |w| f(&mut ctx, &args, w))
+            };
+            let db = tx.client().db;
+            tx.set_db(db);
+            out
+        }
+        Handler::Key(f) => {
+            let shard = super::key_shard(cmd.spec, &args, tx.nshards(), THREAD.with(|t| t.get()));
+            tx.run(shard, move |ctx| {
+                super::with_writer(ctx.resp3, |w| f(ctx, &args, w))
+            })
+            .await
+        }
+        Handler::Tx(f, _) => f(tx.clone(), args).await,
+    }
+}
+
+fn exec(tx: Tx, _args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        let (queue, dirty) = {
+            let mut c = tx.client();
+            if !c.in_multi() {
+                return super::with_writer(resp3, |w| w.error(b"ERR EXEC without MULTI"));
+            }
+            let q = c.multi.take().unwrap_or_default();
+            let d = c.multi_dirty;
+            c.multi_dirty = false;
+            (q, d)
+        };
+        if dirty {
+            tx.client().unwatch();
+            return super::with_writer(resp3, |w| {
+                w.error(b"EXECABORT Transaction discarded because of previous errors.")
+            });
+        }
+        // WATCH: a write or expiry since WATCH set the flag; a key that existed then and has
+        // logically expired now (not yet reclaimed) also counts as changed.
+        let watched = std::mem::take(&mut tx.client().watched);
+        let mut aborted = tx
+            .client()
+            .watch_flag
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed));
+        if !aborted {
+            for wk in watched.iter().filter(|w| w.existed) {
+                let (db, key) = (wk.db, wk.key.clone());
+                let expired = tx
+                    .run(tx.shard_of(&wk.key), move |ctx| {
+                        ctx.db_at(db).expired_in_place(&key)
+                    })
+                    .await;
+                if expired {
+                    aborted = true;
+                    break;
+                }
+            }
+        }
+        tx.client().unwatch();
+        if aborted {
+            return super::with_writer(resp3, |w| w.null_array());
+        }
+        let mut out = super::with_writer(resp3, |w| w.array(queue.len()));
+        for (cmd, args) in queue {
+            let reply = run_in_tx(&tx, cmd, args).await;
+            out.extend_from_slice(&reply);
+        }
+        out
+    })
+}

@@ -1,0 +1,747 @@
+//! The configuration table: one row per directive drives the config file, the command line
+//! (`--port 7000`) and CONFIG GET / SET, as in Redis.
+//!
+//! Values live as canonical strings under a lock (read by CONFIG GET and INFO, rarely) and,
+//! for the directives the hot path reads, also in atomics in [`Hot`] (read on every request
+//! with a relaxed load). A directive of a feature Darner has not built yet is not in the table
+//! as a working directive: it is listed in [`UNBUILT`] with the values that mean "feature off",
+//! and any other value is refused at start-up, naming the directive.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Mutex, RwLock};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Kind {
+    /// An integer within bounds.
+    Int {
+        min: i64,
+        max: i64,
+    },
+    /// A byte count that accepts Redis's units (1k, 1kb, 5mb, 1gb).
+    Memory {
+        min: i64,
+        max: i64,
+    },
+    Bool,
+    Enum(&'static [&'static str]),
+    Str,
+    /// Special syntax, parsed by the directive's own function.
+    Special,
+}
+
+pub struct Directive {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub default: &'static str,
+    pub mutable: bool,
+    /// Updates the hot copy after a successful set. Returns an error text for bad values that
+    /// pass the kind's generic check (e.g. client-output-buffer-limit classes).
+    pub apply: fn(&Hot, &str) -> Result<(), String>,
+}
+
+/// Values the request path reads on every command.
+pub struct Hot {
+    pub hz: AtomicI64,
+    pub maxclients: AtomicI64,
+    pub timeout: AtomicI64,
+    pub proto_max_bulk_len: AtomicI64,
+    pub client_query_buffer_limit: AtomicI64,
+    pub slowlog_log_slower_than: AtomicI64,
+    pub slowlog_max_len: AtomicI64,
+    pub protected_mode: AtomicBool,
+    pub active_expire_effort: AtomicI64,
+    pub loglevel: AtomicU8,
+    pub tcp_keepalive: AtomicI64,
+    /// requirepass; empty means none.
+    pub requirepass: RwLock<String>,
+    pub has_password: AtomicBool,
+    /// client-output-buffer-limit for class normal: hard, soft (bytes) and soft seconds.
+    pub obuf_normal: [AtomicU64; 3],
+    pub obuf_pubsub: [AtomicU64; 3],
+    pub obuf_replica: [AtomicU64; 3],
+}
+
+pub const LOG_DEBUG: u8 = 0;
+pub const LOG_VERBOSE: u8 = 1;
+pub const LOG_NOTICE: u8 = 2;
+pub const LOG_WARNING: u8 = 3;
+pub const LOG_NOTHING: u8 = 4;
+const LOGLEVELS: &[&str] = &["debug", "verbose", "notice", "warning", "nothing"];
+
+fn set_i(a: &AtomicI64) -> impl Fn(&str) -> Result<(), String> + '_ {
+    move |v| {
+        a.store(parse_memory(v).unwrap_or(0), Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+fn nothing(_: &Hot, _: &str) -> Result<(), String> {
+    Ok(())
+}
+
+fn bool_value(v: &str) -> bool {
+    v.eq_ignore_ascii_case("yes")
+}
+
+/// The table. Order is the order CONFIG REWRITE writes and CONFIG GET * lists.
+pub static TABLE: &[Directive] = &[
+    Directive {
+        name: "port",
+        kind: Kind::Int { min: 0, max: 65535 },
+        default: "6379",
+        mutable: false,
+        apply: nothing,
+    },
+    Directive {
+        name: "bind",
+        kind: Kind::Special,
+        default: "127.0.0.1 -::1",
+        mutable: false,
+        apply: nothing,
+    },
+    Directive {
+        name: "protected-mode",
+        kind: Kind::Bool,
+        default: "yes",
+        mutable: true,
+        apply: |h, v| {
+            h.protected_mode.store(bool_value(v), Ordering::Relaxed);
+            Ok(())
+        },
+    },
+    Directive {
+        name: "threads",
+        kind: Kind::Int { min: 1, max: 256 },
+        default: "0",
+        mutable: false,
+        apply: nothing,
+    },
+    Directive {
+        name: "databases",
+        kind: Kind::Int { min: 1, max: 1024 },
+        default: "16",
+        mutable: false,
+        apply: nothing,
+    },
+    Directive {
+        name: "maxclients",
+        kind: Kind::Int {
+            min: 1,
+            max: 1_000_000,
+        },
+        default: "10000",
+        mutable: true,
+        apply: |h, v| set_i(&h.maxclients)(v),
+    },
+    Directive {
+        name: "timeout",
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        default: "0",
+        mutable: true,
+        apply: |h, v| set_i(&h.timeout)(v),
+    },
+    Directive {
+        name: "tcp-keepalive",
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        default: "300",
+        mutable: true,
+        apply: |h, v| set_i(&h.tcp_keepalive)(v),
+    },
+    Directive {
+        name: "requirepass",
+        kind: Kind::Str,
+        default: "",
+        mutable: true,
+        apply: |h, v| {
+            *h.requirepass.write().unwrap() = v.to_string();
+            h.has_password.store(!v.is_empty(), Ordering::Relaxed);
+            Ok(())
+        },
+    },
+    Directive {
+        name: "loglevel",
+        kind: Kind::Enum(LOGLEVELS),
+        default: "notice",
+        mutable: true,
+        apply: |h, v| {
+            let i = LOGLEVELS
+                .iter()
+                .position(|l| l.eq_ignore_ascii_case(v))
+                .unwrap_or(2);
+            h.loglevel.store(i as u8, Ordering::Relaxed);
+            crate::log::set_level(i as u8);
+            Ok(())
+        },
+    },
+    Directive {
+        name: "logfile",
+        kind: Kind::Str,
+        default: "",
+        mutable: false,
+        apply: nothing,
+    },
+    Directive {
+        name: "hz",
+        kind: Kind::Int { min: 1, max: 500 },
+        default: "10",
+        mutable: true,
+        apply: |h, v| set_i(&h.hz)(v),
+    },
+    Directive {
+        name: "active-expire-effort",
+        kind: Kind::Int { min: 1, max: 10 },
+        default: "1",
+        mutable: true,
+        apply: |h, v| set_i(&h.active_expire_effort)(v),
+    },
+    Directive {
+        name: "dir",
+        kind: Kind::Special,
+        default: ".",
+        mutable: true,
+        apply: |_, v| {
+            std::env::set_current_dir(v).map_err(|e| format!("No such file or directory ({e})"))
+        },
+    },
+    Directive {
+        name: "proto-max-bulk-len",
+        kind: Kind::Memory {
+            min: 1024 * 1024,
+            max: i64::MAX,
+        },
+        default: "536870912",
+        mutable: true,
+        apply: |h, v| set_i(&h.proto_max_bulk_len)(v),
+    },
+    Directive {
+        name: "client-query-buffer-limit",
+        kind: Kind::Memory {
+            min: 1024 * 1024,
+            max: i64::MAX,
+        },
+        default: "1073741824",
+        mutable: true,
+        apply: |h, v| set_i(&h.client_query_buffer_limit)(v),
+    },
+    Directive {
+        name: "client-output-buffer-limit",
+        kind: Kind::Special,
+        default: "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+        mutable: true,
+        apply: apply_obuf,
+    },
+    Directive {
+        name: "slowlog-log-slower-than",
+        kind: Kind::Int {
+            min: -1,
+            max: i64::MAX,
+        },
+        default: "10000",
+        mutable: true,
+        apply: |h, v| set_i(&h.slowlog_log_slower_than)(v),
+    },
+    Directive {
+        name: "slowlog-max-len",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "128",
+        mutable: true,
+        apply: |h, v| set_i(&h.slowlog_max_len)(v),
+    },
+];
+
+/// Redis directives for features not built yet, with the values that mean "off" (accepted,
+/// because they describe what Darner does). Anything else is refused at start-up.
+pub static UNBUILT: &[(&str, &[&str])] = &[
+    ("appendonly", &["no"]),
+    ("save", &[""]),
+    ("maxmemory", &["0"]),
+    ("cluster-enabled", &["no"]),
+    ("replicaof", &[]),
+    ("slaveof", &[]),
+    ("daemonize", &["no"]),
+    ("io-threads", &["1"]),
+    ("notify-keyspace-events", &[""]),
+    ("unixsocket", &[]),
+    ("tls-port", &["0"]),
+];
+
+/// Parses a byte count with Redis's units: b, k, kb, m, mb, g, gb (case-insensitive).
+pub fn parse_memory(v: &str) -> Option<i64> {
+    let lower = v.to_ascii_lowercase();
+    let (num, mul): (&str, i64) = if let Some(n) = lower.strip_suffix("gb") {
+        (n, 1 << 30)
+    } else if let Some(n) = lower.strip_suffix("mb") {
+        (n, 1 << 20)
+    } else if let Some(n) = lower.strip_suffix("kb") {
+        (n, 1 << 10)
+    } else if let Some(n) = lower.strip_suffix('g') {
+        (n, 1_000_000_000)
+    } else if let Some(n) = lower.strip_suffix('m') {
+        (n, 1_000_000)
+    } else if let Some(n) = lower.strip_suffix('k') {
+        (n, 1000)
+    } else if let Some(n) = lower.strip_suffix('b') {
+        (n, 1)
+    } else {
+        (lower.as_str(), 1)
+    };
+    let n: i64 = num.parse().ok()?;
+    n.checked_mul(mul)
+}
+
+fn apply_obuf(h: &Hot, v: &str) -> Result<(), String> {
+    let parts: Vec<&str> = v.split_whitespace().collect();
+    if parts.is_empty() || parts.len() % 4 != 0 {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut parsed = Vec::new();
+    for chunk in parts.chunks(4) {
+        let class = match chunk[0].to_ascii_lowercase().as_str() {
+            "normal" => 0,
+            "slave" | "replica" => 1,
+            "pubsub" => 2,
+            _ => {
+                return Err("Invalid client class specified in buffer limit configuration.".into())
+            }
+        };
+        let hard = parse_memory(chunk[1]);
+        let soft = parse_memory(chunk[2]);
+        let secs: Option<i64> = chunk[3].parse().ok();
+        match (hard, soft, secs) {
+            (Some(a), Some(b), Some(c)) if a >= 0 && b >= 0 && c >= 0 => {
+                parsed.push((class, [a as u64, b as u64, c as u64]))
+            }
+            _ => {
+                return Err(
+                    "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+                        .into(),
+                )
+            }
+        }
+    }
+    for (class, vals) in parsed {
+        let target = match class {
+            0 => &h.obuf_normal,
+            1 => &h.obuf_replica,
+            _ => &h.obuf_pubsub,
+        };
+        for (a, v) in target.iter().zip(vals) {
+            a.store(v, Ordering::Relaxed);
+        }
+    }
+    Ok(())
+}
+
+/// The live configuration of one server.
+pub struct Config {
+    values: Mutex<Vec<String>>,
+    pub hot: Hot,
+    /// The config file the server was started with (CONFIG REWRITE writes it back).
+    pub file: Option<std::path::PathBuf>,
+}
+
+pub fn find(name: &str) -> Option<usize> {
+    TABLE.iter().position(|d| d.name.eq_ignore_ascii_case(name))
+}
+
+impl Config {
+    fn defaults(file: Option<std::path::PathBuf>) -> Config {
+        let z = || [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+        let c = Config {
+            values: Mutex::new(TABLE.iter().map(|d| d.default.to_string()).collect()),
+            hot: Hot {
+                hz: AtomicI64::new(10),
+                maxclients: AtomicI64::new(10000),
+                timeout: AtomicI64::new(0),
+                proto_max_bulk_len: AtomicI64::new(512 << 20),
+                client_query_buffer_limit: AtomicI64::new(1 << 30),
+                slowlog_log_slower_than: AtomicI64::new(10000),
+                slowlog_max_len: AtomicI64::new(128),
+                protected_mode: AtomicBool::new(true),
+                active_expire_effort: AtomicI64::new(1),
+                loglevel: AtomicU8::new(LOG_NOTICE),
+                tcp_keepalive: AtomicI64::new(300),
+                requirepass: RwLock::new(String::new()),
+                has_password: AtomicBool::new(false),
+                obuf_normal: z(),
+                obuf_pubsub: z(),
+                obuf_replica: z(),
+            },
+            file,
+        };
+        for d in TABLE {
+            if d.name != "dir" {
+                (d.apply)(&c.hot, d.default).expect("defaults are valid");
+            }
+        }
+        c
+    }
+
+    pub fn get(&self, name: &str) -> Option<String> {
+        find(name).map(|i| self.values.lock().unwrap()[i].clone())
+    }
+
+    pub fn get_index(&self, i: usize) -> String {
+        self.values.lock().unwrap()[i].clone()
+    }
+
+    pub fn get_i64(&self, name: &str) -> i64 {
+        self.get(name).and_then(|v| parse_memory(&v)).unwrap_or(0)
+    }
+
+    /// Validates and stores one directive. `startup` allows immutable ones.
+    pub fn set(&self, name: &str, value: &str, startup: bool) -> Result<(), String> {
+        let i =
+            find(name).ok_or_else(|| "Bad directive or wrong number of arguments".to_string())?;
+        let d = &TABLE[i];
+        if !startup && !d.mutable {
+            return Err("can't set immutable config".into());
+        }
+        let canonical = match d.kind {
+            Kind::Int { min, max } => {
+                let n: i64 = value
+                    .parse()
+                    .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+                if n < min || n > max {
+                    return Err(format!(
+                        "argument must be between {min} and {max} inclusive"
+                    ));
+                }
+                n.to_string()
+            }
+            Kind::Memory { min, max } => {
+                let n = parse_memory(value)
+                    .ok_or_else(|| "argument must be a memory value".to_string())?;
+                if n < min || n > max {
+                    return Err(format!(
+                        "argument must be between {min} and {max} inclusive"
+                    ));
+                }
+                n.to_string()
+            }
+            Kind::Bool => match value.to_ascii_lowercase().as_str() {
+                "yes" | "no" => value.to_ascii_lowercase(),
+                _ => return Err("argument must be 'yes' or 'no'".into()),
+            },
+            Kind::Enum(opts) => match opts.iter().find(|o| o.eq_ignore_ascii_case(value)) {
+                Some(o) => o.to_string(),
+                None => {
+                    return Err(
+                        "argument(s) must be one of the following: ".to_string() + &opts.join(", ")
+                    )
+                }
+            },
+            Kind::Str => value.to_string(),
+            Kind::Special => {
+                if d.name == "client-output-buffer-limit" {
+                    // Merge with the current classes, like Redis: a SET may name only some.
+                    let mut z = Hot::scratch();
+                    apply_obuf(&mut z, value)?;
+                    let cur = self.get_index(i);
+                    merge_obuf(&cur, value)
+                } else if d.name == "bind" {
+                    if value.split_whitespace().count() == 0 {
+                        return Err("Invalid bind address".into());
+                    }
+                    value.split_whitespace().collect::<Vec<_>>().join(" ")
+                } else {
+                    value.to_string()
+                }
+            }
+        };
+        (d.apply)(&self.hot, &canonical)?;
+        self.values.lock().unwrap()[i] = canonical;
+        Ok(())
+    }
+
+    /// The directives and values to write back (CONFIG REWRITE): every non-default one.
+    pub fn non_defaults(&self) -> Vec<(&'static str, String)> {
+        let vals = self.values.lock().unwrap();
+        TABLE
+            .iter()
+            .zip(vals.iter())
+            .filter(|(d, v)| d.default != v.as_str())
+            .map(|(d, v)| (d.name, v.clone()))
+            .collect()
+    }
+
+    pub fn obuf_limits(arr: &[AtomicU64; 3]) -> (u64, u64, u64) {
+        (
+            arr[0].load(Ordering::Relaxed),
+            arr[1].load(Ordering::Relaxed),
+            arr[2].load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl Hot {
+    fn scratch() -> Hot {
+        Config::defaults(None).hot
+    }
+}
+
+fn merge_obuf(current: &str, update: &str) -> String {
+    let mut classes: Vec<(String, [String; 3])> = Vec::new();
+    for src in [current, update] {
+        let parts: Vec<&str> = src.split_whitespace().collect();
+        for c in parts.chunks(4) {
+            let mut name = c[0].to_ascii_lowercase();
+            if name == "replica" {
+                name = "slave".into();
+            }
+            let vals = [
+                parse_memory(c[1]).unwrap_or(0).to_string(),
+                parse_memory(c[2]).unwrap_or(0).to_string(),
+                c[3].to_string(),
+            ];
+            match classes.iter_mut().find(|(n, _)| *n == name) {
+                Some(slot) => slot.1 = vals,
+                None => classes.push((name, vals)),
+            }
+        }
+    }
+    classes
+        .iter()
+        .map(|(n, v)| format!("{n} {} {} {}", v[0], v[1], v[2]))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Splits a config-file line into words, honouring "quotes" and 'quotes' like Redis.
+pub fn split_line(line: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut chars = line.chars().peekable();
+    loop {
+        while matches!(chars.peek(), Some(c) if c.is_whitespace()) {
+            chars.next();
+        }
+        let Some(&c) = chars.peek() else { break };
+        let mut word = String::new();
+        if c == '"' || c == '\'' {
+            chars.next();
+            let mut closed = false;
+            while let Some(ch) = chars.next() {
+                if ch == c {
+                    closed = true;
+                    break;
+                }
+                if ch == '\\' && c == '"' {
+                    match chars.next() {
+                        Some('n') => word.push('\n'),
+                        Some('r') => word.push('\r'),
+                        Some('t') => word.push('\t'),
+                        Some(o) => word.push(o),
+                        None => break,
+                    }
+                } else {
+                    word.push(ch);
+                }
+            }
+            if !closed {
+                return Err("Unbalanced quotes in configuration line".into());
+            }
+        } else {
+            while let Some(&ch) = chars.peek() {
+                if ch.is_whitespace() {
+                    break;
+                }
+                word.push(ch);
+                chars.next();
+            }
+        }
+        out.push(word);
+    }
+    Ok(out)
+}
+
+/// A start-up error, printed the way Redis prints config errors.
+#[derive(Debug)]
+pub struct StartupError {
+    pub line: Option<usize>,
+    pub text: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for StartupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "\n*** FATAL CONFIG FILE ERROR (Darner {}) ***",
+            env!("CARGO_PKG_VERSION")
+        )?;
+        match self.line {
+            Some(n) => writeln!(f, "Reading the configuration file, at line {n}")?,
+            None => writeln!(f, "Reading the command line arguments")?,
+        }
+        writeln!(f, ">>> '{}'", self.text)?;
+        write!(f, "{}", self.reason)
+    }
+}
+
+/// Applies one directive (name + values) at start-up.
+fn apply_directive(cfg: &Config, words: &[String]) -> Result<(), String> {
+    let name = words[0].to_ascii_lowercase();
+    let values = &words[1..];
+    if let Some((_, ok)) = UNBUILT.iter().find(|(n, _)| *n == name) {
+        let v = values.join(" ");
+        if ok.iter().any(|o| o.eq_ignore_ascii_case(&v)) {
+            return Ok(());
+        }
+        return Err(format!(
+            "'{name}' is not supported by this version of Darner (the feature is not built yet), \
+             refusing to start with '{name} {v}'"
+        ));
+    }
+    let idx =
+        find(&name).ok_or_else(|| "Bad directive or wrong number of arguments".to_string())?;
+    let d = &TABLE[idx];
+    let multi =
+        matches!(d.kind, Kind::Special) && (name == "bind" || name == "client-output-buffer-limit");
+    if values.is_empty() || (!multi && values.len() != 1) {
+        return Err("Bad directive or wrong number of arguments".into());
+    }
+    if name == "client-output-buffer-limit" && values.len() != 4 {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    if name == "dir" {
+        std::env::set_current_dir(&values[0])
+            .map_err(|e| format!("Can't chdir to '{}': {e}", values[0]))?;
+        cfg.values.lock().unwrap()[idx] = values[0].clone();
+        return Ok(());
+    }
+    cfg.set(&name, &values.join(" "), true)
+}
+
+/// Builds the configuration from an optional file and `--name value ...` arguments, in that
+/// order (the last setting of a directive wins, as in Redis).
+pub fn load(file: Option<&std::path::Path>, args: &[String]) -> Result<Config, StartupError> {
+    let cfg = Config::defaults(file.map(|p| p.to_path_buf()));
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path).map_err(|e| StartupError {
+            line: None,
+            text: path.display().to_string(),
+            reason: format!(
+                "Fatal error, can't open config file '{}': {e}",
+                path.display()
+            ),
+        })?;
+        for (n, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let words = split_line(line).map_err(|reason| StartupError {
+                line: Some(n + 1),
+                text: line.to_string(),
+                reason,
+            })?;
+            apply_directive(&cfg, &words).map_err(|reason| StartupError {
+                line: Some(n + 1),
+                text: line.to_string(),
+                reason,
+            })?;
+        }
+    }
+    // Command line: "--name v1 v2 --other v" groups.
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        let Some(name) = a.strip_prefix("--") else {
+            return Err(StartupError {
+                line: None,
+                text: a.clone(),
+                reason: "Invalid argument: expected --directive value".into(),
+            });
+        };
+        let mut words = vec![name.to_string()];
+        i += 1;
+        while i < args.len() && !args[i].starts_with("--") {
+            words.push(args[i].clone());
+            i += 1;
+        }
+        // `--save ""` arrives as one empty word; `--save` alone means the same.
+        if words.len() == 1 && name == "save" {
+            words.push(String::new());
+        }
+        apply_directive(&cfg, &words).map_err(|reason| StartupError {
+            line: None,
+            text: words.join(" "),
+            reason,
+        })?;
+    }
+    Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_units() {
+        assert_eq!(parse_memory("1mb"), Some(1 << 20));
+        assert_eq!(parse_memory("1m"), Some(1_000_000));
+        assert_eq!(parse_memory("5GB"), Some(5 << 30));
+        assert_eq!(parse_memory("123"), Some(123));
+        assert_eq!(parse_memory("x"), None);
+    }
+
+    #[test]
+    fn command_line_overrides_and_refusals() {
+        let args: Vec<String> = [
+            "--port",
+            "7000",
+            "--hz",
+            "20",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let c = load(None, &args).unwrap();
+        assert_eq!(c.get("port").unwrap(), "7000");
+        assert_eq!(c.hot.hz.load(Ordering::Relaxed), 20);
+        let bad =
+            |a: &[&str]| load(None, &a.iter().map(|s| s.to_string()).collect::<Vec<_>>()).is_err();
+        assert!(bad(&["--appendonly", "yes"]));
+        assert!(bad(&["--save", "900", "1"]));
+        assert!(bad(&["--maxmemory", "1mb"]));
+        assert!(bad(&["--nosuch", "1"]));
+        assert!(bad(&["--hz", "abc"]));
+        assert!(bad(&["--hz", "0"]));
+    }
+
+    #[test]
+    fn obuf_merge() {
+        let c = load(None, &[]).unwrap();
+        c.set("client-output-buffer-limit", "normal 1mb 512kb 10", false)
+            .unwrap();
+        let v = c.get("client-output-buffer-limit").unwrap();
+        assert!(v.starts_with("normal 1048576 524288 10 slave"), "{v}");
+        assert_eq!(c.hot.obuf_normal[0].load(Ordering::Relaxed), 1 << 20);
+        assert!(c
+            .set("client-output-buffer-limit", "bogus 1 1 1", false)
+            .is_err());
+    }
+
+    #[test]
+    fn split_quotes() {
+        assert_eq!(
+            split_line(r#"requirepass "a b" x"#).unwrap(),
+            vec!["requirepass", "a b", "x"]
+        );
+        assert_eq!(split_line(r#"save """#).unwrap(), vec!["save", ""]);
+        assert!(split_line(r#"a "b"#).is_err());
+    }
+}

@@ -1,0 +1,174 @@
+//! A client connection: its socket buffers, its reply ordering, and its state.
+//!
+//! Replies must leave in request order even though commands of one pipeline may run on
+//! different shards and finish out of order. Each command gets a sequence number; a reply for
+//! the oldest outstanding number goes straight to the output buffer, a later one waits in
+//! `pending` until the ones before it arrive. When nothing is outstanding (the common case),
+//! a command that runs inline writes its reply directly into the output buffer.
+
+use crate::cmd::Command;
+use crate::shared::ClientHandle;
+use bytes::{Bytes, BytesMut};
+use darner_engine::WatchFlag;
+use mio::net::TcpStream;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ReplyMode {
+    #[default]
+    On,
+    Off,
+    /// Skip the next command's reply.
+    Skip,
+    /// Skipping the current command's reply (SKIP was given by the previous command).
+    SkipThis,
+}
+
+/// A key watched by WATCH: database, key, and whether it existed (unexpired) at WATCH time.
+#[derive(Clone, Debug)]
+pub struct Watched {
+    pub db: usize,
+    pub key: Bytes,
+    pub existed: bool,
+}
+
+/// The per-client state commands read and change. Cloned into a transaction task and adopted
+/// back when it ends (the connection runs nothing else meanwhile).
+#[derive(Clone, Debug, Default)]
+pub struct ClientState {
+    pub id: u64,
+    pub db: usize,
+    pub resp3: bool,
+    pub authenticated: bool,
+    pub name: String,
+    pub lib_name: String,
+    pub lib_ver: String,
+    pub addr: String,
+    pub laddr: String,
+    pub fd: i32,
+    pub no_evict: bool,
+    pub no_touch: bool,
+    pub reply_mode: ReplyMode,
+    /// Commands queued by MULTI (None when not in MULTI).
+    pub multi: Option<Vec<(&'static Command, Vec<Bytes>)>>,
+    /// A queued command was refused: EXEC must fail with EXECABORT.
+    pub multi_dirty: bool,
+    pub watched: Vec<Watched>,
+    pub watch_flag: Option<WatchFlag>,
+    /// Close the connection once this reply is written (QUIT, protocol errors, KILL).
+    pub close_after_reply: bool,
+    pub monitor: bool,
+    pub created_ms: i64,
+    pub last_cmd: &'static str,
+}
+
+impl ClientState {
+    pub fn in_multi(&self) -> bool {
+        self.multi.is_some()
+    }
+
+    /// Forgets WATCHed keys (UNWATCH, EXEC, DISCARD, RESET).
+    pub fn unwatch(&mut self) {
+        self.watched.clear();
+        self.watch_flag = None;
+    }
+
+    /// CLIENT LIST's flags field.
+    pub fn flags_string(&self) -> String {
+        let mut f = String::new();
+        if self.monitor {
+            f.push('O');
+        }
+        if self.multi.is_some() {
+            f.push('x');
+        }
+        if self
+            .watch_flag
+            .as_ref()
+            .is_some_and(|w| w.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            f.push('d');
+        }
+        if self.no_evict {
+            f.push('e');
+        }
+        if self.no_touch {
+            f.push('T');
+        }
+        if self.close_after_reply {
+            f.push('c');
+        }
+        if f.is_empty() {
+            f.push('N');
+        }
+        f
+    }
+}
+
+pub struct Conn {
+    pub sock: TcpStream,
+    pub gen: u32,
+    pub rbuf: BytesMut,
+    pub parser: darner_resp::RequestParser,
+    pub out: Vec<u8>,
+    /// How much of `out` has been written to the socket.
+    pub out_pos: usize,
+    pub next_seq: u64,
+    pub done_seq: u64,
+    /// Replies for sequence numbers done_seq.. (None: not arrived yet); bool: suppressed.
+    pub pending: VecDeque<(Option<Vec<u8>>, bool)>,
+    /// A transaction task of this connection is running: input waits.
+    pub in_tx: bool,
+    /// A command held back by CLIENT PAUSE, to retry.
+    pub paused: Option<Vec<Bytes>>,
+    pub state: ClientState,
+    pub handle: Arc<ClientHandle>,
+    pub last_interaction: Instant,
+    /// When the output buffer first went over the soft limit.
+    pub soft_limit_since: Option<Instant>,
+    /// Stop reading and close once the output is flushed.
+    pub closing: bool,
+    /// Reading paused because output is backed up.
+    pub read_paused: bool,
+}
+
+impl Conn {
+    /// Records a reply for `seq`; moves every reply that is now in order to the output.
+    pub fn deliver(&mut self, seq: u64, reply: Vec<u8>) {
+        if seq < self.done_seq {
+            return;
+        }
+        let i = (seq - self.done_seq) as usize;
+        if i >= self.pending.len() {
+            return;
+        }
+        self.pending[i].0 = Some(reply);
+        while let Some((Some(_), _)) = self.pending.front() {
+            let (r, suppressed) = self.pending.pop_front().unwrap();
+            if !suppressed {
+                self.out.extend_from_slice(&r.unwrap());
+            }
+            self.done_seq += 1;
+        }
+    }
+
+    /// Reserves a sequence number for a reply that will arrive later.
+    pub fn expect(&mut self, suppressed: bool) -> u64 {
+        let s = self.next_seq;
+        self.next_seq += 1;
+        self.pending.push_back((None, suppressed));
+        s
+    }
+
+    /// Whether a reply written now would be in order.
+    pub fn in_order(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Bytes waiting to be written.
+    pub fn out_len(&self) -> usize {
+        self.out.len() - self.out_pos
+    }
+}

@@ -1,0 +1,342 @@
+//! Transactions as small async tasks, run by a per-thread executor.
+//!
+//! A command that touches several shards (MSET, RENAME, MULTI/EXEC, KEYS, ...) is written as
+//! straight-line async code on the connection's thread: `tx.run(shard, |ctx| ...).await` sends
+//! a closure to the shard's thread and resumes with its result. The executor is a slab of
+//! futures polled with a no-op waker: a task is re-polled exactly when one of its hops
+//! completes, which the worker knows because hop results arrive as messages. No thread ever
+//! blocks waiting for another, so two threads coordinating transactions on each other's
+//! shards cannot deadlock; lock ordering (see `shard.rs`) does the rest.
+//!
+//! Hops to the local shard go through a thread-local queue instead of the channel, so they
+//! cost no synchronisation at all.
+
+use crate::conn::ClientState;
+use crate::msg::{Completion, Msg, TxId};
+use crate::shard::ShardCtx;
+use crate::shared::Shared;
+use std::any::Any;
+use std::cell::{Cell, RefCell, RefMut};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+pub type Task = Pin<Box<dyn Future<Output = ()>>>;
+
+thread_local! {
+    /// Messages for this thread produced by this thread (local hops, lock grants, replies).
+    pub static LOCAL: RefCell<VecDeque<Msg>> = const { RefCell::new(VecDeque::new()) };
+    /// Results of completed hops, by slot.
+    static SLOTS: RefCell<slab::Slab<Option<Box<dyn Any + Send>>>> = RefCell::new(slab::Slab::new());
+    /// The task being polled.
+    static CURRENT: Cell<usize> = const { Cell::new(usize::MAX) };
+    /// This thread's index.
+    pub static THREAD: Cell<usize> = const { Cell::new(0) };
+}
+
+static NEXT_TX: AtomicU64 = AtomicU64::new(1);
+
+/// Sends `m` to thread `t`; to this thread through the local queue.
+pub fn post(shared: &Shared, t: usize, m: Msg) {
+    if t == THREAD.with(|c| c.get()) {
+        LOCAL.with(|l| l.borrow_mut().push_back(m));
+    } else {
+        shared.send(t, m);
+    }
+}
+
+/// Stores a hop result (called by the worker on HopDone).
+pub fn fill_slot(slot: usize, result: Box<dyn Any + Send>) {
+    SLOTS.with(|s| {
+        if let Some(x) = s.borrow_mut().get_mut(slot) {
+            *x = Some(result);
+        }
+    });
+}
+
+#[derive(Default)]
+pub struct Executor {
+    tasks: slab::Slab<Task>,
+    ready: Vec<usize>,
+}
+
+impl Executor {
+    pub fn spawn(&mut self, fut: impl Future<Output = ()> + 'static) {
+        let id = self.tasks.insert(Box::pin(fut));
+        self.ready.push(id);
+    }
+
+    pub fn wake(&mut self, task: usize) {
+        self.ready.push(task);
+    }
+
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Polls every ready task once.
+    pub fn run_ready(&mut self) {
+        let ready = std::mem::take(&mut self.ready);
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        for id in ready {
+            let Some(task) = self.tasks.get_mut(id) else {
+                continue;
+            };
+            CURRENT.with(|c| c.set(id));
+            if task.as_mut().poll(&mut cx).is_ready() {
+                drop(self.tasks.remove(id));
+            }
+            CURRENT.with(|c| c.set(usize::MAX));
+        }
+    }
+}
+
+/// The pending result of a hop.
+pub struct Hop<R> {
+    slot: usize,
+    ready: Option<R>,
+    _r: PhantomData<R>,
+}
+
+impl<R: 'static> Future for Hop<R> {
+    type Output = R;
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<R> {
+        // SAFETY-free: Hop is Unpin (no self-references), so get_mut is fine.
+        let this = self.get_mut();
+        if let Some(r) = this.ready.take() {
+            return Poll::Ready(r);
+        }
+        let got = SLOTS.with(|s| {
+            let mut s = s.borrow_mut();
+            if s.get(this.slot).is_some_and(|x| x.is_some()) {
+                s.remove(this.slot)
+            } else {
+                None
+            }
+        });
+        match got {
+            Some(b) => Poll::Ready(*b.downcast::<R>().expect("hop result type")),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl<R> Unpin for Hop<R> {}
+
+fn new_completion() -> Completion {
+    let slot = SLOTS.with(|s| s.borrow_mut().insert(None));
+    Completion {
+        thread: THREAD.with(|c| c.get()),
+        task: CURRENT.with(|c| c.get()),
+        slot,
+    }
+}
+
+struct TxInner {
+    id: TxId,
+    shared: Arc<Shared>,
+    db: Cell<usize>,
+    resp3: bool,
+    held: RefCell<Vec<usize>>,
+    client: RefCell<ClientState>,
+}
+
+/// A transaction: the handle multi-shard commands use to reach shards.
+#[derive(Clone)]
+pub struct Tx(Rc<TxInner>);
+
+impl Tx {
+    pub fn new(shared: Arc<Shared>, client: ClientState) -> Tx {
+        Tx(Rc::new(TxInner {
+            id: NEXT_TX.fetch_add(1, Ordering::Relaxed),
+            shared,
+            db: Cell::new(client.db),
+            resp3: client.resp3,
+            held: RefCell::new(Vec::new()),
+            client: RefCell::new(client),
+        }))
+    }
+
+    pub fn resp3(&self) -> bool {
+        self.0.resp3
+    }
+
+    pub fn db(&self) -> usize {
+        self.0.db.get()
+    }
+
+    pub fn set_db(&self, db: usize) {
+        self.0.db.set(db);
+    }
+
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.0.shared
+    }
+
+    pub fn nshards(&self) -> usize {
+        self.0.shared.threads
+    }
+
+    pub fn shard_of(&self, key: &[u8]) -> usize {
+        crate::cmd::shard_of(key, self.0.shared.threads)
+    }
+
+    /// The client's state, as of the command (changes are adopted by the connection after
+    /// the transaction ends).
+    pub fn client(&self) -> RefMut<'_, ClientState> {
+        self.0.client.borrow_mut()
+    }
+
+    pub fn into_client(self) -> ClientState {
+        match Rc::try_unwrap(self.0) {
+            Ok(inner) => inner.client.into_inner(),
+            Err(rc) => rc.client.borrow().clone(),
+        }
+    }
+
+    /// A fresh reply buffer.
+    pub fn reply(&self) -> Vec<u8> {
+        Vec::new()
+    }
+
+    /// Runs `f` on `shard` (in this transaction when it holds the shard, otherwise queued
+    /// behind any lock there) and resolves to its result.
+    pub fn run<R, F>(&self, shard: usize, f: F) -> Hop<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut ShardCtx) -> R + Send + 'static,
+    {
+        let done = new_completion();
+        let shared = self.0.shared.clone();
+        let held = self.0.held.borrow().contains(&shard);
+        let job: crate::msg::ShardFn = Box::new(move |ctx: &mut ShardCtx| {
+            let r = f(ctx);
+            post(
+                &shared,
+                done.thread,
+                Msg::HopDone {
+                    task: done.task,
+                    slot: done.slot,
+                    result: Box::new(r),
+                },
+            );
+        });
+        post(
+            &self.0.shared,
+            shard,
+            Msg::Run {
+                tx: held.then_some(self.0.id),
+                db: self.db(),
+                resp3: self.0.resp3,
+                f: job,
+            },
+        );
+        Hop {
+            slot: done.slot,
+            ready: None,
+            _r: PhantomData,
+        }
+    }
+
+    /// Runs `f` on every shard at once (each in parallel) and collects the results in shard
+    /// order.
+    pub async fn run_all<R, F>(&self, f: F) -> Vec<R>
+    where
+        R: Send + 'static,
+        F: Fn(&mut ShardCtx) -> R + Send + Sync + Clone + 'static,
+    {
+        let hops: Vec<Hop<R>> = (0..self.nshards())
+            .map(|s| {
+                let f = f.clone();
+                self.run(s, move |ctx| f(ctx))
+            })
+            .collect();
+        let mut out = Vec::with_capacity(hops.len());
+        for h in hops {
+            out.push(h.await);
+        }
+        out
+    }
+
+    /// Runs `f` on thread `t` with access to its connections.
+    pub fn on_thread<R, F>(&self, t: usize, f: F) -> Hop<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut crate::worker::ThreadCtx) -> R + Send + 'static,
+    {
+        let done = new_completion();
+        let shared = self.0.shared.clone();
+        post(
+            &self.0.shared,
+            t,
+            Msg::Thread {
+                f: Box::new(move |ctx| {
+                    let r = f(ctx);
+                    post(
+                        &shared,
+                        done.thread,
+                        Msg::HopDone {
+                            task: done.task,
+                            slot: done.slot,
+                            result: Box::new(r),
+                        },
+                    );
+                }),
+            },
+        );
+        Hop {
+            slot: done.slot,
+            ready: None,
+            _r: PhantomData,
+        }
+    }
+
+    /// Locks `shards` (any order, duplicates allowed) in ascending order.
+    pub async fn acquire(&self, shards: &[usize]) {
+        let mut want: Vec<usize> = shards.to_vec();
+        want.sort_unstable();
+        want.dedup();
+        for s in want {
+            if self.0.held.borrow().contains(&s) {
+                continue;
+            }
+            let done = new_completion();
+            post(
+                &self.0.shared,
+                s,
+                Msg::Acquire {
+                    tx: self.0.id,
+                    done,
+                },
+            );
+            Hop::<()> {
+                slot: done.slot,
+                ready: None,
+                _r: PhantomData,
+            }
+            .await;
+            self.0.held.borrow_mut().push(s);
+        }
+    }
+
+    /// Releases every lock held.
+    pub fn release(&self) {
+        for s in self.0.held.borrow_mut().drain(..) {
+            post(&self.0.shared, s, Msg::Release { tx: self.0.id });
+        }
+    }
+
+    pub fn holds(&self, shard: usize) -> bool {
+        self.0.held.borrow().contains(&shard)
+    }
+}

@@ -1,0 +1,45 @@
+//! darner-server: the `darner` binary.
+//!
+//! ```text
+//!                 ┌────────────── thread 0 ──────────────┐   ┌──────── thread 1 ────────┐
+//!  clients ──TCP──▶ listener (SO_REUSEPORT) → conns       │   │ listener → conns          │
+//!                 │   parse → dispatch ─┬─ inline ─▶ shard 0│   │ ... ─▶ shard 1            │
+//!                 │                     └─ Batch msg ──────┼──▶│ inbox → run → BatchDone ──┼─┐
+//!                 │   tasks (MULTI, MSET, RENAME, KEYS)     │   │                           │ │
+//!                 │     ──Acquire/Run/Release──────────────┼──▶│ shard lock (ordered)      │ │
+//!                 │   inbox ◀──────────────────────────────┼───┼───────────────────────────┼─┘
+//!                 └─────────────────────────────────────────┘   └───────────────────────────┘
+//! ```
+//! N threads (`--threads`, default: the cores available), each with its own mio event loop, its
+//! own connections and the one shard of every database it owns. No lock guards data: a key is
+//! only ever touched by its shard's thread. Threads talk by messages (`msg.rs`).
+//!
+//! Layout:
+//! - `main.rs`: argument handling; `server.rs`: start-up, listeners, signals, shutdown.
+//! - `config.rs`: the directive table (file, command line, CONFIG GET/SET).
+//! - `worker.rs`: the per-thread event loop, dispatch, the shard lock protocol's message side.
+//! - `conn.rs`: a connection, its ordered replies and its client state.
+//! - `shard.rs`: a shard's data and lock; `exec.rs`: transaction tasks and their executor.
+//! - `msg.rs`: inter-thread messages; `shared.rs`: state all threads share (stats, clients).
+//! - `cmd/`: one file per command group; `cmd/mod.rs` is the handler registry.
+//! - `log.rs`: Redis-format logging; `alloc.rs`: the counting global allocator.
+
+pub mod alloc;
+pub mod cmd;
+pub mod config;
+pub mod conn;
+pub mod exec;
+pub mod log;
+pub mod msg;
+pub mod server;
+pub mod shard;
+pub mod shared;
+pub mod worker;
+
+#[global_allocator]
+static GLOBAL: alloc::Counting = alloc::Counting;
+
+/// The Redis version Darner reports to clients (HELLO, INFO): client libraries enable
+/// features such as client-side caching by this number.
+pub const REDIS_COMPAT_VERSION: &str = "7.4.0";
+pub const DARNER_VERSION: &str = env!("CARGO_PKG_VERSION");

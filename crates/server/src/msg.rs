@@ -1,0 +1,81 @@
+//! Messages between threads. Every thread has one inbox; a thread talks to a shard by sending
+//! to the thread that owns it. See `shard.rs` for the lock protocol these messages implement.
+
+use crate::cmd::Command;
+use crate::conn::ClientState;
+use crate::shard::ShardCtx;
+use bytes::Bytes;
+use std::any::Any;
+
+/// A connection on some thread: slab index plus a generation, so that a reply for a
+/// connection that closed meanwhile is recognised and dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnRef {
+    pub idx: u32,
+    pub gen: u32,
+}
+
+/// Where a hop's result goes: a slot of a task on a thread.
+#[derive(Clone, Copy, Debug)]
+pub struct Completion {
+    pub thread: usize,
+    pub task: usize,
+    pub slot: usize,
+}
+
+/// A transaction's identity: unique across the server.
+pub type TxId = u64;
+
+/// One single-shard command travelling to its shard.
+pub struct BatchItem {
+    pub conn: ConnRef,
+    pub seq: u64,
+    pub db: usize,
+    pub resp3: bool,
+    pub touch: bool,
+    pub cmd: &'static Command,
+    pub args: Vec<Bytes>,
+}
+
+pub type ShardFn = Box<dyn FnOnce(&mut ShardCtx) + Send>;
+pub type ThreadFn = Box<dyn FnOnce(&mut crate::worker::ThreadCtx) + Send>;
+
+pub enum Msg {
+    /// Single-shard commands of one pipelined read, for this thread's shard.
+    Batch { from: usize, items: Vec<BatchItem> },
+    /// Their replies, concatenated in `buf`, back to the connections' thread.
+    BatchDone {
+        buf: Vec<u8>,
+        items: Vec<(ConnRef, u64, u32, u32)>,
+    },
+    /// Lock this thread's shard for transaction `tx`; reply to `done` when granted.
+    Acquire { tx: TxId, done: Completion },
+    /// Run `f` on this thread's shard (inside transaction `tx`, or as a lone step).
+    Run {
+        tx: Option<TxId>,
+        db: usize,
+        resp3: bool,
+        f: ShardFn,
+    },
+    /// Unlock this thread's shard.
+    Release { tx: TxId },
+    /// Run `f` with access to this thread's connections (CLIENT LIST, KILL, ...).
+    Thread { f: ThreadFn },
+    /// A hop's result for a task of this thread.
+    HopDone {
+        task: usize,
+        slot: usize,
+        result: Box<dyn Any + Send>,
+    },
+    /// A finished transaction task's reply for a connection of this thread.
+    TxDone {
+        conn: ConnRef,
+        seq: u64,
+        reply: Vec<u8>,
+        client: Box<ClientState>,
+    },
+    /// Bytes for a MONITOR client of this thread.
+    Monitor { line: std::sync::Arc<Vec<u8>> },
+    /// Stop the event loop.
+    Shutdown,
+}

@@ -1,0 +1,208 @@
+//! Start-up and shutdown: listeners, threads, signals.
+
+use crate::config::Config;
+use crate::log;
+use crate::msg::Msg;
+use crate::shared::{Inbox, Shared, ThreadStats};
+use crate::worker::Worker;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Resolves the `bind` directive: addresses, "-" marking ones that may fail.
+fn bind_addrs(bind: &str, port: u16) -> Vec<(SocketAddr, bool)> {
+    let mut out = Vec::new();
+    for word in bind.split_whitespace() {
+        let (optional, a) = match word.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, word),
+        };
+        let a = if a == "*" { "0.0.0.0" } else { a };
+        match a.parse::<std::net::IpAddr>() {
+            Ok(ip) => out.push((SocketAddr::new(ip, port), optional)),
+            Err(_) => out.push((
+                SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), 0),
+                optional,
+            )),
+        }
+    }
+    out
+}
+
+fn listener(addr: SocketAddr) -> std::io::Result<mio::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    // One listener per thread on the same port: the kernel spreads connections over them.
+    s.set_reuse_port(true)?;
+    if addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
+    s.bind(&addr.into())?;
+    s.listen(511)?;
+    s.set_nonblocking(true)?;
+    Ok(mio::net::TcpListener::from_std(s.into()))
+}
+
+pub fn run(config: Config, executable: String, config_file: String) -> Result<(), String> {
+    let threads = match config.get_i64("threads") {
+        0 => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        n => n as usize,
+    };
+    let databases = config.get_i64("databases") as usize;
+    let port = config.get_i64("port") as u16;
+    let bind = config.get("bind").unwrap_or_default();
+    let addrs = bind_addrs(&bind, port);
+
+    // Listeners for every thread, before any thread starts, so that a bind error stops start-up.
+    let mut per_thread: Vec<Vec<mio::net::TcpListener>> =
+        (0..threads).map(|_| Vec::new()).collect();
+    let mut bound = Vec::new();
+    for (addr, optional) in addrs {
+        if addr.port() == 0 && port != 0 {
+            return Err(format!("Invalid bind address '{bind}'"));
+        }
+        let mut ok = true;
+        let mut ls = Vec::new();
+        for _ in 0..threads {
+            match listener(addr) {
+                Ok(l) => ls.push(l),
+                Err(e) => {
+                    if optional {
+                        log::verbose(&format!(
+                            "Could not create server TCP listening socket {addr}: {e} (optional)"
+                        ));
+                        ok = false;
+                        break;
+                    }
+                    return Err(format!(
+                        "Could not create server TCP listening socket {addr}: {e}"
+                    ));
+                }
+            }
+        }
+        if ok {
+            for (t, l) in ls.into_iter().enumerate() {
+                per_thread[t].push(l);
+            }
+            bound.push(addr.to_string());
+        }
+    }
+    if bound.is_empty() && port != 0 {
+        return Err("Failed listening on any bind address".into());
+    }
+
+    let mut polls = Vec::new();
+    let mut inboxes = Vec::new();
+    let mut receivers = Vec::new();
+    for _ in 0..threads {
+        let poll = mio::Poll::new().map_err(|e| e.to_string())?;
+        let waker = Arc::new(
+            mio::Waker::new(poll.registry(), mio::Token(usize::MAX)).map_err(|e| e.to_string())?,
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        inboxes.push(Inbox {
+            tx: Mutex::new(Some(tx)),
+            waker,
+            notified: AtomicBool::new(false),
+        });
+        receivers.push(rx);
+        polls.push(poll);
+    }
+    let ncmds = crate::cmd::registry().list.len();
+    let shared = Arc::new(Shared {
+        threads,
+        databases,
+        inboxes,
+        stats: (0..threads)
+            .map(|_| ThreadStats {
+                cmd: (0..ncmds).map(|_| Default::default()).collect(),
+                ..Default::default()
+            })
+            .collect(),
+        started: std::time::Instant::now(),
+        started_unix: Shared::now_ms() / 1000,
+        next_client_id: AtomicU64::new(1),
+        connected: AtomicUsize::new(0),
+        clients: Mutex::new(Default::default()),
+        shutdown: AtomicBool::new(false),
+        slowlog: Mutex::new(Default::default()),
+        slowlog_next_id: AtomicU64::new(0),
+        errorstats: Mutex::new(Default::default()),
+        monitors: AtomicUsize::new(0),
+        pause_until: AtomicI64::new(0),
+        pause_writes_only: AtomicBool::new(false),
+        active_expire_enabled: AtomicBool::new(true),
+        tcp_port: port,
+        executable,
+        config_file,
+        stat_reset: AtomicI64::new(0),
+        config,
+    });
+
+    // Signals: SIGTERM and SIGINT shut down gracefully.
+    {
+        let shared = shared.clone();
+        let mut signals = signal_hook::iterator::Signals::new([
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGINT,
+        ])
+        .map_err(|e| e.to_string())?;
+        std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                if let Some(sig) = signals.forever().next() {
+                    let name = if sig == signal_hook::consts::SIGINT {
+                        "SIGINT"
+                    } else {
+                        "SIGTERM"
+                    };
+                    log::warning(&format!("Received {name} scheduling shutdown..."));
+                    shutdown(&shared);
+                }
+            })
+            .map_err(|e| e.to_string())?;
+    }
+
+    log::notice(&format!(
+        "Server initialized with {threads} thread(s), one shard each"
+    ));
+    log::notice(&format!(
+        "Ready to accept connections tcp on {}",
+        bound.join(", ")
+    ));
+    let mut handles = Vec::new();
+    for (i, ((poll, ls), rx)) in polls.into_iter().zip(per_thread).zip(receivers).enumerate() {
+        let shared = shared.clone();
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("darner-{i}"))
+                .spawn(move || match Worker::new(i, shared, poll, ls, rx) {
+                    Ok(w) => w.run(),
+                    Err(e) => {
+                        log::warning(&format!("thread {i} failed to start: {e}"));
+                        std::process::exit(1);
+                    }
+                })
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    log::warning("Darner is now ready to exit, bye bye...");
+    Ok(())
+}
+
+/// Stops every thread (SIGTERM, SHUTDOWN).
+pub fn shutdown(shared: &Shared) {
+    if shared.shutdown.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    log::warning("User requested shutdown...");
+    for t in 0..shared.threads {
+        shared.send(t, Msg::Shutdown);
+    }
+}

@@ -1,0 +1,83 @@
+//! A shard: the part of every database that one thread owns, and the lock that makes
+//! multi-shard work atomic.
+//!
+//! The lock protocol (a simplified VLL, see DESIGN.md): a transaction that spans shards takes
+//! each shard's lock in ascending shard order, by message; a shard that is locked defers every
+//! other piece of work (single-shard batches, other transactions' lock requests) in FIFO order
+//! and runs only the holder's steps. Ordered acquisition rules out deadlock, and holding all
+//! locks until the end (strict two-phase locking) makes every multi-key command and MULTI/EXEC
+//! serializable. Single-shard commands on an unlocked shard never see any of this: they run
+//! inline, with no message and no lock.
+
+use crate::msg::{Msg, TxId};
+use crate::shared::Shared;
+use darner_engine::{Clock, Db, DbView};
+use std::collections::VecDeque;
+
+pub struct Shard {
+    pub id: usize,
+    pub dbs: Vec<Db>,
+    rng: u64,
+}
+
+impl Shard {
+    pub fn new(id: usize, databases: usize) -> Shard {
+        Shard {
+            id,
+            dbs: (0..databases).map(|_| Db::new()).collect(),
+            rng: 0x9E37_79B9_7F4A_7C15
+                ^ ((id as u64 + 1) * 0x2545_F491_4F6C_DD1D)
+                ^ Shared::now_us() as u64,
+        }
+    }
+
+    pub fn random(&mut self) -> u64 {
+        // xorshift64*
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+/// What a command running on a shard sees.
+pub struct ShardCtx<'a> {
+    pub shard: &'a mut Shard,
+    pub db: usize,
+    pub clock: Clock,
+    pub resp3: bool,
+    pub shared: &'a Shared,
+}
+
+impl<'a> ShardCtx<'a> {
+    /// The command's database, as of this command's clock.
+    pub fn db(&mut self) -> DbView<'_> {
+        let c = self.clock;
+        self.shard.dbs[self.db].view(c)
+    }
+
+    pub fn db_at(&mut self, i: usize) -> DbView<'_> {
+        let c = self.clock;
+        self.shard.dbs[i].view(c)
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms
+    }
+}
+
+/// The shard's lock: who holds it and what waits.
+#[derive(Default)]
+pub struct ShardLock {
+    pub holder: Option<TxId>,
+    pub waiting: VecDeque<Msg>,
+}
+
+impl ShardLock {
+    /// Whether work that is not part of a transaction can run right now.
+    pub fn free(&self) -> bool {
+        self.holder.is_none() && self.waiting.is_empty()
+    }
+}

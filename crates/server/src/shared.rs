@@ -1,0 +1,159 @@
+//! State shared by all threads: configuration, the threads' inboxes, statistics, the client
+//! registry, the slow log. Nothing here is on the data path: keys and values are only ever
+//! touched by the shard that owns them.
+
+use crate::config::Config;
+use crate::msg::Msg;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// A thread's inbox: a channel plus a waker that is poked only when the thread may be asleep.
+pub struct Inbox {
+    pub tx: Mutex<Option<Sender<Msg>>>,
+    pub waker: Arc<mio::Waker>,
+    /// Set by senders; cleared by the owner before it drains. A sender wakes the thread only
+    /// when it flips this from false to true, so a busy thread gets no wake-up syscalls.
+    pub notified: AtomicBool,
+}
+
+thread_local! {
+    /// Per-thread clones of every inbox's sender (Sender is cheap to use but not Sync-free to
+    /// share without a lock; each thread keeps its own copies).
+    static SENDERS: std::cell::RefCell<Vec<Sender<Msg>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Per-command statistics of one thread (written only by that thread).
+#[derive(Default)]
+pub struct CmdStat {
+    pub calls: AtomicU64,
+    pub usec: AtomicU64,
+    pub rejected: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+/// Counters of one thread; the owner updates them with relaxed load+store (no contention),
+/// INFO sums them over threads.
+#[derive(Default)]
+pub struct ThreadStats {
+    pub commands: AtomicU64,
+    pub connections: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub net_input: AtomicU64,
+    pub net_output: AtomicU64,
+    pub expired_keys: AtomicU64,
+    pub keyspace_hits: AtomicU64,
+    pub keyspace_misses: AtomicU64,
+    pub total_error_replies: AtomicU64,
+    pub clients: AtomicI64,
+    pub cmd: Vec<CmdStat>,
+}
+
+/// Adds to a counter owned by the current thread.
+pub fn bump(a: &AtomicU64, n: u64) {
+    a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
+pub struct SlowlogEntry {
+    pub id: u64,
+    pub time: i64,
+    pub micros: u64,
+    pub args: Vec<Vec<u8>>,
+    pub addr: String,
+    pub name: String,
+}
+
+/// What CLIENT LIST and friends know about a client without asking its thread.
+pub struct ClientHandle {
+    pub id: u64,
+    pub thread: usize,
+    pub kill: AtomicBool,
+}
+
+pub struct Shared {
+    pub config: Config,
+    pub threads: usize,
+    pub databases: usize,
+    pub inboxes: Vec<Inbox>,
+    pub stats: Vec<ThreadStats>,
+    pub started: Instant,
+    pub started_unix: i64,
+    pub next_client_id: AtomicU64,
+    pub connected: AtomicUsize,
+    pub clients: Mutex<HashMap<u64, Arc<ClientHandle>>>,
+    pub shutdown: AtomicBool,
+    pub slowlog: Mutex<std::collections::VecDeque<SlowlogEntry>>,
+    pub slowlog_next_id: AtomicU64,
+    pub errorstats: Mutex<std::collections::BTreeMap<String, u64>>,
+    pub monitors: AtomicUsize,
+    /// CLIENT PAUSE: end time in unix ms (0 = not paused) and whether only writes are paused.
+    pub pause_until: AtomicI64,
+    pub pause_writes_only: AtomicBool,
+    pub active_expire_enabled: AtomicBool,
+    pub tcp_port: u16,
+    pub executable: String,
+    pub config_file: String,
+    pub stat_reset: AtomicI64,
+}
+
+impl Shared {
+    /// Sends a message to thread `t`, waking it if it may be asleep.
+    pub fn send(&self, t: usize, m: Msg) {
+        SENDERS.with(|s| {
+            let mut s = s.borrow_mut();
+            if s.is_empty() {
+                for inbox in &self.inboxes {
+                    s.push(inbox.tx.lock().unwrap().clone().expect("inbox open"));
+                }
+            }
+            // A send fails only when the receiving thread has exited (shutdown): drop it.
+            let _ = s[t].send(m);
+        });
+        let inbox = &self.inboxes[t];
+        if !inbox.notified.swap(true, Ordering::AcqRel) {
+            let _ = inbox.waker.wake();
+        }
+    }
+
+    pub fn now_ms() -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0)
+    }
+
+    pub fn now_us() -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as i64)
+            .unwrap_or(0)
+    }
+
+    pub fn sum(&self, f: impl Fn(&ThreadStats) -> &AtomicU64) -> u64 {
+        self.stats
+            .iter()
+            .map(|s| f(s).load(Ordering::Relaxed))
+            .sum()
+    }
+
+    pub fn record_error(&self, reply: &[u8]) {
+        // reply is "-PREFIX rest\r\n"
+        let body = &reply[1..];
+        let end = body
+            .iter()
+            .position(|&b| b == b' ' || b == b'\r')
+            .unwrap_or(body.len());
+        let prefix = String::from_utf8_lossy(&body[..end]).into_owned();
+        let mut m = self.errorstats.lock().unwrap();
+        if m.len() < 128 || m.contains_key(&prefix) {
+            *m.entry(prefix).or_insert(0) += 1;
+        }
+    }
+
+    pub fn paused(&self, now: i64, is_write: bool) -> bool {
+        let until = self.pause_until.load(Ordering::Relaxed);
+        until != 0 && now < until && (is_write || !self.pause_writes_only.load(Ordering::Relaxed))
+    }
+}

@@ -1,0 +1,1189 @@
+//! One thread: an event loop (epoll through mio), the connections it accepted, the shard it
+//! owns, and the executor of its transaction tasks.
+//!
+//! Each loop iteration: wait for socket events or messages (or the next cron tick); read and
+//! parse requests; run each command inline when its shard is this thread's and unlocked,
+//! otherwise batch it per remote shard (one message per shard per read); drain the inbox and
+//! the local queue, polling tasks whose hops completed; write what every connection has ready.
+
+use crate::cmd::{self, Command, ConnCtx, Handler, Locks};
+use crate::conn::{ClientState, Conn, ReplyMode};
+use crate::exec::{self, post, Executor, Tx, LOCAL, THREAD};
+use crate::log;
+use crate::msg::{BatchItem, ConnRef, Msg};
+use crate::shard::{Shard, ShardCtx, ShardLock};
+use crate::shared::{bump, ClientHandle, Shared, SlowlogEntry};
+use bytes::{Bytes, BytesMut};
+use darner_commands::flags;
+use darner_engine::Clock;
+use darner_resp::{Limits, ReplyWriter, RequestParser};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+use std::io::{ErrorKind, Read, Write};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const WAKER: Token = Token(usize::MAX);
+const LISTENER_BASE: usize = usize::MAX - 64;
+/// Stop reading a client's requests while this much output waits for it (backpressure: a
+/// client that does not read cannot make the server buffer without bound).
+const OUTPUT_BACKPRESSURE: usize = 64 << 20;
+const READ_CHUNK: usize = 16 * 1024;
+
+/// What a [`Msg::Thread`] closure sees: this thread's connections.
+pub struct ThreadCtx<'a> {
+    pub id: usize,
+    pub conns: &'a mut slab::Slab<Conn>,
+    pub shared: &'a Shared,
+}
+
+pub struct Worker {
+    id: usize,
+    shared: Arc<Shared>,
+    poll: Poll,
+    listeners: Vec<TcpListener>,
+    conns: slab::Slab<Conn>,
+    next_gen: u32,
+    rx: Receiver<Msg>,
+    shard: Shard,
+    lock: ShardLock,
+    exec: Executor,
+    /// Single-shard commands waiting to be sent, per shard (filled while one read is parsed).
+    batches: Vec<Vec<BatchItem>>,
+    /// Connections with output to write or input to resume.
+    dirty: Vec<usize>,
+    resume: Vec<usize>,
+    last_cron: Instant,
+    cron_count: u64,
+    stop: bool,
+}
+
+impl Worker {
+    pub fn new(
+        id: usize,
+        shared: Arc<Shared>,
+        poll: Poll,
+        listeners: Vec<TcpListener>,
+        rx: Receiver<Msg>,
+    ) -> std::io::Result<Worker> {
+        let mut w = Worker {
+            id,
+            shard: Shard::new(id, shared.databases),
+            batches: (0..shared.threads).map(|_| Vec::new()).collect(),
+            shared,
+            poll,
+            listeners,
+            conns: slab::Slab::new(),
+            next_gen: 0,
+            rx,
+            lock: ShardLock::default(),
+            exec: Executor::default(),
+            dirty: Vec::new(),
+            resume: Vec::new(),
+            last_cron: Instant::now(),
+            cron_count: 0,
+            stop: false,
+        };
+        for (i, l) in w.listeners.iter_mut().enumerate() {
+            w.poll
+                .registry()
+                .register(l, Token(LISTENER_BASE + i), Interest::READABLE)?;
+        }
+        Ok(w)
+    }
+
+    pub fn run(mut self) {
+        THREAD.with(|t| t.set(self.id));
+        let mut events = Events::with_capacity(1024);
+        while !self.stop {
+            let busy = self.exec.has_ready() || LOCAL.with(|l| !l.borrow().is_empty());
+            let hz = self
+                .shared
+                .config
+                .hot
+                .hz
+                .load(Ordering::Relaxed)
+                .clamp(1, 500) as u64;
+            let period = Duration::from_millis(1000 / hz);
+            let timeout = if busy {
+                Duration::ZERO
+            } else {
+                period.saturating_sub(self.last_cron.elapsed())
+            };
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() != ErrorKind::Interrupted {
+                    log::warning(&format!("poll failed: {e}"));
+                }
+            }
+            for ev in events.iter() {
+                match ev.token() {
+                    WAKER => {}
+                    Token(t) if t >= LISTENER_BASE => self.accept(t - LISTENER_BASE),
+                    Token(c) => {
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            self.read(c);
+                        }
+                        if ev.is_writable() {
+                            self.dirty.push(c);
+                        }
+                    }
+                }
+            }
+            self.pump();
+            self.flush_dirty();
+            if self.last_cron.elapsed() >= period {
+                self.last_cron = Instant::now();
+                self.cron();
+            }
+        }
+        // Shutdown: close every client.
+        let ids: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
+        for c in ids {
+            self.flush(c);
+            self.close(c);
+        }
+    }
+
+    // ---- accepting ----
+
+    fn accept(&mut self, li: usize) {
+        loop {
+            let (sock, peer) = match self.listeners[li].accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    log::warning(&format!("Accepting client connection: {e}"));
+                    return;
+                }
+            };
+            self.new_conn(sock, peer);
+        }
+    }
+
+    fn new_conn(&mut self, mut sock: TcpStream, peer: std::net::SocketAddr) {
+        let hot = &self.shared.config.hot;
+        let max = hot.maxclients.load(Ordering::Relaxed) as usize;
+        if self.shared.connected.load(Ordering::Relaxed) >= max {
+            let _ = sock.write_all(b"-ERR max number of clients reached\r\n");
+            bump(&self.shared.stats[self.id].rejected_connections, 1);
+            return;
+        }
+        if hot.protected_mode.load(Ordering::Relaxed)
+            && !hot.has_password.load(Ordering::Relaxed)
+            && !peer.ip().is_loopback()
+        {
+            let _ = sock.write_all(
+                b"-DENIED Darner is running in protected mode because protected mode is enabled and no password is set for the default user. Connect from the loopback interface, or set a password with requirepass.\r\n",
+            );
+            bump(&self.shared.stats[self.id].rejected_connections, 1);
+            return;
+        }
+        let _ = sock.set_nodelay(true);
+        let keepalive = hot.tcp_keepalive.load(Ordering::Relaxed);
+        if keepalive > 0 {
+            let s = socket2::SockRef::from(&sock);
+            let ka = socket2::TcpKeepalive::new().with_time(Duration::from_secs(keepalive as u64));
+            let _ = s.set_tcp_keepalive(&ka);
+        }
+        self.shared.connected.fetch_add(1, Ordering::Relaxed);
+        bump(&self.shared.stats[self.id].connections, 1);
+        let id = self.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+        let handle = Arc::new(ClientHandle {
+            id,
+            thread: self.id,
+            kill: Default::default(),
+        });
+        self.shared
+            .clients
+            .lock()
+            .unwrap()
+            .insert(id, handle.clone());
+        let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        use std::os::fd::AsRawFd;
+        let fd = sock.as_raw_fd();
+        let entry = self.conns.vacant_entry();
+        let key = entry.key();
+        if let Err(e) = self.poll.registry().register(
+            &mut sock,
+            Token(key),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            log::warning(&format!("register client: {e}"));
+            self.shared.connected.fetch_sub(1, Ordering::Relaxed);
+            self.shared.clients.lock().unwrap().remove(&id);
+            return;
+        }
+        self.next_gen = self.next_gen.wrapping_add(1);
+        let authenticated = !hot.has_password.load(Ordering::Relaxed);
+        entry.insert(Conn {
+            sock,
+            gen: self.next_gen,
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            parser: RequestParser::new(),
+            out: Vec::new(),
+            out_pos: 0,
+            next_seq: 0,
+            done_seq: 0,
+            pending: Default::default(),
+            in_tx: false,
+            paused: None,
+            state: ClientState {
+                id,
+                authenticated,
+                addr: peer.to_string(),
+                laddr,
+                fd,
+                created_ms: Shared::now_ms(),
+                last_cmd: "NULL",
+                ..Default::default()
+            },
+            handle,
+            last_interaction: Instant::now(),
+            soft_limit_since: None,
+            closing: false,
+            read_paused: false,
+        });
+        self.shared.stats[self.id]
+            .clients
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    // ---- reading and parsing ----
+
+    fn read(&mut self, c: usize) {
+        let limit = self
+            .shared
+            .config
+            .hot
+            .client_query_buffer_limit
+            .load(Ordering::Relaxed) as usize;
+        let Some(conn) = self.conns.get_mut(c) else {
+            return;
+        };
+        if conn.read_paused {
+            return;
+        }
+        let mut eof = false;
+        let mut total = 0;
+        loop {
+            if conn.rbuf.len() > limit {
+                log::notice(&format!(
+                    "Closing client that reached max query buffer length: id={} addr={} (qbuf initial bytes: {:?})",
+                    conn.state.id,
+                    conn.state.addr,
+                    String::from_utf8_lossy(&conn.rbuf[..conn.rbuf.len().min(64)])
+                ));
+                self.close(c);
+                return;
+            }
+            let need = conn
+                .parser
+                .bytes_needed()
+                .unwrap_or(0)
+                .clamp(READ_CHUNK, 1 << 20);
+            if conn.rbuf.capacity() - conn.rbuf.len() < READ_CHUNK {
+                conn.rbuf.reserve(need);
+            }
+            let spare = conn.rbuf.spare_capacity_mut();
+            // SAFETY: read() only writes initialized bytes into the buffer prefix it reports;
+            // we treat the spare capacity as a zeroed-on-demand byte slice.
+            let buf = unsafe { &mut *(spare as *mut [std::mem::MaybeUninit<u8>] as *mut [u8]) };
+            match conn.sock.read(buf) {
+                Ok(0) => {
+                    eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    // SAFETY: the kernel initialized n bytes at the end of the buffer.
+                    unsafe { conn.rbuf.set_len(conn.rbuf.len() + n) };
+                    total += n;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    eof = true;
+                    break;
+                }
+            }
+        }
+        bump(&self.shared.stats[self.id].net_input, total as u64);
+        if total > 0 {
+            conn.last_interaction = Instant::now();
+        }
+        self.process(c);
+        if eof {
+            if let Some(conn) = self.conns.get_mut(c) {
+                if conn.in_tx || !conn.pending.is_empty() {
+                    // Let in-flight work finish; close once its replies are flushed.
+                    conn.closing = true;
+                    self.dirty.push(c);
+                } else {
+                    self.close(c);
+                }
+            }
+        }
+    }
+
+    fn limits(&self, authenticated: bool) -> Limits {
+        Limits {
+            max_bulk_len: self
+                .shared
+                .config
+                .hot
+                .proto_max_bulk_len
+                .load(Ordering::Relaxed) as usize,
+            authenticated,
+            ..Limits::default()
+        }
+    }
+
+    /// Parses and dispatches every complete request in the connection's buffer.
+    fn process(&mut self, c: usize) {
+        loop {
+            let Some(auth) = self.conns.get(c).map(|c| c.state.authenticated) else {
+                return;
+            };
+            let limits = self.limits(auth);
+            let conn = &mut self.conns[c];
+            if conn.in_tx || conn.closing || conn.paused.is_some() || conn.state.close_after_reply {
+                break;
+            }
+            if conn.out_len() > OUTPUT_BACKPRESSURE {
+                conn.read_paused = true;
+                break;
+            }
+            match conn.parser.parse(&conn.rbuf, &limits) {
+                Ok(None) => break,
+                Ok(Some(req)) => {
+                    let frozen: Bytes = conn.rbuf.split_to(req.consumed).freeze();
+                    let args = req.into_bytes(&frozen);
+                    if args.is_empty() {
+                        continue;
+                    }
+                    self.dispatch(c, args);
+                }
+                Err(e) => {
+                    let msg = e.message();
+                    log::verbose(&format!(
+                        "Protocol error ({msg}) from client: id={}",
+                        conn.state.id
+                    ));
+                    let reply = cmd::with_writer(false, |w| w.error(msg.as_bytes()));
+                    let seq = conn.expect(false);
+                    conn.deliver(seq, reply);
+                    conn.closing = true;
+                    conn.rbuf.clear();
+                    self.dirty.push(c);
+                    break;
+                }
+            }
+        }
+        self.send_batches();
+        self.dirty.push(c);
+    }
+
+    fn send_batches(&mut self) {
+        for s in 0..self.batches.len() {
+            if self.batches[s].is_empty() {
+                continue;
+            }
+            let items = std::mem::take(&mut self.batches[s]);
+            post(
+                &self.shared,
+                s,
+                Msg::Batch {
+                    from: self.id,
+                    items,
+                },
+            );
+        }
+    }
+
+    // ---- dispatch ----
+
+    fn reply_error_now(&mut self, c: usize, msg: &[u8]) {
+        let conn = &mut self.conns[c];
+        let reply = cmd::with_writer(conn.state.resp3, |w| w.error(msg));
+        self.shared.record_error(&reply);
+        bump(&self.shared.stats[self.id].total_error_replies, 1);
+        let suppress = take_suppress(&mut conn.state);
+        let seq = conn.expect(suppress);
+        conn.deliver(seq, reply);
+    }
+
+    fn dispatch(&mut self, c: usize, args: Vec<Bytes>) {
+        let conn = &mut self.conns[c];
+        bump(&self.shared.stats[self.id].commands, 1);
+        // Look the command up.
+        let Some(mut spec) = darner_commands::lookup(&args[0]) else {
+            let mut msg = format!(
+                "ERR unknown command '{}', with args beginning with: ",
+                String::from_utf8_lossy(&args[0][..args[0].len().min(128)])
+            );
+            for a in args.iter().skip(1) {
+                msg.push_str(&format!(
+                    "'{}' ",
+                    String::from_utf8_lossy(&a[..a.len().min(128)])
+                ));
+            }
+            if conn.state.in_multi() {
+                conn.state.multi_dirty = true;
+            }
+            self.reply_error_now(c, msg.as_bytes());
+            return;
+        };
+        if spec.is_container() {
+            if args.len() < 2 {
+                let e = cmd::arity_error(spec);
+                if conn.state.in_multi() {
+                    conn.state.multi_dirty = true;
+                }
+                self.reply_error_now(c, &e);
+                return;
+            }
+            match darner_commands::lookup_subcommand(spec, &args[1]) {
+                Some(sub) => spec = sub,
+                None => {
+                    let msg = format!(
+                        "ERR unknown subcommand '{}'. Try {} HELP.",
+                        String::from_utf8_lossy(&args[1][..args[1].len().min(128)]),
+                        spec.name.to_ascii_uppercase()
+                    );
+                    if conn.state.in_multi() {
+                        conn.state.multi_dirty = true;
+                    }
+                    self.reply_error_now(c, msg.as_bytes());
+                    return;
+                }
+            }
+        }
+        let Some(cmd) = cmd::registry().get(spec) else {
+            self.reply_error_now(c, b"ERR command not implemented");
+            return;
+        };
+        if !spec.arity_ok(args.len()) {
+            let e = cmd::arity_error(spec);
+            if conn.state.in_multi() {
+                conn.state.multi_dirty = true;
+            }
+            bump(&self.shared.stats[self.id].cmd[cmd.id].rejected, 1);
+            self.reply_error_now(c, &e);
+            return;
+        }
+        if !conn.state.authenticated && !spec.has(flags::NO_AUTH) {
+            self.reply_error_now(c, b"NOAUTH Authentication required.");
+            return;
+        }
+        conn.state.last_cmd = spec.full_name;
+        // MULTI: queue everything but the commands that act on the transaction itself.
+        if conn.state.in_multi()
+            && !matches!(
+                spec.full_name,
+                "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+            )
+        {
+            if spec.has(flags::NO_MULTI) {
+                conn.state.multi_dirty = true;
+                self.reply_error_now(c, b"ERR Command not allowed inside a transaction");
+                return;
+            }
+            conn.state.multi.as_mut().unwrap().push((cmd, args));
+            let resp3 = conn.state.resp3;
+            let reply = cmd::with_writer(resp3, |w| w.simple(b"QUEUED"));
+            let suppress = take_suppress(&mut conn.state);
+            let seq = conn.expect(suppress);
+            conn.deliver(seq, reply);
+            return;
+        }
+        // CLIENT PAUSE holds commands back (all, or only writes).
+        let now = Shared::now_ms();
+        let is_write =
+            spec.has(flags::WRITE) || (spec.full_name == "exec" && multi_has_writes(&conn.state));
+        if self.shared.paused(now, is_write) && !matches!(spec.full_name, "client|unpause") {
+            conn.paused = Some(args);
+            return;
+        }
+        if self.shared.monitors.load(Ordering::Relaxed) > 0
+            && !spec.has(flags::SKIP_MONITOR)
+            && !spec.has(flags::ADMIN)
+        {
+            let line = monitor_line(&conn.state, &args);
+            for t in 0..self.shared.threads {
+                post(&self.shared, t, Msg::Monitor { line: line.clone() });
+            }
+        }
+        match cmd.handler {
+            Handler::Conn(f) => self.run_conn(c, cmd, f, &args),
+            Handler::Key(f) => {
+                let shard = cmd::key_shard(spec, &args, self.shared.threads, self.id);
+                let conn = &mut self.conns[c];
+                if shard == self.id && self.lock.free() {
+                    let suppress = take_suppress(&mut conn.state);
+                    let clock = Clock {
+                        touch: !conn.state.no_touch,
+                        ..Clock::at(now)
+                    };
+                    let mut ctx = ShardCtx {
+                        shard: &mut self.shard,
+                        db: conn.state.db,
+                        clock,
+                        resp3: conn.state.resp3,
+                        shared: &self.shared,
+                    };
+                    let start = Instant::now();
+                    if conn.pending.is_empty() && !suppress {
+                        let at = conn.out.len();
+                        let mut w = ReplyWriter::new(&mut conn.out, conn.state.resp3);
+                        f(&mut ctx, &args, &mut w);
+                        conn.next_seq += 1;
+                        conn.done_seq += 1;
+                        let failed = conn.out.get(at) == Some(&b'-');
+                        let err = if failed {
+                            Some(conn.out[at..].to_vec())
+                        } else {
+                            None
+                        };
+                        record(
+                            &self.shared,
+                            self.id,
+                            cmd,
+                            start,
+                            err.as_deref(),
+                            &conn.state,
+                            &args,
+                        );
+                    } else {
+                        let mut out = Vec::new();
+                        let mut w = ReplyWriter::new(&mut out, conn.state.resp3);
+                        f(&mut ctx, &args, &mut w);
+                        let err = (out.first() == Some(&b'-')).then(|| out.clone());
+                        record(
+                            &self.shared,
+                            self.id,
+                            cmd,
+                            start,
+                            err.as_deref(),
+                            &conn.state,
+                            &args,
+                        );
+                        let seq = conn.expect(suppress);
+                        conn.deliver(seq, out);
+                    }
+                } else {
+                    let suppress = take_suppress(&mut conn.state);
+                    let seq = conn.expect(suppress);
+                    self.batches[shard].push(BatchItem {
+                        conn: ConnRef {
+                            idx: c as u32,
+                            gen: conn.gen,
+                        },
+                        seq,
+                        db: conn.state.db,
+                        resp3: conn.state.resp3,
+                        touch: !conn.state.no_touch,
+                        cmd,
+                        args,
+                    });
+                }
+            }
+            Handler::Tx(f, locks) => {
+                // Everything this connection sent before must reach its shards first.
+                self.send_batches();
+                let conn = &mut self.conns[c];
+                let shards: Vec<usize> = match locks {
+                    Locks::Keys => {
+                        let mut idx = Vec::new();
+                        darner_commands::key_indices(spec, &args, &mut idx);
+                        idx.iter()
+                            .map(|&i| cmd::shard_of(&args[i], self.shared.threads))
+                            .collect()
+                    }
+                    Locks::All => (0..self.shared.threads).collect(),
+                    Locks::None => Vec::new(),
+                    Locks::Queued => {
+                        cmd::transactions::exec_shards(&conn.state, self.shared.threads)
+                    }
+                };
+                let suppress = take_suppress(&mut conn.state);
+                let seq = conn.expect(suppress);
+                conn.in_tx = true;
+                let tx = Tx::new(self.shared.clone(), conn.state.clone());
+                let conn_ref = ConnRef {
+                    idx: c as u32,
+                    gen: conn.gen,
+                };
+                let shared = self.shared.clone();
+                let thread = self.id;
+                self.exec.spawn(async move {
+                    let start = Instant::now();
+                    tx.acquire(&shards).await;
+                    let reply = f(tx.clone(), args.clone()).await;
+                    tx.release();
+                    let client = tx.into_client();
+                    let err = (reply.first() == Some(&b'-')).then(|| reply.clone());
+                    record(&shared, thread, cmd, start, err.as_deref(), &client, &args);
+                    post(
+                        &shared,
+                        thread,
+                        Msg::TxDone {
+                            conn: conn_ref,
+                            seq,
+                            reply,
+                            client: Box::new(client),
+                        },
+                    );
+                });
+            }
+        }
+    }
+
+    fn run_conn(&mut self, c: usize, cmd: &'static Command, f: cmd::ConnFn, args: &[Bytes]) {
+        let conn = &mut self.conns[c];
+        let suppress = take_suppress(&mut conn.state);
+        let start = Instant::now();
+        let mut out = Vec::new();
+        {
+            let mut w = ReplyWriter::new(&mut out, conn.state.resp3);
+            let mut ctx = ConnCtx {
+                client: &mut conn.state,
+                shared: &self.shared,
+                thread: self.id,
+            };
+            f(&mut ctx, args, &mut w);
+        }
+        let err = (out.first() == Some(&b'-')).then(|| out.clone());
+        record(
+            &self.shared,
+            self.id,
+            cmd,
+            start,
+            err.as_deref(),
+            &conn.state,
+            args,
+        );
+        let seq = conn.expect(suppress);
+        conn.deliver(seq, out);
+        if conn.state.close_after_reply {
+            conn.closing = true;
+        }
+    }
+
+    // ---- messages ----
+
+    /// Drains the inbox and the local queue and polls woken tasks until nothing is left.
+    fn pump(&mut self) {
+        loop {
+            let mut progress = false;
+            self.shared.inboxes[self.id]
+                .notified
+                .store(false, Ordering::Release);
+            while let Ok(m) = self.rx.try_recv() {
+                self.handle(m);
+                progress = true;
+            }
+            while let Some(m) = LOCAL.with(|l| l.borrow_mut().pop_front()) {
+                self.handle(m);
+                progress = true;
+            }
+            if self.exec.has_ready() {
+                self.exec.run_ready();
+                progress = true;
+            }
+            let resume = std::mem::take(&mut self.resume);
+            for c in resume {
+                self.process(c);
+                progress = true;
+            }
+            if !progress {
+                break;
+            }
+        }
+    }
+
+    fn handle(&mut self, m: Msg) {
+        match m {
+            Msg::Batch { from, items } => {
+                if self.lock.free() {
+                    self.exec_batch(from, items);
+                } else {
+                    self.lock.waiting.push_back(Msg::Batch { from, items });
+                }
+            }
+            Msg::BatchDone { buf, items } => {
+                for (cr, seq, s, e) in items {
+                    if let Some(conn) = self.conn_mut(cr) {
+                        conn.deliver(seq, buf[s as usize..e as usize].to_vec());
+                        self.dirty.push(cr.idx as usize);
+                    }
+                }
+            }
+            Msg::Acquire { tx, done } => {
+                if self.lock.free() {
+                    self.lock.holder = Some(tx);
+                    post(
+                        &self.shared,
+                        done.thread,
+                        Msg::HopDone {
+                            task: done.task,
+                            slot: done.slot,
+                            result: Box::new(()),
+                        },
+                    );
+                } else {
+                    self.lock.waiting.push_back(Msg::Acquire { tx, done });
+                }
+            }
+            Msg::Run { tx, db, resp3, f } => {
+                let runnable = match tx {
+                    Some(id) => self.lock.holder == Some(id),
+                    None => self.lock.free(),
+                };
+                if runnable {
+                    self.run_shard_fn(db, resp3, f);
+                } else {
+                    self.lock.waiting.push_back(Msg::Run {
+                        tx: None,
+                        db,
+                        resp3,
+                        f,
+                    });
+                }
+            }
+            Msg::Release { tx } => {
+                if self.lock.holder == Some(tx) {
+                    self.lock.holder = None;
+                    while let Some(w) = self.lock.waiting.pop_front() {
+                        match w {
+                            Msg::Acquire { tx, done } => {
+                                self.lock.holder = Some(tx);
+                                post(
+                                    &self.shared,
+                                    done.thread,
+                                    Msg::HopDone {
+                                        task: done.task,
+                                        slot: done.slot,
+                                        result: Box::new(()),
+                                    },
+                                );
+                                break;
+                            }
+                            Msg::Batch { from, items } => self.exec_batch(from, items),
+                            Msg::Run { db, resp3, f, .. } => self.run_shard_fn(db, resp3, f),
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            Msg::Thread { f } => {
+                let mut ctx = ThreadCtx {
+                    id: self.id,
+                    conns: &mut self.conns,
+                    shared: &self.shared,
+                };
+                f(&mut ctx);
+                // A closure may have marked connections for closing (CLIENT KILL).
+                let kill: Vec<usize> = self
+                    .conns
+                    .iter()
+                    .filter(|(_, c)| c.handle.kill.load(Ordering::Relaxed))
+                    .map(|(k, _)| k)
+                    .collect();
+                for k in kill {
+                    self.conns[k].closing = true;
+                    self.dirty.push(k);
+                }
+            }
+            Msg::HopDone { task, slot, result } => {
+                exec::fill_slot(slot, result);
+                self.exec.wake(task);
+            }
+            Msg::TxDone {
+                conn,
+                seq,
+                reply,
+                client,
+            } => {
+                if let Some(cn) = self
+                    .conns
+                    .get_mut(conn.idx as usize)
+                    .filter(|c| c.gen == conn.gen)
+                {
+                    let was_monitor = cn.state.monitor;
+                    cn.state = *client;
+                    if cn.state.monitor && !was_monitor {
+                        self.shared.monitors.fetch_add(1, Ordering::Relaxed);
+                    }
+                    cn.in_tx = false;
+                    cn.deliver(seq, reply);
+                    if cn.state.close_after_reply {
+                        cn.closing = true;
+                    }
+                    self.dirty.push(conn.idx as usize);
+                    self.resume.push(conn.idx as usize);
+                }
+            }
+            Msg::Monitor { line } => {
+                let ids: Vec<usize> = self
+                    .conns
+                    .iter()
+                    .filter(|(_, c)| c.state.monitor)
+                    .map(|(k, _)| k)
+                    .collect();
+                for k in ids {
+                    self.conns[k].out.extend_from_slice(&line);
+                    self.dirty.push(k);
+                }
+            }
+            Msg::Shutdown => self.stop = true,
+        }
+    }
+
+    fn conn_mut(&mut self, r: ConnRef) -> Option<&mut Conn> {
+        self.conns
+            .get_mut(r.idx as usize)
+            .filter(|c| c.gen == r.gen)
+    }
+
+    fn run_shard_fn(&mut self, db: usize, resp3: bool, f: crate::msg::ShardFn) {
+        let mut ctx = ShardCtx {
+            shard: &mut self.shard,
+            db,
+            clock: Clock::at(Shared::now_ms()),
+            resp3,
+            shared: &self.shared,
+        };
+        f(&mut ctx);
+    }
+
+    fn exec_batch(&mut self, from: usize, items: Vec<BatchItem>) {
+        let mut buf = Vec::new();
+        let mut done = Vec::with_capacity(items.len());
+        let now = Shared::now_ms();
+        for it in items {
+            let Handler::Key(f) = it.cmd.handler else {
+                continue;
+            };
+            let start_at = buf.len();
+            let t0 = Instant::now();
+            let mut ctx = ShardCtx {
+                shard: &mut self.shard,
+                db: it.db,
+                clock: Clock {
+                    touch: it.touch,
+                    ..Clock::at(now)
+                },
+                resp3: it.resp3,
+                shared: &self.shared,
+            };
+            let mut w = ReplyWriter::new(&mut buf, it.resp3);
+            f(&mut ctx, &it.args, &mut w);
+            let err = (buf.get(start_at) == Some(&b'-')).then(|| buf[start_at..].to_vec());
+            record_stats(
+                &self.shared,
+                self.id,
+                it.cmd,
+                t0,
+                err.as_deref(),
+                &it.args,
+                None,
+            );
+            done.push((it.conn, it.seq, start_at as u32, buf.len() as u32));
+        }
+        post(&self.shared, from, Msg::BatchDone { buf, items: done });
+    }
+
+    // ---- writing ----
+
+    fn flush_dirty(&mut self) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        dirty.sort_unstable();
+        dirty.dedup();
+        for c in dirty.drain(..) {
+            self.flush(c);
+        }
+        self.dirty = dirty;
+    }
+
+    fn flush(&mut self, c: usize) {
+        let Some(conn) = self.conns.get_mut(c) else {
+            return;
+        };
+        let mut written = 0;
+        while conn.out_pos < conn.out.len() {
+            match conn.sock.write(&conn.out[conn.out_pos..]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    conn.out_pos += n;
+                    written += n;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.close(c);
+                    return;
+                }
+            }
+        }
+        bump(&self.shared.stats[self.id].net_output, written as u64);
+        if conn.out_pos == conn.out.len() {
+            conn.out.clear();
+            conn.out_pos = 0;
+            if conn.out.capacity() > 1 << 20 {
+                conn.out = Vec::new();
+            }
+        }
+        if conn.read_paused && conn.out_len() < OUTPUT_BACKPRESSURE / 2 {
+            conn.read_paused = false;
+            self.read(c);
+            return;
+        }
+        let conn = &mut self.conns[c];
+        if (conn.closing || conn.state.close_after_reply)
+            && conn.out_len() == 0
+            && conn.pending.is_empty()
+            && !conn.in_tx
+        {
+            self.close(c);
+            return;
+        }
+        // Output buffer limits for normal clients (0 = unlimited, Redis's default).
+        let (hard, soft, secs) =
+            crate::config::Config::obuf_limits(&self.shared.config.hot.obuf_normal);
+        let conn = &mut self.conns[c];
+        let used = conn.out_len() as u64;
+        let over_hard = hard > 0 && used > hard;
+        let over_soft = soft > 0 && used > soft;
+        if over_soft {
+            let since = *conn.soft_limit_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= Duration::from_secs(secs) {
+                self.kill_for_obuf(c);
+                return;
+            }
+        } else {
+            conn.soft_limit_since = None;
+        }
+        if over_hard {
+            self.kill_for_obuf(c);
+        }
+    }
+
+    fn kill_for_obuf(&mut self, c: usize) {
+        let conn = &self.conns[c];
+        log::warning(&format!(
+            "Client id={} addr={} scheduled to be closed ASAP for overcoming of output buffer limits.",
+            conn.state.id, conn.state.addr
+        ));
+        self.close(c);
+    }
+
+    fn close(&mut self, c: usize) {
+        if !self.conns.contains(c) {
+            return;
+        }
+        let mut conn = self.conns.remove(c);
+        let _ = self.poll.registry().deregister(&mut conn.sock);
+        self.shared.connected.fetch_sub(1, Ordering::Relaxed);
+        self.shared.clients.lock().unwrap().remove(&conn.state.id);
+        self.shared.stats[self.id]
+            .clients
+            .fetch_sub(1, Ordering::Relaxed);
+        if conn.state.monitor {
+            self.shared.monitors.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    // ---- periodic work ----
+
+    fn cron(&mut self) {
+        self.cron_count += 1;
+        let now = Shared::now_ms();
+        let hot = &self.shared.config.hot;
+        // Active expiry: bounded by time (25% of a tick at effort 1, like Redis) and by entries.
+        if self.shared.active_expire_enabled.load(Ordering::Relaxed) && self.lock.holder.is_none() {
+            let hz = hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64;
+            let effort = hot
+                .active_expire_effort
+                .load(Ordering::Relaxed)
+                .clamp(1, 10) as u64;
+            let budget_us = 1_000_000 * (25 + 2 * (effort - 1)) / hz / 100;
+            let deadline = Instant::now() + Duration::from_micros(budget_us);
+            let max_visit = 20_000 * effort as usize;
+            for db in &mut self.shard.dbs {
+                let mut visited_total = 0;
+                loop {
+                    let (visited, expired) = db.active_expire(now, 1000);
+                    visited_total += visited;
+                    if visited == 0 || Instant::now() >= deadline {
+                        break;
+                    }
+                    let plenty = expired * 10 > visited;
+                    if !plenty && visited_total >= max_visit.min(db.len()) {
+                        break;
+                    }
+                }
+            }
+        }
+        if self.cron_count % 100 == 0 {
+            for db in &mut self.shard.dbs {
+                db.prune_watchers();
+            }
+        }
+        // Idle timeouts, kills and paused clients.
+        let timeout = hot.timeout.load(Ordering::Relaxed);
+        let mut close = Vec::new();
+        let mut retry = Vec::new();
+        for (k, conn) in self.conns.iter() {
+            if conn.handle.kill.load(Ordering::Relaxed) {
+                close.push(k);
+            } else if timeout > 0
+                && !conn.state.monitor
+                && !conn.in_tx
+                && conn.last_interaction.elapsed() > Duration::from_secs(timeout as u64)
+            {
+                close.push(k);
+            } else if conn.paused.is_some() {
+                retry.push(k);
+            }
+        }
+        for k in close {
+            self.close(k);
+        }
+        for k in retry {
+            if let Some(args) = self.conns[k].paused.take() {
+                self.dispatch(k, args);
+                if self.conns.get(k).is_some_and(|c| c.paused.is_none()) {
+                    self.resume.push(k);
+                }
+                self.send_batches();
+                self.dirty.push(k);
+            }
+        }
+        self.pump();
+        self.flush_dirty();
+    }
+}
+
+/// Takes the "skip this reply" decision for the command being dispatched (CLIENT REPLY).
+fn take_suppress(state: &mut ClientState) -> bool {
+    match state.reply_mode {
+        ReplyMode::On => false,
+        ReplyMode::Off => true,
+        ReplyMode::Skip => {
+            // SKIP applies to the command after CLIENT REPLY SKIP itself.
+            state.reply_mode = ReplyMode::SkipThis;
+            false
+        }
+        ReplyMode::SkipThis => {
+            state.reply_mode = ReplyMode::On;
+            true
+        }
+    }
+}
+
+fn multi_has_writes(state: &ClientState) -> bool {
+    state
+        .multi
+        .as_ref()
+        .is_some_and(|q| q.iter().any(|(c, _)| c.spec.has(flags::WRITE)))
+}
+
+fn monitor_line(state: &ClientState, args: &[Bytes]) -> Arc<Vec<u8>> {
+    let us = Shared::now_us();
+    let mut s = format!(
+        "+{}.{:06} [{} {}]",
+        us / 1_000_000,
+        us % 1_000_000,
+        state.db,
+        state.addr
+    )
+    .into_bytes();
+    for a in args {
+        s.extend_from_slice(b" \"");
+        for &b in a.iter() {
+            match b {
+                b'\\' => s.extend_from_slice(b"\\\\"),
+                b'"' => s.extend_from_slice(b"\\\""),
+                b'\n' => s.extend_from_slice(b"\\n"),
+                b'\r' => s.extend_from_slice(b"\\r"),
+                b'\t' => s.extend_from_slice(b"\\t"),
+                7 => s.extend_from_slice(b"\\a"),
+                8 => s.extend_from_slice(b"\\b"),
+                0x20..=0x7e => s.push(b),
+                _ => s.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+            }
+        }
+        s.push(b'"');
+    }
+    s.extend_from_slice(b"\r\n");
+    Arc::new(s)
+}
+
+/// Records a command's statistics and, when slow, a slow log entry.
+fn record(
+    shared: &Shared,
+    thread: usize,
+    cmd: &Command,
+    start: Instant,
+    err: Option<&[u8]>,
+    state: &ClientState,
+    args: &[Bytes],
+) {
+    record_stats(shared, thread, cmd, start, err, args, Some(state));
+}
+
+fn record_stats(
+    shared: &Shared,
+    thread: usize,
+    cmd: &Command,
+    start: Instant,
+    err: Option<&[u8]>,
+    args: &[Bytes],
+    state: Option<&ClientState>,
+) {
+    let us = start.elapsed().as_micros() as u64;
+    let st = &shared.stats[thread].cmd[cmd.id];
+    bump(&st.calls, 1);
+    bump(&st.usec, us);
+    if let Some(e) = err {
+        bump(&st.failed, 1);
+        bump(&shared.stats[thread].total_error_replies, 1);
+        shared.record_error(e);
+    }
+    let threshold = shared
+        .config
+        .hot
+        .slowlog_log_slower_than
+        .load(Ordering::Relaxed);
+    if threshold >= 0 && us as i64 >= threshold && !cmd.spec.has(flags::SKIP_SLOWLOG) {
+        let max = shared.config.hot.slowlog_max_len.load(Ordering::Relaxed) as usize;
+        let mut log = shared.slowlog.lock().unwrap();
+        let id = shared.slowlog_next_id.fetch_add(1, Ordering::Relaxed);
+        let mut kept: Vec<Vec<u8>> = Vec::new();
+        for (i, a) in args.iter().enumerate() {
+            if i == 31 && args.len() > 32 {
+                kept.push(format!("... ({} more arguments)", args.len() - 31).into_bytes());
+                break;
+            }
+            if a.len() > 128 {
+                let mut v = a[..128].to_vec();
+                v.extend_from_slice(format!("... ({} more bytes)", a.len() - 128).as_bytes());
+                kept.push(v);
+            } else {
+                kept.push(a.to_vec());
+            }
+        }
+        log.push_front(SlowlogEntry {
+            id,
+            time: Shared::now_ms() / 1000,
+            micros: us,
+            args: kept,
+            addr: state.map(|s| s.addr.clone()).unwrap_or_default(),
+            name: state.map(|s| s.name.clone()).unwrap_or_default(),
+        });
+        while log.len() > max {
+            log.pop_back();
+        }
+    }
+}
