@@ -1,0 +1,132 @@
+//! Test harness: starts the real `darner` binary on a free loopback port and stops it when
+//! the handle drops (even when the test panics).
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Server {
+    pub port: u16,
+    child: Child,
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+impl Server {
+    /// Starts darner with `--threads 2` and the extra arguments.
+    pub fn start(extra: &[&str]) -> Server {
+        for _ in 0..5 {
+            let port = free_port();
+            let mut args: Vec<String> = vec![
+                "--port".into(),
+                port.to_string(),
+                "--bind".into(),
+                "127.0.0.1".into(),
+                "--loglevel".into(),
+                "warning".into(),
+            ];
+            if !extra.contains(&"--threads") {
+                args.extend(["--threads".into(), "2".into()]);
+            }
+            args.extend(extra.iter().map(|s| s.to_string()));
+            let child = Command::new(env!("CARGO_BIN_EXE_darner"))
+                .args(&args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start darner");
+            let mut s = Server { port, child };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = s.child.try_wait() {
+                    break; // exited: port taken? retry with another
+                }
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return s;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = s.child.kill();
+        }
+        panic!("darner did not start");
+    }
+
+    pub fn client(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    pub fn raw(&self) -> Raw {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        Raw { s }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A raw socket for exact framing checks.
+pub struct Raw {
+    pub s: TcpStream,
+}
+
+impl Raw {
+    pub fn send(&mut self, b: &[u8]) {
+        self.s.write_all(b).unwrap();
+    }
+
+    /// Reads until `n` bytes have arrived (or the peer closes / times out).
+    pub fn read_n(&mut self, n: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 65536];
+        while out.len() < n {
+            match self.s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => out.extend_from_slice(&buf[..k]),
+            }
+        }
+        out
+    }
+
+    /// Sends a command and reads exactly the expected reply bytes.
+    pub fn roundtrip(&mut self, req: &[u8], expect: &[u8]) {
+        self.send(req);
+        let got = self.read_n(expect.len());
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(expect),
+            "request {:?}",
+            String::from_utf8_lossy(req)
+        );
+    }
+
+    /// Whether the server closed the connection.
+    pub fn closed(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.s.read(&mut b), Ok(0))
+    }
+}
+
+/// Encodes a command as a RESP array of bulk strings.
+pub fn cmd(args: &[&[u8]]) -> Vec<u8> {
+    let mut v = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        v.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        v.extend_from_slice(a);
+        v.extend_from_slice(b"\r\n");
+    }
+    v
+}
