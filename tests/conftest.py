@@ -66,22 +66,32 @@ def darner():
 
 @pytest.fixture(autouse=True)
 def _session_server_health(request):
-    """If a test crashed the session darner, report it (with the log) and restart
-    it so the remaining tests still run against a live server."""
+    """If a test crashed or wedged the session darner, report it (with the log)
+    and restart it so the remaining tests still run against a live server."""
     yield
     if "darner" not in request.fixturenames:
         return
     srv: Server = request.getfixturevalue("darner")
-    if srv.alive():
+    problem = None
+    if not srv.alive():
+        problem = "died during this test, exit code %s" % (srv.proc.returncode if srv.proc else None)
+    else:
+        try:
+            with srv.raw(timeout=5) as c:
+                rep = c.call("PING")
+            if rep.raw != b"+PONG\r\n":
+                problem = "answers PING with %r after this test" % rep.raw
+        except Exception as e:  # noqa
+            problem = "stopped answering PING after this test (%s: %s)" % (type(e).__name__, e)
+    if problem is None:
         return
-    rc = srv.proc.returncode if srv.proc else None
     log = srv.log_tail()
+    srv.kill()
     try:
         srv.start()
     except HarnessError as e:
         log += "\n(restart failed: %s)" % e
-    pytest.fail("darner (session server) died during this test, exit code %s.\nlog tail:\n%s"
-                % (rc, log), pytrace=False)
+    pytest.fail("darner (session server) %s; it was restarted.\nlog tail:\n%s" % (problem, log), pytrace=False)
 
 
 class Factory:

@@ -470,10 +470,11 @@ SCENARIOS["expire_family"] = [
     ("EXPIRE", "a", "100"), A(1, "TTL", "a"), A(1000, "PTTL", "a"), T("EXPIRETIME", "a"),
     ("EXPIRE", "a", "100", "NX"), ("EXPIRE", "a", "50", "XX"), A(1, "TTL", "a"),
     ("EXPIRE", "a", "200", "GT"), A(1, "TTL", "a"), ("EXPIRE", "a", "100", "GT"), ("EXPIRE", "a", "50", "LT"),
-    A(1, "TTL", "a"), ("EXPIRE", "a", "300", "LT"), ("EXPIRE", "a", "50", "gt"), ("EXPIRE", "a", "10", "lt"),
+    A(1, "TTL", "a"), ("EXPIRE", "a", "300", "LT"), ("EXPIRE", "a", "45", "gt"), ("EXPIRE", "a", "10", "lt"),
     ("EXPIRE", "a", "10", "NX", "XX"), ("EXPIRE", "a", "10", "GT", "LT"), ("EXPIRE", "a", "10", "NX", "GT"),
-    ("EXPIRE", "a", "10", "NX", "LT"), ("EXPIRE", "a", "10", "XX", "GT"), ("EXPIRE", "a", "10", "XX", "LT"),
-    ("EXPIRE", "a", "10", "XX", "XX"), ("EXPIRE", "a", "10", "NX", "NX"), ("EXPIRE", "a", "10", "GT", "GT"),
+    ("EXPIRE", "a", "10", "NX", "LT"), ("EXPIRE", "a", "20", "XX", "GT"), ("EXPIRE", "a", "15", "XX", "LT"),
+    ("EXPIRE", "a", "17", "XX", "XX"), ("EXPIRE", "a", "17", "NX", "NX"), ("EXPIRE", "a", "30", "GT", "GT"),
+    A(1, "TTL", "a"),
     ("EXPIRE", "a", "10", "FOO"), ("EXPIRE", "a", "10", "NX", "FOO"), ("EXPIRE", "a", "abc", "NX"),
     ("PERSIST", "a"), ("PERSIST", "a"), ("TTL", "a"), ("PERSIST", "nokey"),
     ("EXPIRE", "a", "100", "GT"), ("TTL", "a"), ("EXPIRE", "a", "100", "XX"), ("TTL", "a"),
@@ -619,3 +620,134 @@ SCENARIOS["command_introspection"] = [
 
 def scenario_names():
     return list(SCENARIOS)
+
+
+# ---------------------------------------------------------------------------
+# generated sweeps (option combinations, index ranges, numeric formatting)
+# ---------------------------------------------------------------------------
+
+def _set_option_combos():
+    import itertools
+    fut = _now() + 1000
+    fut_ms = _now_ms() + 1000000
+    opts = [("NX",), ("XX",), ("GET",), ("KEEPTTL",), ("EX", "100"), ("PX", "100000"),
+            ("EXAT", str(fut)), ("PXAT", str(fut_ms))]
+    steps = []
+    for n in range(0, 4):
+        for combo in itertools.permutations(opts, n) if n <= 2 else itertools.combinations(opts, n):
+            flat = [x for o in combo for x in o]
+            for state in ("missing", "plain", "ttl"):
+                steps.append(("DEL", "k"))
+                if state == "plain":
+                    steps.append(("SET", "k", "old"))
+                elif state == "ttl":
+                    steps.append(("SET", "k", "old", "EX", "500"))
+                steps.append(("SET", "k", "new") + tuple(flat))
+                steps.append(("GET", "k"))
+                steps.append(A(2000, "PTTL", "k"))
+    return steps
+
+
+def _getex_option_combos():
+    import itertools
+    opts = [("EX", "100"), ("PX", "100000"), ("EXAT", str(_now() + 1000)), ("PXAT", str(_now_ms() + 1000000)),
+            ("PERSIST",)]
+    steps = []
+    for n in range(0, 3):
+        for combo in itertools.permutations(opts, n):
+            flat = [x for o in combo for x in o]
+            for state in ("missing", "plain", "ttl"):
+                steps.append(("DEL", "k"))
+                if state == "plain":
+                    steps.append(("SET", "k", "v"))
+                elif state == "ttl":
+                    steps.append(("SET", "k", "v", "EX", "500"))
+                steps.append(("GETEX", "k") + tuple(flat))
+                steps.append(A(2000, "PTTL", "k"))
+    return steps
+
+
+def _expire_option_combos():
+    import itertools
+    flags = ["NX", "XX", "GT", "LT"]
+    steps = []
+    for n in range(0, 3):
+        for combo in itertools.permutations(flags, n):
+            for state in ("missing", "plain", "ttl"):
+                for secs in ("50", "400", "1000", "-1"):  # never equal to the 500s state TTL (GT/LT race)
+                    steps.append(("DEL", "k"))
+                    if state == "plain":
+                        steps.append(("SET", "k", "v"))
+                    elif state == "ttl":
+                        steps.append(("SET", "k", "v", "EX", "500"))
+                    steps.append(("EXPIRE", "k", secs) + tuple(combo))
+                    steps.append(A(1, "TTL", "k"))
+    return steps
+
+
+SCENARIOS["gen_set_option_combinations"] = [_set_option_combos]
+SCENARIOS["gen_getex_option_combinations"] = [_getex_option_combos]
+SCENARIOS["gen_expire_option_combinations"] = [_expire_option_combos]
+
+
+def _range_sweeps():
+    idx = [str(i) for i in range(-9, 10)]
+    steps = [("SET", "s", "foobar"), ("SET", "p", b"\x00\xff\xf0\x0f\x80\x01"), ("SET", "e", "")]
+    for key in ("s", "e", "nokey"):
+        for a in idx:
+            for b in idx:
+                steps.append(("GETRANGE", key, a, b))
+    for key in ("s", "p", "e"):
+        for a in idx:
+            for b in idx:
+                steps.append(("BITCOUNT", key, a, b))
+                steps.append(("BITPOS", key, "1", a, b))
+                steps.append(("BITPOS", key, "0", a, b))
+        for a in [str(i) for i in range(-50, 50, 7)]:
+            for b in [str(i) for i in range(-50, 50, 9)]:
+                steps.append(("BITCOUNT", key, a, b, "BIT"))
+                steps.append(("BITPOS", key, "1", a, b, "BIT"))
+                steps.append(("BITPOS", key, "0", a, b, "BIT"))
+        for a in idx:
+            steps.append(("BITPOS", key, "0", a))
+            steps.append(("BITPOS", key, "1", a))
+    for off in ("0", "1", "5", "6", "7", "100"):
+        steps += [("SET", "r", "hello"), ("SETRANGE", "r", off, "XY"), ("GET", "r"),
+                  ("SETRANGE", "r", off, ""), ("STRLEN", "r")]
+    return steps
+
+
+SCENARIOS["gen_range_index_sweeps"] = [_range_sweeps]
+
+
+def _bitfield_sweep():
+    steps = []
+    types = ["i1", "i2", "i7", "i8", "i13", "i32", "i63", "i64", "u1", "u2", "u7", "u8", "u13", "u32", "u62", "u63"]
+    incs = ["1", "-1", "100", "-100", "1000000", "-1000000", I64_MAX, I64_MIN, "0"]
+    for ow in ("WRAP", "SAT", "FAIL"):
+        for t in types:
+            steps.append(("DEL", "bf"))
+            steps.append(("BITFIELD", "bf", "SET", t, "3", "5"))
+            for inc in incs:
+                steps.append(("BITFIELD", "bf", "OVERFLOW", ow, "INCRBY", t, "3", inc, "GET", t, "3"))
+            steps.append(("BITFIELD", "bf", "OVERFLOW", ow, "SET", t, "#1", I64_MAX, "SET", t, "#1", I64_MIN))
+            steps.append(("GET", "bf"))
+    return steps
+
+
+SCENARIOS["gen_bitfield_overflow_sweep"] = [_bitfield_sweep]
+
+
+def _float_sweep():
+    pairs = [("0.1", "0.2"), ("1", "1e17"), ("1", "1e-17"), ("123456789.123456789", "0"), ("3.0", "0"),
+             ("-0.0", "0"), ("1", "1e20"), ("1", "1e21"), ("0", "5e-324"), ("0", "1.7976931348623157e308"),
+             ("1.1", "2.2"), ("10", "-10"), ("1e10", "0.00001"), ("0", "-1.5"), ("0", "3.14159265358979323846"),
+             ("9007199254740993", "0"), ("0", "0.3333333333333333"), ("100", "0.000000001"), ("0", "1e-5"),
+             ("0", "123e-2"), ("0", "  2"), ("0", "2.")]
+    steps = []
+    for base, inc in pairs:
+        steps += [("SET", "f", base), ("INCRBYFLOAT", "f", inc), ("GET", "f"), ("OBJECT", "ENCODING", "f")]
+    return steps
+
+
+SCENARIOS["gen_incrbyfloat_formatting"] = [_float_sweep]

@@ -227,7 +227,7 @@ class Server:
 
     def client(self, **kw):
         import redis
-        kw.setdefault("socket_timeout", 20)
+        kw.setdefault("socket_timeout", 10)
         kw.setdefault("socket_connect_timeout", 5)
         if self.auth is not None:
             kw.setdefault("password", self.auth)

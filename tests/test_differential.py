@@ -28,7 +28,8 @@ def _report(name, proto, mismatches):
 def test_scenario(name, proto, darner, redis_ref):
     mismatches = run_scenario(darner.port, redis_ref.port, SCENARIOS[name], proto=proto,
                               cleanup=CLEANUP.get(name, ()), golden=not darner_is_redis())
-    assert not mismatches, _report(name, proto, mismatches)
+    if mismatches:
+        pytest.fail(_report(name, proto, mismatches), pytrace=False)
 
 
 # ---------------------------------------------------------------------------
@@ -79,9 +80,9 @@ def test_raw_stream(name, chunk, darner, redis_ref):
             if who == "redis":
                 raise
             results[who] = "<%s: %s>" % (type(e).__name__, e)
-    assert results["darner"] == results["redis"], (
-        "raw stream %r (chunk=%s) %r\n darner: %r\n redis : %r"
-        % (name, chunk, data[:200], results["darner"], results["redis"]))
+    if results["darner"] != results["redis"]:
+        pytest.fail("raw stream %r (chunk=%s) sent %r\n darner: %r\n redis : %r"
+                    % (name, chunk, data[:200], results["darner"], results["redis"]), pytrace=False)
 
 
 # ---------------------------------------------------------------------------
@@ -154,7 +155,9 @@ def test_pipeline_10000_commands_one_write(darner, redis_ref):
     for i, (d, f) in enumerate(zip(out["darner"], out["redis"])):
         if d.raw != f.raw:
             diffs.append("  #%d %s\n      darner: %s\n      redis : %s" % (i, fmt_args(cmds[i]), fmt_reply(d), fmt_reply(f)))
-    assert not diffs, "%d of %d pipelined replies differ (first 20):\n%s" % (len(diffs), len(cmds), "\n".join(diffs[:20]))
+    if diffs:
+        pytest.fail("%d of %d pipelined replies differ (first 20):\n%s" % (len(diffs), len(cmds), "\n".join(diffs[:20])),
+                    pytrace=False)
 
 
 # ---------------------------------------------------------------------------
