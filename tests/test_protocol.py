@@ -421,3 +421,30 @@ def test_thread_counts_serve_correctly(darner_factory, threads):
         rep = c.call("MGET", *["k%d" % i for i in range(1000)])
         assert [x.value for x in rep.value] == [str(i).encode() for i in range(1000)]
         assert c.call("KEYS", "*").value is not None and len(c.call("KEYS", "*").value) == 1000
+
+
+def test_config_rewrite_updates_file(darner_factory, tmp_path):
+    port = harness.free_port()
+    conf = _write_conf(tmp_path, "# keep this comment\nport %d\nbind 127.0.0.1\nhz 15\n" % port)
+    srv = darner_factory.server(threads=1, config_file=conf, port=port, add_port=False)
+    srv.start()
+    with srv.raw() as c:
+        assert c.call("CONFIG", "SET", "hz", "33").raw == b"+OK\r\n"
+        assert c.call("CONFIG", "SET", "slowlog-max-len", "99").raw == b"+OK\r\n"
+        assert c.call("CONFIG", "REWRITE").raw == b"+OK\r\n"
+    text = open(conf).read()
+    import re
+    assert re.search(r"^hz 33$", text, re.M), text
+    assert re.search(r"^slowlog-max-len 99$", text, re.M), text
+    assert re.search(r"^port %d$" % port, text, re.M), text
+    assert "# keep this comment" in text
+    assert not re.search(r"^hz 15$", text, re.M), text
+
+
+def test_logfile_and_loglevel(darner_factory, tmp_path):
+    logfile = tmp_path / "server.log"
+    srv = darner_factory("--logfile", str(logfile), "--loglevel", "verbose", threads=1)
+    with srv.raw() as c:
+        assert c.call("CONFIG", "GET", "loglevel").py() == [b"loglevel", b"verbose"]
+        assert c.call("CONFIG", "GET", "logfile").py() == [b"logfile", str(logfile).encode()]
+    assert logfile.exists() and logfile.stat().st_size > 0
