@@ -434,7 +434,9 @@ impl Worker {
             self.reply_error_now(c, msg.as_bytes());
             return;
         };
-        if spec.is_container() {
+        // A container that also works alone (COMMAND) has a handler of its own.
+        let alone = args.len() < 2 && cmd::registry().get(spec).is_some();
+        if spec.is_container() && !alone {
             if args.len() < 2 {
                 let e = cmd::arity_error(spec);
                 if conn.state.in_multi() {

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark: darner vs redis-server, same machine, same run, same flags.
+
+Throughput: redis-benchmark SET and GET, 50 connections, unpipelined / -P 16 / -P 64 on a
+1,000,000-key space. Each server is pinned to one core (taskset), the load generator to another.
+For each case it prints ops/s, ops per server CPU-second (utime+stime of the server process over
+the case) and the ratio darner/redis.
+
+Memory: 1,000,000 keys key:%08d -> 16-byte values loaded over one pipelined connection; RSS
+growth of each server process, and the ratio.
+
+Servers bind 127.0.0.1 on free ports, every case is bounded (-n requests), and both servers are
+stopped whatever happens.
+
+Usage: bench/compare.py [--darner target/release/darner] [--threads 1] [--requests 2000000]
+                        [--only throughput|memory]
+"""
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def wait_ready(port, proc, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("server exited during start-up")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(16).startswith(b"+PONG"):
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("server did not start")
+
+
+class Server:
+    def __init__(self, name, argv, port, core):
+        self.name, self.port = name, port
+        pin = ["taskset", "-c", str(core)] if core is not None else []
+        self.proc = subprocess.Popen(pin + argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_ready(port, self.proc)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_servers(args, cores):
+    servers = []
+    dport, rport = free_port(), free_port()
+    servers.append(Server("darner", [args.darner, "--port", str(dport), "--bind", "127.0.0.1",
+                                     "--threads", str(args.threads), "--loglevel", "warning"], dport, cores[0]))
+    servers.append(Server("redis", [args.redis, "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
+                                    "--appendonly", "no", "--loglevel", "warning"], rport, cores[0]))
+    return servers
+
+
+def bench_case(server, test, pipeline, requests, gen_core):
+    cmd = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(server.port), "-c", "50", "-n", str(requests),
+           "-r", "1000000", "-t", test, "-P", str(pipeline), "--csv", "-q"]
+    if gen_core is not None:
+        cmd = ["taskset", "-c", str(gen_core)] + cmd
+    c0 = cpu_seconds(server.proc.pid)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600).stdout
+    c1 = cpu_seconds(server.proc.pid)
+    rps = 0.0
+    for line in out.splitlines():
+        parts = [p.strip('"') for p in line.split(",")]
+        if len(parts) >= 2 and parts[0].upper().startswith(test.upper()):
+            rps = float(parts[1])
+    cpu = max(c1 - c0, 1e-9)
+    return rps, requests / cpu, " ".join(cmd)
+
+
+def load_keys(port, n=1_000_000, batch=10_000):
+    value = b"v" * 16
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        for start in range(0, n, batch):
+            buf = bytearray()
+            for i in range(start, min(n, start + batch)):
+                k = b"key:%08d" % i
+                buf += b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$16\r\n%s\r\n" % (len(k), k, value)
+            s.sendall(buf)
+            want = 5 * (min(n, start + batch) - start)
+            got = 0
+            while got < want:
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    raise RuntimeError("connection closed while loading")
+                got += len(chunk)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--darner", default="target/release/darner")
+    ap.add_argument("--redis", default="redis-server")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--requests", type=int, default=2_000_000)
+    ap.add_argument("--only", choices=["throughput", "memory"])
+    args = ap.parse_args()
+    ncpu = os.cpu_count() or 1
+    cores = (0, 1) if ncpu >= 2 else (None, None)
+    print(f"# darner --threads {args.threads} vs {subprocess.run([args.redis, '--version'], capture_output=True, text=True).stdout.strip()}")
+    print(f"# server pinned to core {cores[0]}, redis-benchmark to core {cores[1]}; {ncpu} cores")
+    servers = []
+    try:
+        servers = start_servers(args, cores)
+        d, r = servers
+        if args.only in (None, "throughput"):
+            print(f"{'case':<14}{'darner ops/s':>14}{'redis ops/s':>14}{'ratio':>8}{'darner ops/cpu-s':>18}{'redis ops/cpu-s':>17}{'ratio':>8}")
+            for test in ("set", "get"):
+                for p in (1, 16, 64):
+                    n = args.requests if p > 1 else max(args.requests // 4, 100_000)
+                    drps, dcpu, cmd = bench_case(d, test, p, n, cores[1])
+                    rrps, rcpu, _ = bench_case(r, test, p, n, cores[1])
+                    name = f"{test.upper()} P{p}"
+                    print(f"{name:<14}{drps:>14,.0f}{rrps:>14,.0f}{drps / max(rrps, 1):>8.2f}{dcpu:>18,.0f}{rcpu:>17,.0f}{dcpu / max(rcpu, 1):>8.2f}", flush=True)
+            print(f"# command: {cmd.replace(str(d.port), 'PORT')}")
+        if args.only in (None, "memory"):
+            # Fresh servers so the throughput runs' keys do not count.
+            for s in servers:
+                s.stop()
+            servers = start_servers(args, cores)
+            growth = {}
+            for s in servers:
+                before = rss_bytes(s.proc.pid)
+                load_keys(s.port)
+                time.sleep(0.5)
+                growth[s.name] = rss_bytes(s.proc.pid) - before
+            dg, rg = growth["darner"], growth["redis"]
+            print(f"memory: 1,000,000 keys key:%08d -> 16-byte values: RSS growth darner {dg / 2**20:.1f} MiB, "
+                  f"redis {rg / 2**20:.1f} MiB, ratio {dg / max(rg, 1):.2f} ({dg / 1e6:.1f} vs {rg / 1e6:.1f} bytes/key)")
+    finally:
+        for s in servers:
+            s.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
