@@ -15,6 +15,7 @@
 //! | [`num`] | Redis's number rules: [`parse_i64_strict`] (`string2ll`), [`parse_f64_strict`] (`string2d`), [`format_double`] (`d2string`), allocation-free integer formatting |
 //! | `error` | [`ProtocolError`] and its exact reply texts |
 //! | `limits` | [`Limits`] and Redis's protocol constants |
+//! | `grisu` | the Grisu2 digit generation of Redis's bundled fpconv, so doubles print byte for byte as Redis prints them |
 //! | `scan` | word-at-a-time byte search used by the parsers |
 //! | [`fuzz_support`] | the body shared by the cargo-fuzz target and its stable stand-in test (hidden) |
 //!
@@ -67,6 +68,7 @@
 
 mod error;
 mod frame;
+mod grisu;
 mod inline;
 pub mod limits;
 pub mod num;

@@ -292,10 +292,17 @@ impl RequestParser {
                     Some(done) => return Ok(done),
                 },
                 State::Count => {
-                    let Some(cr) = self.find_cr(buf, ProtocolError::TooBigMbulkCount)? else {
-                        return Ok(None);
+                    let (n, cr) = if let Some((v, cr)) = Self::fast_header(buf, self.pos) {
+                        (Some(v as i64), cr)
+                    } else {
+                        let Some(cr) = self.find_cr(buf, ProtocolError::TooBigMbulkCount)? else {
+                            return Ok(None);
+                        };
+                        (
+                            parse_i64_strict(buf.get(self.pos + 1..cr).unwrap_or(&[])),
+                            cr,
+                        )
                     };
-                    let n = parse_i64_strict(buf.get(self.pos + 1..cr).unwrap_or(&[]));
                     let max = i64::try_from(limits.max_multibulk_len).unwrap_or(i64::MAX);
                     let n = match n {
                         Some(n) if n <= max => n,
@@ -319,14 +326,27 @@ impl RequestParser {
                     self.nul_blocked = false;
                 }
                 State::BulkLen => {
-                    let Some(cr) = self.find_cr(buf, ProtocolError::TooBigBulkCount)? else {
-                        return Ok(None);
+                    let fast = if buf.get(self.pos) == Some(&b'$') {
+                        Self::fast_header(buf, self.pos)
+                    } else {
+                        None
                     };
-                    let first = buf[self.pos];
-                    if first != b'$' {
-                        return Err(ProtocolError::ExpectedDollar(first));
-                    }
-                    let len = match parse_i64_strict(buf.get(self.pos + 1..cr).unwrap_or(&[])) {
+                    let (parsed, cr) = if let Some((v, cr)) = fast {
+                        (Some(v as i64), cr)
+                    } else {
+                        let Some(cr) = self.find_cr(buf, ProtocolError::TooBigBulkCount)? else {
+                            return Ok(None);
+                        };
+                        let first = buf[self.pos];
+                        if first != b'$' {
+                            return Err(ProtocolError::ExpectedDollar(first));
+                        }
+                        (
+                            parse_i64_strict(buf.get(self.pos + 1..cr).unwrap_or(&[])),
+                            cr,
+                        )
+                    };
+                    let len = match parsed {
                         Some(l) if l >= 0 && (l as u64) <= limits.max_bulk_len as u64 => l as usize,
                         _ => return Err(ProtocolError::InvalidBulkLength),
                     };
@@ -337,24 +357,75 @@ impl RequestParser {
                     self.state = State::BulkData { len };
                 }
                 State::BulkData { len } => {
-                    let avail = buf.len() - self.pos;
-                    if avail < len || avail - len < 2 {
-                        return Ok(None);
+                    // Tight loop over the arguments whose headers and data
+                    // are already buffered; anything unusual goes back to
+                    // the general states above.
+                    let mut pos = self.pos;
+                    let mut len = len;
+                    loop {
+                        let avail = buf.len() - pos;
+                        if avail < len || avail - len < 2 {
+                            self.pos = pos;
+                            self.state = State::BulkData { len };
+                            return Ok(None);
+                        }
+                        // Like Redis, the two bytes after the payload are
+                        // skipped without checking that they are CRLF.
+                        self.args.push(Arg::Range(pos..pos + len));
+                        pos += len + 2;
+                        self.remaining -= 1;
+                        if self.remaining == 0 {
+                            return Ok(Some(self.finish(pos, false)));
+                        }
+                        if buf.get(pos) == Some(&b'$') {
+                            if let Some((v, cr)) = Self::fast_header(buf, pos) {
+                                let ok = v <= limits.max_bulk_len as u64
+                                    && (limits.authenticated
+                                        || v <= UNAUTHENTICATED_MAX_BULK_LEN as u64);
+                                if ok {
+                                    len = v as usize;
+                                    pos = cr + 2;
+                                    continue;
+                                }
+                            }
+                        }
+                        self.pos = pos;
+                        self.state = State::BulkLen;
+                        self.scan = pos;
+                        self.nul_blocked = false;
+                        break;
                     }
-                    // Like Redis, the two bytes after the payload are skipped
-                    // without checking that they are CRLF.
-                    self.args.push(Arg::Range(self.pos..self.pos + len));
-                    self.pos += len + 2;
-                    self.remaining -= 1;
-                    if self.remaining == 0 {
-                        let end = self.pos;
-                        return Ok(Some(self.finish(end, false)));
-                    }
-                    self.state = State::BulkLen;
-                    self.scan = self.pos;
-                    self.nul_blocked = false;
                 }
             }
+        }
+    }
+
+    /// Fast path for the usual header `<type><digits>\r?`: a canonical
+    /// non-negative number of at most 18 digits directly followed by `\r`
+    /// and one more byte. Returns the value and the index of `\r`; `None`
+    /// sends the caller to the general path (which handles every other case,
+    /// including errors, identically to Redis).
+    #[inline(always)]
+    fn fast_header(buf: &[u8], pos: usize) -> Option<(u64, usize)> {
+        let digits = buf.get(pos + 1..)?;
+        let mut v: u64 = 0;
+        let mut n = 0;
+        while n < digits.len() && n < 19 {
+            let d = digits[n].wrapping_sub(b'0');
+            if d > 9 {
+                break;
+            }
+            v = v * 10 + u64::from(d);
+            n += 1;
+        }
+        if n == 0 || n > 18 || (n > 1 && digits[0] == b'0') {
+            return None;
+        }
+        let cr = pos + 1 + n;
+        if buf.get(cr) == Some(&b'\r') && cr + 1 < buf.len() {
+            Some((v, cr))
+        } else {
+            None
         }
     }
 
@@ -775,6 +846,83 @@ mod tests {
             Some((false, vec![b"a\0b".to_vec()], buf.len()))
         );
         assert_eq!(parse(b"PING\r\n\0").unwrap().unwrap().2, 6);
+    }
+
+    #[test]
+    fn fast_path_defers_errors_to_general_path() {
+        // Headers after the first argument take the fast path when they are
+        // plain; limits and malformed numbers must still give Redis's errors.
+        let l = unauth();
+        assert_eq!(
+            parse_with(b"*2\r\n$1\r\na\r\n$16385\r\n", &l),
+            Err(ProtocolError::UnauthenticatedBulkLength)
+        );
+        let small = Limits {
+            max_bulk_len: 4,
+            ..Limits::default()
+        };
+        assert_eq!(
+            parse_with(b"*2\r\n$1\r\na\r\n$5\r\n", &small),
+            Err(ProtocolError::InvalidBulkLength)
+        );
+        assert_eq!(
+            parse(b"*2\r\n$1\r\na\r\n$00\r\n"),
+            Err(ProtocolError::InvalidBulkLength)
+        );
+        assert_eq!(
+            parse(b"*2\r\n$1\r\na\r\n$1x\r\n"),
+            Err(ProtocolError::InvalidBulkLength)
+        );
+        assert_eq!(parse(b"*2\r\n$1\r\na\r\n$1\r").unwrap(), None);
+        assert_eq!(parse(b"*2\r\n$1\r\na\r\n$").unwrap(), None);
+        assert_eq!(
+            parse(b"*2\r\n$1\r\na\r\n$1234567890123456789\r\n"),
+            Err(ProtocolError::InvalidBulkLength)
+        );
+        assert_eq!(
+            parse(b"*00\r\n"),
+            Err(ProtocolError::InvalidMultibulkLength)
+        );
+        assert_eq!(
+            parse(b"*1234567890123456789\r\n"),
+            Err(ProtocolError::InvalidMultibulkLength)
+        );
+        // 18 digits: the largest the fast path takes.
+        assert_eq!(
+            parse(b"*123456789012345678\r\n"),
+            Err(ProtocolError::InvalidMultibulkLength)
+        );
+        assert_eq!(
+            parse(b"*1\r\n$123456789012345678\r\n"),
+            Err(ProtocolError::InvalidBulkLength)
+        );
+    }
+
+    #[test]
+    fn regression_byte_after_header_cr_is_skipped_unchecked() {
+        // Found while writing the tests: `*1\r\r\n` is a valid count of 1
+        // (the byte after '\r' is skipped whatever it is), so the next header
+        // starts at the '\n'. Checked against a real Redis server.
+        assert_eq!(parse(b"*1\r\r\n").unwrap(), None);
+        let e = parse(b"*1\r\r\n$4\r\nPING\r\n").unwrap_err();
+        assert_eq!(e, ProtocolError::ExpectedDollar(b'\n'));
+        assert_eq!(e.message(), "ERR Protocol error: expected '$', got ' '");
+    }
+
+    #[test]
+    fn regression_unauthenticated_errors_have_their_own_text() {
+        // The brief expected "invalid multibulk length" / "invalid bulk
+        // length" here; Redis (since 6.2.6, including 7.2) answers with the
+        // "unauthenticated" texts.
+        let l = unauth();
+        assert_eq!(
+            parse_with(b"*11\r\n", &l).unwrap_err().message(),
+            "ERR Protocol error: unauthenticated multibulk length"
+        );
+        assert_eq!(
+            parse_with(b"*1\r\n$16385\r\n", &l).unwrap_err().message(),
+            "ERR Protocol error: unauthenticated bulk length"
+        );
     }
 
     #[test]
