@@ -6,30 +6,35 @@
 //! is one allocation, pointed to by one 8-byte thin pointer in the hash table:
 //!
 //! ```text
-//! byte 0      flags: bits 0-2 kind (inline string / heap string), bit 3 has-expire, bit 4 raw
-//! bytes 1-2   access clock (seconds, wrapping u16) for OBJECT IDLETIME
-//! [8 bytes]   absolute expiry in unix ms, little endian, only when has-expire is set
-//! varint, key the key's length (LEB128) and bytes
-//! payload     inline string: varint length and bytes
-//!             heap string:   a pointer to a `Vec<u8>` (strings that grow: APPEND, SETRANGE, SETBIT)
+//! pointer bits 0-2  flags, kept in the low bits of the 8-aligned block address (tagged pointer):
+//!                   bit 0 has-expire, bit 1 raw encoding, bit 2 value out of line
+//! bytes 0-1         access clock (seconds, wrapping u16) for OBJECT IDLETIME
+//! [8 bytes]         absolute expiry in unix ms, little endian, only when has-expire is set
+//! varint, key       the key's length (LEB128) and bytes
+//! payload           inline string: varint length and bytes
+//!                   out of line:   a pointer to a `Vec<u8>` (strings that grow: APPEND, SETBIT)
 //! ```
 //!
-//! A 12-byte key with a 16-byte value takes 33 bytes, one 40-byte allocator size class.
-//! Changing the TTL from none to some rebuilds the block (rare); changing an existing TTL or
-//! the clock is done in place. A string that is mutated is moved out of line into a growable
-//! `Vec`, so repeated APPENDs are amortised O(1) rather than re-copying the whole block.
+//! A 12-byte key with a 16-byte value takes exactly 32 bytes, one allocator size class; the
+//! flags cost nothing because they live in the pointer. Changing the TTL from none to some
+//! rebuilds the block (rare); changing an existing TTL or the clock is done in place. A string
+//! that is mutated is moved out of line into a growable `Vec`, so repeated APPENDs are
+//! amortised O(1) rather than re-copying the whole block.
 //!
-//! The block is a `Box<[u8]>` whose length is not stored: it is recomputed from the header.
-//! That keeps the table slot at 8 bytes instead of 16 for a fat pointer.
+//! The block's length is not stored: it is recomputed from the header. That keeps the table
+//! slot at 8 bytes instead of 16 for a fat pointer.
 
+use std::alloc::Layout;
 use std::ptr::NonNull;
 
-const KIND_MASK: u8 = 0b0000_0111;
-const KIND_HEAP_STR: u8 = 1;
-const HAS_EXPIRE: u8 = 0b0000_1000;
-const RAW: u8 = 0b0001_0000;
-const CLOCK_AT: usize = 1;
-const EXPIRE_AT: usize = 3;
+const HAS_EXPIRE: u8 = 0b001;
+const RAW: u8 = 0b010;
+const HEAP: u8 = 0b100;
+const TAG_MASK: usize = 0b111;
+const CLOCK_AT: usize = 0;
+const EXPIRE_AT: usize = 2;
+/// Blocks are 8-aligned so the address's low three bits are free for the flags.
+const ALIGN: usize = 8;
 
 /// A borrowed view of an entry's value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,9 +56,10 @@ impl ValueType {
     }
 }
 
-/// A keyspace entry. Owns its block (and the out-of-line string, if any).
+/// A keyspace entry. Owns its block (and the out-of-line string, if any). `tagged` is the
+/// block's address with the flags in its low bits.
 pub struct Entry {
-    ptr: NonNull<u8>,
+    tagged: NonNull<u8>,
 }
 
 // SAFETY: an Entry exclusively owns its heap block and its out-of-line Vec; nothing is shared,
@@ -92,25 +98,21 @@ fn get_varint(b: &[u8], pos: &mut usize) -> usize {
     }
 }
 
-/// Where a parsed block's parts are.
-struct Layout {
+/// Where a block's key and payload are.
+struct Parts {
     key_start: usize,
     key_end: usize,
-    payload_start: usize,
 }
 
-fn layout_of(b: &[u8]) -> Layout {
+fn parts_of(b: &[u8], flags: u8) -> Parts {
     let mut pos = EXPIRE_AT;
-    if b[0] & HAS_EXPIRE != 0 {
+    if flags & HAS_EXPIRE != 0 {
         pos += 8;
     }
     let klen = get_varint(b, &mut pos);
-    let key_start = pos;
-    let key_end = pos + klen;
-    Layout {
-        key_start,
-        key_end,
-        payload_start: key_end,
+    Parts {
+        key_start: pos,
+        key_end: pos + klen,
     }
 }
 
@@ -144,104 +146,119 @@ impl Entry {
             Payload::Inline(v) => varint_len(v.len()) + v.len(),
             Payload::Heap(_) => 8,
         };
-        let mut b = Vec::with_capacity(size);
-        b.push(flags);
-        b.extend_from_slice(&clock.to_le_bytes());
-        if let Some(when) = expire {
-            b.extend_from_slice(&when.to_le_bytes());
+        let layout = Layout::from_size_align(size, ALIGN).expect("entry size");
+        // SAFETY: size >= EXPIRE_AT + 2 > 0: the layout is not zero-sized, as alloc requires.
+        let raw = unsafe { std::alloc::alloc(layout) };
+        if raw.is_null() {
+            std::alloc::handle_alloc_error(layout);
         }
-        put_varint(&mut b, key.len());
-        b.extend_from_slice(key);
+        // SAFETY: raw is a fresh, exclusively owned allocation of `size` bytes; we view it as a
+        // byte slice only to write every byte of it below (the debug_assert checks the count).
+        let b = unsafe {
+            std::ptr::write_bytes(raw, 0, size);
+            std::slice::from_raw_parts_mut(raw, size)
+        };
+        let mut w = Vec::with_capacity(16);
+        b[CLOCK_AT..CLOCK_AT + 2].copy_from_slice(&clock.to_le_bytes());
+        let mut pos = EXPIRE_AT;
+        if let Some(when) = expire {
+            b[pos..pos + 8].copy_from_slice(&when.to_le_bytes());
+            pos += 8;
+        }
+        put_varint(&mut w, key.len());
+        b[pos..pos + w.len()].copy_from_slice(&w);
+        pos += w.len();
+        b[pos..pos + key.len()].copy_from_slice(key);
+        pos += key.len();
         match payload {
             Payload::Inline(v) => {
-                put_varint(&mut b, v.len());
-                b.extend_from_slice(v);
+                w.clear();
+                put_varint(&mut w, v.len());
+                b[pos..pos + w.len()].copy_from_slice(&w);
+                pos += w.len();
+                b[pos..pos + v.len()].copy_from_slice(v);
+                pos += v.len();
             }
             Payload::Heap(vec) => {
-                b[0] |= KIND_HEAP_STR;
+                flags |= HEAP;
                 let p = Box::into_raw(vec) as usize as u64;
-                b.extend_from_slice(&p.to_le_bytes());
+                b[pos..pos + 8].copy_from_slice(&p.to_le_bytes());
+                pos += 8;
             }
         }
-        debug_assert_eq!(b.len(), size);
-        let boxed: Box<[u8]> = b.into_boxed_slice();
-        let raw_ptr = Box::into_raw(boxed) as *mut u8;
-        // SAFETY: Box::into_raw never returns null.
-        let ptr = unsafe { NonNull::new_unchecked(raw_ptr) };
-        Entry { ptr }
+        debug_assert_eq!(pos, size);
+        // The address is 8-aligned, so or-ing in three flag bits loses nothing.
+        let tagged = raw.map_addr(|a| a | flags as usize);
+        // SAFETY: raw is non-null (checked above) and the tag only sets low bits.
+        Entry {
+            tagged: unsafe { NonNull::new_unchecked(tagged) },
+        }
+    }
+
+    fn flags(&self) -> u8 {
+        (self.tagged.as_ptr().addr() & TAG_MASK) as u8
+    }
+
+    fn base(&self) -> *mut u8 {
+        self.tagged.as_ptr().map_addr(|a| a & !TAG_MASK)
     }
 
     /// Length of the block, read from its header.
     fn block_len(&self) -> usize {
-        // SAFETY: the block is at least EXPIRE_AT bytes long and starts with the flags byte;
-        // we read the header byte by byte, never past the end implied by the header itself,
-        // which `build` wrote consistently. The first slice covers only the fixed prefix.
-        unsafe {
-            let p = self.ptr.as_ptr();
-            let flags = *p;
-            let mut pos = EXPIRE_AT;
-            if flags & HAS_EXPIRE != 0 {
-                pos += 8;
-            }
-            // Key length varint (at most 10 bytes, all within the block).
-            let mut klen = 0usize;
+        let flags = self.flags();
+        let p = self.base();
+        let read_varint = |pos: &mut usize| {
+            let mut v = 0usize;
             let mut shift = 0;
             loop {
-                let byte = *p.add(pos);
-                pos += 1;
-                klen |= ((byte & 0x7f) as usize) << shift;
+                // SAFETY: the block was written by `build` with a consistent header; varints are
+                // read byte by byte and never past the end the header itself implies.
+                let byte = unsafe { *p.add(*pos) };
+                *pos += 1;
+                v |= ((byte & 0x7f) as usize) << shift;
                 if byte & 0x80 == 0 {
-                    break;
+                    return v;
                 }
                 shift += 7;
             }
-            pos += klen;
-            if flags & KIND_MASK == KIND_HEAP_STR {
-                return pos + 8;
-            }
-            let mut vlen = 0usize;
-            shift = 0;
-            loop {
-                let byte = *p.add(pos);
-                pos += 1;
-                vlen |= ((byte & 0x7f) as usize) << shift;
-                if byte & 0x80 == 0 {
-                    break;
-                }
-                shift += 7;
-            }
-            pos + vlen
+        };
+        let mut pos = EXPIRE_AT;
+        if flags & HAS_EXPIRE != 0 {
+            pos += 8;
         }
+        let klen = read_varint(&mut pos);
+        pos += klen;
+        if flags & HEAP != 0 {
+            return pos + 8;
+        }
+        let vlen = read_varint(&mut pos);
+        pos + vlen
     }
 
     fn block(&self) -> &[u8] {
         let len = self.block_len();
-        // SAFETY: ptr points to a live Box<[u8]> of exactly `len` bytes (see `build`), owned by
-        // self, and the returned borrow is tied to &self.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), len) }
+        // SAFETY: base() points to a live allocation of exactly `len` bytes (see `build`), owned
+        // by self, and the returned borrow is tied to &self.
+        unsafe { std::slice::from_raw_parts(self.base(), len) }
     }
 
     fn block_mut(&mut self) -> &mut [u8] {
         let len = self.block_len();
         // SAFETY: as in `block`, and &mut self guarantees exclusive access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), len) }
-    }
-
-    fn flags(&self) -> u8 {
-        self.block()[0]
+        unsafe { std::slice::from_raw_parts_mut(self.base(), len) }
     }
 
     pub fn key(&self) -> &[u8] {
         let b = self.block();
-        let l = layout_of(b);
-        &b[l.key_start..l.key_end]
+        let p = parts_of(b, self.flags());
+        &b[p.key_start..p.key_end]
     }
 
     pub fn expire(&self) -> Option<i64> {
-        let b = self.block();
-        if b[0] & HAS_EXPIRE == 0 {
+        if self.flags() & HAS_EXPIRE == 0 {
             return None;
         }
+        let b = self.block();
         let mut w = [0u8; 8];
         w.copy_from_slice(&b[EXPIRE_AT..EXPIRE_AT + 8]);
         Some(i64::from_le_bytes(w))
@@ -264,28 +281,29 @@ impl Entry {
 
     /// Whether in-place edits marked this string "raw" for OBJECT ENCODING.
     pub fn is_raw(&self) -> bool {
-        self.flags() & RAW != 0 || self.flags() & KIND_MASK == KIND_HEAP_STR
+        self.flags() & (RAW | HEAP) != 0
     }
 
     pub fn value_type(&self) -> ValueType {
         ValueType::String
     }
 
+    fn payload_at(&self, b: &[u8]) -> usize {
+        parts_of(b, self.flags()).key_end
+    }
+
     pub fn value(&self) -> ValueRef<'_> {
         let b = self.block();
-        let l = layout_of(b);
-        match b[0] & KIND_MASK {
-            KIND_HEAP_STR => {
-                let v = self.heap_vec_ptr(b, l.payload_start);
-                // SAFETY: the pointer was produced by Box::into_raw in `build`/`str_mut` and is
-                // owned by this entry; the borrow is tied to &self.
-                ValueRef::Str(unsafe { (*v).as_slice() })
-            }
-            _ => {
-                let mut p = l.payload_start;
-                let vlen = get_varint(b, &mut p);
-                ValueRef::Str(&b[p..p + vlen])
-            }
+        let at = self.payload_at(b);
+        if self.flags() & HEAP != 0 {
+            let v = heap_vec_ptr(b, at);
+            // SAFETY: the pointer was produced by Box::into_raw in `build` and is owned by this
+            // entry; the borrow is tied to &self.
+            ValueRef::Str(unsafe { (*v).as_slice() })
+        } else {
+            let mut p = at;
+            let vlen = get_varint(b, &mut p);
+            ValueRef::Str(&b[p..p + vlen])
         }
     }
 
@@ -294,12 +312,6 @@ impl Entry {
         match self.value() {
             ValueRef::Str(s) => s,
         }
-    }
-
-    fn heap_vec_ptr(&self, b: &[u8], at: usize) -> *mut Vec<u8> {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&b[at..at + 8]);
-        u64::from_le_bytes(w) as usize as *mut Vec<u8>
     }
 
     /// Replaces the expiry (None removes it). In place when the block already has room.
@@ -320,7 +332,7 @@ impl Entry {
         let clock = self.clock();
         let fresh = {
             let key = new_key.unwrap_or_else(|| self.key());
-            if flags & KIND_MASK == KIND_HEAP_STR {
+            if flags & HEAP != 0 {
                 let vec = self.take_heap();
                 Self::build(flags, clock, expire, key, Payload::Heap(vec))
             } else {
@@ -333,15 +345,14 @@ impl Entry {
     /// Moves the out-of-line vector out, leaving the block pointing at an empty one.
     fn take_heap(&self) -> Box<Vec<u8>> {
         let b = self.block();
-        let l = layout_of(b);
-        let p = self.heap_vec_ptr(b, l.payload_start);
+        let p = heap_vec_ptr(b, self.payload_at(b));
         // SAFETY: p is the live Box<Vec<u8>> owned by this entry; we take its contents and
         // leave an empty Vec in place so that the entry's Drop still frees a valid box.
         let taken = unsafe { std::mem::take(&mut *p) };
         Box::new(taken)
     }
 
-    /// The same entry under another key (RENAME, COPY, MOVE).
+    /// The same entry under another key (RENAME, MOVE).
     pub fn with_key(mut self, key: &[u8]) -> Entry {
         let expire = self.expire();
         self.rebuild(expire, Some(key));
@@ -350,21 +361,21 @@ impl Entry {
 
     /// A deep copy under another key (COPY).
     pub fn clone_as(&self, key: &[u8]) -> Entry {
-        let flags = self.flags();
-        let raw = flags & RAW != 0 || flags & KIND_MASK == KIND_HEAP_STR;
-        let mut e = Entry::new_str(key, self.str_value(), self.expire(), false, self.clock());
-        if raw {
-            e.block_mut()[0] |= RAW;
-        }
-        e
+        Entry::new_str(
+            key,
+            self.str_value(),
+            self.expire(),
+            self.is_raw(),
+            self.clock(),
+        )
     }
 
     /// Mutable access to a string value; moves it out of line first, and marks it raw.
     pub fn str_mut(&mut self) -> &mut Vec<u8> {
-        if self.flags() & KIND_MASK != KIND_HEAP_STR {
+        if self.flags() & HEAP == 0 {
             let vec = Box::new(self.str_value().to_vec());
             let fresh = Self::build(
-                self.flags() | RAW,
+                RAW,
                 self.clock(),
                 self.expire(),
                 self.key(),
@@ -373,22 +384,19 @@ impl Entry {
             *self = fresh;
         }
         let b = self.block();
-        let l = layout_of(b);
-        let p = self.heap_vec_ptr(b, l.payload_start);
+        let p = heap_vec_ptr(b, self.payload_at(b));
         // SAFETY: p is the live Box<Vec<u8>> owned by this entry; &mut self makes the borrow
         // exclusive and ties it to this entry's lifetime.
         unsafe { &mut *p }
     }
 
-    /// Approximate memory used by this entry (block and out-of-line value), for MEMORY USAGE
-    /// and DEBUG OBJECT's serializedlength-like figures.
+    /// Approximate memory used by this entry (block and out-of-line value).
     pub fn memory(&self) -> usize {
         let b = self.block();
-        let extra = if b[0] & KIND_MASK == KIND_HEAP_STR {
-            let l = layout_of(b);
+        let extra = if self.flags() & HEAP != 0 {
+            let p = heap_vec_ptr(b, self.payload_at(b));
             // SAFETY: see `value`.
-            std::mem::size_of::<Vec<u8>>()
-                + unsafe { (*self.heap_vec_ptr(b, l.payload_start)).capacity() }
+            std::mem::size_of::<Vec<u8>>() + unsafe { (*p).capacity() }
         } else {
             0
         };
@@ -396,18 +404,24 @@ impl Entry {
     }
 }
 
+fn heap_vec_ptr(b: &[u8], at: usize) -> *mut Vec<u8> {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w) as usize as *mut Vec<u8>
+}
+
 impl Drop for Entry {
     fn drop(&mut self) {
         let len = self.block_len();
-        if self.flags() & KIND_MASK == KIND_HEAP_STR {
+        if self.flags() & HEAP != 0 {
             let b = self.block();
-            let l = layout_of(b);
-            let p = self.heap_vec_ptr(b, l.payload_start);
+            let p = heap_vec_ptr(b, self.payload_at(b));
             // SAFETY: p came from Box::into_raw and is freed exactly once, here.
             drop(unsafe { Box::from_raw(p) });
         }
-        // SAFETY: ptr/len describe exactly the Box<[u8]> created in `build`; freed once, here.
-        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), len)) });
+        let layout = Layout::from_size_align(len, ALIGN).expect("entry size");
+        // SAFETY: base() and layout are exactly what `build` allocated; freed once, here.
+        unsafe { std::alloc::dealloc(self.base(), layout) };
     }
 }
 
@@ -429,7 +443,8 @@ mod tests {
     #[test]
     fn small_string_is_one_compact_block() {
         let e = Entry::new_str(b"key:00000001", b"0123456789abcdef", None, false, 7);
-        assert_eq!(e.block().len(), 33);
+        assert_eq!(e.block().len(), 32);
+        assert_eq!(e.base() as usize % ALIGN, 0);
         assert_eq!(e.key(), b"key:00000001");
         assert_eq!(e.str_value(), b"0123456789abcdef");
         assert_eq!(e.clock(), 7);

@@ -74,7 +74,7 @@ impl Table {
             global_depth: 0,
             segments: vec![Segment {
                 depth: 0,
-                table: HashTable::with_capacity(SEGMENT_MAX),
+                table: HashTable::new(),
             }],
             len: 0,
         }
