@@ -355,7 +355,14 @@ impl Worker {
                 break;
             }
             match conn.parser.parse(&conn.rbuf, &limits) {
-                Ok(None) => break,
+                Ok(None) => {
+                    // Drop bytes that only held empty requests, so they cannot pile up.
+                    let skipped = conn.parser.take_skipped();
+                    if skipped > 0 {
+                        let _ = conn.rbuf.split_to(skipped);
+                    }
+                    break;
+                }
                 Ok(Some(req)) => {
                     let frozen: Bytes = conn.rbuf.split_to(req.consumed).freeze();
                     let args = req.into_bytes(&frozen);
