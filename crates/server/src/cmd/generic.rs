@@ -1,13 +1,56 @@
-//! Key commands: DEL, UNLINK, EXISTS, TYPE, RENAME, COPY, MOVE, KEYS, SCAN, EXPIRE family, ...
+//! Key commands: DEL, UNLINK, EXISTS, TOUCH, TYPE, RENAME, RENAMENX, COPY, MOVE, KEYS, SCAN,
+//! RANDOMKEY, the EXPIRE / TTL family, PERSIST and OBJECT.
+//!
+//! Multi-key commands are `Tx` handlers that lock their keys' shards; whole-keyspace commands
+//! (KEYS, SCAN, RANDOMKEY) take no lock and visit shards with plain hops. Commands whose keys
+//! are all on one shard (MOVE included: a key's shard is the same in every database) are `Key`
+//! handlers.
 
-use super::{Locks, Reg, TxFuture};
+use super::{ConnCtx, Locks, Reg, TxFuture};
 use crate::exec::Tx;
+use crate::shard::ShardCtx;
 use bytes::Bytes;
+use darner_engine::{glob_match, Entry, ValueType, SCAN_DONE};
+use darner_resp::ReplyWriter;
 
 pub fn register(r: &mut Reg) {
     r.tx("del", Locks::Keys, del);
+    r.tx("unlink", Locks::Keys, unlink);
     r.tx("exists", Locks::Keys, exists);
+    r.tx("touch", Locks::Keys, touch);
+    r.key("type", type_cmd);
+    r.tx("rename", Locks::Keys, rename);
+    r.tx("renamenx", Locks::Keys, renamenx);
+    r.tx("copy", Locks::Keys, copy);
+    r.key("move", move_cmd);
+    r.tx("keys", Locks::None, keys);
+    r.tx("scan", Locks::None, scan);
+    r.tx("randomkey", Locks::None, randomkey);
+    r.key("expire", expire);
+    r.key("pexpire", pexpire);
+    r.key("expireat", expireat);
+    r.key("pexpireat", pexpireat);
+    r.key("ttl", ttl);
+    r.key("pttl", pttl);
+    r.key("expiretime", expiretime);
+    r.key("pexpiretime", pexpiretime);
+    r.key("persist", persist);
+    r.key("object|encoding", object_encoding);
+    r.key("object|freq", object_freq);
+    r.key("object|idletime", object_idletime);
+    r.key("object|refcount", object_refcount);
+    r.conn("object|help", object_help);
 }
+
+const ERR_SAME_OBJECT: &[u8] = b"ERR source and destination objects are the same";
+const ERR_INVALID_CURSOR: &[u8] = b"ERR invalid cursor";
+const ERR_NO_LFU: &[u8] = b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
+/// Redis's refcount of its shared integer objects (OBJ_SHARED_REFCOUNT = INT_MAX).
+const SHARED_REFCOUNT: i64 = i32::MAX as i64;
+/// Redis shares the integer objects 0..OBJ_SHARED_INTEGERS.
+const SHARED_INTEGERS: i64 = 10_000;
+/// Longest string Redis stores as "embstr" (OBJ_ENCODING_EMBSTR_SIZE_LIMIT).
+const EMBSTR_LIMIT: usize = 44;
 
 /// Groups argument indices by shard: (shard, indices) in ascending shard order.
 pub fn by_shard(tx: &Tx, keys: &[Bytes]) -> Vec<(usize, Vec<usize>)> {
@@ -24,11 +67,7 @@ pub fn by_shard(tx: &Tx, keys: &[Bytes]) -> Vec<(usize, Vec<usize>)> {
 }
 
 /// Runs `f(ctx, key)` for every key on its shard (shards in parallel) and sums the results.
-async fn count_keys(
-    tx: &Tx,
-    keys: Vec<Bytes>,
-    f: fn(&mut crate::shard::ShardCtx, &[u8]) -> i64,
-) -> i64 {
+async fn count_keys(tx: &Tx, keys: Vec<Bytes>, f: fn(&mut ShardCtx, &[u8]) -> i64) -> i64 {
     let groups = by_shard(tx, &keys);
     let hops: Vec<_> = groups
         .into_iter()
@@ -44,6 +83,23 @@ async fn count_keys(
     n
 }
 
+const ERR_NOT_C_INT: &[u8] =
+    b"ERR value is out of range, value must between -2147483648 and 2147483647";
+
+/// Parses a database index argument as Redis does (`getIntFromObjectOrReply`, then
+/// `selectDb`): Err is the error reply.
+fn parse_db(arg: &[u8], databases: usize) -> Result<usize, &'static [u8]> {
+    match super::parse_int(arg) {
+        None => Err(super::ERR_NOT_INT),
+        Some(i) if i < i32::MIN as i64 || i > i32::MAX as i64 => Err(ERR_NOT_C_INT),
+        Some(i) if i < 0 || i as usize >= databases => Err(super::ERR_DB_INDEX),
+        Some(i) => Ok(i as usize),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// DEL, UNLINK, EXISTS, TOUCH, TYPE
+
 fn del(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
         let n = count_keys(&tx, args[1..].to_vec(), |ctx, k| {
@@ -54,9 +110,664 @@ fn del(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     })
 }
 
+/// UNLINK is DEL for now: values are strings, cheap to free inline. Freeing big values off the
+/// shard thread comes with the aggregate types (a later issue).
+fn unlink(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    del(tx, args)
+}
+
 fn exists(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
         let n = count_keys(&tx, args[1..].to_vec(), |ctx, k| ctx.db().exists(k) as i64).await;
         super::with_writer(tx.resp3(), |w| w.int(n))
     })
+}
+
+fn touch(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        // `get` updates the access clock; TOUCH does so even for a CLIENT NO-TOUCH client
+        // (Redis 7.2 exempts touchCommand from NO-TOUCH).
+        let n = count_keys(&tx, args[1..].to_vec(), |ctx, k| {
+            ctx.clock.touch = true;
+            ctx.db().get(k).is_some() as i64
+        })
+        .await;
+        super::with_writer(tx.resp3(), |w| w.int(n))
+    })
+}
+
+fn type_cmd(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    match ctx.db().peek(&args[1]) {
+        None => w.simple(b"none"),
+        Some(e) => w.simple(e.value_type().name().as_bytes()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RENAME, RENAMENX, COPY, MOVE
+
+enum Renamed {
+    Yes,
+    /// RENAMENX with an existing destination, or RENAMENX of a key onto itself.
+    No,
+    NoSuchKey,
+}
+
+async fn rename_generic(tx: &Tx, src: Bytes, dst: Bytes, nx: bool) -> Renamed {
+    let (ss, ds) = (tx.shard_of(&src), tx.shard_of(&dst));
+    if ss == ds {
+        return tx
+            .run(ss, move |ctx| {
+                let mut db = ctx.db();
+                if !db.exists(&src) {
+                    return Renamed::NoSuchKey;
+                }
+                if src == dst {
+                    // Nothing changes, so nobody WATCHing is told.
+                    return if nx { Renamed::No } else { Renamed::Yes };
+                }
+                if nx && db.exists(&dst) {
+                    return Renamed::No;
+                }
+                match db.remove(&src) {
+                    None => Renamed::NoSuchKey,
+                    Some(e) => {
+                        db.set(e.with_key(&dst));
+                        Renamed::Yes
+                    }
+                }
+            })
+            .await;
+    }
+    if nx {
+        // Both checks at once; the locks keep their answers true until the move.
+        let (s2, d2) = (src.clone(), dst.clone());
+        let src_hop = tx.run(ss, move |ctx| ctx.db().exists(&s2));
+        let dst_hop = tx.run(ds, move |ctx| ctx.db().exists(&d2));
+        let (src_exists, dst_exists) = (src_hop.await, dst_hop.await);
+        if !src_exists {
+            return Renamed::NoSuchKey;
+        }
+        if dst_exists {
+            return Renamed::No;
+        }
+    }
+    // The entry (value, TTL, access clock) moves from one shard's thread to the other's.
+    let d2 = dst.clone();
+    let moved = tx
+        .run(ss, move |ctx| {
+            ctx.db().remove(&src).map(|e| e.with_key(&d2))
+        })
+        .await;
+    match moved {
+        None => Renamed::NoSuchKey,
+        Some(e) => {
+            tx.run(ds, move |ctx| {
+                ctx.db().set(e);
+            })
+            .await;
+            Renamed::Yes
+        }
+    }
+}
+
+fn rename(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let r = rename_generic(&tx, args[1].clone(), args[2].clone(), false).await;
+        super::with_writer(tx.resp3(), |w| match r {
+            Renamed::NoSuchKey => w.error(super::ERR_NO_SUCH_KEY),
+            _ => w.ok(),
+        })
+    })
+}
+
+fn renamenx(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let r = rename_generic(&tx, args[1].clone(), args[2].clone(), true).await;
+        super::with_writer(tx.resp3(), |w| match r {
+            Renamed::NoSuchKey => w.error(super::ERR_NO_SUCH_KEY),
+            Renamed::Yes => w.int(1),
+            Renamed::No => w.int(0),
+        })
+    })
+}
+
+/// A copy of a live entry under `key`, as a fresh object (Redis gives the copy a new LRU).
+fn copy_of(ctx: &mut ShardCtx, src: &[u8], key: &[u8]) -> Option<Entry> {
+    let lru = ctx.clock.lru;
+    let mut e = ctx.db().get(src)?.clone_as(key);
+    e.set_clock(lru);
+    Some(e)
+}
+
+/// Stores a COPY's entry in database `db` unless the key exists there and `replace` is off.
+fn store_copy(ctx: &mut ShardCtx, db: usize, e: Entry, replace: bool) -> bool {
+    let mut view = ctx.db_at(db);
+    if !replace && view.exists(e.key()) {
+        return false;
+    }
+    view.set(e);
+    true
+}
+
+fn copy(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        let src_db = tx.db();
+        let mut dst_db = src_db;
+        let mut replace = false;
+        let mut j = 3;
+        while j < args.len() {
+            if super::eq(&args[j], "replace") {
+                replace = true;
+            } else if super::eq(&args[j], "db") && j + 1 < args.len() {
+                match parse_db(&args[j + 1], tx.shared().databases) {
+                    Ok(d) => dst_db = d,
+                    Err(e) => return super::with_writer(resp3, |w| w.error(e)),
+                }
+                j += 1;
+            } else {
+                return super::with_writer(resp3, |w| w.error(super::ERR_SYNTAX));
+            }
+            j += 1;
+        }
+        let (src, dst) = (args[1].clone(), args[2].clone());
+        if src_db == dst_db && src == dst {
+            return super::with_writer(resp3, |w| w.error(ERR_SAME_OBJECT));
+        }
+        let (ss, ds) = (tx.shard_of(&src), tx.shard_of(&dst));
+        let done = if ss == ds {
+            tx.run(ss, move |ctx| match copy_of(ctx, &src, &dst) {
+                None => false,
+                Some(e) => store_copy(ctx, dst_db, e, replace),
+            })
+            .await
+        } else {
+            match tx.run(ss, move |ctx| copy_of(ctx, &src, &dst)).await {
+                None => false,
+                Some(e) => {
+                    tx.run(ds, move |ctx| store_copy(ctx, dst_db, e, replace))
+                        .await
+                }
+            }
+        };
+        super::with_writer(resp3, |w| w.int(done as i64))
+    })
+}
+
+/// MOVE key db: a `Key` handler, since a key's shard is the same in every database.
+fn move_cmd(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    let dst = match parse_db(&args[2], ctx.shared.databases) {
+        Ok(d) => d,
+        Err(e) => return w.error(e),
+    };
+    if dst == ctx.db {
+        return w.error(ERR_SAME_OBJECT);
+    }
+    let key = &args[1];
+    if !ctx.db().exists(key) || ctx.db_at(dst).exists(key) {
+        return w.int(0);
+    }
+    match ctx.db().remove(key) {
+        None => w.int(0),
+        Some(e) => {
+            ctx.db_at(dst).set(e);
+            w.int(1)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// KEYS, SCAN, RANDOMKEY
+
+fn keys(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let pattern = args[1].clone();
+        let all = &pattern[..] == b"*";
+        let per_shard: Vec<Vec<Bytes>> = tx
+            .run_all(move |ctx| {
+                let mut out = Vec::new();
+                ctx.db().for_each(|e| {
+                    if all || glob_match(&pattern, e.key(), false) {
+                        out.push(Bytes::copy_from_slice(e.key()));
+                    }
+                });
+                out
+            })
+            .await;
+        let n: usize = per_shard.iter().map(Vec::len).sum();
+        super::with_writer(tx.resp3(), |w| {
+            w.array(n);
+            for k in per_shard.iter().flatten() {
+                w.bulk(k);
+            }
+        })
+    })
+}
+
+/// Parses a SCAN cursor as Redis does (`strtoul` in base 10, no leading space, whole string):
+/// an optional sign (a `-` negates modulo 2^64), digits, no overflow; "" is 0.
+fn parse_cursor(b: &[u8]) -> Option<u64> {
+    if b.is_empty() {
+        return Some(0);
+    }
+    let (neg, digits) = match b[0] {
+        b'-' => (true, &b[1..]),
+        b'+' => (false, &b[1..]),
+        _ => (false, b),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+/// SCAN cursor: the high bits name a shard, the low 32 bits a position in that shard's table
+/// (see `darner_engine::DbView::scan`). One call visits one shard; a finished shard moves the
+/// cursor to the next shard's position 0, and the last one to 0.
+fn scan(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        let err = |e: &[u8]| super::with_writer(resp3, |w| w.error(e));
+        let Some(cursor) = parse_cursor(&args[1]) else {
+            return err(ERR_INVALID_CURSOR);
+        };
+        let mut count: i64 = 10;
+        let mut pattern: Option<Bytes> = None;
+        let mut type_name: Option<Bytes> = None;
+        let mut i = 2;
+        while i < args.len() {
+            let more = i + 1 < args.len();
+            if super::eq(&args[i], "count") && more {
+                match super::parse_int(&args[i + 1]) {
+                    None => return err(super::ERR_NOT_INT),
+                    Some(c) if c < 1 => return err(super::ERR_SYNTAX),
+                    Some(c) => count = c,
+                }
+            } else if super::eq(&args[i], "match") && more {
+                // "*" matches everything: the same as no pattern.
+                pattern = (&args[i + 1][..] != b"*").then(|| args[i + 1].clone());
+            } else if super::eq(&args[i], "type") && more {
+                type_name = Some(args[i + 1].clone());
+            } else {
+                return err(super::ERR_SYNTAX);
+            }
+            i += 2;
+        }
+        let shard = cursor >> 32;
+        let pos = cursor & 0xffff_ffff;
+        let nshards = tx.nshards() as u64;
+        if shard >= nshards {
+            // Not a cursor SCAN ever returned: nothing to visit.
+            return super::with_writer(resp3, |w| {
+                w.array(2);
+                w.bulk(b"0");
+                w.array(0);
+            });
+        }
+        let count = usize::try_from(count).unwrap_or(usize::MAX);
+        let (next, found): (u64, Vec<Bytes>) = tx
+            .run(shard as usize, move |ctx| {
+                let mut out = Vec::new();
+                let next = ctx.db().scan(pos, count, |e| {
+                    if let Some(t) = &type_name {
+                        // An unknown type name matches nothing (Redis 7.2 does not refuse it).
+                        if !t.eq_ignore_ascii_case(e.value_type().name().as_bytes()) {
+                            return;
+                        }
+                    }
+                    if let Some(p) = &pattern {
+                        if !glob_match(p, e.key(), false) {
+                            return;
+                        }
+                    }
+                    out.push(Bytes::copy_from_slice(e.key()));
+                });
+                (next, out)
+            })
+            .await;
+        let new_cursor = if next >= SCAN_DONE {
+            if shard + 1 < nshards {
+                (shard + 1) << 32
+            } else {
+                0
+            }
+        } else {
+            (shard << 32) | next
+        };
+        super::with_writer(resp3, |w| {
+            w.array(2);
+            w.bulk(new_cursor.to_string().as_bytes());
+            w.array(found.len());
+            for k in &found {
+                w.bulk(k);
+            }
+        })
+    })
+}
+
+fn randomkey(tx: Tx, _args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let picks: Vec<(usize, Option<Vec<u8>>, u64)> = tx
+            .run_all(|ctx| {
+                let r = ctx.shard.random();
+                let choice = ctx.shard.random();
+                let mut db = ctx.db();
+                let len = db.len();
+                (len, db.random_key(r), choice)
+            })
+            .await;
+        // A random shard among those that have a key, weighted by their key counts so that
+        // every key is about equally likely whatever the shards' sizes.
+        let total: u64 = picks
+            .iter()
+            .filter(|p| p.1.is_some())
+            .map(|p| p.0.max(1) as u64)
+            .sum();
+        let mut chosen: Option<&[u8]> = None;
+        if total > 0 {
+            let mut r = picks[0].2 % total;
+            for p in &picks {
+                if let Some(k) = &p.1 {
+                    let weight = p.0.max(1) as u64;
+                    if r < weight {
+                        chosen = Some(k);
+                        break;
+                    }
+                    r -= weight;
+                }
+            }
+        }
+        super::with_writer(tx.resp3(), |w| match chosen {
+            None => w.null(),
+            Some(k) => w.bulk(k),
+        })
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PERSIST
+
+const EXPIRE_NX: u8 = 1;
+const EXPIRE_XX: u8 = 2;
+const EXPIRE_GT: u8 = 4;
+const EXPIRE_LT: u8 = 8;
+
+/// Redis's `parseExtendedExpireArgumentsOrReply`.
+fn parse_expire_flags(args: &[Bytes]) -> Result<u8, Vec<u8>> {
+    let mut flags = 0;
+    for a in args {
+        flags |= if super::eq(a, "nx") {
+            EXPIRE_NX
+        } else if super::eq(a, "xx") {
+            EXPIRE_XX
+        } else if super::eq(a, "gt") {
+            EXPIRE_GT
+        } else if super::eq(a, "lt") {
+            EXPIRE_LT
+        } else {
+            let mut e = b"ERR Unsupported option ".to_vec();
+            e.extend_from_slice(a);
+            return Err(e);
+        };
+    }
+    if flags & EXPIRE_NX != 0 && flags & (EXPIRE_XX | EXPIRE_GT | EXPIRE_LT) != 0 {
+        return Err(
+            b"ERR NX and XX, GT or LT options at the same time are not compatible".to_vec(),
+        );
+    }
+    if flags & EXPIRE_GT != 0 && flags & EXPIRE_LT != 0 {
+        return Err(b"ERR GT and LT options at the same time are not compatible".to_vec());
+    }
+    Ok(flags)
+}
+
+/// Redis's `expireGenericCommand`. `relative`: the time is counted from now; `seconds`: the
+/// unit is seconds; `name`: the command, for the overflow error.
+fn expire_generic(
+    ctx: &mut ShardCtx,
+    args: &[Bytes],
+    w: &mut ReplyWriter,
+    relative: bool,
+    seconds: bool,
+    name: &str,
+) {
+    let flags = match parse_expire_flags(&args[3..]) {
+        Ok(f) => f,
+        Err(e) => return w.error(&e),
+    };
+    let Some(mut when) = super::parse_int(&args[2]) else {
+        return w.error(super::ERR_NOT_INT);
+    };
+    let bad_time = || format!("ERR invalid expire time in '{name}' command").into_bytes();
+    if seconds {
+        match when.checked_mul(1000) {
+            Some(ms) => when = ms,
+            None => return w.error(&bad_time()),
+        }
+    }
+    if relative {
+        match when.checked_add(ctx.now_ms()) {
+            Some(t) => when = t,
+            None => return w.error(&bad_time()),
+        }
+    }
+    let key = &args[1];
+    let Some(current) = ctx.db().expire_of(key) else {
+        return w.int(0);
+    };
+    // A key without a TTL counts as having an infinite one (Redis 7).
+    let refused = (flags & EXPIRE_NX != 0 && current.is_some())
+        || (flags & EXPIRE_XX != 0 && current.is_none())
+        || (flags & EXPIRE_GT != 0 && current.is_none_or(|c| when <= c))
+        || (flags & EXPIRE_LT != 0 && current.is_some_and(|c| when >= c));
+    if refused {
+        return w.int(0);
+    }
+    // A time already past deletes the key (inside `set_expire`).
+    ctx.db().set_expire(key, Some(when));
+    w.int(1);
+}
+
+fn expire(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    expire_generic(ctx, args, w, true, true, "expire");
+}
+
+fn pexpire(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    expire_generic(ctx, args, w, true, false, "pexpire");
+}
+
+fn expireat(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    expire_generic(ctx, args, w, false, true, "expireat");
+}
+
+fn pexpireat(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    expire_generic(ctx, args, w, false, false, "pexpireat");
+}
+
+/// Redis's `ttlGenericCommand`: -2 when absent, -1 without a TTL, else the remaining time (or
+/// the absolute time) in ms or in seconds rounded to the nearest.
+fn ttl_generic(ctx: &mut ShardCtx, key: &[u8], w: &mut ReplyWriter, ms: bool, absolute: bool) {
+    let now = ctx.now_ms();
+    match ctx.db().expire_of(key) {
+        None => w.int(-2),
+        Some(None) => w.int(-1),
+        Some(Some(when)) => {
+            let t = if absolute {
+                when
+            } else {
+                when.saturating_sub(now)
+            }
+            .max(0);
+            if ms {
+                w.int(t)
+            } else {
+                // In i128: Redis's (t+500)/1000 gives 9223372036854776 for the largest time.
+                w.int(((t as i128 + 500) / 1000) as i64)
+            }
+        }
+    }
+}
+
+fn ttl(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    ttl_generic(ctx, &args[1], w, false, false);
+}
+
+fn pttl(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    ttl_generic(ctx, &args[1], w, true, false);
+}
+
+fn expiretime(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    ttl_generic(ctx, &args[1], w, false, true);
+}
+
+fn pexpiretime(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    ttl_generic(ctx, &args[1], w, true, true);
+}
+
+fn persist(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    let mut db = ctx.db();
+    if let Some(Some(_)) = db.expire_of(&args[1]) {
+        db.set_expire(&args[1], None);
+        w.int(1)
+    } else {
+        w.int(0)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// OBJECT
+
+/// OBJECT ENCODING of a string, by Redis's `tryObjectEncoding` rules: a canonical integer is
+/// "int", a short string "embstr", anything longer or edited in place "raw".
+fn string_encoding(e: &Entry) -> &'static str {
+    if e.is_raw() {
+        return "raw";
+    }
+    let v = e.str_value();
+    if v.len() <= 20 && super::parse_int(v).is_some() {
+        "int"
+    } else if v.len() <= EMBSTR_LIMIT {
+        "embstr"
+    } else {
+        "raw"
+    }
+}
+
+fn object_encoding(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    match ctx.db().peek(&args[2]) {
+        None => w.null(),
+        Some(e) => match e.value_type() {
+            ValueType::String => w.bulk(string_encoding(e).as_bytes()),
+        },
+    }
+}
+
+fn object_freq(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    // Darner has no LFU policy, so (as Redis without one) frequencies are not tracked.
+    match ctx.db().peek(&args[2]) {
+        None => w.null(),
+        Some(_) => w.error(ERR_NO_LFU),
+    }
+}
+
+fn object_idletime(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    let clock = ctx.clock;
+    // `peek`: looking must not reset the clock it reports.
+    match ctx.db().peek(&args[2]) {
+        None => w.null(),
+        Some(e) => w.int(clock.idle_secs(e.clock()) as i64),
+    }
+}
+
+fn object_refcount(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    match ctx.db().peek(&args[2]) {
+        None => w.null(),
+        Some(e) => {
+            // Redis stores the integers 0..9999 as shared objects with a pinned refcount.
+            let shared = string_encoding(e) == "int"
+                && super::parse_int(e.str_value())
+                    .is_some_and(|v| (0..SHARED_INTEGERS).contains(&v));
+            w.int(if shared { SHARED_REFCOUNT } else { 1 })
+        }
+    }
+}
+
+fn object_help(_: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+    const LINES: &[&str] = &[
+        "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "ENCODING <key>",
+        "    Return the internal representation of the value stored at <key>.",
+        "FREQ <key>",
+        "    Return the logarithmic access frequency counter of <key> (LFU policies only).",
+        "IDLETIME <key>",
+        "    Return the number of seconds since <key> was last read or written.",
+        "REFCOUNT <key>",
+        "    Return the reference count of the value stored at <key>.",
+        "HELP",
+        "    Print this help.",
+    ];
+    w.array(LINES.len());
+    for l in LINES {
+        w.simple(l.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_parsing_follows_strtoul() {
+        assert_eq!(parse_cursor(b""), Some(0));
+        assert_eq!(parse_cursor(b"0"), Some(0));
+        assert_eq!(parse_cursor(b"01"), Some(1));
+        assert_eq!(parse_cursor(b"+7"), Some(7));
+        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"18446744073709551616"), None);
+        assert_eq!(parse_cursor(b"+"), None);
+        assert_eq!(parse_cursor(b"-"), None);
+        assert_eq!(parse_cursor(b" 1"), None);
+        assert_eq!(parse_cursor(b"1 "), None);
+        assert_eq!(parse_cursor(b"1x"), None);
+    }
+
+    #[test]
+    fn expire_flag_rules() {
+        let a = |v: &[&str]| -> Vec<Bytes> {
+            v.iter()
+                .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+                .collect()
+        };
+        assert_eq!(
+            parse_expire_flags(&a(&["xx", "GT"])),
+            Ok(EXPIRE_XX | EXPIRE_GT)
+        );
+        assert!(parse_expire_flags(&a(&["nx", "lt"])).is_err());
+        assert!(parse_expire_flags(&a(&["gt", "lt"])).is_err());
+        assert_eq!(
+            parse_expire_flags(&a(&["foo"])),
+            Err(b"ERR Unsupported option foo".to_vec())
+        );
+    }
+
+    #[test]
+    fn encodings() {
+        let s = |v: &[u8], raw| Entry::new_str(b"k", v, None, raw, 0);
+        assert_eq!(string_encoding(&s(b"100", false)), "int");
+        assert_eq!(string_encoding(&s(b"-9223372036854775808", false)), "int");
+        assert_eq!(string_encoding(&s(b"9223372036854775808", false)), "embstr");
+        assert_eq!(string_encoding(&s(b"0100", false)), "embstr");
+        assert_eq!(string_encoding(&s(&[b'a'; 44], false)), "embstr");
+        assert_eq!(string_encoding(&s(&[b'a'; 45], false)), "raw");
+        assert_eq!(string_encoding(&s(b"1", true)), "raw");
+    }
 }
