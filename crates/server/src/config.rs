@@ -300,7 +300,7 @@ pub fn parse_memory(v: &str) -> Option<i64> {
 
 fn apply_obuf(h: &Hot, v: &str) -> Result<(), String> {
     let parts: Vec<&str> = v.split_whitespace().collect();
-    if parts.is_empty() || parts.len() % 4 != 0 {
+    if parts.is_empty() || !parts.len().is_multiple_of(4) {
         return Err("Wrong number of arguments in buffer limit configuration.".into());
     }
     let mut parsed = Vec::new();
@@ -444,8 +444,8 @@ impl Config {
             Kind::Special => {
                 if d.name == "client-output-buffer-limit" {
                     // Merge with the current classes, like Redis: a SET may name only some.
-                    let mut z = Hot::scratch();
-                    apply_obuf(&mut z, value)?;
+                    // Validate on a scratch copy first: a bad SET must change nothing.
+                    apply_obuf(&Hot::scratch(), value)?;
                     let cur = self.get_index(i);
                     merge_obuf(&cur, value)
                 } else if d.name == "bind" {

@@ -79,10 +79,6 @@ impl Executor {
         !self.ready.is_empty()
     }
 
-    pub fn len(&self) -> usize {
-        self.tasks.len()
-    }
-
     /// Polls every ready task once.
     pub fn run_ready(&mut self) {
         let ready = std::mem::take(&mut self.ready);

@@ -1034,7 +1034,7 @@ impl Worker {
                 }
             }
         }
-        if self.cron_count % 100 == 0 {
+        if self.cron_count.is_multiple_of(100) {
             for db in &mut self.shard.dbs {
                 db.prune_watchers();
             }
@@ -1044,13 +1044,11 @@ impl Worker {
         let mut close = Vec::new();
         let mut retry = Vec::new();
         for (k, conn) in self.conns.iter() {
-            if conn.handle.kill.load(Ordering::Relaxed) {
-                close.push(k);
-            } else if timeout > 0
+            let idle_out = timeout > 0
                 && !conn.state.monitor
                 && !conn.in_tx
-                && conn.last_interaction.elapsed() > Duration::from_secs(timeout as u64)
-            {
+                && conn.last_interaction.elapsed() > Duration::from_secs(timeout as u64);
+            if conn.handle.kill.load(Ordering::Relaxed) || idle_out {
                 close.push(k);
             } else if conn.paused.is_some() {
                 retry.push(k);
