@@ -5,7 +5,7 @@
 //! key: WATCHing clients are marked dirty here, in one place, so no command can forget to.
 
 use crate::entry::Entry;
-use crate::table::{Table, SCAN_END};
+use crate::table::{Found, Table, SCAN_END};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -25,6 +25,18 @@ pub struct Db {
     pub expired_total: u64,
     pub hits: u64,
     pub misses: u64,
+}
+
+/// Marks the clients WATCHing `key` dirty (and forgets them: one write is enough).
+fn touch_watchers(watchers: &mut HashMap<Box<[u8]>, Vec<WatchFlag>>, key: &[u8]) {
+    if watchers.is_empty() {
+        return;
+    }
+    if let Some(flags) = watchers.remove(key) {
+        for f in flags {
+            f.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The time and access clock a command runs with.
@@ -76,14 +88,7 @@ impl Db {
     }
 
     fn touch(&mut self, key: &[u8]) {
-        if self.watchers.is_empty() {
-            return;
-        }
-        if let Some(flags) = self.watchers.remove(key) {
-            for f in flags {
-                f.store(true, Ordering::Relaxed);
-            }
-        }
+        touch_watchers(&mut self.watchers, key);
     }
 
     /// Registers a WATCH on `key`.
@@ -159,61 +164,79 @@ impl<'a> DbView<'a> {
         self.clock.now_ms
     }
 
-    /// Removes `key` if it has expired; returns whether it is (still) present.
-    fn expire_if_needed(&mut self, key: &[u8]) -> bool {
-        let expired = match self.db.table.get(key) {
-            None => return false,
-            Some(e) => e.is_expired(self.clock.now_ms),
-        };
-        if expired {
-            self.db.table.remove(key);
-            self.db.expires -= 1;
-            self.db.expired_total += 1;
-            self.db.touch(key);
-            return false;
+    /// The live entry for `key`, reclaiming it first if it has expired (which counts as a
+    /// modification for WATCH). One hash and one probe.
+    fn live(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let db = &mut *self.db;
+        match db.table.find_live(key, self.clock.now_ms) {
+            Found::Live(e) => Some(e),
+            Found::Missing => None,
+            Found::Expired(e) => {
+                db.expires -= 1;
+                db.expired_total += 1;
+                drop(e);
+                touch_watchers(&mut db.watchers, key);
+                None
+            }
         }
-        true
     }
 
-    /// A live entry; updates its access clock.
+    /// A live entry; updates its access clock and the hit/miss counters.
     pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
-        if !self.expire_if_needed(key) {
-            self.db.misses += 1;
-            return None;
+        let (touch, lru) = (self.clock.touch, self.clock.lru);
+        let db = &mut *self.db;
+        match db.table.find_live(key, self.clock.now_ms) {
+            Found::Live(e) => {
+                db.hits += 1;
+                if touch {
+                    e.set_clock(lru);
+                }
+                Some(e)
+            }
+            Found::Missing => {
+                db.misses += 1;
+                None
+            }
+            Found::Expired(e) => {
+                db.misses += 1;
+                db.expires -= 1;
+                db.expired_total += 1;
+                drop(e);
+                touch_watchers(&mut db.watchers, key);
+                None
+            }
         }
-        self.db.hits += 1;
-        let touch = self.clock.touch;
-        let lru = self.clock.lru;
-        let e = self.db.table.get_mut(key)?;
-        if touch {
-            e.set_clock(lru);
-        }
-        Some(e)
     }
 
     /// A live entry without updating its access clock (OBJECT, TYPE-like introspection, TTL).
     pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
-        if !self.expire_if_needed(key) {
-            return None;
-        }
-        self.db.table.get(key)
+        self.live(key).map(|e| &*e)
     }
 
     pub fn exists(&mut self, key: &[u8]) -> bool {
-        self.expire_if_needed(key)
+        self.live(key).is_some()
     }
 
     /// A live entry to modify in place. Counts as a write: watchers are marked dirty. The
     /// caller must not change the entry's TTL through it (use [`DbView::set_expire`]).
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        if !self.expire_if_needed(key) {
-            return None;
-        }
-        self.db.touch(key);
         let lru = self.clock.lru;
-        let e = self.db.table.get_mut(key)?;
-        e.set_clock(lru);
-        Some(e)
+        let db = &mut *self.db;
+        match db.table.find_live(key, self.clock.now_ms) {
+            Found::Live(e) => {
+                touch_watchers(&mut db.watchers, key);
+                e.set_clock(lru);
+                Some(e)
+            }
+            Found::Missing => None,
+            Found::Expired(e) => {
+                db.expires -= 1;
+                db.expired_total += 1;
+                drop(e);
+                touch_watchers(&mut db.watchers, key);
+                None
+            }
+        }
     }
 
     /// Inserts or replaces an entry (its key is the entry's own). Returns the live entry it
@@ -242,9 +265,7 @@ impl<'a> DbView<'a> {
 
     /// Removes a live key, returning its entry.
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
-        if !self.expire_if_needed(key) {
-            return None;
-        }
+        self.live(key)?;
         let e = self.db.table.remove(key)?;
         if e.expire().is_some() {
             self.db.expires -= 1;
@@ -256,7 +277,7 @@ impl<'a> DbView<'a> {
     /// Sets or clears a live key's TTL (absolute unix ms). Returns false if the key is absent.
     /// A TTL in the past deletes the key, as Redis does.
     pub fn set_expire(&mut self, key: &[u8], when: Option<i64>) -> bool {
-        if !self.expire_if_needed(key) {
+        if self.live(key).is_none() {
             return false;
         }
         if let Some(w) = when {

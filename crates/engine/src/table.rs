@@ -49,6 +49,14 @@ fn position(h: u64) -> u64 {
 /// One past the last iteration position.
 pub const SCAN_END: u64 = 1 << 32;
 
+/// The outcome of [`Table::find_live`].
+pub enum Found<'a> {
+    Live(&'a mut Entry),
+    /// The key was there but had expired; it has been removed and is handed back.
+    Expired(Entry),
+    Missing,
+}
+
 struct Segment {
     depth: u32,
     table: HashTable<Entry>,
@@ -112,17 +120,45 @@ impl Table {
         self.segments[s].table.find_mut(h, |e| e.key() == key)
     }
 
-    /// Inserts `e`, replacing (and returning) an entry with the same key.
+    /// Finds `key` for a command running at `now_ms`, removing it first if it has expired: one
+    /// hash and one probe on the hot path (GET, SET's lookup, INCR).
+    pub fn find_live(&mut self, key: &[u8], now_ms: i64) -> Found<'_> {
+        let h = hash_key(key);
+        let s = self.segment_of(h);
+        match self.segments[s].table.find_entry(h, |e| e.key() == key) {
+            Err(_) => Found::Missing,
+            Ok(occ) => {
+                if occ.get().is_expired(now_ms) {
+                    let (e, _) = occ.remove();
+                    self.len -= 1;
+                    Found::Expired(e)
+                } else {
+                    Found::Live(occ.into_mut())
+                }
+            }
+        }
+    }
+
+    /// Inserts `e`, replacing (and returning) an entry with the same key. One probe, unless the
+    /// segment must split first.
     pub fn insert(&mut self, e: Entry) -> Option<Entry> {
         let h = hash_key(e.key());
-        let mut s = self.segment_of(h);
-        if let Some(slot) = self.segments[s].table.find_mut(h, |x| x.key() == e.key()) {
-            return Some(std::mem::replace(slot, e));
+        let s = self.segment_of(h);
+        let seg = &mut self.segments[s];
+        let full = seg.table.len() >= SEGMENT_MAX && seg.depth < MAX_DEPTH;
+        match seg.table.entry(h, |x| x.key() == e.key(), entry_hash) {
+            hashbrown::hash_table::Entry::Occupied(mut o) => {
+                return Some(std::mem::replace(o.get_mut(), e))
+            }
+            hashbrown::hash_table::Entry::Vacant(v) if !full => {
+                v.insert(e);
+                self.len += 1;
+                return None;
+            }
+            hashbrown::hash_table::Entry::Vacant(_) => {}
         }
-        if self.segments[s].table.len() >= SEGMENT_MAX && self.segments[s].depth < MAX_DEPTH {
-            self.split(s, h);
-            s = self.segment_of(h);
-        }
+        self.split(s, h);
+        let s = self.segment_of(h);
         self.segments[s].table.insert_unique(h, e, entry_hash);
         self.len += 1;
         None
