@@ -51,6 +51,10 @@ pub struct ClientState {
     pub no_evict: bool,
     pub no_touch: bool,
     pub reply_mode: ReplyMode,
+    /// Send this command's reply even if CLIENT REPLY OFF/SKIP was to suppress it: set by
+    /// CLIENT REPLY ON and by RESET under OFF (Redis clears the flag before replying).
+    /// Cleared when the next command is dispatched.
+    pub force_reply: bool,
     /// Commands queued by MULTI (None when not in MULTI).
     pub multi: Option<Vec<(&'static Command, Vec<Bytes>)>>,
     /// A queued command was refused: EXEC must fail with EXECABORT.
@@ -75,7 +79,7 @@ impl ClientState {
         self.watch_flag = None;
     }
 
-    /// CLIENT LIST's flags field.
+    /// CLIENT LIST's flags field (letters in Redis's order).
     pub fn flags_string(&self) -> String {
         let mut f = String::new();
         if self.monitor {
@@ -91,14 +95,14 @@ impl ClientState {
         {
             f.push('d');
         }
+        if self.close_after_reply {
+            f.push('c');
+        }
         if self.no_evict {
             f.push('e');
         }
         if self.no_touch {
             f.push('T');
-        }
-        if self.close_after_reply {
-            f.push('c');
         }
         if f.is_empty() {
             f.push('N');

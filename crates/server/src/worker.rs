@@ -518,7 +518,7 @@ impl Worker {
             && !spec.has(flags::SKIP_MONITOR)
             && !spec.has(flags::ADMIN)
         {
-            let line = monitor_line(&conn.state, &args);
+            let line = monitor_line(&conn.state, &cmd::connection::redact(spec.full_name, &args));
             for t in 0..self.shared.threads {
                 post(&self.shared, t, Msg::Monitor { line: line.clone() });
             }
@@ -672,6 +672,8 @@ impl Worker {
             &conn.state,
             args,
         );
+        // CLIENT REPLY ON / RESET turned replies back on: their own reply is sent.
+        let suppress = suppress && !conn.state.force_reply;
         let seq = conn.expect(suppress);
         conn.deliver(seq, out);
         if conn.state.close_after_reply {
@@ -1074,6 +1076,7 @@ impl Worker {
 
 /// Takes the "skip this reply" decision for the command being dispatched (CLIENT REPLY).
 fn take_suppress(state: &mut ClientState) -> bool {
+    state.force_reply = false;
     match state.reply_mode {
         ReplyMode::On => false,
         ReplyMode::Off => true,
@@ -1165,6 +1168,8 @@ fn record_stats(
         .load(Ordering::Relaxed);
     if threshold >= 0 && us as i64 >= threshold && !cmd.spec.has(flags::SKIP_SLOWLOG) {
         let max = shared.config.hot.slowlog_max_len.load(Ordering::Relaxed) as usize;
+        // Passwords (AUTH, HELLO AUTH) never reach the slow log.
+        let args = &*cmd::connection::redact(cmd.spec.full_name, args);
         let mut log = shared.slowlog.lock().unwrap();
         let id = shared.slowlog_next_id.fetch_add(1, Ordering::Relaxed);
         let mut kept: Vec<Vec<u8>> = Vec::new();
