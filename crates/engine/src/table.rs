@@ -37,8 +37,17 @@ pub fn hash_key(key: &[u8]) -> u64 {
     hasher().hash_one(key)
 }
 
+/// The hash hashbrown sees inside a segment. All keys of a segment share the top bits of
+/// `hash_key` (they chose the segment), and hashbrown takes its 7-bit tag from the top bits:
+/// unmixed, every probe would match every tag and compare keys. Multiplying by an odd constant
+/// keeps the low bits (the bucket index) a bijection of the low bits, and spreads all bits into
+/// the top ones (the tag).
+fn slot_hash(h: u64) -> u64 {
+    h.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
 fn entry_hash(e: &Entry) -> u64 {
-    hash_key(e.key())
+    slot_hash(hash_key(e.key()))
 }
 
 /// Iteration position of a hash: its top 32 bits.
@@ -111,13 +120,17 @@ impl Table {
     pub fn get(&self, key: &[u8]) -> Option<&Entry> {
         let h = hash_key(key);
         let s = self.segment_of(h);
-        self.segments[s].table.find(h, |e| e.key() == key)
+        self.segments[s]
+            .table
+            .find(slot_hash(h), |e| e.key() == key)
     }
 
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let h = hash_key(key);
         let s = self.segment_of(h);
-        self.segments[s].table.find_mut(h, |e| e.key() == key)
+        self.segments[s]
+            .table
+            .find_mut(slot_hash(h), |e| e.key() == key)
     }
 
     /// Finds `key` for a command running at `now_ms`, removing it first if it has expired: one
@@ -125,7 +138,10 @@ impl Table {
     pub fn find_live(&mut self, key: &[u8], now_ms: i64) -> Found<'_> {
         let h = hash_key(key);
         let s = self.segment_of(h);
-        match self.segments[s].table.find_entry(h, |e| e.key() == key) {
+        match self.segments[s]
+            .table
+            .find_entry(slot_hash(h), |e| e.key() == key)
+        {
             Err(_) => Found::Missing,
             Ok(occ) => {
                 if occ.get().is_expired(now_ms) {
@@ -146,7 +162,10 @@ impl Table {
         let s = self.segment_of(h);
         let seg = &mut self.segments[s];
         let full = seg.table.len() >= SEGMENT_MAX && seg.depth < MAX_DEPTH;
-        match seg.table.entry(h, |x| x.key() == e.key(), entry_hash) {
+        match seg
+            .table
+            .entry(slot_hash(h), |x| x.key() == e.key(), entry_hash)
+        {
             hashbrown::hash_table::Entry::Occupied(mut o) => {
                 return Some(std::mem::replace(o.get_mut(), e))
             }
@@ -159,7 +178,9 @@ impl Table {
         }
         self.split(s, h);
         let s = self.segment_of(h);
-        self.segments[s].table.insert_unique(h, e, entry_hash);
+        self.segments[s]
+            .table
+            .insert_unique(slot_hash(h), e, entry_hash);
         self.len += 1;
         None
     }
@@ -167,7 +188,10 @@ impl Table {
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         let h = hash_key(key);
         let s = self.segment_of(h);
-        match self.segments[s].table.find_entry(h, |e| e.key() == key) {
+        match self.segments[s]
+            .table
+            .find_entry(slot_hash(h), |e| e.key() == key)
+        {
             Ok(occ) => {
                 self.len -= 1;
                 Some(occ.remove().0)
@@ -199,11 +223,11 @@ impl Table {
         let mut high = HashTable::with_capacity(SEGMENT_MAX);
         let old = std::mem::take(&mut self.segments[s].table);
         for e in old {
-            let eh = entry_hash(&e);
+            let eh = hash_key(e.key());
             if (eh >> bit) & 1 == 1 {
-                high.insert_unique(eh, e, entry_hash);
+                high.insert_unique(slot_hash(eh), e, entry_hash);
             } else {
-                low.insert_unique(eh, e, entry_hash);
+                low.insert_unique(slot_hash(eh), e, entry_hash);
             }
         }
         self.segments[s] = Segment {
@@ -242,7 +266,7 @@ impl Table {
             let (s, end) = self.segment_at_position(cursor);
             found.clear();
             for e in self.segments[s].table.iter() {
-                let p = position(entry_hash(e));
+                let p = position(hash_key(e.key()));
                 if p >= cursor && p < end {
                     found.push((p, e));
                 }

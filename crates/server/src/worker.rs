@@ -19,7 +19,7 @@ use darner_engine::Clock;
 use darner_resp::{Limits, ReplyWriter, RequestParser};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
@@ -57,6 +57,9 @@ pub struct Worker {
     resume: Vec<usize>,
     last_cron: Instant,
     cron_count: u64,
+    /// Unix ms, read once per batch of requests (commands of one read share a clock, as the
+    /// commands of one call share Redis's cached time).
+    now_ms: i64,
     stop: bool,
 }
 
@@ -84,6 +87,7 @@ impl Worker {
             resume: Vec::new(),
             last_cron: Instant::now(),
             cron_count: 0,
+            now_ms: Shared::now_ms(),
             stop: false,
         };
         for (i, l) in w.listeners.iter_mut().enumerate() {
@@ -123,7 +127,7 @@ impl Worker {
                     Token(t) if t >= LISTENER_BASE => self.accept(t - LISTENER_BASE),
                     Token(c) => {
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                            self.read(c);
+                            self.read(c, ev.is_read_closed() || ev.is_error());
                         }
                         if ev.is_writable() {
                             self.dirty.push(c);
@@ -252,7 +256,9 @@ impl Worker {
 
     // ---- reading and parsing ----
 
-    fn read(&mut self, c: usize) {
+    /// Reads what the socket has. `closing`: the event reported the peer's FIN, so read on
+    /// until end of file instead of stopping at the first short read.
+    fn read(&mut self, c: usize, closing: bool) {
         let limit = self
             .shared
             .config
@@ -287,10 +293,10 @@ impl Worker {
                 conn.rbuf.reserve(need);
             }
             let spare = conn.rbuf.spare_capacity_mut();
-            // SAFETY: read() only writes initialized bytes into the buffer prefix it reports;
-            // we treat the spare capacity as a zeroed-on-demand byte slice.
-            let buf = unsafe { &mut *(spare as *mut [std::mem::MaybeUninit<u8>] as *mut [u8]) };
-            match conn.sock.read(buf) {
+            let asked = spare.len();
+            // socket2's recv takes the uninitialized spare capacity as MaybeUninit bytes, so
+            // no zeroing and no reference to uninitialized memory as &mut [u8].
+            match socket2::SockRef::from(&conn.sock).recv(spare) {
                 Ok(0) => {
                     eof = true;
                     break;
@@ -299,6 +305,12 @@ impl Worker {
                     // SAFETY: the kernel initialized n bytes at the end of the buffer.
                     unsafe { conn.rbuf.set_len(conn.rbuf.len() + n) };
                     total += n;
+                    // A short read drained the socket: data arriving later raises a new
+                    // edge-triggered event, so the extra read that would only say
+                    // WouldBlock is skipped (one syscall less per request when unpipelined).
+                    if n < asked && !closing {
+                        break;
+                    }
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -341,6 +353,7 @@ impl Worker {
 
     /// Parses and dispatches every complete request in the connection's buffer.
     fn process(&mut self, c: usize) {
+        self.now_ms = Shared::now_ms();
         loop {
             let Some(auth) = self.conns.get(c).map(|c| c.state.authenticated) else {
                 return;
@@ -507,7 +520,7 @@ impl Worker {
             return;
         }
         // CLIENT PAUSE holds commands back (all, or only writes).
-        let now = Shared::now_ms();
+        let now = self.now_ms;
         let is_write =
             spec.has(flags::WRITE) || (spec.full_name == "exec" && multi_has_writes(&conn.state));
         if self.shared.paused(now, is_write) && !matches!(spec.full_name, "client|unpause") {
@@ -947,7 +960,7 @@ impl Worker {
         }
         if conn.read_paused && conn.out_len() < OUTPUT_BACKPRESSURE / 2 {
             conn.read_paused = false;
-            self.read(c);
+            self.read(c, true);
             return;
         }
         let conn = &mut self.conns[c];

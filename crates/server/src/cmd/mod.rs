@@ -76,7 +76,8 @@ pub struct ConnCtx<'a> {
 }
 
 pub struct Registry {
-    by_spec: HashMap<usize, &'static Command>,
+    /// Keyed by the spec's address; looked up once per request, so a fast hasher.
+    by_spec: HashMap<usize, &'static Command, foldhash::fast::FixedState>,
     pub list: Vec<&'static Command>,
 }
 
@@ -127,7 +128,7 @@ pub fn registry() -> &'static Registry {
     static R: OnceLock<Registry> = OnceLock::new();
     R.get_or_init(|| {
         let mut r = Registry {
-            by_spec: HashMap::new(),
+            by_spec: HashMap::with_hasher(foldhash::fast::FixedState::default()),
             list: Vec::new(),
         };
         let mut reg = Reg(&mut r);
