@@ -60,6 +60,10 @@ pub struct Worker {
     /// Unix ms, read once per batch of requests (commands of one read share a clock, as the
     /// commands of one call share Redis's cached time).
     now_ms: i64,
+    /// Times commands for INFO commandstats and the slow log.
+    lap: Lap,
+    /// Argument vectors to reuse.
+    args_pool: Vec<Vec<Bytes>>,
     stop: bool,
 }
 
@@ -88,6 +92,8 @@ impl Worker {
             last_cron: Instant::now(),
             cron_count: 0,
             now_ms: Shared::now_ms(),
+            lap: Lap::start(),
+            args_pool: Vec::new(),
             stop: false,
         };
         for (i, l) in w.listeners.iter_mut().enumerate() {
@@ -354,6 +360,7 @@ impl Worker {
     /// Parses and dispatches every complete request in the connection's buffer.
     fn process(&mut self, c: usize) {
         self.now_ms = Shared::now_ms();
+        self.lap = Lap::start();
         loop {
             let Some(auth) = self.conns.get(c).map(|c| c.state.authenticated) else {
                 return;
@@ -378,8 +385,14 @@ impl Worker {
                 }
                 Ok(Some(req)) => {
                     let frozen: Bytes = conn.rbuf.split_to(req.consumed).freeze();
-                    let args = req.into_bytes(&frozen);
+                    // Reuse an argument vector: most commands run inline and hand it back.
+                    let mut args = self.args_pool.pop().unwrap_or_default();
+                    args.extend(req.args.into_iter().map(|a| match a {
+                        darner_resp::Arg::Range(r) => frozen.slice(r),
+                        darner_resp::Arg::Owned(v) => Bytes::from(v),
+                    }));
                     if args.is_empty() {
+                        self.args_pool.push(args);
                         continue;
                     }
                     self.dispatch(c, args);
@@ -537,7 +550,10 @@ impl Worker {
             }
         }
         match cmd.handler {
-            Handler::Conn(f) => self.run_conn(c, cmd, f, &args),
+            Handler::Conn(f) => {
+                self.run_conn(c, cmd, f, &args);
+                self.recycle(args);
+            }
             Handler::Key(f) => {
                 let shard = cmd::key_shard(spec, &args, self.shared.threads, self.id);
                 let conn = &mut self.conns[c];
@@ -554,7 +570,6 @@ impl Worker {
                         resp3: conn.state.resp3,
                         shared: &self.shared,
                     };
-                    let start = Instant::now();
                     if conn.pending.is_empty() && !suppress {
                         let at = conn.out.len();
                         let mut w = ReplyWriter::new(&mut conn.out, conn.state.resp3);
@@ -567,11 +582,12 @@ impl Worker {
                         } else {
                             None
                         };
+                        let us = self.lap.lap();
                         record(
                             &self.shared,
                             self.id,
                             cmd,
-                            start,
+                            us,
                             err.as_deref(),
                             &conn.state,
                             &args,
@@ -581,11 +597,12 @@ impl Worker {
                         let mut w = ReplyWriter::new(&mut out, conn.state.resp3);
                         f(&mut ctx, &args, &mut w);
                         let err = (out.first() == Some(&b'-')).then(|| out.clone());
+                        let us = self.lap.lap();
                         record(
                             &self.shared,
                             self.id,
                             cmd,
-                            start,
+                            us,
                             err.as_deref(),
                             &conn.state,
                             &args,
@@ -593,6 +610,7 @@ impl Worker {
                         let seq = conn.expect(suppress);
                         conn.deliver(seq, out);
                     }
+                    self.recycle(args);
                 } else {
                     let suppress = take_suppress(&mut conn.state);
                     let seq = conn.expect(suppress);
@@ -645,7 +663,15 @@ impl Worker {
                     tx.release();
                     let client = tx.into_client();
                     let err = (reply.first() == Some(&b'-')).then(|| reply.clone());
-                    record(&shared, thread, cmd, start, err.as_deref(), &client, &args);
+                    record(
+                        &shared,
+                        thread,
+                        cmd,
+                        start.elapsed().as_micros() as u64,
+                        err.as_deref(),
+                        &client,
+                        &args,
+                    );
                     post(
                         &shared,
                         thread,
@@ -661,10 +687,17 @@ impl Worker {
         }
     }
 
+    /// Keeps an argument vector for the next request (bounded: a few, small ones).
+    fn recycle(&mut self, mut args: Vec<Bytes>) {
+        if self.args_pool.len() < 4 && args.capacity() <= 64 {
+            args.clear();
+            self.args_pool.push(args);
+        }
+    }
+
     fn run_conn(&mut self, c: usize, cmd: &'static Command, f: cmd::ConnFn, args: &[Bytes]) {
         let conn = &mut self.conns[c];
         let suppress = take_suppress(&mut conn.state);
-        let start = Instant::now();
         let mut out = Vec::new();
         {
             let mut w = ReplyWriter::new(&mut out, conn.state.resp3);
@@ -676,11 +709,12 @@ impl Worker {
             f(&mut ctx, args, &mut w);
         }
         let err = (out.first() == Some(&b'-')).then(|| out.clone());
+        let us = self.lap.lap();
         record(
             &self.shared,
             self.id,
             cmd,
-            start,
+            us,
             err.as_deref(),
             &conn.state,
             args,
@@ -885,12 +919,12 @@ impl Worker {
         let mut buf = Vec::new();
         let mut done = Vec::with_capacity(items.len());
         let now = Shared::now_ms();
+        let mut lap = Lap::start();
         for it in items {
             let Handler::Key(f) = it.cmd.handler else {
                 continue;
             };
             let start_at = buf.len();
-            let t0 = Instant::now();
             let mut ctx = ShardCtx {
                 shard: &mut self.shard,
                 db: it.db,
@@ -908,7 +942,7 @@ impl Worker {
                 &self.shared,
                 self.id,
                 it.cmd,
-                t0,
+                lap.lap(),
                 err.as_deref(),
                 &it.args,
                 None,
@@ -1112,6 +1146,24 @@ fn multi_has_writes(state: &ClientState) -> bool {
         .is_some_and(|q| q.iter().any(|(c, _)| c.spec.has(flags::WRITE)))
 }
 
+/// A stopwatch read once per command: each command's end is the next one's start, so timing a
+/// run of commands costs one clock read per command instead of two.
+struct Lap(Instant);
+
+impl Lap {
+    fn start() -> Lap {
+        Lap(Instant::now())
+    }
+
+    /// Microseconds since the previous lap.
+    fn lap(&mut self) -> u64 {
+        let now = Instant::now();
+        let us = (now - self.0).as_micros() as u64;
+        self.0 = now;
+        us
+    }
+}
+
 fn monitor_line(state: &ClientState, args: &[Bytes]) -> Arc<Vec<u8>> {
     let us = Shared::now_us();
     let mut s = format!(
@@ -1148,24 +1200,23 @@ fn record(
     shared: &Shared,
     thread: usize,
     cmd: &Command,
-    start: Instant,
+    us: u64,
     err: Option<&[u8]>,
     state: &ClientState,
     args: &[Bytes],
 ) {
-    record_stats(shared, thread, cmd, start, err, args, Some(state));
+    record_stats(shared, thread, cmd, us, err, args, Some(state));
 }
 
 fn record_stats(
     shared: &Shared,
     thread: usize,
     cmd: &Command,
-    start: Instant,
+    us: u64,
     err: Option<&[u8]>,
     args: &[Bytes],
     state: Option<&ClientState>,
 ) {
-    let us = start.elapsed().as_micros() as u64;
     let st = &shared.stats[thread].cmd[cmd.id];
     bump(&st.calls, 1);
     bump(&st.usec, us);
