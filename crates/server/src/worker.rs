@@ -434,7 +434,8 @@ impl Worker {
             self.reply_error_now(c, msg.as_bytes());
             return;
         };
-        if spec.is_container() {
+        // A container named alone runs its own handler when it has one (bare COMMAND).
+        if spec.is_container() && !(args.len() == 1 && cmd::registry().get(spec).is_some()) {
             if args.len() < 2 {
                 let e = cmd::arity_error(spec);
                 if conn.state.in_multi() {
@@ -643,6 +644,7 @@ impl Worker {
         let conn = &mut self.conns[c];
         let suppress = take_suppress(&mut conn.state);
         let start = Instant::now();
+        let was_monitor = conn.state.monitor;
         let mut out = Vec::new();
         {
             let mut w = ReplyWriter::new(&mut out, conn.state.resp3);
@@ -652,6 +654,10 @@ impl Worker {
                 thread: self.id,
             };
             f(&mut ctx, args, &mut w);
+        }
+        // As for TxDone: a command that made this client a monitor (MONITOR) is counted here.
+        if conn.state.monitor && !was_monitor {
+            self.shared.monitors.fetch_add(1, Ordering::Relaxed);
         }
         let err = (out.first() == Some(&b'-')).then(|| out.clone());
         record(
@@ -712,7 +718,15 @@ impl Worker {
                 }
             }
             Msg::BatchDone { buf, items } => {
-                for (cr, seq, s, e) in items {
+                for (cr, seq, s, e, slow) in items {
+                    if let Some(call) = slow {
+                        let state = self
+                            .conns
+                            .get(cr.idx as usize)
+                            .filter(|c| c.gen == cr.gen)
+                            .map(|c| &c.state);
+                        slowlog_push(&self.shared, call.0, &call.1, state);
+                    }
                     if let Some(conn) = self.conn_mut(cr) {
                         conn.deliver(seq, buf[s as usize..e as usize].to_vec());
                         self.dirty.push(cr.idx as usize);
@@ -880,7 +894,7 @@ impl Worker {
             let mut w = ReplyWriter::new(&mut buf, it.resp3);
             f(&mut ctx, &it.args, &mut w);
             let err = (buf.get(start_at) == Some(&b'-')).then(|| buf[start_at..].to_vec());
-            record_stats(
+            let slow = record_stats(
                 &self.shared,
                 self.id,
                 it.cmd,
@@ -888,8 +902,9 @@ impl Worker {
                 err.as_deref(),
                 &it.args,
                 None,
-            );
-            done.push((it.conn, it.seq, start_at as u32, buf.len() as u32));
+            )
+            .map(|us| Box::new((us, it.args)));
+            done.push((it.conn, it.seq, start_at as u32, buf.len() as u32, slow));
         }
         post(&self.shared, from, Msg::BatchDone { buf, items: done });
     }
@@ -998,6 +1013,9 @@ impl Worker {
 
     fn cron(&mut self) {
         self.cron_count += 1;
+        if self.id == 0 {
+            cmd::server::cron(&self.shared);
+        }
         let now = Shared::now_ms();
         let hot = &self.shared.config.hot;
         // Active expiry: bounded by time (25% of a tick at effort 1, like Redis) and by entries.
@@ -1133,6 +1151,9 @@ fn record(
     record_stats(shared, thread, cmd, start, err, args, Some(state));
 }
 
+/// Records a command's statistics, and its slow log entry when it is slow and `state` (the
+/// client) is known. Returns the duration of a slow command whose entry is left to the caller
+/// (`state` unknown: it ran away from its connection's thread).
 fn record_stats(
     shared: &Shared,
     thread: usize,
@@ -1141,7 +1162,7 @@ fn record_stats(
     err: Option<&[u8]>,
     args: &[Bytes],
     state: Option<&ClientState>,
-) {
+) -> Option<u64> {
     let us = start.elapsed().as_micros() as u64;
     let st = &shared.stats[thread].cmd[cmd.id];
     bump(&st.calls, 1);
@@ -1157,33 +1178,42 @@ fn record_stats(
         .slowlog_log_slower_than
         .load(Ordering::Relaxed);
     if threshold >= 0 && us as i64 >= threshold && !cmd.spec.has(flags::SKIP_SLOWLOG) {
-        let max = shared.config.hot.slowlog_max_len.load(Ordering::Relaxed) as usize;
-        let mut log = shared.slowlog.lock().unwrap();
-        let id = shared.slowlog_next_id.fetch_add(1, Ordering::Relaxed);
-        let mut kept: Vec<Vec<u8>> = Vec::new();
-        for (i, a) in args.iter().enumerate() {
-            if i == 31 && args.len() > 32 {
-                kept.push(format!("... ({} more arguments)", args.len() - 31).into_bytes());
-                break;
-            }
-            if a.len() > 128 {
-                let mut v = a[..128].to_vec();
-                v.extend_from_slice(format!("... ({} more bytes)", a.len() - 128).as_bytes());
-                kept.push(v);
-            } else {
-                kept.push(a.to_vec());
-            }
+        match state {
+            Some(state) => slowlog_push(shared, us, args, Some(state)),
+            None => return Some(us),
         }
-        log.push_front(SlowlogEntry {
-            id,
-            time: Shared::now_ms() / 1000,
-            micros: us,
-            args: kept,
-            addr: state.map(|s| s.addr.clone()).unwrap_or_default(),
-            name: state.map(|s| s.name.clone()).unwrap_or_default(),
-        });
-        while log.len() > max {
-            log.pop_back();
+    }
+    None
+}
+
+/// Adds a slow log entry (newest first, trimmed to slowlog-max-len).
+fn slowlog_push(shared: &Shared, us: u64, args: &[Bytes], state: Option<&ClientState>) {
+    let max = shared.config.hot.slowlog_max_len.load(Ordering::Relaxed) as usize;
+    let mut log = shared.slowlog.lock().unwrap();
+    let id = shared.slowlog_next_id.fetch_add(1, Ordering::Relaxed);
+    let mut kept: Vec<Vec<u8>> = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        if i == 31 && args.len() > 32 {
+            kept.push(format!("... ({} more arguments)", args.len() - 31).into_bytes());
+            break;
         }
+        if a.len() > 128 {
+            let mut v = a[..128].to_vec();
+            v.extend_from_slice(format!("... ({} more bytes)", a.len() - 128).as_bytes());
+            kept.push(v);
+        } else {
+            kept.push(a.to_vec());
+        }
+    }
+    log.push_front(SlowlogEntry {
+        id,
+        time: Shared::now_ms() / 1000,
+        micros: us,
+        args: kept,
+        addr: state.map(|s| s.addr.clone()).unwrap_or_default(),
+        name: state.map(|s| s.name.clone()).unwrap_or_default(),
+    });
+    while log.len() > max {
+        log.pop_back();
     }
 }
