@@ -565,6 +565,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn info_in_resp3_uses_sets_and_maps() {
+        // redis-server's bytes for COMMAND INFO GET after HELLO 3.
+        let want: &[u8] = b"*10\r\n$3\r\nget\r\n:2\r\n~2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n~3\r\n+@read\r\n+@string\r\n+@fast\r\n~0\r\n~1\r\n%3\r\n$5\r\nflags\r\n~2\r\n+RO\r\n+access\r\n$12\r\nbegin_search\r\n%2\r\n$4\r\ntype\r\n$5\r\nindex\r\n$4\r\nspec\r\n%1\r\n$5\r\nindex\r\n:1\r\n$9\r\nfind_keys\r\n%2\r\n$4\r\ntype\r\n$5\r\nrange\r\n$4\r\nspec\r\n%3\r\n$7\r\nlastkey\r\n:0\r\n$7\r\nkeystep\r\n:1\r\n$5\r\nlimit\r\n:0\r\n~0\r\n";
+        let got = crate::cmd::with_writer(true, |w| {
+            write_info(w, darner_commands::lookup(b"get").unwrap())
+        });
+        assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(want));
+    }
+
+    #[test]
     fn every_command_has_a_summary() {
         for spec in darner_commands::all() {
             assert!(summary(spec.full_name).is_some(), "{}", spec.full_name);
