@@ -117,7 +117,7 @@ async fn flush(tx: &Tx, args: &[Bytes], all: bool) -> Vec<u8> {
         .filter(|t| !t.is_empty())
         .collect();
     let keys: usize = tables.iter().map(|t| t.len()).sum();
-    if lazy || keys > LAZYFREE_THRESHOLD {
+    if keys > 0 && (lazy || keys > LAZYFREE_THRESHOLD) {
         lazy_free(tx.shared(), tables, keys);
     }
     with_writer(resp3, |w| w.ok())
