@@ -33,6 +33,12 @@ fn main() {
         Some(f) if !f.starts_with("--") => (Some(std::path::PathBuf::from(f)), &rest[1..]),
         _ => (None, rest),
     };
+    // Resolved before loading: a `dir` directive changes the working directory.
+    let conf = file
+        .as_ref()
+        .and_then(|f| std::fs::canonicalize(f).ok())
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
     let cfg = match config::load(file.as_deref(), opts) {
         Ok(c) => c,
         Err(e) => {
@@ -54,11 +60,6 @@ fn main() {
         None => log::warning("Warning: no config file specified, using the default config. In order to specify a config file use darner /path/to/darner.conf"),
     }
     let exe = std::env::current_exe()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
-    let conf = file
-        .as_ref()
-        .and_then(|f| std::fs::canonicalize(f).ok())
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     if let Err(e) = server::run(cfg, exe, conf) {

@@ -37,16 +37,21 @@ pub struct BatchItem {
     pub args: Vec<Bytes>,
 }
 
+/// A command that ran on another thread and belongs in the slow log.
+pub type SlowCall = Box<(u64, Vec<Bytes>)>;
+
 pub type ShardFn = Box<dyn FnOnce(&mut ShardCtx) + Send>;
 pub type ThreadFn = Box<dyn FnOnce(&mut crate::worker::ThreadCtx) + Send>;
 
 pub enum Msg {
     /// Single-shard commands of one pipelined read, for this thread's shard.
     Batch { from: usize, items: Vec<BatchItem> },
-    /// Their replies, concatenated in `buf`, back to the connections' thread.
+    /// Their replies, concatenated in `buf`, back to the connections' thread; with each, for a
+    /// command slow enough for the slow log, its duration and arguments (the connection's
+    /// thread records the entry, as only it knows the client's address and name).
     BatchDone {
         buf: Vec<u8>,
-        items: Vec<(ConnRef, u64, u32, u32)>,
+        items: Vec<(ConnRef, u64, u32, u32, Option<SlowCall>)>,
     },
     /// Lock this thread's shard for transaction `tx`; reply to `done` when granted.
     Acquire { tx: TxId, done: Completion },

@@ -44,6 +44,20 @@ fn listener(addr: SocketAddr) -> std::io::Result<mio::net::TcpListener> {
     Ok(mio::net::TcpListener::from_std(s.into()))
 }
 
+/// Fails when another process already listens on `addr`. Our own listeners share the port
+/// through SO_REUSEPORT, which would just as silently let a second server (same user) join
+/// and take half of the connections; Redis refuses to start instead, and so do we. The probe
+/// binds without SO_REUSEPORT, which the kernel refuses while any socket listens there.
+fn in_use_probe(addr: SocketAddr) -> std::io::Result<()> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
+    s.bind(&addr.into())
+}
+
 pub fn run(config: Config, executable: String, config_file: String) -> Result<(), String> {
     let threads = match config.get_i64("threads") {
         0 => std::thread::available_parallelism()
@@ -66,8 +80,10 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         }
         let mut ok = true;
         let mut ls = Vec::new();
+        // The probe goes first: once our first listener listens, it would refuse the rest.
+        let mut probe = in_use_probe(addr);
         for _ in 0..threads {
-            match listener(addr) {
+            match std::mem::replace(&mut probe, Ok(())).and_then(|()| listener(addr)) {
                 Ok(l) => ls.push(l),
                 Err(e) => {
                     if optional {
@@ -139,6 +155,7 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         executable,
         config_file,
         stat_reset: AtomicI64::new(0),
+        metrics: Default::default(),
         config,
     });
 

@@ -51,6 +51,31 @@ pub struct ThreadStats {
     pub cmd: Vec<CmdStat>,
 }
 
+impl ThreadStats {
+    /// Zeroes the counters (CONFIG RESETSTAT). Call it on the owning thread: only the owner
+    /// writes them. `clients` is a gauge, not a counter, and stays.
+    pub fn reset(&self) {
+        for a in [
+            &self.commands,
+            &self.connections,
+            &self.rejected_connections,
+            &self.net_input,
+            &self.net_output,
+            &self.expired_keys,
+            &self.keyspace_hits,
+            &self.keyspace_misses,
+            &self.total_error_replies,
+        ] {
+            a.store(0, Ordering::Relaxed);
+        }
+        for c in &self.cmd {
+            for a in [&c.calls, &c.usec, &c.rejected, &c.failed] {
+                a.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 /// Adds to a counter owned by the current thread.
 pub fn bump(a: &AtomicU64, n: u64) {
     a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
@@ -96,6 +121,8 @@ pub struct Shared {
     pub executable: String,
     pub config_file: String,
     pub stat_reset: AtomicI64,
+    /// What INFO samples and keeps beyond the counters (memory peak, rates, lazy freeing).
+    pub metrics: Arc<crate::cmd::server::Metrics>,
 }
 
 impl Shared {

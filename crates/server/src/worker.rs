@@ -698,6 +698,7 @@ impl Worker {
     fn run_conn(&mut self, c: usize, cmd: &'static Command, f: cmd::ConnFn, args: &[Bytes]) {
         let conn = &mut self.conns[c];
         let suppress = take_suppress(&mut conn.state);
+        let was_monitor = conn.state.monitor;
         let mut out = Vec::new();
         {
             let mut w = ReplyWriter::new(&mut out, conn.state.resp3);
@@ -707,6 +708,10 @@ impl Worker {
                 thread: self.id,
             };
             f(&mut ctx, args, &mut w);
+        }
+        // As for TxDone: a command that made this client a monitor (MONITOR) is counted here.
+        if conn.state.monitor && !was_monitor {
+            self.shared.monitors.fetch_add(1, Ordering::Relaxed);
         }
         let err = (out.first() == Some(&b'-')).then(|| out.clone());
         let us = self.lap.lap();
@@ -770,7 +775,15 @@ impl Worker {
                 }
             }
             Msg::BatchDone { buf, items } => {
-                for (cr, seq, s, e) in items {
+                for (cr, seq, s, e, slow) in items {
+                    if let Some(call) = slow {
+                        let state = self
+                            .conns
+                            .get(cr.idx as usize)
+                            .filter(|c| c.gen == cr.gen)
+                            .map(|c| &c.state);
+                        slowlog_push(&self.shared, call.0, &call.1, state);
+                    }
                     if let Some(conn) = self.conn_mut(cr) {
                         conn.deliver(seq, buf[s as usize..e as usize].to_vec());
                         self.dirty.push(cr.idx as usize);
@@ -938,7 +951,7 @@ impl Worker {
             let mut w = ReplyWriter::new(&mut buf, it.resp3);
             f(&mut ctx, &it.args, &mut w);
             let err = (buf.get(start_at) == Some(&b'-')).then(|| buf[start_at..].to_vec());
-            record_stats(
+            let slow = record_stats(
                 &self.shared,
                 self.id,
                 it.cmd,
@@ -946,8 +959,9 @@ impl Worker {
                 err.as_deref(),
                 &it.args,
                 None,
-            );
-            done.push((it.conn, it.seq, start_at as u32, buf.len() as u32));
+            )
+            .map(|us| Box::new((us, it.args)));
+            done.push((it.conn, it.seq, start_at as u32, buf.len() as u32, slow));
         }
         post(&self.shared, from, Msg::BatchDone { buf, items: done });
     }
@@ -1056,6 +1070,9 @@ impl Worker {
 
     fn cron(&mut self) {
         self.cron_count += 1;
+        if self.id == 0 {
+            cmd::server::cron(&self.shared);
+        }
         let now = Shared::now_ms();
         let hot = &self.shared.config.hot;
         // Active expiry: bounded by time (25% of a tick at effort 1, like Redis) and by entries.
@@ -1208,6 +1225,9 @@ fn record(
     record_stats(shared, thread, cmd, us, err, args, Some(state));
 }
 
+/// Records a command's statistics, and its slow log entry when it is slow and `state` (the
+/// client) is known. Returns the duration of a slow command whose entry is left to the caller
+/// (`state` unknown: it ran away from its connection's thread).
 fn record_stats(
     shared: &Shared,
     thread: usize,
@@ -1216,7 +1236,7 @@ fn record_stats(
     err: Option<&[u8]>,
     args: &[Bytes],
     state: Option<&ClientState>,
-) {
+) -> Option<u64> {
     let st = &shared.stats[thread].cmd[cmd.id];
     bump(&st.calls, 1);
     bump(&st.usec, us);
@@ -1231,35 +1251,42 @@ fn record_stats(
         .slowlog_log_slower_than
         .load(Ordering::Relaxed);
     if threshold >= 0 && us as i64 >= threshold && !cmd.spec.has(flags::SKIP_SLOWLOG) {
-        let max = shared.config.hot.slowlog_max_len.load(Ordering::Relaxed) as usize;
-        // Passwords (AUTH, HELLO AUTH) never reach the slow log.
-        let args = &*cmd::connection::redact(cmd.spec.full_name, args);
-        let mut log = shared.slowlog.lock().unwrap();
-        let id = shared.slowlog_next_id.fetch_add(1, Ordering::Relaxed);
-        let mut kept: Vec<Vec<u8>> = Vec::new();
-        for (i, a) in args.iter().enumerate() {
-            if i == 31 && args.len() > 32 {
-                kept.push(format!("... ({} more arguments)", args.len() - 31).into_bytes());
-                break;
-            }
-            if a.len() > 128 {
-                let mut v = a[..128].to_vec();
-                v.extend_from_slice(format!("... ({} more bytes)", a.len() - 128).as_bytes());
-                kept.push(v);
-            } else {
-                kept.push(a.to_vec());
-            }
+        match state {
+            Some(state) => slowlog_push(shared, us, args, Some(state)),
+            None => return Some(us),
         }
-        log.push_front(SlowlogEntry {
-            id,
-            time: Shared::now_ms() / 1000,
-            micros: us,
-            args: kept,
-            addr: state.map(|s| s.addr.clone()).unwrap_or_default(),
-            name: state.map(|s| s.name.clone()).unwrap_or_default(),
-        });
-        while log.len() > max {
-            log.pop_back();
+    }
+    None
+}
+
+/// Adds a slow log entry (newest first, trimmed to slowlog-max-len).
+fn slowlog_push(shared: &Shared, us: u64, args: &[Bytes], state: Option<&ClientState>) {
+    let max = shared.config.hot.slowlog_max_len.load(Ordering::Relaxed) as usize;
+    let mut log = shared.slowlog.lock().unwrap();
+    let id = shared.slowlog_next_id.fetch_add(1, Ordering::Relaxed);
+    let mut kept: Vec<Vec<u8>> = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        if i == 31 && args.len() > 32 {
+            kept.push(format!("... ({} more arguments)", args.len() - 31).into_bytes());
+            break;
         }
+        if a.len() > 128 {
+            let mut v = a[..128].to_vec();
+            v.extend_from_slice(format!("... ({} more bytes)", a.len() - 128).as_bytes());
+            kept.push(v);
+        } else {
+            kept.push(a.to_vec());
+        }
+    }
+    log.push_front(SlowlogEntry {
+        id,
+        time: Shared::now_ms() / 1000,
+        micros: us,
+        args: kept,
+        addr: state.map(|s| s.addr.clone()).unwrap_or_default(),
+        name: state.map(|s| s.name.clone()).unwrap_or_default(),
+    });
+    while log.len() > max {
+        log.pop_back();
     }
 }

@@ -1,6 +1,456 @@
 //! Server commands: COMMAND, INFO, DBSIZE, FLUSHDB, FLUSHALL, TIME, CONFIG, SLOWLOG, MONITOR,
 //! SHUTDOWN, DEBUG, LASTSAVE.
+//!
+//! - `server/command.rs`: COMMAND and its subcommands (the command table as Redis prints it).
+//! - `server/info.rs`: INFO, CONFIG RESETSTAT and the sampled metrics INFO reports.
+//! - `server/config.rs`: CONFIG GET / SET / REWRITE / HELP.
+//! - this file: the rest, and the HELP reply shared by the server commands.
+//!
+//! Where a command needs every shard (DBSIZE, FLUSHALL, INFO's keyspace) it is a `Tx` handler
+//! that sends one hop per shard, all in flight at once.
 
-use super::Reg;
+mod command;
+mod config;
+mod info;
 
-pub fn register(_r: &mut Reg) {}
+pub use info::{cron, Metrics};
+
+use super::{eq, with_writer, ConnCtx, Locks, Reg, TxFuture};
+use crate::exec::Tx;
+use crate::log;
+use crate::shared::Shared;
+use bytes::Bytes;
+use darner_engine::table::Table;
+use darner_engine::Entry;
+use darner_resp::ReplyWriter;
+use std::sync::atomic::Ordering;
+
+pub fn register(r: &mut Reg) {
+    command::register(r);
+    config::register(r);
+    info::register(r);
+    r.tx("dbsize", Locks::None, dbsize);
+    r.tx("flushdb", Locks::All, flushdb);
+    r.tx("flushall", Locks::All, flushall);
+    r.conn("time", time);
+    r.conn("lastsave", lastsave);
+    r.conn("slowlog|get", slowlog_get);
+    r.conn("slowlog|len", slowlog_len);
+    r.conn("slowlog|reset", slowlog_reset);
+    r.conn("slowlog|help", slowlog_help);
+    r.conn("monitor", monitor);
+    r.conn("shutdown", shutdown);
+    // DEBUG is a plain command in the table (no subcommand specs, no key specs), so it parses
+    // its own subcommand; it is a `Tx` handler because DEBUG OBJECT must hop to the key's
+    // shard, which the dispatcher cannot find from DEBUG's (absent) key specs.
+    r.tx("debug", Locks::None, debug);
+}
+
+/// Writes a HELP reply the way Redis's `addReplyHelp` shapes it: a header naming the command
+/// (as typed, upper-cased), the given lines, and the HELP entry, each a status reply.
+pub fn help_reply(w: &mut ReplyWriter, command: &[u8], lines: &[&str]) {
+    w.array(lines.len() + 3);
+    let mut head = command.to_ascii_uppercase();
+    head.extend_from_slice(b" <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
+    w.simple(&head);
+    for l in lines {
+        w.simple(l.as_bytes());
+    }
+    w.simple(b"HELP");
+    w.simple(b"    Prints this help.");
+}
+
+/// Redis's reply for a known command given a subcommand it does not have (or the wrong
+/// number of arguments for one): the subcommand as typed, the command upper-cased.
+pub fn subcommand_error(w: &mut ReplyWriter, command: &[u8], sub: &[u8]) {
+    let msg = format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
+        String::from_utf8_lossy(&sub[..sub.len().min(128)]),
+        String::from_utf8_lossy(command).to_ascii_uppercase()
+    );
+    w.error(msg.as_bytes());
+}
+
+// ---- DBSIZE, FLUSHDB, FLUSHALL ----
+
+fn dbsize(tx: Tx, _args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let n: usize = tx
+            .run_all(|ctx| ctx.shard.dbs[ctx.db].len())
+            .await
+            .into_iter()
+            .sum();
+        with_writer(tx.resp3(), |w| w.int(n as i64))
+    })
+}
+
+/// A flushed table bigger than this is freed on a background thread even without ASYNC, so
+/// that the shard keeps serving while millions of entries are dropped.
+const LAZYFREE_THRESHOLD: usize = 64 * 1024;
+
+/// FLUSHDB / FLUSHALL's optional argument: Some(async) or None for a syntax error.
+fn flush_mode(args: &[Bytes]) -> Option<bool> {
+    match args.len() {
+        1 => Some(false),
+        2 if eq(&args[1], "async") => Some(true),
+        2 if eq(&args[1], "sync") => Some(false),
+        _ => None,
+    }
+}
+
+async fn flush(tx: &Tx, args: &[Bytes], all: bool) -> Vec<u8> {
+    let resp3 = tx.resp3();
+    let Some(lazy) = flush_mode(args) else {
+        return with_writer(resp3, |w| w.error(super::ERR_SYNTAX));
+    };
+    let tables: Vec<Table> = tx
+        .run_all(move |ctx| {
+            if all {
+                ctx.shard.dbs.iter_mut().map(|db| db.flush()).collect()
+            } else {
+                vec![ctx.shard.dbs[ctx.db].flush()]
+            }
+        })
+        .await
+        .into_iter()
+        .flatten()
+        .filter(|t| !t.is_empty())
+        .collect();
+    let keys: usize = tables.iter().map(|t| t.len()).sum();
+    if keys > 0 && (lazy || keys > LAZYFREE_THRESHOLD) {
+        lazy_free(tx.shared(), tables, keys);
+    }
+    with_writer(resp3, |w| w.ok())
+}
+
+/// Drops `tables` on a background thread, counting them in INFO's lazyfree fields.
+fn lazy_free(shared: &std::sync::Arc<Shared>, tables: Vec<Table>, keys: usize) {
+    let m = shared.metrics.clone();
+    m.lazyfree_pending.fetch_add(keys as u64, Ordering::Relaxed);
+    let job = move || {
+        drop(tables);
+        m.lazyfree_pending.fetch_sub(keys as u64, Ordering::Relaxed);
+        m.lazyfreed.fetch_add(keys as u64, Ordering::Relaxed);
+    };
+    let spawned = std::thread::Builder::new()
+        .name("lazyfree".into())
+        .spawn(job);
+    if let Err(e) = spawned {
+        // The closure (and the tables in it) was dropped with the error, on this thread.
+        log::warning(&format!(
+            "Can't start a lazyfree thread ({e}): freed inline"
+        ));
+        shared
+            .metrics
+            .lazyfree_pending
+            .fetch_sub(keys as u64, Ordering::Relaxed);
+    }
+}
+
+fn flushdb(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move { flush(&tx, &args, false).await })
+}
+
+fn flushall(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move { flush(&tx, &args, true).await })
+}
+
+// ---- TIME, LASTSAVE ----
+
+fn time(_: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+    let us = Shared::now_us();
+    w.array(2);
+    w.bulk((us / 1_000_000).to_string().as_bytes());
+    w.bulk((us % 1_000_000).to_string().as_bytes());
+}
+
+/// Without persistence nothing is ever saved: the server's start time, as Redis reports
+/// before its first save.
+fn lastsave(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+    w.int(ctx.shared.started_unix);
+}
+
+// ---- SLOWLOG ----
+
+fn slowlog_get(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    if args.len() > 3 {
+        return subcommand_error(w, &args[0], &args[1]);
+    }
+    let log = ctx.shared.slowlog.lock().unwrap();
+    let count = match args.get(2) {
+        None => 10,
+        Some(a) => match super::parse_int(a) {
+            Some(-1) => log.len(),
+            Some(n) if n >= 0 => n as usize,
+            _ => return w.error(b"ERR count should be greater than or equal to -1"),
+        },
+    };
+    let n = count.min(log.len());
+    w.array(n);
+    for e in log.iter().take(n) {
+        w.array(6);
+        w.int(e.id as i64);
+        w.int(e.time);
+        w.int(e.micros as i64);
+        w.array(e.args.len());
+        for a in &e.args {
+            w.bulk(a);
+        }
+        w.bulk(e.addr.as_bytes());
+        w.bulk(e.name.as_bytes());
+    }
+}
+
+fn slowlog_len(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+    w.int(ctx.shared.slowlog.lock().unwrap().len() as i64);
+}
+
+fn slowlog_reset(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+    ctx.shared.slowlog.lock().unwrap().clear();
+    w.ok();
+}
+
+fn slowlog_help(_: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    help_reply(
+        w,
+        &args[0],
+        &[
+            "GET [<count>]",
+            "    Return the <count> most recent slow log entries (10 by default, -1 for all),",
+            "    newest first. Each entry holds: id, unix time, duration in microseconds,",
+            "    the command's arguments, the client's address and the client's name.",
+            "LEN",
+            "    Return the number of entries in the slow log.",
+            "RESET",
+            "    Empty the slow log.",
+        ],
+    );
+}
+
+// ---- MONITOR ----
+
+fn monitor(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+    // Already monitoring: Redis ignores the command and sends nothing.
+    if ctx.client.monitor {
+        return;
+    }
+    // The dispatcher counts monitors (`Shared::monitors`) when a command turns the flag on, on
+    // the connection path and the transaction path alike; closing the connection uncounts it.
+    ctx.client.monitor = true;
+    w.ok();
+}
+
+// ---- SHUTDOWN ----
+
+fn shutdown(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    let (mut nosave, mut save, mut now, mut force, mut abort) = (false, false, false, false, false);
+    for a in &args[1..] {
+        if eq(a, "nosave") {
+            nosave = true;
+        } else if eq(a, "save") {
+            save = true;
+        } else if eq(a, "now") {
+            now = true;
+        } else if eq(a, "force") {
+            force = true;
+        } else if eq(a, "abort") {
+            abort = true;
+        } else {
+            return w.error(super::ERR_SYNTAX);
+        }
+    }
+    if (abort && (nosave || save || now || force)) || (nosave && save) {
+        return w.error(super::ERR_SYNTAX);
+    }
+    if abort {
+        // Shutdown here is immediate: there is never one in progress to abort.
+        return w.error(b"ERR No shutdown in progress.");
+    }
+    // Without SAVE, Redis saves only when save points are configured; Darner refuses to start
+    // with any, so only an explicit SAVE asks for a snapshot, which cannot be taken yet.
+    if save {
+        log::warning(
+            "SHUTDOWN SAVE: can't save the DB: persistence (RDB/AOF) is not built in this version of Darner",
+        );
+        if !force {
+            log::warning(
+                "Errors trying to shut down the server. Check the logs for more information.",
+            );
+            return w.error(b"ERR Errors trying to SHUTDOWN. Check logs.");
+        }
+        log::warning("Error trying to save the DB. Exit anyway (FORCE).");
+    }
+    // Success: no reply, the connection closes with the server (as in Redis).
+    crate::server::shutdown(ctx.shared);
+}
+
+// ---- DEBUG ----
+
+fn debug(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        let sub = &args[1];
+        if eq(sub, "help") && args.len() == 2 {
+            return with_writer(resp3, |w| debug_help(w, &args[0]));
+        }
+        if args.len() != 3 {
+            return with_writer(resp3, |w| subcommand_error(w, &args[0], sub));
+        }
+        if eq(sub, "sleep") {
+            // Redis blocks its (only) thread: here the connection's thread sleeps, and with it
+            // its shard and its other clients.
+            let secs = strtod(&args[2]);
+            if secs.is_finite() && secs > 0.0 {
+                std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(1e12)));
+            }
+            with_writer(resp3, |w| w.ok())
+        } else if eq(sub, "set-active-expire") {
+            // atoi, like Redis: anything that does not start with a non-zero number disables.
+            let on = strtod(&args[2]) as i64 != 0;
+            tx.shared()
+                .active_expire_enabled
+                .store(on, Ordering::Relaxed);
+            with_writer(resp3, |w| w.ok())
+        } else if eq(sub, "object") {
+            let key = args[2].clone();
+            tx.run(tx.shard_of(&key), move |ctx| {
+                let clock = ctx.clock;
+                let line = ctx.db().peek(&key).map(|e| debug_object(e, clock));
+                with_writer(ctx.resp3, |w| match line {
+                    Some(l) => w.simple(l.as_bytes()),
+                    None => w.error(super::ERR_NO_SUCH_KEY),
+                })
+            })
+            .await
+        } else {
+            with_writer(resp3, |w| subcommand_error(w, &args[0], sub))
+        }
+    })
+}
+
+fn debug_help(w: &mut ReplyWriter, command: &[u8]) {
+    help_reply(
+        w,
+        command,
+        &[
+            "OBJECT <key>",
+            "    Show internal details of the value stored at <key>.",
+            "SET-ACTIVE-EXPIRE <0|1>",
+            "    Turn the periodic reclaiming of expired keys off (0) or on (1).",
+            "SLEEP <seconds>",
+            "    Block the connection's thread for <seconds> (a decimal number).",
+        ],
+    );
+}
+
+/// C's strtod on the longest numeric prefix (0 when there is none), as DEBUG's arguments are
+/// read by Redis.
+fn strtod(b: &[u8]) -> f64 {
+    let s = String::from_utf8_lossy(&b[..b.len().min(64)]);
+    let s = s.trim_start();
+    (1..=s.len())
+        .rev()
+        .filter(|&n| s.is_char_boundary(n))
+        .find_map(|n| s[..n].parse::<f64>().ok())
+        .unwrap_or(0.0)
+}
+
+/// Redis's string encoding for a value: `int` for a canonical 64-bit integer of at most 20
+/// bytes, `embstr` up to 44 bytes, else `raw` (and `raw` for strings edited in place).
+fn str_encoding(e: &Entry) -> &'static str {
+    let v = e.str_value();
+    if e.is_raw() {
+        "raw"
+    } else if v.len() <= 20 && super::parse_int(v).is_some() {
+        "int"
+    } else if v.len() <= 44 {
+        "embstr"
+    } else {
+        "raw"
+    }
+}
+
+/// RDB's length prefix size.
+fn rdb_len_size(n: usize) -> usize {
+    match n {
+        0..=63 => 1,
+        64..=16383 => 2,
+        _ if n as u64 <= u32::MAX as u64 => 5,
+        _ => 9,
+    }
+}
+
+/// The size of a string in an RDB file: the integer encodings (1 + 1/2/4 bytes) for numbers
+/// that fit 32 bits, else a length prefix and the bytes. (Redis would also try LZF on values
+/// over 20 bytes; this reports their uncompressed size.)
+fn rdb_string_size(v: &[u8]) -> usize {
+    if v.len() <= 11 {
+        if let Some(n) = super::parse_int(v) {
+            if i8::try_from(n).is_ok() {
+                return 2;
+            } else if i16::try_from(n).is_ok() {
+                return 3;
+            } else if i32::try_from(n).is_ok() {
+                return 5;
+            }
+        }
+    }
+    rdb_len_size(v.len()) + v.len()
+}
+
+fn debug_object(e: &Entry, clock: darner_engine::Clock) -> String {
+    let encoding = str_encoding(e);
+    // Redis shares the integers 0..9999 between keys: it reports them with the "shared"
+    // reference count.
+    let shared = encoding == "int"
+        && super::parse_int(e.str_value()).is_some_and(|n| (0..10000).contains(&n));
+    format!(
+        "Value at:{:p} refcount:{} encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",
+        e as *const Entry,
+        if shared { i32::MAX } else { 1 },
+        encoding,
+        rdb_string_size(e.str_value()),
+        e.clock(),
+        clock.idle_secs(e.clock())
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strtod_prefixes() {
+        assert_eq!(strtod(b"0.5"), 0.5);
+        assert_eq!(strtod(b"  2abc"), 2.0);
+        assert_eq!(strtod(b"x"), 0.0);
+        assert_eq!(strtod(b""), 0.0);
+        assert_eq!(strtod(b"-1"), -1.0);
+        assert_eq!(strtod("1é".as_bytes()), 1.0);
+    }
+
+    #[test]
+    fn rdb_sizes() {
+        assert_eq!(rdb_string_size(b"v"), 2);
+        assert_eq!(rdb_string_size(b"123"), 2);
+        assert_eq!(rdb_string_size(b"1000"), 3);
+        assert_eq!(rdb_string_size(b"100000"), 5);
+        assert_eq!(rdb_string_size(b"1234567890123"), 14);
+        assert_eq!(rdb_string_size(b"0123"), 5);
+        assert_eq!(rdb_string_size(&[b'a'; 100]), 102);
+    }
+
+    #[test]
+    fn encodings() {
+        let e = |v: &[u8]| Entry::new_str(b"k", v, None, false, 0);
+        assert_eq!(str_encoding(&e(b"123")), "int");
+        assert_eq!(str_encoding(&e(b"-9223372036854775808")), "int");
+        assert_eq!(str_encoding(&e(b"0123")), "embstr");
+        assert_eq!(str_encoding(&e(&[b'a'; 44])), "embstr");
+        assert_eq!(str_encoding(&e(&[b'a'; 45])), "raw");
+        assert_eq!(
+            str_encoding(&Entry::new_str(b"k", b"1", None, true, 0)),
+            "raw"
+        );
+    }
+}

@@ -1,0 +1,394 @@
+//! CONFIG GET / SET / REWRITE / HELP over the directive table (`crate::config`).
+//!
+//! Directives of features not built yet (`config::UNBUILT`) are visible too: CONFIG GET shows
+//! the value that describes what Darner does (`appendonly no`, `save ""`), and CONFIG SET
+//! accepts exactly those values and refuses others, naming the directive.
+
+use crate::cmd::{ConnCtx, Reg};
+use crate::config::{self, Kind, TABLE, UNBUILT};
+use crate::log;
+use bytes::Bytes;
+use darner_resp::ReplyWriter;
+use std::sync::Mutex;
+
+pub fn register(r: &mut Reg) {
+    r.conn("config|get", get);
+    r.conn("config|set", set);
+    r.conn("config|rewrite", rewrite);
+    r.conn("config|help", help);
+}
+
+/// CONFIG SET and CONFIG REWRITE from different threads run one at a time, so a multi-directive
+/// SET is all-or-nothing for other SETs too, and a REWRITE never sees half of one.
+static CONFIG_LOCK: Mutex<()> = Mutex::new(());
+
+/// A directive CONFIG knows: a working one (index into `TABLE`) or an unbuilt one (index into
+/// `UNBUILT`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Directive {
+    Table(usize),
+    Unbuilt(usize),
+}
+
+impl Directive {
+    fn find(name: &str) -> Option<Directive> {
+        config::find(name).map(Directive::Table).or_else(|| {
+            UNBUILT
+                .iter()
+                .position(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(Directive::Unbuilt)
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Directive::Table(i) => TABLE[i].name,
+            Directive::Unbuilt(i) => UNBUILT[i].0,
+        }
+    }
+
+    fn value(self, cfg: &config::Config) -> String {
+        match self {
+            Directive::Table(i) => cfg.get_index(i),
+            // The "feature off" value, which is what the server does.
+            Directive::Unbuilt(i) => UNBUILT[i].1.first().unwrap_or(&"").to_string(),
+        }
+    }
+
+    fn all() -> impl Iterator<Item = Directive> {
+        (0..TABLE.len())
+            .map(Directive::Table)
+            .chain((0..UNBUILT.len()).map(Directive::Unbuilt))
+    }
+}
+
+fn get(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    // (name as replied, directive): a plain name is replied as typed, as Redis does.
+    let mut found: Vec<(String, Directive)> = Vec::new();
+    for pat in &args[2..] {
+        let p = String::from_utf8_lossy(pat);
+        if !pat.iter().any(|b| matches!(b, b'[' | b'*' | b'?')) {
+            if let Some(d) = Directive::find(&p) {
+                if !found.iter().any(|f| f.1 == d) {
+                    found.push((p.into_owned(), d));
+                }
+            }
+            continue;
+        }
+        for d in Directive::all() {
+            if !found.iter().any(|f| f.1 == d)
+                && darner_engine::glob_match(pat, d.name().as_bytes(), true)
+            {
+                found.push((d.name().to_string(), d));
+            }
+        }
+    }
+    w.map(found.len());
+    for (name, d) in found {
+        w.bulk(name.as_bytes());
+        w.bulk(d.value(&ctx.shared.config).as_bytes());
+    }
+}
+
+fn set(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    // Name/value pairs (the table's arity already asks for at least one).
+    if !args.len().is_multiple_of(2) {
+        return w.error(crate::cmd::ERR_SYNTAX);
+    }
+    let cfg = &ctx.shared.config;
+    let _serial = CONFIG_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let pairs: Vec<(String, String)> = args[2..]
+        .chunks(2)
+        .map(|p| {
+            (
+                String::from_utf8_lossy(&p[0]).into_owned(),
+                String::from_utf8_lossy(&p[1]).into_owned(),
+            )
+        })
+        .collect();
+    // First pass: every name must be known (the first unknown one is reported), settable and
+    // not given twice; nothing is changed yet.
+    let fail = |w: &mut ReplyWriter, name: &str, why: &str| {
+        w.error(
+            format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
+                .as_bytes(),
+        )
+    };
+    let mut targets: Vec<Directive> = Vec::with_capacity(pairs.len());
+    let mut unknown: Option<&str> = None;
+    let mut refused: Option<(&str, &str)> = None;
+    for (name, _) in &pairs {
+        let Some(d) = Directive::find(name) else {
+            unknown = unknown.or(Some(name));
+            continue;
+        };
+        if refused.is_none() {
+            if matches!(d, Directive::Table(i) if !TABLE[i].mutable) {
+                refused = Some((name, "can't set immutable config"));
+            } else if targets.contains(&d) {
+                refused = Some((name, "duplicate parameter"));
+            }
+        }
+        targets.push(d);
+    }
+    if let Some(name) = unknown {
+        return w.error(
+            format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'")
+                .as_bytes(),
+        );
+    }
+    if let Some((name, why)) = refused {
+        return fail(w, name, why);
+    }
+    // Second pass: set each, undoing the ones already set if one fails.
+    let mut done: Vec<(usize, String)> = Vec::new();
+    for (d, (_, value)) in targets.iter().zip(&pairs) {
+        let result =
+            match *d {
+                Directive::Table(i) => {
+                    let old = cfg.get_index(i);
+                    cfg.set(TABLE[i].name, value, false)
+                        .map(|()| done.push((i, old)))
+                }
+                Directive::Unbuilt(i) => {
+                    if UNBUILT[i].1.iter().any(|ok| ok.eq_ignore_ascii_case(value)) {
+                        Ok(())
+                    } else {
+                        Err("not supported by this version of Darner (the feature is not built yet)"
+                        .to_string())
+                    }
+                }
+            };
+        if let Err(why) = result {
+            for (i, old) in done.into_iter().rev() {
+                if let Err(e) = cfg.set(TABLE[i].name, &old, true) {
+                    log::warning(&format!(
+                        "CONFIG SET: failed restoring '{}' to '{old}': {e}",
+                        TABLE[i].name
+                    ));
+                }
+            }
+            return fail(w, d.name(), &why);
+        }
+    }
+    w.ok();
+}
+
+// ---- CONFIG REWRITE ----
+
+const SIGNATURE: &str = "# Generated by CONFIG REWRITE";
+
+/// Quotes a value for the config file when it needs it (empty, spaces, quotes, escapes).
+fn quote(v: &str) -> String {
+    let mut out = String::with_capacity(v.len() + 2);
+    out.push('"');
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A byte count with the largest exact unit, as Redis writes memory directives.
+fn memory(v: &str) -> String {
+    match config::parse_memory(v) {
+        Some(n) if n != 0 && n % (1 << 30) == 0 => format!("{}gb", n >> 30),
+        Some(n) if n != 0 && n % (1 << 20) == 0 => format!("{}mb", n >> 20),
+        Some(n) if n != 0 && n % (1 << 10) == 0 => format!("{}kb", n >> 10),
+        _ => v.to_string(),
+    }
+}
+
+/// The config-file lines for directive `i` with value `v` (client-output-buffer-limit takes
+/// one line per client class).
+fn directive_lines(i: usize, v: &str) -> Vec<String> {
+    let d = &TABLE[i];
+    let value = match d.kind {
+        Kind::Str => quote(v),
+        Kind::Memory { .. } => memory(v),
+        Kind::Special if d.name == "dir" => quote(v),
+        Kind::Special if d.name == "client-output-buffer-limit" => {
+            let words: Vec<&str> = v.split_whitespace().collect();
+            return words
+                .chunks(4)
+                .map(|c| format!("{} {}", d.name, c.join(" ")))
+                .collect();
+        }
+        _ if v.is_empty() => quote(v),
+        _ => v.to_string(),
+    };
+    vec![format!("{} {value}", d.name)]
+}
+
+/// The new file text: the old lines with every directive of the table replaced by its current
+/// value (at its first occurrence; later occurrences dropped), other lines kept as they are,
+/// and non-default directives the file lacked appended after the signature line.
+fn rewritten(old: &str, cfg: &config::Config) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut written = vec![false; TABLE.len()];
+    let mut has_signature = false;
+    for line in old.lines() {
+        let t = line.trim();
+        if t == SIGNATURE {
+            has_signature = true;
+            out.push(line.to_string());
+            continue;
+        }
+        if t.is_empty() || t.starts_with('#') {
+            out.push(line.to_string());
+            continue;
+        }
+        let idx = config::split_line(t)
+            .ok()
+            .and_then(|w| w.first().and_then(|n| config::find(n)));
+        match idx {
+            Some(i) if written[i] => {}
+            Some(i) => {
+                written[i] = true;
+                out.extend(directive_lines(i, &cfg.get_index(i)));
+            }
+            None => out.push(line.to_string()),
+        }
+    }
+    let mut appended = Vec::new();
+    for (name, value) in cfg.non_defaults() {
+        if let Some(i) = config::find(name).filter(|&i| !written[i]) {
+            appended.extend(directive_lines(i, &value));
+        }
+    }
+    if !appended.is_empty() {
+        if !has_signature {
+            out.push(SIGNATURE.to_string());
+        }
+        out.extend(appended);
+    }
+    let mut text = out.join("\n");
+    text.push('\n');
+    text
+}
+
+/// Writes `text` over `path` through a temporary file and a rename, so a crash never leaves
+/// half a config file.
+fn replace_file(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_file_name(format!(
+        "{}.tmp-{}",
+        path.file_name()
+            .map_or("darner.conf".into(), |n| n.to_string_lossy()),
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// strerror's text, without Rust's " (os error N)" suffix.
+fn io_text(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+fn rewrite(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+    if ctx.shared.config_file.is_empty() {
+        return w.error(b"ERR The server is running without a config file");
+    }
+    let _serial = CONFIG_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let path = std::path::Path::new(&ctx.shared.config_file);
+    let old = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        // A config file removed since start-up is written afresh, as Redis does.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            log::warning(&format!("CONFIG REWRITE failed: {e}"));
+            return w.error(format!("ERR Rewriting config file: {}", io_text(&e)).as_bytes());
+        }
+    };
+    match replace_file(path, &rewritten(&old, &ctx.shared.config)) {
+        Ok(()) => {
+            log::notice("CONFIG REWRITE executed with success.");
+            w.ok();
+        }
+        Err(e) => {
+            log::warning(&format!("CONFIG REWRITE failed: {e}"));
+            w.error(format!("ERR Rewriting config file: {}", io_text(&e)).as_bytes());
+        }
+    }
+}
+
+fn help(_: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+    super::help_reply(
+        w,
+        &args[0],
+        &[
+            "GET <pattern> [<pattern> ...]",
+            "    Return the directives whose names match any glob-style <pattern>, with their",
+            "    values.",
+            "SET <directive> <value> [<directive> <value> ...]",
+            "    Change directives: either all of them or, on any error, none.",
+            "RESETSTAT",
+            "    Zero the statistics INFO reports.",
+            "REWRITE",
+            "    Write the running configuration back to the config file.",
+        ],
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrite_keeps_other_lines() {
+        let cfg = config::load(None, &[]).unwrap();
+        cfg.set("hz", "20", false).unwrap();
+        cfg.set("maxclients", "50", false).unwrap();
+        cfg.set("requirepass", "a b\"c", false).unwrap();
+        cfg.set("proto-max-bulk-len", "2mb", false).unwrap();
+        cfg.set("client-output-buffer-limit", "normal 1mb 0 0", false)
+            .unwrap();
+        let old = "# my server\nport 7000\nhz 15\n\nsave \"\"\nhz 16\nappendonly no\n";
+        let new = rewritten(old, &cfg);
+        assert_eq!(
+            new,
+            "# my server\nport 6379\nhz 20\n\nsave \"\"\nappendonly no\n\
+             # Generated by CONFIG REWRITE\nmaxclients 50\nrequirepass \"a b\\\"c\"\n\
+             proto-max-bulk-len 2mb\n\
+             client-output-buffer-limit normal 1048576 0 0\n\
+             client-output-buffer-limit slave 268435456 67108864 60\n\
+             client-output-buffer-limit pubsub 33554432 8388608 60\n"
+        );
+        // What was written loads back to the same values.
+        let dir = std::env::temp_dir().join(format!("darner-rw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("x.conf");
+        std::fs::write(&file, &new).unwrap();
+        let back = config::load(Some(&file), &[]).unwrap();
+        for name in ["hz", "maxclients", "requirepass", "proto-max-bulk-len"] {
+            assert_eq!(back.get(name), cfg.get(name), "{name}");
+        }
+        assert_eq!(
+            back.get("client-output-buffer-limit"),
+            cfg.get("client-output-buffer-limit")
+        );
+        // A second rewrite is stable.
+        assert_eq!(rewritten(&new, &back), new);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

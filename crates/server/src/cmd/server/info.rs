@@ -1,0 +1,613 @@
+//! INFO, CONFIG RESETSTAT, and the metrics INFO samples over time.
+//!
+//! INFO's text is built on the connection's thread from the shared statistics (`Shared`), one
+//! hop per shard for what only shards know (key counts, expired keys, hits and misses), and one
+//! hop per thread for what only a thread knows about its connections (WATCHing clients, buffer
+//! sizes). All hops of a request are in flight at once.
+//!
+//! Fields that describe features Darner has not built (persistence, replication, pub/sub,
+//! tracking, blocking) report the values Redis reports with the feature idle, which is the
+//! truth here. Fields Darner cannot measure are left out rather than invented.
+
+use crate::alloc;
+use crate::cmd::{registry, with_writer, Locks, Reg, TxFuture};
+use crate::exec::Tx;
+use crate::shared::Shared;
+use bytes::Bytes;
+use darner_commands::flags;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+pub fn register(r: &mut Reg) {
+    r.tx("info", Locks::None, info);
+    r.tx("config|resetstat", Locks::None, resetstat);
+}
+
+// ---- metrics ----
+
+const SAMPLES: usize = 16;
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// Per-second rates, sampled every 100 ms and averaged over the last 16 samples (as Redis's
+/// `instantaneous_*` fields are): commands, input bytes, output bytes.
+#[derive(Default)]
+struct Samples {
+    last: Option<(Instant, [u64; 3])>,
+    rates: [[f64; SAMPLES]; 3],
+    next: usize,
+}
+
+/// Server-wide figures INFO reports that nothing else keeps.
+#[derive(Default)]
+pub struct Metrics {
+    /// The most memory seen in use (sampled by the cron and by INFO).
+    pub mem_peak: AtomicUsize,
+    /// Keys of flushed databases waiting to be freed in the background, and freed so far.
+    pub lazyfree_pending: AtomicU64,
+    pub lazyfreed: AtomicU64,
+    samples: Mutex<Samples>,
+    /// run_id and master_replid: random, fixed for the life of the process.
+    ids: OnceLock<(String, String)>,
+}
+
+impl Metrics {
+    fn note_memory(&self) -> (usize, usize) {
+        let used = alloc::used_memory();
+        let peak = self.mem_peak.fetch_max(used, Ordering::Relaxed).max(used);
+        (used, peak)
+    }
+
+    fn rate(&self, which: usize) -> f64 {
+        let s = self.samples.lock().unwrap();
+        s.rates[which].iter().sum::<f64>() / SAMPLES as f64
+    }
+
+    fn ids(&self) -> &(String, String) {
+        self.ids.get_or_init(|| (random_hex40(1), random_hex40(2)))
+    }
+}
+
+/// Periodic work for INFO (run by thread 0's cron): the memory peak and the rate samples.
+pub fn cron(shared: &Shared) {
+    let m = &shared.metrics;
+    m.note_memory();
+    let now = Instant::now();
+    let cur = [
+        shared.sum(|t| &t.commands),
+        shared.sum(|t| &t.net_input),
+        shared.sum(|t| &t.net_output),
+    ];
+    let mut s = m.samples.lock().unwrap();
+    match s.last {
+        Some((at, _)) if now.duration_since(at) < SAMPLE_EVERY => {}
+        Some((at, prev)) => {
+            let secs = now.duration_since(at).as_secs_f64();
+            let i = s.next;
+            for k in 0..3 {
+                // After CONFIG RESETSTAT the counters restart from zero: count that as none.
+                s.rates[k][i] = cur[k].saturating_sub(prev[k]) as f64 / secs;
+            }
+            s.next = (i + 1) % SAMPLES;
+            s.last = Some((now, cur));
+        }
+        None => s.last = Some((now, cur)),
+    }
+}
+
+/// 40 random hex digits (run_id, master_replid), from the standard library's randomly keyed
+/// hasher.
+fn random_hex40(salt: u64) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let rs = std::collections::hash_map::RandomState::new();
+    let mut out = String::with_capacity(48);
+    for i in 0..3u64 {
+        let mut h = rs.build_hasher();
+        h.write_u64(salt);
+        h.write_u64(i);
+        h.write_u128(Shared::now_us() as u128);
+        h.write_u32(std::process::id());
+        let _ = write!(out, "{:016x}", h.finish());
+    }
+    out.truncate(40);
+    out
+}
+
+// ---- sections ----
+
+const SERVER: u16 = 1 << 0;
+const CLIENTS: u16 = 1 << 1;
+const MEMORY: u16 = 1 << 2;
+const PERSISTENCE: u16 = 1 << 3;
+const STATS: u16 = 1 << 4;
+const REPLICATION: u16 = 1 << 5;
+const CPU: u16 = 1 << 6;
+const MODULES: u16 = 1 << 7;
+const COMMANDSTATS: u16 = 1 << 8;
+const ERRORSTATS: u16 = 1 << 9;
+const CLUSTER: u16 = 1 << 10;
+const KEYSPACE: u16 = 1 << 11;
+const ALL: u16 = (1 << 12) - 1;
+/// Redis 7's default set: everything but commandstats (and latencystats, not built).
+const DEFAULT: u16 = ALL & !COMMANDSTATS;
+
+/// Section names as INFO takes them, in the order INFO prints them.
+const SECTIONS: [(&str, &str, u16); 12] = [
+    ("server", "Server", SERVER),
+    ("clients", "Clients", CLIENTS),
+    ("memory", "Memory", MEMORY),
+    ("persistence", "Persistence", PERSISTENCE),
+    ("stats", "Stats", STATS),
+    ("replication", "Replication", REPLICATION),
+    ("cpu", "CPU", CPU),
+    ("modules", "Modules", MODULES),
+    ("commandstats", "Commandstats", COMMANDSTATS),
+    ("errorstats", "Errorstats", ERRORSTATS),
+    ("cluster", "Cluster", CLUSTER),
+    ("keyspace", "Keyspace", KEYSPACE),
+];
+
+/// The sections asked for; unknown names are ignored (Redis replies with what it knows).
+fn parse_sections(args: &[Bytes]) -> u16 {
+    if args.is_empty() {
+        return DEFAULT;
+    }
+    let mut want = 0;
+    for a in args {
+        let a = a.to_ascii_lowercase();
+        want |= match &a[..] {
+            b"default" => DEFAULT,
+            b"all" | b"everything" => ALL,
+            name => SECTIONS
+                .iter()
+                .find(|(n, _, _)| n.as_bytes() == name)
+                .map_or(0, |s| s.2),
+        };
+    }
+    want
+}
+
+/// What one shard knows: per database (keys, keys with a TTL), then expired keys, hits and
+/// misses over all its databases.
+struct ShardInfo {
+    dbs: Vec<(usize, usize)>,
+    expired: u64,
+    hits: u64,
+    misses: u64,
+}
+
+/// What one thread knows about its connections.
+#[derive(Default)]
+struct ThreadInfo {
+    watching_clients: usize,
+    watched_keys: usize,
+    max_input: usize,
+    max_output: usize,
+}
+
+fn info(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let want = parse_sections(&args[1..]);
+        let threads: Vec<_> = if want & CLIENTS != 0 {
+            (0..tx.nshards())
+                .map(|t| {
+                    tx.on_thread(t, |ctx| {
+                        let mut ti = ThreadInfo::default();
+                        for (_, c) in ctx.conns.iter() {
+                            if !c.state.watched.is_empty() {
+                                ti.watching_clients += 1;
+                                ti.watched_keys += c.state.watched.len();
+                            }
+                            ti.max_input = ti.max_input.max(c.rbuf.len());
+                            ti.max_output = ti.max_output.max(c.out_len());
+                        }
+                        ti
+                    })
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let shards = if want & (STATS | KEYSPACE) != 0 {
+            tx.run_all(|ctx| ShardInfo {
+                dbs: ctx
+                    .shard
+                    .dbs
+                    .iter()
+                    .map(|db| (db.len(), db.expires()))
+                    .collect(),
+                expired: ctx.shard.dbs.iter().map(|db| db.expired_total).sum(),
+                hits: ctx.shard.dbs.iter().map(|db| db.hits).sum(),
+                misses: ctx.shard.dbs.iter().map(|db| db.misses).sum(),
+            })
+            .await
+        } else {
+            Vec::new()
+        };
+        let mut conns = ThreadInfo::default();
+        for h in threads {
+            let t = h.await;
+            conns.watching_clients += t.watching_clients;
+            conns.watched_keys += t.watched_keys;
+            conns.max_input = conns.max_input.max(t.max_input);
+            conns.max_output = conns.max_output.max(t.max_output);
+        }
+        let text = render(tx.shared(), want, &shards, &conns);
+        with_writer(tx.resp3(), |w| w.verbatim(b"txt", text.as_bytes()))
+    })
+}
+
+/// Redis's bytesToHuman.
+fn human(n: u64) -> String {
+    const UNITS: [(u64, &str); 5] = [
+        (1 << 10, "K"),
+        (1 << 20, "M"),
+        (1 << 30, "G"),
+        (1 << 40, "T"),
+        (1 << 50, "P"),
+    ];
+    if n < 1024 {
+        return format!("{n}B");
+    }
+    for (i, (unit, suffix)) in UNITS.iter().enumerate() {
+        if i + 1 == UNITS.len() || n < UNITS[i + 1].0 {
+            return format!("{:.2}{suffix}", n as f64 / *unit as f64);
+        }
+    }
+    unreachable!()
+}
+
+fn read_proc(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// User and system CPU seconds of the process and of its waited-for children, from
+/// /proc/self/stat (clock ticks of 1/100 s, Linux's USER_HZ).
+fn cpu_times() -> [f64; 4] {
+    let stat = read_proc("/proc/self/stat");
+    // Fields after the command name, which is in parentheses and may contain anything.
+    let rest = stat.rsplit_once(')').map_or("", |r| r.1);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    // rest[0] is field 3 (state): utime, stime, cutime, cstime are fields 14-17.
+    let at = |i: usize| f.get(i - 3).copied().unwrap_or(0.0) / 100.0;
+    [at(14), at(15), at(16), at(17)]
+}
+
+fn total_system_memory() -> u64 {
+    read_proc("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Per-command statistics summed over threads: (calls, usec, rejected, failed).
+fn cmd_totals(shared: &Shared, id: usize) -> [u64; 4] {
+    let mut t = [0u64; 4];
+    for s in &shared.stats {
+        let c = &s.cmd[id];
+        for (slot, a) in t
+            .iter_mut()
+            .zip([&c.calls, &c.usec, &c.rejected, &c.failed])
+        {
+            *slot += a.load(Ordering::Relaxed);
+        }
+    }
+    t
+}
+
+fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) -> String {
+    let mut s = String::with_capacity(4096);
+    let mut first = true;
+    macro_rules! line {
+        ($($arg:tt)*) => {{
+            let _ = write!(s, $($arg)*);
+            s.push_str("\r\n");
+        }};
+    }
+    let hot = &shared.config.hot;
+    for (_, title, bit) in SECTIONS {
+        if want & bit == 0 {
+            continue;
+        }
+        if !first {
+            s.push_str("\r\n");
+        }
+        first = false;
+        line!("# {title}");
+        match bit {
+            SERVER => {
+                let now_us = Shared::now_us();
+                let uptime = shared.started.elapsed().as_secs();
+                let hz = hot.hz.load(Ordering::Relaxed);
+                let os = format!(
+                    "{} {} {}",
+                    read_proc("/proc/sys/kernel/ostype").trim(),
+                    read_proc("/proc/sys/kernel/osrelease").trim(),
+                    std::env::consts::ARCH
+                );
+                line!("redis_version:{}", crate::REDIS_COMPAT_VERSION);
+                line!("darner_version:{}", crate::DARNER_VERSION);
+                line!("redis_git_sha1:00000000");
+                line!("redis_git_dirty:0");
+                line!("redis_mode:standalone");
+                line!("os:{os}");
+                line!("arch_bits:{}", usize::BITS);
+                line!("monotonic_clock:POSIX clock_gettime");
+                line!("multiplexing_api:epoll");
+                line!("process_id:{}", std::process::id());
+                line!("process_supervised:no");
+                line!("run_id:{}", shared.metrics.ids().0);
+                line!("tcp_port:{}", shared.tcp_port);
+                line!("server_time_usec:{now_us}");
+                line!("uptime_in_seconds:{uptime}");
+                line!("uptime_in_days:{}", uptime / 86400);
+                line!("hz:{hz}");
+                line!("configured_hz:{}", shared.config.get_i64("hz"));
+                line!("executable:{}", shared.executable);
+                line!("config_file:{}", shared.config_file);
+                line!("io_threads_active:0");
+                let mut listener = String::from("listener0:name=tcp");
+                for b in shared
+                    .config
+                    .get("bind")
+                    .unwrap_or_default()
+                    .split_whitespace()
+                {
+                    let _ = write!(listener, ",bind={b}");
+                }
+                line!("{listener},port={}", shared.tcp_port);
+                line!("server_threads:{}", shared.threads);
+            }
+            CLIENTS => {
+                line!(
+                    "connected_clients:{}",
+                    shared.connected.load(Ordering::Relaxed)
+                );
+                line!("cluster_connections:0");
+                line!("maxclients:{}", hot.maxclients.load(Ordering::Relaxed));
+                line!("client_recent_max_input_buffer:{}", conns.max_input);
+                line!("client_recent_max_output_buffer:{}", conns.max_output);
+                line!("blocked_clients:0");
+                line!("tracking_clients:0");
+                line!("pubsub_clients:0");
+                line!("watching_clients:{}", conns.watching_clients);
+                line!("clients_in_timeout_table:0");
+                line!("total_watched_keys:{}", conns.watched_keys);
+                line!("total_blocking_keys:0");
+                line!("total_blocking_keys_on_nokey:0");
+            }
+            MEMORY => {
+                let (used, peak) = shared.metrics.note_memory();
+                let rss = alloc::rss();
+                let sys = total_system_memory();
+                line!("used_memory:{used}");
+                line!("used_memory_human:{}", human(used as u64));
+                line!("used_memory_rss:{rss}");
+                line!("used_memory_rss_human:{}", human(rss as u64));
+                line!("used_memory_peak:{peak}");
+                line!("used_memory_peak_human:{}", human(peak as u64));
+                line!(
+                    "used_memory_peak_perc:{:.2}%",
+                    used as f64 * 100.0 / peak.max(1) as f64
+                );
+                line!("total_system_memory:{sys}");
+                line!("total_system_memory_human:{}", human(sys));
+                line!("maxmemory:0");
+                line!("maxmemory_human:0B");
+                line!("maxmemory_policy:noeviction");
+                line!(
+                    "mem_fragmentation_ratio:{:.2}",
+                    rss as f64 / used.max(1) as f64
+                );
+                line!("mem_allocator:mimalloc");
+                line!(
+                    "lazyfree_pending_objects:{}",
+                    shared.metrics.lazyfree_pending.load(Ordering::Relaxed)
+                );
+                line!(
+                    "lazyfreed_objects:{}",
+                    shared.metrics.lazyfreed.load(Ordering::Relaxed)
+                );
+            }
+            PERSISTENCE => {
+                // No persistence yet: every change since start is unsaved. Approximated by the
+                // successful calls of write commands (Redis counts changed keys).
+                let changes: u64 = registry()
+                    .list
+                    .iter()
+                    .filter(|c| c.spec.has(flags::WRITE))
+                    .map(|c| {
+                        let t = cmd_totals(shared, c.id);
+                        t[0].saturating_sub(t[3])
+                    })
+                    .sum();
+                line!("loading:0");
+                line!("async_loading:0");
+                line!("rdb_changes_since_last_save:{changes}");
+                line!("rdb_bgsave_in_progress:0");
+                line!("rdb_last_save_time:{}", shared.started_unix);
+                line!("rdb_last_bgsave_status:ok");
+                line!("rdb_last_bgsave_time_sec:-1");
+                line!("rdb_current_bgsave_time_sec:-1");
+                line!("rdb_saves:0");
+                line!("aof_enabled:0");
+                line!("aof_rewrite_in_progress:0");
+                line!("aof_rewrite_scheduled:0");
+                line!("aof_last_rewrite_time_sec:-1");
+                line!("aof_current_rewrite_time_sec:-1");
+                line!("aof_last_bgrewrite_status:ok");
+                line!("aof_rewrites:0");
+                line!("aof_last_write_status:ok");
+            }
+            STATS => {
+                let m = &shared.metrics;
+                let sum = |f: fn(&ShardInfo) -> u64| shards.iter().map(f).sum::<u64>();
+                line!(
+                    "total_connections_received:{}",
+                    shared.sum(|t| &t.connections)
+                );
+                line!("total_commands_processed:{}", shared.sum(|t| &t.commands));
+                line!("instantaneous_ops_per_sec:{}", m.rate(0).round() as u64);
+                line!("total_net_input_bytes:{}", shared.sum(|t| &t.net_input));
+                line!("total_net_output_bytes:{}", shared.sum(|t| &t.net_output));
+                line!("instantaneous_input_kbps:{:.2}", m.rate(1) / 1024.0);
+                line!("instantaneous_output_kbps:{:.2}", m.rate(2) / 1024.0);
+                line!(
+                    "rejected_connections:{}",
+                    shared.sum(|t| &t.rejected_connections)
+                );
+                line!("sync_full:0");
+                line!("sync_partial_ok:0");
+                line!("sync_partial_err:0");
+                line!("expired_keys:{}", sum(|s| s.expired));
+                line!("evicted_keys:0");
+                line!("evicted_clients:0");
+                line!("keyspace_hits:{}", sum(|s| s.hits));
+                line!("keyspace_misses:{}", sum(|s| s.misses));
+                line!("pubsub_channels:0");
+                line!("pubsub_patterns:0");
+                line!("pubsubshard_channels:0");
+                line!("latest_fork_usec:0");
+                line!("total_forks:0");
+                line!("tracking_total_keys:0");
+                line!("tracking_total_items:0");
+                line!("tracking_total_prefixes:0");
+                line!(
+                    "total_error_replies:{}",
+                    shared.sum(|t| &t.total_error_replies)
+                );
+            }
+            REPLICATION => {
+                line!("role:master");
+                line!("connected_slaves:0");
+                line!("master_failover_state:no-failover");
+                line!("master_replid:{}", shared.metrics.ids().1);
+                line!("master_replid2:0000000000000000000000000000000000000000");
+                line!("master_repl_offset:0");
+                line!("second_repl_offset:-1");
+                line!("repl_backlog_active:0");
+                line!("repl_backlog_size:1048576");
+                line!("repl_backlog_first_byte_offset:0");
+                line!("repl_backlog_histlen:0");
+            }
+            CPU => {
+                let [user, sys, cuser, csys] = cpu_times();
+                line!("used_cpu_sys:{sys:.6}");
+                line!("used_cpu_user:{user:.6}");
+                line!("used_cpu_sys_children:{csys:.6}");
+                line!("used_cpu_user_children:{cuser:.6}");
+            }
+            MODULES => {}
+            COMMANDSTATS => {
+                for c in &registry().list {
+                    let [calls, usec, rejected, failed] = cmd_totals(shared, c.id);
+                    if calls == 0 && rejected == 0 && failed == 0 {
+                        continue;
+                    }
+                    let per = if calls == 0 {
+                        0.0
+                    } else {
+                        usec as f64 / calls as f64
+                    };
+                    line!(
+                        "cmdstat_{}:calls={calls},usec={usec},usec_per_call={per:.2},rejected_calls={rejected},failed_calls={failed}",
+                        c.spec.full_name
+                    );
+                }
+            }
+            ERRORSTATS => {
+                for (prefix, n) in shared.errorstats.lock().unwrap().iter() {
+                    line!("errorstat_{prefix}:count={n}");
+                }
+            }
+            CLUSTER => line!("cluster_enabled:0"),
+            KEYSPACE => {
+                for db in 0..shared.databases {
+                    let (keys, expires) = shards.iter().fold((0, 0), |acc, s| {
+                        let d = s.dbs.get(db).copied().unwrap_or_default();
+                        (acc.0 + d.0, acc.1 + d.1)
+                    });
+                    if keys > 0 {
+                        line!("db{db}:keys={keys},expires={expires},avg_ttl=0");
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    s
+}
+
+// ---- CONFIG RESETSTAT ----
+
+fn resetstat(tx: Tx, _args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        // Each thread zeroes its own counters (only the owner writes them), each shard its
+        // databases' hit/miss/expiry counts.
+        let threads: Vec<_> = (0..tx.nshards())
+            .map(|t| tx.on_thread(t, |ctx| ctx.shared.stats[ctx.id].reset()))
+            .collect();
+        tx.run_all(|ctx| {
+            for db in ctx.shard.dbs.iter_mut() {
+                db.expired_total = 0;
+                db.hits = 0;
+                db.misses = 0;
+            }
+        })
+        .await;
+        for h in threads {
+            h.await;
+        }
+        let shared = tx.shared();
+        shared.errorstats.lock().unwrap().clear();
+        shared
+            .metrics
+            .mem_peak
+            .store(alloc::used_memory(), Ordering::Relaxed);
+        with_writer(tx.resp3(), |w| w.ok())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(0), "0B");
+        assert_eq!(human(1023), "1023B");
+        assert_eq!(human(917000), "895.51K");
+        assert_eq!(human(12242944), "11.68M");
+        assert_eq!(human(25274793984), "23.54G");
+    }
+
+    #[test]
+    fn sections() {
+        let b =
+            |v: &[&str]| -> Vec<Bytes> { v.iter().map(|s| Bytes::from(s.to_string())).collect() };
+        assert_eq!(parse_sections(&[]), DEFAULT);
+        assert_eq!(parse_sections(&b(&["ALL"])), ALL);
+        assert_eq!(parse_sections(&b(&["cpu", "Server"])), CPU | SERVER);
+        assert_eq!(parse_sections(&b(&["nosuch"])), 0);
+        assert_eq!(parse_sections(&b(&["default", "commandstats"])), ALL);
+    }
+
+    #[test]
+    fn ids_are_hex() {
+        let id = random_hex40(7);
+        assert_eq!(id.len(), 40);
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(id, random_hex40(8));
+    }
+
+    #[test]
+    fn cpu_is_read() {
+        let [user, sys, _, _] = cpu_times();
+        assert!(user >= 0.0 && sys >= 0.0);
+    }
+}
