@@ -1123,6 +1123,7 @@ impl Worker {
         for k in close {
             self.close(k);
         }
+        self.now_ms = Shared::now_ms();
         for k in retry {
             if let Some(args) = self.conns[k].paused.take() {
                 self.dispatch(k, args);
