@@ -136,6 +136,8 @@ pub struct Conn {
     pub closing: bool,
     /// Reading paused because output is backed up.
     pub read_paused: bool,
+    /// Registered for writable events (only while output could not be written at once).
+    pub want_write: bool,
 }
 
 impl Conn {

@@ -218,7 +218,7 @@ impl Worker {
         if let Err(e) = self.poll.registry().register(
             &mut sock,
             Token(key),
-            Interest::READABLE | Interest::WRITABLE,
+            Interest::READABLE,
         ) {
             log::warning(&format!("register client: {e}"));
             self.shared.connected.fetch_sub(1, Ordering::Relaxed);
@@ -254,6 +254,7 @@ impl Worker {
             soft_limit_since: None,
             closing: false,
             read_paused: false,
+            want_write: false,
         });
         self.shared.stats[self.id]
             .clients
@@ -1004,6 +1005,19 @@ impl Worker {
             conn.out_pos = 0;
             if conn.out.capacity() > 1 << 20 {
                 conn.out = Vec::new();
+            }
+        }
+        // Ask for writable events only while output is stuck: with them always on, every ACK
+        // of a reply would wake the loop for nothing (edge-triggered EPOLLOUT).
+        let stuck = conn.out_pos < conn.out.len();
+        if stuck != conn.want_write {
+            let interest = if stuck {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            if self.poll.registry().reregister(&mut conn.sock, Token(c), interest).is_ok() {
+                conn.want_write = stuck;
             }
         }
         if conn.read_paused && conn.out_len() < OUTPUT_BACKPRESSURE / 2 {
