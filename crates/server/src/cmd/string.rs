@@ -383,6 +383,26 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
         let keys = &args[1..];
         let groups = by_shard(&tx, keys);
+        if groups.len() == 1 {
+            // All keys on one shard: it writes the whole reply.
+            let ks: Vec<Bytes> = keys.to_vec();
+            return tx
+                .run(groups[0].0, move |ctx| {
+                    let mut out = Vec::new();
+                    let resp3 = ctx.resp3;
+                    let mut db = ctx.db();
+                    let mut w = ReplyWriter::new(&mut out, resp3);
+                    w.array(ks.len());
+                    for k in &ks {
+                        match db.get(k) {
+                            Some(e) if is_str(e) => w.bulk(e.str_value()),
+                            _ => w.null(),
+                        }
+                    }
+                    out
+                })
+                .await;
+        }
         // Each shard encodes its keys' replies into one buffer and says where each ends.
         let hops: Vec<_> = groups
             .iter()
