@@ -353,6 +353,26 @@ impl<'a> DbView<'a> {
     pub fn db(&mut self) -> &mut Db {
         self.db
     }
+
+    /// Like [`DbView::get_mut`] (a live entry to edit in place, access clock updated) but
+    /// without marking watchers: for commands that may leave the value as it was (SETBIT or
+    /// BITFIELD writing the bits already there, a failed type check), which Redis does not
+    /// signal. The caller must call [`DbView::signal`] once it has changed the value.
+    pub fn get_mut_quiet(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        if !self.expire_if_needed(key) {
+            return None;
+        }
+        let lru = self.clock.lru;
+        let e = self.db.table.get_mut(key)?;
+        e.set_clock(lru);
+        Some(e)
+    }
+
+    /// Marks the watchers of `key` dirty: the write signal for edits made through
+    /// [`DbView::get_mut_quiet`].
+    pub fn signal(&mut self, key: &[u8]) {
+        self.db.touch(key);
+    }
 }
 
 /// Iteration is over when a cursor position reaches this value.
@@ -420,6 +440,27 @@ mod tests {
         assert_eq!(v.expire_of(b"k"), None);
         assert!(!v.set_expire(b"k", Some(500)));
         assert_eq!(db.expires(), 0);
+    }
+
+    #[test]
+    fn quiet_edits_signal_only_when_asked() {
+        let mut db = Db::new();
+        db.view(Clock::at(0)).set(s(b"k", b"v", Some(50)));
+        let f = WatchFlag::default();
+        db.watch(b"k", f.clone());
+        {
+            let mut v = db.view(Clock::at(10));
+            v.get_mut_quiet(b"k").unwrap().str_mut().push(b'!');
+        }
+        assert!(!f.load(Ordering::Relaxed));
+        db.view(Clock::at(10)).signal(b"k");
+        assert!(f.load(Ordering::Relaxed));
+        let mut v = db.view(Clock::at(10));
+        assert_eq!(v.get(b"k").unwrap().str_value(), b"v!");
+        assert!(v.get_mut_quiet(b"nope").is_none());
+        // Expired keys are not returned.
+        assert!(db.view(Clock::at(51)).get_mut_quiet(b"k").is_none());
+        assert_eq!(db.len(), 0);
     }
 
     #[test]
