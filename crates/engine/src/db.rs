@@ -359,11 +359,8 @@ impl<'a> DbView<'a> {
     /// BITFIELD writing the bits already there, a failed type check), which Redis does not
     /// signal. The caller must call [`DbView::signal`] once it has changed the value.
     pub fn get_mut_quiet(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        if !self.expire_if_needed(key) {
-            return None;
-        }
         let lru = self.clock.lru;
-        let e = self.db.table.get_mut(key)?;
+        let e = self.live(key)?;
         e.set_clock(lru);
         Some(e)
     }

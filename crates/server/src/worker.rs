@@ -215,11 +215,11 @@ impl Worker {
         let fd = sock.as_raw_fd();
         let entry = self.conns.vacant_entry();
         let key = entry.key();
-        if let Err(e) = self.poll.registry().register(
-            &mut sock,
-            Token(key),
-            Interest::READABLE,
-        ) {
+        if let Err(e) = self
+            .poll
+            .registry()
+            .register(&mut sock, Token(key), Interest::READABLE)
+        {
             log::warning(&format!("register client: {e}"));
             self.shared.connected.fetch_sub(1, Ordering::Relaxed);
             self.shared.clients.lock().unwrap().remove(&id);
@@ -1016,7 +1016,12 @@ impl Worker {
             } else {
                 Interest::READABLE
             };
-            if self.poll.registry().reregister(&mut conn.sock, Token(c), interest).is_ok() {
+            if self
+                .poll
+                .registry()
+                .reregister(&mut conn.sock, Token(c), interest)
+                .is_ok()
+            {
                 conn.want_write = stuck;
             }
         }
