@@ -574,7 +574,7 @@ impl Worker {
                     if conn.pending.is_empty() && !suppress {
                         let at = conn.out.len();
                         let mut w = ReplyWriter::new(&mut conn.out, conn.state.resp3);
-                        f(&mut ctx, &args, &mut w);
+                        run_handler(f, &mut ctx, &args, &mut w, at, cmd);
                         conn.next_seq += 1;
                         conn.done_seq += 1;
                         let failed = conn.out.get(at) == Some(&b'-');
@@ -596,7 +596,7 @@ impl Worker {
                     } else {
                         let mut out = Vec::new();
                         let mut w = ReplyWriter::new(&mut out, conn.state.resp3);
-                        f(&mut ctx, &args, &mut w);
+                        run_handler(f, &mut ctx, &args, &mut w, 0, cmd);
                         let err = (out.first() == Some(&b'-')).then(|| out.clone());
                         let us = self.lap.lap();
                         record(
@@ -708,7 +708,11 @@ impl Worker {
                 shared: &self.shared,
                 thread: self.id,
             };
-            f(&mut ctx, args, &mut w);
+            let name = cmd.spec.full_name;
+            if contained(name, || f(&mut ctx, args, &mut w)).is_none() {
+                w.out.clear();
+                w.error(internal_error(name).as_bytes());
+            }
         }
         // As for TxDone: a command that made this client a monitor (MONITOR) is counted here.
         if conn.state.monitor && !was_monitor {
@@ -854,7 +858,7 @@ impl Worker {
                     conns: &mut self.conns,
                     shared: &self.shared,
                 };
-                f(&mut ctx);
+                contained("thread step", || f(&mut ctx));
                 // A closure may have marked connections for closing (CLIENT KILL).
                 let kill: Vec<usize> = self
                     .conns
@@ -926,7 +930,7 @@ impl Worker {
             resp3,
             shared: &self.shared,
         };
-        f(&mut ctx);
+        contained("shard step", || f(&mut ctx));
     }
 
     fn exec_batch(&mut self, from: usize, items: Vec<BatchItem>) {
@@ -950,7 +954,7 @@ impl Worker {
                 shared: &self.shared,
             };
             let mut w = ReplyWriter::new(&mut buf, it.resp3);
-            f(&mut ctx, &it.args, &mut w);
+            run_handler(f, &mut ctx, &it.args, &mut w, start_at, it.cmd);
             let err = (buf.get(start_at) == Some(&b'-')).then(|| buf[start_at..].to_vec());
             let slow = record_stats(
                 &self.shared,
@@ -1183,6 +1187,38 @@ fn multi_has_writes(state: &ClientState) -> bool {
         .is_some_and(|q| q.iter().any(|(c, _)| c.spec.has(flags::WRITE)))
 }
 
+/// Runs `f`, containing a panic: a bug in one command must not take down the thread (and with
+/// it every key of its shard and every client of its loop). Returns None when `f` panicked.
+fn contained<R>(what: &str, f: impl FnOnce() -> R) -> Option<R> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => Some(r),
+        Err(_) => {
+            log::warning(&format!("BUG: a panic was contained while running {what}"));
+            None
+        }
+    }
+}
+
+fn internal_error(name: &str) -> String {
+    format!("ERR internal error while running '{name}' (see the server log)")
+}
+
+/// Runs a single-shard handler; on a contained panic, replaces its partial reply (from `at`)
+/// with an error.
+fn run_handler(
+    f: cmd::KeyFn,
+    ctx: &mut ShardCtx,
+    args: &[Bytes],
+    w: &mut ReplyWriter,
+    at: usize,
+    cmd: &Command,
+) {
+    if contained(cmd.spec.full_name, || f(ctx, args, w)).is_none() {
+        w.out.truncate(at);
+        w.error(internal_error(cmd.spec.full_name).as_bytes());
+    }
+}
+
 /// A stopwatch read once per command: each command's end is the next one's start, so timing a
 /// run of commands costs one clock read per command instead of two.
 struct Lap(Instant);
@@ -1308,5 +1344,17 @@ fn slowlog_push(shared: &Shared, us: u64, args: &[Bytes], state: Option<&ClientS
     });
     while log.len() > max {
         log.pop_back();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::contained;
+
+    #[test]
+    fn a_panicking_step_is_contained() {
+        assert_eq!(contained("ok", || 7), Some(7));
+        let r: Option<()> = contained("boom", || panic!("deliberate"));
+        assert!(r.is_none());
     }
 }
