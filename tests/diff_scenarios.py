@@ -254,7 +254,7 @@ SCENARIOS["object_encoding"] = [
     ("INCRBYFLOAT", "f", "1.5"), ("OBJECT", "ENCODING", "f"), ("SET", "b", "10000"), ("OBJECT", "ENCODING", "b"),
     ("OBJECT", "ENCODING", "nokey"), ("OBJECT", "ENCODING"), ("OBJECT", "ENCODING", "a", "b"),
     ("OBJECT", "REFCOUNT", "nokey"), ("OBJECT", "REFCOUNT", "b"), ("SET", "big", "x" * 100), ("OBJECT", "REFCOUNT", "big"),
-    ("OBJECT", "FREQ", "big"), ("OBJECT", "FREQ", "nokey"), T("OBJECT", "IDLETIME", "big"),
+    T("OBJECT", "FREQ", "big"), T("OBJECT", "FREQ", "nokey"), T("OBJECT", "IDLETIME", "big"),
     ("OBJECT", "IDLETIME", "nokey"), ("OBJECT", "FOO", "big"), ("OBJECT",), T("OBJECT", "HELP"),
     ("SET", "mod", "100"), ("INCRBY", "mod", "1"), ("OBJECT", "ENCODING", "mod"),
     ("SET", "m2", "100"), ("APPEND", "m2", ""), ("OBJECT", "ENCODING", "m2"),
@@ -274,15 +274,12 @@ SCENARIOS["setbit_getbit"] = [
 
 
 def _bitcount_missing_key():
-    # Redis 7.2 (#11734): illegal arguments are an error even for a missing key;
-    # redis 7.0 (Debian reference) returns 0.
+    # Redis < 8.0 looks the key up before validating the range arguments, so
+    # a missing key answers 0 / -1 even for bad arguments (redis#11734 and
+    # redis#12394 changed this only in 8.0).  Same in 7.0 and 7.2.
     return [
-        X(b"-ERR syntax error\r\n", "BITCOUNT", "nokey", "0"),
-        X(b"-ERR syntax error\r\n", "BITCOUNT", "nokey", "0", "1", "FOO"),
-        X(b"-ERR value is not an integer or out of range\r\n", "BITCOUNT", "nokey", "a", "b"),
-        X(b"-ERR syntax error\r\n", "BITPOS", "nokey", "1", "0", "1", "FOO"),
-        X(b"-ERR value is not an integer or out of range\r\n", "BITPOS", "nokey", "1", "a"),
-        X(b"-ERR The bit argument must be 1 or 0.\r\n", "BITPOS", "nokey", "2"),
+        ("BITCOUNT", "nokey", "0"), ("BITCOUNT", "nokey", "0", "1", "FOO"), ("BITCOUNT", "nokey", "a", "b"),
+        ("BITPOS", "nokey", "1", "0", "1", "FOO"), ("BITPOS", "nokey", "1", "a"), ("BITPOS", "nokey", "2"),
     ]
 
 
@@ -398,7 +395,7 @@ SCENARIOS["unknown_and_arity"] = [
     ("DBSIZE", "x"), ("FLUSHDB", "a", "b"), ("FLUSHALL", "a", "b"), ("TIME", "x"), ("MULTI", "x"), ("EXEC", "x"),
     ("DISCARD", "x"), ("WATCH",), ("UNWATCH", "x"), ("TOUCH",), ("EXPIRETIME",), ("PEXPIRETIME", "a", "b"),
     ("EXPIREAT", "a"), ("PEXPIREAT", "a"), ("SETNX", "a"), ("SETEX", "a"), ("PSETEX", "a", "1"), ("GETSET",),
-    ("SUBSTR", "a"), ("LCS",), ("BITOP",), ("SELECT", "1", "2"), ("SWAPDB",),
+    ("SUBSTR", "a"), ("LCS",), ("BITOP",), ("SELECT", "1", "2"),
     ("CONFIG",), ("CONFIG", "GET"), ("CONFIG", "SET", "hz"), ("CONFIG", "RESETSTAT", "x"), ("CLIENT", "ID", "x"),
     ("CLIENT", "KILL"), ("CLIENT", "PAUSE"), ("CLIENT", "REPLY"), ("OBJECT", "ENCODING"), ("DEBUG",),
     T("COMMAND", "INFO"), ("COMMAND", "COUNT", "x"), ("COMMAND", "GETKEYS"), ("SLOWLOG",), ("SLOWLOG", "LEN", "x"),

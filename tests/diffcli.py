@@ -6,7 +6,7 @@ print both raw replies side by side.
   python3 tests/diffcli.py --resp3 'HELLO' 'CONFIG GET hz'
   python3 tests/diffcli.py --scenario incr_decr        # a scenario from diff_scenarios.py
 
-Commands are split like redis-cli (shell-style quoting).  Servers are started
+Commands are split shell-style, then C escapes (\\x00 \\r \\n) are decoded.  Servers are started
 on free ports (DARNER_BIN / REDIS_SERVER as for the test suite) and stopped
 at exit.
 """
@@ -14,6 +14,7 @@ at exit.
 from __future__ import annotations
 
 import argparse
+import codecs
 import os
 import shlex
 import sys
@@ -36,7 +37,9 @@ def main() -> int:
         from diff_scenarios import SCENARIOS
         steps = expand(SCENARIOS[a.scenario])
     else:
-        steps = [tuple(shlex.split(c)) for c in a.commands]
+        # tokens are shell-split, then C escapes (\x00, \r, \n, ...) are decoded
+        steps = [tuple(codecs.escape_decode(t.encode("utf-8", "surrogateescape"))[0] for t in shlex.split(c))
+                 for c in a.commands]
     d = harness.start_darner(threads=a.threads)
     f = harness.start_reference()
     bad = 0

@@ -440,14 +440,17 @@ def test_hello_reports_redis_7_4(darner):
 
 
 @pytest.mark.darner_only
-def test_info_server_versions(r):
+def test_info_server_versions(darner, r):
     info = r.info("server")
     assert str(info["redis_version"]) == "7.4.0"
     assert "darner_version" in info
-    raw = r.execute_command("INFO", "server")
-    text = raw.decode() if isinstance(raw, bytes) else raw
-    assert text.startswith("# Server\r\n")
+    with darner.raw() as c:
+        rep = c.call("INFO", "server")
+    assert rep.kind == "$", rep
+    text = rep.value.decode()
+    assert text.startswith("# Server\r\n"), text[:200]
     assert "\r\nredis_version:7.4.0\r\n" in text
+    assert "\r\ndarner_version:" in text
 
 
 def test_info_sections(darner, r):
