@@ -447,25 +447,33 @@ impl Worker {
         conn.deliver(seq, reply);
     }
 
-    fn dispatch(&mut self, c: usize, args: Vec<Bytes>) {
+    /// Refuses a command the way Redis's rejectCommand does: inside MULTI the transaction is
+    /// flagged (EXEC will fail), and a refused EXEC itself discards the transaction with an
+    /// EXECABORT that carries the reason.
+    fn reject(&mut self, c: usize, spec: Option<&darner_commands::CommandSpec>, msg: &[u8]) {
         let conn = &mut self.conns[c];
+        if conn.state.in_multi() {
+            conn.state.multi_dirty = true;
+            if spec.is_some_and(|s| s.full_name == "exec") {
+                conn.state.multi = None;
+                conn.state.multi_dirty = false;
+                conn.state.unwatch();
+                let reason = msg.strip_prefix(b"ERR ").unwrap_or(msg);
+                let mut m = b"EXECABORT Transaction discarded because of: ".to_vec();
+                m.extend_from_slice(reason);
+                self.reply_error_now(c, &m);
+                return;
+            }
+        }
+        self.reply_error_now(c, msg);
+    }
+
+    fn dispatch(&mut self, c: usize, args: Vec<Bytes>) {
         bump(&self.shared.stats[self.id].commands, 1);
         // Look the command up.
         let Some(mut spec) = darner_commands::lookup(&args[0]) else {
-            let mut msg = format!(
-                "ERR unknown command '{}', with args beginning with: ",
-                String::from_utf8_lossy(&args[0][..args[0].len().min(128)])
-            );
-            for a in args.iter().skip(1) {
-                msg.push_str(&format!(
-                    "'{}' ",
-                    String::from_utf8_lossy(&a[..a.len().min(128)])
-                ));
-            }
-            if conn.state.in_multi() {
-                conn.state.multi_dirty = true;
-            }
-            self.reply_error_now(c, msg.as_bytes());
+            let msg = unknown_command(&args);
+            self.reject(c, None, &msg);
             return;
         };
         // A container that also works alone (COMMAND) has a handler of its own.
@@ -473,45 +481,39 @@ impl Worker {
         if spec.is_container() && !alone {
             if args.len() < 2 {
                 let e = cmd::arity_error(spec);
-                if conn.state.in_multi() {
-                    conn.state.multi_dirty = true;
-                }
-                self.reply_error_now(c, &e);
+                self.reject(c, Some(spec), &e);
                 return;
             }
             match darner_commands::lookup_subcommand(spec, &args[1]) {
                 Some(sub) => spec = sub,
                 None => {
-                    let msg = format!(
-                        "ERR unknown subcommand '{}'. Try {} HELP.",
-                        String::from_utf8_lossy(&args[1][..args[1].len().min(128)]),
-                        spec.name.to_ascii_uppercase()
+                    let mut msg = b"ERR unknown subcommand '".to_vec();
+                    msg.extend_from_slice(c_str(&args[1], 128));
+                    msg.extend_from_slice(
+                        format!("'. Try {} HELP.", spec.name.to_ascii_uppercase()).as_bytes(),
                     );
-                    if conn.state.in_multi() {
-                        conn.state.multi_dirty = true;
-                    }
-                    self.reply_error_now(c, msg.as_bytes());
+                    self.reject(c, None, &msg);
                     return;
                 }
             }
         }
         let Some(cmd) = cmd::registry().get(spec) else {
-            self.reply_error_now(c, b"ERR command not implemented");
+            // Unreachable while every table entry has a handler (a unit test checks it).
+            let msg = unknown_command(&args);
+            self.reject(c, None, &msg);
             return;
         };
         if !spec.arity_ok(args.len()) {
             let e = cmd::arity_error(spec);
-            if conn.state.in_multi() {
-                conn.state.multi_dirty = true;
-            }
             bump(&self.shared.stats[self.id].cmd[cmd.id].rejected, 1);
-            self.reply_error_now(c, &e);
+            self.reject(c, Some(spec), &e);
             return;
         }
-        if !conn.state.authenticated && !spec.has(flags::NO_AUTH) {
-            self.reply_error_now(c, b"NOAUTH Authentication required.");
+        if !self.conns[c].state.authenticated && !spec.has(flags::NO_AUTH) {
+            self.reject(c, Some(spec), b"NOAUTH Authentication required.");
             return;
         }
+        let conn = &mut self.conns[c];
         conn.state.last_cmd = spec.full_name;
         // MULTI: queue everything but the commands that act on the transaction itself.
         if conn.state.in_multi()
@@ -1185,6 +1187,32 @@ fn multi_has_writes(state: &ClientState) -> bool {
         .multi
         .as_ref()
         .is_some_and(|q| q.iter().any(|(c, _)| c.spec.has(flags::WRITE)))
+}
+
+/// The bytes of `b` as C's `%.Ns` prints them: up to the first NUL, at most `max` bytes.
+fn c_str(b: &[u8], max: usize) -> &[u8] {
+    let end = b.iter().position(|&x| x == 0).unwrap_or(b.len()).min(max);
+    &b[..end]
+}
+
+/// Redis's unknown-command error: the name (128 bytes at most) and the arguments while their
+/// quoted list stays under 128 bytes, each cut to fit, all as C strings (a NUL ends one).
+fn unknown_command(args: &[Bytes]) -> Vec<u8> {
+    let mut m = b"ERR unknown command '".to_vec();
+    m.extend_from_slice(c_str(&args[0], 128));
+    m.extend_from_slice(b"', with args beginning with: ");
+    let mut list: Vec<u8> = Vec::new();
+    for a in &args[1..] {
+        if list.len() >= 128 {
+            break;
+        }
+        let room = 128 - list.len();
+        list.push(b'\'');
+        list.extend_from_slice(c_str(a, room));
+        list.extend_from_slice(b"' ");
+    }
+    m.extend_from_slice(&list);
+    m
 }
 
 /// Runs `f`, containing a panic: a bug in one command must not take down the thread (and with

@@ -49,8 +49,6 @@ const ERR_NO_LFU: &[u8] = b"ERR An LFU maxmemory policy is not selected, access 
 const SHARED_REFCOUNT: i64 = i32::MAX as i64;
 /// Redis shares the integer objects 0..OBJ_SHARED_INTEGERS.
 const SHARED_INTEGERS: i64 = 10_000;
-/// Longest string Redis stores as "embstr" (OBJ_ENCODING_EMBSTR_SIZE_LIMIT).
-const EMBSTR_LIMIT: usize = 44;
 
 /// Groups argument indices by shard: (shard, indices) in ascending shard order.
 pub fn by_shard(tx: &Tx, keys: &[Bytes]) -> Vec<(usize, Vec<usize>)> {
@@ -413,34 +411,49 @@ fn scan(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             });
         }
         let count = usize::try_from(count).unwrap_or(usize::MAX);
-        let (next, found): (u64, Vec<Bytes>) = tx
-            .run(shard as usize, move |ctx| {
-                let mut out = Vec::new();
-                let next = ctx.db().scan(pos, count, |e| {
-                    if let Some(t) = &type_name {
-                        // An unknown type name matches nothing (Redis 7.2 does not refuse it).
-                        if !t.eq_ignore_ascii_case(e.value_type().name().as_bytes()) {
-                            return;
+        // Visit the shard the cursor names; when it is finished with COUNT not used up, go on
+        // to the next shards in the same call, so that an iteration ends with cursor 0 as soon
+        // as the keyspace is exhausted (an empty keyspace answers 0 at once, as Redis does).
+        let (mut shard, mut pos) = (shard, pos);
+        let mut found: Vec<Bytes> = Vec::new();
+        let mut budget = count;
+        let new_cursor = loop {
+            let (type_name, pattern) = (type_name.clone(), pattern.clone());
+            let (next, keys, visited): (u64, Vec<Bytes>, usize) = tx
+                .run(shard as usize, move |ctx| {
+                    let mut out = Vec::new();
+                    let mut visited = 0;
+                    let next = ctx.db().scan(pos, budget, |e| {
+                        visited += 1;
+                        if let Some(t) = &type_name {
+                            // An unknown type name matches nothing (Redis 7.2 does not refuse it).
+                            if !t.eq_ignore_ascii_case(e.value_type().name().as_bytes()) {
+                                return;
+                            }
                         }
-                    }
-                    if let Some(p) = &pattern {
-                        if !glob_match(p, e.key(), false) {
-                            return;
+                        if let Some(p) = &pattern {
+                            if !glob_match(p, e.key(), false) {
+                                return;
+                            }
                         }
-                    }
-                    out.push(Bytes::copy_from_slice(e.key()));
-                });
-                (next, out)
-            })
-            .await;
-        let new_cursor = if next >= SCAN_DONE {
-            if shard + 1 < nshards {
-                (shard + 1) << 32
-            } else {
-                0
+                        out.push(Bytes::copy_from_slice(e.key()));
+                    });
+                    (next, out, visited)
+                })
+                .await;
+            found.extend(keys);
+            budget = budget.saturating_sub(visited.max(1));
+            if next < SCAN_DONE {
+                break (shard << 32) | next;
             }
-        } else {
-            (shard << 32) | next
+            if shard + 1 >= nshards {
+                break 0;
+            }
+            shard += 1;
+            pos = 0;
+            if budget == 0 {
+                break shard << 32;
+            }
         };
         super::with_writer(resp3, |w| {
             w.array(2);
@@ -645,27 +658,11 @@ fn persist(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
 // ---------------------------------------------------------------------------------------------
 // OBJECT
 
-/// OBJECT ENCODING of a string, by Redis's `tryObjectEncoding` rules: a canonical integer is
-/// "int", a short string "embstr", anything longer or edited in place "raw".
-fn string_encoding(e: &Entry) -> &'static str {
-    if e.is_raw() {
-        return "raw";
-    }
-    let v = e.str_value();
-    if v.len() <= 20 && super::parse_int(v).is_some() {
-        "int"
-    } else if v.len() <= EMBSTR_LIMIT {
-        "embstr"
-    } else {
-        "raw"
-    }
-}
-
 fn object_encoding(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
     match ctx.db().peek(&args[2]) {
         None => w.null(),
         Some(e) => match e.value_type() {
-            ValueType::String => w.bulk(string_encoding(e).as_bytes()),
+            ValueType::String => w.bulk(e.string_encoding().as_bytes()),
         },
     }
 }
@@ -692,7 +689,7 @@ fn object_refcount(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
         None => w.null(),
         Some(e) => {
             // Redis stores the integers 0..9999 as shared objects with a pinned refcount.
-            let shared = string_encoding(e) == "int"
+            let shared = e.string_encoding() == "int"
                 && super::parse_int(e.str_value())
                     .is_some_and(|v| (0..SHARED_INTEGERS).contains(&v));
             w.int(if shared { SHARED_REFCOUNT } else { 1 })
@@ -762,12 +759,12 @@ mod tests {
     #[test]
     fn encodings() {
         let s = |v: &[u8], raw| Entry::new_str(b"k", v, None, raw, 0);
-        assert_eq!(string_encoding(&s(b"100", false)), "int");
-        assert_eq!(string_encoding(&s(b"-9223372036854775808", false)), "int");
-        assert_eq!(string_encoding(&s(b"9223372036854775808", false)), "embstr");
-        assert_eq!(string_encoding(&s(b"0100", false)), "embstr");
-        assert_eq!(string_encoding(&s(&[b'a'; 44], false)), "embstr");
-        assert_eq!(string_encoding(&s(&[b'a'; 45], false)), "raw");
-        assert_eq!(string_encoding(&s(b"1", true)), "raw");
+        assert_eq!(s(b"100", false).string_encoding(), "int");
+        assert_eq!(s(b"-9223372036854775808", false).string_encoding(), "int");
+        assert_eq!(s(b"9223372036854775808", false).string_encoding(), "embstr");
+        assert_eq!(s(b"0100", false).string_encoding(), "embstr");
+        assert_eq!(s(&[b'a'; 44], false).string_encoding(), "embstr");
+        assert_eq!(s(&[b'a'; 45], false).string_encoding(), "raw");
+        assert_eq!(s(b"1", true).string_encoding(), "raw");
     }
 }

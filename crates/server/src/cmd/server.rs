@@ -355,21 +355,6 @@ fn strtod(b: &[u8]) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Redis's string encoding for a value: `int` for a canonical 64-bit integer of at most 20
-/// bytes, `embstr` up to 44 bytes, else `raw` (and `raw` for strings edited in place).
-fn str_encoding(e: &Entry) -> &'static str {
-    let v = e.str_value();
-    if e.is_raw() {
-        "raw"
-    } else if v.len() <= 20 && super::parse_int(v).is_some() {
-        "int"
-    } else if v.len() <= 44 {
-        "embstr"
-    } else {
-        "raw"
-    }
-}
-
 /// RDB's length prefix size.
 fn rdb_len_size(n: usize) -> usize {
     match n {
@@ -399,7 +384,7 @@ fn rdb_string_size(v: &[u8]) -> usize {
 }
 
 fn debug_object(e: &Entry, clock: darner_engine::Clock) -> String {
-    let encoding = str_encoding(e);
+    let encoding = e.string_encoding();
     // Redis shares the integers 0..9999 between keys: it reports them with the "shared"
     // reference count.
     let shared = encoding == "int"
@@ -443,13 +428,13 @@ mod tests {
     #[test]
     fn encodings() {
         let e = |v: &[u8]| Entry::new_str(b"k", v, None, false, 0);
-        assert_eq!(str_encoding(&e(b"123")), "int");
-        assert_eq!(str_encoding(&e(b"-9223372036854775808")), "int");
-        assert_eq!(str_encoding(&e(b"0123")), "embstr");
-        assert_eq!(str_encoding(&e(&[b'a'; 44])), "embstr");
-        assert_eq!(str_encoding(&e(&[b'a'; 45])), "raw");
+        assert_eq!(e(b"123").string_encoding(), "int");
+        assert_eq!(e(b"-9223372036854775808").string_encoding(), "int");
+        assert_eq!(e(b"0123").string_encoding(), "embstr");
+        assert_eq!(e(&[b'a'; 44]).string_encoding(), "embstr");
+        assert_eq!(e(&[b'a'; 45]).string_encoding(), "raw");
         assert_eq!(
-            str_encoding(&Entry::new_str(b"k", b"1", None, true, 0)),
+            Entry::new_str(b"k", b"1", None, true, 0).string_encoding(),
             "raw"
         );
     }

@@ -711,7 +711,10 @@ fn incrbyfloat(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
     }
     let mut text = Vec::with_capacity(32);
     ld::format(sum, &mut text);
-    db.set(Entry::new_str(key, &text, ttl, false, lru));
+    // Redis stores INCRBYFLOAT's result as a plain string: never int-encoded.
+    let mut e = Entry::new_str(key, &text, ttl, false, lru);
+    e.mark_not_int();
+    db.set(e);
     // A bulk string in RESP3 too: Redis replies with the stored text.
     w.bulk(&text);
 }

@@ -309,14 +309,10 @@ pub fn parse(s: &[u8]) -> Option<Ld> {
     if s.is_empty() || s.len() >= MAX_CHARS {
         return None;
     }
-    // Redis hands strtold a C string: an embedded NUL ends the text (and an empty text
-    // converts nothing, leaving the end pointer on the NUL: that is 0).
-    let s = match s.iter().position(|&c| c == 0) {
-        Some(i) => &s[..i],
-        None => s,
-    };
-    if s.is_empty() {
-        return Some(Ld::Zero(false));
+    // Redis hands strtold a C string and then requires it to have consumed all `slen` bytes:
+    // an embedded NUL stops the conversion short, so the text is refused.
+    if s.contains(&0) {
+        return None;
     }
     if is_c_space(s[0]) {
         return None;
@@ -667,7 +663,9 @@ mod tests {
         ] {
             assert_eq!(parse(bad.as_bytes()), None, "{bad:?}");
         }
-        assert_eq!(parse(b"\0abc"), Some(Ld::Zero(false)));
+        // regression (differential fuzz): an embedded NUL is refused, as string2ld refuses it.
+        assert_eq!(parse(b"\0abc"), None);
+        assert_eq!(parse(b"1\0"), None);
         let mut long = vec![b'0'; 5119];
         long[5118] = b'1';
         assert_eq!(parse(&long), parse(b"1"));
