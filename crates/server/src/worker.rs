@@ -452,18 +452,19 @@ impl Worker {
     /// EXECABORT that carries the reason.
     fn reject(&mut self, c: usize, spec: Option<&darner_commands::CommandSpec>, msg: &[u8]) {
         let conn = &mut self.conns[c];
+        if spec.is_some_and(|s| s.full_name == "exec") {
+            // Even outside MULTI, as Redis's execCommandAbort (which also unwatches).
+            conn.state.multi = None;
+            conn.state.multi_dirty = false;
+            conn.state.unwatch();
+            let reason = msg.strip_prefix(b"ERR ").unwrap_or(msg);
+            let mut m = b"EXECABORT Transaction discarded because of: ".to_vec();
+            m.extend_from_slice(reason);
+            self.reply_error_now(c, &m);
+            return;
+        }
         if conn.state.in_multi() {
             conn.state.multi_dirty = true;
-            if spec.is_some_and(|s| s.full_name == "exec") {
-                conn.state.multi = None;
-                conn.state.multi_dirty = false;
-                conn.state.unwatch();
-                let reason = msg.strip_prefix(b"ERR ").unwrap_or(msg);
-                let mut m = b"EXECABORT Transaction discarded because of: ".to_vec();
-                m.extend_from_slice(reason);
-                self.reply_error_now(c, &m);
-                return;
-            }
         }
         self.reply_error_now(c, msg);
     }
