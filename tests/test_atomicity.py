@@ -348,3 +348,155 @@ def test_multi_exec_isolated_from_concurrent_writers(srv4):
     finally:
         for c in clients + [setup]:
             c.close()
+
+
+def test_move_between_dbs_exactly_one_copy(srv4):
+    """MOVE ping-pong between db0 and db1; a MULTI reading both dbs must see
+    the key in exactly one of them."""
+    setup = _client(srv4)
+    for i in range(4):
+        setup.set("mv:%d" % i, "token")
+    load = Load()
+    clients = []
+
+    def mover(i):
+        c = _client(srv4)
+        clients.append(c)
+        c1 = redis.Redis(host="127.0.0.1", port=srv4.port, db=1, socket_timeout=10)
+        clients.append(c1)
+        key = "mv:%d" % i
+
+        def step():
+            if not c.move(key, 1):
+                if not c1.move(key, 0):
+                    load.violation("%s in neither db (both MOVEs returned 0)" % key)
+        return step
+
+    def reader():
+        c = _client(srv4)
+        clients.append(c)
+        conn = c.connection_pool.get_connection("MULTI")
+
+        def step():
+            cmds = [("MULTI",)]
+            for i in range(4):
+                cmds += [("SELECT", "0"), ("EXISTS", "mv:%d" % i), ("SELECT", "1"), ("EXISTS", "mv:%d" % i)]
+            cmds += [("SELECT", "0"), ("EXEC",)]
+            conn.send_packed_command(conn.pack_commands(cmds))
+            replies = [conn.read_response() for _ in cmds]
+            res = replies[-1]
+            for i in range(4):
+                base = 4 * i
+                n = res[base + 1] + res[base + 3]
+                if n != 1:
+                    load.violation("mv:%d present in %d dbs (MULTI saw %r)" % (i, n, res))
+                    return
+        return step
+
+    try:
+        for i in range(4):
+            load.spawn("mover%d" % i, mover(i))
+        load.spawn("reader0", reader())
+        load.spawn("reader1", reader())
+        load.run_for(DURATION)
+    finally:
+        for c in clients + [setup]:
+            c.close()
+
+
+def test_concurrent_pipelines_keep_reply_order(srv4):
+    """Several connections each pipeline thousands of commands on keys spread
+    over all shards; every connection must get its replies in order."""
+    from resp_reader import RawConn
+
+    errors = []
+
+    def work(tid):
+        try:
+            rnd = random.Random(tid)
+            keys = ["ord:%d:%d" % (tid, i) for i in range(64)]
+            model = {}
+            cmds, expected = [], []
+            for i in range(5000):
+                k = rnd.choice(keys)
+                op = rnd.randrange(4)
+                if op == 0:
+                    v = "v%d" % i
+                    cmds.append(["SET", k, v])
+                    expected.append(b"+OK\r\n")
+                    model[k] = v.encode()
+                elif op == 1:
+                    cmds.append(["GET", k])
+                    v = model.get(k)
+                    expected.append(b"$-1\r\n" if v is None else b"$%d\r\n%s\r\n" % (len(v), v))
+                elif op == 2:
+                    k2 = rnd.choice(keys)
+                    cmds.append(["MGET", k, k2])
+                    parts = [b"*2\r\n"]
+                    for kk in (k, k2):
+                        v = model.get(kk)
+                        parts.append(b"$-1\r\n" if v is None else b"$%d\r\n%s\r\n" % (len(v), v))
+                    expected.append(b"".join(parts))
+                else:
+                    cmds.append(["ECHO", "e%d" % i])
+                    expected.append(b"$%d\r\ne%d\r\n" % (len(str(i)) + 1, i))
+            with RawConn("127.0.0.1", srv4.port, timeout=30) as c:
+                c.send_many(cmds)
+                got = c.read_replies(len(cmds), timeout=30)
+            for i, (g, e) in enumerate(zip(got, expected)):
+                if g.raw != e:
+                    errors.append("conn %d reply #%d to %r: got %r expected %r" % (tid, i, cmds[i], g.raw, e))
+                    return
+        except Exception as e:  # noqa
+            errors.append("conn %d: %s: %s" % (tid, type(e).__name__, e))
+
+    threads = [threading.Thread(target=work, args=(t,), daemon=True) for t in range(6)]
+    try:
+        for t in threads:
+            t.start()
+    finally:
+        for t in threads:
+            t.join(60)
+    assert not any(t.is_alive() for t in threads), "pipelines did not complete"
+    assert not errors, "\n".join(errors)
+
+
+def test_flushall_during_writes_server_survives(srv4):
+    load = Load()
+    clients = []
+
+    def writer(seed):
+        c = _client(srv4)
+        clients.append(c)
+        rnd = random.Random(seed)
+
+        def step():
+            p = c.pipeline(transaction=rnd.random() < 0.5)
+            for i in range(20):
+                p.set("fw:%d" % rnd.randrange(500), i, px=rnd.choice([None, 50, 5000]))
+            p.mget(["fw:%d" % i for i in range(0, 500, 25)])
+            p.execute()
+        return step
+
+    def flusher():
+        c = _client(srv4)
+        clients.append(c)
+
+        def step():
+            c.flushall(asynchronous=random.random() < 0.5)
+            time.sleep(0.05)
+        return step
+
+    try:
+        for i in range(3):
+            load.spawn("writer%d" % i, writer(i))
+        load.spawn("flusher", flusher())
+        load.run_for(1.5)
+        c = _client(srv4)
+        clients.append(c)
+        c.flushall()
+        assert c.dbsize() == 0
+        assert c.keys("*") == []
+    finally:
+        for c in clients:
+            c.close()

@@ -603,3 +603,72 @@ def test_shutdown_stops_server(darner_factory):
         assert got == b"", "SHUTDOWN replied %r" % got
     rc = srv.wait_exit(5)
     assert rc == 0, "server exit code after SHUTDOWN: %r\n%s" % (rc, srv.log_tail())
+
+
+def test_active_expiry_in_other_databases(darner, r):
+    c3 = darner.client(db=3)
+    try:
+        p = c3.pipeline(transaction=False)
+        for i in range(100):
+            p.set("vol:%d" % i, "x", px=50)
+        p.set("keep", "1")
+        p.execute()
+        assert wait_until(lambda: c3.dbsize() == 1, timeout=1.5, interval=0.05), \
+            "db3 DBSIZE still %d: volatile keys in db 3 not actively expired" % c3.dbsize()
+    finally:
+        c3.close()
+
+
+@pytest.fixture(params=["darner", "redis_ref"])
+def target(request):
+    return request.getfixturevalue(request.param)
+
+
+def test_client_kill_filters(target):
+    """New-style CLIENT KILL filters return a count; old-style addr form +OK.
+    Runs against the reference too, to keep the expectations honest."""
+    with target.raw() as killer, target.raw() as v1, target.raw() as v2, target.raw() as v3:
+        assert v1.call("CLIENT", "SETNAME", "v1").raw == b"+OK\r\n"
+        info = {}
+        for name, c in (("v1", v1), ("v2", v2), ("v3", v3)):
+            line = c.call("CLIENT", "INFO").value.decode()
+            info[name] = dict(kv.split("=", 1) for kv in line.strip().split(" "))
+        assert killer.call("CLIENT", "KILL", "ADDR", info["v1"]["addr"]).raw == b":1\r\n"
+        v1.wait_closed(3)
+        assert killer.call("CLIENT", "KILL", info["v2"]["addr"]).raw == b"+OK\r\n"
+        v2.wait_closed(3)
+        assert killer.call("CLIENT", "KILL", info["v2"]["addr"]).raw == b"-ERR No such client\r\n"
+        my_id = killer.call("CLIENT", "ID").value
+        assert killer.call("CLIENT", "KILL", "ID", my_id, "SKIPME", "yes").raw == b":0\r\n"
+        assert killer.call("CLIENT", "KILL", "ID", info["v3"]["id"], "SKIPME", "no").raw == b":1\r\n"
+        v3.wait_closed(3)
+        assert killer.call("PING").raw == b"+PONG\r\n"
+        assert killer.call("CLIENT", "KILL", "ID", my_id, "SKIPME", "no").raw == b":1\r\n"
+        killer.wait_closed(3)
+
+
+def test_client_info_fields(target):
+    with target.raw() as c:
+        c.call("CLIENT", "SETNAME", "inspect")
+        c.call("SELECT", "2")
+        line = c.call("CLIENT", "INFO").value.decode()
+        assert line.endswith("\n")
+        f = dict(kv.split("=", 1) for kv in line.strip().split(" "))
+        for key in ("id", "addr", "laddr", "fd", "name", "age", "idle", "flags", "db", "sub", "psub",
+                    "multi", "qbuf", "obl", "oll", "omem", "events", "cmd", "user", "resp"):
+            assert key in f, (key, line)
+        assert f["name"] == "inspect" and f["db"] == "2" and f["user"] == "default" and f["resp"] == "2"
+        assert f["cmd"] == "client|info" and f["flags"] == "N" and f["multi"] == "-1"
+        c.call("MULTI")
+        c.call("PING")
+        assert c.call("EXEC").kind == "*"
+
+
+def test_sigterm_clean_exit(darner_factory):
+    import signal
+    srv = darner_factory(threads=2)
+    with srv.raw() as c:
+        c.call("SET", "k", "v")
+    srv.proc.send_signal(signal.SIGTERM)
+    rc = srv.wait_exit(5)
+    assert rc == 0, "exit code after SIGTERM: %r\n%s" % (rc, srv.log_tail())

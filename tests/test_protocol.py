@@ -453,3 +453,20 @@ def test_logfile_and_loglevel(darner_factory, tmp_path):
         assert c.call("CONFIG", "GET", "loglevel").py() == [b"loglevel", b"verbose"]
         assert c.call("CONFIG", "GET", "logfile").py() == [b"logfile", str(logfile).encode()]
     assert logfile.exists() and logfile.stat().st_size > 0
+
+
+def test_disconnect_with_pending_multishard_replies(darner):
+    with darner.raw() as c:
+        assert c.call("FLUSHALL").raw == b"+OK\r\n"
+        c.send_many([["SET", "pend:%d" % i, "x" * 100] for i in range(3000)])
+        c.read_replies(3000)
+    keys = ["pend:%d" % i for i in range(3000)]
+    for i in range(30):
+        s = socket.create_connection(("127.0.0.1", darner.port))
+        s.sendall(encode_command(["MGET"] + keys) * 5 + encode_command(["KEYS", "*"]))
+        if i % 3 == 0:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        s.close()
+    with darner.raw() as c:
+        assert c.call("PING").raw == b"+PONG\r\n"
+        assert c.call("DBSIZE").raw == b":3000\r\n"
