@@ -31,6 +31,8 @@ const LISTENER_BASE: usize = usize::MAX - 64;
 /// client that does not read cannot make the server buffer without bound).
 const OUTPUT_BACKPRESSURE: usize = 64 << 20;
 const READ_CHUNK: usize = 16 * 1024;
+/// Bytes read from one connection per loop turn before others get theirs.
+const READ_BUDGET: usize = 64 * 1024;
 
 /// What a [`Msg::Thread`] closure sees: this thread's connections.
 pub struct ThreadCtx<'a> {
@@ -64,6 +66,8 @@ pub struct Worker {
     lap: Lap,
     /// Argument vectors to reuse.
     args_pool: Vec<Vec<Bytes>>,
+    /// Connections whose socket may hold more than the last turn's read budget.
+    more_input: Vec<usize>,
     stop: bool,
 }
 
@@ -94,6 +98,7 @@ impl Worker {
             now_ms: Shared::now_ms(),
             lap: Lap::start(),
             args_pool: Vec::new(),
+            more_input: Vec::new(),
             stop: false,
         };
         for (i, l) in w.listeners.iter_mut().enumerate() {
@@ -108,7 +113,9 @@ impl Worker {
         THREAD.with(|t| t.set(self.id));
         let mut events = Events::with_capacity(1024);
         while !self.stop {
-            let busy = self.exec.has_ready() || LOCAL.with(|l| !l.borrow().is_empty());
+            let busy = self.exec.has_ready()
+                || LOCAL.with(|l| !l.borrow().is_empty())
+                || !self.more_input.is_empty();
             let hz = self
                 .shared
                 .config
@@ -140,6 +147,10 @@ impl Worker {
                         }
                     }
                 }
+            }
+            // Connections that had more input than one turn's budget get another turn.
+            for c in std::mem::take(&mut self.more_input) {
+                self.read(c, false);
             }
             self.pump();
             self.flush_dirty();
@@ -281,6 +292,13 @@ impl Worker {
         let mut eof = false;
         let mut total = 0;
         loop {
+            if total >= READ_BUDGET && !closing {
+                // Fairness: a client streaming a huge pipeline gets one budget per loop turn
+                // (like Redis's 16 KB per read event), so other clients' requests are served
+                // in between instead of waiting behind thousands of its commands.
+                self.more_input.push(c);
+                break;
+            }
             if conn.rbuf.len() > limit {
                 log::notice(&format!(
                     "Closing client that reached max query buffer length: id={} addr={} (qbuf initial bytes: {:?})",
