@@ -440,7 +440,7 @@ SCENARIOS["rename_copy_move"] = [
 SCENARIOS["keys_patterns"] = [
     ("MSET", "hello", "1", "hallo", "1", "hxllo", "1", "hllo", "1", "heeeello", "1", "h[e]llo", "1",
      "a*b", "1", "a?b", "1", "a\\b", "1", "axb", "1", "H", "1", "a-z", "1", "-", "1", "^", "1", "]", "1",
-     "foo:1", "1", "foo:2", "1", "foo:10", "1", "bar", "1"),
+     "foo:1", "1", "foo:2", "1", "foo:10", "1", "bar", "1", "", "empty-name"),
     S("KEYS", "*"), S("KEYS", "h?llo"), S("KEYS", "h*llo"), S("KEYS", "h[ae]llo"), S("KEYS", "h[^e]llo"),
     S("KEYS", "h[a-b]llo"), S("KEYS", "h[e-a]llo"), S("KEYS", "h[!e]llo"), S("KEYS", "a\\*b"), S("KEYS", "a\\?b"),
     S("KEYS", "a*b"), S("KEYS", "a?b"), S("KEYS", "a\\\\b"), S("KEYS", "*\\\\*"), S("KEYS", "["), S("KEYS", "[a"),

@@ -4,6 +4,7 @@ comparison modes and diff_scenarios.py for the streams)."""
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
@@ -14,7 +15,7 @@ from diff_scenarios import CLEANUP, SCENARIOS
 from differential import (Cmd, compare, fmt_args, fmt_reply, pipeline_replies, run_raw_stream,
                           run_scenario)
 from harness import darner_is_redis
-from resp_reader import RawConn, encode_command
+from resp_reader import ConnectionClosed, RawConn, encode_command
 
 
 def _report(name, proto, mismatches):
@@ -223,7 +224,9 @@ def _assert_same(cmds, d, f):
             i, fmt_args(step), fmt_reply(a), fmt_reply(b), "\n".join(fmt_args(c) for c in cmds))
 
 
-FUZZ_SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
+# CI runs a fixed, derandomized set; bug hunting: DARNER_FUZZ_EXAMPLES=2000 (random each run)
+_FUZZ_N = int(os.environ.get("DARNER_FUZZ_EXAMPLES", "0") or 0)
+FUZZ_SETTINGS = settings(max_examples=_FUZZ_N or 60, deadline=None, derandomize=not _FUZZ_N,
                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 small_bytes = st.binary(max_size=40)
@@ -303,3 +306,59 @@ def test_fuzz_transactions(darner, redis_ref, seq):
     cmds = [["MULTI"]] + [_normalize(c) for c in seq] + [["EXEC"], ["MGET", b"a", b"b", b"c"]]
     d, f = _both(darner, redis_ref, cmds)
     _assert_same(cmds, d, f)
+
+
+# ---------------------------------------------------------------------------
+# fuzzing classic bug areas: glob matching, LCS, inline argument splitting
+# ---------------------------------------------------------------------------
+
+GLOB_KEYS = [b"", b"a", b"b", b"ab", b"ba", b"aab", b"abb", b"a*b", b"a?b", b"a[b", b"a]b", b"a\\b", b"a-b",
+             b"^", b"-", b"]", b"[", b"\\", b"*", b"?", b"abc", b"xyz", b"a\x00b", b"A", b"B", b"aXb"]
+
+
+@given(pattern=st.text(alphabet="ab*?[]^-\\!xA", max_size=10).map(lambda s: s.encode()))
+@FUZZ_SETTINGS
+def test_fuzz_keys_glob_patterns(darner, redis_ref, pattern):
+    cmds = [["MSET"] + [x for k in GLOB_KEYS for x in (k, b"1")], ["KEYS", pattern]]
+    d, f = _both(darner, redis_ref, cmds)
+    dk = sorted(x.value for x in d[1].value) if d[1].kind == "*" else d[1].raw
+    fk = sorted(x.value for x in f[1].value)
+    assert dk == fk, "KEYS %r\n darner: %r\n redis : %r" % (pattern, dk, fk)
+
+
+lcs_str = st.text(alphabet="ACGT", max_size=60).map(lambda s: s.encode())
+
+
+@given(a=lcs_str, b=lcs_str, minlen=st.integers(0, 4))
+@FUZZ_SETTINGS
+def test_fuzz_lcs(darner, redis_ref, a, b, minlen):
+    cmds = [["MSET", "a", a, "b", b], ["LCS", "a", "b"], ["LCS", "a", "b", "LEN"],
+            ["LCS", "a", "b", "IDX", "MINMATCHLEN", str(minlen), "WITHMATCHLEN"], ["LCS", "a", "b", "IDX"]]
+    d, f = _both(darner, redis_ref, cmds)
+    _assert_same(cmds, d, f)
+
+
+def _inline_transcript(port, line):
+    """Send one inline line then a sentinel; return (replies before the
+    sentinel, closed_by_server)."""
+    with RawConn("127.0.0.1", port, timeout=10) as c:
+        c.send_raw(line + b"\r\n" + encode_command(["ECHO", "inline-sentinel"]))
+        out = []
+        while True:
+            try:
+                r = c.read_reply()
+            except ConnectionClosed:
+                return out, True
+            if r.kind == "$" and r.value == b"inline-sentinel":
+                return out, False
+            out.append(r.raw)
+
+
+@given(tail=st.text(alphabet=" \t'\"\\xn41ab", max_size=16).map(lambda s: s.encode()),
+       cmd=st.sampled_from([b"ECHO ", b"SET k ", b"PING ", b"ECHO", b""]))
+@FUZZ_SETTINGS
+def test_fuzz_inline_argument_splitting(darner, redis_ref, cmd, tail):
+    line = cmd + tail
+    got_d = _inline_transcript(darner.port, line)
+    got_f = _inline_transcript(redis_ref.port, line)
+    assert got_d == got_f, "inline %r\n darner: %r\n redis : %r" % (line, got_d, got_f)
