@@ -72,9 +72,11 @@ if [ ! -x "$DARNER_BIN" ]; then
 fi
 
 # ----------------------------------------------------------------------------
+# Test stages all run even if an earlier one fails; the script fails at the end.
+FAILED_STAGES=()
 if [ "${SKIP_CARGO_TEST:-0}" != "1" ]; then
     section "cargo test --workspace --release"
-    cargo test --workspace --release
+    cargo test --workspace --release || FAILED_STAGES+=("cargo test --workspace --release")
 fi
 
 # ----------------------------------------------------------------------------
@@ -82,7 +84,12 @@ if [ "${SKIP_PYTEST:-0}" != "1" ]; then
     section "pytest tests  (DARNER_BIN=$DARNER_BIN)"
     export PYTHONDONTWRITEBYTECODE=1
     # safety net: the suite itself takes ~1-3 minutes
-    timeout --kill-after=30 1200 python3 -m pytest tests -q -p no:cacheprovider -rfE "$@"
+    timeout --kill-after=30 1200 python3 -m pytest tests -q -p no:cacheprovider -rfE "$@" \
+        || FAILED_STAGES+=("pytest tests")
 fi
 
+if [ "${#FAILED_STAGES[@]}" -ne 0 ]; then
+    section "FAILED: ${FAILED_STAGES[*]}"
+    exit 1
+fi
 section "All tests passed"
