@@ -56,6 +56,11 @@ fn match_token(p: &[u8], pi: usize, c: u8, nocase: bool) -> Option<usize> {
 
 /// Whether `s` matches the glob `pattern`.
 pub fn glob_match(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
+    // Redis's matcher never enters its loop for an empty subject, so "" matches only the empty
+    // pattern (KEYS and SCAN special-case the pattern "*" themselves: it lists everything).
+    if s.is_empty() {
+        return pattern.is_empty();
+    }
     let (mut pi, mut si) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None; // (pattern index after the star, subject index)
     while si < s.len() {
@@ -97,7 +102,10 @@ mod tests {
 
     #[test]
     fn redis_cases() {
-        assert!(m(b"*", b"", false));
+        // regression (differential test): an empty subject matches only an empty pattern.
+        assert!(!m(b"*", b"", false));
+        assert!(!m(b"**", b"", false));
+        assert!(m(b"", b"", false));
         assert!(m(b"*", b"anything", false));
         assert!(m(b"h?llo", b"hello", false));
         assert!(!m(b"h?llo", b"hllo", false));
