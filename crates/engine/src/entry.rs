@@ -81,14 +81,6 @@ fn varint_len(mut v: usize) -> usize {
     n
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: usize) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 /// Reads a varint from `b` at `*pos`, advancing `*pos`.
 fn get_varint(b: &[u8], pos: &mut usize) -> usize {
     let mut v = 0usize;
@@ -158,38 +150,44 @@ impl Entry {
         if raw.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
-        // SAFETY: raw is a fresh, exclusively owned allocation of `size` bytes; we view it as a
-        // byte slice only to write every byte of it below (the debug_assert checks the count).
-        let b = unsafe {
-            std::ptr::write_bytes(raw, 0, size);
-            std::slice::from_raw_parts_mut(raw, size)
+        // Writes `bytes` at `pos` of the fresh block (no temporary buffer, no zeroing).
+        let put = |pos: &mut usize, bytes: &[u8]| {
+            debug_assert!(*pos + bytes.len() <= size);
+            // SAFETY: raw is a fresh allocation of `size` bytes that nothing else references;
+            // every write stays within it (the sizes above were computed from the same parts),
+            // and the source never overlaps the new block.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), raw.add(*pos), bytes.len()) };
+            *pos += bytes.len();
         };
-        let mut w = Vec::with_capacity(16);
-        b[CLOCK_AT..CLOCK_AT + 2].copy_from_slice(&clock.to_le_bytes());
-        let mut pos = EXPIRE_AT;
+        let mut varint = [0u8; 10];
+        let encode = |v: usize, buf: &mut [u8; 10]| -> usize {
+            let (mut v, mut n) = (v, 0);
+            while v >= 0x80 {
+                buf[n] = (v as u8) | 0x80;
+                v >>= 7;
+                n += 1;
+            }
+            buf[n] = v as u8;
+            n + 1
+        };
+        let mut pos = 0;
+        put(&mut pos, &clock.to_le_bytes());
         if let Some(when) = expire {
-            b[pos..pos + 8].copy_from_slice(&when.to_le_bytes());
-            pos += 8;
+            put(&mut pos, &when.to_le_bytes());
         }
-        put_varint(&mut w, key.len());
-        b[pos..pos + w.len()].copy_from_slice(&w);
-        pos += w.len();
-        b[pos..pos + key.len()].copy_from_slice(key);
-        pos += key.len();
+        let n = encode(key.len(), &mut varint);
+        put(&mut pos, &varint[..n]);
+        put(&mut pos, key);
         match payload {
             Payload::Inline(v) => {
-                w.clear();
-                put_varint(&mut w, v.len());
-                b[pos..pos + w.len()].copy_from_slice(&w);
-                pos += w.len();
-                b[pos..pos + v.len()].copy_from_slice(v);
-                pos += v.len();
+                let n = encode(v.len(), &mut varint);
+                put(&mut pos, &varint[..n]);
+                put(&mut pos, v);
             }
             Payload::Heap(vec) => {
                 flags |= HEAP;
                 let p = Box::into_raw(vec) as usize as u64;
-                b[pos..pos + 8].copy_from_slice(&p.to_le_bytes());
-                pos += 8;
+                put(&mut pos, &p.to_le_bytes());
             }
         }
         debug_assert_eq!(pos, size);

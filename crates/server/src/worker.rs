@@ -64,6 +64,9 @@ pub struct Worker {
     now_ms: i64,
     /// Times commands for INFO commandstats and the slow log.
     lap: Lap,
+    /// When the current loop turn started (poll returned): one clock read per turn for
+    /// timeouts, idle times and the cron.
+    loop_now: Instant,
     /// Argument vectors to reuse.
     args_pool: Vec<Vec<Bytes>>,
     /// Connections whose socket may hold more than the last turn's read budget.
@@ -97,6 +100,7 @@ impl Worker {
             cron_count: 0,
             now_ms: Shared::now_ms(),
             lap: Lap::start(),
+            loop_now: Instant::now(),
             args_pool: Vec::new(),
             more_input: Vec::new(),
             stop: false,
@@ -127,13 +131,16 @@ impl Worker {
             let timeout = if busy {
                 Duration::ZERO
             } else {
-                period.saturating_sub(self.last_cron.elapsed())
+                period.saturating_sub(self.loop_now.saturating_duration_since(self.last_cron))
             };
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != ErrorKind::Interrupted {
                     log::warning(&format!("poll failed: {e}"));
                 }
             }
+            // One clock read per turn: the commands of a turn share Redis's "cached time".
+            self.loop_now = Instant::now();
+            self.now_ms = Shared::now_ms();
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => {}
@@ -154,8 +161,8 @@ impl Worker {
             }
             self.pump();
             self.flush_dirty();
-            if self.last_cron.elapsed() >= period {
-                self.last_cron = Instant::now();
+            if self.loop_now.saturating_duration_since(self.last_cron) >= period {
+                self.last_cron = self.loop_now;
                 self.cron();
             }
         }
@@ -347,7 +354,7 @@ impl Worker {
         }
         bump(&self.shared.stats[self.id].net_input, total as u64);
         if total > 0 {
-            conn.last_interaction = Instant::now();
+            conn.last_interaction = self.loop_now;
         }
         self.process(c);
         if eof {
@@ -378,7 +385,6 @@ impl Worker {
 
     /// Parses and dispatches every complete request in the connection's buffer.
     fn process(&mut self, c: usize) {
-        self.now_ms = Shared::now_ms();
         self.lap = Lap::start();
         loop {
             let Some(auth) = self.conns.get(c).map(|c| c.state.authenticated) else {

@@ -415,10 +415,7 @@ fn client_info_and_list_format() {
 
     let list = text_of(&call(&mut a, &cmd(&[b"CLIENT", b"LIST"])));
     // The harness's readiness probe may still be closing: it never sent a command (cmd=NULL).
-    let lines: Vec<&str> = list
-        .lines()
-        .filter(|l| field(l, "cmd") != "NULL")
-        .collect();
+    let lines: Vec<&str> = list.lines().filter(|l| field(l, "cmd") != "NULL").collect();
     assert_eq!(lines.len(), 2, "{list}");
     // Ascending ids (accept order); each line complete.
     let ids: Vec<i64> = lines
