@@ -12,8 +12,11 @@ growth of each server process, and the ratio.
 Servers bind 127.0.0.1 on free ports, every case is bounded (-n requests), and both servers are
 stopped whatever happens.
 
+Each case runs --repeat times, alternating darner and redis, and the median of each figure is
+printed (single runs on a small shared machine vary by 20% or more).
+
 Usage: bench/compare.py [--darner target/release/darner] [--threads 1] [--requests 2000000]
-                        [--only throughput|memory]
+                        [--repeat 3] [--only throughput|memory]
 """
 import argparse
 import os
@@ -130,6 +133,7 @@ def main():
     ap.add_argument("--redis", default="redis-server")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--requests", type=int, default=2_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", choices=["throughput", "memory"])
     args = ap.parse_args()
     ncpu = os.cpu_count() or 1
@@ -145,11 +149,16 @@ def main():
             for test in ("set", "get"):
                 for p in (1, 16, 64):
                     n = args.requests if p > 1 else max(args.requests // 4, 100_000)
-                    drps, dcpu, cmd = bench_case(d, test, p, n, cores[1])
-                    rrps, rcpu, _ = bench_case(r, test, p, n, cores[1])
+                    runs = []
+                    for _ in range(args.repeat):
+                        drps, dcpu, cmd = bench_case(d, test, p, n, cores[1])
+                        rrps, rcpu, _ = bench_case(r, test, p, n, cores[1])
+                        runs.append((drps, dcpu, rrps, rcpu))
+                    med = lambda i: sorted(x[i] for x in runs)[len(runs) // 2]  # noqa: E731
+                    drps, dcpu, rrps, rcpu = med(0), med(1), med(2), med(3)
                     name = f"{test.upper()} P{p}"
                     print(f"{name:<14}{drps:>14,.0f}{rrps:>14,.0f}{drps / max(rrps, 1):>8.2f}{dcpu:>18,.0f}{rcpu:>17,.0f}{dcpu / max(rcpu, 1):>8.2f}", flush=True)
-            print(f"# command: {cmd.replace(str(d.port), 'PORT')}")
+            print(f"# medians of {args.repeat} runs; command: {cmd.replace(str(d.port), 'PORT')}")
         if args.only in (None, "memory"):
             # Fresh servers so the throughput runs' keys do not count.
             for s in servers:
