@@ -2,7 +2,8 @@
 """GET latency while the keyspace grows: darner vs redis-server, side by side in one run.
 
 A loader process fills each server with N keys (`key:%010d` -> 16 bytes, pipelined), while a
-prober process sends unpipelined GETs on one connection and records each round trip. For every
+prober process sends unpipelined GETs on one connection and records each round trip. The server
+is pinned to core 0, loader and prober to core 1. For every
 window of N/10 keys loaded it prints the prober's p50 / p99 / p99.9 / max, for darner and for
 redis. A table that grows by rehashing everything at once shows up as a max / p99.9 spike at the
 window where it doubles; darner's segmented table (and redis's incremental rehash) stay flat.
@@ -21,7 +22,14 @@ sys.path.insert(0, os.path.dirname(__file__))
 from compare import Server, free_port  # noqa: E402
 
 
+def pin_to_load_core():
+    # The server runs on core 0; loader and prober share core 1 (when there are two).
+    if (os.cpu_count() or 1) > 1:
+        os.sched_setaffinity(0, {1})
+
+
 def loader(port, n, windows, q):
+    pin_to_load_core()
     batch = 10_000
     value = b"v" * 16
     per = n // windows
@@ -42,6 +50,7 @@ def loader(port, n, windows, q):
 
 
 def prober(port, q_in, q_out):
+    pin_to_load_core()
     lat = []
     with socket.create_connection(("127.0.0.1", port)) as s:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
