@@ -6,11 +6,12 @@
 //! move. Here the table is a directory of segments (Fagin et al., "Extendible hashing", 1979):
 //! the top `global_depth` bits of a key's hash pick a directory slot, each slot names a segment,
 //! and a segment that fills up splits in two by one more hash bit. A split moves at most
-//! `SEGMENT_MAX` entries, so the worst pause is bounded (tens of microseconds) whatever the
+//! `SEGMENT_MAX` entries, so the worst pause is bounded (a fraction of a millisecond, most of it
+//! cache misses on the moved entries) whatever the
 //! keyspace size, and no second table ever exists.
 //!
 //! Each segment is a `hashbrown::HashTable` of thin entry pointers (8 bytes a slot plus one
-//! control byte). A segment grows normally up to 4096 slots and splits instead of growing
+//! control byte). A segment grows normally up to 1024 slots and splits instead of growing
 //! past that, so its load stays between 44% and 87.5%.
 //!
 //! Iteration order (SCAN, the active expiry sweep) follows the top 32 bits of the hash: a key
@@ -22,8 +23,8 @@ use hashbrown::HashTable;
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
-/// Entries a segment holds before it splits (7/8 of 4096 slots: hashbrown's capacity then).
-const SEGMENT_MAX: usize = 3584;
+/// Entries a segment holds before it splits (7/8 of 1024 slots: hashbrown's capacity then).
+const SEGMENT_MAX: usize = 896;
 /// The deepest a segment splits (beyond that it simply grows); 32 keeps cursors 32-bit.
 const MAX_DEPTH: u32 = 32;
 

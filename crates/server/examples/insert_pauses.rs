@@ -17,7 +17,12 @@ fn main() {
         if d.as_micros() > 100 {
             slow += 1;
         }
-        worst = worst.max(d);
+        if d > worst {
+            worst = d;
+            if d.as_millis() >= 1 {
+                println!("new worst {:?} at key {}", d, i);
+            }
+        }
         if (i + 1) % 2_000_000 == 0 {
             println!("{:>10} keys: worst insert so far {:?}, inserts over 100us: {slow}", i + 1, worst);
         }
