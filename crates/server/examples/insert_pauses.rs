@@ -12,7 +12,13 @@ fn main() {
     for i in 0..10_000_000u32 {
         let k = format!("key:{i:010}");
         let t = Instant::now();
-        v.set(Entry::new_str(k.as_bytes(), b"vvvvvvvvvvvvvvvv", None, false, 0));
+        v.set(Entry::new_str(
+            k.as_bytes(),
+            b"vvvvvvvvvvvvvvvv",
+            None,
+            false,
+            0,
+        ));
         let d = t.elapsed();
         if d.as_micros() > 100 {
             slow += 1;
@@ -24,7 +30,11 @@ fn main() {
             }
         }
         if (i + 1) % 2_000_000 == 0 {
-            println!("{:>10} keys: worst insert so far {:?}, inserts over 100us: {slow}", i + 1, worst);
+            println!(
+                "{:>10} keys: worst insert so far {:?}, inserts over 100us: {slow}",
+                i + 1,
+                worst
+            );
         }
     }
     println!("total {:?}", t0.elapsed());
