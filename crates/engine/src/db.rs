@@ -39,6 +39,21 @@ fn touch_watchers(watchers: &mut HashMap<Box<[u8]>, Vec<WatchFlag>>, key: &[u8])
     }
 }
 
+/// Books a key found expired on access (the entry `e`, already out of the table): counts it
+/// and marks its watchers. Takes the fields apart so callers can hold other borrows of the Db.
+fn reclaimed(
+    expires: &mut usize,
+    expired_total: &mut u64,
+    watchers: &mut HashMap<Box<[u8]>, Vec<WatchFlag>>,
+    key: &[u8],
+    e: Entry,
+) {
+    *expires -= 1;
+    *expired_total += 1;
+    drop(e);
+    touch_watchers(watchers, key);
+}
+
 /// The time and access clock a command runs with.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Clock {
@@ -172,10 +187,13 @@ impl<'a> DbView<'a> {
             Found::Live(e) => Some(e),
             Found::Missing => None,
             Found::Expired(e) => {
-                db.expires -= 1;
-                db.expired_total += 1;
-                drop(e);
-                touch_watchers(&mut db.watchers, key);
+                reclaimed(
+                    &mut db.expires,
+                    &mut db.expired_total,
+                    &mut db.watchers,
+                    key,
+                    e,
+                );
                 None
             }
         }
@@ -199,10 +217,13 @@ impl<'a> DbView<'a> {
             }
             Found::Expired(e) => {
                 db.misses += 1;
-                db.expires -= 1;
-                db.expired_total += 1;
-                drop(e);
-                touch_watchers(&mut db.watchers, key);
+                reclaimed(
+                    &mut db.expires,
+                    &mut db.expired_total,
+                    &mut db.watchers,
+                    key,
+                    e,
+                );
                 None
             }
         }
@@ -230,10 +251,13 @@ impl<'a> DbView<'a> {
             }
             Found::Missing => None,
             Found::Expired(e) => {
-                db.expires -= 1;
-                db.expired_total += 1;
-                drop(e);
-                touch_watchers(&mut db.watchers, key);
+                reclaimed(
+                    &mut db.expires,
+                    &mut db.expired_total,
+                    &mut db.watchers,
+                    key,
+                    e,
+                );
                 None
             }
         }

@@ -599,45 +599,42 @@ impl Worker {
                         resp3: conn.state.resp3,
                         shared: &self.shared,
                     };
-                    if conn.pending.is_empty() && !suppress {
+                    // In order and not suppressed (the usual case): write straight into the
+                    // output buffer; otherwise into a reply that waits for its turn.
+                    let direct = conn.pending.is_empty() && !suppress;
+                    let mut waiting = Vec::new();
+                    let (buf, at) = if direct {
                         let at = conn.out.len();
-                        let mut w = ReplyWriter::new(&mut conn.out, conn.state.resp3);
-                        run_handler(f, &mut ctx, &args, &mut w, at, cmd);
+                        (&mut conn.out, at)
+                    } else {
+                        (&mut waiting, 0)
+                    };
+                    let resp3 = conn.state.resp3;
+                    run_handler(
+                        f,
+                        &mut ctx,
+                        &args,
+                        &mut ReplyWriter::new(buf, resp3),
+                        at,
+                        cmd,
+                    );
+                    let err = (buf.get(at) == Some(&b'-')).then(|| buf[at..].to_vec());
+                    let us = self.lap.lap();
+                    record(
+                        &self.shared,
+                        self.id,
+                        cmd,
+                        us,
+                        err.as_deref(),
+                        &conn.state,
+                        &args,
+                    );
+                    if direct {
                         conn.next_seq += 1;
                         conn.done_seq += 1;
-                        let failed = conn.out.get(at) == Some(&b'-');
-                        let err = if failed {
-                            Some(conn.out[at..].to_vec())
-                        } else {
-                            None
-                        };
-                        let us = self.lap.lap();
-                        record(
-                            &self.shared,
-                            self.id,
-                            cmd,
-                            us,
-                            err.as_deref(),
-                            &conn.state,
-                            &args,
-                        );
                     } else {
-                        let mut out = Vec::new();
-                        let mut w = ReplyWriter::new(&mut out, conn.state.resp3);
-                        run_handler(f, &mut ctx, &args, &mut w, 0, cmd);
-                        let err = (out.first() == Some(&b'-')).then(|| out.clone());
-                        let us = self.lap.lap();
-                        record(
-                            &self.shared,
-                            self.id,
-                            cmd,
-                            us,
-                            err.as_deref(),
-                            &conn.state,
-                            &args,
-                        );
                         let seq = conn.expect(suppress);
-                        conn.deliver(seq, out);
+                        conn.deliver(seq, waiting);
                     }
                     self.recycle(args);
                 } else {
