@@ -216,6 +216,15 @@ impl RequestParser {
         }
     }
 
+    /// Hands back a finished request's argument vector (emptied) so that the next request
+    /// reuses its allocation instead of allocating a new one.
+    pub fn recycle(&mut self, mut args: Vec<Arg>) {
+        args.clear();
+        if self.args.is_empty() && self.args.capacity() < args.capacity() {
+            self.args = args;
+        }
+    }
+
     /// How many more bytes the request in progress needs at least, when
     /// known: while waiting for a bulk argument, the rest of it plus its
     /// CRLF (so the server can grow its buffer once). `None` otherwise.

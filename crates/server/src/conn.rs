@@ -127,6 +127,10 @@ pub struct Conn {
     pub in_tx: bool,
     /// A command held back by CLIENT PAUSE, to retry.
     pub paused: Option<Vec<Bytes>>,
+    /// Requests parsed but not run yet (the connection was held in the middle of a batch).
+    pub parsed: VecDeque<Vec<Bytes>>,
+    /// A protocol error found after requests that must run first.
+    pub protocol_error: Option<darner_resp::ProtocolError>,
     pub state: ClientState,
     pub handle: Arc<ClientHandle>,
     pub last_interaction: Instant,

@@ -258,6 +258,8 @@ impl Worker {
             pending: Default::default(),
             in_tx: false,
             paused: None,
+            parsed: Default::default(),
+            protocol_error: None,
             state: ClientState {
                 id,
                 authenticated,
@@ -385,61 +387,150 @@ impl Worker {
     }
 
     /// Parses and dispatches every complete request in the connection's buffer.
+    /// Whether the connection must not run more commands now (a transaction task of its own
+    /// is running, it is closing or paused, or its output is backed up).
+    fn held(&mut self, c: usize) -> bool {
+        let conn = &mut self.conns[c];
+        if conn.in_tx || conn.closing || conn.paused.is_some() || conn.state.close_after_reply {
+            return true;
+        }
+        if conn.out_len() > OUTPUT_BACKPRESSURE {
+            conn.read_paused = true;
+            return true;
+        }
+        false
+    }
+
+    /// Parses and dispatches every complete request in the connection's buffer.
+    ///
+    /// Requests are parsed a batch at a time and the batch's bytes are frozen once, so each
+    /// request costs no buffer split of its own (arguments are slices of the frozen batch).
+    /// Requests parsed but not yet run when the connection is held (MULTI/EXEC task, QUIT,
+    /// CLIENT PAUSE) wait in `conn.parsed`, in order.
     fn process(&mut self, c: usize) {
         self.lap = Lap::start();
         loop {
-            let Some(auth) = self.conns.get(c).map(|c| c.state.authenticated) else {
+            if !self.conns.contains(c) {
                 return;
-            };
+            }
+            // Requests left over from an earlier batch go first.
+            while let Some(args) = self.conns[c].parsed.pop_front() {
+                if self.held(c) {
+                    self.conns[c].parsed.push_front(args);
+                    self.send_batches();
+                    self.dirty.push(c);
+                    return;
+                }
+                self.dispatch(c, args);
+                if !self.conns.contains(c) {
+                    return;
+                }
+            }
+            if self.held(c) || self.conns[c].protocol_error.is_some() {
+                break;
+            }
+            let auth = self.conns[c].state.authenticated;
             let limits = self.limits(auth);
             let conn = &mut self.conns[c];
-            if conn.in_tx || conn.closing || conn.paused.is_some() || conn.state.close_after_reply {
-                break;
-            }
-            if conn.out_len() > OUTPUT_BACKPRESSURE {
-                conn.read_paused = true;
-                break;
-            }
-            match conn.parser.parse(&conn.rbuf, &limits) {
-                Ok(None) => {
-                    // Drop bytes that only held empty requests, so they cannot pile up.
-                    let skipped = conn.parser.take_skipped();
-                    if skipped > 0 {
-                        let _ = conn.rbuf.split_to(skipped);
+            // Parse a batch: several requests only once authenticated (AUTH changes the
+            // limits that apply to the requests after it).
+            let max = if auth { 256 } else { 1 };
+            let mut requests: Vec<(darner_resp::Request, usize)> = Vec::new();
+            let mut off = 0;
+            let mut error = None;
+            while requests.len() < max {
+                match conn.parser.parse(&conn.rbuf[off..], &limits) {
+                    Ok(Some(req)) => {
+                        let at = off;
+                        off += req.consumed;
+                        requests.push((req, at));
                     }
+                    Ok(None) => {
+                        // Bytes that only held empty requests go with the batch, so they
+                        // cannot pile up.
+                        off += conn.parser.take_skipped();
+                        break;
+                    }
+                    Err(e) => {
+                        error = Some(e);
+                        break;
+                    }
+                }
+            }
+            let frozen: Bytes = conn.rbuf.split_to(off).freeze();
+            let parsed_any = !requests.is_empty();
+            let mut batch = requests.into_iter();
+            for (mut req, at) in batch.by_ref() {
+                // Reuse an argument vector: most commands run inline and hand it back.
+                let mut args = self.args_pool.pop().unwrap_or_default();
+                args.extend(req.args.drain(..).map(|a| match a {
+                    darner_resp::Arg::Range(r) => frozen.slice(at + r.start..at + r.end),
+                    darner_resp::Arg::Owned(v) => Bytes::from(v),
+                }));
+                self.conns[c].parser.recycle(std::mem::take(&mut req.args));
+                if args.is_empty() {
+                    self.args_pool.push(args);
+                    continue;
+                }
+                self.dispatch(c, args);
+                if !self.conns.contains(c) {
+                    return;
+                }
+                if self.held(c) {
                     break;
                 }
-                Ok(Some(req)) => {
-                    let frozen: Bytes = conn.rbuf.split_to(req.consumed).freeze();
-                    // Reuse an argument vector: most commands run inline and hand it back.
-                    let mut args = self.args_pool.pop().unwrap_or_default();
-                    args.extend(req.args.into_iter().map(|a| match a {
-                        darner_resp::Arg::Range(r) => frozen.slice(r),
+            }
+            // Whatever the batch still holds waits for its turn.
+            for (req, at) in batch {
+                let args: Vec<Bytes> = req
+                    .args
+                    .into_iter()
+                    .map(|a| match a {
+                        darner_resp::Arg::Range(r) => frozen.slice(at + r.start..at + r.end),
                         darner_resp::Arg::Owned(v) => Bytes::from(v),
-                    }));
-                    if args.is_empty() {
-                        self.args_pool.push(args);
-                        continue;
-                    }
-                    self.dispatch(c, args);
+                    })
+                    .collect();
+                if !args.is_empty() {
+                    self.conns[c].parsed.push_back(args);
                 }
-                Err(e) => {
-                    let msg = e.message();
-                    log::verbose(&format!(
-                        "Protocol error ({msg}) from client: id={}",
-                        conn.state.id
-                    ));
-                    let reply = cmd::with_writer(false, |w| w.error(msg.as_bytes()));
-                    let seq = conn.expect(false);
-                    conn.deliver(seq, reply);
-                    conn.closing = true;
-                    conn.rbuf.clear();
-                    self.dirty.push(c);
-                    break;
+            }
+            if let Some(e) = error {
+                // Commands before the malformed one run first; the error is answered after
+                // them (below, or when the connection resumes).
+                self.conns[c].protocol_error = Some(e);
+                break;
+            }
+            if !parsed_any {
+                break;
+            }
+        }
+        if let Some(conn) = self.conns.get_mut(c) {
+            // Not after QUIT or a kill: Redis would not have read that far.
+            let quiet = conn.closing || conn.state.close_after_reply;
+            if conn.parsed.is_empty() && !conn.in_tx && conn.paused.is_none() && !quiet {
+                if let Some(e) = conn.protocol_error.take() {
+                    self.protocol_error(c, e);
                 }
             }
         }
         self.send_batches();
+        self.dirty.push(c);
+    }
+
+    /// Replies Redis's protocol error (after the replies already due) and closes once written.
+    fn protocol_error(&mut self, c: usize, e: darner_resp::ProtocolError) {
+        let conn = &mut self.conns[c];
+        let msg = e.message_bytes();
+        log::verbose(&format!(
+            "Protocol error ({}) from client: id={}",
+            String::from_utf8_lossy(&msg),
+            conn.state.id
+        ));
+        let reply = cmd::with_writer(false, |w| w.error(&msg));
+        let seq = conn.expect(false);
+        conn.deliver(seq, reply);
+        conn.closing = true;
+        conn.rbuf.clear();
         self.dirty.push(c);
     }
 

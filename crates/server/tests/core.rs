@@ -156,3 +156,32 @@ fn atomic_transfers_keep_the_sum() {
         w.join().unwrap();
     }
 }
+
+#[test]
+fn commands_before_a_protocol_error_run_first_even_behind_a_transaction() {
+    let s = Server::start(&["--threads", "4"]);
+    let mut r = s.raw();
+    // EXISTS spans shards (a transaction task holds the connection); the malformed request
+    // after it must wait for it, and the SET before it must have run.
+    let mut req = cmd(&[b"SET", b"a", b"1"]);
+    req.extend(cmd(&[b"EXISTS", b"a", b"b", b"c", b"d"]));
+    req.extend(cmd(&[b"GET", b"a"]));
+    req.extend_from_slice(b"*1\r\n$x\r\n");
+    r.roundtrip(
+        &req,
+        b"+OK\r\n:1\r\n$1\r\n1\r\n-ERR Protocol error: invalid bulk length\r\n",
+    );
+    assert!(r.closed());
+}
+
+#[test]
+fn nothing_after_quit_not_even_a_protocol_error() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    let mut req = cmd(&[b"PING"]);
+    req.extend(cmd(&[b"QUIT"]));
+    req.extend(cmd(&[b"PING"]));
+    req.extend_from_slice(b"*1\r\n$x\r\n");
+    r.roundtrip(&req, b"+PONG\r\n+OK\r\n");
+    assert!(r.closed());
+}
