@@ -138,12 +138,6 @@ impl Db {
         std::mem::take(&mut self.table)
     }
 
-    /// Swaps contents with another database (SWAPDB, MOVE of all): watchers stay.
-    pub fn swap_data(&mut self, other: &mut Db) {
-        std::mem::swap(&mut self.table, &mut other.table);
-        std::mem::swap(&mut self.expires, &mut other.expires);
-    }
-
     /// One step of the active expiry cycle: removes expired keys from about `budget` entries.
     /// Returns (entries visited, keys expired).
     pub fn active_expire(&mut self, now_ms: i64, budget: usize) -> (usize, usize) {

@@ -20,9 +20,7 @@ pub enum ReplyMode {
     #[default]
     On,
     Off,
-    /// Skip the next command's reply.
-    Skip,
-    /// Skipping the current command's reply (SKIP was given by the previous command).
+    /// Skip the next command's reply (CLIENT REPLY SKIP).
     SkipThis,
 }
 

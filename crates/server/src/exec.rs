@@ -200,11 +200,6 @@ impl Tx {
         }
     }
 
-    /// A fresh reply buffer.
-    pub fn reply(&self) -> Vec<u8> {
-        Vec::new()
-    }
-
     /// Runs `f` on `shard` (in this transaction when it holds the shard, otherwise queued
     /// behind any lock there) and resolves to its result.
     pub fn run<R, F>(&self, shard: usize, f: F) -> Hop<R>
@@ -330,9 +325,5 @@ impl Tx {
         for s in self.0.held.borrow_mut().drain(..) {
             post(&self.0.shared, s, Msg::Release { tx: self.0.id });
         }
-    }
-
-    pub fn holds(&self, shard: usize) -> bool {
-        self.0.held.borrow().contains(&shard)
     }
 }

@@ -154,7 +154,6 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         tcp_port: port,
         executable,
         config_file,
-        stat_reset: AtomicI64::new(0),
         metrics: Default::default(),
         config,
     });

@@ -120,7 +120,6 @@ pub struct Shared {
     pub tcp_port: u16,
     pub executable: String,
     pub config_file: String,
-    pub stat_reset: AtomicI64,
     /// What INFO samples and keeps beyond the counters (memory peak, rates, lazy freeing).
     pub metrics: Arc<crate::cmd::server::Metrics>,
 }

@@ -1284,11 +1284,8 @@ fn take_suppress(state: &mut ClientState) -> bool {
     match state.reply_mode {
         ReplyMode::On => false,
         ReplyMode::Off => true,
-        ReplyMode::Skip => {
-            // SKIP applies to the command after CLIENT REPLY SKIP itself.
-            state.reply_mode = ReplyMode::SkipThis;
-            false
-        }
+        // CLIENT REPLY SKIP (which sets SkipThis after its own suppression decision was taken)
+        // silences the next command only.
         ReplyMode::SkipThis => {
             state.reply_mode = ReplyMode::On;
             true
