@@ -709,14 +709,13 @@ impl Worker {
                         at,
                         cmd,
                     );
-                    let err = (buf.get(at) == Some(&b'-')).then(|| buf[at..].to_vec());
-                    let us = self.lap.lap();
-                    record(
+                    let reply = &buf[at..];
+                    account(
                         &self.shared,
                         self.id,
+                        &mut self.lap,
                         cmd,
-                        us,
-                        err.as_deref(),
+                        reply,
                         &conn.state,
                         &args,
                     );
@@ -834,14 +833,12 @@ impl Worker {
         if conn.state.monitor && !was_monitor {
             self.shared.monitors.fetch_add(1, Ordering::Relaxed);
         }
-        let err = (out.first() == Some(&b'-')).then(|| out.clone());
-        let us = self.lap.lap();
-        record(
+        account(
             &self.shared,
             self.id,
+            &mut self.lap,
             cmd,
-            us,
-            err.as_deref(),
+            &out,
             &conn.state,
             args,
         );
@@ -1452,9 +1449,21 @@ fn record(
     record_stats(shared, thread, cmd, us, err, args, Some(state));
 }
 
-/// Records a command's statistics, and its slow log entry when it is slow and `state` (the
-/// client) is known. Returns the duration of a slow command whose entry is left to the caller
-/// (`state` unknown: it ran away from its connection's thread).
+/// Records a command that ran on this thread for this thread's client: its time is the lap
+/// since the previous command, and it failed when its reply is an error.
+fn account(
+    shared: &Shared,
+    thread: usize,
+    lap: &mut Lap,
+    cmd: &Command,
+    reply: &[u8],
+    state: &ClientState,
+    args: &[Bytes],
+) {
+    let err = (reply.first() == Some(&b'-')).then_some(reply);
+    record(shared, thread, cmd, lap.lap(), err, state, args);
+}
+
 fn record_stats(
     shared: &Shared,
     thread: usize,
