@@ -3,7 +3,7 @@
 //! Layout:
 //! - [`entry`]: one key, its TTL, access clock and value in one compact heap block.
 //! - [`table`]: the per-database hash table (extendible hashing over bounded segments, so it
-//!   grows without an O(n) pause) and its SCAN order.
+//!   grows without an O(n) pause) and its SCAN order; `bucket`: one segment, cache-line buckets.
 //! - [`db`]: a database: lazy and active expiry, WATCH bookkeeping, and `DbView`, the only way
 //!   commands read and write keys.
 //! - [`glob`]: Redis's glob matching (KEYS, SCAN MATCH, CONFIG GET).
@@ -11,6 +11,7 @@
 //! A shard (owned by exactly one server thread) is a `Vec<Db>`; this crate knows nothing of
 //! threads: everything here is single-threaded and property-tested against simple models.
 
+mod bucket;
 pub mod db;
 pub mod entry;
 pub mod glob;

@@ -6,25 +6,27 @@
 //! move. Here the table is a directory of segments (Fagin et al., "Extendible hashing", 1979):
 //! the top `global_depth` bits of a key's hash pick a directory slot, each slot names a segment,
 //! and a segment that fills up splits in two by one more hash bit. A split moves at most
-//! `SEGMENT_MAX` entries, so the worst pause is bounded (a fraction of a millisecond, most of it
+//! `MAX_BUCKETS * 6` entries, so the worst pause is bounded (a fraction of a millisecond, most of it
 //! cache misses on the moved entries) whatever the
 //! keyspace size, and no second table ever exists.
 //!
-//! Each segment is a `hashbrown::HashTable` of thin entry pointers (8 bytes a slot plus one
-//! control byte). A segment grows normally up to 1024 slots and splits instead of growing
-//! past that, so its load stays between 44% and 87.5%.
+//! Each segment is an open-addressing table of 64-byte buckets (seven tags and seven thin
+//! entry pointers per cache line, see `bucket.rs`). A segment grows by doubling up to
+//! `MAX_BUCKETS` buckets and splits instead of growing past that, so its load stays between
+//! 43% and 86%.
 //!
 //! Iteration order (SCAN, the active expiry sweep) follows the top 32 bits of the hash: a key
 //! always has the same position in that order whatever splits happen, so a cursor that is a
 //! hash prefix never misses a key that stayed in the table for the whole iteration.
 
+use crate::bucket::{self, Pos};
 use crate::entry::Entry;
-use hashbrown::HashTable;
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
-/// Entries a segment holds before it splits (7/8 of 1024 slots: hashbrown's capacity then).
-const SEGMENT_MAX: usize = 896;
+/// Buckets of a full-grown segment (896 slots, at most 768 used): a split moves at most that
+/// many entries, which bounds the worst pause.
+const MAX_BUCKETS: usize = 128;
 /// The deepest a segment splits (beyond that it simply grows); 32 keeps cursors 32-bit.
 const MAX_DEPTH: u32 = 32;
 
@@ -38,17 +40,22 @@ pub fn hash_key(key: &[u8]) -> u64 {
     hasher().hash_one(key)
 }
 
-/// The hash hashbrown sees inside a segment. All keys of a segment share the top bits of
-/// `hash_key` (they chose the segment), and hashbrown takes its 7-bit tag from the top bits:
-/// unmixed, every probe would match every tag and compare keys. Multiplying by an odd constant
-/// keeps the low bits (the bucket index) a bijection of the low bits, and spreads all bits into
-/// the top ones (the tag).
+/// The hash a segment sees. All keys of a segment share the top bits of `hash_key` (they
+/// chose the segment), and the segment takes its 7-bit tag from the top bits: unmixed, every
+/// probe would match every tag and compare keys. Multiplying by an odd constant keeps the low
+/// bits (the bucket index) a bijection of the low bits, and spreads all bits into the top ones
+/// (the tag).
 fn slot_hash(h: u64) -> u64 {
     h.wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 fn entry_hash(e: &Entry) -> u64 {
     slot_hash(hash_key(e.key()))
+}
+
+/// Slots a segment of `buckets` buckets may fill (live or tombstoned) before it rebuilds.
+fn bucket_capacity(buckets: usize) -> usize {
+    buckets * 6
 }
 
 /// Iteration position of a hash: its top 32 bits.
@@ -69,7 +76,7 @@ pub enum Found<'a> {
 
 struct Segment {
     depth: u32,
-    table: HashTable<Entry>,
+    table: bucket::Segment,
 }
 
 pub struct Table {
@@ -92,7 +99,7 @@ impl Table {
             global_depth: 0,
             segments: vec![Segment {
                 depth: 0,
-                table: HashTable::new(),
+                table: bucket::Segment::new(),
             }],
             len: 0,
         }
@@ -120,18 +127,16 @@ impl Table {
 
     pub fn get(&self, key: &[u8]) -> Option<&Entry> {
         let h = hash_key(key);
-        let s = self.segment_of(h);
-        self.segments[s]
-            .table
-            .find(slot_hash(h), |e| e.key() == key)
+        let seg = &self.segments[self.segment_of(h)].table;
+        seg.find(slot_hash(h), key).map(|p| seg.at(p))
     }
 
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let h = hash_key(key);
         let s = self.segment_of(h);
-        self.segments[s]
-            .table
-            .find_mut(slot_hash(h), |e| e.key() == key)
+        let seg = &mut self.segments[s].table;
+        let p = seg.find(slot_hash(h), key)?;
+        Some(seg.at_mut(p))
     }
 
     /// Finds `key` for a command running at `now_ms`, removing it first if it has expired: one
@@ -139,49 +144,46 @@ impl Table {
     pub fn find_live(&mut self, key: &[u8], now_ms: i64) -> Found<'_> {
         let h = hash_key(key);
         let s = self.segment_of(h);
-        match self.segments[s]
-            .table
-            .find_entry(slot_hash(h), |e| e.key() == key)
-        {
-            Err(_) => Found::Missing,
-            Ok(occ) => {
-                if occ.get().is_expired(now_ms) {
-                    let (e, _) = occ.remove();
-                    self.len -= 1;
-                    Found::Expired(e)
-                } else {
-                    Found::Live(occ.into_mut())
-                }
-            }
+        let seg = &mut self.segments[s].table;
+        let Some(p) = seg.find(slot_hash(h), key) else {
+            return Found::Missing;
+        };
+        if seg.at(p).is_expired(now_ms) {
+            self.len -= 1;
+            Found::Expired(seg.take(p))
+        } else {
+            Found::Live(seg.at_mut(p))
         }
     }
 
     /// Inserts `e`, replacing (and returning) an entry with the same key. One probe, unless the
-    /// segment must split first.
+    /// segment must grow or split first.
     pub fn insert(&mut self, e: Entry) -> Option<Entry> {
         let h = hash_key(e.key());
-        let s = self.segment_of(h);
-        let seg = &mut self.segments[s];
-        let full = seg.table.len() >= SEGMENT_MAX && seg.depth < MAX_DEPTH;
-        match seg
-            .table
-            .entry(slot_hash(h), |x| x.key() == e.key(), entry_hash)
-        {
-            hashbrown::hash_table::Entry::Occupied(mut o) => {
-                return Some(std::mem::replace(o.get_mut(), e))
-            }
-            hashbrown::hash_table::Entry::Vacant(v) if !full => {
-                v.insert(e);
-                self.len += 1;
-                return None;
-            }
-            hashbrown::hash_table::Entry::Vacant(_) => {}
+        let sh = slot_hash(h);
+        let mut s = self.segment_of(h);
+        if let Some(p) = self.segments[s].table.find(sh, e.key()) {
+            return Some(std::mem::replace(self.segments[s].table.at_mut(p), e));
         }
-        self.split(s, h);
-        let s = self.segment_of(h);
-        self.segments[s]
-            .table
-            .insert_unique(slot_hash(h), e, entry_hash);
+        if self.segments[s].table.full() {
+            let seg = &mut self.segments[s];
+            let (buckets, len) = (seg.table.buckets(), seg.table.len());
+            if buckets < MAX_BUCKETS {
+                // Grow; a segment mostly full of tombstones is rebuilt at its size instead.
+                let size = if len * 2 < bucket_capacity(buckets) {
+                    buckets
+                } else {
+                    (buckets * 2).max(1)
+                };
+                seg.table.rebuild(size.max(1), entry_hash);
+            } else if len * 4 >= bucket_capacity(buckets) * 3 && seg.depth < MAX_DEPTH {
+                self.split(s, h);
+                s = self.segment_of(h);
+            } else {
+                seg.table.rebuild(buckets, entry_hash);
+            }
+        }
+        self.segments[s].table.insert_absent(sh, e);
         self.len += 1;
         None
     }
@@ -189,16 +191,10 @@ impl Table {
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         let h = hash_key(key);
         let s = self.segment_of(h);
-        match self.segments[s]
-            .table
-            .find_entry(slot_hash(h), |e| e.key() == key)
-        {
-            Ok(occ) => {
-                self.len -= 1;
-                Some(occ.remove().0)
-            }
-            Err(_) => None,
-        }
+        let seg = &mut self.segments[s].table;
+        let p: Pos = seg.find(slot_hash(h), key)?;
+        self.len -= 1;
+        Some(seg.take(p))
     }
 
     /// Splits segment `s` (which contains hash `h`) by one more hash bit.
@@ -220,15 +216,15 @@ impl Table {
             *slot = new_index;
         }
         let bit = 63 - depth; // the hash bit that now tells the halves apart
-        let mut low = HashTable::with_capacity(SEGMENT_MAX);
-        let mut high = HashTable::with_capacity(SEGMENT_MAX);
-        let old = std::mem::take(&mut self.segments[s].table);
-        for e in old {
+        let mut low = bucket::Segment::with_buckets(MAX_BUCKETS);
+        let mut high = bucket::Segment::with_buckets(MAX_BUCKETS);
+        let old = std::mem::replace(&mut self.segments[s].table, bucket::Segment::new());
+        for e in old.into_entries() {
             let eh = hash_key(e.key());
             if (eh >> bit) & 1 == 1 {
-                high.insert_unique(slot_hash(eh), e, entry_hash);
+                high.insert_absent(slot_hash(eh), e);
             } else {
-                low.insert_unique(slot_hash(eh), e, entry_hash);
+                low.insert_absent(slot_hash(eh), e);
             }
         }
         self.segments[s] = Segment {
@@ -315,10 +311,9 @@ impl Table {
         for _ in 0..n {
             let seg = &mut self.segments[s];
             visited += seg.table.len();
-            for e in seg.table.extract_if(|e| remove(e)) {
-                self.len -= 1;
-                removed(e);
-            }
+            let before = seg.table.len();
+            seg.table.remove_if(&mut remove, &mut removed);
+            self.len -= before - seg.table.len();
             s = (s + 1) % n;
             if visited >= budget {
                 break;
@@ -337,7 +332,7 @@ impl Table {
             let seg = &self.segments[(r % n as u64) as usize];
             if !seg.table.is_empty() {
                 let i = ((r >> 20) % seg.table.len() as u64) as usize;
-                return seg.table.iter().nth(i);
+                return seg.table.nth(i);
             }
             r = r
                 .wrapping_mul(6364136223846793005)
@@ -365,6 +360,8 @@ mod tests {
         }
         assert_eq!(t.len(), 100_000);
         assert!(t.segments.len() > 16);
+        // Full-grown segments split rather than grow.
+        assert!(t.segments.iter().all(|s| s.table.buckets() <= MAX_BUCKETS));
         for i in 0..100_000u32 {
             assert!(t.get(format!("key:{i}").as_bytes()).is_some());
         }
