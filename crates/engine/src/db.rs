@@ -94,6 +94,11 @@ impl Db {
         self.table.is_empty()
     }
 
+    /// Hints the CPU to load where `key` would be (pipelined commands overlap their misses).
+    pub fn prefetch(&self, key: &[u8]) {
+        self.table.prefetch(key);
+    }
+
     pub fn expires(&self) -> usize {
         self.expires
     }

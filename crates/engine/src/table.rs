@@ -125,6 +125,14 @@ impl Table {
         self.dir[self.dir_index(h)] as usize
     }
 
+    /// Hints the CPU to load the bucket `key` would be in (see `bucket.rs`).
+    pub fn prefetch(&self, key: &[u8]) {
+        let h = hash_key(key);
+        self.segments[self.segment_of(h)]
+            .table
+            .prefetch(slot_hash(h));
+    }
+
     pub fn get(&self, key: &[u8]) -> Option<&Entry> {
         let h = hash_key(key);
         let seg = &self.segments[self.segment_of(h)].table;

@@ -459,6 +459,9 @@ impl Worker {
             }
             let frozen: Bytes = conn.rbuf.split_to(off).freeze();
             let parsed_any = !requests.is_empty();
+            if requests.len() > 1 {
+                self.prefetch_keys(c, &requests, &frozen);
+            }
             let mut batch = requests.into_iter();
             for (mut req, at) in batch.by_ref() {
                 // Reuse an argument vector: most commands run inline and hand it back.
@@ -515,6 +518,30 @@ impl Worker {
         }
         self.send_batches();
         self.dirty.push(c);
+    }
+
+    /// Starts loading the table buckets of a pipeline's keys on this thread's shard before its
+    /// commands run, so that their cache misses overlap instead of coming one after another.
+    fn prefetch_keys(&self, c: usize, requests: &[(darner_resp::Request, usize)], frozen: &Bytes) {
+        let db = &self.shard.dbs[self.conns[c].state.db];
+        for (req, at) in requests {
+            let (Some(darner_resp::Arg::Range(name)), Some(darner_resp::Arg::Range(key))) =
+                (req.args.first(), req.args.get(1))
+            else {
+                continue;
+            };
+            let Some(spec) = darner_commands::lookup(&frozen[at + name.start..at + name.end])
+            else {
+                continue;
+            };
+            if spec.first_key != 1 {
+                continue;
+            }
+            let key = &frozen[at + key.start..at + key.end];
+            if cmd::shard_of(key, self.shared.threads) == self.id {
+                db.prefetch(key);
+            }
+        }
     }
 
     /// Replies Redis's protocol error (after the replies already due) and closes once written.
