@@ -16,6 +16,7 @@
 //! No unsafe code: a slot is an `Option<Entry>`, which is pointer-sized.
 
 use crate::entry::Entry;
+use crate::prefetch_line;
 
 const EMPTY: u8 = 0;
 const TOMB: u8 = 1;
@@ -130,6 +131,25 @@ impl Segment {
         prefetch_line(bucket.cast());
     }
 
+    /// Hints the CPU to load the entry block that `sh`'s tag points at in its first bucket
+    /// (call after [`Segment::prefetch`] had time to bring the bucket in).
+    pub(crate) fn prefetch_entry(&self, sh: u64) {
+        let n = self.buckets.len();
+        if n == 0 {
+            return;
+        }
+        let bucket = &self.buckets[sh as usize & (n - 1)];
+        let tag = tag_of(sh);
+        for i in 0..SLOTS {
+            if bucket.tags[i] == tag {
+                if let Some(e) = &bucket.slots[i] {
+                    e.prefetch();
+                    return;
+                }
+            }
+        }
+    }
+
     pub(crate) fn at(&self, p: Pos) -> &Entry {
         self.buckets[p.0].slots[p.1].as_ref().expect("live slot")
     }
@@ -212,18 +232,6 @@ impl Segment {
     }
 }
 
-/// Starts loading the cache line at `p` (a hint: no fault, no architectural memory access).
-#[cfg(target_arch = "x86_64")]
-fn prefetch_line(p: *const u8) {
-    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-    // SAFETY: PREFETCHT0 is part of SSE, which every x86-64 CPU has; it never faults, even on
-    // an invalid address, and changes nothing but the cache (p is a live bucket anyway).
-    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) };
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn prefetch_line(_p: *const u8) {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,6 +244,7 @@ mod tests {
         s.insert_absent(7, e("x"));
         for h in [0u64, 1, 7, u64::MAX] {
             s.prefetch(h);
+            s.prefetch_entry(h);
         }
         assert_eq!(s.len(), 1);
     }

@@ -94,9 +94,15 @@ impl Db {
         self.table.is_empty()
     }
 
-    /// Hints the CPU to load where `key` would be (pipelined commands overlap their misses).
-    pub fn prefetch(&self, key: &[u8]) {
-        self.table.prefetch(key);
+    /// Hints the CPU to load the bucket of `key` (pipelined commands overlap their misses);
+    /// returns the key's hash for [`Db::prefetch_entry`].
+    pub fn prefetch(&self, key: &[u8]) -> u64 {
+        self.table.prefetch(key)
+    }
+
+    /// Second step of a prefetch: the entry the bucket points at.
+    pub fn prefetch_entry(&self, hash: u64) {
+        self.table.prefetch_entry(hash);
     }
 
     pub fn expires(&self) -> usize {

@@ -199,6 +199,11 @@ impl Entry {
         }
     }
 
+    /// Hints the CPU to load this entry's block (its first cache line).
+    pub(crate) fn prefetch(&self) {
+        crate::prefetch_line(self.base());
+    }
+
     fn flags(&self) -> u8 {
         (self.tagged.as_ptr().addr() & TAG_MASK) as u8
     }

@@ -21,3 +21,15 @@ pub use db::{Clock, Db, DbView, WatchFlag, SCAN_DONE};
 pub use entry::{Entry, ValueRef, ValueType};
 pub use glob::glob_match;
 pub use table::hash_key;
+
+/// Starts loading the cache line at `p` (a hint: no fault, no architectural memory access).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn prefetch_line(p: *const u8) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    // SAFETY: PREFETCHT0 is part of SSE, which every x86-64 CPU has; it never faults, even on
+    // an invalid address, and changes nothing but the cache (p is a live bucket anyway).
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) };
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) fn prefetch_line(_p: *const u8) {}

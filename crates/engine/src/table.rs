@@ -125,12 +125,22 @@ impl Table {
         self.dir[self.dir_index(h)] as usize
     }
 
-    /// Hints the CPU to load the bucket `key` would be in (see `bucket.rs`).
-    pub fn prefetch(&self, key: &[u8]) {
+    /// Hints the CPU to load the bucket `key` would be in (see `bucket.rs`). Returns the
+    /// key's hash, for [`Table::prefetch_entry`] a little later.
+    pub fn prefetch(&self, key: &[u8]) -> u64 {
         let h = hash_key(key);
         self.segments[self.segment_of(h)]
             .table
             .prefetch(slot_hash(h));
+        h
+    }
+
+    /// Hints the CPU to load the entry a key of hash `h` probably is (its bucket should be in
+    /// cache by now, from [`Table::prefetch`]).
+    pub fn prefetch_entry(&self, h: u64) {
+        self.segments[self.segment_of(h)]
+            .table
+            .prefetch_entry(slot_hash(h));
     }
 
     pub fn get(&self, key: &[u8]) -> Option<&Entry> {

@@ -524,6 +524,9 @@ impl Worker {
     /// commands run, so that their cache misses overlap instead of coming one after another.
     fn prefetch_keys(&self, c: usize, requests: &[(darner_resp::Request, usize)], frozen: &Bytes) {
         let db = &self.shard.dbs[self.conns[c].state.db];
+        let mut hashes = [0u64; 64];
+        let mut n = 0;
+        // First the buckets of all the keys, then (buckets arriving meanwhile) their entries.
         for (req, at) in requests {
             let (Some(darner_resp::Arg::Range(name)), Some(darner_resp::Arg::Range(key))) =
                 (req.args.first(), req.args.get(1))
@@ -538,9 +541,13 @@ impl Worker {
                 continue;
             }
             let key = &frozen[at + key.start..at + key.end];
-            if cmd::shard_of(key, self.shared.threads) == self.id {
-                db.prefetch(key);
+            if cmd::shard_of(key, self.shared.threads) == self.id && n < hashes.len() {
+                hashes[n] = db.prefetch(key);
+                n += 1;
             }
+        }
+        for &h in &hashes[..n] {
+            db.prefetch_entry(h);
         }
     }
 
