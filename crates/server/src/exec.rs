@@ -129,6 +129,19 @@ impl<R: 'static> Future for Hop<R> {
 
 impl<R> Unpin for Hop<R> {}
 
+/// Sends a hop's result back to the task waiting for it.
+fn complete<R: Send + 'static>(shared: &Shared, done: Completion, r: R) {
+    post(
+        shared,
+        done.thread,
+        Msg::HopDone {
+            task: done.task,
+            slot: done.slot,
+            result: Box::new(r),
+        },
+    );
+}
+
 fn new_completion() -> Completion {
     let slot = SLOTS.with(|s| s.borrow_mut().insert(None));
     Completion {
@@ -211,16 +224,7 @@ impl Tx {
         let shared = self.0.shared.clone();
         let held = self.0.held.borrow().contains(&shard);
         let job: crate::msg::ShardFn = Box::new(move |ctx: &mut ShardCtx| {
-            let r = f(ctx);
-            post(
-                &shared,
-                done.thread,
-                Msg::HopDone {
-                    task: done.task,
-                    slot: done.slot,
-                    result: Box::new(r),
-                },
-            );
+            complete(&shared, done, f(ctx));
         });
         post(
             &self.0.shared,
@@ -272,16 +276,7 @@ impl Tx {
             t,
             Msg::Thread {
                 f: Box::new(move |ctx| {
-                    let r = f(ctx);
-                    post(
-                        &shared,
-                        done.thread,
-                        Msg::HopDone {
-                            task: done.task,
-                            slot: done.slot,
-                            result: Box::new(r),
-                        },
-                    );
+                    complete(&shared, done, f(ctx));
                 }),
             },
         );
