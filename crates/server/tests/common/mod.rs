@@ -13,9 +13,22 @@ pub struct Server {
     child: Child,
 }
 
+/// A loopback port that is free now and that no other test of this binary has been given.
+///
+/// Tests run on parallel threads: without the set, two of them could be handed the same port
+/// in the window between closing the probe listener and darner binding it, and the second
+/// test's readiness check would then connect to the first test's server.
 fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 impl Server {
@@ -48,7 +61,13 @@ impl Server {
                     break; // exited: port taken? retry with another
                 }
                 if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return s;
+                    // Something answers: make sure it is our child, not a stranger on the port
+                    // (ours would have exited with a bind error by now).
+                    std::thread::sleep(Duration::from_millis(20));
+                    if let Ok(None) = s.child.try_wait() {
+                        return s;
+                    }
+                    break;
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
