@@ -5,7 +5,7 @@
 //! key: WATCHing clients are marked dirty here, in one place, so no command can forget to.
 
 use crate::entry::Entry;
-use crate::table::{Found, Table, SCAN_END};
+use crate::table::{Found, Table, Upsert, SCAN_END};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -290,6 +290,42 @@ impl<'a> DbView<'a> {
             }
             None => None,
         }
+    }
+
+    /// SET without options: stores `value` under `key` with the given TTL, in the existing
+    /// block when it has the same layout (see [`Entry::overwrite_str`]). Returns whether a live
+    /// key was replaced.
+    pub fn set_str(&mut self, key: &[u8], value: &[u8], expire: Option<i64>) -> bool {
+        let (lru, now) = (self.clock.lru, self.clock.now_ms);
+        self.db.touch(key);
+        let db = &mut *self.db;
+        let mut was_live = false;
+        let done = db.table.upsert(
+            key,
+            |e| {
+                was_live = !e.is_expired(now);
+                e.overwrite_str(value, expire, lru)
+            },
+            || Entry::new_str(key, value, expire, false, lru),
+        );
+        // An in-place update keeps the TTL's presence, so the count of keys with one holds.
+        match done {
+            Upsert::Updated => {}
+            Upsert::Replaced(old) => {
+                if old.expire().is_some() {
+                    db.expires -= 1;
+                }
+                if expire.is_some() {
+                    db.expires += 1;
+                }
+            }
+            Upsert::Inserted => {
+                if expire.is_some() {
+                    db.expires += 1;
+                }
+            }
+        }
+        was_live
     }
 
     /// Removes a live key, returning its entry.

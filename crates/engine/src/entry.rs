@@ -359,6 +359,33 @@ impl Entry {
         }
     }
 
+    /// Replaces an inline string value in place when the new block would have exactly this
+    /// block's layout (same value length, same TTL presence): a cache overwriting a key with a
+    /// value of the same size then costs no allocation, no free and no key copy. Resets the
+    /// encoding flags as a fresh `new_str(.., raw: false, ..)` would. Returns false, changing
+    /// nothing, when the layouts differ.
+    pub fn overwrite_str(&mut self, value: &[u8], expire: Option<i64>, clock: u16) -> bool {
+        let flags = self.flags();
+        if flags & HEAP != 0 || (flags & HAS_EXPIRE != 0) != expire.is_some() {
+            return false;
+        }
+        let b = self.block_mut();
+        let mut at = parts_of(b, flags).key_end;
+        if get_varint(b, &mut at) != value.len() {
+            return false;
+        }
+        b[at..at + value.len()].copy_from_slice(value);
+        b[CLOCK_AT..CLOCK_AT + 2].copy_from_slice(&clock.to_le_bytes());
+        if let Some(when) = expire {
+            b[EXPIRE_AT..EXPIRE_AT + 8].copy_from_slice(&when.to_le_bytes());
+        }
+        let keep = (flags & HAS_EXPIRE) as usize;
+        let tagged = self.tagged.as_ptr().map_addr(|a| (a & !TAG_MASK) | keep);
+        // SAFETY: the same non-null block address with other low tag bits.
+        self.tagged = unsafe { NonNull::new_unchecked(tagged) };
+        true
+    }
+
     /// Rebuilds the block with a new expiry and, optionally, a new key; keeps the value.
     fn rebuild(&mut self, expire: Option<i64>, new_key: Option<&[u8]>) {
         let flags = self.flags();
@@ -518,6 +545,35 @@ mod tests {
         assert_eq!(e.clock(), 7);
         assert_eq!(e.expire(), None);
         assert!(!e.is_raw());
+    }
+
+    #[test]
+    fn overwrite_in_place_only_for_the_same_layout() {
+        let mut e = Entry::new_str(b"k", b"abc", None, false, 7);
+        e.mark_not_int();
+        let before = e.base();
+        assert!(e.overwrite_str(b"xyz", None, 9));
+        assert_eq!(e.base(), before);
+        assert_eq!(
+            (e.key(), e.str_value(), e.clock()),
+            (&b"k"[..], &b"xyz"[..], 9)
+        );
+        assert!(!e.is_raw());
+        assert_eq!(e.string_encoding(), "embstr");
+        assert!(e.overwrite_str(b"123", None, 9));
+        assert_eq!(e.string_encoding(), "int");
+        // Other length, TTL added: refused, nothing changed.
+        assert!(!e.overwrite_str(b"toolong", None, 1));
+        assert!(!e.overwrite_str(b"abc", Some(5), 1));
+        assert_eq!((e.str_value(), e.expire()), (&b"123"[..], None));
+        let mut t = Entry::new_str(b"k", b"abc", Some(100), false, 0);
+        assert!(t.overwrite_str(b"def", Some(200), 0));
+        assert_eq!((t.str_value(), t.expire()), (&b"def"[..], Some(200)));
+        assert!(!t.overwrite_str(b"def", None, 0));
+        // Out of line values are never overwritten in place.
+        let mut h = Entry::new_str(b"k", b"abc", None, false, 0);
+        h.str_mut();
+        assert!(!h.overwrite_str(b"abc", None, 0));
     }
 
     #[test]

@@ -35,6 +35,16 @@ fn hasher() -> &'static foldhash::fast::RandomState {
     H.get_or_init(foldhash::fast::RandomState::default)
 }
 
+/// What [`Table::upsert`] did.
+pub enum Upsert {
+    /// The existing entry was changed in place.
+    Updated,
+    /// The existing entry was replaced; here it is.
+    Replaced(Entry),
+    /// The key was absent.
+    Inserted,
+}
+
 /// The table hash of a key (process-wide seed, random per process).
 pub fn hash_key(key: &[u8]) -> u64 {
     hasher().hash_one(key)
@@ -174,15 +184,43 @@ impl Table {
         }
     }
 
+    /// Updates the entry for `key` in place when `update` agrees (returns true), otherwise puts
+    /// `make()` in its place, or inserts it when the key is absent. One probe either way.
+    pub fn upsert(
+        &mut self,
+        key: &[u8],
+        update: impl FnOnce(&mut Entry) -> bool,
+        make: impl FnOnce() -> Entry,
+    ) -> Upsert {
+        let h = hash_key(key);
+        let s = self.segment_of(h);
+        if let Some(p) = self.segments[s].table.find(slot_hash(h), key) {
+            let e = self.segments[s].table.at_mut(p);
+            if update(e) {
+                return Upsert::Updated;
+            }
+            return Upsert::Replaced(std::mem::replace(e, make()));
+        }
+        self.insert_new(h, s, make());
+        Upsert::Inserted
+    }
+
     /// Inserts `e`, replacing (and returning) an entry with the same key. One probe, unless the
     /// segment must grow or split first.
     pub fn insert(&mut self, e: Entry) -> Option<Entry> {
         let h = hash_key(e.key());
         let sh = slot_hash(h);
-        let mut s = self.segment_of(h);
+        let s = self.segment_of(h);
         if let Some(p) = self.segments[s].table.find(sh, e.key()) {
             return Some(std::mem::replace(self.segments[s].table.at_mut(p), e));
         }
+        self.insert_new(h, s, e);
+        None
+    }
+
+    /// Inserts `e`, whose key (hash `h`, in segment `s`) is known to be absent.
+    fn insert_new(&mut self, h: u64, mut s: usize, e: Entry) {
+        let sh = slot_hash(h);
         if self.segments[s].table.full() {
             let seg = &mut self.segments[s];
             let (buckets, len) = (seg.table.buckets(), seg.table.len());
@@ -203,7 +241,6 @@ impl Table {
         }
         self.segments[s].table.insert_absent(sh, e);
         self.len += 1;
-        None
     }
 
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
@@ -456,7 +493,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn behaves_like_a_map(ops in proptest::collection::vec((0u8..3, 0u16..2000, any::<u8>()), 1..3000)) {
+        fn behaves_like_a_map(ops in proptest::collection::vec((0u8..4, 0u16..2000, any::<u8>()), 1..3000)) {
             let mut t = Table::new();
             let mut m = BTreeMap::new();
             for (op, k, v) in ops {
@@ -469,6 +506,17 @@ mod tests {
                     1 => {
                         let old = t.remove(&key).map(|x| x.str_value().to_vec());
                         prop_assert_eq!(old, m.remove(&key));
+                    }
+                    2 => {
+                        // Values of one or two bytes: in place for the same length, else replaced.
+                        let val = if v % 2 == 0 { vec![v] } else { vec![v, v] };
+                        let done = t.upsert(&key, |x| x.overwrite_str(&val, None, 0), || e(&key, &val));
+                        let was = m.insert(key, val);
+                        match done {
+                            Upsert::Inserted => prop_assert!(was.is_none()),
+                            Upsert::Updated => prop_assert_eq!(was.map(|w| w.len()), Some(1 + (v % 2) as usize)),
+                            Upsert::Replaced(old) => prop_assert_eq!(Some(old.str_value().to_vec()), was),
+                        }
                     }
                     _ => {
                         let got = t.get(&key).map(|x| x.str_value().to_vec());

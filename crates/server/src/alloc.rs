@@ -31,9 +31,7 @@ fn slot() -> usize {
     SLOT.try_with(|s| {
         let mut v = s.get();
         if v == usize::MAX {
-            v = NEXT_SLOT
-                .fetch_add(1, Ordering::Relaxed)
-                .min(SHARED_SLOT);
+            v = NEXT_SLOT.fetch_add(1, Ordering::Relaxed).min(SHARED_SLOT);
             s.set(v);
         }
         v
@@ -151,7 +149,10 @@ mod tests {
         for h in handles {
             h.join().unwrap();
         }
-        assert!(during >= before + (80 << 20) - (4 << 20), "{before} {during}");
+        assert!(
+            during >= before + (80 << 20) - (4 << 20),
+            "{before} {during}"
+        );
         assert!(super::used_memory() < during - (40 << 20));
     }
 }

@@ -219,11 +219,9 @@ fn get(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
 }
 
 fn set(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    let lru = ctx.clock.lru;
     if args.len() == 3 {
         // The hot path: no options, nothing to parse.
-        ctx.db()
-            .set(Entry::new_str(&args[1], &args[2], None, false, lru));
+        ctx.db().set_str(&args[1], &args[2], None);
         return w.ok();
     }
     let Ok((flags, expire)) = parse_ext(args, 3, true) else {
@@ -259,7 +257,6 @@ fn set_generic(
             Err(e) => return w.error(e),
         },
     };
-    let lru = ctx.clock.lru;
     let mut db = ctx.db();
     let found = if flags & F_GET != 0 {
         match db.get(key) {
@@ -287,19 +284,18 @@ fn set_generic(
     } else {
         when
     };
-    db.set(Entry::new_str(key, value, ttl, false, lru));
+    db.set_str(key, value, ttl);
     if flags & F_GET == 0 {
         w.ok();
     }
 }
 
 fn setnx(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    let lru = ctx.clock.lru;
     let mut db = ctx.db();
     if db.exists(&args[1]) {
         return w.int(0);
     }
-    db.set(Entry::new_str(&args[1], &args[2], None, false, lru));
+    db.set_str(&args[1], &args[2], None);
     w.int(1);
 }
 
@@ -328,14 +324,13 @@ fn psetex(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
 }
 
 fn getset(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    let lru = ctx.clock.lru;
     let mut db = ctx.db();
     match db.get(&args[1]) {
         None => w.null(),
         Some(e) if !is_str(e) => return w.error(ERR_WRONGTYPE),
         Some(e) => w.bulk(e.str_value()),
     }
-    db.set(Entry::new_str(&args[1], &args[2], None, false, lru));
+    db.set_str(&args[1], &args[2], None);
 }
 
 fn getdel(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
@@ -458,10 +453,9 @@ async fn set_pairs(tx: &Tx, args: &[Bytes]) {
                 .map(|&i| (args[1 + 2 * i].clone(), args[2 + 2 * i].clone()))
                 .collect();
             tx.run(s, move |ctx| {
-                let lru = ctx.clock.lru;
                 let mut db = ctx.db();
                 for (k, v) in &pairs {
-                    db.set(Entry::new_str(k, v, None, false, lru));
+                    db.set_str(k, v, None);
                 }
             })
         })
@@ -524,7 +518,6 @@ fn msetnx(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 
 fn append(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
     let (key, val) = (&args[1], &args[2]);
-    let lru = ctx.clock.lru;
     let cur = match ctx.db().peek(key) {
         None => None,
         Some(e) if !is_str(e) => return w.error(ERR_WRONGTYPE),
@@ -533,7 +526,7 @@ fn append(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
     match cur {
         None => {
             // A new key stores the argument as SET would (not raw).
-            ctx.db().set(Entry::new_str(key, val, None, false, lru));
+            ctx.db().set_str(key, val, None);
             w.int(val.len() as i64);
         }
         Some(len) => {
@@ -652,7 +645,6 @@ fn counter(db: &mut DbView, key: &[u8]) -> Result<(Option<i64>, Option<i64>), &'
 }
 
 fn incr_by(ctx: &mut ShardCtx, key: &[u8], by: i64, w: &mut ReplyWriter) {
-    let lru = ctx.clock.lru;
     let mut db = ctx.db();
     let (old, ttl) = match counter(&mut db, key) {
         Ok(x) => x,
@@ -663,7 +655,7 @@ fn incr_by(ctx: &mut ShardCtx, key: &[u8], by: i64, w: &mut ReplyWriter) {
     };
     let mut buf = [0u8; 24];
     // The value is replaced (keeping its TTL), as Redis's dbReplaceValue does.
-    db.set(Entry::new_str(key, itoa(new, &mut buf), ttl, false, lru));
+    db.set_str(key, itoa(new, &mut buf), ttl);
     w.int(new);
 }
 
