@@ -19,6 +19,7 @@ use darner_engine::Clock;
 use darner_resp::{Limits, ReplyWriter, RequestParser};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
+use smallvec::SmallVec;
 use std::io::{ErrorKind, Write};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
@@ -69,7 +70,6 @@ pub struct Worker {
     /// timeouts, idle times and the cron.
     loop_now: Instant,
     /// Argument vectors to reuse.
-    args_pool: Vec<Vec<Bytes>>,
     /// Connections whose socket may hold more than the last turn's read budget.
     more_input: Vec<usize>,
     stop: bool,
@@ -102,7 +102,6 @@ impl Worker {
             now_ms: Shared::now_ms(),
             lap: Lap::start(),
             loop_now: Instant::now(),
-            args_pool: Vec::new(),
             more_input: Vec::new(),
             stop: false,
         };
@@ -421,7 +420,7 @@ impl Worker {
                     self.dirty.push(c);
                     return;
                 }
-                self.dispatch(c, args);
+                self.dispatch(c, &cmd::views(&args), Owner::Owned(&args));
                 if !self.conns.contains(c) {
                     return;
                 }
@@ -463,19 +462,23 @@ impl Worker {
                 self.prefetch_keys(c, &requests, &frozen);
             }
             let mut batch = requests.into_iter();
-            for (mut req, at) in batch.by_ref() {
-                // Reuse an argument vector: most commands run inline and hand it back.
-                let mut args = self.args_pool.pop().unwrap_or_default();
-                args.extend(req.args.drain(..).map(|a| match a {
-                    darner_resp::Arg::Range(r) => frozen.slice(at + r.start..at + r.end),
-                    darner_resp::Arg::Owned(v) => Bytes::from(v),
-                }));
-                self.conns[c].parser.recycle(std::mem::take(&mut req.args));
-                if args.is_empty() {
-                    self.args_pool.push(args);
-                    continue;
+            for (req, at) in batch.by_ref() {
+                if !req.args.is_empty() {
+                    // Borrowed views of the frozen batch: a command that runs inline (most do)
+                    // needs no owned copy and no reference count.
+                    let args: SmallVec<[&[u8]; 8]> = req
+                        .args
+                        .iter()
+                        .map(|a| match a {
+                            darner_resp::Arg::Range(r) => &frozen[at + r.start..at + r.end],
+                            darner_resp::Arg::Owned(v) => &v[..],
+                        })
+                        .collect();
+                    self.dispatch(c, &args, Owner::Frozen(&frozen));
                 }
-                self.dispatch(c, args);
+                if let Some(conn) = self.conns.get_mut(c) {
+                    conn.parser.recycle(req.args);
+                }
                 if !self.conns.contains(c) {
                     return;
                 }
@@ -619,11 +622,11 @@ impl Worker {
         self.reply_error_now(c, msg);
     }
 
-    fn dispatch(&mut self, c: usize, args: Vec<Bytes>) {
+    fn dispatch(&mut self, c: usize, args: &[&[u8]], owner: Owner<'_>) {
         bump(&self.shared.stats[self.id].commands, 1);
         // Look the command up.
-        let Some(mut spec) = darner_commands::lookup(&args[0]) else {
-            let msg = unknown_command(&args);
+        let Some(mut spec) = darner_commands::lookup(args[0]) else {
+            let msg = unknown_command(args);
             self.reject(c, None, &msg);
             return;
         };
@@ -635,11 +638,11 @@ impl Worker {
                 self.reject(c, Some(spec), &e);
                 return;
             }
-            match darner_commands::lookup_subcommand(spec, &args[1]) {
+            match darner_commands::lookup_subcommand(spec, args[1]) {
                 Some(sub) => spec = sub,
                 None => {
                     let mut msg = b"ERR unknown subcommand '".to_vec();
-                    msg.extend_from_slice(c_str(&args[1], 128));
+                    msg.extend_from_slice(c_str(args[1], 128));
                     msg.extend_from_slice(
                         format!("'. Try {} HELP.", spec.name.to_ascii_uppercase()).as_bytes(),
                     );
@@ -650,7 +653,7 @@ impl Worker {
         }
         let Some(cmd) = cmd::registry().get(spec) else {
             // Unreachable while every table entry has a handler (a unit test checks it).
-            let msg = unknown_command(&args);
+            let msg = unknown_command(args);
             self.reject(c, None, &msg);
             return;
         };
@@ -678,7 +681,11 @@ impl Worker {
                 self.reply_error_now(c, b"ERR Command not allowed inside a transaction");
                 return;
             }
-            conn.state.multi.as_mut().unwrap().push((cmd, args));
+            conn.state
+                .multi
+                .as_mut()
+                .unwrap()
+                .push((cmd, owner.own(args)));
             let resp3 = conn.state.resp3;
             let reply = cmd::with_writer(resp3, |w| w.simple(b"QUEUED"));
             let suppress = take_suppress(&mut conn.state);
@@ -691,25 +698,22 @@ impl Worker {
         let is_write =
             spec.has(flags::WRITE) || (spec.full_name == "exec" && multi_has_writes(&conn.state));
         if self.shared.paused(now, is_write) && !matches!(spec.full_name, "client|unpause") {
-            conn.paused = Some(args);
+            conn.paused = Some(owner.own(args));
             return;
         }
         if self.shared.monitors.load(Ordering::Relaxed) > 0
             && !spec.has(flags::SKIP_MONITOR)
             && !spec.has(flags::ADMIN)
         {
-            let line = monitor_line(&conn.state, &cmd::connection::redact(spec.full_name, &args));
+            let line = monitor_line(&conn.state, &cmd::connection::redact(spec.full_name, args));
             for t in 0..self.shared.threads {
                 post(&self.shared, t, Msg::Monitor { line: line.clone() });
             }
         }
         match cmd.handler {
-            Handler::Conn(f) => {
-                self.run_conn(c, cmd, f, &args);
-                self.recycle(args);
-            }
+            Handler::Conn(f) => self.run_conn(c, cmd, f, args),
             Handler::Key(f) => {
-                let shard = cmd::key_shard(spec, &args, self.shared.threads, self.id);
+                let shard = cmd::key_shard(spec, args, self.shared.threads, self.id);
                 let conn = &mut self.conns[c];
                 if shard == self.id && self.lock.free() {
                     let suppress = take_suppress(&mut conn.state);
@@ -738,7 +742,7 @@ impl Worker {
                     run_handler(
                         f,
                         &mut ctx,
-                        &args,
+                        args,
                         &mut ReplyWriter::new(buf, resp3),
                         at,
                         cmd,
@@ -751,7 +755,7 @@ impl Worker {
                         cmd,
                         reply,
                         &conn.state,
-                        &args,
+                        args,
                     );
                     if direct {
                         conn.next_seq += 1;
@@ -760,7 +764,6 @@ impl Worker {
                         let seq = conn.expect(suppress);
                         conn.deliver(seq, waiting);
                     }
-                    self.recycle(args);
                 } else {
                     let suppress = take_suppress(&mut conn.state);
                     let seq = conn.expect(suppress);
@@ -774,7 +777,7 @@ impl Worker {
                         resp3: conn.state.resp3,
                         touch: !conn.state.no_touch,
                         cmd,
-                        args,
+                        args: owner.own(args),
                     });
                 }
             }
@@ -785,9 +788,9 @@ impl Worker {
                 let shards: Vec<usize> = match locks {
                     Locks::Keys => {
                         let mut idx = Vec::new();
-                        darner_commands::key_indices(spec, &args, &mut idx);
+                        darner_commands::key_indices(spec, args, &mut idx);
                         idx.iter()
-                            .map(|&i| cmd::shard_of(&args[i], self.shared.threads))
+                            .map(|&i| cmd::shard_of(args[i], self.shared.threads))
                             .collect()
                     }
                     Locks::All => (0..self.shared.threads).collect(),
@@ -806,6 +809,7 @@ impl Worker {
                 };
                 let shared = self.shared.clone();
                 let thread = self.id;
+                let args = owner.own(args);
                 self.exec.spawn(async move {
                     let start = Instant::now();
                     tx.acquire(&shards).await;
@@ -820,7 +824,7 @@ impl Worker {
                         start.elapsed().as_micros() as u64,
                         err.as_deref(),
                         &client,
-                        &args,
+                        &cmd::views(&args),
                     );
                     post(
                         &shared,
@@ -837,15 +841,7 @@ impl Worker {
         }
     }
 
-    /// Keeps an argument vector for the next request (bounded: a few, small ones).
-    fn recycle(&mut self, mut args: Vec<Bytes>) {
-        if self.args_pool.len() < 4 && args.capacity() <= 64 {
-            args.clear();
-            self.args_pool.push(args);
-        }
-    }
-
-    fn run_conn(&mut self, c: usize, cmd: &'static Command, f: cmd::ConnFn, args: &[Bytes]) {
+    fn run_conn(&mut self, c: usize, cmd: &'static Command, f: cmd::ConnFn, args: &[&[u8]]) {
         let conn = &mut self.conns[c];
         let suppress = take_suppress(&mut conn.state);
         let was_monitor = conn.state.monitor;
@@ -934,7 +930,7 @@ impl Worker {
                             .get(cr.idx as usize)
                             .filter(|c| c.gen == cr.gen)
                             .map(|c| &c.state);
-                        slowlog_push(&self.shared, call.0, &call.1, state);
+                        slowlog_push(&self.shared, call.0, &cmd::views(&call.1), state);
                     }
                     if let Some(conn) = self.conn_mut(cr) {
                         conn.deliver(seq, buf[s as usize..e as usize].to_vec());
@@ -1101,7 +1097,8 @@ impl Worker {
                 shared: &self.shared,
             };
             let mut w = ReplyWriter::new(&mut buf, it.resp3);
-            run_handler(f, &mut ctx, &it.args, &mut w, start_at, it.cmd);
+            let views = cmd::views(&it.args);
+            run_handler(f, &mut ctx, &views, &mut w, start_at, it.cmd);
             let err = (buf.get(start_at) == Some(&b'-')).then(|| buf[start_at..].to_vec());
             let slow = record_stats(
                 &self.shared,
@@ -1109,10 +1106,11 @@ impl Worker {
                 it.cmd,
                 lap.lap(),
                 err.as_deref(),
-                &it.args,
+                &views,
                 None,
-            )
-            .map(|us| Box::new((us, it.args)));
+            );
+            drop(views);
+            let slow = slow.map(|us| Box::new((us, it.args)));
             done.push((it.conn, it.seq, start_at as u32, buf.len() as u32, slow));
         }
         post(&self.shared, from, Msg::BatchDone { buf, items: done });
@@ -1296,7 +1294,7 @@ impl Worker {
         self.now_ms = Shared::now_ms();
         for k in retry {
             if let Some(args) = self.conns[k].paused.take() {
-                self.dispatch(k, args);
+                self.dispatch(k, &cmd::views(&args), Owner::Owned(&args));
                 if self.conns.get(k).is_some_and(|c| c.paused.is_none()) {
                     self.resume.push(k);
                 }
@@ -1337,11 +1335,45 @@ fn c_str(b: &[u8], max: usize) -> &[u8] {
     &b[..end]
 }
 
+/// Where owned copies of a request's arguments come from when the command cannot run on the
+/// borrowed views right away (it travels to another shard's thread, waits in a MULTI queue or
+/// behind CLIENT PAUSE, or becomes a transaction task).
+#[derive(Clone, Copy)]
+enum Owner<'a> {
+    /// Views into this frozen batch (or, for an argument the parser had to assemble, not).
+    Frozen(&'a Bytes),
+    /// Views of these owned arguments.
+    Owned(&'a [Bytes]),
+}
+
+impl Owner<'_> {
+    fn own(self, args: &[&[u8]]) -> Vec<Bytes> {
+        match self {
+            Owner::Owned(v) => v.to_vec(),
+            Owner::Frozen(f) => {
+                let range = f.as_ptr_range();
+                args.iter()
+                    .map(|a| {
+                        let inside = !a.is_empty()
+                            && range.contains(&a.as_ptr())
+                            && a.as_ptr_range().end <= range.end;
+                        if inside {
+                            f.slice_ref(a)
+                        } else {
+                            Bytes::copy_from_slice(a)
+                        }
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
 /// Redis's unknown-command error: the name (128 bytes at most) and the arguments while their
 /// quoted list stays under 128 bytes, each cut to fit, all as C strings (a NUL ends one).
-fn unknown_command(args: &[Bytes]) -> Vec<u8> {
+fn unknown_command(args: &[&[u8]]) -> Vec<u8> {
     let mut m = b"ERR unknown command '".to_vec();
-    m.extend_from_slice(c_str(&args[0], 128));
+    m.extend_from_slice(c_str(args[0], 128));
     m.extend_from_slice(b"', with args beginning with: ");
     let mut list: Vec<u8> = Vec::new();
     for a in &args[1..] {
@@ -1378,7 +1410,7 @@ fn internal_error(name: &str) -> String {
 fn run_handler(
     f: cmd::KeyFn,
     ctx: &mut ShardCtx,
-    args: &[Bytes],
+    args: &[&[u8]],
     w: &mut ReplyWriter,
     at: usize,
     cmd: &Command,
@@ -1439,7 +1471,7 @@ pub fn calibrate_clock() {
     us_per_tick();
 }
 
-fn monitor_line(state: &ClientState, args: &[Bytes]) -> Arc<Vec<u8>> {
+fn monitor_line(state: &ClientState, args: &[&[u8]]) -> Arc<Vec<u8>> {
     let us = Shared::now_us();
     let mut s = format!(
         "+{}.{:06} [{} {}]",
@@ -1478,7 +1510,7 @@ fn record(
     us: u64,
     err: Option<&[u8]>,
     state: &ClientState,
-    args: &[Bytes],
+    args: &[&[u8]],
 ) {
     record_stats(shared, thread, cmd, us, err, args, Some(state));
 }
@@ -1492,7 +1524,7 @@ fn account(
     cmd: &Command,
     reply: &[u8],
     state: &ClientState,
-    args: &[Bytes],
+    args: &[&[u8]],
 ) {
     let err = (reply.first() == Some(&b'-')).then_some(reply);
     record(shared, thread, cmd, lap.lap(), err, state, args);
@@ -1504,7 +1536,7 @@ fn record_stats(
     cmd: &Command,
     us: u64,
     err: Option<&[u8]>,
-    args: &[Bytes],
+    args: &[&[u8]],
     state: Option<&ClientState>,
 ) -> Option<u64> {
     let st = &shared.stats[thread].cmd[cmd.id];
@@ -1530,7 +1562,7 @@ fn record_stats(
 }
 
 /// Adds a slow log entry (newest first, trimmed to slowlog-max-len).
-fn slowlog_push(shared: &Shared, us: u64, args: &[Bytes], state: Option<&ClientState>) {
+fn slowlog_push(shared: &Shared, us: u64, args: &[&[u8]], state: Option<&ClientState>) {
     let max = shared.config.hot.slowlog_max_len.load(Ordering::Relaxed) as usize;
     let mut log = shared.slowlog.lock().unwrap();
     let id = shared.slowlog_next_id.fetch_add(1, Ordering::Relaxed);

@@ -49,8 +49,8 @@ fn lossy(b: &[u8]) -> Cow<'_, str> {
 
 /// The arguments as MONITOR and the slow log may show them: passwords of AUTH and HELLO AUTH
 /// become "(redacted)", as in Redis.
-pub fn redact<'a>(full_name: &str, args: &'a [Bytes]) -> Cow<'a, [Bytes]> {
-    const R: Bytes = Bytes::from_static(b"(redacted)");
+pub fn redact<'a>(full_name: &str, args: &'a [&'a [u8]]) -> Cow<'a, [&'a [u8]]> {
+    const R: &[u8] = b"(redacted)";
     match full_name {
         // Redis redacts only once the argument count is accepted (at most 3).
         "auth" if args.len() <= 3 => {
@@ -61,16 +61,16 @@ pub fn redact<'a>(full_name: &str, args: &'a [Bytes]) -> Cow<'a, [Bytes]> {
             Cow::Owned(v)
         }
         "hello" => {
-            let mut v: Option<Vec<Bytes>> = None;
+            let mut v: Option<Vec<&[u8]>> = None;
             let mut i = 2;
             while i < args.len() {
                 let more = args.len() - 1 - i;
-                if eq(&args[i], "auth") && more >= 2 {
+                if eq(args[i], "auth") && more >= 2 {
                     let v = v.get_or_insert_with(|| args.to_vec());
                     v[i + 1] = R;
                     v[i + 2] = R;
                     i += 3;
-                } else if eq(&args[i], "setname") && more >= 1 {
+                } else if eq(args[i], "setname") && more >= 1 {
                     i += 2;
                 } else {
                     break;
@@ -85,23 +85,23 @@ pub fn redact<'a>(full_name: &str, args: &'a [Bytes]) -> Cow<'a, [Bytes]> {
     }
 }
 
-fn ping(_: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn ping(_: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     match args.len() {
         1 => w.simple(b"PONG"),
-        2 => w.bulk(&args[1]),
+        2 => w.bulk(args[1]),
         _ => w.error(&super::arity_error(
             darner_commands::lookup(b"ping").unwrap(),
         )),
     }
 }
 
-fn echo(_: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    w.bulk(&args[1]);
+fn echo(_: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    w.bulk(args[1]);
 }
 
-fn select(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn select(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     // getIntFromObjectOrReply: an integer that does not fit a C int has its own error.
-    match super::parse_int(&args[1]) {
+    match super::parse_int(args[1]) {
         None => w.error(super::ERR_NOT_INT),
         Some(i) if i < i32::MIN as i64 || i > i32::MAX as i64 => {
             w.error(b"ERR value is out of range, value must between -2147483648 and 2147483647")
@@ -114,7 +114,7 @@ fn select(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
     }
 }
 
-fn quit(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn quit(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     ctx.client.close_after_reply = true;
     w.ok();
 }
@@ -146,7 +146,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     diff == 0
 }
 
-fn auth(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn auth(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     if args.len() > 3 {
         return w.error(super::ERR_SYNTAX);
     }
@@ -156,9 +156,9 @@ fn auth(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
                 b"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
             );
         }
-        (b"default", &args[1])
+        (b"default", args[1])
     } else {
-        (&args[1], &args[2])
+        (args[1], args[2])
     };
     // A failed AUTH leaves the client as it was (an authenticated client stays so).
     if credentials_ok(ctx.shared, user, pass) {
@@ -181,11 +181,11 @@ fn set_name(client: &mut ClientState, name: &[u8]) {
     client.name = lossy(name).into_owned();
 }
 
-fn hello(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn hello(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut ver = 0;
     let mut i = 1;
     if args.len() >= 2 {
-        let Some(v) = super::parse_int(&args[1]) else {
+        let Some(v) = super::parse_int(args[1]) else {
             return w.error(b"ERR Protocol version is not an integer or out of range");
         };
         if !(2..=3).contains(&v) {
@@ -194,22 +194,22 @@ fn hello(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
         ver = v;
         i = 2;
     }
-    let mut creds: Option<(&Bytes, &Bytes)> = None;
-    let mut name: Option<&Bytes> = None;
+    let mut creds: Option<(&[u8], &[u8])> = None;
+    let mut name: Option<&[u8]> = None;
     while i < args.len() {
         let more = args.len() - 1 - i;
-        if eq(&args[i], "auth") && more >= 2 {
-            creds = Some((&args[i + 1], &args[i + 2]));
+        if eq(args[i], "auth") && more >= 2 {
+            creds = Some((args[i + 1], args[i + 2]));
             i += 3;
-        } else if eq(&args[i], "setname") && more >= 1 {
-            if !valid_attr(&args[i + 1]) {
+        } else if eq(args[i], "setname") && more >= 1 {
+            if !valid_attr(args[i + 1]) {
                 return w.error(ERR_BAD_NAME);
             }
-            name = Some(&args[i + 1]);
+            name = Some(args[i + 1]);
             i += 2;
         } else {
             return w.error(
-                format!("ERR Syntax error in HELLO option '{}'", lossy(&args[i])).as_bytes(),
+                format!("ERR Syntax error in HELLO option '{}'", lossy(args[i])).as_bytes(),
             );
         }
     }
@@ -248,7 +248,7 @@ fn hello(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
 }
 
 /// RESET: the connection becomes like a new one, except for its library name and version.
-fn reset(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn reset(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     let c = &mut *ctx.client;
     if c.monitor {
         c.monitor = false;
@@ -275,19 +275,19 @@ fn reset(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
 
 // ---- CLIENT, own state ----
 
-fn client_id(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn client_id(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     w.int(ctx.client.id as i64);
 }
 
-fn client_setname(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    if !valid_attr(&args[2]) {
+fn client_setname(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    if !valid_attr(args[2]) {
         return w.error(ERR_BAD_NAME);
     }
-    set_name(ctx.client, &args[2]);
+    set_name(ctx.client, args[2]);
     w.ok();
 }
 
-fn client_getname(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn client_getname(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     if ctx.client.name.is_empty() {
         w.null();
     } else {
@@ -295,7 +295,7 @@ fn client_getname(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
     }
 }
 
-fn client_setinfo(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn client_setinfo(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let attr = &args[2];
     let dest = if eq(attr, "lib-name") {
         &mut ctx.client.lib_name
@@ -304,7 +304,7 @@ fn client_setinfo(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
     } else {
         return w.error(format!("ERR Unrecognized option '{}'", lossy(attr)).as_bytes());
     };
-    if !valid_attr(&args[3]) {
+    if !valid_attr(args[3]) {
         return w.error(
             format!(
                 "ERR {} cannot contain spaces, newlines or special characters.",
@@ -313,7 +313,7 @@ fn client_setinfo(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
             .as_bytes(),
         );
     }
-    *dest = lossy(&args[3]).into_owned();
+    *dest = lossy(args[3]).into_owned();
     w.ok();
 }
 
@@ -327,8 +327,8 @@ fn on_off(arg: &[u8]) -> Option<bool> {
     }
 }
 
-fn client_no_evict(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    match on_off(&args[2]) {
+fn client_no_evict(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    match on_off(args[2]) {
         Some(v) => {
             ctx.client.no_evict = v;
             w.ok();
@@ -337,8 +337,8 @@ fn client_no_evict(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
     }
 }
 
-fn client_no_touch(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    match on_off(&args[2]) {
+fn client_no_touch(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    match on_off(args[2]) {
         Some(v) => {
             ctx.client.no_touch = v;
             w.ok();
@@ -349,15 +349,15 @@ fn client_no_touch(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
 
 /// CLIENT REPLY ON|OFF|SKIP. Suppression itself happens in dispatch (`take_suppress`): the
 /// mode set here applies from the next command on; OFF and SKIP reply nothing.
-fn client_reply(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn client_reply(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let c = &mut *ctx.client;
-    if eq(&args[2], "on") {
+    if eq(args[2], "on") {
         c.reply_mode = ReplyMode::On;
         c.force_reply = true;
         w.ok();
-    } else if eq(&args[2], "off") {
+    } else if eq(args[2], "off") {
         c.reply_mode = ReplyMode::Off;
-    } else if eq(&args[2], "skip") {
+    } else if eq(args[2], "skip") {
         // Dispatch turns SkipThis into "suppress" for the very next command.
         if c.reply_mode != ReplyMode::Off {
             c.reply_mode = ReplyMode::SkipThis;
@@ -367,25 +367,25 @@ fn client_reply(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
     }
 }
 
-fn client_pause(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn client_pause(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     if args.len() > 4 {
         return w.error(
             format!(
                 "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
-                lossy(&args[1])
+                lossy(args[1])
             )
             .as_bytes(),
         );
     }
     let mut all = true;
     if args.len() == 4 {
-        if eq(&args[3], "write") {
+        if eq(args[3], "write") {
             all = false;
-        } else if !eq(&args[3], "all") {
+        } else if !eq(args[3], "all") {
             return w.error(b"ERR CLIENT PAUSE mode must be WRITE or ALL");
         }
     }
-    let Some(ms) = super::parse_int(&args[2]) else {
+    let Some(ms) = super::parse_int(args[2]) else {
         return w.error(b"ERR timeout is not an integer or out of range");
     };
     if ms < 0 {
@@ -413,14 +413,14 @@ fn client_pause(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
     w.ok();
 }
 
-fn client_unpause(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn client_unpause(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     // Held commands are retried by each thread's cron.
     ctx.shared.pause_until.store(0, Ordering::Relaxed);
     ctx.shared.pause_writes_only.store(false, Ordering::Relaxed);
     w.ok();
 }
 
-fn client_help(_: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn client_help(_: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     const HELP: &[&str] = &[
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "GETNAME",
@@ -847,17 +847,14 @@ mod tests {
 
     #[test]
     fn redaction() {
-        let a: Vec<Bytes> = ["auth", "u", "p"].iter().map(|s| Bytes::from(*s)).collect();
-        assert_eq!(&redact("auth", &a)[1][..], b"(redacted)");
-        assert_eq!(&redact("auth", &a)[2][..], b"(redacted)");
-        let h: Vec<Bytes> = ["hello", "3", "setname", "n", "AUTH", "u", "p"]
-            .iter()
-            .map(|s| Bytes::from(*s))
-            .collect();
+        let a: Vec<&[u8]> = vec![b"auth", b"u", b"p"];
+        assert_eq!(redact("auth", &a)[1], b"(redacted)");
+        assert_eq!(redact("auth", &a)[2], b"(redacted)");
+        let h: Vec<&[u8]> = vec![b"hello", b"3", b"setname", b"n", b"AUTH", b"u", b"p"];
         let r = redact("hello", &h);
-        assert_eq!(&r[3][..], b"n");
-        assert_eq!(&r[5][..], b"(redacted)");
-        assert_eq!(&r[6][..], b"(redacted)");
+        assert_eq!(r[3], b"n");
+        assert_eq!(r[5], b"(redacted)");
+        assert_eq!(r[6], b"(redacted)");
         assert!(matches!(redact("get", &a), Cow::Borrowed(_)));
     }
 

@@ -134,8 +134,8 @@ fn touch(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     })
 }
 
-fn type_cmd(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    match ctx.db().peek(&args[1]) {
+fn type_cmd(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    match ctx.db().peek(args[1]) {
         None => w.simple(b"none"),
         Some(e) => w.simple(e.value_type().name().as_bytes()),
     }
@@ -294,8 +294,8 @@ fn copy(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 }
 
 /// MOVE key db: a `Key` handler, since a key's shard is the same in every database.
-fn move_cmd(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    let dst = match parse_db(&args[2], ctx.shared.databases) {
+fn move_cmd(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let dst = match parse_db(args[2], ctx.shared.databases) {
         Ok(d) => d,
         Err(e) => return w.error(e),
     };
@@ -514,7 +514,7 @@ const EXPIRE_GT: u8 = 4;
 const EXPIRE_LT: u8 = 8;
 
 /// Redis's `parseExtendedExpireArgumentsOrReply`.
-fn parse_expire_flags(args: &[Bytes]) -> Result<u8, Vec<u8>> {
+fn parse_expire_flags(args: &[&[u8]]) -> Result<u8, Vec<u8>> {
     let mut flags = 0;
     for a in args {
         flags |= if super::eq(a, "nx") {
@@ -546,7 +546,7 @@ fn parse_expire_flags(args: &[Bytes]) -> Result<u8, Vec<u8>> {
 /// unit is seconds; `name`: the command, for the overflow error.
 fn expire_generic(
     ctx: &mut ShardCtx,
-    args: &[Bytes],
+    args: &[&[u8]],
     w: &mut ReplyWriter,
     relative: bool,
     seconds: bool,
@@ -556,7 +556,7 @@ fn expire_generic(
         Ok(f) => f,
         Err(e) => return w.error(&e),
     };
-    let Some(mut when) = super::parse_int(&args[2]) else {
+    let Some(mut when) = super::parse_int(args[2]) else {
         return w.error(super::ERR_NOT_INT);
     };
     let bad_time = || format!("ERR invalid expire time in '{name}' command").into_bytes();
@@ -589,19 +589,19 @@ fn expire_generic(
     w.int(1);
 }
 
-fn expire(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn expire(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     expire_generic(ctx, args, w, true, true, "expire");
 }
 
-fn pexpire(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn pexpire(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     expire_generic(ctx, args, w, true, false, "pexpire");
 }
 
-fn expireat(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn expireat(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     expire_generic(ctx, args, w, false, true, "expireat");
 }
 
-fn pexpireat(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn pexpireat(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     expire_generic(ctx, args, w, false, false, "pexpireat");
 }
 
@@ -629,26 +629,26 @@ fn ttl_generic(ctx: &mut ShardCtx, key: &[u8], w: &mut ReplyWriter, ms: bool, ab
     }
 }
 
-fn ttl(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    ttl_generic(ctx, &args[1], w, false, false);
+fn ttl(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    ttl_generic(ctx, args[1], w, false, false);
 }
 
-fn pttl(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    ttl_generic(ctx, &args[1], w, true, false);
+fn pttl(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    ttl_generic(ctx, args[1], w, true, false);
 }
 
-fn expiretime(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    ttl_generic(ctx, &args[1], w, false, true);
+fn expiretime(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    ttl_generic(ctx, args[1], w, false, true);
 }
 
-fn pexpiretime(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    ttl_generic(ctx, &args[1], w, true, true);
+fn pexpiretime(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    ttl_generic(ctx, args[1], w, true, true);
 }
 
-fn persist(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn persist(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
-    if let Some(Some(_)) = db.expire_of(&args[1]) {
-        db.set_expire(&args[1], None);
+    if let Some(Some(_)) = db.expire_of(args[1]) {
+        db.set_expire(args[1], None);
         w.int(1)
     } else {
         w.int(0)
@@ -658,8 +658,8 @@ fn persist(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
 // ---------------------------------------------------------------------------------------------
 // OBJECT
 
-fn object_encoding(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    match ctx.db().peek(&args[2]) {
+fn object_encoding(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    match ctx.db().peek(args[2]) {
         None => w.null(),
         Some(e) => match e.value_type() {
             ValueType::String => w.bulk(e.string_encoding().as_bytes()),
@@ -667,25 +667,25 @@ fn object_encoding(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
     }
 }
 
-fn object_freq(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn object_freq(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     // Darner has no LFU policy, so (as Redis without one) frequencies are not tracked.
-    match ctx.db().peek(&args[2]) {
+    match ctx.db().peek(args[2]) {
         None => w.null(),
         Some(_) => w.error(ERR_NO_LFU),
     }
 }
 
-fn object_idletime(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn object_idletime(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let clock = ctx.clock;
     // `peek`: looking must not reset the clock it reports.
-    match ctx.db().peek(&args[2]) {
+    match ctx.db().peek(args[2]) {
         None => w.null(),
         Some(e) => w.int(clock.idle_secs(e.clock()) as i64),
     }
 }
 
-fn object_refcount(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    match ctx.db().peek(&args[2]) {
+fn object_refcount(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    match ctx.db().peek(args[2]) {
         None => w.null(),
         Some(e) => {
             // Redis stores the integers 0..9999 as shared objects with a pinned refcount.
@@ -697,7 +697,7 @@ fn object_refcount(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
     }
 }
 
-fn object_help(_: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn object_help(_: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     const LINES: &[&str] = &[
         "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "ENCODING <key>",
@@ -739,11 +739,8 @@ mod tests {
 
     #[test]
     fn expire_flag_rules() {
-        let a = |v: &[&str]| -> Vec<Bytes> {
-            v.iter()
-                .map(|s| Bytes::copy_from_slice(s.as_bytes()))
-                .collect()
-        };
+        let a =
+            |v: &[&'static str]| -> Vec<&'static [u8]> { v.iter().map(|s| s.as_bytes()).collect() };
         assert_eq!(
             parse_expire_flags(&a(&["xx", "GT"])),
             Ok(EXPIRE_XX | EXPIRE_GT)

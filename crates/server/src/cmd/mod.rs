@@ -30,10 +30,18 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
-pub type KeyFn = fn(&mut ShardCtx, &[Bytes], &mut ReplyWriter);
-pub type ConnFn = fn(&mut ConnCtx, &[Bytes], &mut ReplyWriter);
+/// Handlers that run where the request's bytes are see their arguments as borrowed slices:
+/// an inline command (the common case) costs no reference counting and no copy.
+pub type KeyFn = fn(&mut ShardCtx, &[&[u8]], &mut ReplyWriter);
+pub type ConnFn = fn(&mut ConnCtx, &[&[u8]], &mut ReplyWriter);
 pub type TxFuture = Pin<Box<dyn Future<Output = Vec<u8>>>>;
 pub type TxFn = fn(Tx, Vec<Bytes>) -> TxFuture;
+
+/// Borrowed views of owned arguments (a command that travelled to another thread or waited in
+/// a MULTI queue), to run a [`KeyFn`] or [`ConnFn`] on them. No allocation up to 8 arguments.
+pub fn views(args: &[Bytes]) -> smallvec::SmallVec<[&[u8]; 8]> {
+    args.iter().map(|a| a.as_ref()).collect()
+}
 
 /// Which shards a [`Handler::Tx`] locks before it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,17 +160,22 @@ pub fn shard_of(key: &[u8], shards: usize) -> usize {
 
 /// The shard of a single-shard command: that of its first key (a [`Handler::Key`] command's
 /// keys all share it), or `here` for a command without keys.
-pub fn key_shard(spec: &CommandSpec, args: &[Bytes], shards: usize, here: usize) -> usize {
+pub fn key_shard<A: AsRef<[u8]>>(
+    spec: &CommandSpec,
+    args: &[A],
+    shards: usize,
+    here: usize,
+) -> usize {
     if shards == 1 {
         return 0;
     }
     if spec.first_key > 0 && (spec.first_key as usize) < args.len() {
-        return shard_of(&args[spec.first_key as usize], shards);
+        return shard_of(args[spec.first_key as usize].as_ref(), shards);
     }
     let mut idx = Vec::new();
     darner_commands::key_indices(spec, args, &mut idx);
     match idx.first() {
-        Some(&i) => shard_of(&args[i], shards),
+        Some(&i) => shard_of(args[i].as_ref(), shards),
         None => here,
     }
 }

@@ -157,7 +157,7 @@ fn flushall(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 
 // ---- TIME, LASTSAVE ----
 
-fn time(_: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn time(_: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     let us = Shared::now_us();
     w.array(2);
     w.bulk((us / 1_000_000).to_string().as_bytes());
@@ -166,15 +166,15 @@ fn time(_: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
 
 /// Without persistence nothing is ever saved: the server's start time, as Redis reports
 /// before its first save.
-fn lastsave(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn lastsave(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     w.int(ctx.shared.started_unix);
 }
 
 // ---- SLOWLOG ----
 
-fn slowlog_get(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn slowlog_get(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     if args.len() > 3 {
-        return subcommand_error(w, &args[0], &args[1]);
+        return subcommand_error(w, args[0], args[1]);
     }
     let log = ctx.shared.slowlog.lock().unwrap();
     let count = match args.get(2) {
@@ -201,19 +201,19 @@ fn slowlog_get(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
     }
 }
 
-fn slowlog_len(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn slowlog_len(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     w.int(ctx.shared.slowlog.lock().unwrap().len() as i64);
 }
 
-fn slowlog_reset(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn slowlog_reset(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     ctx.shared.slowlog.lock().unwrap().clear();
     w.ok();
 }
 
-fn slowlog_help(_: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn slowlog_help(_: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     help_reply(
         w,
-        &args[0],
+        args[0],
         &[
             "GET [<count>]",
             "    Return the <count> most recent slow log entries (10 by default, -1 for all),",
@@ -229,7 +229,7 @@ fn slowlog_help(_: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
 
 // ---- MONITOR ----
 
-fn monitor(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn monitor(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     // Already monitoring: Redis ignores the command and sends nothing.
     if ctx.client.monitor {
         return;
@@ -242,7 +242,7 @@ fn monitor(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
 
 // ---- SHUTDOWN ----
 
-fn shutdown(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn shutdown(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let (mut nosave, mut save, mut now, mut force, mut abort) = (false, false, false, false, false);
     for a in &args[1..] {
         if eq(a, "nosave") {

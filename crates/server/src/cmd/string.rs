@@ -126,12 +126,16 @@ const F_PXAT: u16 = 1 << 8;
 /// Redis's `parseExtendedStringArgumentsOrReply` for SET (`is_set`) and GETEX: the flags and
 /// the expire argument, or Err for a syntax error. Repeating an option is allowed (the last
 /// value wins); conflicting ones are not.
-fn parse_ext(args: &[Bytes], from: usize, is_set: bool) -> Result<(u16, Option<&Bytes>), ()> {
+fn parse_ext<'a>(
+    args: &[&'a [u8]],
+    from: usize,
+    is_set: bool,
+) -> Result<(u16, Option<&'a [u8]>), ()> {
     let mut flags = 0u16;
     let mut expire = None;
     let mut j = from;
     while j < args.len() {
-        let opt = cstr(&args[j]);
+        let opt = cstr(args[j]);
         let next = args.get(j + 1);
         let up = |s: &[u8]| opt.eq_ignore_ascii_case(s);
         if is_set && up(b"NX") && flags & F_XX == 0 {
@@ -183,7 +187,7 @@ fn parse_ext(args: &[Bytes], from: usize, is_set: bool) -> Result<(u16, Option<&
         }
         j += 1;
     }
-    Ok((flags, expire))
+    Ok((flags, expire.copied()))
 }
 
 /// Redis's `getExpireMillisecondsOrReply`: the absolute expiry in unix ms, or the error text.
@@ -210,18 +214,18 @@ fn expire_at(
     Ok(ms)
 }
 
-fn get(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    match ctx.db().get(&args[1]) {
+fn get(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    match ctx.db().get(args[1]) {
         None => w.null(),
         Some(e) if !is_str(e) => w.error(ERR_WRONGTYPE),
         Some(e) => w.bulk(e.str_value()),
     }
 }
 
-fn set(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn set(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     if args.len() == 3 {
         // The hot path: no options, nothing to parse.
-        ctx.db().set_str(&args[1], &args[2], None);
+        ctx.db().set_str(args[1], args[2], None);
         return w.ok();
     }
     let Ok((flags, expire)) = parse_ext(args, 3, true) else {
@@ -230,8 +234,8 @@ fn set(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
     set_generic(
         ctx,
         flags,
-        &args[1],
-        &args[2],
+        args[1],
+        args[2],
         expire,
         b"ERR invalid expire time in 'set' command",
         w,
@@ -245,7 +249,7 @@ fn set_generic(
     flags: u16,
     key: &[u8],
     value: &[u8],
-    expire: Option<&Bytes>,
+    expire: Option<&[u8]>,
     invalid: &'static [u8],
     w: &mut ReplyWriter,
 ) {
@@ -290,60 +294,60 @@ fn set_generic(
     }
 }
 
-fn setnx(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn setnx(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
-    if db.exists(&args[1]) {
+    if db.exists(args[1]) {
         return w.int(0);
     }
-    db.set_str(&args[1], &args[2], None);
+    db.set_str(args[1], args[2], None);
     w.int(1);
 }
 
-fn setex(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn setex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     set_generic(
         ctx,
         F_EX,
-        &args[1],
-        &args[3],
-        Some(&args[2]),
+        args[1],
+        args[3],
+        Some(args[2]),
         b"ERR invalid expire time in 'setex' command",
         w,
     );
 }
 
-fn psetex(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn psetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     set_generic(
         ctx,
         F_PX,
-        &args[1],
-        &args[3],
-        Some(&args[2]),
+        args[1],
+        args[3],
+        Some(args[2]),
         b"ERR invalid expire time in 'psetex' command",
         w,
     );
 }
 
-fn getset(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn getset(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
-    match db.get(&args[1]) {
+    match db.get(args[1]) {
         None => w.null(),
         Some(e) if !is_str(e) => return w.error(ERR_WRONGTYPE),
         Some(e) => w.bulk(e.str_value()),
     }
-    db.set_str(&args[1], &args[2], None);
+    db.set_str(args[1], args[2], None);
 }
 
-fn getdel(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn getdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
-    match db.get(&args[1]) {
+    match db.get(args[1]) {
         None => return w.null(),
         Some(e) if !is_str(e) => return w.error(ERR_WRONGTYPE),
         Some(e) => w.bulk(e.str_value()),
     }
-    db.remove(&args[1]);
+    db.remove(args[1]);
 }
 
-fn getex(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn getex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let Ok((flags, expire)) = parse_ext(args, 2, false) else {
         return w.error(ERR_SYNTAX);
     };
@@ -516,7 +520,7 @@ fn msetnx(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 
 // ---- APPEND, STRLEN, GETRANGE, SETRANGE ------------------------------------------------------
 
-fn append(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn append(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let (key, val) = (&args[1], &args[2]);
     let cur = match ctx.db().peek(key) {
         None => None,
@@ -544,21 +548,21 @@ fn append(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
     }
 }
 
-fn strlen(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    match ctx.db().get(&args[1]) {
+fn strlen(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    match ctx.db().get(args[1]) {
         None => w.int(0),
         Some(e) if !is_str(e) => w.error(ERR_WRONGTYPE),
         Some(e) => w.int(e.str_value().len() as i64),
     }
 }
 
-fn getrange(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    let (Some(mut start), Some(mut end)) = (super::parse_int(&args[2]), super::parse_int(&args[3]))
+fn getrange(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let (Some(mut start), Some(mut end)) = (super::parse_int(args[2]), super::parse_int(args[3]))
     else {
         return w.error(ERR_NOT_INT);
     };
     let mut db = ctx.db();
-    let s = match db.get(&args[1]) {
+    let s = match db.get(args[1]) {
         None => return w.bulk(b""),
         Some(e) if !is_str(e) => return w.error(ERR_WRONGTYPE),
         Some(e) => e.str_value(),
@@ -585,9 +589,9 @@ fn getrange(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
     }
 }
 
-fn setrange(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn setrange(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let (key, val) = (&args[1], &args[3]);
-    let Some(offset) = super::parse_int(&args[2]) else {
+    let Some(offset) = super::parse_int(args[2]) else {
         return w.error(ERR_NOT_INT);
     };
     if offset < 0 {
@@ -659,30 +663,30 @@ fn incr_by(ctx: &mut ShardCtx, key: &[u8], by: i64, w: &mut ReplyWriter) {
     w.int(new);
 }
 
-fn incr(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    incr_by(ctx, &args[1], 1, w);
+fn incr(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    incr_by(ctx, args[1], 1, w);
 }
 
-fn decr(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    incr_by(ctx, &args[1], -1, w);
+fn decr(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    incr_by(ctx, args[1], -1, w);
 }
 
-fn incrby(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    match super::parse_int(&args[2]) {
+fn incrby(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    match super::parse_int(args[2]) {
         None => w.error(ERR_NOT_INT),
-        Some(by) => incr_by(ctx, &args[1], by, w),
+        Some(by) => incr_by(ctx, args[1], by, w),
     }
 }
 
-fn decrby(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    match super::parse_int(&args[2]) {
+fn decrby(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    match super::parse_int(args[2]) {
         None => w.error(ERR_NOT_INT),
         Some(i64::MIN) => w.error(b"ERR decrement would overflow"),
-        Some(by) => incr_by(ctx, &args[1], -by, w),
+        Some(by) => incr_by(ctx, args[1], -by, w),
     }
 }
 
-fn incrbyfloat(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn incrbyfloat(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let key = &args[1];
     let lru = ctx.clock.lru;
     let mut db = ctx.db();
@@ -694,7 +698,7 @@ fn incrbyfloat(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
             None => return w.error(ERR_NOT_FLOAT),
         },
     };
-    let Some(by) = ld::parse(&args[2]) else {
+    let Some(by) = ld::parse(args[2]) else {
         return w.error(ERR_NOT_FLOAT);
     };
     let sum = ld::add(cur, by);
@@ -967,15 +971,19 @@ mod tests {
 
     #[test]
     fn set_option_parser() {
-        let a =
-            |s: &str| -> Vec<Bytes> { s.split(' ').map(|x| Bytes::from(x.to_string())).collect() };
-        let ok = |s: &str, set: bool| parse_ext(&a(s), 3, set).map(|(f, e)| (f, e.cloned()));
+        let ok = |s: &str, set: bool| {
+            let args: Vec<&[u8]> = s.split(' ').map(|x| x.as_bytes()).collect();
+            parse_ext(&args, 3, set).map(|(f, e)| (f, e.map(<[u8]>::to_vec)))
+        };
         assert_eq!(ok("SET k v", true), Ok((0, None)));
         assert_eq!(
             ok("SET k v nx get px 5", true),
-            Ok((F_NX | F_GET | F_PX, Some("5".into())))
+            Ok((F_NX | F_GET | F_PX, Some(b"5".to_vec())))
         );
-        assert_eq!(ok("SET k v EX 1 EX 2", true), Ok((F_EX, Some("2".into()))));
+        assert_eq!(
+            ok("SET k v EX 1 EX 2", true),
+            Ok((F_EX, Some(b"2".to_vec())))
+        );
         assert!(ok("SET k v NX XX", true).is_err());
         assert!(ok("SET k v KEEPTTL EX 1", true).is_err());
         assert!(ok("SET k v EX", true).is_err());

@@ -26,7 +26,7 @@ pub fn register(r: &mut Reg) {
     r.tx("exec", Locks::Queued, exec);
 }
 
-fn multi(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn multi(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     if ctx.client.in_multi() {
         return w.error(b"ERR MULTI calls can not be nested");
     }
@@ -35,7 +35,7 @@ fn multi(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
     w.ok();
 }
 
-fn discard(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn discard(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     if !ctx.client.in_multi() {
         return w.error(b"ERR DISCARD without MULTI");
     }
@@ -45,7 +45,7 @@ fn discard(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
     w.ok();
 }
 
-fn unwatch(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn unwatch(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     ctx.client.unwatch();
     w.ok();
 }
@@ -125,7 +125,7 @@ pub async fn run_in_tx(tx: &Tx, cmd: &'static Command, args: Vec<Bytes>) -> Vec<
                     shared: &shared,
                     thread: THREAD.with(|t| t.get()),
                 };
-                super::with_writer(resp3, |w| f(&mut ctx, &args, w))
+                super::with_writer(resp3, |w| f(&mut ctx, &super::views(&args), w))
             };
             let db = tx.client().db;
             tx.set_db(db);
@@ -134,7 +134,7 @@ pub async fn run_in_tx(tx: &Tx, cmd: &'static Command, args: Vec<Bytes>) -> Vec<
         Handler::Key(f) => {
             let shard = super::key_shard(cmd.spec, &args, tx.nshards(), THREAD.with(|t| t.get()));
             tx.run(shard, move |ctx| {
-                super::with_writer(ctx.resp3, |w| f(ctx, &args, w))
+                super::with_writer(ctx.resp3, |w| f(ctx, &super::views(&args), w))
             })
             .await
         }

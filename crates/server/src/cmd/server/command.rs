@@ -6,7 +6,6 @@
 //! left out.
 
 use crate::cmd::{ConnCtx, Reg};
-use bytes::Bytes;
 use darner_commands::{acl, flags, Arg, BeginSearch, CommandSpec, FindKeys, KeySpec};
 use darner_resp::ReplyWriter;
 
@@ -22,7 +21,7 @@ pub fn register(r: &mut Reg) {
     r.conn("command|help", help);
 }
 
-fn command_all(_: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn command_all(_: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     let all = darner_commands::all();
     w.array(all.len());
     for spec in all {
@@ -30,11 +29,11 @@ fn command_all(_: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
     }
 }
 
-fn count(_: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn count(_: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     w.int(darner_commands::all().len() as i64);
 }
 
-fn info(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn info(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     if args.len() == 2 {
         return command_all(ctx, args, w);
     }
@@ -47,7 +46,7 @@ fn info(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
     }
 }
 
-fn docs(_: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn docs(_: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let specs: Vec<&'static CommandSpec> = if args.len() == 2 {
         darner_commands::all().iter().collect()
     } else {
@@ -63,7 +62,7 @@ fn docs(_: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
     }
 }
 
-fn list(_: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn list(_: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     enum Filter<'a> {
         All,
         Module,
@@ -74,7 +73,7 @@ fn list(_: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
     let mut i = 2;
     while i < args.len() {
         // FILTERBY <type> <arg> must be the last three arguments, as in Redis.
-        if crate::cmd::eq(&args[i], "filterby") && args.len() - 1 - i == 2 {
+        if crate::cmd::eq(args[i], "filterby") && args.len() - 1 - i == 2 {
             let (kind, arg) = (&args[i + 1], &args[i + 2]);
             filter = if crate::cmd::eq(kind, "module") {
                 Filter::Module
@@ -110,25 +109,25 @@ fn list(_: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
     }
 }
 
-fn getkeys(_: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn getkeys(_: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     getkeys_impl(args, w, false);
 }
 
-fn getkeysandflags(_: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn getkeysandflags(_: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     getkeys_impl(args, w, true);
 }
 
 /// Redis's lookupCommand: a container with a subcommand argument resolves to the subcommand.
-fn lookup_command(argv: &[Bytes]) -> Option<&'static CommandSpec> {
-    let base = darner_commands::lookup(&argv[0])?;
+fn lookup_command(argv: &[&[u8]]) -> Option<&'static CommandSpec> {
+    let base = darner_commands::lookup(argv[0])?;
     if argv.len() == 1 || !base.is_container() {
         Some(base)
     } else {
-        darner_commands::lookup_subcommand(base, &argv[1])
+        darner_commands::lookup_subcommand(base, argv[1])
     }
 }
 
-fn getkeys_impl(args: &[Bytes], w: &mut ReplyWriter, with_flags: bool) {
+fn getkeys_impl(args: &[&[u8]], w: &mut ReplyWriter, with_flags: bool) {
     let argv = &args[2..];
     let Some(spec) = lookup_command(argv) else {
         return w.error(b"ERR Invalid command specified");
@@ -150,13 +149,13 @@ fn getkeys_impl(args: &[Bytes], w: &mut ReplyWriter, with_flags: bool) {
     for (i, fl) in keys {
         if with_flags {
             w.array(2);
-            w.bulk(&argv[i]);
+            w.bulk(argv[i]);
             w.set(fl.len());
             for f in fl {
                 w.simple(f.as_bytes());
             }
         } else {
-            w.bulk(&argv[i]);
+            w.bulk(argv[i]);
         }
     }
 }
@@ -166,7 +165,7 @@ fn getkeys_impl(args: &[Bytes], w: &mut ReplyWriter, with_flags: bool) {
 /// own key functions for them.
 fn keys_and_flags(
     spec: &'static CommandSpec,
-    argv: &[Bytes],
+    argv: &[&[u8]],
 ) -> Vec<(usize, &'static [&'static str])> {
     let mut all = Vec::new();
     darner_commands::key_indices(spec, argv, &mut all);
@@ -225,10 +224,10 @@ fn keys_and_flags(
     out
 }
 
-fn help(_: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn help(_: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     super::help_reply(
         w,
-        &args[0],
+        args[0],
         &[
             "(no subcommand)",
             "    Describe every command (see INFO for the format).",
@@ -585,7 +584,7 @@ mod tests {
     }
 
     fn keys(args: &[&str]) -> Vec<(usize, Vec<&'static str>)> {
-        let argv: Vec<Bytes> = args.iter().map(|a| Bytes::from(a.to_string())).collect();
+        let argv: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         let spec = lookup_command(&argv).unwrap();
         keys_and_flags(spec, &argv)
             .into_iter()

@@ -7,7 +7,6 @@
 use crate::cmd::{ConnCtx, Reg};
 use crate::config::{self, Kind, TABLE, UNBUILT};
 use crate::log;
-use bytes::Bytes;
 use darner_resp::ReplyWriter;
 use std::sync::Mutex;
 
@@ -62,7 +61,7 @@ impl Directive {
     }
 }
 
-fn get(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn get(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     // (name as replied, directive): a plain name is replied as typed, as Redis does.
     let mut found: Vec<(String, Directive)> = Vec::new();
     for pat in &args[2..] {
@@ -90,7 +89,7 @@ fn get(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
     }
 }
 
-fn set(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn set(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     // Name/value pairs (the table's arity already asks for at least one).
     if !args.len().is_multiple_of(2) {
         return w.error(crate::cmd::ERR_SYNTAX);
@@ -101,8 +100,8 @@ fn set(ctx: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
         .chunks(2)
         .map(|p| {
             (
-                String::from_utf8_lossy(&p[0]).into_owned(),
-                String::from_utf8_lossy(&p[1]).into_owned(),
+                String::from_utf8_lossy(p[0]).into_owned(),
+                String::from_utf8_lossy(p[1]).into_owned(),
             )
         })
         .collect();
@@ -305,7 +304,7 @@ fn io_text(e: &std::io::Error) -> String {
     }
 }
 
-fn rewrite(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
+fn rewrite(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     if ctx.shared.config_file.is_empty() {
         return w.error(b"ERR The server is running without a config file");
     }
@@ -332,10 +331,10 @@ fn rewrite(ctx: &mut ConnCtx, _: &[Bytes], w: &mut ReplyWriter) {
     }
 }
 
-fn help(_: &mut ConnCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn help(_: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     super::help_reply(
         w,
-        &args[0],
+        args[0],
         &[
             "GET <pattern> [<pattern> ...]",
             "    Return the directives whose names match any glob-style <pattern>, with their",

@@ -38,12 +38,12 @@ fn bit_offset(ctx: &ShardCtx, arg: &[u8], hash: bool, bits: u32) -> Option<u64> 
     Some(v as u64)
 }
 
-fn setbit(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn setbit(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let key = &args[1];
-    let Some(off) = bit_offset(ctx, &args[2], false, 0) else {
+    let Some(off) = bit_offset(ctx, args[2], false, 0) else {
         return w.error(ERR_BIT_OFFSET);
     };
-    let on = match parse_int(&args[3]) {
+    let on = match parse_int(args[3]) {
         Some(v) if v & !1 == 0 => v as u8,
         _ => return w.error(ERR_BIT_VALUE),
     };
@@ -79,11 +79,11 @@ fn setbit(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
     }
 }
 
-fn getbit(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    let Some(off) = bit_offset(ctx, &args[2], false, 0) else {
+fn getbit(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let Some(off) = bit_offset(ctx, args[2], false, 0) else {
         return w.error(ERR_BIT_OFFSET);
     };
-    match ctx.db().get(&args[1]) {
+    match ctx.db().get(args[1]) {
         None => w.int(0),
         Some(e) if !is_str(e) => w.error(ERR_WRONGTYPE),
         Some(e) => {
@@ -145,10 +145,10 @@ fn popcount(s: &[u8]) -> i64 {
     n as i64
 }
 
-fn bitcount(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn bitcount(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     // Redis 7.2 looks the key up first: a missing key is 0 whatever the other arguments.
     let mut db = ctx.db();
-    let s = match db.get(&args[1]) {
+    let s = match db.get(args[1]) {
         None => return w.int(0),
         Some(e) if !is_str(e) => return w.error(ERR_WRONGTYPE),
         Some(e) => e.str_value(),
@@ -156,17 +156,17 @@ fn bitcount(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
     let strlen = s.len() as i64;
     let (start, end, first, last) = match args.len() {
         4 | 5 => {
-            let Some(start) = parse_int(&args[2]) else {
+            let Some(start) = parse_int(args[2]) else {
                 return w.error(ERR_NOT_INT);
             };
-            let Some(end) = parse_int(&args[3]) else {
+            let Some(end) = parse_int(args[3]) else {
                 return w.error(ERR_NOT_INT);
             };
             if start < 0 && end < 0 && start > end {
                 return w.int(0);
             }
             let isbit = if args.len() == 5 {
-                match unit(&args[4]) {
+                match unit(args[4]) {
                     Some(b) => b,
                     None => return w.error(ERR_SYNTAX),
                 }
@@ -201,14 +201,14 @@ fn first_bit(s: &[u8], bit: u8) -> i64 {
     }
 }
 
-fn bitpos(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
-    let bit = match parse_int(&args[2]) {
+fn bitpos(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let bit = match parse_int(args[2]) {
         None => return w.error(ERR_NOT_INT),
         Some(b @ (0 | 1)) => b as u8,
         Some(_) => return w.error(b"ERR The bit argument must be 1 or 0."),
     };
     let mut db = ctx.db();
-    let s = match db.get(&args[1]) {
+    let s = match db.get(args[1]) {
         // A missing key is an infinite run of zeros.
         None => return w.int(if bit == 1 { -1 } else { 0 }),
         Some(e) if !is_str(e) => return w.error(ERR_WRONGTYPE),
@@ -218,11 +218,11 @@ fn bitpos(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
     let mut end_given = false;
     let (start, end, first, last) = match args.len() {
         4..=6 => {
-            let Some(start) = parse_int(&args[3]) else {
+            let Some(start) = parse_int(args[3]) else {
                 return w.error(ERR_NOT_INT);
             };
             let isbit = if args.len() == 6 {
-                match unit(&args[5]) {
+                match unit(args[5]) {
                     Some(b) => b,
                     None => return w.error(ERR_SYNTAX),
                 }
@@ -231,7 +231,7 @@ fn bitpos(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
             };
             let end = if args.len() >= 5 {
                 end_given = true;
-                match parse_int(&args[4]) {
+                match parse_int(args[4]) {
                     Some(e) => e,
                     None => return w.error(ERR_NOT_INT),
                 }
@@ -518,15 +518,15 @@ fn check_signed(value: i64, incr: i64, bits: u32, ow: Overflow) -> (i32, i64) {
     }
 }
 
-fn bitfield(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn bitfield(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     bitfield_generic(ctx, args, w, false);
 }
 
-fn bitfield_ro(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter) {
+fn bitfield_ro(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     bitfield_generic(ctx, args, w, true);
 }
 
-fn bitfield_generic(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter, ro: bool) {
+fn bitfield_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ro: bool) {
     let mut ops: Vec<FieldOp> = Vec::new();
     let mut overflow = Overflow::Wrap;
     let mut readonly = true;
@@ -557,17 +557,17 @@ fn bitfield_generic(ctx: &mut ShardCtx, args: &[Bytes], w: &mut ReplyWriter, ro:
         } else {
             return w.error(ERR_SYNTAX);
         };
-        let Some((signed, bits)) = field_type(&args[j + 1]) else {
+        let Some((signed, bits)) = field_type(args[j + 1]) else {
             return w.error(ERR_BF_TYPE);
         };
-        let Some(offset) = bit_offset(ctx, &args[j + 2], true, bits) else {
+        let Some(offset) = bit_offset(ctx, args[j + 2], true, bits) else {
             return w.error(ERR_BIT_OFFSET);
         };
         let mut value = 0;
         if kind != Kind::Get {
             readonly = false;
             highest = highest.max(offset + bits as u64 - 1);
-            match parse_int(&args[j + 3]) {
+            match parse_int(args[j + 3]) {
                 Some(v) => value = v,
                 None => return w.error(ERR_NOT_INT),
             }
