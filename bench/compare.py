@@ -12,11 +12,14 @@ growth of each server process, and the ratio.
 Servers bind 127.0.0.1 on free ports, every case is bounded (-n requests), and both servers are
 stopped whatever happens.
 
-Each case runs --repeat times, alternating darner and redis, and the median of each figure is
-printed (single runs on a small shared machine vary by 20% or more).
+Each case runs --repeat times, alternating darner and redis; each figure is the median of its
+runs, and each ratio the median of the per-pair ratios (a darner run and the redis run right
+after it share the machine's moment; single runs on a small shared machine vary by 20% or more),
+with the range of the pairs' CPU ratios in brackets.
 
 Usage: bench/compare.py [--darner target/release/darner] [--threads 1] [--requests 2000000]
-                        [--repeat 3] [--only throughput|memory]
+                        [--repeat 3] [--only throughput|memory] [--tests set,get]
+                        [--pipelines 1,16,64]
 """
 import argparse
 import os
@@ -135,6 +138,8 @@ def main():
     ap.add_argument("--requests", type=int, default=2_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", choices=["throughput", "memory"])
+    ap.add_argument("--tests", default="set,get", help="comma-separated: set,get")
+    ap.add_argument("--pipelines", default="1,16,64", help="comma-separated pipeline depths")
     args = ap.parse_args()
     ncpu = os.cpu_count() or 1
     cores = (0, 1) if ncpu >= 2 else (None, None)
@@ -146,19 +151,26 @@ def main():
         d, r = servers
         if args.only in (None, "throughput"):
             print(f"{'case':<14}{'darner ops/s':>14}{'redis ops/s':>14}{'ratio':>8}{'darner ops/cpu-s':>18}{'redis ops/cpu-s':>17}{'ratio':>8}")
-            for test in ("set", "get"):
-                for p in (1, 16, 64):
+            for test in args.tests.split(","):
+                for p in (int(x) for x in args.pipelines.split(",")):
                     n = args.requests if p > 1 else max(args.requests // 4, 100_000)
                     runs = []
                     for _ in range(args.repeat):
                         drps, dcpu, cmd = bench_case(d, test, p, n, cores[1])
                         rrps, rcpu, _ = bench_case(r, test, p, n, cores[1])
                         runs.append((drps, dcpu, rrps, rcpu))
-                    med = lambda i: sorted(x[i] for x in runs)[len(runs) // 2]  # noqa: E731
-                    drps, dcpu, rrps, rcpu = med(0), med(1), med(2), med(3)
+                    med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
+                    drps, dcpu = med([x[0] for x in runs]), med([x[1] for x in runs])
+                    rrps, rcpu = med([x[2] for x in runs]), med([x[3] for x in runs])
+                    # Ratios are medians of each darner run over the redis run right after it:
+                    # the machine's speed drifts between moments, and a pair shares its moment.
+                    rps_ratio = med([x[0] / max(x[2], 1) for x in runs])
+                    cpu_ratios = sorted(x[1] / max(x[3], 1) for x in runs)
                     name = f"{test.upper()} P{p}"
-                    print(f"{name:<14}{drps:>14,.0f}{rrps:>14,.0f}{drps / max(rrps, 1):>8.2f}{dcpu:>18,.0f}{rcpu:>17,.0f}{dcpu / max(rcpu, 1):>8.2f}", flush=True)
-            print(f"# medians of {args.repeat} runs; command: {cmd.replace(str(d.port), 'PORT')}")
+                    spread = f"  ({cpu_ratios[0]:.2f}-{cpu_ratios[-1]:.2f})" if len(runs) > 1 else ""
+                    print(f"{name:<14}{drps:>14,.0f}{rrps:>14,.0f}{rps_ratio:>8.2f}{dcpu:>18,.0f}{rcpu:>17,.0f}{med(cpu_ratios):>8.2f}{spread}", flush=True)
+            print(f"# figures: medians of {args.repeat} runs; ratios: medians of paired runs (range in brackets)")
+            print(f"# last command: {cmd.replace(str(d.port), 'PORT')}")
         if args.only in (None, "memory"):
             # Fresh servers so the throughput runs' keys do not count.
             for s in servers:

@@ -22,7 +22,8 @@
 //! - `shard.rs`: a shard's data and lock; `exec.rs`: transaction tasks and their executor.
 //! - `msg.rs`: inter-thread messages; `shared.rs`: state all threads share (stats, clients).
 //! - `cmd/`: one file per command group; `cmd/mod.rs` is the handler registry.
-//! - `log.rs`: Redis-format logging; `alloc.rs`: the counting global allocator.
+//! - `log.rs`: Redis-format logging; `alloc.rs`: the counting global allocator; `sys.rs`: the
+//!   request path's `recv` and `send`, made as direct system calls.
 
 pub mod alloc;
 pub mod cmd;
@@ -34,6 +35,7 @@ pub mod msg;
 pub mod server;
 pub mod shard;
 pub mod shared;
+pub mod sys;
 pub mod worker;
 
 #[global_allocator]

@@ -328,9 +328,9 @@ impl Worker {
             }
             let spare = conn.rbuf.spare_capacity_mut();
             let asked = spare.len();
-            // socket2's recv takes the uninitialized spare capacity as MaybeUninit bytes, so
-            // no zeroing and no reference to uninitialized memory as &mut [u8].
-            match socket2::SockRef::from(&conn.sock).recv(spare) {
+            // recv takes the uninitialized spare capacity as MaybeUninit bytes, so no zeroing
+            // and no reference to uninitialized memory as &mut [u8].
+            match crate::sys::recv(&conn.sock, spare) {
                 Ok(0) => {
                     eof = true;
                     break;
@@ -1134,7 +1134,7 @@ impl Worker {
         };
         let mut written = 0;
         while conn.out_pos < conn.out.len() {
-            match conn.sock.write(&conn.out[conn.out_pos..]) {
+            match crate::sys::send(&conn.sock, &conn.out[conn.out_pos..]) {
                 Ok(0) => break,
                 Ok(n) => {
                     conn.out_pos += n;
