@@ -17,7 +17,8 @@
 //! Layout:
 //! - `main.rs`: argument handling; `server.rs`: start-up, listeners, signals, shutdown.
 //! - `config.rs`: the directive table (file, command line, CONFIG GET/SET).
-//! - `worker.rs`: the per-thread event loop, dispatch, the shard lock protocol's message side.
+//! - `worker/`: the per-thread event loop, dispatch, the shard lock protocol's message side
+//!   (`mod.rs`), and per-command accounting: statistics, slow log, MONITOR (`stats.rs`).
 //! - `conn.rs`: a connection, its ordered replies and its client state.
 //! - `shard.rs`: a shard's data and lock; `exec.rs`: transaction tasks and their executor.
 //! - `msg.rs`: inter-thread messages; `shared.rs`: state all threads share (stats, clients).

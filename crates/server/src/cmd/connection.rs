@@ -799,7 +799,7 @@ fn client_kill(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         let now = Shared::now_ms();
         let me = tx.client().id;
         let filter = f.clone();
-        // The victim's thread closes it once this hop returns (see worker.rs, Msg::Thread).
+        // The victim's thread closes it once this hop returns (see worker/mod.rs, Msg::Thread).
         let (killed, _) = each_thread(&tx, me, move |conn: &mut Conn| {
             if filter.matches(&conn.state, now) {
                 conn.handle.kill.store(true, Ordering::Relaxed);
