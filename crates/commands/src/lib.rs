@@ -3,7 +3,7 @@
 //! Layout:
 //!
 //! * [`table`] (`src/table.rs`) is **generated** by `tools/gen_commands.py`
-//!   from the list in `tools/commands.txt` and the Redis/Valkey command spec
+//!   from the list in `tools/commands/*.txt` and the Redis/Valkey command spec
 //!   JSON files (`../shared/commands`). Only facts are taken from the specs:
 //!   names, arity, flags, ACL categories, key specs, group, version numbers,
 //!   doc flags, tips and the argument structure. No prose is copied.

@@ -10,7 +10,7 @@
 //! - [`Handler::Tx`]: needs several shards (MSET, RENAME, KEYS, EXEC): an async task on the
 //!   connection's thread that locks the shards it declares ([`Locks`]) and hops to them.
 //!
-//! Every command named in `tools/commands.txt` has exactly one handler; a test checks it.
+//! Every command named in `tools/commands/*.txt` has exactly one handler; a test checks it.
 
 pub mod connection;
 pub mod generic;
@@ -92,7 +92,7 @@ pub struct Registry {
 impl Registry {
     fn add(&mut self, full_name: &str, handler: Handler) {
         let spec = darner_commands::lookup_full_name(full_name.as_bytes()).unwrap_or_else(|| {
-            panic!("'{full_name}' is not in the command table (tools/commands.txt)")
+            panic!("'{full_name}' is not in the command table (tools/commands/*.txt)")
         });
         let cmd: &'static Command = Box::leak(Box::new(Command {
             spec,
