@@ -751,3 +751,23 @@ def _float_sweep():
 
 
 SCENARIOS["gen_incrbyfloat_formatting"] = [_float_sweep]
+
+
+# ---------------------------------------------------------------------------
+# Scenarios of other command groups live in diff_scenarios_<group>.py files, each with its own
+# SCENARIOS (and optionally CLEANUP) dict; they are merged here.
+# ---------------------------------------------------------------------------
+def _load_group_files():
+    import glob
+    import importlib
+    import os
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in sorted(glob.glob(os.path.join(here, "diff_scenarios_*.py"))):
+        mod = importlib.import_module(os.path.basename(path)[:-3])
+        for name in mod.SCENARIOS:
+            assert name not in SCENARIOS, "scenario %r defined twice" % name
+        SCENARIOS.update(mod.SCENARIOS)
+        CLEANUP.update(getattr(mod, "CLEANUP", {}))
+
+
+_load_group_files()

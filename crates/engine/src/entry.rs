@@ -13,7 +13,8 @@
 //! [8 bytes]         absolute expiry in unix ms, little endian, only when has-expire is set
 //! varint, key       the key's length (LEB128) and bytes
 //! payload           inline string: varint length and bytes
-//!                   out of line:   a pointer to a `Vec<u8>` (strings that grow: APPEND, SETBIT)
+//!                   out of line:   a pointer to a boxed [`Value`]: a string that grows (APPEND,
+//!                                  SETBIT) or a collection (hash, list, set, sorted set)
 //! ```
 //!
 //! A 12-byte key with a 16-byte value takes exactly 32 bytes, one allocator size class; the
@@ -25,9 +26,8 @@
 //! The block's length is not stored: it is recomputed from the header. That keeps the table
 //! slot at 8 bytes instead of 16 for a fat pointer.
 
-// The out-of-line value is a Box<Vec<u8>> on purpose: the block stores one thin 8-byte pointer.
-#![allow(clippy::box_collection)]
-
+use crate::types::{Hash, List, Set, ZSet};
+pub use crate::value::{Value, ValueType};
 use std::alloc::Layout;
 use std::ptr::NonNull;
 
@@ -43,23 +43,13 @@ const EXPIRE_AT: usize = 2;
 const ALIGN: usize = 16;
 
 /// A borrowed view of an entry's value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ValueRef<'a> {
     Str(&'a [u8]),
-}
-
-/// The type of a value, as TYPE reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ValueType {
-    String,
-}
-
-impl ValueType {
-    pub fn name(self) -> &'static str {
-        match self {
-            ValueType::String => "string",
-        }
-    }
+    Hash(&'a Hash),
+    List(&'a List),
+    Set(&'a Set),
+    ZSet(&'a ZSet),
 }
 
 /// A keyspace entry. Owns its block (and the out-of-line string, if any). `tagged` is the
@@ -117,7 +107,7 @@ fn parts_of(b: &[u8], flags: u8) -> Parts {
 /// The payload an entry is built with.
 enum Payload<'a> {
     Inline(&'a [u8]),
-    Heap(Box<Vec<u8>>),
+    Heap(Box<Value>),
 }
 
 impl Entry {
@@ -184,9 +174,9 @@ impl Entry {
                 put(&mut pos, &varint[..n]);
                 put(&mut pos, v);
             }
-            Payload::Heap(vec) => {
+            Payload::Heap(value) => {
                 flags |= HEAP;
-                let p = Box::into_raw(vec) as usize as u64;
+                let p = Box::into_raw(value) as usize as u64;
                 put(&mut pos, &p.to_le_bytes());
             }
         }
@@ -318,7 +308,42 @@ impl Entry {
     }
 
     pub fn value_type(&self) -> ValueType {
-        ValueType::String
+        match self.heap() {
+            None => ValueType::String,
+            Some(v) => v.value_type(),
+        }
+    }
+
+    /// OBJECT ENCODING: Redis's name for how the value is stored.
+    pub fn encoding(&self) -> &'static str {
+        match self.heap() {
+            Some(v) if v.value_type() != ValueType::String => v.encoding(),
+            _ => self.string_encoding(),
+        }
+    }
+
+    /// The out-of-line value, if the value is stored out of line.
+    fn heap(&self) -> Option<&Value> {
+        if self.flags() & HEAP == 0 {
+            return None;
+        }
+        let b = self.block();
+        let p = heap_value_ptr(b, self.payload_at(b));
+        // SAFETY: the pointer was produced by Box::into_raw in `build` and is owned by this
+        // entry; the borrow is tied to &self.
+        Some(unsafe { &*p })
+    }
+
+    /// The out-of-line value, mutably: a collection (or a string already out of line). None
+    /// for an inline string, which [`Entry::str_mut`] moves out of line.
+    pub fn value_mut(&mut self) -> Option<&mut Value> {
+        if self.flags() & HEAP == 0 {
+            return None;
+        }
+        let b = self.block();
+        let p = heap_value_ptr(b, self.payload_at(b));
+        // SAFETY: as in `heap`; &mut self makes the borrow exclusive.
+        Some(unsafe { &mut *p })
     }
 
     fn payload_at(&self, b: &[u8]) -> usize {
@@ -326,24 +351,27 @@ impl Entry {
     }
 
     pub fn value(&self) -> ValueRef<'_> {
-        let b = self.block();
-        let at = self.payload_at(b);
-        if self.flags() & HEAP != 0 {
-            let v = heap_vec_ptr(b, at);
-            // SAFETY: the pointer was produced by Box::into_raw in `build` and is owned by this
-            // entry; the borrow is tied to &self.
-            ValueRef::Str(unsafe { (*v).as_slice() })
-        } else {
-            let mut p = at;
-            let vlen = get_varint(b, &mut p);
-            ValueRef::Str(&b[p..p + vlen])
+        if let Some(v) = self.heap() {
+            return match v {
+                Value::Str(s) => ValueRef::Str(s),
+                Value::Hash(h) => ValueRef::Hash(h),
+                Value::List(l) => ValueRef::List(l),
+                Value::Set(s) => ValueRef::Set(s),
+                Value::ZSet(z) => ValueRef::ZSet(z),
+            };
         }
+        let b = self.block();
+        let mut p = self.payload_at(b);
+        let vlen = get_varint(b, &mut p);
+        ValueRef::Str(&b[p..p + vlen])
     }
 
-    /// The string value, for callers that know the type is string.
+    /// The string value, for callers that checked the type is string (a bug otherwise: the
+    /// server contains the panic and answers an error).
     pub fn str_value(&self) -> &[u8] {
         match self.value() {
             ValueRef::Str(s) => s,
+            other => panic!("str_value of a {:?} value", other),
         }
     }
 
@@ -403,12 +431,12 @@ impl Entry {
     }
 
     /// Moves the out-of-line vector out, leaving the block pointing at an empty one.
-    fn take_heap(&self) -> Box<Vec<u8>> {
+    fn take_heap(&self) -> Box<Value> {
         let b = self.block();
-        let p = heap_vec_ptr(b, self.payload_at(b));
-        // SAFETY: p is the live Box<Vec<u8>> owned by this entry; we take its contents and
-        // leave an empty Vec in place so that the entry's Drop still frees a valid box.
-        let taken = unsafe { std::mem::take(&mut *p) };
+        let p = heap_value_ptr(b, self.payload_at(b));
+        // SAFETY: p is the live Box<Value> owned by this entry; we take its contents and leave
+        // an empty string in place so that the entry's Drop still frees a valid box.
+        let taken = unsafe { std::mem::replace(&mut *p, Value::Str(Vec::new())) };
         Box::new(taken)
     }
 
@@ -421,44 +449,55 @@ impl Entry {
 
     /// A deep copy under another key (COPY).
     pub fn clone_as(&self, key: &[u8]) -> Entry {
-        Entry::new_str(
-            key,
-            self.str_value(),
-            self.expire(),
-            self.is_raw(),
-            self.clock(),
-        )
+        match self.heap() {
+            Some(v) if v.value_type() != ValueType::String => Self::build(
+                self.flags(),
+                self.clock(),
+                self.expire(),
+                key,
+                Payload::Heap(Box::new(v.clone())),
+            ),
+            _ => Entry::new_str(
+                key,
+                self.str_value(),
+                self.expire(),
+                self.is_raw(),
+                self.clock(),
+            ),
+        }
     }
 
-    /// Mutable access to a string value; moves it out of line first, and marks it raw.
+    /// An entry holding an out-of-line value (a collection).
+    pub fn new_value(key: &[u8], value: Value, expire: Option<i64>, clock: u16) -> Entry {
+        Self::build(0, clock, expire, key, Payload::Heap(Box::new(value)))
+    }
+
+    /// Mutable access to a string value; moves it out of line first, and marks it raw. For
+    /// callers that checked the type is string (a bug otherwise, as for `str_value`).
     pub fn str_mut(&mut self) -> &mut Vec<u8> {
         if self.flags() & HEAP == 0 {
-            let vec = Box::new(self.str_value().to_vec());
+            let value = Box::new(Value::Str(self.str_value().to_vec()));
             let fresh = Self::build(
                 RAW,
                 self.clock(),
                 self.expire(),
                 self.key(),
-                Payload::Heap(vec),
+                Payload::Heap(value),
             );
             *self = fresh;
         }
-        let b = self.block();
-        let p = heap_vec_ptr(b, self.payload_at(b));
-        // SAFETY: p is the live Box<Vec<u8>> owned by this entry; &mut self makes the borrow
-        // exclusive and ties it to this entry's lifetime.
-        unsafe { &mut *p }
+        match self.value_mut() {
+            Some(Value::Str(s)) => s,
+            other => panic!("str_mut of a {:?} value", other.map(|v| v.value_type())),
+        }
     }
 
     /// Approximate memory used by this entry (block and out-of-line value).
     pub fn memory(&self) -> usize {
         let b = self.block();
-        let extra = if self.flags() & HEAP != 0 {
-            let p = heap_vec_ptr(b, self.payload_at(b));
-            // SAFETY: see `value`.
-            std::mem::size_of::<Vec<u8>>() + unsafe { (*p).capacity() }
-        } else {
-            0
+        let extra = match self.heap() {
+            Some(v) => std::mem::size_of::<Value>() + v.memory(),
+            None => 0,
         };
         b.len() + extra
     }
@@ -480,10 +519,10 @@ fn is_canonical_i64(v: &[u8]) -> bool {
         .is_some()
 }
 
-fn heap_vec_ptr(b: &[u8], at: usize) -> *mut Vec<u8> {
+fn heap_value_ptr(b: &[u8], at: usize) -> *mut Value {
     let mut w = [0u8; 8];
     w.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(w) as usize as *mut Vec<u8>
+    u64::from_le_bytes(w) as usize as *mut Value
 }
 
 impl Drop for Entry {
@@ -491,7 +530,7 @@ impl Drop for Entry {
         let len = self.block_len();
         if self.flags() & HEAP != 0 {
             let b = self.block();
-            let p = heap_vec_ptr(b, self.payload_at(b));
+            let p = heap_value_ptr(b, self.payload_at(b));
             // SAFETY: p came from Box::into_raw and is freed exactly once, here.
             drop(unsafe { Box::from_raw(p) });
         }
@@ -545,6 +584,34 @@ mod tests {
         assert_eq!(e.clock(), 7);
         assert_eq!(e.expire(), None);
         assert!(!e.is_raw());
+    }
+
+    #[test]
+    fn collection_values_live_out_of_line() {
+        let mut e = Entry::new_value(b"h", Value::Hash(Hash::new()), None, 3);
+        assert_eq!(e.value_type(), ValueType::Hash);
+        assert!(matches!(e.value(), ValueRef::Hash(_)));
+        assert!(matches!(e.value_mut(), Some(Value::Hash(_))));
+        // A TTL change rebuilds the block and keeps the value; so does a new key.
+        e.set_expire(Some(1234));
+        assert_eq!((e.expire(), e.value_type()), (Some(1234), ValueType::Hash));
+        let e = e.with_key(b"other");
+        assert_eq!((e.key(), e.value_type()), (&b"other"[..], ValueType::Hash));
+        let c = e.clone_as(b"copy");
+        assert_eq!(
+            (c.key(), c.expire(), c.value_type()),
+            (&b"copy"[..], Some(1234), ValueType::Hash)
+        );
+        assert_eq!(c.encoding(), Hash::new().encoding());
+        let mut c = c;
+        assert!(!c.overwrite_str(b"x", Some(1), 0));
+        assert_eq!(c.value_type(), ValueType::Hash);
+        // A string never turns into a collection in place; inline strings have no heap value.
+        let mut s = Entry::new_str(b"s", b"v", None, false, 0);
+        assert!(s.value_mut().is_none());
+        s.str_mut().push(b'2');
+        assert!(matches!(s.value_mut(), Some(Value::Str(v)) if v == b"v2"));
+        assert_eq!(s.encoding(), "raw");
     }
 
     #[test]

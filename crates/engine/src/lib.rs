@@ -6,6 +6,8 @@
 //!   grows without an O(n) pause) and its SCAN order; `bucket`: one segment, cache-line buckets.
 //! - [`db`]: a database: lazy and active expiry, WATCH bookkeeping, and `DbView`, the only way
 //!   commands read and write keys.
+//! - [`value`]: out-of-line values (grown strings, collections) and their types;
+//!   [`types`]: the collection types, one file each (hash, list, set, sorted set).
 //! - [`glob`]: Redis's glob matching (KEYS, SCAN MATCH, CONFIG GET).
 //!
 //! A shard (owned by exactly one server thread) is a `Vec<Db>`; this crate knows nothing of
@@ -16,11 +18,14 @@ pub mod db;
 pub mod entry;
 pub mod glob;
 pub mod table;
+pub mod types;
+pub mod value;
 
 pub use db::{Clock, Db, DbView, WatchFlag, SCAN_DONE};
-pub use entry::{Entry, ValueRef, ValueType};
+pub use entry::{Entry, ValueRef};
 pub use glob::glob_match;
 pub use table::hash_key;
+pub use value::{Value, ValueType};
 
 /// Starts loading the cache line at `p` (a hint: no fault, no architectural memory access).
 #[cfg(target_arch = "x86_64")]

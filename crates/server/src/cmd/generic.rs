@@ -10,7 +10,7 @@ use super::{ConnCtx, Locks, Reg, TxFuture};
 use crate::exec::Tx;
 use crate::shard::ShardCtx;
 use bytes::Bytes;
-use darner_engine::{glob_match, Entry, ValueType, SCAN_DONE};
+use darner_engine::{glob_match, Entry, SCAN_DONE};
 use darner_resp::ReplyWriter;
 
 pub fn register(r: &mut Reg) {
@@ -661,9 +661,7 @@ fn persist(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 fn object_encoding(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     match ctx.db().peek(args[2]) {
         None => w.null(),
-        Some(e) => match e.value_type() {
-            ValueType::String => w.bulk(e.string_encoding().as_bytes()),
-        },
+        Some(e) => w.bulk(e.encoding().as_bytes()),
     }
 }
 
@@ -689,7 +687,7 @@ fn object_refcount(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         None => w.null(),
         Some(e) => {
             // Redis stores the integers 0..9999 as shared objects with a pinned refcount.
-            let shared = e.string_encoding() == "int"
+            let shared = e.encoding() == "int"
                 && super::parse_int(e.str_value())
                     .is_some_and(|v| (0..SHARED_INTEGERS).contains(&v));
             w.int(if shared { SHARED_REFCOUNT } else { 1 })

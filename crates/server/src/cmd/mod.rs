@@ -14,7 +14,11 @@
 
 pub mod connection;
 pub mod generic;
+pub mod hash;
+pub mod list;
 pub mod server;
+pub mod set;
+pub mod sorted_set;
 pub mod string;
 pub mod transactions;
 
@@ -145,6 +149,10 @@ pub fn registry() -> &'static Registry {
         generic::register(&mut reg);
         string::register(&mut reg);
         transactions::register(&mut reg);
+        hash::register(&mut reg);
+        list::register(&mut reg);
+        set::register(&mut reg);
+        sorted_set::register(&mut reg);
         r
     })
 }

@@ -384,17 +384,25 @@ fn rdb_string_size(v: &[u8]) -> usize {
 }
 
 fn debug_object(e: &Entry, clock: darner_engine::Clock) -> String {
-    let encoding = e.string_encoding();
+    let encoding = e.encoding();
+    let is_string = e.value_type() == darner_engine::ValueType::String;
     // Redis shares the integers 0..9999 between keys: it reports them with the "shared"
     // reference count.
-    let shared = encoding == "int"
+    let shared = is_string
+        && encoding == "int"
         && super::parse_int(e.str_value()).is_some_and(|n| (0..10000).contains(&n));
+    // A collection's serialized length is not computed (no RDB yet): its memory stands in.
+    let serialized = if is_string {
+        rdb_string_size(e.str_value())
+    } else {
+        e.memory()
+    };
     format!(
         "Value at:{:p} refcount:{} encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",
         e as *const Entry,
         if shared { i32::MAX } else { 1 },
         encoding,
-        rdb_string_size(e.str_value()),
+        serialized,
         e.clock(),
         clock.idle_secs(e.clock())
     )
