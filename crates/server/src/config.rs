@@ -59,6 +59,49 @@ pub struct Hot {
     pub obuf_normal: [AtomicU64; 3],
     pub obuf_pubsub: [AtomicU64; 3],
     pub obuf_replica: [AtomicU64; 3],
+    /// Collection encoding thresholds (hash-max-listpack-entries, ...), in the order of
+    /// [`ENCODING_DIRECTIVES`].
+    pub encodings: [AtomicI64; ENCODING_DIRECTIVES.len()],
+}
+
+/// The directives that decide when a small collection leaves its compact encoding, in the
+/// order of `Hot::encodings`, with Redis's defaults.
+pub const ENCODING_DIRECTIVES: [(&str, i64); 8] = [
+    ("hash-max-listpack-entries", 128),
+    ("hash-max-listpack-value", 64),
+    ("set-max-intset-entries", 512),
+    ("set-max-listpack-entries", 128),
+    ("set-max-listpack-value", 64),
+    ("zset-max-listpack-entries", 128),
+    ("zset-max-listpack-value", 64),
+    ("list-max-listpack-size", -2),
+];
+
+impl Hot {
+    /// The collection encoding thresholds now in force.
+    pub fn limits(&self) -> darner_engine::types::Limits {
+        let v = |i: usize| self.encodings[i].load(Ordering::Relaxed);
+        let u = |i: usize| v(i).max(0) as usize;
+        darner_engine::types::Limits {
+            hash_max_listpack_entries: u(0),
+            hash_max_listpack_value: u(1),
+            set_max_intset_entries: u(2),
+            set_max_listpack_entries: u(3),
+            set_max_listpack_value: u(4),
+            zset_max_listpack_entries: u(5),
+            zset_max_listpack_value: u(6),
+            list_max_listpack_size: v(7),
+        }
+    }
+}
+
+fn set_encoding(h: &Hot, name: &str, v: &str) -> Result<(), String> {
+    let i = ENCODING_DIRECTIVES
+        .iter()
+        .position(|(n, _)| *n == name)
+        .expect("an encoding directive");
+    h.encodings[i].store(parse_memory(v).unwrap_or(0), Ordering::Relaxed);
+    Ok(())
 }
 
 pub const LOG_DEBUG: u8 = 0;
@@ -256,6 +299,86 @@ pub static TABLE: &[Directive] = &[
         mutable: true,
         apply: |h, v| set_i(&h.slowlog_max_len)(v),
     },
+    Directive {
+        name: "hash-max-listpack-entries",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "128",
+        mutable: true,
+        apply: |h, v| set_encoding(h, "hash-max-listpack-entries", v),
+    },
+    Directive {
+        name: "hash-max-listpack-value",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "64",
+        mutable: true,
+        apply: |h, v| set_encoding(h, "hash-max-listpack-value", v),
+    },
+    Directive {
+        name: "set-max-intset-entries",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "512",
+        mutable: true,
+        apply: |h, v| set_encoding(h, "set-max-intset-entries", v),
+    },
+    Directive {
+        name: "set-max-listpack-entries",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "128",
+        mutable: true,
+        apply: |h, v| set_encoding(h, "set-max-listpack-entries", v),
+    },
+    Directive {
+        name: "set-max-listpack-value",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "64",
+        mutable: true,
+        apply: |h, v| set_encoding(h, "set-max-listpack-value", v),
+    },
+    Directive {
+        name: "zset-max-listpack-entries",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "128",
+        mutable: true,
+        apply: |h, v| set_encoding(h, "zset-max-listpack-entries", v),
+    },
+    Directive {
+        name: "zset-max-listpack-value",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "64",
+        mutable: true,
+        apply: |h, v| set_encoding(h, "zset-max-listpack-value", v),
+    },
+    Directive {
+        name: "list-max-listpack-size",
+        kind: Kind::Int {
+            min: i32::MIN as i64,
+            max: i32::MAX as i64,
+        },
+        default: "-2",
+        mutable: true,
+        apply: |h, v| set_encoding(h, "list-max-listpack-size", v),
+    },
 ];
 
 /// Redis directives for features not built yet, with the values that mean "off" (accepted,
@@ -272,6 +395,7 @@ pub static UNBUILT: &[(&str, &[&str])] = &[
     ("notify-keyspace-events", &[""]),
     ("unixsocket", &[]),
     ("tls-port", &["0"]),
+    ("list-compress-depth", &["0"]),
 ];
 
 /// Parses a byte count with Redis's units: b, k, kb, m, mb, g, gb (case-insensitive).
@@ -375,6 +499,7 @@ impl Config {
                 obuf_normal: z(),
                 obuf_pubsub: z(),
                 obuf_replica: z(),
+                encodings: ENCODING_DIRECTIVES.map(|(_, d)| AtomicI64::new(d)),
             },
             file,
         };

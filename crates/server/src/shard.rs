@@ -66,6 +66,11 @@ impl<'a> ShardCtx<'a> {
     pub fn now_ms(&self) -> i64 {
         self.clock.now_ms
     }
+
+    /// The collection encoding thresholds in force (hash-max-listpack-entries, ...).
+    pub fn limits(&self) -> darner_engine::types::Limits {
+        self.shared.config.hot.limits()
+    }
 }
 
 /// The shard's lock: who holds it and what waits.

@@ -14,3 +14,33 @@ pub use hash::Hash;
 pub use list::List;
 pub use set::Set;
 pub use zset::ZSet;
+
+/// When a collection leaves its compact encoding: the values of Redis's directives of the same
+/// names (the server passes the ones in force; `Default` is Redis's defaults).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub hash_max_listpack_entries: usize,
+    pub hash_max_listpack_value: usize,
+    pub set_max_intset_entries: usize,
+    pub set_max_listpack_entries: usize,
+    pub set_max_listpack_value: usize,
+    pub zset_max_listpack_entries: usize,
+    pub zset_max_listpack_value: usize,
+    /// Positive: entries per list node; -1..-5: node size 4, 8, 16, 32, 64 KiB.
+    pub list_max_listpack_size: i64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            hash_max_listpack_entries: 128,
+            hash_max_listpack_value: 64,
+            set_max_intset_entries: 512,
+            set_max_listpack_entries: 128,
+            set_max_listpack_value: 64,
+            zset_max_listpack_entries: 128,
+            zset_max_listpack_value: 64,
+            list_max_listpack_size: -2,
+        }
+    }
+}
