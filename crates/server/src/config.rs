@@ -62,6 +62,8 @@ pub struct Hot {
     /// Collection encoding thresholds (hash-max-listpack-entries, ...), in the order of
     /// [`ENCODING_DIRECTIVES`].
     pub encodings: [AtomicI64; ENCODING_DIRECTIVES.len()],
+    /// hll-sparse-max-bytes: a sparse HyperLogLog that would grow past this becomes dense.
+    pub hll_sparse_max_bytes: AtomicI64,
 }
 
 /// The directives that decide when a small collection leaves its compact encoding, in the
@@ -379,6 +381,16 @@ pub static TABLE: &[Directive] = &[
         mutable: true,
         apply: |h, v| set_encoding(h, "list-max-listpack-size", v),
     },
+    Directive {
+        name: "hll-sparse-max-bytes",
+        kind: Kind::Memory {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "3000",
+        mutable: true,
+        apply: |h, v| set_i(&h.hll_sparse_max_bytes)(v),
+    },
 ];
 
 /// Redis directives for features not built yet, with the values that mean "off" (accepted,
@@ -500,6 +512,7 @@ impl Config {
                 obuf_pubsub: z(),
                 obuf_replica: z(),
                 encodings: ENCODING_DIRECTIVES.map(|(_, d)| AtomicI64::new(d)),
+                hll_sparse_max_bytes: AtomicI64::new(3000),
             },
             file,
         };

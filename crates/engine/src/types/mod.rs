@@ -4,8 +4,12 @@
 //! per-element overhead when it grows past the thresholds of Redis's config names
 //! (`hash-max-listpack-entries`, `set-max-intset-entries`, ...). They are plain single-threaded
 //! data structures: the server's shard thread owns them through the keyspace entry.
+//!
+//! `hll` is the exception: a HyperLogLog is a string value in Redis's exact byte format, and
+//! the module holds the functions that read and update such strings.
 
 pub mod hash;
+pub mod hll;
 pub mod list;
 pub mod set;
 pub mod zset;

@@ -15,6 +15,7 @@
 pub mod connection;
 pub mod generic;
 pub mod hash;
+pub mod hyperloglog;
 pub mod list;
 pub mod server;
 pub mod set;
@@ -150,6 +151,7 @@ pub fn registry() -> &'static Registry {
         string::register(&mut reg);
         transactions::register(&mut reg);
         hash::register(&mut reg);
+        hyperloglog::register(&mut reg);
         list::register(&mut reg);
         set::register(&mut reg);
         sorted_set::register(&mut reg);
