@@ -25,6 +25,20 @@ pub struct Db {
     pub expired_total: u64,
     pub hits: u64,
     pub misses: u64,
+    /// Big values that left the keyspace, to be freed off the request path (the server takes
+    /// them with [`Db::take_graveyard`]).
+    graveyard: Vec<Entry>,
+}
+
+/// Values whose freeing costs more than this many element frees go to the graveyard (Redis's
+/// LAZYFREE_THRESHOLD); smaller ones are freed on the spot.
+pub const LAZYFREE_THRESHOLD: usize = 64;
+
+/// Frees `e` now if that is cheap, or keeps it for the background.
+fn bury(graveyard: &mut Vec<Entry>, e: Entry) {
+    if e.free_effort() > LAZYFREE_THRESHOLD {
+        graveyard.push(e);
+    }
 }
 
 /// Marks the clients WATCHing `key` dirty (and forgets them: one write is enough).
@@ -45,12 +59,13 @@ fn reclaimed(
     expires: &mut usize,
     expired_total: &mut u64,
     watchers: &mut HashMap<Box<[u8]>, Vec<WatchFlag>>,
+    graveyard: &mut Vec<Entry>,
     key: &[u8],
     e: Entry,
 ) {
     *expires -= 1;
     *expired_total += 1;
-    drop(e);
+    bury(graveyard, e);
     touch_watchers(watchers, key);
 }
 
@@ -107,6 +122,15 @@ impl Db {
 
     pub fn expires(&self) -> usize {
         self.expires
+    }
+
+    /// The big values freed since the last call, for a background thread to drop.
+    pub fn take_graveyard(&mut self) -> Option<Vec<Entry>> {
+        if self.graveyard.is_empty() {
+            None
+        } else {
+            Some(std::mem::take(&mut self.graveyard))
+        }
     }
 
     pub fn view(&mut self, clock: Clock) -> DbView<'_> {
@@ -166,8 +190,9 @@ impl Db {
         let n = expired_keys.len();
         self.expires -= n;
         self.expired_total += n as u64;
-        for e in &expired_keys {
+        for e in expired_keys {
             self.touch(e.key());
+            bury(&mut self.graveyard, e);
         }
         (visited, n)
     }
@@ -196,6 +221,7 @@ impl<'a> DbView<'a> {
                     &mut db.expires,
                     &mut db.expired_total,
                     &mut db.watchers,
+                    &mut db.graveyard,
                     key,
                     e,
                 );
@@ -226,6 +252,7 @@ impl<'a> DbView<'a> {
                     &mut db.expires,
                     &mut db.expired_total,
                     &mut db.watchers,
+                    &mut db.graveyard,
                     key,
                     e,
                 );
@@ -260,6 +287,7 @@ impl<'a> DbView<'a> {
                     &mut db.expires,
                     &mut db.expired_total,
                     &mut db.watchers,
+                    &mut db.graveyard,
                     key,
                     e,
                 );
@@ -270,7 +298,9 @@ impl<'a> DbView<'a> {
 
     /// Inserts or replaces an entry (its key is the entry's own). Returns the live entry it
     /// replaced, if any.
-    pub fn set(&mut self, entry: Entry) -> Option<Entry> {
+    /// Stores `entry`, replacing (and freeing) any value the key had. Returns whether a live
+    /// key was replaced.
+    pub fn set(&mut self, entry: Entry) -> bool {
         let has_ttl = entry.expire().is_some();
         self.db.touch(entry.key());
         let old = self.db.table.insert(entry);
@@ -282,14 +312,29 @@ impl<'a> DbView<'a> {
                 if o.expire().is_some() {
                     self.db.expires -= 1;
                 }
-                if o.is_expired(self.clock.now_ms) {
-                    None
-                } else {
-                    Some(o)
-                }
+                let live = !o.is_expired(self.clock.now_ms);
+                bury(&mut self.db.graveyard, o);
+                live
             }
-            None => None,
+            None => false,
         }
+    }
+
+    /// Deletes a live key and frees its value (in the background when it is big). Returns
+    /// whether there was one.
+    pub fn delete(&mut self, key: &[u8]) -> bool {
+        match self.remove(key) {
+            Some(e) => {
+                self.dispose(e);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Frees an entry taken out of the keyspace: now if cheap, in the background if big.
+    pub fn dispose(&mut self, e: Entry) {
+        bury(&mut self.db.graveyard, e);
     }
 
     /// SET without options: stores `value` under `key` with the given TTL, in the existing
@@ -318,6 +363,7 @@ impl<'a> DbView<'a> {
                 if expire.is_some() {
                     db.expires += 1;
                 }
+                bury(&mut db.graveyard, old);
             }
             Upsert::Inserted => {
                 if expire.is_some() {
@@ -347,7 +393,7 @@ impl<'a> DbView<'a> {
         }
         if let Some(w) = when {
             if w <= self.clock.now_ms {
-                self.remove(key);
+                self.delete(key);
                 return true;
             }
         }
@@ -526,11 +572,15 @@ mod tests {
     }
 
     #[test]
-    fn replacing_an_expired_key_returns_nothing() {
+    fn replacing_an_expired_key_is_not_replacing_a_live_one() {
         let mut db = Db::new();
         db.view(Clock::at(0)).set(s(b"k", b"old", Some(5)));
-        let old = db.view(Clock::at(10)).set(s(b"k", b"new", None));
-        assert!(old.is_none());
+        assert!(!db.view(Clock::at(10)).set(s(b"k", b"new", None)));
+        assert!(db.view(Clock::at(10)).set(s(b"k", b"newer", None)));
         assert_eq!(db.expires(), 0);
+        // Small values are freed on the spot: nothing waits in the graveyard.
+        assert!(db.view(Clock::at(10)).delete(b"k"));
+        assert!(!db.view(Clock::at(10)).delete(b"k"));
+        assert!(db.take_graveyard().is_none());
     }
 }

@@ -492,6 +492,11 @@ impl Entry {
         }
     }
 
+    /// Roughly how many frees dropping this entry takes (see [`Value::free_effort`]).
+    pub fn free_effort(&self) -> usize {
+        self.heap().map_or(1, Value::free_effort)
+    }
+
     /// Approximate memory used by this entry (block and out-of-line value).
     pub fn memory(&self) -> usize {
         let b = self.block();

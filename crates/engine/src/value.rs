@@ -98,4 +98,14 @@ impl Value {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Roughly how many frees dropping this value takes (Redis's lazyfreeGetFreeEffort): one
+    /// for a string, the element count for a collection (an upper bound: compact encodings
+    /// are a single buffer).
+    pub fn free_effort(&self) -> usize {
+        match self {
+            Value::Str(_) => 1,
+            _ => self.len(),
+        }
+    }
 }

@@ -381,6 +381,51 @@ pub static TABLE: &[Directive] = &[
         mutable: true,
         apply: |h, v| set_encoding(h, "list-max-listpack-size", v),
     },
+    // Accepted for compatibility: Darner frees big values in the background whatever the
+    // value (lazyfree.rs), which is what "yes" asks for and better than what "no" does.
+    Directive {
+        name: "lazyfree-lazy-eviction",
+        kind: Kind::Bool,
+        default: "no",
+        mutable: true,
+        apply: nothing,
+    },
+    // Accepted for compatibility: Darner frees big values in the background whatever the
+    // value (lazyfree.rs), which is what "yes" asks for and better than what "no" does.
+    Directive {
+        name: "lazyfree-lazy-expire",
+        kind: Kind::Bool,
+        default: "no",
+        mutable: true,
+        apply: nothing,
+    },
+    // Accepted for compatibility: Darner frees big values in the background whatever the
+    // value (lazyfree.rs), which is what "yes" asks for and better than what "no" does.
+    Directive {
+        name: "lazyfree-lazy-server-del",
+        kind: Kind::Bool,
+        default: "no",
+        mutable: true,
+        apply: nothing,
+    },
+    // Accepted for compatibility: Darner frees big values in the background whatever the
+    // value (lazyfree.rs), which is what "yes" asks for and better than what "no" does.
+    Directive {
+        name: "lazyfree-lazy-user-del",
+        kind: Kind::Bool,
+        default: "no",
+        mutable: true,
+        apply: nothing,
+    },
+    // Accepted for compatibility: Darner frees big values in the background whatever the
+    // value (lazyfree.rs), which is what "yes" asks for and better than what "no" does.
+    Directive {
+        name: "lazyfree-lazy-user-flush",
+        kind: Kind::Bool,
+        default: "no",
+        mutable: true,
+        apply: nothing,
+    },
     Directive {
         name: "hll-sparse-max-bytes",
         kind: Kind::Memory {

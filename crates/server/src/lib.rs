@@ -23,6 +23,7 @@
 //! - `shard.rs`: a shard's data and lock; `exec.rs`: transaction tasks and their executor.
 //! - `msg.rs`: inter-thread messages; `shared.rs`: state all threads share (stats, clients).
 //! - `cmd/`: one file per command group; `cmd/mod.rs` is the handler registry.
+//! - `lazyfree.rs`: the background thread that frees big values off the request path.
 //! - `log.rs`: Redis-format logging; `alloc.rs`: the counting global allocator; `sys.rs`: the
 //!   request path's `recv` and `send`, made as direct system calls.
 
@@ -31,6 +32,7 @@ pub mod cmd;
 pub mod config;
 pub mod conn;
 pub mod exec;
+pub mod lazyfree;
 pub mod log;
 pub mod msg;
 pub mod server;

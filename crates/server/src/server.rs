@@ -155,6 +155,7 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         executable,
         config_file,
         metrics: Default::default(),
+        lazyfree: Default::default(),
         config,
     });
 

@@ -122,6 +122,8 @@ pub struct Shared {
     pub config_file: String,
     /// What INFO samples and keeps beyond the counters (memory peak, rates, lazy freeing).
     pub metrics: Arc<crate::cmd::server::Metrics>,
+    /// Frees big values in the background.
+    pub lazyfree: crate::lazyfree::LazyFree,
 }
 
 impl Shared {

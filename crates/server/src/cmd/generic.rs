@@ -100,10 +100,7 @@ fn parse_db(arg: &[u8], databases: usize) -> Result<usize, &'static [u8]> {
 
 fn del(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
-        let n = count_keys(&tx, args[1..].to_vec(), |ctx, k| {
-            ctx.db().remove(k).is_some() as i64
-        })
-        .await;
+        let n = count_keys(&tx, args[1..].to_vec(), |ctx, k| ctx.db().delete(k) as i64).await;
         super::with_writer(tx.resp3(), |w| w.int(n))
     })
 }

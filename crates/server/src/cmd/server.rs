@@ -125,26 +125,9 @@ async fn flush(tx: &Tx, args: &[Bytes], all: bool) -> Vec<u8> {
 
 /// Drops `tables` on a background thread, counting them in INFO's lazyfree fields.
 fn lazy_free(shared: &std::sync::Arc<Shared>, tables: Vec<Table>, keys: usize) {
-    let m = shared.metrics.clone();
-    m.lazyfree_pending.fetch_add(keys as u64, Ordering::Relaxed);
-    let job = move || {
-        drop(tables);
-        m.lazyfree_pending.fetch_sub(keys as u64, Ordering::Relaxed);
-        m.lazyfreed.fetch_add(keys as u64, Ordering::Relaxed);
-    };
-    let spawned = std::thread::Builder::new()
-        .name("lazyfree".into())
-        .spawn(job);
-    if let Err(e) = spawned {
-        // The closure (and the tables in it) was dropped with the error, on this thread.
-        log::warning(&format!(
-            "Can't start a lazyfree thread ({e}): freed inline"
-        ));
-        shared
-            .metrics
-            .lazyfree_pending
-            .fetch_sub(keys as u64, Ordering::Relaxed);
-    }
+    shared
+        .lazyfree
+        .free(&shared.metrics, Box::new(tables), keys as u64);
 }
 
 fn flushdb(tx: Tx, args: Vec<Bytes>) -> TxFuture {

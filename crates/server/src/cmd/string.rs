@@ -344,7 +344,7 @@ fn getdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         Some(e) if !is_str(e) => return w.error(ERR_WRONGTYPE),
         Some(e) => w.bulk(e.str_value()),
     }
-    db.remove(args[1]);
+    db.delete(args[1]);
 }
 
 fn getex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {

@@ -165,6 +165,7 @@ impl Worker {
             }
             self.pump();
             self.flush_dirty();
+            self.bury_graveyards();
             if self.loop_now.saturating_duration_since(self.last_cron) >= period {
                 self.last_cron = self.loop_now;
                 self.cron();
@@ -1118,6 +1119,18 @@ impl Worker {
             done.push((it.conn, it.seq, start_at as u32, buf.len() as u32, slow));
         }
         post(&self.shared, from, Msg::BatchDone { buf, items: done });
+    }
+
+    /// Hands the big values freed during this turn to the background thread (lazyfree.rs).
+    fn bury_graveyards(&mut self) {
+        for db in &mut self.shard.dbs {
+            if let Some(g) = db.take_graveyard() {
+                let n = g.len() as u64;
+                self.shared
+                    .lazyfree
+                    .free(&self.shared.metrics, Box::new(g), n);
+            }
+        }
     }
 
     // ---- writing ----

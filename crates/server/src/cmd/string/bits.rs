@@ -364,7 +364,7 @@ fn bitop(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             let lru = ctx.clock.lru;
             let mut db = ctx.db();
             if res.is_empty() {
-                db.remove(&dest);
+                db.delete(&dest);
             } else {
                 db.set(raw_entry(&dest, res, None, lru));
             }
