@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Does one big key stall the other clients? darner vs redis-server, same run, same flags.
+
+One hash of N fields (UUIDv4 field -> 16-byte value, default 1,000,000; the issue's case is
+--fields 10000000) is loaded into each server. Then, for each operation on it (HGETALL of the
+whole hash, DEL, UNLINK, expiry, FLUSHALL), a probe process sends GETs on 16 other keys (some
+on the big key's shard) one at a time and records every latency while a second client runs
+the operation; the hash is reloaded between operations. Printed per server and operation:
+the probe's p50, p99.9 and max latency during the operation, and how long the operation took
+for the client that sent it.
+
+Servers bind 127.0.0.1 on free ports, every step is bounded, and both servers are stopped
+whatever happens.
+
+Usage: bench/stall.py [--darner target/release/darner] [--threads 2] [--fields 1000000]
+                      [--ops hgetall,del,unlink,expire,flushall]
+"""
+import argparse
+import multiprocessing as mp
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def wait_ready(port, proc, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("server exited during start-up")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(16).startswith(b"+PONG"):
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("server did not start")
+
+
+def command(*args):
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
+class Conn:
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port))
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.s.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("closed")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _skip(self, n):
+        while len(self.buf) < n:
+            chunk = self.s.recv(max(1 << 20, n - len(self.buf)))
+            if not chunk:
+                raise ConnectionError("closed")
+            self.buf += chunk
+        self.buf = self.buf[n:]
+
+    def reply(self):
+        """Reads one reply; aggregates are skipped over (only their size matters here)."""
+        line = self._line()
+        t = line[:1]
+        if t in (b"+", b"-", b":"):
+            return line
+        if t == b"$":
+            n = int(line[1:])
+            if n >= 0:
+                self._skip(n + 2)
+            return line
+        if t in (b"*", b"%"):
+            n = int(line[1:]) * (2 if t == b"%" else 1)
+            for _ in range(max(n, 0)):
+                self.reply()
+            return line
+        raise ValueError("unexpected reply %r" % line)
+
+    def call(self, *args):
+        self.s.sendall(command(*args))
+        return self.reply()
+
+
+def load(port, key, fields, batch=2000):
+    c = Conn(port)
+    c.call("DEL", key)
+    value = b"r" * 16
+    sent = 0
+    while sent < fields:
+        n = min(batch, fields - sent)
+        args = ["HSET", key]
+        for _ in range(n):
+            args += [str(uuid.uuid4()).encode(), value]
+        c.s.sendall(command(*args))
+        c.reply()
+        sent += n
+    got = int(c.call("HLEN", key)[1:])
+    if got != fields:
+        raise RuntimeError("loaded %d fields, expected %d" % (got, fields))
+
+
+def probe(port, keys, stop, out):
+    """Sends GETs round-robin over `keys` until `stop` is set; returns latencies in µs."""
+    c = Conn(port)
+    lat = []
+    i = 0
+    while not stop.is_set():
+        k = keys[i % len(keys)]
+        i += 1
+        t0 = time.perf_counter()
+        c.call("GET", k)
+        lat.append((time.perf_counter() - t0) * 1e6)
+    out.put(lat)
+
+
+def pct(v, q):
+    if not v:
+        return 0.0
+    v = sorted(v)
+    return v[min(len(v) - 1, int(q * len(v)))]
+
+
+def run_op(port, op, key, probe_keys):
+    stop = mp.Event()
+    out = mp.Queue()
+    p = mp.Process(target=probe, args=(port, probe_keys, stop, out))
+    p.start()
+    time.sleep(0.5)  # the probe's own warm-up
+    c = Conn(port)
+    t0 = time.perf_counter()
+    if op == "hgetall":
+        c.call("HGETALL", key)
+    elif op == "del":
+        c.call("DEL", key)
+    elif op == "unlink":
+        c.call("UNLINK", key)
+    elif op == "flushall":
+        c.call("FLUSHALL")
+    elif op == "expire":
+        c.call("PEXPIRE", key, 1)
+        # Expiry happens in the server's own time: watch until the key is gone.
+        while c.call("EXISTS", key) != b":0":
+            time.sleep(0.001)
+    took = (time.perf_counter() - t0) * 1000
+    time.sleep(1.0)  # let background work (lazy freeing) show up in the probe too
+    stop.set()
+    lat = out.get(timeout=60)
+    p.join(10)
+    return took, lat
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--darner", default="target/release/darner")
+    ap.add_argument("--redis", default="redis-server")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--fields", type=int, default=1_000_000)
+    ap.add_argument("--ops", default="hgetall,del,unlink,expire,flushall")
+    args = ap.parse_args()
+    ops = args.ops.split(",")
+    servers = []
+    try:
+        dport, rport = free_port(), free_port()
+        servers.append(("darner", dport, subprocess.Popen(
+            [args.darner, "--port", str(dport), "--bind", "127.0.0.1", "--threads", str(args.threads),
+             "--loglevel", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+        servers.append(("redis", rport, subprocess.Popen(
+            [args.redis, "--port", str(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--loglevel", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+        for _, port, proc in servers:
+            wait_ready(port, proc)
+        print(f"# one hash of {args.fields:,} fields (uuid4 -> 16 bytes); probe: GET on 16 other keys, "
+              f"one at a time; darner --threads {args.threads}")
+        print(f"{'server':<8}{'operation':<10}{'op ms':>10}{'probe p50 µs':>14}{'p99.9 µs':>12}{'max µs':>12}{'GETs':>9}")
+        key = "big"
+        probe_keys = ["probe:%d" % i for i in range(16)]
+        for name, port, _ in servers:
+            c = Conn(port)
+            for k in probe_keys:
+                c.call("SET", k, "v" * 16)
+            for op in ops:
+                load(port, key, args.fields)
+                if op == "flushall":
+                    # FLUSHALL takes the probe keys too: the probe then reads misses, still a GET.
+                    pass
+                took, lat = run_op(port, op, key, probe_keys)
+                print(f"{name:<8}{op:<10}{took:>10.1f}{pct(lat, 0.5):>14.0f}{pct(lat, 0.999):>12.0f}"
+                      f"{max(lat) if lat else 0:>12.0f}{len(lat):>9}", flush=True)
+                if op == "flushall":
+                    for k in probe_keys:
+                        c.call("SET", k, "v" * 16)
+    finally:
+        for _, _, proc in servers:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
