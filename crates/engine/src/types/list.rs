@@ -549,9 +549,13 @@ impl List {
     pub fn push(&mut self, e: &[u8], left: bool, fill: i64) {
         let f = self.fill_for_push(fill);
         let ok = if left {
-            self.nodes.front().is_some_and(|n| n.allow_insert(f, e.len()))
+            self.nodes
+                .front()
+                .is_some_and(|n| n.allow_insert(f, e.len()))
         } else {
-            self.nodes.back().is_some_and(|n| n.allow_insert(f, e.len()))
+            self.nodes
+                .back()
+                .is_some_and(|n| n.allow_insert(f, e.len()))
         };
         if !ok {
             let mut n = Node::new();
@@ -819,7 +823,11 @@ impl List {
             (0..self.nodes.len()).collect()
         };
         for k in order {
-            let budget = if count == 0 { usize::MAX } else { count - removed };
+            let budget = if count == 0 {
+                usize::MAX
+            } else {
+                count - removed
+            };
             if budget == 0 {
                 break;
             }
@@ -1155,9 +1163,9 @@ mod tests {
             prop_assert_eq!(&all, &m.iter().cloned().collect::<Vec<_>>());
             let rev: Vec<Vec<u8>> = l.iter_rev().map(<[u8]>::to_vec).collect();
             prop_assert_eq!(rev, m.iter().rev().cloned().collect::<Vec<_>>());
-            for i in 0..m.len() {
-                prop_assert_eq!(l.get(i), Some(&m[i][..]));
-                prop_assert_eq!(l.iter_from(i).next(), Some(&m[i][..]));
+            for (i, v) in m.iter().enumerate() {
+                prop_assert_eq!(l.get(i), Some(&v[..]));
+                prop_assert_eq!(l.iter_from(i).next(), Some(&v[..]));
                 prop_assert_eq!(l.iter_rev_from(i).count(), i + 1);
             }
         }
