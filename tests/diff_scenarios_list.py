@@ -239,3 +239,57 @@ def _long_list():
 
 
 SCENARIOS["list_long"] = _long_list()
+
+
+def _random_ops(seed, n):
+    """A seeded random sequence over a few keys (some on each shard), with small nodes so that
+    darner's node splits and merges are exercised; every reply is compared with the reference."""
+    import random
+    rnd = random.Random(seed)
+    keys = ["ra", "rb", "rc", "rd"]
+    vals = ["a", "b", "c", "1", "22", "-3", "", "x" * 70, BIN]
+
+    def k():
+        return rnd.choice(keys)
+
+    def v():
+        return rnd.choice(vals)
+
+    def i():
+        return str(rnd.randint(-12, 12))
+
+    steps = [("CONFIG", "SET", "list-max-listpack-size", str(rnd.choice([1, 2, 3, 5, -1])))]
+    for _ in range(n):
+        op = rnd.randrange(16)
+        if op < 4:
+            steps.append((rnd.choice(["LPUSH", "RPUSH", "LPUSHX", "RPUSHX"]), k()) +
+                         tuple(v() for _ in range(rnd.randint(1, 6))))
+        elif op == 4:
+            steps.append((rnd.choice(["LPOP", "RPOP"]), k()) + ((str(rnd.randint(0, 4)),) if rnd.random() < .5 else ()))
+        elif op == 5:
+            steps.append(("LINSERT", k(), rnd.choice(["BEFORE", "AFTER"]), v(), v()))
+        elif op == 6:
+            steps.append(("LSET", k(), i(), v()))
+        elif op == 7:
+            steps.append(("LREM", k(), str(rnd.randint(-3, 3)), v()))
+        elif op == 8:
+            steps.append(("LTRIM", k(), i(), i()))
+        elif op == 9:
+            steps.append(("LMOVE", k(), k(), rnd.choice(["LEFT", "RIGHT"]), rnd.choice(["LEFT", "RIGHT"])))
+        elif op == 10:
+            steps.append(("LMPOP", "2", k(), k(), rnd.choice(["LEFT", "RIGHT"]), "COUNT", str(rnd.randint(1, 4))))
+        elif op == 11:
+            steps.append(("LPOS", k(), v(), "RANK", rnd.choice(["1", "-1", "2", "-2"]), "COUNT", str(rnd.randint(0, 3))))
+        elif op == 12:
+            steps.append(("LINDEX", k(), i()))
+        else:
+            steps.append(("LRANGE", k(), i(), i()))
+        if rnd.random() < 0.1:
+            steps.append(("LRANGE", k(), "0", "-1"))
+    steps += [("LRANGE", kk, "0", "-1") for kk in keys]
+    return steps
+
+
+for _seed in range(8):
+    SCENARIOS["list_random_ops_%d" % _seed] = _random_ops(_seed, 600)
+    CLEANUP["list_random_ops_%d" % _seed] = [("CONFIG", "SET", "list-max-listpack-size", "-2")]
