@@ -700,33 +700,13 @@ impl List {
         self.iter_rev_from(self.len.saturating_sub(1))
     }
 
-    /// Replaces element `i` (in range). Call [`List::grow_check`] before (LSET does, even for
-    /// an index out of range) and [`List::shrink_check`] after.
-    pub fn set(&mut self, i: usize, e: &[u8], fill: i64) {
+    /// Replaces element `i` (in range), in its node whatever the node's size afterwards (as
+    /// Redis 7.2's `quicklistReplaceEntry` does below its 1 GiB "plain node" threshold). Call
+    /// [`List::grow_check`] before (LSET does, even for an index out of range) and
+    /// [`List::shrink_check`] after.
+    pub fn set(&mut self, i: usize, e: &[u8]) {
         let (k, j) = self.locate(i);
-        let f = self.fill_for_push(fill);
-        let node = &mut self.nodes[k];
-        let old = lp_entry_size(node.get(j));
-        if !f.exceeds(node.lp - old + lp_entry_size(e), node.count) {
-            node.replace(j, e);
-            return;
-        }
-        // The node would pass its limit: the new element gets a node of its own, between the
-        // two halves, and the neighbours merge where they fit (as Redis 7.2 does).
-        let mut tail = node.split_off(j);
-        tail.remove(0);
-        let mut mid = Node::new();
-        mid.push_back(e);
-        let mut at = k + 1;
-        if node.count == 0 {
-            self.nodes.remove(k);
-            at = k;
-        }
-        self.nodes.insert(at, mid);
-        if tail.count > 0 {
-            self.nodes.insert(at + 1, tail);
-        }
-        self.merge_around(at, f);
+        self.nodes[k].replace(j, e);
     }
 
     /// Inserts `e` before (or, with `after`, after) element `pivot` (in range), with Redis's
@@ -1114,7 +1094,7 @@ mod tests {
                     Op::Set(i, e) => {
                         l.grow_check(e.len(), 1, fill);
                         if let Some(i) = l.index(i) {
-                            l.set(i, &e, fill);
+                            l.set(i, &e);
                             m[i] = e;
                             l.shrink_check(fill);
                         }

@@ -332,7 +332,7 @@ fn lset(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let Some(i) = l.index(i) else {
         return w.error(ERR_OUT_OF_RANGE);
     };
-    l.set(i, val, fill);
+    l.set(i, val);
     l.shrink_check(fill);
     db.signal(key);
     w.ok();
