@@ -293,3 +293,13 @@ def _random_ops(seed, n):
 for _seed in range(8):
     SCENARIOS["list_random_ops_%d" % _seed] = _random_ops(_seed, 600)
     CLEANUP["list_random_ops_%d" % _seed] = [("CONFIG", "SET", "list-max-listpack-size", "-2")]
+
+SCENARIOS["list_with_generic_commands"] = [
+    ("RPUSH", "l", "a", "b", "c"), ("TYPE", "l"), ("COPY", "l", "l2"), ("LRANGE", "l2", "0", "-1"),
+    ("LPUSH", "l2", "z"), ("LRANGE", "l", "0", "-1"), ("RENAME", "l", "l3"), ("LLEN", "l"),
+    ("EXPIRE", "l3", "100"), ("LPUSH", "l3", "x"), ("RPOP", "l3"), ("TTL", "l3"),
+    ("LMOVE", "l3", "l4", "LEFT", "LEFT"), ("TTL", "l4"), ("TTL", "l3"),
+    ("PEXPIRE", "l3", "1"), ("DEBUG", "SLEEP", "0.01"), ("LLEN", "l3"), ("LPUSHX", "l3", "a"),
+    ("EXISTS", "l3"), ("DEL", "l2"), ("EXISTS", "l2"), ("DBSIZE",),
+    S("KEYS", "*"), ("GET", "l4"), ("INCR", "l4"), ("SET", "l4", "v"), ("LLEN", "l4"),
+]

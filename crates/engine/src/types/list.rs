@@ -976,6 +976,30 @@ mod tests {
     }
 
     #[test]
+    fn fill_follows_quicklist_node_limit() {
+        assert_eq!(Fill::new(-1).size, 4096);
+        assert_eq!(Fill::new(-2).size, 8192);
+        assert_eq!(Fill::new(-5).size, 65536);
+        assert_eq!(Fill::new(i64::MIN).size, 65536);
+        assert_eq!(Fill::new(0).count, 1);
+        assert_eq!(Fill::new(128).count, 128);
+        assert_eq!(Fill::new(i64::MAX).count, u32::MAX as usize);
+        // A count-limited node still stops at 8 KiB.
+        assert!(Fill::new(1000).exceeds(8193, 1));
+        assert!(!Fill::new(1000).exceeds(8192, 1000));
+        assert!(Fill::new(1000).exceeds(100, 1001));
+        let mut l = List::new();
+        assert_eq!(l.pop(true), None);
+        assert_eq!(l.get(0), None);
+        assert_eq!(l.iter_from(5).next(), None);
+        assert_eq!(l.iter_rev().next(), None);
+        push_all(&mut l, &[b"a"], false, 0);
+        assert_eq!(l.index(i64::MIN), None);
+        assert_eq!(l.index(-1), Some(0));
+        assert_eq!(l.iter_rev_from(3).next(), None);
+    }
+
+    #[test]
     fn encodings_follow_redis_72() {
         // Count limit 4: listpack up to 4 entries, quicklist beyond; back at <= 2.
         let mut l = List::new();
