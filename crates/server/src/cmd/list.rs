@@ -562,9 +562,11 @@ fn lmove_local(
 /// element to move read) at once, then the pop and the push happen at once.
 async fn lmove_across(tx: &Tx, src: Bytes, dst: Bytes, from_left: bool, to_left: bool) -> Moved {
     let (ss, ds) = (tx.shard_of(&src), tx.shard_of(&dst));
+    // Round 1, both shards at once: the source's end element (and its encoding, which Redis's
+    // growth check of the destination depends on) and the destination's type.
     let s2 = src.clone();
     let peek = tx.run(ss, move |ctx| match ctx.db().peek(&s2) {
-        None => Moved::Null,
+        None => Err(Moved::Null),
         Some(e) => match e.value() {
             ValueRef::List(l) => {
                 let v = if from_left {
@@ -573,45 +575,39 @@ async fn lmove_across(tx: &Tx, src: Bytes, dst: Bytes, from_left: bool, to_left:
                     l.get(l.len().saturating_sub(1))
                 };
                 match v {
-                    Some(v) => Moved::Value(v.to_vec()),
-                    None => Moved::Null,
+                    Some(v) => Ok((v.to_vec(), l.encoding() == "quicklist")),
+                    None => Err(Moved::Null),
                 }
             }
-            _ => Moved::WrongType,
+            _ => Err(Moved::WrongType),
         },
     });
     let d2 = dst.clone();
     let dst_wrong = tx.run(ds, move |ctx| wrong_type(&mut ctx.db(), &d2));
     let (peeked, dst_wrong) = (peek.await, dst_wrong.await);
-    let v = match peeked {
-        Moved::Value(_) if dst_wrong => return Moved::WrongType,
-        Moved::Value(v) => v,
-        other => return other,
+    let (v, quick) = match peeked {
+        Err(m) => return m,
+        Ok(_) if dst_wrong => return Moved::WrongType,
+        Ok(p) => p,
     };
+    // Round 2, both at once: the pop and the push. The shards stay locked from round 1, so the
+    // element read is the element popped.
     let pop = tx.run(ss, move |ctx| {
         let fill = fill(ctx);
         let mut db = ctx.db();
-        let quick = match list_mut(&mut db, &src) {
-            Ok(Some(l)) => {
-                let q = l.encoding() == "quicklist";
-                l.pop(from_left);
-                q
-            }
-            _ => false,
-        };
+        if let Ok(Some(l)) = list_mut(&mut db, &src) {
+            l.pop(from_left);
+        }
         removed(&mut db, &src, fill);
-        quick
     });
-    // The push waits for the pop only to learn the source's encoding (Redis's growth check
-    // counts an integer popped from a quicklist as 0 bytes); both shards are locked meanwhile.
-    let quick = pop.await;
     let v2 = v.clone();
-    tx.run(ds, move |ctx| {
+    let push = tx.run(ds, move |ctx| {
         let fill = fill(ctx);
         let bytes = added_bytes(&v2, quick);
         let _ = push_into(&mut ctx.db(), &dst, &[&v2], bytes, to_left, false, fill);
-    })
-    .await;
+    });
+    pop.await;
+    push.await;
     Moved::Value(v)
 }
 
