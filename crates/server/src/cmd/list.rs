@@ -8,7 +8,9 @@
 //! them ([`List::grow_check`] before an addition, [`List::shrink_check`] after a removal that
 //! leaves the list non-empty), so OBJECT ENCODING answers as Redis 7.2 does. The blocking
 //! variants (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) are not here yet: they need the server's
-//! blocking machinery; [`List::pop`] / [`List::pop_many`] are what they will call.
+//! blocking machinery; [`List::pop`] / [`List::pop_many`] are what they will call, and
+//! [`lmove_local`] (BLMOVE, BRPOPLPUSH once served), [`mpop_key`] (BLPOP/BRPOP/BLMPOP's reply
+//! for one key) and [`removed`] (delete-or-convert after a pop) do the shard-side work.
 
 use super::generic::by_shard;
 use super::{Locks, Reg, TxFuture, ERR_NOT_INT, ERR_NO_SUCH_KEY, ERR_SYNTAX, ERR_WRONGTYPE};
@@ -95,7 +97,7 @@ fn wrong_type(db: &mut DbView<'_>, key: &[u8]) -> bool {
 }
 
 /// After a removal: deletes an emptied list, or gives it Redis's chance to become a listpack.
-fn removed(db: &mut DbView<'_>, key: &[u8], fill: i64) {
+pub(crate) fn removed(db: &mut DbView<'_>, key: &[u8], fill: i64) {
     let empty = match list_mut(db, key) {
         Ok(Some(l)) => {
             if !l.is_empty() {
@@ -113,7 +115,7 @@ fn removed(db: &mut DbView<'_>, key: &[u8], fill: i64) {
 
 /// Pushes `elems` onto the list at `key`, creating it; returns the new length, or Err for a
 /// key of another type. With `xx` a missing key stays missing (length 0).
-fn push_into(
+pub(crate) fn push_into(
     db: &mut DbView<'_>,
     key: &[u8],
     elems: &[&[u8]],
@@ -506,7 +508,7 @@ fn lpos(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 
 // ---- LMOVE, RPOPLPUSH ----------------------------------------------------------------------------
 
-enum Moved {
+pub(crate) enum Moved {
     /// The source is missing.
     Null,
     WrongType,
@@ -525,7 +527,7 @@ fn added_bytes(v: &[u8], from_quicklist: bool) -> usize {
 }
 
 /// LMOVE with both keys on this shard (possibly the same key).
-fn lmove_local(
+pub(crate) fn lmove_local(
     ctx: &mut ShardCtx,
     src: &[u8],
     dst: &[u8],
@@ -660,7 +662,13 @@ fn key_state(db: &mut DbView<'_>, key: &[u8]) -> KeyState {
 }
 
 /// Pops up to `count` elements from `key` (a list) and writes LMPOP's `[key, [elements]]`.
-fn mpop_key(ctx: &mut ShardCtx, key: &[u8], left: bool, count: usize, w: &mut ReplyWriter) {
+pub(crate) fn mpop_key(
+    ctx: &mut ShardCtx,
+    key: &[u8],
+    left: bool,
+    count: usize,
+    w: &mut ReplyWriter,
+) {
     let fill = fill(ctx);
     let mut db = ctx.db();
     let popped = match list_mut(&mut db, key) {
