@@ -223,7 +223,7 @@ impl Set {
             Set::Table(_) => false,
         };
         if convert {
-            self.to_table();
+            self.convert_to_table();
         }
     }
 
@@ -245,7 +245,7 @@ impl Set {
         *self = Set::Ints(v);
     }
 
-    fn to_table(&mut self) {
+    fn convert_to_table(&mut self) {
         let mut t = MemberTable::new();
         self.for_each(|m| {
             t.insert(m);
@@ -301,7 +301,7 @@ impl Set {
                     };
                     v.insert(at, i);
                     if v.len() > intset_max(lim) {
-                        self.to_table();
+                        self.convert_to_table();
                     }
                     return true;
                 }
@@ -321,7 +321,7 @@ impl Set {
                     p.push(m);
                     *self = Set::Pack(p);
                 } else {
-                    self.to_table();
+                    self.convert_to_table();
                     self.insert(m, lim);
                 }
                 true
@@ -333,7 +333,7 @@ impl Set {
                 if p.n < lim.set_max_listpack_entries && m.len() <= lim.set_max_listpack_value {
                     p.push(m);
                 } else {
-                    self.to_table();
+                    self.convert_to_table();
                     self.insert(m, lim);
                 }
                 true

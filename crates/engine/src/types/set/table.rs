@@ -295,7 +295,7 @@ impl MemberTable {
             depth: 0,
             buckets: vec![build(0, std::iter::empty())],
             len: 0,
-            seed: self.seed.clone(),
+            seed: self.seed,
         };
         self.for_each(|m| {
             fresh.insert(m);
