@@ -265,9 +265,8 @@ fn spop(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let lim = ctx.limits();
     let count = if args.len() == 3 {
         match super::parse_int(args[2]) {
-            None => return w.error(ERR_NOT_INT),
-            Some(c) if c < 0 => return w.error(ERR_POSITIVE),
-            Some(c) => Some(c as u64),
+            Some(c) if c >= 0 => Some(c as u64),
+            _ => return w.error(ERR_POSITIVE),
         }
     } else {
         None
@@ -288,7 +287,7 @@ fn spop(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         Some(0) => return w.set(0),
         Some(c) if c >= len => {
             // The whole set goes.
-            reply_set(w, s);
+            reply_set(w, &std::mem::take(s));
         }
         Some(c) if (len - c) * 5 > c => {
             // Pop one at a time.
