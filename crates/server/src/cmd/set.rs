@@ -425,9 +425,9 @@ fn compute(op: Op, sets: &[Option<&Set>], same: &[bool], lim: &Limits) -> Set {
                     out.insert(m, lim);
                 }
             });
-            if matches!(first, Set::Pack(_)) {
-                out.compact_ints(lim);
-            }
+            // An all-integer listpack result becomes an intset, whatever the smallest set was
+            // (Redis's maybeConvertToIntset on SINTERSTORE's result).
+            out.compact_ints(lim);
             out
         }
         Op::Union => {
