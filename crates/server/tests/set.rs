@@ -529,3 +529,81 @@ fn sintercard_errors() {
         ],
     );
 }
+
+/// The cross-shard paths (copy the base set, filter on the other shards) build the same
+/// result, with the same encoding, as the one-shard path.
+#[test]
+fn cross_shard_results_match_one_shard_results() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    let ints = |r: std::ops::Range<i64>, step: usize| -> Vec<String> {
+        r.step_by(step).map(|i| i.to_string()).collect()
+    };
+    let strs = |r: std::ops::Range<i64>| -> Vec<String> { r.map(|i| format!("s{i}")).collect() };
+    let cases: Vec<[Vec<String>; 3]> = vec![
+        [ints(0..100, 1), ints(0..100, 2), ints(0..100, 3)],
+        [strs(0..200), strs(100..150), strs(0..10)],
+        [
+            [ints(0..200, 1), strs(0..1)].concat(),
+            [ints(0..400, 2), strs(0..1)].concat(),
+            ints(0..300, 1),
+        ],
+        [strs(0..300), strs(0..5), strs(5..10)],
+        [
+            [ints(0..50, 1), strs(0..50)].concat(),
+            strs(0..50),
+            ints(0..10, 1),
+        ],
+    ];
+    for (n, sets) in cases.iter().enumerate() {
+        let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+        for (names, what) in [
+            (["a", "b", "c"], "cross"),
+            (["{t}a", "{t}b", "{t}c"], "local"),
+        ] {
+            for (k, ms) in names.iter().zip(sets) {
+                sadd(&mut c, k, ms);
+            }
+        }
+        for op in ["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"] {
+            for args in [
+                vec![0, 1],
+                vec![0, 1, 2],
+                vec![1, 0],
+                vec![2, 0, 1],
+                vec![0, 0],
+            ] {
+                let cross: Vec<&str> = args.iter().map(|&i| ["a", "b", "c"][i]).collect();
+                let local: Vec<&str> = args.iter().map(|&i| ["{t}a", "{t}b", "{t}c"][i]).collect();
+                let n1: i64 = redis::cmd(op).arg("a").arg(&cross).query(&mut c).unwrap();
+                let n2: i64 = redis::cmd(op)
+                    .arg("{t}d")
+                    .arg(&local)
+                    .query(&mut c)
+                    .unwrap();
+                let ctx = format!("case {n} {op} {args:?}");
+                assert_eq!(n1, n2, "{ctx}");
+                if n1 > 0 {
+                    assert_eq!(encoding(&mut c, "a"), encoding(&mut c, "{t}d"), "{ctx}");
+                    assert_eq!(members(&mut c, "a"), members(&mut c, "{t}d"), "{ctx}");
+                }
+                // Restore "a" (it was the destination).
+                let _: () = redis::cmd("DEL").arg("a").query(&mut c).unwrap();
+                sadd(&mut c, "a", &sets[0]);
+                let card: Vec<i64> = (0..2)
+                    .map(|which| {
+                        let ks = if which == 0 { &cross } else { &local };
+                        redis::cmd("SINTERCARD")
+                            .arg(ks.len())
+                            .arg(ks)
+                            .arg("LIMIT")
+                            .arg(7)
+                            .query(&mut c)
+                            .unwrap()
+                    })
+                    .collect();
+                assert_eq!(card[0], card[1], "{ctx}");
+            }
+        }
+    }
+}

@@ -591,7 +591,10 @@ async fn multi(tx: &Tx, want: Want, keys: Vec<Bytes>, dst: Option<Bytes>) -> Vec
             })
             .await;
     }
-    // Keys on several shards: each shard sends copies of its sets.
+    if !matches!(want, Want::Reply(Op::Union) | Want::Store(Op::Union)) {
+        return filtered(tx, want, keys, dst).await;
+    }
+    // A union across shards: each shard sends copies of its sets.
     let groups = super::generic::by_shard(tx, &keys);
     let hops: Vec<_> = groups
         .into_iter()
@@ -636,6 +639,164 @@ async fn multi(tx: &Tx, want: Want, keys: Vec<Bytes>, dst: Option<Bytes>) -> Vec
         }
         (o, _) => write_outcome(resp3, o),
     }
+}
+
+/// SINTER, SINTERCARD and SDIFF (and the *STORE forms) across shards, without copying any
+/// set but one: the shards first report their sets' sizes, then the base set (the smallest
+/// for an intersection, the first for a difference) is copied, and each other shard says
+/// which of its members its own sets hold. The result is then built as [`compute`] would.
+async fn filtered(tx: &Tx, want: Want, keys: Vec<Bytes>, dst: Option<Bytes>) -> Vec<u8> {
+    let resp3 = tx.resp3();
+    let op = match want {
+        Want::Card(_) => Op::Inter,
+        Want::Reply(op) | Want::Store(op) => op,
+    };
+    let groups = super::generic::by_shard(tx, &keys);
+    let hops: Vec<_> = groups
+        .iter()
+        .map(|(s, idx)| {
+            let ks: Vec<(usize, Bytes)> = idx.iter().map(|&i| (i, keys[i].clone())).collect();
+            tx.run(*s, move |ctx| {
+                ks.into_iter()
+                    .map(|(i, k)| (i, read(ctx, &k).map(|s| s.map(Set::len))))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut lens: Vec<Option<usize>> = vec![None; keys.len()];
+    let mut wrong = false;
+    for h in hops {
+        for (i, got) in h.await {
+            match got {
+                Ok(l) => lens[i] = l,
+                Err(()) => wrong = true,
+            }
+        }
+    }
+    if wrong {
+        return write_outcome(resp3, Outcome::Wrong);
+    }
+    let empty = match op {
+        Op::Inter => lens.iter().any(Option::is_none),
+        _ => lens[0].is_none() || keys[1..].iter().any(|k| *k == keys[0]),
+    };
+    let finish = |result: Set| async {
+        let outcome = match want {
+            Want::Card(_) => Outcome::Count(result.len()),
+            Want::Reply(_) => Outcome::Members(result),
+            Want::Store(_) => Outcome::Store((!result.is_empty()).then_some(result)),
+        };
+        match (outcome, dst.clone()) {
+            (Outcome::Store(s), Some(d)) => {
+                let n = tx.run(tx.shard_of(&d), move |ctx| store(ctx, &d, s)).await;
+                super::with_writer(resp3, |w| w.int(n))
+            }
+            (o, _) => write_outcome(resp3, o),
+        }
+    };
+    if empty {
+        return finish(Set::new()).await;
+    }
+    // The base set: the smallest (the first of equal sizes) or the first key.
+    let base = match op {
+        Op::Inter => (0..keys.len()).min_by_key(|&i| lens[i]).unwrap_or(0),
+        _ => 0,
+    };
+    let bk = keys[base].clone();
+    let base_set: Set = tx
+        .run(tx.shard_of(&bk), move |ctx| {
+            ctx.db()
+                .peek(&bk)
+                .and_then(|e| set_of(e).ok().cloned())
+                .unwrap_or_default()
+        })
+        .await;
+    let members = std::sync::Arc::new(base_set.to_vec());
+    // Intersection: a member stays if every other set holds it; difference: it goes if any
+    // other set holds it.
+    let others: Vec<Bytes> = keys
+        .iter()
+        .enumerate()
+        .filter(|&(i, k)| i != base && *k != keys[base] && lens[i].is_some())
+        .map(|(_, k)| k.clone())
+        .collect();
+    let inter = op == Op::Inter;
+    let hops: Vec<_> = super::generic::by_shard(tx, &others)
+        .into_iter()
+        .map(|(s, idx)| {
+            let ks: Vec<Bytes> = idx.iter().map(|&i| others[i].clone()).collect();
+            let ms = members.clone();
+            tx.run(s, move |ctx| {
+                let mut db = ctx.db();
+                let refs: Vec<&[u8]> = ks.iter().map(|k| &k[..]).collect();
+                let sets: Vec<&Set> = db
+                    .get_many(&refs)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|e| set_of(e).ok())
+                    .collect();
+                ms.iter()
+                    .map(|m| {
+                        if inter {
+                            sets.iter().all(|s| s.contains(m))
+                        } else {
+                            sets.iter().any(|s| s.contains(m))
+                        }
+                    })
+                    .collect::<Vec<bool>>()
+            })
+        })
+        .collect();
+    let mut hit = vec![inter; members.len()];
+    for h in hops {
+        for (i, b) in h.await.into_iter().enumerate() {
+            if inter {
+                hit[i] &= b;
+            } else {
+                hit[i] |= b;
+            }
+        }
+    }
+    let lim = tx.shared().config.hot.limits();
+    let result = match (op, want) {
+        (_, Want::Card(limit)) => {
+            let n = hit.iter().filter(|&&b| b).count();
+            let n = if limit > 0 { n.min(limit) } else { n };
+            // Only the count is used.
+            return write_outcome(resp3, Outcome::Count(n));
+        }
+        (Op::Inter, _) => {
+            let mut out = match base_set {
+                Set::Ints(_) => Set::new(),
+                _ => Set::new_listpack(),
+            };
+            for (m, _) in members.iter().zip(&hit).filter(|(_, &b)| b) {
+                out.insert(m, &lim);
+            }
+            out.compact_ints(&lim);
+            out
+        }
+        _ => {
+            let len0 = lens[0].unwrap_or(0);
+            let present = lens.iter().flatten().count();
+            let two: usize = lens.iter().flatten().sum();
+            let mut out = Set::new();
+            if len0 * present / 2 <= two {
+                for (m, _) in members.iter().zip(&hit).filter(|(_, &b)| !b) {
+                    out.insert(m, &lim);
+                }
+            } else {
+                for m in members.iter() {
+                    out.insert(m, &lim);
+                }
+                for (m, _) in members.iter().zip(&hit).filter(|(_, &b)| b) {
+                    out.remove(m);
+                }
+            }
+            out
+        }
+    };
+    finish(result).await
 }
 
 fn sinter(tx: Tx, args: Vec<Bytes>) -> TxFuture {
