@@ -4,9 +4,11 @@
 //!
 //! The multi-key commands are `Tx` handlers locking their keys' shards. When every key lives
 //! on one shard (the common case, and always with {hash tags}) one hop does the whole command
-//! on borrowed sets; otherwise each shard sends copies of its sets, the result is computed
-//! here, and one more hop stores it. Result encodings follow Redis 7.2 (see
-//! darner_engine::types::set): that is why the results are built through `Set::insert`.
+//! on borrowed sets. Across shards, SINTER/SINTERCARD/SDIFF copy only their base set (the
+//! smallest, or the first) and ask the other shards which of its members they hold; SUNION
+//! gathers copies of every set. The result is computed here and one more hop stores it.
+//! Result encodings follow Redis 7.2 (see darner_engine::types::set): that is why results
+//! are built through `Set::insert`, in the order Redis adds their members.
 
 use super::{Locks, Reg, TxFuture, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
 use crate::exec::Tx;
