@@ -471,6 +471,37 @@ mod tests {
         }
     }
 
+    #[test]
+    fn scan_returns_everything_across_a_shrinking_rebuild() {
+        let mut t = MemberTable::new();
+        for i in 0..100u32 {
+            t.insert(format!("keep{i}").as_bytes());
+        }
+        for i in 0..20_000u32 {
+            t.insert(format!("tmp{i}").as_bytes());
+        }
+        let depth = t.depth;
+        let mut seen = BTreeSet::new();
+        let mut cursor = t.scan(0, 50, |m| {
+            seen.insert(m.to_vec());
+        });
+        for i in 0..20_000u32 {
+            t.remove(format!("tmp{i}").as_bytes());
+        }
+        assert!(t.depth < depth, "the table was rebuilt smaller");
+        while cursor != 0 {
+            cursor = t.scan(cursor, 5, |m| {
+                seen.insert(m.to_vec());
+            });
+        }
+        for i in 0..100u32 {
+            assert!(
+                seen.contains(format!("keep{i}").as_bytes()),
+                "missed keep{i}"
+            );
+        }
+    }
+
     proptest! {
         #[test]
         fn model(ops in proptest::collection::vec((0u8..3, 0u16..600), 0..3000)) {
