@@ -481,6 +481,25 @@ impl<'a> DbView<'a> {
     pub fn signal(&mut self, key: &[u8]) {
         self.db.touch(key);
     }
+
+    /// Several live entries at once, for commands that read many keys together (SINTER,
+    /// SUNION, ...). Each key is looked up as by [`DbView::get`] (expiry, hit/miss counters,
+    /// access clock); a key may appear more than once.
+    pub fn get_many(&mut self, keys: &[&[u8]]) -> Vec<Option<&Entry>> {
+        for k in keys {
+            self.get(k);
+        }
+        let db = &*self.db;
+        keys.iter().map(|k| db.table.get(k)).collect()
+    }
+
+    /// [`DbView::get`] that consumes the view, so the entry can outlive it (a helper that
+    /// looks a key up and hands back the value it holds).
+    pub fn into_get(mut self, key: &[u8]) -> Option<&'a Entry> {
+        self.get(key)?;
+        let db: &'a Db = self.db;
+        db.table.get(key)
+    }
 }
 
 /// Iteration is over when a cursor position reaches this value.
