@@ -5,6 +5,7 @@
 //! (`hash-max-listpack-entries`, `set-max-intset-entries`, ...). They are plain single-threaded
 //! data structures: the server's shard thread owns them through the keyspace entry.
 
+pub mod dense;
 pub mod hash;
 pub mod list;
 pub mod set;
