@@ -377,7 +377,7 @@ impl DenseTable {
 
     /// One scan step from hash position `cursor`: calls `f` on the entries of whole buckets
     /// until at least `count` were visited or the table ends. Returns the next cursor (0: done).
-    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(EntryRef<'_>)) -> u64 {
+    pub fn scan<'a>(&'a self, cursor: u64, count: usize, mut f: impl FnMut(EntryRef<'a>)) -> u64 {
         let mut pos = cursor;
         let mut visited = 0;
         loop {

@@ -234,7 +234,12 @@ impl Hash {
 
     /// One HSCAN step. A listpack hash is returned whole with cursor 0 (as Redis does); a
     /// table is scanned by hash position (see `DenseTable::scan`). Returns the next cursor.
-    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], &[u8])) -> u64 {
+    pub fn scan<'a>(
+        &'a self,
+        cursor: u64,
+        count: usize,
+        mut f: impl FnMut(&'a [u8], &'a [u8]),
+    ) -> u64 {
         match self {
             Hash::Pack { .. } => {
                 for (k, v) in self.iter() {
