@@ -553,7 +553,7 @@ mod tests {
             }
         }
         for i in 0..3000u32 {
-            assert_eq!(seen.get(&i.to_le_bytes().to_vec()), Some(&1), "key {i}");
+            assert_eq!(seen.get(i.to_le_bytes().as_slice()), Some(&1), "key {i}");
         }
         assert!(seen.values().all(|&n| n == 1));
     }
