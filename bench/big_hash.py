@@ -7,7 +7,7 @@ fields (from a fixed seed) go to both servers. Prints each server's RSS growth (
 before), bytes per field, the load time, and the ratio darner/redis.
 
 Servers bind 127.0.0.1 on free ports (darner with --threads 1) and are always stopped.
-Usage: bench/big_hash.py [--fields 10000000] [--darner target/release/darner] [--redis redis-server]
+Usage: bench/big_hash.py [--fields 10000000] [--only darner|redis] [--darner target/release/darner] [--redis redis-server]
 """
 import argparse
 import os
@@ -87,10 +87,11 @@ def main():
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(here, "..", "target"))
     ap.add_argument("--darner", default=os.path.join(target, "release", "darner"))
     ap.add_argument("--redis", default="redis-server")
+    ap.add_argument("--only", choices=["darner", "redis"], help="measure one server only")
     args = ap.parse_args()
 
     results = {}
-    for name in ("darner", "redis"):
+    for name in [args.only] if args.only else ["darner", "redis"]:
         port = free_port()
         if name == "darner":
             argv = [args.darner, "--port", str(port), "--bind", "127.0.0.1", "--threads", "1",
@@ -106,8 +107,9 @@ def main():
         results[name] = grow
         print(f"{name:7s} RSS growth {grow / 2**20:9.1f} MiB  {grow / args.fields:6.1f} bytes/field"
               f"  load {secs:6.1f} s ({args.fields / secs / 1e3:.0f} k HSET/s)", flush=True)
-    print(f"ratio darner/redis: {results['darner'] / results['redis']:.3f}  ({args.fields} fields, "
-          f"36-byte UUIDv4 -> 16-byte value)")
+    if len(results) == 2:
+        print(f"ratio darner/redis: {results['darner'] / results['redis']:.3f}  ({args.fields} fields, "
+              f"36-byte UUIDv4 -> 16-byte value)")
 
 
 if __name__ == "__main__":

@@ -651,3 +651,45 @@ mod tests {
         }
     }
 }
+#[cfg(test)]
+mod stats {
+    #[test]
+    #[ignore]
+    fn layout_stats() {
+        let mut t = super::DenseTable::new();
+        let n: u64 = std::env::var("N")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1_000_000);
+        let mut x = 88172645463325252u64;
+        for _ in 0..n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let f = format!(
+                "{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}",
+                x as u32,
+                (x >> 32) as u16,
+                x & 0xfff,
+                (x >> 12) & 0xfff,
+                x >> 16
+            );
+            t.insert(f.as_bytes(), b"vvvvvvvvvvvvvvvv", None);
+        }
+        let chunk: usize = t.buckets.iter().map(|b| b.len()).sum();
+        // mimalloc-like rounding: 4 bins per power of two above 64 bytes.
+        let round = |s: usize| {
+            if s <= 64 {
+                s.div_ceil(8) * 8
+            } else {
+                let p = usize::BITS - 1 - (s - 1).leading_zeros();
+                let step = 1usize << (p - 2);
+                s.div_ceil(step) * step
+            }
+        };
+        let rounded: usize = t.buckets.iter().map(|b| round(b.len())).sum();
+        eprintln!("n={} buckets={} (cap {}) dir={} avg/bucket={:.1} chunk/field={:.1} rounded/field={:.1} vec/field={:.1} dir/field={:.1}",
+            t.len(), t.buckets.len(), t.buckets.capacity(), t.dir.len(), t.len() as f64 / t.buckets.len() as f64,
+            chunk as f64 / n as f64, rounded as f64 / n as f64, (t.buckets.capacity() * 16) as f64 / n as f64, (t.dir.capacity() * 4) as f64 / n as f64);
+    }
+}
