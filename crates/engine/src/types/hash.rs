@@ -266,6 +266,19 @@ impl Hash {
     }
 }
 
+impl Hash {
+    /// One bounded step of field expiry (for the server's active expiry cycle): visits up to
+    /// `max_buckets` buckets of a table and removes fields whose expiry is at or before
+    /// `now_ms`. Returns how many it removed. No command sets a field expiry yet (HEXPIRE is
+    /// not implemented), so this finds nothing today; the entry format already carries one.
+    pub fn remove_expired(&mut self, now_ms: i64, max_buckets: usize) -> usize {
+        match self {
+            Hash::Pack { .. } => 0,
+            Hash::Table(t) => t.remove_expired(now_ms, max_buckets).len(),
+        }
+    }
+}
+
 impl PartialEq for Hash {
     fn eq(&self, other: &Hash) -> bool {
         self.len() == other.len() && self.iter().all(|(k, v)| other.get(k) == Some(v))
