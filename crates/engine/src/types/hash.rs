@@ -19,8 +19,12 @@ use super::Limits;
 /// A hash value.
 #[derive(Clone, Debug)]
 pub enum Hash {
-    Pack { buf: Vec<u8>, len: u32 },
-    Table(DenseTable),
+    Pack {
+        buf: Vec<u8>,
+        len: u32,
+    },
+    /// Boxed: a small hash (the common case) then costs a 32-byte `Hash`, not an 80-byte one.
+    Table(Box<DenseTable>),
 }
 
 impl Default for Hash {
@@ -137,7 +141,7 @@ impl Hash {
     pub fn memory(&self) -> usize {
         match self {
             Hash::Pack { buf, .. } => buf.capacity(),
-            Hash::Table(t) => t.memory(),
+            Hash::Table(t) => std::mem::size_of::<DenseTable>() + t.memory(),
         }
     }
 
@@ -159,7 +163,7 @@ impl Hash {
             for (k, v) in Iter::Pack(buf, 0) {
                 t.insert(k, v, None);
             }
-            *self = Hash::Table(t);
+            *self = Hash::Table(Box::new(t));
         }
     }
 
@@ -319,6 +323,11 @@ mod tests {
         assert!(h.remove(b"d") && h.remove(b"c") && h.remove(b"a"));
         assert_eq!(h.encoding(), "hashtable");
         assert_eq!(h.get(b"b"), Some(&b"333"[..]));
+    }
+
+    #[test]
+    fn a_small_hash_value_is_small() {
+        assert!(std::mem::size_of::<Hash>() <= 32);
     }
 
     #[test]
