@@ -335,6 +335,8 @@ fn hrandfield_arguments_and_distribution() {
                 b"-ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807\r\n",
             ),
             ("HRANDFIELD h -4611686018427387904 WITHVALUES", b"-ERR value is out of range\r\n"),
+            // Darner's bound on a reply built in memory (Redis has none): 2^24 samples.
+            ("HRANDFIELD h -16777217", b"-ERR value is out of range\r\n"),
             ("HRANDFIELD h 4611686018427387904 WITHVALUES", b"-ERR value is out of range\r\n"),
         ],
     );
