@@ -8,6 +8,7 @@
 //! `hll` is the exception: a HyperLogLog is a string value in Redis's exact byte format, and
 //! the module holds the functions that read and update such strings.
 
+pub mod dense;
 pub mod hash;
 pub mod hll;
 pub mod list;

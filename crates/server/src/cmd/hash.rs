@@ -1,6 +1,510 @@
-//! The hash commands. (Being built: issue 3. Until a command is registered here it answers
-//! Redis's unknown-command error.)
+//! The hash commands (Redis 7.2's t_hash.c): reply types, error texts and the order in which
+//! errors are detected follow Redis. The data structure is `darner_engine::types::Hash`.
 
-use super::Reg;
+use super::string::ld;
+use super::{eq, parse_int, Reg, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
+use crate::shard::ShardCtx;
+use darner_engine::types::Hash;
+use darner_engine::{glob_match, DbView, Entry, Value, ValueRef};
+use darner_resp::ReplyWriter;
+use std::collections::HashSet;
 
-pub fn register(_r: &mut Reg) {}
+pub fn register(r: &mut Reg) {
+    r.key("hset", hset);
+    r.key("hmset", hmset);
+    r.key("hsetnx", hsetnx);
+    r.key("hget", hget);
+    r.key("hmget", hmget);
+    r.key("hdel", hdel);
+    r.key("hlen", hlen);
+    r.key("hstrlen", hstrlen);
+    r.key("hexists", hexists);
+    r.key("hkeys", hkeys);
+    r.key("hvals", hvals);
+    r.key("hgetall", hgetall);
+    r.key("hincrby", hincrby);
+    r.key("hincrbyfloat", hincrbyfloat);
+    r.key("hrandfield", hrandfield);
+    r.key("hscan", hscan);
+}
+
+/// The key is of another type.
+struct WrongType;
+
+/// A hash to read (counts a hit or a miss, as Redis's lookupKeyRead).
+fn read<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<Option<&'a Hash>, WrongType> {
+    match db.get(key) {
+        None => Ok(None),
+        Some(e) => match e.value() {
+            ValueRef::Hash(h) => Ok(Some(h)),
+            _ => Err(WrongType),
+        },
+    }
+}
+
+/// A hash to modify. Quiet: the caller signals WATCHers once it has changed something.
+fn write<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<Option<&'a mut Hash>, WrongType> {
+    match db.get_mut_quiet(key) {
+        None => Ok(None),
+        Some(e) => match e.value_mut() {
+            Some(Value::Hash(h)) => Ok(Some(h)),
+            _ => Err(WrongType),
+        },
+    }
+}
+
+/// Like [`write`], creating an empty hash when the key is absent (the caller then writes to
+/// it, so it never stays empty).
+fn write_or_create<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<&'a mut Hash, WrongType> {
+    if !db.exists(key) {
+        let lru = db.clock.lru;
+        db.set(Entry::new_value(key, Value::Hash(Hash::new()), None, lru));
+    }
+    write(db, key).map(|h| h.expect("just created"))
+}
+
+fn wrong(w: &mut ReplyWriter) {
+    w.error(ERR_WRONGTYPE)
+}
+
+fn hset_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, name: &str) -> bool {
+    if !args.len().is_multiple_of(2) {
+        w.error(format!("ERR wrong number of arguments for '{name}' command").as_bytes());
+        return false;
+    }
+    let limits = ctx.limits();
+    let mut db = ctx.db();
+    let h = match write_or_create(&mut db, args[1]) {
+        Ok(h) => h,
+        Err(_) => {
+            wrong(w);
+            return false;
+        }
+    };
+    h.convert_for(&limits, args[2..].iter().copied());
+    let mut created = 0;
+    for pair in args[2..].chunks(2) {
+        created += i64::from(h.set(pair[0], pair[1], &limits));
+    }
+    db.signal(args[1]);
+    if name == "hset" {
+        w.int(created);
+    }
+    true
+}
+
+fn hset(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    hset_generic(ctx, args, w, "hset");
+}
+
+fn hmset(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    if hset_generic(ctx, args, w, "hmset") {
+        w.ok();
+    }
+}
+
+fn hsetnx(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let limits = ctx.limits();
+    let mut db = ctx.db();
+    let Ok(h) = write_or_create(&mut db, args[1]) else {
+        return wrong(w);
+    };
+    if h.contains(args[2]) {
+        return w.int(0);
+    }
+    h.set(args[2], args[3], &limits);
+    db.signal(args[1]);
+    w.int(1);
+}
+
+fn hget(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let mut db = ctx.db();
+    match read(&mut db, args[1]) {
+        Err(_) => wrong(w),
+        Ok(h) => match h.and_then(|h| h.get(args[2])) {
+            Some(v) => w.bulk(v),
+            None => w.null(),
+        },
+    }
+}
+
+fn hmget(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let mut db = ctx.db();
+    match read(&mut db, args[1]) {
+        Err(_) => wrong(w),
+        Ok(h) => {
+            w.array(args.len() - 2);
+            for f in &args[2..] {
+                match h.and_then(|h| h.get(f)) {
+                    Some(v) => w.bulk(v),
+                    None => w.null(),
+                }
+            }
+        }
+    }
+}
+
+fn hdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let mut db = ctx.db();
+    let (deleted, empty) = match write(&mut db, args[1]) {
+        Err(_) => return wrong(w),
+        Ok(None) => return w.int(0),
+        Ok(Some(h)) => {
+            let mut n = 0;
+            for f in &args[2..] {
+                n += i64::from(h.remove(f));
+                if h.is_empty() {
+                    break;
+                }
+            }
+            (n, h.is_empty())
+        }
+    };
+    if empty {
+        db.remove(args[1]);
+    } else if deleted > 0 {
+        db.signal(args[1]);
+    }
+    w.int(deleted);
+}
+
+fn hlen(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let mut db = ctx.db();
+    match read(&mut db, args[1]) {
+        Err(_) => wrong(w),
+        Ok(h) => w.int(h.map_or(0, |h| h.len() as i64)),
+    }
+}
+
+fn hstrlen(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let mut db = ctx.db();
+    match read(&mut db, args[1]) {
+        Err(_) => wrong(w),
+        Ok(h) => w.int(h.and_then(|h| h.get(args[2])).map_or(0, |v| v.len() as i64)),
+    }
+}
+
+fn hexists(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let mut db = ctx.db();
+    match read(&mut db, args[1]) {
+        Err(_) => wrong(w),
+        Ok(h) => w.int(i64::from(h.is_some_and(|h| h.contains(args[2])))),
+    }
+}
+
+/// HKEYS, HVALS, HGETALL.
+fn getall(ctx: &mut ShardCtx, key: &[u8], keys: bool, vals: bool, w: &mut ReplyWriter) {
+    let mut db = ctx.db();
+    let h = match read(&mut db, key) {
+        Err(_) => return wrong(w),
+        Ok(h) => h,
+    };
+    let n = h.map_or(0, |h| h.len());
+    if keys && vals {
+        w.map(n);
+    } else {
+        w.array(n);
+    }
+    if let Some(h) = h {
+        for (k, v) in h.iter() {
+            if keys {
+                w.bulk(k);
+            }
+            if vals {
+                w.bulk(v);
+            }
+        }
+    }
+}
+
+fn hkeys(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    getall(ctx, args[1], true, false, w)
+}
+
+fn hvals(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    getall(ctx, args[1], false, true, w)
+}
+
+fn hgetall(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    getall(ctx, args[1], true, true, w)
+}
+
+fn hincrby(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let Some(by) = parse_int(args[3]) else {
+        return w.error(ERR_NOT_INT);
+    };
+    let limits = ctx.limits();
+    let mut db = ctx.db();
+    // A missing key is created only once the increment is known to succeed (a missing field
+    // always does), so an error never leaves an empty hash behind.
+    let old = match read(&mut db, args[1]) {
+        Err(_) => return wrong(w),
+        Ok(h) => match h.and_then(|h| h.get(args[2])) {
+            None => 0,
+            Some(v) => match parse_int(v) {
+                Some(v) => v,
+                None => return w.error(b"ERR hash value is not an integer"),
+            },
+        },
+    };
+    let Some(new) = old.checked_add(by) else {
+        return w.error(super::ERR_OVERFLOW);
+    };
+    let h = write_or_create(&mut db, args[1]).unwrap_or_else(|_| unreachable!("checked type"));
+    h.set(args[2], new.to_string().as_bytes(), &limits);
+    db.signal(args[1]);
+    w.int(new);
+}
+
+fn hincrbyfloat(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let by = match ld::parse(args[3]) {
+        None => return w.error(super::ERR_NOT_FLOAT),
+        Some(ld::Ld::Inf(_) | ld::Ld::Nan) => return w.error(b"ERR value is NaN or Infinity"),
+        Some(v) => v,
+    };
+    let limits = ctx.limits();
+    let mut db = ctx.db();
+    let old = match read(&mut db, args[1]) {
+        Err(_) => return wrong(w),
+        Ok(h) => match h.and_then(|h| h.get(args[2])) {
+            None => ld::Ld::Zero(false),
+            Some(v) => match ld::parse(v) {
+                Some(v) => v,
+                None => return w.error(b"ERR hash value is not a float"),
+            },
+        },
+    };
+    let sum = ld::add(old, by);
+    if matches!(sum, ld::Ld::Inf(_) | ld::Ld::Nan) {
+        return w.error(b"ERR increment would produce NaN or Infinity");
+    }
+    let mut text = Vec::with_capacity(32);
+    ld::format(sum, &mut text);
+    let h = write_or_create(&mut db, args[1]).unwrap_or_else(|_| unreachable!("checked type"));
+    h.set(args[2], &text, &limits);
+    db.signal(args[1]);
+    w.bulk(&text);
+}
+
+/// The most elements a negative HRANDFIELD count may ask for. Redis has no limit but would
+/// build a reply of that size; a reply is built in memory here, so a bound keeps a huge
+/// count from exhausting it.
+const MAX_RANDOM_REPLY: u64 = 1 << 24;
+
+/// A small generator seeded from the shard's, so that a command can draw many numbers while
+/// it borrows the database.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+fn pair(w: &mut ReplyWriter, k: &[u8], v: &[u8], withvalues: bool, resp3: bool) {
+    if withvalues && resp3 {
+        w.array(2);
+    }
+    w.bulk(k);
+    if withvalues {
+        w.bulk(v);
+    }
+}
+
+fn hrandfield(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let mut rng = Rng(ctx.shard.random() | 1);
+    let resp3 = ctx.resp3;
+    if args.len() == 2 {
+        let mut db = ctx.db();
+        return match read(&mut db, args[1]) {
+            Err(_) => wrong(w),
+            Ok(None) => w.null(),
+            Ok(Some(h)) => match h.random(|| rng.next()) {
+                Some((k, _)) => w.bulk(k),
+                None => w.null(),
+            },
+        };
+    }
+    let count = match parse_int(args[2]) {
+        None => return w.error(ERR_NOT_INT),
+        Some(i64::MIN) => {
+            return w.error(
+                b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+            )
+        }
+        Some(c) => c,
+    };
+    let withvalues = args.len() == 4;
+    if args.len() > 4 || (withvalues && !eq(args[3], "withvalues")) {
+        return w.error(ERR_SYNTAX);
+    }
+    if withvalues && !(-i64::MAX / 2..=i64::MAX / 2).contains(&count) {
+        return w.error(b"ERR value is out of range");
+    }
+    let mut db = ctx.db();
+    let h = match read(&mut db, args[1]) {
+        Err(_) => return wrong(w),
+        Ok(None) => return w.array(0),
+        Ok(Some(h)) => h,
+    };
+    let size = h.len() as u64;
+    let want = count.unsigned_abs();
+    if want == 0 || size == 0 {
+        return w.array(0);
+    }
+    let flat = |n: u64| if withvalues && !resp3 { n * 2 } else { n } as usize;
+    if count < 0 || want == 1 {
+        // Samples with repetition.
+        if want > MAX_RANDOM_REPLY {
+            return w.error(b"ERR value is out of range");
+        }
+        w.array(flat(want));
+        if let Hash::Pack { .. } = h {
+            // A linear listpack: index a snapshot instead of walking it per sample.
+            let all: Vec<(&[u8], &[u8])> = h.iter().collect();
+            for _ in 0..want {
+                let (k, v) = all[(rng.next() % size) as usize];
+                pair(w, k, v, withvalues, resp3);
+            }
+        } else {
+            for _ in 0..want {
+                let (k, v) = h.random(|| rng.next()).expect("not empty");
+                pair(w, k, v, withvalues, resp3);
+            }
+        }
+        return;
+    }
+    if want >= size {
+        // The whole hash, in its order.
+        w.array(flat(size));
+        for (k, v) in h.iter() {
+            pair(w, k, v, withvalues, resp3);
+        }
+        return;
+    }
+    w.array(flat(want));
+    if matches!(h, Hash::Pack { .. }) || want * 3 > size {
+        // Pick `want` distinct positions (a partial shuffle) and reply in the hash's order.
+        let all: Vec<(&[u8], &[u8])> = h.iter().collect();
+        let mut idx: Vec<usize> = (0..all.len()).collect();
+        for i in 0..want as usize {
+            let j = i + (rng.next() % (idx.len() - i) as u64) as usize;
+            idx.swap(i, j);
+        }
+        let mut chosen = idx[..want as usize].to_vec();
+        chosen.sort_unstable();
+        for i in chosen {
+            pair(w, all[i].0, all[i].1, withvalues, resp3);
+        }
+    } else {
+        // Few of many: draw until enough distinct fields (want < size / 3, so few repeats).
+        let mut seen: HashSet<&[u8]> = HashSet::new();
+        while (seen.len() as u64) < want {
+            let (k, v) = h.random(|| rng.next()).expect("not empty");
+            if seen.insert(k) {
+                pair(w, k, v, withvalues, resp3);
+            }
+        }
+    }
+}
+
+/// A SCAN-family cursor as Redis parses it (`strtoul`, base 10, whole string, optional sign:
+/// `-` negates modulo 2^64; "" is 0).
+fn parse_cursor(b: &[u8]) -> Option<u64> {
+    if b.is_empty() {
+        return Some(0);
+    }
+    let (neg, digits) = match b[0] {
+        b'-' => (true, &b[1..]),
+        b'+' => (false, &b[1..]),
+        _ => (false, b),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+fn hscan(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let Some(cursor) = parse_cursor(args[2]) else {
+        return w.error(b"ERR invalid cursor");
+    };
+    let mut db = ctx.db();
+    let h = match read(&mut db, args[1]) {
+        Err(_) => return wrong(w),
+        Ok(None) => {
+            w.array(2);
+            w.bulk(b"0");
+            return w.array(0);
+        }
+        Ok(Some(h)) => h,
+    };
+    let mut count = 10usize;
+    let mut pattern: Option<&[u8]> = None;
+    let mut novalues = false;
+    let mut i = 3;
+    while i < args.len() {
+        let more = i + 1 < args.len();
+        if eq(args[i], "count") && more {
+            match parse_int(args[i + 1]) {
+                None => return w.error(ERR_NOT_INT),
+                Some(c) if c < 1 => return w.error(ERR_SYNTAX),
+                Some(c) => count = usize::try_from(c).unwrap_or(usize::MAX),
+            }
+            i += 2;
+        } else if eq(args[i], "match") && more {
+            // "*" matches everything: the same as no pattern.
+            pattern = (args[i + 1] != b"*").then_some(args[i + 1]);
+            i += 2;
+        } else if eq(args[i], "novalues") {
+            novalues = true;
+            i += 1;
+        } else {
+            return w.error(ERR_SYNTAX);
+        }
+    }
+    let mut found: Vec<(&[u8], &[u8])> = Vec::new();
+    let next = h.scan(cursor, count, |k, v| {
+        if pattern.is_none_or(|p| glob_match(p, k, false)) {
+            found.push((k, v));
+        }
+    });
+    w.array(2);
+    w.bulk(next.to_string().as_bytes());
+    w.array(if novalues {
+        found.len()
+    } else {
+        found.len() * 2
+    });
+    for (k, v) in found {
+        w.bulk(k);
+        if !novalues {
+            w.bulk(v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cursor;
+
+    #[test]
+    fn cursor_parsing_follows_strtoul() {
+        assert_eq!(parse_cursor(b""), Some(0));
+        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"18446744073709551616"), None);
+        assert_eq!(parse_cursor(b"1x"), None);
+    }
+}

@@ -9,7 +9,7 @@
 //! them.
 
 mod bits;
-mod ld;
+pub(super) mod ld;
 
 use super::generic::by_shard;
 use super::{Locks, Reg, TxFuture, ERR_NOT_FLOAT, ERR_NOT_INT, ERR_OVERFLOW, ERR_SYNTAX};

@@ -499,6 +499,22 @@ pub fn summary(full_name: &str) -> Option<&'static str> {
         "getex" => "Returns the string value of a key and changes its expiry.",
         "getrange" => "Returns part of a string.",
         "getset" => "Sets a key's string value and returns the previous one.",
+        "hdel" => "Removes fields from a hash; an emptied hash is deleted.",
+        "hexists" => "Tells whether a field is present in a hash.",
+        "hget" => "Returns the value of one field of a hash.",
+        "hgetall" => "Returns every field and value of a hash.",
+        "hincrby" => "Adds an integer to the integer value of a hash field.",
+        "hincrbyfloat" => "Adds a floating-point number to the value of a hash field.",
+        "hkeys" => "Returns every field name of a hash.",
+        "hlen" => "Returns how many fields a hash has.",
+        "hmget" => "Returns the values of several fields of a hash.",
+        "hmset" => "Sets several fields of a hash (older form of HSET).",
+        "hrandfield" => "Returns one or more random fields of a hash, optionally with values.",
+        "hscan" => "Iterates over the fields and values of a hash with a cursor.",
+        "hset" => "Sets fields of a hash, creating it if needed; returns how many were new.",
+        "hsetnx" => "Sets a hash field only if it does not exist yet.",
+        "hstrlen" => "Returns the length of the value of a hash field.",
+        "hvals" => "Returns every value of a hash.",
         "hello" => {
             "Chooses the protocol version, optionally authenticates, and describes the server."
         }

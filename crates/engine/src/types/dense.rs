@@ -1,0 +1,694 @@
+//! A dense byte-string table: the big encoding of hashes (field -> value) and, with empty
+//! values, of sets.
+//!
+//! Why this shape: the product is memory. A classic chained table spends a node, two heap
+//! strings and a bucket pointer per element (Redis's dict: ~135 bytes of RSS for a 36-byte field and a
+//! 16-byte value). Here elements live back to back in small *buckets*, each one exact-size heap
+//! chunk (`Box<[u8]>`), so an element costs its bytes plus three: a one-byte hash tag, a varint
+//! field length and a varint value length (with a flag bit kept for a per-field expiry, which
+//! then follows the value as 8 bytes). A bucket adds a 5-byte header, its 16-byte slot in the
+//! bucket vector, its allocator rounding and ~2 directory slots of 4 bytes: about 6-7 bytes per
+//! element at the usual ~16 elements per bucket. Measured (bench/big_hash.py, 10M fields of a
+//! 36-byte UUID -> 16-byte value): ~70 bytes of RSS per field, Redis 7.0 ~135.
+//!
+//! Addressing is extendible hashing (Fagin et al., 1979): the top `depth` bits of a field's
+//! 64-bit hash pick a directory slot, the slot names a bucket; a bucket that outgrows
+//! [`MAX_ENTRIES`] (or [`MAX_BYTES`]) splits in two by one more hash bit, and the directory
+//! doubles (copying 4-byte slots, not elements) when a bucket's depth would exceed it. No
+//! operation ever moves more than one bucket's elements: no O(n) rehash pause.
+//!
+//! Complexity: lookup, insert and delete are O(bucket) = O(1) (a scan of ~16 entries, most
+//! skipped on the tag byte, plus a memmove of the chunk on a size change). Iteration is O(n).
+//!
+//! Scan order is hash order: a cursor is a position in the 64-bit hash space; a call visits the
+//! bucket containing it (returning only entries at or after it) and the following ones. Buckets
+//! only ever split, which refines the ranges, so an element present for a whole iteration is
+//! returned exactly once.
+
+use crate::table::hash_key;
+
+/// Entries that make a bucket split (one over it splits).
+const MAX_ENTRIES: usize = 24;
+/// Bytes that make a bucket split (if it holds at least two entries).
+const MAX_BYTES: usize = 1536;
+/// The deepest a bucket splits; beyond that (never with a 64-bit seeded hash in practice) a
+/// bucket simply grows, so the directory size is bounded.
+const MAX_DEPTH: u8 = 40;
+/// Bucket header: local depth (1 byte), entry count (u32 LE).
+const HDR: usize = 5;
+
+/// The flag bit in an entry's value-length varint: an 8-byte expiry follows the value.
+const HAS_EXPIRY: u64 = 1;
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_varint(b: &[u8], p: &mut usize) -> u64 {
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let c = b[*p];
+        *p += 1;
+        v |= u64::from(c & 0x7f) << shift;
+        if c < 0x80 {
+            return v;
+        }
+        shift += 7;
+    }
+}
+
+fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+fn tag_of(h: u64) -> u8 {
+    h as u8
+}
+
+/// One decoded entry of a bucket, by byte offsets into the chunk.
+#[derive(Clone, Copy)]
+struct Slot {
+    start: usize,
+    key: (usize, usize),
+    val: (usize, usize),
+    expiry: Option<i64>,
+    end: usize,
+}
+
+fn decode(b: &[u8], start: usize) -> Slot {
+    let mut p = start + 1;
+    let klen = get_varint(b, &mut p) as usize;
+    let vmeta = get_varint(b, &mut p);
+    let vlen = (vmeta >> 1) as usize;
+    let key = (p, p + klen);
+    let val = (key.1, key.1 + vlen);
+    let mut end = val.1;
+    let expiry = if vmeta & HAS_EXPIRY != 0 {
+        let mut e = [0u8; 8];
+        e.copy_from_slice(&b[end..end + 8]);
+        end += 8;
+        Some(i64::from_le_bytes(e))
+    } else {
+        None
+    };
+    Slot {
+        start,
+        key,
+        val,
+        expiry,
+        end,
+    }
+}
+
+fn encode(out: &mut Vec<u8>, tag: u8, key: &[u8], val: &[u8], expiry: Option<i64>) {
+    out.push(tag);
+    put_varint(out, key.len() as u64);
+    put_varint(out, ((val.len() as u64) << 1) | u64::from(expiry.is_some()));
+    out.extend_from_slice(key);
+    out.extend_from_slice(val);
+    if let Some(e) = expiry {
+        out.extend_from_slice(&e.to_le_bytes());
+    }
+}
+
+fn encoded_len(key: &[u8], val: &[u8], expiry: Option<i64>) -> usize {
+    1 + varint_len(key.len() as u64)
+        + varint_len((val.len() as u64) << 1)
+        + key.len()
+        + val.len()
+        + if expiry.is_some() { 8 } else { 0 }
+}
+
+fn depth_of(b: &[u8]) -> u8 {
+    b[0]
+}
+
+fn count_of(b: &[u8]) -> usize {
+    u32::from_le_bytes([b[1], b[2], b[3], b[4]]) as usize
+}
+
+fn set_count(b: &mut [u8], n: usize) {
+    b[1..5].copy_from_slice(&(n as u32).to_le_bytes());
+}
+
+fn new_chunk(depth: u8) -> Vec<u8> {
+    let mut v = Vec::with_capacity(HDR);
+    v.push(depth);
+    v.extend_from_slice(&0u32.to_le_bytes());
+    v
+}
+
+/// The entries of one chunk.
+struct Entries<'a> {
+    b: &'a [u8],
+    p: usize,
+}
+
+impl Iterator for Entries<'_> {
+    type Item = Slot;
+    fn next(&mut self) -> Option<Slot> {
+        if self.p >= self.b.len() {
+            return None;
+        }
+        let s = decode(self.b, self.p);
+        self.p = s.end;
+        Some(s)
+    }
+}
+
+fn entries(b: &[u8]) -> Entries<'_> {
+    Entries { b, p: HDR }
+}
+
+/// Finds `key` (with hash tag `tag`) in a chunk.
+fn find(b: &[u8], tag: u8, key: &[u8]) -> Option<Slot> {
+    let mut p = HDR;
+    while p < b.len() {
+        if b[p] == tag {
+            let s = decode(b, p);
+            if &b[s.key.0..s.key.1] == key {
+                return Some(s);
+            }
+            p = s.end;
+        } else {
+            // Skip without building the whole slot.
+            let mut q = p + 1;
+            let klen = get_varint(b, &mut q) as usize;
+            let vmeta = get_varint(b, &mut q);
+            p = q + klen + (vmeta >> 1) as usize + if vmeta & HAS_EXPIRY != 0 { 8 } else { 0 };
+        }
+    }
+    None
+}
+
+/// A field's view: its value and optional expiry (unix ms).
+pub type EntryRef<'a> = (&'a [u8], &'a [u8], Option<i64>);
+
+/// The table. See the module documentation.
+#[derive(Clone, Debug)]
+pub struct DenseTable {
+    /// Directory: slot (top `depth` bits of the hash) -> index into `buckets`.
+    dir: Vec<u32>,
+    buckets: Vec<Box<[u8]>>,
+    depth: u8,
+    len: usize,
+    /// Where [`DenseTable::remove_expired`] resumes (a bucket index).
+    sweep_at: usize,
+}
+
+impl Default for DenseTable {
+    fn default() -> Self {
+        DenseTable::new()
+    }
+}
+
+impl DenseTable {
+    pub fn new() -> DenseTable {
+        DenseTable {
+            dir: vec![0],
+            buckets: vec![new_chunk(0).into_boxed_slice()],
+            depth: 0,
+            len: 0,
+            sweep_at: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn slot_of(&self, h: u64) -> usize {
+        if self.depth == 0 {
+            0
+        } else {
+            (h >> (64 - u32::from(self.depth))) as usize
+        }
+    }
+
+    fn bucket_of(&self, h: u64) -> usize {
+        self.dir[self.slot_of(h)] as usize
+    }
+
+    /// The value and expiry of `key`.
+    pub fn get(&self, key: &[u8]) -> Option<(&[u8], Option<i64>)> {
+        let h = hash_key(key);
+        let b = &self.buckets[self.bucket_of(h)];
+        find(b, tag_of(h), key).map(|s| (&b[s.val.0..s.val.1], s.expiry))
+    }
+
+    /// Inserts or replaces `key`. Returns true if the key was new.
+    pub fn insert(&mut self, key: &[u8], val: &[u8], expiry: Option<i64>) -> bool {
+        let h = hash_key(key);
+        let bi = self.bucket_of(h);
+        let tag = tag_of(h);
+        let chunk = &mut self.buckets[bi];
+        if let Some(s) = find(chunk, tag, key) {
+            if s.val.1 - s.val.0 == val.len() && s.expiry.is_some() == expiry.is_some() {
+                // Same layout: overwrite in place, no allocation.
+                chunk[s.val.0..s.val.1].copy_from_slice(val);
+                if let Some(e) = expiry {
+                    chunk[s.val.1..s.val.1 + 8].copy_from_slice(&e.to_le_bytes());
+                }
+                return false;
+            }
+            let mut v = std::mem::take(chunk).into_vec();
+            let mut enc = Vec::with_capacity(encoded_len(key, val, expiry));
+            encode(&mut enc, tag, key, val, expiry);
+            v.splice(s.start..s.end, enc);
+            *chunk = v.into_boxed_slice();
+            return false;
+        }
+        let mut v = std::mem::take(chunk).into_vec();
+        v.reserve_exact(encoded_len(key, val, expiry));
+        encode(&mut v, tag, key, val, expiry);
+        let n = count_of(&v) + 1;
+        set_count(&mut v, n);
+        let too_big = n > MAX_ENTRIES || (v.len() > MAX_BYTES && n >= 2);
+        *chunk = v.into_boxed_slice();
+        self.len += 1;
+        if too_big {
+            self.split(bi, h);
+        }
+        true
+    }
+
+    /// Splits bucket `bi` (reached by hash `h`) until the part holding `h` is within limits
+    /// or the depth limit is reached.
+    fn split(&mut self, mut bi: usize, h: u64) {
+        loop {
+            let ld = depth_of(&self.buckets[bi]);
+            if ld >= MAX_DEPTH {
+                return;
+            }
+            if ld == self.depth {
+                // Double the directory: slot i becomes slots 2i and 2i+1.
+                let mut d = Vec::with_capacity(self.dir.len() * 2);
+                for &b in &self.dir {
+                    d.push(b);
+                    d.push(b);
+                }
+                self.dir = d;
+                self.depth += 1;
+            }
+            let old = std::mem::take(&mut self.buckets[bi]);
+            let bit = 63 - u32::from(ld);
+            let mut lo = new_chunk(ld + 1);
+            let mut hi = new_chunk(ld + 1);
+            let (mut nlo, mut nhi) = (0, 0);
+            for s in entries(&old) {
+                let kh = hash_key(&old[s.key.0..s.key.1]);
+                if (kh >> bit) & 1 == 0 {
+                    lo.extend_from_slice(&old[s.start..s.end]);
+                    nlo += 1;
+                } else {
+                    hi.extend_from_slice(&old[s.start..s.end]);
+                    nhi += 1;
+                }
+            }
+            set_count(&mut lo, nlo);
+            set_count(&mut hi, nhi);
+            let new_index = self.buckets.len() as u32;
+            // The slots of this bucket: a run of 2^(depth - ld) starting at its prefix.
+            let span = 1usize << (self.depth - ld);
+            let first = (self.slot_of(h) / span) * span;
+            for s in &mut self.dir[first + span / 2..first + span] {
+                *s = new_index;
+            }
+            self.buckets[bi] = lo.into_boxed_slice();
+            self.buckets.push(hi.into_boxed_slice());
+            let next = if (h >> bit) & 1 == 0 {
+                bi
+            } else {
+                new_index as usize
+            };
+            let b = &self.buckets[next];
+            let n = count_of(b);
+            if !(n > MAX_ENTRIES || (b.len() > MAX_BYTES && n >= 2)) {
+                return;
+            }
+            bi = next;
+        }
+    }
+
+    /// Removes `key`. Returns its value and expiry if it was there.
+    pub fn remove(&mut self, key: &[u8]) -> Option<(Vec<u8>, Option<i64>)> {
+        let h = hash_key(key);
+        let bi = self.bucket_of(h);
+        let chunk = &mut self.buckets[bi];
+        let s = find(chunk, tag_of(h), key)?;
+        let val = chunk[s.val.0..s.val.1].to_vec();
+        let mut v = std::mem::take(chunk).into_vec();
+        v.drain(s.start..s.end);
+        let n = count_of(&v) - 1;
+        set_count(&mut v, n);
+        *chunk = v.into_boxed_slice();
+        self.len -= 1;
+        Some((val, s.expiry))
+    }
+
+    /// Sets or clears the expiry of a present key. Returns false if it is absent.
+    pub fn set_expiry(&mut self, key: &[u8], expiry: Option<i64>) -> bool {
+        let h = hash_key(key);
+        let b = &self.buckets[self.bucket_of(h)];
+        let Some(s) = find(b, tag_of(h), key) else {
+            return false;
+        };
+        let val = b[s.val.0..s.val.1].to_vec();
+        self.insert(key, &val, expiry);
+        true
+    }
+
+    /// Every entry, in bucket order.
+    pub fn iter(&self) -> impl Iterator<Item = EntryRef<'_>> {
+        self.buckets.iter().flat_map(|b| {
+            entries(b).map(move |s| (&b[s.key.0..s.key.1], &b[s.val.0..s.val.1], s.expiry))
+        })
+    }
+
+    /// One scan step from hash position `cursor`: calls `f` on the entries of whole buckets
+    /// until at least `count` were visited or the table ends. Returns the next cursor (0: done).
+    pub fn scan<'a>(&'a self, cursor: u64, count: usize, mut f: impl FnMut(EntryRef<'a>)) -> u64 {
+        let mut pos = cursor;
+        let mut visited = 0;
+        loop {
+            let b = &self.buckets[self.bucket_of(pos)];
+            let ld = u32::from(depth_of(b));
+            for s in entries(b) {
+                let k = &b[s.key.0..s.key.1];
+                // Entries before the cursor were returned by an earlier call (the bucket was
+                // part of a coarser one then).
+                if hash_key(k) >= pos {
+                    visited += 1;
+                    f((k, &b[s.val.0..s.val.1], s.expiry));
+                }
+            }
+            // The end of this bucket's hash range.
+            let next = if ld == 0 {
+                None
+            } else {
+                let width = 1u64 << (64 - ld);
+                (pos & !(width - 1)).checked_add(width)
+            };
+            match next {
+                None => return 0,
+                Some(n) => pos = n,
+            }
+            if visited >= count {
+                return pos;
+            }
+        }
+    }
+
+    /// A random entry (close to uniform: a random bucket, accepted in proportion to how full
+    /// it is). `rand` yields random numbers. None when empty.
+    pub fn random(&self, mut rand: impl FnMut() -> u64) -> Option<EntryRef<'_>> {
+        if self.len == 0 {
+            return None;
+        }
+        for _ in 0..256 {
+            let b = &self.buckets[(rand() % self.buckets.len() as u64) as usize];
+            let n = count_of(b);
+            if n == 0 {
+                continue;
+            }
+            let r = rand();
+            // Accept with probability n / MAX_ENTRIES (overfull buckets always).
+            if n < MAX_ENTRIES && (r % MAX_ENTRIES as u64) as usize >= n {
+                continue;
+            }
+            let i = ((r >> 32) % n as u64) as usize;
+            let s = entries(b).nth(i).expect("counted");
+            return Some((&b[s.key.0..s.key.1], &b[s.val.0..s.val.1], s.expiry));
+        }
+        // Vanishingly unlikely: fall back to the first entry of a random non-empty bucket.
+        let start = (rand() % self.buckets.len() as u64) as usize;
+        (0..self.buckets.len())
+            .map(|i| &self.buckets[(start + i) % self.buckets.len()])
+            .find(|b| count_of(b) > 0)
+            .map(|b| {
+                let s = entries(b).next().expect("non-empty");
+                (&b[s.key.0..s.key.1], &b[s.val.0..s.val.1], s.expiry)
+            })
+    }
+
+    /// One bounded step of expiring entries: visits up to `max_buckets` buckets (resuming
+    /// where the previous step stopped) and removes the entries whose expiry is at or before
+    /// `now_ms`. Returns the removed keys.
+    pub fn remove_expired(&mut self, now_ms: i64, max_buckets: usize) -> Vec<Vec<u8>> {
+        let mut gone = Vec::new();
+        let nb = self.buckets.len();
+        for _ in 0..max_buckets.min(nb) {
+            let bi = self.sweep_at % nb;
+            self.sweep_at = (bi + 1) % nb;
+            let b = &self.buckets[bi];
+            let dead: Vec<Vec<u8>> = entries(b)
+                .filter(|s| s.expiry.is_some_and(|e| e <= now_ms))
+                .map(|s| b[s.key.0..s.key.1].to_vec())
+                .collect();
+            for k in dead {
+                self.remove(&k);
+                gone.push(k);
+            }
+        }
+        gone
+    }
+
+    /// Heap bytes used (chunks, bucket vector, directory).
+    pub fn memory(&self) -> usize {
+        self.buckets.iter().map(|b| b.len()).sum::<usize>()
+            + self.buckets.capacity() * std::mem::size_of::<Box<[u8]>>()
+            + self.dir.capacity() * 4
+    }
+}
+
+impl PartialEq for DenseTable {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.iter().all(|(k, v, e)| other.get(k) == Some((v, e)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn grows_splits_and_finds_everything() {
+        let mut t = DenseTable::new();
+        for i in 0..20_000u32 {
+            assert!(t.insert(format!("field:{i}").as_bytes(), &i.to_le_bytes(), None));
+        }
+        assert_eq!(t.len(), 20_000);
+        assert!(t.depth > 8);
+        for i in 0..20_000u32 {
+            let (v, e) = t.get(format!("field:{i}").as_bytes()).unwrap();
+            assert_eq!(v, i.to_le_bytes());
+            assert_eq!(e, None);
+        }
+        for b in &t.buckets {
+            assert!(count_of(b) <= MAX_ENTRIES);
+        }
+        assert_eq!(t.iter().count(), 20_000);
+        for i in (0..20_000u32).step_by(2) {
+            assert!(t.remove(format!("field:{i}").as_bytes()).is_some());
+        }
+        assert_eq!(t.len(), 10_000);
+        assert_eq!(t.iter().count(), 10_000);
+        assert!(t.get(b"field:0").is_none());
+        assert!(t.get(b"field:1").is_some());
+    }
+
+    #[test]
+    fn big_values_get_their_own_buckets() {
+        let mut t = DenseTable::new();
+        let big = vec![7u8; 5000];
+        for i in 0..50u32 {
+            t.insert(&i.to_be_bytes(), &big, None);
+        }
+        for i in 0..50u32 {
+            assert_eq!(t.get(&i.to_be_bytes()).unwrap().0, &big[..]);
+        }
+        // Replacing with a shorter value and back.
+        t.insert(&3u32.to_be_bytes(), b"x", Some(5));
+        assert_eq!(t.get(&3u32.to_be_bytes()), Some((&b"x"[..], Some(5))));
+        assert!(t.set_expiry(&3u32.to_be_bytes(), None));
+        assert_eq!(t.get(&3u32.to_be_bytes()), Some((&b"x"[..], None)));
+    }
+
+    #[test]
+    fn scan_returns_each_survivor_once_across_splits() {
+        let mut t = DenseTable::new();
+        for i in 0..3000u32 {
+            t.insert(&i.to_le_bytes(), b"", None);
+        }
+        let mut seen = HashMap::new();
+        let mut cursor = 0;
+        let mut next = 3000u32;
+        loop {
+            cursor = t.scan(cursor, 10, |(k, _, _)| {
+                *seen.entry(k.to_vec()).or_insert(0) += 1
+            });
+            // Grow (many splits) and delete some late keys while iterating.
+            for _ in 0..30 {
+                t.insert(&next.to_le_bytes(), b"", None);
+                next += 1;
+            }
+            if cursor == 0 {
+                break;
+            }
+        }
+        for i in 0..3000u32 {
+            assert_eq!(seen.get(i.to_le_bytes().as_slice()), Some(&1), "key {i}");
+        }
+        assert!(seen.values().all(|&n| n == 1));
+    }
+
+    #[test]
+    fn random_reaches_every_entry() {
+        let mut t = DenseTable::new();
+        for i in 0..200u32 {
+            t.insert(&i.to_le_bytes(), b"v", None);
+        }
+        let mut x = 12345u64;
+        let mut rng = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..20_000 {
+            seen.insert(t.random(&mut rng).unwrap().0.to_vec());
+        }
+        assert_eq!(seen.len(), 200);
+        assert!(DenseTable::new().random(rng).is_none());
+    }
+
+    #[test]
+    fn expired_entries_are_removed_in_steps() {
+        let mut t = DenseTable::new();
+        for i in 0..1000u32 {
+            let e = (i % 3 == 0).then_some(i64::from(i));
+            t.insert(&i.to_le_bytes(), b"v", e);
+        }
+        let mut gone = 0;
+        for _ in 0..1000 {
+            gone += t.remove_expired(500, 4).len();
+        }
+        assert_eq!(gone, 167); // 0, 3, ..., 498
+        assert_eq!(t.len(), 833);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(Vec<u8>, Vec<u8>, Option<i64>),
+        Remove(Vec<u8>),
+    }
+
+    fn key() -> impl Strategy<Value = Vec<u8>> {
+        // A small key space so that replacements and removals hit.
+        prop_oneof![
+            (0u16..400).prop_map(|i| i.to_le_bytes().to_vec()),
+            proptest::collection::vec(any::<u8>(), 0..40),
+        ]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (key(), proptest::collection::vec(any::<u8>(), 0..300), proptest::option::of(any::<i64>()))
+                .prop_map(|(k, v, e)| Op::Insert(k, v, e)),
+            1 => key().prop_map(Op::Remove),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn behaves_like_a_hashmap(ops in proptest::collection::vec(op(), 0..1500)) {
+            let mut t = DenseTable::new();
+            let mut m: HashMap<Vec<u8>, (Vec<u8>, Option<i64>)> = HashMap::new();
+            for op in ops {
+                match op {
+                    Op::Insert(k, v, e) => {
+                        let new = t.insert(&k, &v, e);
+                        prop_assert_eq!(new, m.insert(k, (v, e)).is_none());
+                    }
+                    Op::Remove(k) => {
+                        prop_assert_eq!(t.remove(&k), m.remove(&k));
+                    }
+                }
+                prop_assert_eq!(t.len(), m.len());
+            }
+            for (k, (v, e)) in &m {
+                prop_assert_eq!(t.get(k), Some((&v[..], *e)));
+            }
+            let all: HashMap<Vec<u8>, (Vec<u8>, Option<i64>)> =
+                t.iter().map(|(k, v, e)| (k.to_vec(), (v.to_vec(), e))).collect();
+            prop_assert_eq!(&all, &m);
+            let mut scanned = HashMap::new();
+            let mut c = 0;
+            loop {
+                c = t.scan(c, 7, |(k, v, e)| { scanned.insert(k.to_vec(), (v.to_vec(), e)); });
+                if c == 0 { break; }
+            }
+            prop_assert_eq!(&scanned, &m);
+        }
+    }
+}
+#[cfg(test)]
+mod stats {
+    #[test]
+    #[ignore]
+    fn layout_stats() {
+        let mut t = super::DenseTable::new();
+        let n: u64 = std::env::var("N")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1_000_000);
+        let mut x = 88172645463325252u64;
+        for _ in 0..n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let f = format!(
+                "{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}",
+                x as u32,
+                (x >> 32) as u16,
+                x & 0xfff,
+                (x >> 12) & 0xfff,
+                x >> 16
+            );
+            t.insert(f.as_bytes(), b"vvvvvvvvvvvvvvvv", None);
+        }
+        let chunk: usize = t.buckets.iter().map(|b| b.len()).sum();
+        // mimalloc-like rounding: 4 bins per power of two above 64 bytes.
+        let round = |s: usize| {
+            if s <= 64 {
+                s.div_ceil(8) * 8
+            } else {
+                let p = usize::BITS - 1 - (s - 1).leading_zeros();
+                let step = 1usize << (p - 2);
+                s.div_ceil(step) * step
+            }
+        };
+        let rounded: usize = t.buckets.iter().map(|b| round(b.len())).sum();
+        eprintln!("n={} buckets={} (cap {}) dir={} avg/bucket={:.1} chunk/field={:.1} rounded/field={:.1} vec/field={:.1} dir/field={:.1}",
+            t.len(), t.buckets.len(), t.buckets.capacity(), t.dir.len(), t.len() as f64 / t.buckets.len() as f64,
+            chunk as f64 / n as f64, rounded as f64 / n as f64, (t.buckets.capacity() * 16) as f64 / n as f64, (t.dir.capacity() * 4) as f64 / n as f64);
+    }
+}

@@ -1,0 +1,568 @@
+//! End-to-end tests of the hash commands. Exact replies are Redis 7.2's (checked against a real
+//! redis-server for the same sequence on an empty database, with Redis's default
+//! `hash-max-listpack-*` settings).
+
+mod common;
+use common::{cmd, Raw, Server};
+use std::collections::{HashMap, HashSet};
+
+/// Command lines (arguments separated by single spaces; `''` is an empty argument and `\xNN`
+/// a byte) with the exact reply Redis gives to each, in order.
+type Steps = &'static [(&'static str, &'static [u8])];
+
+fn args_of(line: &str) -> Vec<Vec<u8>> {
+    line.split(' ')
+        .map(|a| {
+            if a == "''" {
+                return Vec::new();
+            }
+            let b = a.as_bytes();
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < b.len() {
+                if b[i] == b'\\' && i + 3 < b.len() && b[i + 1] == b'x' {
+                    let hex = std::str::from_utf8(&b[i + 2..i + 4]).unwrap();
+                    out.push(u8::from_str_radix(hex, 16).unwrap());
+                    i += 4;
+                } else {
+                    out.push(b[i]);
+                    i += 1;
+                }
+            }
+            out
+        })
+        .collect()
+}
+
+fn run(r: &mut Raw, steps: Steps) {
+    for (line, want) in steps {
+        let args = args_of(line);
+        let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+        r.roundtrip(&cmd(&refs), want);
+    }
+}
+
+fn resp3(s: &Server) -> Raw {
+    let mut r = s.raw();
+    r.send(&cmd(&[b"HELLO", b"3"]));
+    r.send(&cmd(&[b"PING"]));
+    let mut got = Vec::new();
+    while !got.ends_with(b"+PONG\r\n") {
+        let chunk = r.read_n(1);
+        assert!(!chunk.is_empty(), "HELLO 3 failed");
+        got.extend_from_slice(&chunk);
+    }
+    r
+}
+
+const BASICS: Steps = &[
+    ("HSET h a 1", b":1\r\n"),
+    ("HSET h b 2 c 3", b":2\r\n"),
+    ("HSET h a 10 d 4", b":1\r\n"),
+    ("HSET h a", b"-ERR wrong number of arguments for 'hset' command\r\n"),
+    ("HSET h a 1 b", b"-ERR wrong number of arguments for 'hset' command\r\n"),
+    ("HMSET h a 1 b", b"-ERR wrong number of arguments for 'hmset' command\r\n"),
+    ("HGET h a", b"$2\r\n10\r\n"),
+    ("HGET h zz", b"$-1\r\n"),
+    ("HGET nokey a", b"$-1\r\n"),
+    ("HMGET h a zz b", b"*3\r\n$2\r\n10\r\n$-1\r\n$1\r\n2\r\n"),
+    ("HMGET nokey a b", b"*2\r\n$-1\r\n$-1\r\n"),
+    ("HLEN h", b":4\r\n"),
+    ("HLEN nokey", b":0\r\n"),
+    ("HSTRLEN h a", b":2\r\n"),
+    ("HSTRLEN h zz", b":0\r\n"),
+    ("HEXISTS h a", b":1\r\n"),
+    ("HEXISTS h zz", b":0\r\n"),
+    ("HEXISTS nokey a", b":0\r\n"),
+    // A listpack keeps insertion order; an update keeps the field's place.
+    ("HKEYS h", b"*4\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n"),
+    ("HVALS h", b"*4\r\n$2\r\n10\r\n$1\r\n2\r\n$1\r\n3\r\n$1\r\n4\r\n"),
+    (
+        "HGETALL h",
+        b"*8\r\n$1\r\na\r\n$2\r\n10\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\nc\r\n$1\r\n3\r\n$1\r\nd\r\n$1\r\n4\r\n",
+    ),
+    ("HKEYS nokey", b"*0\r\n"),
+    ("HGETALL nokey", b"*0\r\n"),
+    ("HMSET h e 5 f 6", b"+OK\r\n"),
+    ("HSETNX h a x", b":0\r\n"),
+    ("HSETNX h new y", b":1\r\n"),
+    ("HGET h new", b"$1\r\ny\r\n"),
+    ("HDEL h a zz b a", b":2\r\n"),
+    ("HDEL nokey a", b":0\r\n"),
+    ("HDEL h c d e f new", b":5\r\n"),
+    ("EXISTS h", b":0\r\n"),
+    ("HSET h '' ''", b":1\r\n"),
+    ("HGET h ''", b"$0\r\n\r\n"),
+    ("HSET h f\\x00\\xff v\\r\\n", b":1\r\n"),
+    ("HGET h f\\x00\\xff", b"$5\r\nv\\r\\n\r\n"),
+    ("HSTRLEN h f\\x00\\xff", b":5\r\n"),
+    ("HGET h", b"-ERR wrong number of arguments for 'hget' command\r\n"),
+    ("HDEL h", b"-ERR wrong number of arguments for 'hdel' command\r\n"),
+    ("HEXPIRE h 10 FIELDS 1 a", b"-ERR unknown command 'HEXPIRE', with args beginning with: 'h' '10' 'FIELDS' '1' 'a' \r\n"),
+];
+
+#[test]
+fn basics() {
+    let s = Server::start(&[]);
+    run(&mut s.raw(), BASICS);
+}
+
+const WRONGTYPE: &[u8] = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
+#[test]
+fn wrong_type_everywhere() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    r.roundtrip(&cmd(&[b"SET", b"s", b"v"]), b"+OK\r\n");
+    for line in [
+        "HSET s a 1",
+        "HMSET s a 1",
+        "HSETNX s a 1",
+        "HGET s a",
+        "HMGET s a",
+        "HDEL s a",
+        "HLEN s",
+        "HSTRLEN s a",
+        "HEXISTS s a",
+        "HKEYS s",
+        "HVALS s",
+        "HGETALL s",
+        "HINCRBY s a 1",
+        "HINCRBYFLOAT s a 1",
+        "HRANDFIELD s",
+        "HRANDFIELD s 2",
+        "HSCAN s 0",
+    ] {
+        let args = args_of(line);
+        let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+        r.roundtrip(&cmd(&refs), WRONGTYPE);
+    }
+    run(
+        &mut r,
+        &[
+            // Argument errors come first where Redis checks them first.
+            (
+                "HINCRBY s a x",
+                b"-ERR value is not an integer or out of range\r\n",
+            ),
+            ("HINCRBYFLOAT s a x", b"-ERR value is not a valid float\r\n"),
+            ("HSCAN s x", b"-ERR invalid cursor\r\n"),
+            (
+                "HRANDFIELD s x",
+                b"-ERR value is not an integer or out of range\r\n",
+            ),
+            ("HSET h a 1", b":1\r\n"),
+            ("GET h", WRONGTYPE),
+            ("TYPE h", b"+hash\r\n"),
+        ],
+    );
+}
+
+const INCR: Steps = &[
+    ("HINCRBY h n 5", b":5\r\n"),
+    ("HINCRBY h n -7", b":-2\r\n"),
+    (
+        "HINCRBY h n x",
+        b"-ERR value is not an integer or out of range\r\n",
+    ),
+    (
+        "HINCRBY nokey n x",
+        b"-ERR value is not an integer or out of range\r\n",
+    ),
+    ("EXISTS nokey", b":0\r\n"),
+    (
+        "HSET h s abc sp \\x201 z 01 big 9223372036854775807",
+        b":4\r\n",
+    ),
+    ("HINCRBY h s 1", b"-ERR hash value is not an integer\r\n"),
+    ("HINCRBY h z 1", b"-ERR hash value is not an integer\r\n"),
+    (
+        "HINCRBY h big 1",
+        b"-ERR increment or decrement would overflow\r\n",
+    ),
+    ("HINCRBY h big 0", b":9223372036854775807\r\n"),
+    (
+        "HINCRBY h n -9223372036854775808",
+        b"-ERR increment or decrement would overflow\r\n",
+    ),
+    ("HINCRBYFLOAT h f 10.5", b"$4\r\n10.5\r\n"),
+    ("HINCRBYFLOAT h f 0.1", b"$4\r\n10.6\r\n"),
+    (
+        "HINCRBYFLOAT h f -5.0e3",
+        b"$23\r\n-4989.39999999999999991\r\n",
+    ),
+    ("HINCRBYFLOAT h n 1", b"$2\r\n-1\r\n"),
+    ("HINCRBY h n 1", b":0\r\n"),
+    (
+        "HINCRBYFLOAT h f abc",
+        b"-ERR value is not a valid float\r\n",
+    ),
+    ("HINCRBYFLOAT h s 1", b"-ERR hash value is not a float\r\n"),
+    ("HINCRBYFLOAT h f inf", b"-ERR value is NaN or Infinity\r\n"),
+    (
+        "HINCRBYFLOAT h f nan",
+        b"-ERR value is not a valid float\r\n",
+    ),
+    ("HSET h huge 1e4932", b":1\r\n"),
+    (
+        "HINCRBYFLOAT h huge 1e4932",
+        b"-ERR increment would produce NaN or Infinity\r\n",
+    ),
+    ("HINCRBYFLOAT h g 1e20", b"$21\r\n100000000000000000000\r\n"),
+    ("HINCRBYFLOAT h e 1.23e-5", b"$9\r\n0.0000123\r\n"),
+];
+
+#[test]
+fn increments() {
+    let s = Server::start(&[]);
+    run(&mut s.raw(), INCR);
+}
+
+#[test]
+fn encodings_follow_the_thresholds() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    let long = "x".repeat(65);
+    let mut steps: Vec<(String, &[u8])> = vec![
+        ("HSET h a 1".into(), b":1\r\n"),
+        ("OBJECT ENCODING h".into(), b"$8\r\nlistpack\r\n"),
+        (format!("HSET h b {}", "x".repeat(64)), b":1\r\n"),
+        ("OBJECT ENCODING h".into(), b"$8\r\nlistpack\r\n"),
+        (format!("HSET h c {long}"), b":1\r\n"),
+        ("OBJECT ENCODING h".into(), b"$9\r\nhashtable\r\n"),
+        ("HDEL h c".into(), b":1\r\n"),
+        ("OBJECT ENCODING h".into(), b"$9\r\nhashtable\r\n"),
+        (format!("HSET h2 {long} 1"), b":1\r\n"),
+        ("OBJECT ENCODING h2".into(), b"$9\r\nhashtable\r\n"),
+        (format!("HSETNX h3 f {long}"), b":1\r\n"),
+        ("OBJECT ENCODING h3".into(), b"$9\r\nhashtable\r\n"),
+    ];
+    for i in 0..128 {
+        steps.push((format!("HSET big f{i} {i}"), b":1\r\n"));
+    }
+    steps.push(("OBJECT ENCODING big".into(), b"$8\r\nlistpack\r\n"));
+    steps.push(("HSET big f128 x".into(), b":1\r\n"));
+    steps.push(("OBJECT ENCODING big".into(), b"$9\r\nhashtable\r\n"));
+    steps.push(("HLEN big".into(), b":129\r\n"));
+    steps.push(("HGET big f77".into(), b"$2\r\n77\r\n"));
+    steps.push(("CONFIG SET hash-max-listpack-entries 2".into(), b"+OK\r\n"));
+    steps.push(("HSET small a 1 b 2".into(), b":2\r\n"));
+    steps.push(("OBJECT ENCODING small".into(), b"$8\r\nlistpack\r\n"));
+    steps.push(("HSET small c 3".into(), b":1\r\n"));
+    steps.push(("OBJECT ENCODING small".into(), b"$9\r\nhashtable\r\n"));
+    steps.push(("CONFIG SET hash-max-listpack-value 3".into(), b"+OK\r\n"));
+    steps.push(("HSET s2 abc abc".into(), b":1\r\n"));
+    steps.push(("OBJECT ENCODING s2".into(), b"$8\r\nlistpack\r\n"));
+    steps.push(("HINCRBYFLOAT s3 f 0.1234".into(), b"$6\r\n0.1234\r\n"));
+    steps.push(("OBJECT ENCODING s3".into(), b"$9\r\nhashtable\r\n"));
+    for (line, want) in &steps {
+        let args = args_of(line);
+        let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+        r.roundtrip(&cmd(&refs), want);
+    }
+}
+
+#[test]
+fn resp3_shapes() {
+    let s = Server::start(&[]);
+    let mut r = resp3(&s);
+    run(
+        &mut r,
+        &[
+            ("HGETALL nokey", b"%0\r\n"),
+            ("HKEYS nokey", b"*0\r\n"),
+            ("HSET h f v", b":1\r\n"),
+            ("HGETALL h", b"%1\r\n$1\r\nf\r\n$1\r\nv\r\n"),
+            ("HGET h nope", b"_\r\n"),
+            ("HRANDFIELD nokey", b"_\r\n"),
+            ("HRANDFIELD nokey 3", b"*0\r\n"),
+            ("HRANDFIELD h", b"$1\r\nf\r\n"),
+            ("HRANDFIELD h 0", b"*0\r\n"),
+            (
+                "HRANDFIELD h 1 WITHVALUES",
+                b"*1\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n",
+            ),
+            (
+                "HRANDFIELD h 5 WITHVALUES",
+                b"*1\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n",
+            ),
+            (
+                "HRANDFIELD h -2 WITHVALUES",
+                b"*2\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n",
+            ),
+            ("HRANDFIELD h -2", b"*2\r\n$1\r\nf\r\n$1\r\nf\r\n"),
+            ("HINCRBYFLOAT h x 1.5", b"$3\r\n1.5\r\n"),
+            (
+                "HSCAN h 0",
+                b"*2\r\n$1\r\n0\r\n*4\r\n$1\r\nf\r\n$1\r\nv\r\n$1\r\nx\r\n$3\r\n1.5\r\n",
+            ),
+        ],
+    );
+    // RESP2 forms of the same.
+    run(
+        &mut s.raw(),
+        &[
+            ("HRANDFIELD nokey", b"$-1\r\n"),
+            ("HSET one f v", b":1\r\n"),
+            (
+                "HRANDFIELD one -2 WITHVALUES",
+                b"*4\r\n$1\r\nf\r\n$1\r\nv\r\n$1\r\nf\r\n$1\r\nv\r\n",
+            ),
+            (
+                "HRANDFIELD one 1 WITHVALUES",
+                b"*2\r\n$1\r\nf\r\n$1\r\nv\r\n",
+            ),
+            ("HGETALL one", b"*2\r\n$1\r\nf\r\n$1\r\nv\r\n"),
+        ],
+    );
+}
+
+#[test]
+fn hrandfield_arguments_and_distribution() {
+    let s = Server::start(&[]);
+    run(
+        &mut s.raw(),
+        &[
+            ("HSET h a 1 b 2 c 3", b":3\r\n"),
+            ("HRANDFIELD h 3", b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+            ("HRANDFIELD h 10 WITHVALUES", b"*6\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\nc\r\n$1\r\n3\r\n"),
+            ("HRANDFIELD h x", b"-ERR value is not an integer or out of range\r\n"),
+            ("HRANDFIELD h 1 WITHVALUE", b"-ERR syntax error\r\n"),
+            ("HRANDFIELD h 1 WITHVALUES x", b"-ERR syntax error\r\n"),
+            ("HRANDFIELD nokey 1 bad", b"-ERR syntax error\r\n"),
+            (
+                "HRANDFIELD h -9223372036854775808",
+                b"-ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807\r\n",
+            ),
+            ("HRANDFIELD h -4611686018427387904 WITHVALUES", b"-ERR value is out of range\r\n"),
+            // Darner's bound on a reply built in memory (Redis has none): 2^24 samples.
+            ("HRANDFIELD h -16777217", b"-ERR value is out of range\r\n"),
+            ("HRANDFIELD h 4611686018427387904 WITHVALUES", b"-ERR value is out of range\r\n"),
+        ],
+    );
+    let mut c = s.client();
+    for n in [50usize, 1000] {
+        let key = format!("h{n}");
+        let pairs: Vec<(String, String)> =
+            (0..n).map(|i| (format!("f{i}"), format!("v{i}"))).collect();
+        let _: i64 = redis::cmd("HSET")
+            .arg(&key)
+            .arg(&pairs)
+            .query(&mut c)
+            .unwrap();
+        for count in [1usize, 3, 10, 40, 400, 999] {
+            let got: Vec<String> = redis::cmd("HRANDFIELD")
+                .arg(&key)
+                .arg(count)
+                .query(&mut c)
+                .unwrap();
+            let want = count.min(n);
+            assert_eq!(got.len(), want);
+            let distinct: HashSet<&String> = got.iter().collect();
+            assert_eq!(distinct.len(), want, "unique fields for count {count}");
+            assert!(got.iter().all(|f| f[1..].parse::<usize>().unwrap() < n));
+        }
+        let got: Vec<String> = redis::cmd("HRANDFIELD")
+            .arg(&key)
+            .arg(-2000)
+            .arg("WITHVALUES")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(got.len(), 4000);
+        for p in got.chunks(2) {
+            assert_eq!(p[0][1..], p[1][1..]);
+        }
+        let distinct: HashSet<&String> = got.iter().step_by(2).collect();
+        assert!(distinct.len() > n / 3, "samples spread over the hash");
+    }
+}
+
+#[test]
+fn hscan_listpack_and_options() {
+    let s = Server::start(&[]);
+    run(
+        &mut s.raw(),
+        &[
+            ("HSCAN nokey 0", b"*2\r\n$1\r\n0\r\n*0\r\n"),
+            ("HSCAN nokey 0 COUNT x", b"*2\r\n$1\r\n0\r\n*0\r\n"),
+            ("HSET h a1 1 b2 2 a3 3", b":3\r\n"),
+            ("HSCAN h 0 COUNT 1", b"*2\r\n$1\r\n0\r\n*6\r\n$2\r\na1\r\n$1\r\n1\r\n$2\r\nb2\r\n$1\r\n2\r\n$2\r\na3\r\n$1\r\n3\r\n"),
+            ("HSCAN h 0 MATCH a*", b"*2\r\n$1\r\n0\r\n*4\r\n$2\r\na1\r\n$1\r\n1\r\n$2\r\na3\r\n$1\r\n3\r\n"),
+            ("HSCAN h 0 MATCH a* NOVALUES", b"*2\r\n$1\r\n0\r\n*2\r\n$2\r\na1\r\n$2\r\na3\r\n"),
+            ("HSCAN h 0 COUNT 0", b"-ERR syntax error\r\n"),
+            ("HSCAN h 0 COUNT x", b"-ERR value is not an integer or out of range\r\n"),
+            ("HSCAN h 0 COUNT", b"-ERR syntax error\r\n"),
+            ("HSCAN h 0 FOO bar", b"-ERR syntax error\r\n"),
+            ("HSCAN h x", b"-ERR invalid cursor\r\n"),
+            ("HSCAN h 18446744073709551616", b"-ERR invalid cursor\r\n"),
+        ],
+    );
+}
+
+/// A full HSCAN of a big hash returns every field present for the whole iteration, while
+/// the hash grows (bucket splits) and loses other fields.
+#[test]
+fn hscan_full_iteration_while_modified() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    let pairs: Vec<(String, String)> = (0..3000)
+        .map(|i| (format!("f{i}"), format!("v{i}")))
+        .collect();
+    let _: i64 = redis::cmd("HSET")
+        .arg("h")
+        .arg(&pairs)
+        .query(&mut c)
+        .unwrap();
+    let mut cursor = 0u64;
+    let mut seen: HashMap<String, String> = HashMap::new();
+    let mut extra = 3000;
+    let mut calls = 0;
+    loop {
+        let (next, items): (u64, Vec<String>) = redis::cmd("HSCAN")
+            .arg("h")
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(50)
+            .query(&mut c)
+            .unwrap();
+        for p in items.chunks(2) {
+            seen.insert(p[0].clone(), p[1].clone());
+        }
+        // Grow, and remove fields that are not part of the stable set.
+        let more: Vec<(String, String)> = (extra..extra + 40)
+            .map(|i| (format!("f{i}"), "x".into()))
+            .collect();
+        let _: i64 = redis::cmd("HSET")
+            .arg("h")
+            .arg(&more)
+            .query(&mut c)
+            .unwrap();
+        let _: i64 = redis::cmd("HDEL")
+            .arg("h")
+            .arg(format!("f{}", extra + 20))
+            .query(&mut c)
+            .unwrap();
+        extra += 40;
+        calls += 1;
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    assert!(calls > 10, "a big hash is scanned in steps");
+    for i in 0..3000 {
+        assert_eq!(seen.get(&format!("f{i}")), Some(&format!("v{i}")));
+    }
+    let keys: Vec<String> = redis::cmd("HSCAN")
+        .arg("h")
+        .arg(0)
+        .arg("MATCH")
+        .arg("f1?")
+        .arg("COUNT")
+        .arg(100000)
+        .arg("NOVALUES")
+        .query::<(u64, Vec<String>)>(&mut c)
+        .unwrap()
+        .1;
+    let mut keys = keys;
+    keys.sort();
+    let want: Vec<String> = (10..20).map(|i| format!("f{i}")).collect();
+    assert_eq!(keys, want);
+}
+
+#[test]
+fn big_hash_roundtrip_and_deletion() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    let n = 20_000;
+    let pairs: Vec<(Vec<u8>, Vec<u8>)> = (0..n)
+        .map(|i: u32| {
+            let mut f = i.to_le_bytes().to_vec();
+            f.extend_from_slice(b"\x00\r\nfield");
+            (f, vec![(i % 251) as u8; (i % 40) as usize])
+        })
+        .collect();
+    for chunk in pairs.chunks(1000) {
+        let _: i64 = redis::cmd("HSET")
+            .arg("h")
+            .arg(chunk)
+            .query(&mut c)
+            .unwrap();
+    }
+    let len: usize = redis::cmd("HLEN").arg("h").query(&mut c).unwrap();
+    assert_eq!(len, n as usize);
+    let all: HashMap<Vec<u8>, Vec<u8>> = redis::cmd("HGETALL").arg("h").query(&mut c).unwrap();
+    let want: HashMap<Vec<u8>, Vec<u8>> = pairs.iter().cloned().collect();
+    assert_eq!(all, want);
+    let keys: Vec<Vec<u8>> = redis::cmd("HKEYS").arg("h").query(&mut c).unwrap();
+    assert_eq!(keys.len(), n as usize);
+    let v: Vec<u8> = redis::cmd("HGET")
+        .arg("h")
+        .arg(&pairs[777].0)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v, pairs[777].1);
+    let inc: i64 = redis::cmd("HINCRBY")
+        .arg("h")
+        .arg("counter")
+        .arg(41)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(inc, 41);
+    let d: i64 = redis::cmd("HDEL")
+        .arg("h")
+        .arg("counter")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(d, 1);
+    for chunk in pairs.chunks(1000) {
+        let fields: Vec<&Vec<u8>> = chunk.iter().map(|p| &p.0).collect();
+        let d: i64 = redis::cmd("HDEL")
+            .arg("h")
+            .arg(fields)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(d, 1000);
+    }
+    let e: i64 = redis::cmd("EXISTS").arg("h").query(&mut c).unwrap();
+    assert_eq!(e, 0);
+}
+
+#[test]
+fn writes_signal_watchers_and_failed_ones_do_not() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    let mut other = s.raw();
+    run(&mut r, &[("HSET h a 1", b":1\r\n")]);
+    // A write that changes nothing (HDEL of an absent field, HSETNX of a present one) does
+    // not abort the transaction.
+    run(&mut r, &[("WATCH h", b"+OK\r\n")]);
+    run(
+        &mut other,
+        &[
+            ("HDEL h zz", b":0\r\n"),
+            (
+                "HINCRBY h a x",
+                b"-ERR value is not an integer or out of range\r\n",
+            ),
+        ],
+    );
+    run(
+        &mut r,
+        &[
+            ("MULTI", b"+OK\r\n"),
+            ("HGET h a", b"+QUEUED\r\n"),
+            ("EXEC", b"*1\r\n$1\r\n1\r\n"),
+        ],
+    );
+    run(&mut r, &[("WATCH h", b"+OK\r\n")]);
+    run(&mut other, &[("HSET h a 2", b":0\r\n")]);
+    run(
+        &mut r,
+        &[
+            ("MULTI", b"+OK\r\n"),
+            ("HGET h a", b"+QUEUED\r\n"),
+            ("EXEC", b"*-1\r\n"),
+        ],
+    );
+}
