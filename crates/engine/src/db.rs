@@ -6,7 +6,7 @@
 
 use crate::entry::Entry;
 use crate::table::{Found, Table, Upsert, SCAN_END};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -18,7 +18,7 @@ pub struct Db {
     table: Table,
     /// How many entries carry a TTL (INFO keyspace's `expires`).
     expires: usize,
-    watchers: HashMap<Box<[u8]>, Vec<WatchFlag>>,
+    signals: Signals,
     /// Where the active expiry sweep resumes.
     sweep_at: usize,
     /// Statistics for INFO: keys expired (lazily or actively), read hits and misses.
@@ -41,14 +41,29 @@ fn bury(graveyard: &mut Vec<Entry>, e: Entry) {
     }
 }
 
-/// Marks the clients WATCHing `key` dirty (and forgets them: one write is enough).
-fn touch_watchers(watchers: &mut HashMap<Box<[u8]>, Vec<WatchFlag>>, key: &[u8]) {
-    if watchers.is_empty() {
-        return;
-    }
-    if let Some(flags) = watchers.remove(key) {
-        for f in flags {
-            f.store(true, Ordering::Relaxed);
+/// Who wants to know that a key was written: WATCHing clients, and clients blocked on the key
+/// (BLPOP and friends; the server keeps them, this only knows which keys have some).
+#[derive(Default)]
+struct Signals {
+    watchers: HashMap<Box<[u8]>, Vec<WatchFlag>>,
+    blocked: HashSet<Box<[u8]>>,
+    /// Keys with blocked clients written since the server last looked ([`Db::take_ready`]).
+    ready: Vec<Box<[u8]>>,
+}
+
+impl Signals {
+    /// Marks the clients WATCHing `key` dirty (and forgets them: one write is enough), and
+    /// notes the key as ready when clients are blocked on it.
+    fn touch(&mut self, key: &[u8]) {
+        if !self.watchers.is_empty() {
+            if let Some(flags) = self.watchers.remove(key) {
+                for f in flags {
+                    f.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+        if !self.blocked.is_empty() && self.blocked.contains(key) {
+            self.ready.push(key.into());
         }
     }
 }
@@ -58,7 +73,7 @@ fn touch_watchers(watchers: &mut HashMap<Box<[u8]>, Vec<WatchFlag>>, key: &[u8])
 fn reclaimed(
     expires: &mut usize,
     expired_total: &mut u64,
-    watchers: &mut HashMap<Box<[u8]>, Vec<WatchFlag>>,
+    signals: &mut Signals,
     graveyard: &mut Vec<Entry>,
     key: &[u8],
     e: Entry,
@@ -66,7 +81,7 @@ fn reclaimed(
     *expires -= 1;
     *expired_total += 1;
     bury(graveyard, e);
-    touch_watchers(watchers, key);
+    signals.touch(key);
 }
 
 /// The time and access clock a command runs with.
@@ -124,6 +139,28 @@ impl Db {
         self.expires
     }
 
+    /// Notes that clients are blocked on `key` (writes to it will make it ready).
+    pub fn block_on(&mut self, key: &[u8]) {
+        if !self.signals.blocked.contains(key) {
+            self.signals.blocked.insert(key.into());
+        }
+    }
+
+    /// No client is blocked on `key` any more.
+    pub fn unblock(&mut self, key: &[u8]) {
+        self.signals.blocked.remove(key);
+    }
+
+    /// Keys with blocked clients written since the last call, in the order of the writes
+    /// (repeats possible).
+    pub fn take_ready(&mut self) -> Option<Vec<Box<[u8]>>> {
+        if self.signals.ready.is_empty() {
+            None
+        } else {
+            Some(std::mem::take(&mut self.signals.ready))
+        }
+    }
+
     /// The big values freed since the last call, for a background thread to drop.
     pub fn take_graveyard(&mut self) -> Option<Vec<Entry>> {
         if self.graveyard.is_empty() {
@@ -138,12 +175,12 @@ impl Db {
     }
 
     fn touch(&mut self, key: &[u8]) {
-        touch_watchers(&mut self.watchers, key);
+        self.signals.touch(key);
     }
 
     /// Registers a WATCH on `key`.
     pub fn watch(&mut self, key: &[u8], flag: WatchFlag) {
-        let list = self.watchers.entry(key.into()).or_default();
+        let list = self.signals.watchers.entry(key.into()).or_default();
         // Drop registrations of clients that are gone or already unwatched.
         list.retain(|f| Arc::strong_count(f) > 1);
         list.push(flag);
@@ -151,7 +188,7 @@ impl Db {
 
     /// Forgets watches whose clients are gone (called from the periodic cycle).
     pub fn prune_watchers(&mut self) {
-        self.watchers.retain(|_, list| {
+        self.signals.watchers.retain(|_, list| {
             list.retain(|f| Arc::strong_count(f) > 1);
             !list.is_empty()
         });
@@ -160,8 +197,8 @@ impl Db {
     /// Empties the database, marking watchers of existing keys dirty. Returns the old table so
     /// the caller can free a big one off the request path.
     pub fn flush(&mut self) -> Table {
-        if !self.watchers.is_empty() {
-            let keys: Vec<Box<[u8]>> = self.watchers.keys().cloned().collect();
+        if !self.signals.watchers.is_empty() {
+            let keys: Vec<Box<[u8]>> = self.signals.watchers.keys().cloned().collect();
             for k in keys {
                 if self.table.get(&k).is_some() {
                     self.touch(&k);
@@ -220,7 +257,7 @@ impl<'a> DbView<'a> {
                 reclaimed(
                     &mut db.expires,
                     &mut db.expired_total,
-                    &mut db.watchers,
+                    &mut db.signals,
                     &mut db.graveyard,
                     key,
                     e,
@@ -251,7 +288,7 @@ impl<'a> DbView<'a> {
                 reclaimed(
                     &mut db.expires,
                     &mut db.expired_total,
-                    &mut db.watchers,
+                    &mut db.signals,
                     &mut db.graveyard,
                     key,
                     e,
@@ -277,7 +314,7 @@ impl<'a> DbView<'a> {
         let db = &mut *self.db;
         match db.table.find_live(key, self.clock.now_ms) {
             Found::Live(e) => {
-                touch_watchers(&mut db.watchers, key);
+                db.signals.touch(key);
                 e.set_clock(lru);
                 Some(e)
             }
@@ -286,7 +323,7 @@ impl<'a> DbView<'a> {
                 reclaimed(
                     &mut db.expires,
                     &mut db.expired_total,
-                    &mut db.watchers,
+                    &mut db.signals,
                     &mut db.graveyard,
                     key,
                     e,

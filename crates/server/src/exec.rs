@@ -17,7 +17,8 @@ use crate::shard::ShardCtx;
 use crate::shared::Shared;
 use std::any::Any;
 use std::cell::{Cell, RefCell, RefMut};
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -25,6 +26,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 pub type Task = Pin<Box<dyn Future<Output = ()>>>;
 
@@ -37,6 +39,11 @@ thread_local! {
     static CURRENT: Cell<usize> = const { Cell::new(usize::MAX) };
     /// This thread's index.
     pub static THREAD: Cell<usize> = const { Cell::new(0) };
+    /// Pending timers of this thread's tasks: deadlines, and the hop each one completes
+    /// (absent once cancelled or fired).
+    static TIMERS: RefCell<BinaryHeap<Reverse<(Instant, u64)>>> = const { RefCell::new(BinaryHeap::new()) };
+    static TIMER_HOPS: RefCell<HashMap<u64, Completion>> = RefCell::new(HashMap::new());
+    static NEXT_TIMER: Cell<u64> = const { Cell::new(0) };
 }
 
 static NEXT_TX: AtomicU64 = AtomicU64::new(1);
@@ -129,8 +136,132 @@ impl<R: 'static> Future for Hop<R> {
 
 impl<R> Unpin for Hop<R> {}
 
+impl<R> Hop<R> {
+    /// A hop that never completes (a placeholder for one moved out).
+    pub fn detached() -> Hop<R> {
+        Hop {
+            slot: usize::MAX,
+            ready: None,
+            _r: PhantomData,
+        }
+    }
+
+    /// Gives up on a result that can no longer arrive (its completion was never sent and
+    /// never will be), freeing its slot.
+    pub fn forget(self) {
+        SLOTS.with(|s| {
+            let mut s = s.borrow_mut();
+            if s.contains(self.slot) {
+                s.remove(self.slot);
+            }
+        });
+    }
+}
+
+/// A result that something else will deliver later (a shard serving a blocked client, the
+/// worker cancelling one): the completion to deliver it with and the future that waits for it.
+pub fn pending<R: 'static>() -> (Completion, Hop<R>) {
+    let done = new_completion();
+    let hop = Hop {
+        slot: done.slot,
+        ready: None,
+        _r: PhantomData,
+    };
+    (done, hop)
+}
+
+/// A timer: resolves at its deadline (ms precision: the loop wakes for the nearest deadline).
+/// Dropping it before then cancels it.
+pub struct Sleep {
+    id: u64,
+    hop: Hop<()>,
+    finished: bool,
+}
+
+pub fn sleep_until(deadline: Instant) -> Sleep {
+    let (done, hop) = pending::<()>();
+    let id = NEXT_TIMER.with(|n| {
+        let id = n.get();
+        n.set(id + 1);
+        id
+    });
+    TIMERS.with(|t| t.borrow_mut().push(Reverse((deadline, id))));
+    TIMER_HOPS.with(|h| h.borrow_mut().insert(id, done));
+    Sleep {
+        id,
+        hop,
+        finished: false,
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.hop).poll(cx);
+        this.finished |= r.is_ready();
+        r
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if self.finished {
+            return; // its slot was consumed (and may already belong to another hop)
+        }
+        let unfired = TIMER_HOPS
+            .with(|h| h.borrow_mut().remove(&self.id))
+            .is_some();
+        SLOTS.with(|s| {
+            let mut s = s.borrow_mut();
+            // Not fired: nothing will fill the slot. Fired and delivered: nobody will read it.
+            // Fired with the message still queued: the slot stays until the message fills it
+            // (then unread: rare, one small entry).
+            if unfired || s.get(self.hop.slot).is_some_and(|x| x.is_some()) {
+                s.remove(self.hop.slot);
+            }
+        });
+    }
+}
+
+/// The nearest pending timer deadline of this thread.
+pub fn next_timer() -> Option<Instant> {
+    TIMERS.with(|t| {
+        let mut t = t.borrow_mut();
+        while let Some(Reverse((at, id))) = t.peek().copied() {
+            if TIMER_HOPS.with(|h| h.borrow().contains_key(&id)) {
+                return Some(at);
+            }
+            t.pop(); // cancelled
+        }
+        None
+    })
+}
+
+/// Completes the timers due at `now` (their tasks run when the worker pumps the local queue).
+pub fn fire_timers(now: Instant) {
+    TIMERS.with(|t| {
+        let mut t = t.borrow_mut();
+        while let Some(Reverse((at, id))) = t.peek().copied() {
+            if at > now {
+                break;
+            }
+            t.pop();
+            if let Some(done) = TIMER_HOPS.with(|h| h.borrow_mut().remove(&id)) {
+                LOCAL.with(|l| {
+                    l.borrow_mut().push_back(Msg::HopDone {
+                        task: done.task,
+                        slot: done.slot,
+                        result: Box::new(()),
+                    })
+                });
+            }
+        }
+    });
+}
+
 /// Sends a hop's result back to the task waiting for it.
-fn complete<R: Send + 'static>(shared: &Shared, done: Completion, r: R) {
+pub fn complete<R: Send + 'static>(shared: &Shared, done: Completion, r: R) {
     post(
         shared,
         done.thread,
@@ -158,6 +289,8 @@ struct TxInner {
     resp3: bool,
     held: RefCell<Vec<usize>>,
     client: RefCell<ClientState>,
+    /// Running as a command queued in MULTI (inside EXEC).
+    nested: Cell<bool>,
 }
 
 /// A transaction: the handle multi-shard commands use to reach shards.
@@ -173,11 +306,21 @@ impl Tx {
             resp3: client.resp3,
             held: RefCell::new(Vec::new()),
             client: RefCell::new(client),
+            nested: Cell::new(false),
         }))
     }
 
     pub fn resp3(&self) -> bool {
         self.0.resp3
+    }
+
+    /// Whether the command runs inside EXEC (blocking commands then never block).
+    pub fn nested(&self) -> bool {
+        self.0.nested.get()
+    }
+
+    pub fn set_nested(&self, nested: bool) {
+        self.0.nested.set(nested);
     }
 
     pub fn db(&self) -> usize {

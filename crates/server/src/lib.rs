@@ -23,11 +23,13 @@
 //! - `shard.rs`: a shard's data and lock; `exec.rs`: transaction tasks and their executor.
 //! - `msg.rs`: inter-thread messages; `shared.rs`: state all threads share (stats, clients).
 //! - `cmd/`: one file per command group; `cmd/mod.rs` is the handler registry.
+//! - `blocking.rs`: clients blocked on keys (BLPOP, BZPOPMIN, ...): waiters, wake-ups, timeouts.
 //! - `lazyfree.rs`: the background thread that frees big values off the request path.
 //! - `log.rs`: Redis-format logging; `alloc.rs`: the counting global allocator; `sys.rs`: the
 //!   request path's `recv` and `send`, made as direct system calls.
 
 pub mod alloc;
+pub mod blocking;
 pub mod cmd;
 pub mod config;
 pub mod conn;

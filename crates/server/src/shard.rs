@@ -17,6 +17,8 @@ use std::collections::VecDeque;
 pub struct Shard {
     pub id: usize,
     pub dbs: Vec<Db>,
+    /// Clients blocked on this shard's keys (blocking.rs).
+    pub blocked: crate::blocking::Registry,
     rng: u64,
 }
 
@@ -25,6 +27,7 @@ impl Shard {
         Shard {
             id,
             dbs: (0..databases).map(|_| Db::new()).collect(),
+            blocked: Default::default(),
             rng: 0x9E37_79B9_7F4A_7C15
                 ^ ((id as u64 + 1) * 0x2545_F491_4F6C_DD1D)
                 ^ Shared::now_us() as u64,

@@ -138,7 +138,12 @@ pub async fn run_in_tx(tx: &Tx, cmd: &'static Command, args: Vec<Bytes>) -> Vec<
             })
             .await
         }
-        Handler::Tx(f, _) => f(tx.clone(), args).await,
+        Handler::Tx(f, _) => {
+            tx.set_nested(true);
+            let reply = f(tx.clone(), args).await;
+            tx.set_nested(false);
+            reply
+        }
     }
 }
 

@@ -135,7 +135,13 @@ impl Worker {
             let timeout = if busy {
                 Duration::ZERO
             } else {
-                period.saturating_sub(self.loop_now.saturating_duration_since(self.last_cron))
+                let cron =
+                    period.saturating_sub(self.loop_now.saturating_duration_since(self.last_cron));
+                // Blocked clients' timeouts (ms precision) may come before the next cron.
+                match exec::next_timer() {
+                    Some(at) => cron.min(at.saturating_duration_since(Instant::now())),
+                    None => cron,
+                }
             };
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != ErrorKind::Interrupted {
@@ -145,6 +151,7 @@ impl Worker {
             // One clock read per turn: the commands of a turn share Redis's "cached time".
             self.loop_now = Instant::now();
             self.now_ms = Shared::now_ms();
+            exec::fire_timers(self.loop_now);
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => {}
@@ -164,6 +171,12 @@ impl Worker {
                 self.read(c, false);
             }
             self.pump();
+            if self.lock.free() {
+                // Keys written this turn may serve blocked clients (blocking.rs); their
+                // results go to tasks on this or other threads.
+                crate::blocking::serve_ready(&mut self.shard, &self.shared, self.now_ms);
+                self.pump();
+            }
             self.flush_dirty();
             self.bury_graveyards();
             if self.loop_now.saturating_duration_since(self.last_cron) >= period {
@@ -1248,6 +1261,10 @@ impl Worker {
             .fetch_sub(1, Ordering::Relaxed);
         if conn.state.monitor {
             self.shared.monitors.fetch_sub(1, Ordering::Relaxed);
+        }
+        if conn.in_tx {
+            // A blocked client that goes away stops waiting (its task then cleans up).
+            crate::blocking::cancel(&self.shared, conn.state.id);
         }
     }
 

@@ -372,10 +372,12 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 line!("maxclients:{}", hot.maxclients.load(Ordering::Relaxed));
                 line!("client_recent_max_input_buffer:{}", conns.max_input);
                 line!("client_recent_max_output_buffer:{}", conns.max_output);
-                line!("blocked_clients:0");
+                let blocked = crate::blocking::BLOCKED_CLIENTS.load(Ordering::Relaxed);
+                line!("blocked_clients:{blocked}");
                 line!("tracking_clients:0");
                 line!("pubsub_clients:0");
                 line!("watching_clients:{}", conns.watching_clients);
+                // Every blocked client with a timeout has a timer (with 0 = forever, none).
                 line!("clients_in_timeout_table:0");
                 line!("total_watched_keys:{}", conns.watched_keys);
                 line!("total_blocking_keys:0");

@@ -1,0 +1,345 @@
+//! Clients blocked on keys: BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP.
+//!
+//! A blocking command is a transaction task (it may name keys on several shards). With the
+//! locks of all its keys' shards held it first tries to serve itself; when every key is empty
+//! it registers one [`Waiter`] on each key, on the key's shard, releases the locks and waits.
+//! Holding the locks while looking and registering means no push can slip in between.
+//!
+//! A write to a key with waiters makes the key "ready" in the engine (the same signal WATCH
+//! uses). When its shard is free of transactions (so a MULTI/EXEC that pushes and then reads
+//! sees its own result first, as in Redis), the worker serves the key's waiters in the order
+//! they blocked: each waiter is claimed with one compare-and-swap (a waiter registered on
+//! keys of several shards can be claimed only once), the data is taken on the spot (the pop
+//! happens before any other command can run on the shard), and the result goes to the
+//! waiting task as a message. A timeout or a disconnect claims the waiter the same way, so
+//! exactly one of "served", "timed out" and "cancelled" happens. The task then removes its
+//! registrations from the other keys.
+//!
+//! Deviation: a BLMOVE / BRPOPLPUSH whose source and destination live on different shards
+//! takes the element on the source's shard and pushes it in a second step, so for a moment the
+//! element is in neither list. (Redis Cluster requires both keys in one slot, and one slot is
+//! always one shard here, so cluster-style clients never see this.)
+
+use crate::exec::{self, Tx, THREAD};
+use crate::msg::Completion;
+use crate::shard::{Shard, ShardCtx};
+use crate::shared::Shared;
+use bytes::Bytes;
+use darner_engine::Clock;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// What a blocked command does when one of its keys can serve it.
+pub trait BlockOp: Send + Sync {
+    /// Whether `key` (in the waiter's database, on this shard) can serve the waiter now.
+    fn ready(&self, ctx: &mut ShardCtx, key: &[u8]) -> bool;
+    /// Takes what the waiter asked for from `key` (`ready` just said yes) and returns it,
+    /// encoded as the command wants to see it in [`Outcome::Served`].
+    fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8>;
+}
+
+/// How a wait ended.
+pub enum Outcome {
+    /// `key` served the waiter; `payload` is what [`BlockOp::serve`] returned.
+    Served { key: Bytes, payload: Vec<u8> },
+    /// The client disconnected (or was killed).
+    Cancelled,
+}
+
+/// One blocked client, registered on every key it waits for.
+pub struct Waiter {
+    id: u64,
+    claimed: AtomicBool,
+    done: Completion,
+    op: Arc<dyn BlockOp>,
+    db: usize,
+    resp3: bool,
+}
+
+impl Waiter {
+    fn claim(&self) -> bool {
+        self.claimed
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+}
+
+static NEXT_WAITER: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The waiters of this thread's clients, by client id (to cancel them on disconnect).
+    static BLOCKED: RefCell<HashMap<u64, Arc<Waiter>>> = RefCell::new(HashMap::new());
+}
+
+/// Blocked clients of this server (INFO's `blocked_clients`).
+pub static BLOCKED_CLIENTS: AtomicU64 = AtomicU64::new(0);
+
+/// A key of one database.
+type DbKey = (usize, Box<[u8]>);
+
+/// The waiters of one shard, per (database, key), in blocking order.
+#[derive(Default)]
+pub struct Registry {
+    keys: HashMap<DbKey, std::collections::VecDeque<Arc<Waiter>>>,
+}
+
+fn register(ctx: &mut ShardCtx, keys: &[Bytes], w: &Arc<Waiter>) {
+    for k in keys {
+        ctx.shard.dbs[w.db].block_on(k);
+        ctx.shard
+            .blocked
+            .keys
+            .entry((w.db, k.as_ref().into()))
+            .or_default()
+            .push_back(w.clone());
+    }
+}
+
+fn unregister(shard: &mut Shard, db: usize, keys: &[Bytes], id: u64) {
+    for k in keys {
+        let slot = (db, k.as_ref().into());
+        if let Some(q) = shard.blocked.keys.get_mut(&slot) {
+            q.retain(|w| w.id != id);
+            if q.is_empty() {
+                shard.blocked.keys.remove(&slot);
+                shard.dbs[db].unblock(k);
+            }
+        }
+    }
+}
+
+/// Serves the waiters of every key made ready since the last call (the worker calls this when
+/// the shard holds no transaction lock).
+pub fn serve_ready(shard: &mut Shard, shared: &Arc<Shared>, now_ms: i64) {
+    if shard.blocked.keys.is_empty() {
+        return;
+    }
+    // Serving writes (a pop, a BLMOVE's push) may make more keys ready: go on until none is.
+    loop {
+        let mut any = false;
+        for db in 0..shard.dbs.len() {
+            let Some(ready) = shard.dbs[db].take_ready() else {
+                continue;
+            };
+            any = true;
+            for key in ready {
+                serve_key(shard, shared, db, &key, now_ms);
+            }
+        }
+        if !any {
+            break;
+        }
+    }
+}
+
+fn serve_key(shard: &mut Shard, shared: &Arc<Shared>, db: usize, key: &[u8], now_ms: i64) {
+    let slot = (db, Box::<[u8]>::from(key));
+    loop {
+        let Some(w) = shard
+            .blocked
+            .keys
+            .get(&slot)
+            .and_then(|q| q.front())
+            .cloned()
+        else {
+            break;
+        };
+        if w.claimed.load(Ordering::Acquire) {
+            // Timed out, cancelled or served by another key: its task unregisters it; drop it
+            // here already so it does not hold up the ones behind it.
+            pop_front(shard, &slot);
+            continue;
+        }
+        let mut ctx = ShardCtx {
+            shard: &mut *shard,
+            db,
+            clock: Clock::at(now_ms),
+            resp3: w.resp3,
+            shared,
+        };
+        if !w.op.ready(&mut ctx, key) {
+            break;
+        }
+        if !w.claim() {
+            continue; // claimed meanwhile by its timer or a disconnect: next waiter
+        }
+        let payload = w.op.serve(&mut ctx, key);
+        pop_front(shard, &slot);
+        exec::complete(
+            shared,
+            w.done,
+            Outcome::Served {
+                key: Bytes::copy_from_slice(key),
+                payload,
+            },
+        );
+    }
+    if shard.blocked.keys.get(&slot).is_none_or(|q| q.is_empty()) {
+        shard.blocked.keys.remove(&slot);
+        shard.dbs[db].unblock(key);
+    }
+}
+
+fn pop_front(shard: &mut Shard, slot: &DbKey) {
+    if let Some(q) = shard.blocked.keys.get_mut(slot) {
+        q.pop_front();
+    }
+}
+
+/// Cancels the wait of client `id` (it disconnected), if it is blocked on this thread.
+pub fn cancel(shared: &Shared, id: u64) {
+    let w = BLOCKED.with(|b| b.borrow_mut().remove(&id));
+    if let Some(w) = w {
+        if w.claim() {
+            exec::complete(shared, w.done, Outcome::Cancelled);
+        }
+    }
+}
+
+/// Parses a blocking command's timeout (seconds, fractions allowed; 0 = forever) as Redis's
+/// getTimeoutFromObjectOrReply does.
+pub fn parse_timeout(arg: &[u8]) -> Result<Option<Duration>, &'static [u8]> {
+    let secs = darner_resp::num::parse_f64_strict(arg)
+        .filter(|v| !v.is_nan())
+        .ok_or(&b"ERR timeout is not a float or out of range"[..])?;
+    if secs < 0.0 {
+        return Err(b"ERR timeout is negative");
+    }
+    let ms = (secs * 1000.0).ceil();
+    // Redis adds the timeout to the current time in ms and refuses what overflows.
+    if ms > i64::MAX as f64 - Shared::now_ms() as f64 {
+        return Err(b"ERR timeout is out of range");
+    }
+    Ok((ms > 0.0).then(|| Duration::from_millis(ms as u64)))
+}
+
+/// Waits until one of `keys` serves `op`, the timeout passes (None) or the client goes away.
+/// Call with the locks of all the keys' shards held, after finding every key unable to serve:
+/// registers, releases the locks, waits, and cleans up.
+pub async fn block(
+    tx: &Tx,
+    keys: &[Bytes],
+    op: Arc<dyn BlockOp>,
+    timeout: Option<Duration>,
+) -> Option<Outcome> {
+    let (done, result) = exec::pending::<Outcome>();
+    let w = Arc::new(Waiter {
+        id: NEXT_WAITER.fetch_add(1, Ordering::Relaxed),
+        claimed: AtomicBool::new(false),
+        done,
+        op,
+        db: tx.db(),
+        resp3: tx.resp3(),
+    });
+    let groups = crate::cmd::generic::by_shard(tx, keys);
+    let hops: Vec<_> = groups
+        .iter()
+        .map(|(s, idx)| {
+            let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
+            let w = w.clone();
+            tx.run(*s, move |ctx| register(ctx, &ks, &w))
+        })
+        .collect();
+    for h in hops {
+        h.await;
+    }
+    let client = tx.client().id;
+    BLOCKED.with(|b| b.borrow_mut().insert(client, w.clone()));
+    BLOCKED_CLIENTS.fetch_add(1, Ordering::Relaxed);
+    tx.release();
+    let sleep = timeout.map(|t| exec::sleep_until(Instant::now() + t));
+    let outcome = match (Wait { result, sleep }).await {
+        Waited::Done(o) => Some(o),
+        Waited::TimedOut(result) => {
+            if w.claim() {
+                result.forget();
+                None
+            } else {
+                // Claimed by a shard (or a disconnect) just before the timer: take its result.
+                Some(result.await)
+            }
+        }
+    };
+    BLOCKED.with(|b| b.borrow_mut().remove(&client));
+    BLOCKED_CLIENTS.fetch_sub(1, Ordering::Relaxed);
+    // Remove the registrations left on the other keys.
+    let (db, id) = (w.db, w.id);
+    let hops: Vec<_> = groups
+        .into_iter()
+        .map(|(s, idx)| {
+            let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
+            tx.run(s, move |ctx| unregister(ctx.shard, db, &ks, id))
+        })
+        .collect();
+    for h in hops {
+        h.await;
+    }
+    debug_assert_eq!(THREAD.with(|t| t.get()), done.thread);
+    outcome
+}
+
+enum Waited {
+    Done(Outcome),
+    TimedOut(exec::Hop<Outcome>),
+}
+
+/// The result or the timer, whichever comes first.
+struct Wait {
+    result: exec::Hop<Outcome>,
+    sleep: Option<exec::Sleep>,
+}
+
+impl Future for Wait {
+    type Output = Waited;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Waited> {
+        let this = self.get_mut();
+        if let Poll::Ready(o) = Pin::new(&mut this.result).poll(cx) {
+            return Poll::Ready(Waited::Done(o));
+        }
+        if let Some(s) = this.sleep.as_mut() {
+            if Pin::new(s).poll(cx).is_ready() {
+                let result = std::mem::replace(&mut this.result, exec::Hop::detached());
+                return Poll::Ready(Waited::TimedOut(result));
+            }
+        }
+        Poll::Pending
+    }
+}
+
+/// Whether this task runs inside EXEC (where blocking commands never block, as in Redis).
+pub fn nested(tx: &Tx) -> bool {
+    tx.nested()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn timeouts_parse_as_redis_does() {
+        use super::parse_timeout;
+        use std::time::Duration;
+        assert_eq!(parse_timeout(b"0"), Ok(None));
+        assert_eq!(parse_timeout(b"0.0"), Ok(None));
+        assert_eq!(parse_timeout(b"1"), Ok(Some(Duration::from_secs(1))));
+        assert_eq!(parse_timeout(b"0.0001"), Ok(Some(Duration::from_millis(1))));
+        assert_eq!(parse_timeout(b"1.5"), Ok(Some(Duration::from_millis(1500))));
+        assert_eq!(parse_timeout(b"-1"), Err(&b"ERR timeout is negative"[..]));
+        assert_eq!(
+            parse_timeout(b"abc"),
+            Err(&b"ERR timeout is not a float or out of range"[..])
+        );
+        assert_eq!(
+            parse_timeout(b"inf"),
+            Err(&b"ERR timeout is out of range"[..])
+        );
+        assert_eq!(
+            parse_timeout(b"1e300"),
+            Err(&b"ERR timeout is out of range"[..])
+        );
+    }
+}
