@@ -380,9 +380,12 @@ impl Worker {
         if eof {
             if let Some(conn) = self.conns.get_mut(c) {
                 if conn.in_tx || !conn.pending.is_empty() {
-                    // Let in-flight work finish; close once its replies are flushed.
+                    // Let in-flight work finish; close once its replies are flushed. A client
+                    // blocked on keys stops waiting now (nothing may be popped for it).
                     conn.closing = true;
+                    let id = conn.state.id;
                     self.dirty.push(c);
+                    crate::blocking::cancel(&self.shared, id);
                 } else {
                     self.close(c);
                 }

@@ -7,10 +7,9 @@
 //! parses after (LINDEX's, LSET's index) after. Encoding conversions happen where Redis makes
 //! them ([`List::grow_check`] before an addition, [`List::shrink_check`] after a removal that
 //! leaves the list non-empty), so OBJECT ENCODING answers as Redis 7.2 does. The blocking
-//! variants (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) are not here yet: they need the server's
-//! blocking machinery; [`List::pop`] / [`List::pop_many`] are what they will call, and
-//! [`lmove_local`] (BLMOVE, BRPOPLPUSH once served), [`mpop_key`] (BLPOP/BRPOP/BLMPOP's reply
-//! for one key) and [`removed`] (delete-or-convert after a pop) do the shard-side work.
+//! variants (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) are in `blocking.rs`, on the server's
+//! blocking machinery (crates/server/src/blocking.rs); [`lmove_local`], [`mpop_key`] and
+//! [`removed`] do their shard-side work.
 
 use super::generic::by_shard;
 use super::{Locks, Reg, TxFuture, ERR_NOT_INT, ERR_NO_SUCH_KEY, ERR_SYNTAX, ERR_WRONGTYPE};
@@ -39,7 +38,14 @@ pub fn register(r: &mut Reg) {
     r.tx("lmove", Locks::Keys, lmove);
     r.tx("rpoplpush", Locks::Keys, rpoplpush);
     r.tx("lmpop", Locks::Keys, lmpop);
+    r.tx("blpop", Locks::Keys, blocking::blpop);
+    r.tx("brpop", Locks::Keys, blocking::brpop);
+    r.tx("blmpop", Locks::Keys, blocking::blmpop);
+    r.tx("blmove", Locks::Keys, blocking::blmove);
+    r.tx("brpoplpush", Locks::Keys, blocking::brpoplpush);
 }
+
+mod blocking;
 
 const ERR_OUT_OF_RANGE: &[u8] = b"ERR index out of range";
 const ERR_MUST_BE_POSITIVE: &[u8] = b"ERR value is out of range, must be positive";

@@ -1,0 +1,277 @@
+//! The blocking list commands: BLPOP, BRPOP, BLMPOP, BLMOVE, BRPOPLPUSH.
+//!
+//! Each first behaves as its non-blocking twin when a key can serve it now (with the shards of
+//! all its keys locked); otherwise it waits in blocking.rs until a push serves it, the timeout
+//! passes (a null array: Redis replies that to every timed-out blocked client, BLMOVE
+//! included) or the client goes away. Inside MULTI they never block.
+
+use super::*;
+use crate::blocking::{self, BlockOp, Outcome};
+use crate::cmd::with_writer;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The state of each key, in argument order (one hop per shard; all of them locked).
+async fn states_of(tx: &Tx, keys: &[Bytes]) -> Vec<KeyState> {
+    let groups = by_shard(tx, keys);
+    let hops: Vec<_> = groups
+        .iter()
+        .map(|(s, idx)| {
+            let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
+            tx.run(*s, move |ctx| {
+                let mut db = ctx.db();
+                ks.iter().map(|k| key_state(&mut db, k)).collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut states = vec![KeyState::Missing; keys.len()];
+    for (g, hop) in hops.into_iter().enumerate() {
+        for (j, st) in hop.await.into_iter().enumerate() {
+            states[groups[g].1[j]] = st;
+        }
+    }
+    states
+}
+
+/// BLPOP / BRPOP (`count` None: replies `[key, element]`) and BLMPOP (`[key, [elements]]`).
+#[derive(Clone, Copy)]
+struct PopOp {
+    left: bool,
+    count: Option<usize>,
+}
+
+impl BlockOp for PopOp {
+    fn ready(&self, ctx: &mut ShardCtx, key: &[u8]) -> bool {
+        key_state(&mut ctx.db(), key) == KeyState::List
+    }
+
+    fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut w = ReplyWriter::new(&mut out, ctx.resp3);
+        match self.count {
+            Some(c) => mpop_key(ctx, key, self.left, c, &mut w),
+            None => {
+                let fill = fill(ctx);
+                let mut db = ctx.db();
+                let v = match list_mut(&mut db, key) {
+                    Ok(Some(l)) => l.pop(self.left),
+                    _ => None,
+                };
+                removed(&mut db, key, fill);
+                w.array(2);
+                w.bulk(key);
+                match v {
+                    Some(v) => w.bulk(&v),
+                    None => w.null(),
+                }
+            }
+        }
+        out
+    }
+}
+
+async fn bpop_keys(tx: &Tx, keys: Vec<Bytes>, timeout: Option<Duration>, op: PopOp) -> Vec<u8> {
+    let resp3 = tx.resp3();
+    let states = states_of(tx, &keys).await;
+    match states.iter().position(|&s| s != KeyState::Missing) {
+        Some(i) if states[i] == KeyState::WrongType => {
+            return with_writer(resp3, |w| w.error(ERR_WRONGTYPE));
+        }
+        Some(i) => {
+            let key = keys[i].clone();
+            return tx
+                .run(tx.shard_of(&key), move |ctx| op.serve(ctx, &key))
+                .await;
+        }
+        None => {}
+    }
+    if tx.nested() {
+        return with_writer(resp3, |w| w.null_array());
+    }
+    match blocking::block(tx, &keys, Arc::new(op), timeout).await {
+        Some(Outcome::Served { payload, .. }) => payload,
+        // Timed out (or the client went away: nobody reads this).
+        _ => with_writer(resp3, |w| w.null_array()),
+    }
+}
+
+fn bpop(tx: Tx, args: Vec<Bytes>, left: bool) -> TxFuture {
+    Box::pin(async move {
+        let timeout = match blocking::parse_timeout(&args[args.len() - 1]) {
+            Ok(t) => t,
+            Err(e) => return with_writer(tx.resp3(), |w| w.error(e)),
+        };
+        let keys = args[1..args.len() - 1].to_vec();
+        bpop_keys(&tx, keys, timeout, PopOp { left, count: None }).await
+    })
+}
+
+pub(super) fn blpop(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    bpop(tx, args, true)
+}
+
+pub(super) fn brpop(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    bpop(tx, args, false)
+}
+
+pub(super) fn blmpop(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        let err = |e: &[u8]| with_writer(resp3, |w| w.error(e));
+        let timeout = match blocking::parse_timeout(&args[1]) {
+            Ok(t) => t,
+            Err(e) => return err(e),
+        };
+        let numkeys = match parse_range(&args[2], 1, b"ERR numkeys should be greater than 0") {
+            Ok(n) => n as u64,
+            Err(e) => return err(e),
+        };
+        if numkeys >= args.len() as u64 - 3 {
+            return err(ERR_SYNTAX);
+        }
+        let where_idx = 3 + numkeys as usize;
+        let Some(left) = side(&args[where_idx]) else {
+            return err(ERR_SYNTAX);
+        };
+        let mut count: Option<usize> = None;
+        let mut j = where_idx + 1;
+        while j < args.len() {
+            if count.is_none() && kw(&args[j], "count") && j + 1 < args.len() {
+                j += 1;
+                match parse_range(&args[j], 1, b"ERR count should be greater than 0") {
+                    Ok(c) => count = Some(usize::try_from(c).unwrap_or(usize::MAX)),
+                    Err(e) => return err(e),
+                }
+            } else {
+                return err(ERR_SYNTAX);
+            }
+            j += 1;
+        }
+        let keys = args[3..where_idx].to_vec();
+        let op = PopOp {
+            left,
+            count: Some(count.unwrap_or(1)),
+        };
+        bpop_keys(&tx, keys, timeout, op).await
+    })
+}
+
+/// BLMOVE / BRPOPLPUSH served from `src`. With the destination on the same shard the whole
+/// move happens there (the reply is final); otherwise the element is taken (payload: `b'E'`
+/// then the element) and the task pushes it.
+struct MoveOp {
+    dst: Bytes,
+    same_shard: bool,
+    from_left: bool,
+    to_left: bool,
+}
+
+impl BlockOp for MoveOp {
+    fn ready(&self, ctx: &mut ShardCtx, key: &[u8]) -> bool {
+        key_state(&mut ctx.db(), key) == KeyState::List
+    }
+
+    fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8> {
+        if self.same_shard {
+            let moved = lmove_local(ctx, key, &self.dst, self.from_left, self.to_left);
+            let mut out = vec![b'R'];
+            let mut w = ReplyWriter::new(&mut out, ctx.resp3);
+            match moved {
+                Moved::Null => w.null(),
+                Moved::WrongType => w.error(ERR_WRONGTYPE),
+                Moved::Value(v) => w.bulk(&v),
+            }
+            return out;
+        }
+        let fill = fill(ctx);
+        let mut db = ctx.db();
+        let v = match list_mut(&mut db, key) {
+            Ok(Some(l)) => l.pop(self.from_left).unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        removed(&mut db, key, fill);
+        let mut out = vec![b'E'];
+        out.extend_from_slice(&v);
+        out
+    }
+}
+
+async fn bmove(
+    tx: &Tx,
+    src: Bytes,
+    dst: Bytes,
+    from_left: bool,
+    to_left: bool,
+    timeout: Option<Duration>,
+) -> Vec<u8> {
+    let resp3 = tx.resp3();
+    match states_of(tx, std::slice::from_ref(&src)).await[0] {
+        KeyState::WrongType => return with_writer(resp3, |w| w.error(ERR_WRONGTYPE)),
+        KeyState::List => return lmove_generic(tx, src, dst, from_left, to_left).await,
+        KeyState::Missing => {}
+    }
+    if tx.nested() {
+        return with_writer(resp3, |w| w.null());
+    }
+    let same_shard = tx.shard_of(&src) == tx.shard_of(&dst);
+    let op = MoveOp {
+        dst: dst.clone(),
+        same_shard,
+        from_left,
+        to_left,
+    };
+    let payload = match blocking::block(tx, std::slice::from_ref(&src), Arc::new(op), timeout).await
+    {
+        Some(Outcome::Served { payload, .. }) => payload,
+        _ => return with_writer(resp3, |w| w.null_array()),
+    };
+    if payload.first() == Some(&b'R') {
+        return payload[1..].to_vec();
+    }
+    // Cross-shard: push the element taken from the source; if the destination turned out to
+    // hold another type, put the element back where it came from and report the error.
+    let v = payload[1..].to_vec();
+    let v2 = v.clone();
+    let pushed = tx
+        .run(tx.shard_of(&dst), move |ctx| {
+            let fill = fill(ctx);
+            let bytes = added_bytes(&v2, false);
+            push_into(&mut ctx.db(), &dst, &[&v2], bytes, to_left, false, fill).is_ok()
+        })
+        .await;
+    if pushed {
+        return with_writer(resp3, |w| w.bulk(&v));
+    }
+    let v2 = v.clone();
+    tx.run(tx.shard_of(&src), move |ctx| {
+        let fill = fill(ctx);
+        let bytes = added_bytes(&v2, false);
+        let _ = push_into(&mut ctx.db(), &src, &[&v2], bytes, from_left, false, fill);
+    })
+    .await;
+    with_writer(resp3, |w| w.error(ERR_WRONGTYPE))
+}
+
+pub(super) fn blmove(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        let (Some(from), Some(to)) = (side(&args[3]), side(&args[4])) else {
+            return with_writer(resp3, |w| w.error(ERR_SYNTAX));
+        };
+        let timeout = match blocking::parse_timeout(&args[5]) {
+            Ok(t) => t,
+            Err(e) => return with_writer(resp3, |w| w.error(e)),
+        };
+        bmove(&tx, args[1].clone(), args[2].clone(), from, to, timeout).await
+    })
+}
+
+pub(super) fn brpoplpush(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let timeout = match blocking::parse_timeout(&args[3]) {
+            Ok(t) => t,
+            Err(e) => return with_writer(tx.resp3(), |w| w.error(e)),
+        };
+        bmove(&tx, args[1].clone(), args[2].clone(), false, true, timeout).await
+    })
+}

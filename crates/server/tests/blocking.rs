@@ -1,0 +1,237 @@
+//! End-to-end tests of clients blocked on keys (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP):
+//! woken by pushes from other connections, in the order they blocked, across threads, with
+//! millisecond timeouts, never served after they disconnect. Replies of the non-waiting paths
+//! are compared with redis-server in tests/diff_scenarios_blocking.py.
+
+mod common;
+use common::{cmd, Server};
+use redis::Value;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+fn q(c: &mut redis::Connection, args: &[&str]) -> Value {
+    redis::cmd(args[0]).arg(&args[1..]).query(c).unwrap()
+}
+
+fn bulk(s: &str) -> Value {
+    Value::BulkString(s.as_bytes().to_vec())
+}
+
+fn blocked_clients(c: &mut redis::Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("clients").query(c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Waits until `n` clients are blocked (the waiters registered), at most 5 s.
+fn until_blocked(c: &mut redis::Connection, n: i64) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while blocked_clients(c) != n {
+        assert!(Instant::now() < deadline, "never saw {n} blocked clients");
+        sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn timeouts_have_millisecond_precision() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    let t = Instant::now();
+    assert_eq!(q(&mut c, &["BLPOP", "a", "b", "0.15"]), Value::Nil);
+    let took = t.elapsed();
+    assert!(took >= Duration::from_millis(150), "{took:?}");
+    assert!(took < Duration::from_millis(900), "{took:?}");
+    assert_eq!(blocked_clients(&mut c), 0);
+    // The connection is usable afterwards.
+    assert_eq!(q(&mut c, &["RPUSH", "a", "x"]), Value::Int(1));
+}
+
+#[test]
+fn pushes_wake_waiters_in_blocking_order_across_threads() {
+    let s = Server::start(&[]);
+    let mut pusher = s.client();
+    // Three waiters on keys spread over both threads' shards, all waiting for "k3" among others.
+    let mut handles = Vec::new();
+    for (i, keys) in [vec!["k1", "k3"], vec!["k3"], vec!["k2", "k3", "k4"]]
+        .into_iter()
+        .enumerate()
+    {
+        let mut c = s.client();
+        handles.push(std::thread::spawn(move || {
+            let mut args: Vec<&str> = vec!["BLPOP"];
+            args.extend(keys);
+            args.push("5");
+            q(&mut c, &args)
+        }));
+        until_blocked(&mut pusher, i as i64 + 1);
+    }
+    // One push of three elements serves the three waiters, first blocked first served.
+    assert_eq!(
+        q(&mut pusher, &["RPUSH", "k3", "a", "b", "c"]),
+        Value::Int(3)
+    );
+    let got: Vec<Value> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(
+        got,
+        vec![
+            Value::Array(vec![bulk("k3"), bulk("a")]),
+            Value::Array(vec![bulk("k3"), bulk("b")]),
+            Value::Array(vec![bulk("k3"), bulk("c")]),
+        ]
+    );
+    assert_eq!(q(&mut pusher, &["EXISTS", "k3"]), Value::Int(0));
+    until_blocked(&mut pusher, 0);
+}
+
+#[test]
+fn a_waiter_is_served_once_even_when_two_of_its_keys_get_data() {
+    let s = Server::start(&[]);
+    let mut pusher = s.client();
+    let mut c = s.client();
+    let h = std::thread::spawn(move || q(&mut c, &["BRPOP", "x1", "x2", "x3", "x4", "5"]));
+    until_blocked(&mut pusher, 1);
+    // One MULTI pushing to keys on both shards: exactly one element is taken.
+    let _: () = redis::cmd("MULTI").query(&mut pusher).unwrap();
+    for k in ["x1", "x2", "x3", "x4"] {
+        let _: Value = redis::cmd("RPUSH")
+            .arg(k)
+            .arg("v")
+            .query(&mut pusher)
+            .unwrap();
+    }
+    let _: Value = redis::cmd("EXEC").query(&mut pusher).unwrap();
+    let got = h.join().unwrap();
+    let Value::Array(kv) = got else {
+        panic!("{got:?}")
+    };
+    assert_eq!(kv[1], bulk("v"));
+    let left: i64 = ["x1", "x2", "x3", "x4"]
+        .iter()
+        .map(|k| redis::cmd("LLEN").arg(k).query::<i64>(&mut pusher).unwrap())
+        .sum();
+    assert_eq!(left, 3);
+}
+
+#[test]
+fn a_transaction_sees_its_push_before_the_waiter_is_served() {
+    let s = Server::start(&[]);
+    let mut pusher = s.client();
+    let mut c = s.client();
+    let h = std::thread::spawn(move || q(&mut c, &["BLPOP", "mk", "5"]));
+    until_blocked(&mut pusher, 1);
+    let _: () = redis::cmd("MULTI").query(&mut pusher).unwrap();
+    let _: Value = redis::cmd("RPUSH")
+        .arg("mk")
+        .arg("v")
+        .query(&mut pusher)
+        .unwrap();
+    let _: Value = redis::cmd("LLEN").arg("mk").query(&mut pusher).unwrap();
+    let r: Vec<i64> = redis::cmd("EXEC").query(&mut pusher).unwrap();
+    assert_eq!(r, vec![1, 1]);
+    assert_eq!(h.join().unwrap(), Value::Array(vec![bulk("mk"), bulk("v")]));
+}
+
+#[test]
+fn blmove_and_brpoplpush_wake_on_the_same_and_other_shards() {
+    let s = Server::start(&[]);
+    let mut pusher = s.client();
+    // Source and destination on one shard ({t}), then keys that land on different shards.
+    for (src, dst) in [("s{t}", "d{t}"), ("a", "b"), ("a", "c"), ("a", "d")] {
+        let mut c = s.client();
+        let (s2, d2) = (src.to_string(), dst.to_string());
+        let h = std::thread::spawn(move || q(&mut c, &["BLMOVE", &s2, &d2, "RIGHT", "LEFT", "5"]));
+        until_blocked(&mut pusher, 1);
+        assert_eq!(q(&mut pusher, &["LPUSH", src, "e"]), Value::Int(1));
+        assert_eq!(h.join().unwrap(), bulk("e"));
+        assert_eq!(
+            q(&mut pusher, &["LRANGE", dst, "0", "-1"]),
+            Value::Array(vec![bulk("e")])
+        );
+        assert_eq!(q(&mut pusher, &["EXISTS", src]), Value::Int(0));
+        q(&mut pusher, &["DEL", dst]);
+    }
+    let mut c = s.client();
+    let h = std::thread::spawn(move || q(&mut c, &["BRPOPLPUSH", "p", "p2", "5"]));
+    until_blocked(&mut pusher, 1);
+    q(&mut pusher, &["RPUSH", "p", "1", "2"]);
+    assert_eq!(h.join().unwrap(), bulk("2"));
+    assert_eq!(
+        q(&mut pusher, &["LRANGE", "p2", "0", "-1"]),
+        Value::Array(vec![bulk("2")])
+    );
+    // A destination of another type: the waiter gets WRONGTYPE and the element stays put.
+    q(&mut pusher, &["SET", "str", "x"]);
+    let mut c = s.client();
+    let h = std::thread::spawn(move || {
+        redis::cmd("BLMOVE")
+            .arg(&["w", "str", "LEFT", "RIGHT", "5"])
+            .query::<Value>(&mut c)
+            .unwrap_err()
+            .code()
+            .map(str::to_string)
+    });
+    until_blocked(&mut pusher, 1);
+    q(&mut pusher, &["RPUSH", "w", "z"]);
+    assert_eq!(h.join().unwrap().as_deref(), Some("WRONGTYPE"));
+    assert_eq!(
+        q(&mut pusher, &["LRANGE", "w", "0", "-1"]),
+        Value::Array(vec![bulk("z")])
+    );
+}
+
+#[test]
+fn blmpop_takes_up_to_count_from_the_key_that_got_data() {
+    let s = Server::start(&[]);
+    let mut pusher = s.client();
+    let mut c = s.client();
+    let h = std::thread::spawn(move || {
+        q(
+            &mut c,
+            &["BLMPOP", "5", "2", "q1", "q2", "RIGHT", "COUNT", "2"],
+        )
+    });
+    until_blocked(&mut pusher, 1);
+    q(&mut pusher, &["RPUSH", "q2", "1", "2", "3"]);
+    assert_eq!(
+        h.join().unwrap(),
+        Value::Array(vec![bulk("q2"), Value::Array(vec![bulk("3"), bulk("2")])])
+    );
+}
+
+#[test]
+fn a_client_that_leaves_is_never_served() {
+    let s = Server::start(&[]);
+    let mut pusher = s.client();
+    let mut r = s.raw();
+    r.send(&cmd(&[b"BLPOP", b"gone", b"0"]));
+    until_blocked(&mut pusher, 1);
+    drop(r);
+    until_blocked(&mut pusher, 0);
+    q(&mut pusher, &["RPUSH", "gone", "keep"]);
+    assert_eq!(
+        q(&mut pusher, &["LRANGE", "gone", "0", "-1"]),
+        Value::Array(vec![bulk("keep")])
+    );
+    // CLIENT KILL of a blocked client: the same.
+    let mut c = s.client();
+    let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut c).unwrap();
+    let h = std::thread::spawn(move || {
+        redis::cmd("BLPOP")
+            .arg(&["gone2", "0"])
+            .query::<Value>(&mut c)
+    });
+    until_blocked(&mut pusher, 1);
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "ID", &id.to_string()])
+        .query(&mut pusher)
+        .unwrap();
+    assert_eq!(killed, 1);
+    assert!(h.join().unwrap().is_err());
+    until_blocked(&mut pusher, 0);
+    q(&mut pusher, &["RPUSH", "gone2", "keep"]);
+    assert_eq!(q(&mut pusher, &["LLEN", "gone2"]), Value::Int(1));
+}
