@@ -39,6 +39,8 @@ SCENARIOS["hll_errors"] = [
     ("SET", "s", "not an hll"), ("PFADD", "s", "x"), ("PFCOUNT", "s"), ("PFCOUNT", "s", "t"),
     ("PFMERGE", "s", "t"), ("PFMERGE", "t", "s"), ("EXISTS", "t"),
     ("SET", "i", "12345"), ("PFADD", "i", "x"),
+    ("LPUSH", "l", "x"), ("PFADD", "l", "x"), ("PFCOUNT", "l"), ("PFCOUNT", "l", "s"),
+    ("PFMERGE", "l", "x"), ("PFMERGE", "x", "l"),
     ("PFADD",), ("PFCOUNT",), ("PFMERGE",),
     # A sparse value whose opcodes do not cover the registers, with a stale cache.
     ("SET", "bad", b"HYLL\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x40\x01"),
