@@ -152,8 +152,8 @@ def main():
             time.sleep(0.5)
             growth[s.name] = rss_bytes(s.proc.pid) - before
             sample = b"zset:%08d" % (args.keys // 2)
-            enc = call(s.port, b"OBJECT", b"ENCODING", sample).strip()
-            card = call(s.port, b"ZCARD", sample).strip()
+            enc = call(s.port, b"OBJECT", b"ENCODING", sample).split(b"\r\n")[1]
+            card = call(s.port, b"ZCARD", sample).strip().lstrip(b":")
             g = growth[s.name]
             print(f"{s.name:<7} RSS growth {g / 2**20:8.1f} MiB  {g / args.keys:6.1f} bytes/key  "
                   f"load {took:5.1f} s  sample: encoding {enc.decode()}, zcard {card.decode()}")

@@ -443,6 +443,7 @@ impl Big {
         traversed
     }
 
+    #[cfg(test)]
     pub fn first(&self) -> u32 {
         self.lv(HEAD, 0).next
     }

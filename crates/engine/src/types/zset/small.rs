@@ -191,6 +191,7 @@ impl Flat {
         self.items.len()
     }
 
+    #[cfg(test)]
     pub fn encode(&self) -> Box<[u8]> {
         encode(self.len(), (0..self.len()).map(|i| self.get(i)))
     }
