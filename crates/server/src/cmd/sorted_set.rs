@@ -573,7 +573,7 @@ pub(crate) fn parse_range(
             offset = long_arg(args[j + 1]).map_err(|e| e.to_vec())?;
             limit = long_arg(args[j + 2]).map_err(|e| e.to_vec())?;
             j += 2;
-        } else if rev_fixed.is_none() && kw(a, "rev") {
+        } else if rev.is_none() && kw(a, "rev") {
             rev = Some(true);
         } else if rangetype == RangeType::Auto && kw(a, "bylex") {
             rangetype = RangeType::Lex;
@@ -807,7 +807,7 @@ fn zpop(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, max: bool) {
     let count = match args.get(2) {
         None => None,
         Some(a) => match super::parse_int(a) {
-            None => return w.error(ERR_NOT_INT),
+            None => return w.error(ERR_POSITIVE),
             Some(c) if c < 0 => return w.error(ERR_POSITIVE),
             Some(c) => Some(c as u64),
         },

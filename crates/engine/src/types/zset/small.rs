@@ -44,11 +44,9 @@ const SMALL_BIAS: i64 = 16;
 const FLOAT_TAG: u8 = 0xF0;
 
 fn put_score(out: &mut Vec<u8>, s: f64) {
-    // -0.0 == 0.0 but must keep its sign ("-0" in replies): compare bits.
-    if s.fract() == 0.0
-        && (-SMALL_BIAS as f64..=223.0).contains(&s)
-        && s.to_bits() != (-0.0f64).to_bits()
-    {
+    // -0.0 is stored as 0: Redis's listpack keeps scores as text and "-0" comes back as
+    // the integer 0 (a skiplist keeps the sign).
+    if s.fract() == 0.0 && (-SMALL_BIAS as f64..=223.0).contains(&s) {
         out.push((s as i64 + SMALL_BIAS) as u8);
         return;
     }
@@ -259,6 +257,10 @@ mod tests {
             assert_eq!(back.to_bits(), s.to_bits(), "{s}");
             assert_eq!(p, v.len());
         }
+        let mut v = Vec::new();
+        put_score(&mut v, -0.0);
+        let mut p = 0;
+        assert_eq!(get_score(&v, &mut p).to_bits(), 0.0f64.to_bits());
         let mut v = Vec::new();
         put_score(&mut v, 5.0);
         assert_eq!(v.len(), 1);
