@@ -307,7 +307,7 @@ fn zadd_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, zincrby
     if f.nx && f.xx {
         return w.error(b"ERR XX and NX options at the same time are not compatible");
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+    if ((f.gt || f.lt) && f.nx) || (f.gt && f.lt) {
         return w.error(b"ERR GT, LT, and/or NX options at the same time are not compatible");
     }
     if f.incr && elements > 1 {
@@ -874,7 +874,7 @@ fn zrandmember(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         4 if kw(args[3], "withscores") => true,
         _ => return w.error(ERR_SYNTAX),
     };
-    if withscores && (l < -(i64::MAX / 2) || l > i64::MAX / 2) {
+    if withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&l) {
         return w.error(b"ERR value is out of range");
     }
     let seed = ctx.shard.random();

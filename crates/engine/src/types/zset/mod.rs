@@ -93,11 +93,11 @@ impl ZSet {
     /// elements that would not fit.
     pub fn maybe_convert(&mut self, size_hint: usize, limits: &Limits) {
         if matches!(self.0, Repr::Small(_)) && size_hint > limits.zset_max_listpack_entries {
-            self.to_big(self.len() + size_hint);
+            self.convert_to_big(self.len() + size_hint);
         }
     }
 
-    fn to_big(&mut self, cap: usize) {
+    fn convert_to_big(&mut self, cap: usize) {
         if let Repr::Small(b) = &self.0 {
             let mut big = Big::with_capacity(cap);
             small::for_each(b, |m, s| {
@@ -204,7 +204,7 @@ impl ZSet {
                 if self.len() + 1 > limits.zset_max_listpack_entries
                     || member.len() > limits.zset_max_listpack_value
                 {
-                    self.to_big(self.len() + 1);
+                    self.convert_to_big(self.len() + 1);
                 }
             }
         }

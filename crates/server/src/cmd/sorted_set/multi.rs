@@ -26,6 +26,9 @@ pub fn register(r: &mut Reg) {
     r.tx("zmpop", Locks::Keys, zmpop);
 }
 
+/// Elements copied off a shard, in set order.
+type Items = Vec<(Vec<u8>, f64)>;
+
 /// One input of a set operation, copied off its shard.
 enum Src {
     Missing,
@@ -191,7 +194,7 @@ fn set_op(tx: Tx, args: Vec<Bytes>, op: Op, store_to: bool, card_only: bool) -> 
             }
         }
         // Inputs as (items, weight); missing keys are empty.
-        let mut inputs: Vec<(Vec<(Vec<u8>, f64)>, f64)> = srcs
+        let mut inputs: Vec<(Items, f64)> = srcs
             .into_iter()
             .zip(weights)
             .map(|(s, w)| match s {
