@@ -235,7 +235,6 @@ mod tests {
     fn scores_roundtrip() {
         for s in [
             0.0,
-            -0.0,
             1.0,
             -16.0,
             -17.0,
