@@ -256,3 +256,73 @@ SCENARIOS["sorted_set_wrongtype_and_arity"] = [
     ("ZRANGE", "k", "0"), ("ZCOUNT", "k", "0"), ("ZPOPMIN",), ("ZRANDMEMBER",), ("ZSCAN", "k"),
     ("ZUNION", "1"), ("ZINTERCARD", "1"), ("ZMPOP", "1", "k"), ("ZRANGESTORE", "d", "s", "0"),
 ]
+
+
+def _random_ops(seed, entries):
+    """A seeded random mix of every deterministic command over a few keys and a small member
+    universe (many score ties), with the listpack limit at `entries` so sets cross it."""
+    import random
+    rnd = random.Random(seed)
+    keys = ["ra", "rb", "rc"]
+    members = ["m%d" % i for i in range(40)] + ["", "a", "ab", "b"]
+    scores = ["0", "1", "1.5", "-2", "10", "inf", "-inf", "(1", "3"]
+
+    def sc():
+        return rnd.choice(scores).lstrip("(")
+
+    def bound():
+        return rnd.choice(scores + ["+inf", "-inf", "(0", "(10"])
+
+    def lex():
+        return rnd.choice(["-", "+", "[a", "(a", "[m1", "(m2", "[m39", "[", "(b"])
+
+    steps = [("CONFIG", "SET", "zset-max-listpack-entries", str(entries))]
+    for _ in range(400):
+        k = rnd.choice(keys)
+        op = rnd.randrange(14)
+        if op < 4:
+            args = ["ZADD", k] + rnd.sample(["NX", "XX", "GT", "LT", "CH"], rnd.randrange(2))
+            for _ in range(rnd.randrange(1, 6)):
+                args += [sc(), rnd.choice(members)]
+            steps.append(tuple(args))
+        elif op == 4:
+            steps.append(("ZINCRBY", k, sc(), rnd.choice(members)))
+        elif op == 5:
+            steps.append(("ZREM", k) + tuple(rnd.sample(members, 3)))
+        elif op == 6:
+            steps.append(("ZRANGE", k, str(rnd.randrange(-8, 8)), str(rnd.randrange(-8, 8)), "WITHSCORES")
+                         + (("REV",) if rnd.random() < 0.5 else ()))
+        elif op == 7:
+            lim = ("LIMIT", str(rnd.randrange(0, 4)), str(rnd.randrange(-1, 5))) if rnd.random() < 0.5 else ()
+            rev = ("REV",) if rnd.random() < 0.5 else ()
+            steps.append(("ZRANGE", k, bound(), bound(), "BYSCORE", "WITHSCORES") + rev + lim)
+        elif op == 8:
+            steps.append(("ZCOUNT", k, bound(), bound()))
+        elif op == 9:
+            steps.append(("ZREMRANGEBYSCORE", k, bound(), bound()))
+        elif op == 10:
+            steps.append(("ZREMRANGEBYRANK", k, str(rnd.randrange(-5, 5)), str(rnd.randrange(-5, 5))))
+        elif op == 11:
+            steps.append((rnd.choice(["ZPOPMIN", "ZPOPMAX"]), k, str(rnd.randrange(0, 4))))
+        elif op == 12:
+            m = rnd.choice(members)
+            steps += [("ZRANK", k, m), ("ZREVRANK", k, m), ("ZSCORE", k, m), ("ZCARD", k)]
+        else:
+            dst = rnd.choice(keys)
+            steps.append((rnd.choice(["ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE"]), dst, "2", k, rnd.choice(keys)))
+            steps.append(("OBJECT", "ENCODING", dst))
+    # Lex queries over one all-equal-scores set.
+    steps.append(("ZADD", "lx") + tuple(x for m in members for x in ("0", m)))
+    for _ in range(60):
+        rev = rnd.random() < 0.5
+        a, b = lex(), lex()
+        steps.append(("ZREVRANGEBYLEX" if rev else "ZRANGEBYLEX", "lx", a, b))
+        steps.append(("ZLEXCOUNT", "lx", a, b))
+    for k in keys:
+        steps += [("ZRANGE", k, "0", "-1", "WITHSCORES"), ("OBJECT", "ENCODING", k)]
+    return steps + _RESTORE_LIMITS
+
+
+for _seed, _entries in [(1, 128), (2, 6), (3, 0), (4, 12)]:
+    SCENARIOS["sorted_set_random_%d" % _seed] = [lambda s=_seed, e=_entries: _random_ops(s, e)]
+    CLEANUP["sorted_set_random_%d" % _seed] = _RESTORE_LIMITS
