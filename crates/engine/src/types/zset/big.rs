@@ -150,6 +150,39 @@ impl Big {
         }
     }
 
+    /// Rebuilds the arena when most of its slots are free (a set that shrank a lot gives its
+    /// memory back). Keeps the hash function, so a SCAN in progress still sees everything.
+    fn maybe_compact(&mut self) {
+        if self.free.len() <= 64 || self.free.len() < self.len * 2 {
+            return;
+        }
+        let mut items = Vec::with_capacity(self.len);
+        let mut i = self.nodes[HEAD as usize].levels[0].next;
+        while i != NIL {
+            let n = &mut self.nodes[i as usize];
+            items.push((std::mem::take(&mut n.member), n.score));
+            i = n.levels[0].next;
+        }
+        let (hasher, rng) = (self.hasher.clone(), self.rng);
+        *self = Big::with_capacity(items.len());
+        self.hasher = hasher;
+        self.rng = rng;
+        // Largest first: each insert stops at the head.
+        for (m, s) in items.into_iter().rev() {
+            self.nodes.push(Node {
+                member: m,
+                score: s,
+                back: NIL,
+                hnext: NIL,
+                levels: Box::new([]),
+            });
+            let x = (self.nodes.len() - 1) as u32;
+            self.link(x);
+            self.hash_insert(x);
+            self.maybe_resize();
+        }
+    }
+
     fn maybe_resize(&mut self) {
         let cap = self.buckets.len();
         if self.len > cap {
@@ -338,6 +371,7 @@ impl Big {
         self.unlink_with(x, &path);
         self.release(x);
         self.maybe_resize();
+        self.maybe_compact();
     }
 
     /// Removes the elements of ranks `start..end` (0-based, end exclusive).
@@ -371,6 +405,7 @@ impl Big {
             x = next;
         }
         self.maybe_resize();
+        self.maybe_compact();
     }
 
     /// The node at 0-based rank `r`.

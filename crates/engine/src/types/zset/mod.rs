@@ -569,6 +569,39 @@ mod tests {
     }
 
     #[test]
+    fn a_shrunk_skiplist_gives_memory_back_and_scans_whole() {
+        let lim = limits(0);
+        let mut z = ZSet::new();
+        for i in 0..5000 {
+            z.add(
+                format!("k{i}").as_bytes(),
+                (i % 13) as f64,
+                AddFlags::default(),
+                &lim,
+            );
+        }
+        let big = z.memory();
+        let mut seen = BTreeSet::new();
+        let mut c = z.scan(0, 5, |m, _| {
+            seen.insert(m.to_vec());
+        });
+        for i in 10..5000 {
+            assert!(z.remove(format!("k{i}").as_bytes()));
+        }
+        z.remove_ranks(0, 0);
+        z.check();
+        assert!(z.memory() * 20 < big, "{} vs {}", z.memory(), big);
+        while c != 0 {
+            c = z.scan(c, 5, |m, _| {
+                seen.insert(m.to_vec());
+            });
+        }
+        for i in 0..10 {
+            assert!(seen.contains(format!("k{i}").as_bytes()));
+        }
+    }
+
+    #[test]
     fn small_set_memory() {
         let mut z = ZSet::new();
         for j in 0..10 {
