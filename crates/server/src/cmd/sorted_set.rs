@@ -75,7 +75,7 @@ fn read<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<Option<&'a ZSet>, ()> 
 
 /// The sorted set at `key`, for a write that may leave it unchanged (signal with
 /// `db.signal` once it changed).
-fn write<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<Option<&'a mut ZSet>, ()> {
+pub(crate) fn write<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<Option<&'a mut ZSet>, ()> {
     match db.get_mut_quiet(key) {
         None => Ok(None),
         Some(e) => match e.value_mut() {
@@ -325,14 +325,15 @@ fn zadd_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, zincrby
     let (mut added, mut updated, mut processed) = (0i64, 0i64, 0i64);
     let mut last = 0.0;
     let mut nan = false;
+    let pairs: Vec<(&[u8], f64)> = scores
+        .iter()
+        .enumerate()
+        .map(|(j, &sc)| (args[idx + 1 + j * 2], sc))
+        .collect();
     let mut apply = |z: &mut ZSet| {
-        for (j, &score) in scores.iter().enumerate() {
-            let member = args[idx + 1 + j * 2];
-            match z.add(member, score, f, &limits) {
-                Added::Nan => {
-                    nan = true;
-                    return;
-                }
+        for a in z.add_many(&pairs, f, &limits) {
+            match a {
+                Added::Nan => nan = true,
                 Added::Nop => {}
                 Added::New(s) => {
                     added += 1;
@@ -812,7 +813,8 @@ fn zpop(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, max: bool) {
             Some(c) => Some(c as u64),
         },
     };
-    match read(&mut ctx.db(), args[1]) {
+    // A write lookup (Redis's lookupKeyWrite): no hit/miss counted.
+    match write(&mut ctx.db(), args[1]) {
         Err(()) => return w.error(ERR_WRONGTYPE),
         Ok(None) => return w.array(0),
         Ok(Some(_)) => {}

@@ -57,6 +57,37 @@ pub struct AddFlags {
     pub incr: bool,
 }
 
+/// The new score of a member whose current score is `cur`, or what happened instead
+/// (Redis's `zsetAdd` decisions, in its order).
+fn decide(cur: Option<f64>, score: f64, f: AddFlags) -> Result<f64, Added> {
+    if score.is_nan() {
+        return Err(Added::Nan);
+    }
+    match cur {
+        Some(c) => {
+            if f.nx {
+                return Err(Added::Nop);
+            }
+            let mut s = score;
+            if f.incr {
+                s += c;
+                if s.is_nan() {
+                    return Err(Added::Nan);
+                }
+            }
+            if (f.lt && s >= c) || (f.gt && s <= c) {
+                return Err(Added::Nop);
+            }
+            if s == c {
+                return Err(Added::Same(s));
+            }
+            Ok(s)
+        }
+        None if f.xx => Err(Added::Nop),
+        None => Ok(score),
+    }
+}
+
 /// What [`ZSet::add`] did.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Added {
@@ -168,70 +199,97 @@ impl ZSet {
     /// Redis's `zsetAdd`: adds or updates `member` under the options, converting to the
     /// skiplist first when a new member would not fit the listpack limits.
     pub fn add(&mut self, member: &[u8], score: f64, f: AddFlags, limits: &Limits) -> Added {
-        if score.is_nan() {
-            return Added::Nan;
-        }
-        let cur = self.score(member);
-        let new = match cur {
-            Some(c) => {
-                if f.nx {
-                    return Added::Nop;
-                }
-                let mut s = score;
-                if f.incr {
-                    s += c;
-                    if s.is_nan() {
-                        return Added::Nan;
+        self.add_many(&[(member, score)], f, limits)[0]
+    }
+
+    /// [`ZSet::add`] for each (member, score) in turn, stopping after a NaN (as ZADD does).
+    /// A listpack is decoded and re-encoded once for the whole batch.
+    pub fn add_many(&mut self, items: &[(&[u8], f64)], f: AddFlags, limits: &Limits) -> Vec<Added> {
+        let mut out = Vec::with_capacity(items.len());
+        let mut i = 0;
+        if let Repr::Small(b) = &self.0 {
+            let mut v: Vec<(Vec<u8>, f64)> = Vec::with_capacity(small::count(b) + items.len());
+            small::for_each(b, |m, s| {
+                v.push((m.to_vec(), s));
+                true
+            });
+            let mut dirty = false;
+            let mut convert = false;
+            while i < items.len() {
+                let (m, score) = items[i];
+                let pos = v.iter().position(|e| e.0 == m);
+                let cur = pos.map(|p| v[p].1);
+                let new = match decide(cur, score, f) {
+                    Ok(new) => new,
+                    Err(a) => {
+                        out.push(a);
+                        i += 1;
+                        if a == Added::Nan {
+                            break;
+                        }
+                        continue;
                     }
-                }
-                if (f.lt && s >= c) || (f.gt && s <= c) {
-                    return Added::Nop;
-                }
-                if s == c {
-                    return Added::Same(s);
-                }
-                s
-            }
-            None => {
-                if f.xx {
-                    return Added::Nop;
-                }
-                score
-            }
-        };
-        if cur.is_none() {
-            if let Repr::Small(_) = self.0 {
-                if self.len() + 1 > limits.zset_max_listpack_entries
-                    || member.len() > limits.zset_max_listpack_value
-                {
-                    self.convert_to_big(self.len() + 1);
-                }
-            }
-        }
-        match &mut self.0 {
-            Repr::Small(b) => {
-                let flat = Flat::decode(b);
-                let skip = match cur {
-                    Some(_) => {
-                        let i = (0..flat.len())
-                            .find(|&i| flat.get(i).0 == member)
-                            .unwrap_or(0);
-                        i..i + 1
-                    }
-                    None => 0..0,
                 };
-                *b = flat.encode_edit(skip, Some((member, new)));
+                if cur.is_none()
+                    && (v.len() + 1 > limits.zset_max_listpack_entries
+                        || m.len() > limits.zset_max_listpack_value)
+                {
+                    convert = true;
+                    break;
+                }
+                if let Some(p) = pos {
+                    v.remove(p);
+                }
+                let at = v.partition_point(|e| e.1 < new || (e.1 == new && &e.0[..] < m));
+                v.insert(at, (m.to_vec(), new));
+                out.push(if cur.is_some() {
+                    Added::Updated(new)
+                } else {
+                    Added::New(new)
+                });
+                dirty = true;
+                i += 1;
             }
-            Repr::Big(b) => match b.find(member) {
-                Some(x) => b.update(x, new),
-                None => b.insert(member, new),
-            },
+            if convert {
+                let mut big = Big::with_capacity(v.len() + 1);
+                for (m, s) in v.iter().rev() {
+                    big.insert(m, *s);
+                }
+                self.0 = Repr::Big(Box::new(big));
+            } else {
+                if dirty {
+                    let refs = v.iter().map(|(m, s)| (&m[..], *s));
+                    self.0 = Repr::Small(small::encode(v.len(), refs));
+                }
+                return out;
+            }
         }
-        if cur.is_some() {
-            Added::Updated(new)
-        } else {
-            Added::New(new)
+        let Repr::Big(b) = &mut self.0 else {
+            return out;
+        };
+        for &(m, score) in &items[i..] {
+            let x = b.find(m);
+            let cur = x.map(|x| b.get(x).1);
+            let a = match decide(cur, score, f) {
+                Err(a) => a,
+                Ok(new) => {
+                    match x {
+                        Some(x) => b.update(x, new),
+                        None => b.insert(m, new),
+                    }
+                    if cur.is_some() {
+                        Added::Updated(new)
+                    } else {
+                        Added::New(new)
+                    }
+                }
+            };
+            out.push(a);
+            if a == Added::Nan {
+                break;
+            }
         }
+        out
     }
 
     /// Removes `member`; whether it was there.
@@ -245,7 +303,7 @@ impl ZSet {
                 let i = (0..flat.len())
                     .find(|&i| flat.get(i).0 == member)
                     .unwrap_or(0);
-                *b = flat.encode_edit(i..i + 1, None);
+                *b = flat.encode_without(i..i + 1);
                 true
             }
             Repr::Big(b) => match b.find(member) {
@@ -359,7 +417,7 @@ impl ZSet {
         match &mut self.0 {
             Repr::Small(b) => {
                 let flat = Flat::decode(b);
-                *b = flat.encode_edit(start..end, None);
+                *b = flat.encode_without(start..end);
             }
             Repr::Big(b) => b.remove_ranks(start, end),
         }
@@ -510,6 +568,38 @@ mod tests {
                 if c == 0 { break; }
             }
             prop_assert_eq!(seen.len(), want.len());
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn batches_equal_single_adds(
+            batches in proptest::collection::vec(
+                proptest::collection::vec((any::<u8>(), -3i8..3, any::<bool>()), 1..12), 1..12),
+            entries in prop_oneof![Just(0usize), Just(5), Just(128)],
+            nx in any::<bool>(), gt in any::<bool>(), incr in any::<bool>())
+        {
+            let lim = limits(entries);
+            let f = AddFlags { nx, gt: gt && !nx, incr, ..Default::default() };
+            let (mut a, mut b) = (ZSet::new(), ZSet::new());
+            for batch in batches {
+                let owned: Vec<(Vec<u8>, f64)> = batch
+                    .iter()
+                    .map(|&(m, s, inf)| (member(m % 12), if inf && s == 0 { f64::INFINITY } else { s as f64 }))
+                    .collect();
+                let refs: Vec<(&[u8], f64)> = owned.iter().map(|(m, s)| (&m[..], *s)).collect();
+                let got = a.add_many(&refs, f, &lim);
+                let mut want = Vec::new();
+                for &(m, s) in &refs {
+                    let r = b.add(m, s, f, &lim);
+                    want.push(r);
+                    if r == Added::Nan { break; }
+                }
+                prop_assert_eq!(got, want);
+                a.check();
+                prop_assert_eq!(a.to_vec(), b.to_vec());
+                prop_assert_eq!(a.encoding(), b.encoding());
+            }
         }
     }
 

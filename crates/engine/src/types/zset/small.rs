@@ -137,12 +137,39 @@ pub(super) fn score_of(b: &[u8], member: &[u8]) -> Option<f64> {
     None
 }
 
-/// Builds a buffer from elements in (score, member) order.
-pub(super) fn encode<'a>(n: usize, items: impl Iterator<Item = (&'a [u8], f64)>) -> Box<[u8]> {
+fn varint_len(mut v: usize) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+fn score_len(s: f64) -> usize {
+    let mut v = Vec::with_capacity(9);
+    put_score(&mut v, s);
+    v.len()
+}
+
+/// Builds a buffer from elements in (score, member) order, allocated at its exact size (a
+/// first pass measures it: no reallocation, no slack).
+pub(super) fn encode<'a, I>(n: usize, items: I) -> Box<[u8]>
+where
+    I: Iterator<Item = (&'a [u8], f64)> + Clone,
+{
     if n == 0 {
         return Box::new([]);
     }
-    let mut out = Vec::with_capacity(2 + n * 6);
+    let mut size = varint_len(n);
+    let mut prev: &[u8] = &[];
+    for (m, s) in items.clone() {
+        let shared = prev.iter().zip(m).take_while(|(a, b)| a == b).count();
+        size += varint_len(shared) + varint_len(m.len() - shared) + (m.len() - shared);
+        size += score_len(s);
+        prev = m;
+    }
+    let mut out = Vec::with_capacity(size);
     put_varint(&mut out, n);
     let mut prev: &[u8] = &[];
     for (m, s) in items {
@@ -153,6 +180,7 @@ pub(super) fn encode<'a>(n: usize, items: impl Iterator<Item = (&'a [u8], f64)>)
         put_score(&mut out, s);
         prev = m;
     }
+    debug_assert_eq!(out.len(), size);
     out.into_boxed_slice()
 }
 
@@ -194,36 +222,15 @@ impl Flat {
         encode(self.len(), (0..self.len()).map(|i| self.get(i)))
     }
 
-    /// The elements in order, without the ones in `skip` (a sorted list of indices), plus
-    /// (member, score) inserted at its place.
-    pub fn encode_edit(
-        &self,
-        skip: std::ops::Range<usize>,
-        insert: Option<(&[u8], f64)>,
-    ) -> Box<[u8]> {
-        let kept = (0..self.len()).filter(|i| !skip.contains(i));
-        let n = self.len() - skip.len() + insert.is_some() as usize;
-        match insert {
-            None => encode(n, kept.map(|i| self.get(i))),
-            Some((m, s)) => {
-                let mut pending = Some((m, s));
-                let mut out: Vec<(&[u8], f64)> = Vec::with_capacity(n);
-                for i in kept {
-                    let (em, es) = self.get(i);
-                    if let Some((pm, ps)) = pending {
-                        if (ps, pm) < (es, em) {
-                            out.push((pm, ps));
-                            pending = None;
-                        }
-                    }
-                    out.push((em, es));
-                }
-                if let Some(p) = pending {
-                    out.push(p);
-                }
-                encode(n, out.into_iter())
-            }
-        }
+    /// The elements in order without the ones of indices `skip`, encoded.
+    pub fn encode_without(&self, skip: std::ops::Range<usize>) -> Box<[u8]> {
+        let n = self.len() - skip.len();
+        encode(
+            n,
+            (0..self.len())
+                .filter(move |i| !skip.contains(i))
+                .map(|i| self.get(i)),
+        )
     }
 }
 

@@ -390,7 +390,7 @@ fn zmpop(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             let got = tx
                 .run(tx.shard_of(&k), move |ctx| {
                     let mut db = ctx.db();
-                    match read(&mut db, &k) {
+                    match super::write(&mut db, &k) {
                         Err(()) => Err(()),
                         Ok(None) => Ok(None),
                         Ok(Some(_)) => Ok(Some(pop(&mut db, &k, max, count))),
