@@ -163,7 +163,7 @@ impl Big {
             items.push((std::mem::take(&mut n.member), n.score));
             i = n.levels[0].next;
         }
-        let (hasher, rng) = (self.hasher.clone(), self.rng);
+        let (hasher, rng) = (self.hasher, self.rng);
         *self = Big::with_capacity(items.len());
         self.hasher = hasher;
         self.rng = rng;
