@@ -11,6 +11,7 @@ Servers bind 127.0.0.1 on free ports, and both are stopped whatever happens.
 
 Usage: bench/small_zsets.py [--darner $CARGO_TARGET_DIR/release/darner] [--redis redis-server]
                             [--keys 1000000] [--members 10] [--float-scores]
+                            [--random-members]
 """
 import argparse
 import os
@@ -78,12 +79,16 @@ def encode(*args):
     return bytes(out)
 
 
-def zadd_for(i, members, float_scores):
+def zadd_for(i, members, float_scores, random_members=False):
     args = [b"ZADD", b"zset:%08d" % i]
     for j in range(members):
         score = (j * 10 + i % 7) + (0.25 if float_scores else 0)
         args.append(repr(score).encode() if float_scores else b"%d" % score)
-        args.append(b"member:%d" % j)
+        if random_members:
+            # 8 bytes that share no prefix with their neighbours (a worst case for front coding).
+            args.append(b"%08x" % ((i * 2654435761 + j * 40503 * 65537) & 0xFFFFFFFF))
+        else:
+            args.append(b"member:%d" % j)
     return encode(*args)
 
 
@@ -104,12 +109,13 @@ def read_replies(s, n, buf):
     return b"\r\n".join(parts[n:])
 
 
-def load(port, keys, members, float_scores, batch=5_000):
+def load(port, keys, members, float_scores, random_members=False, batch=5_000):
     with socket.create_connection(("127.0.0.1", port)) as s:
         rest = b""
         for start in range(0, keys, batch):
             end = min(keys, start + batch)
-            s.sendall(b"".join(zadd_for(i, members, float_scores) for i in range(start, end)))
+            s.sendall(b"".join(zadd_for(i, members, float_scores, random_members)
+                               for i in range(start, end)))
             rest = read_replies(s, end - start, rest)
 
 
@@ -130,11 +136,14 @@ def main():
     ap.add_argument("--keys", type=int, default=1_000_000)
     ap.add_argument("--members", type=int, default=10)
     ap.add_argument("--float-scores", action="store_true")
+    ap.add_argument("--random-members", action="store_true",
+                    help="8-byte hex members without shared prefixes instead of member:<j>")
     args = ap.parse_args()
     ver = subprocess.run([args.redis, "--version"], capture_output=True, text=True).stdout.strip()
     print(f"# darner --threads 1 vs {ver}")
     kind = "x.25" if args.float_scores else "integer"
-    print(f"# {args.keys:,} keys zset:%08d, {args.members} members member:<j> each, {kind} scores")
+    names = "random 8-byte hex" if args.random_members else "member:<j>"
+    print(f"# {args.keys:,} keys zset:%08d, {args.members} members {names} each, {kind} scores")
     servers = []
     try:
         dport, rport = free_port(), free_port()
@@ -147,7 +156,7 @@ def main():
         for s in servers:
             before = rss_bytes(s.proc.pid)
             t0 = time.time()
-            load(s.port, args.keys, args.members, args.float_scores)
+            load(s.port, args.keys, args.members, args.float_scores, args.random_members)
             took = time.time() - t0
             time.sleep(0.5)
             growth[s.name] = rss_bytes(s.proc.pid) - before

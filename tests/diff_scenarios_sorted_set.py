@@ -137,8 +137,8 @@ SCENARIOS["sorted_set_remrange_pop"] = [
 SCENARIOS["sorted_set_randmember_scan"] = [
     ("ZADD", "z", "1", "a", "2", "b", "3", "c"),
     T("ZRANDMEMBER", "z"), ("ZRANDMEMBER", "nosuch"), ("ZRANDMEMBER", "nosuch", "5"),
-    ("ZRANDMEMBER", "z", "0"), S("ZRANDMEMBER", "z", "3"), S("ZRANDMEMBER", "z", "10"),
-    S("ZRANDMEMBER", "z", "10", "WITHSCORES"), T("ZRANDMEMBER", "z", "-5"), T("ZRANDMEMBER", "z", "2"),
+    ("ZRANDMEMBER", "z", "0"), S("ZRANDMEMBER", "z", "3"), ("ZRANDMEMBER", "z", "10"),
+    ("ZRANDMEMBER", "z", "10", "WITHSCORES"), ("ZRANDMEMBER", "z", "3", "WITHSCORES"), T("ZRANDMEMBER", "z", "-5"), T("ZRANDMEMBER", "z", "2"),
     T("ZRANDMEMBER", "z", "-5", "WITHSCORES"), ("ZRANDMEMBER", "z", "1", "FOO"), ("ZRANDMEMBER", "z", "x"),
     ("ZRANDMEMBER", "z", "1", "WITHSCORES", "x"), ("ZRANDMEMBER", "z", "-9223372036854775808"),
     ("ZRANDMEMBER", "z", "9223372036854775807", "WITHSCORES"),
@@ -195,7 +195,8 @@ def _skiplist_ops():
         ("ZADD", "lexbig") + tuple(x for i in range(200) for x in ("0", "k%04d" % (i * 7 % 200))),
         ("ZRANGE", "lexbig", "[k0050", "(k0060", "BYLEX"), ("ZRANGE", "lexbig", "(k0150", "-", "BYLEX", "REV", "LIMIT", "2", "3"),
         ("ZLEXCOUNT", "lexbig", "[k0100", "+"), ("ZREMRANGEBYLEX", "lexbig", "-", "(k0100"), ("ZCARD", "lexbig"),
-        ("ZRANGE", "lexbig", "0", "4"),
+        ("ZRANGE", "lexbig", "0", "4"), ("ZRANDMEMBER", "lexbig", "1000", "WITHSCORES"),
+        ("ZSCAN", "nosuch", "0", "COUNT", "0"),
     ]
     return steps
 

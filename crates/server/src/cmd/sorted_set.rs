@@ -848,7 +848,7 @@ fn zpopmax(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 
 /// The largest reply ZRANDMEMBER builds with a negative count (repetitions allowed), in
 /// elements: Redis would stream an unbounded reply; this server refuses one it cannot hold.
-const RANDMEMBER_MAX_REPLY: u64 = 64 << 20;
+const RANDMEMBER_MAX_REPLY: u64 = 16 << 20;
 
 fn zrandmember(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     if args.len() == 2 {
@@ -932,7 +932,8 @@ fn zrandmember(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let count = count.min(size as u64) as usize;
     head(w, count);
     if count == size {
-        z.for_each(|m, s| item(w, m, s));
+        // The whole set, highest score first (Redis walks it from the tail here).
+        z.range(0, size, true, |m, s| item(w, m, s));
         return;
     }
     // Distinct picks: a partial Fisher-Yates shuffle over the ranks.
