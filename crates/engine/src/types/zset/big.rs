@@ -13,11 +13,21 @@ pub(super) const NIL: u32 = u32::MAX;
 const HEAD: u32 = 0;
 const MAX_LEVEL: usize = 32;
 
+/// One level of a node: the next node on that level, how many ranks it skips, and (a copy
+/// of) the next node's score, so a descent decides most steps without loading the next node
+/// (one cache miss per step instead of two: the levels live apart from the nodes).
 #[derive(Clone, Copy, Debug)]
 struct Link {
     next: u32,
     span: u32,
+    score: f64,
 }
+
+const NO_LINK: Link = Link {
+    next: NIL,
+    span: 0,
+    score: 0.0,
+};
 
 #[derive(Clone, Debug)]
 struct Node {
@@ -52,7 +62,7 @@ impl Big {
             score: 0.0,
             back: NIL,
             hnext: NIL,
-            levels: vec![Link { next: NIL, span: 0 }; MAX_LEVEL].into_boxed_slice(),
+            levels: vec![NO_LINK; MAX_LEVEL].into_boxed_slice(),
         };
         let mut nodes = Vec::with_capacity(n.min(1 << 20) + 1);
         nodes.push(head);
@@ -199,6 +209,12 @@ impl Big {
         self.nodes[i as usize].levels[l]
     }
 
+    /// Whether the node `l` leads to sorts before (score, member).
+    #[inline]
+    fn next_before(&self, l: Link, score: f64, member: &[u8]) -> bool {
+        l.score < score || (l.score == score && &*self.nodes[l.next as usize].member < member)
+    }
+
     #[inline]
     fn key(&self, i: u32) -> (f64, &[u8]) {
         let n = &self.nodes[i as usize];
@@ -230,11 +246,7 @@ impl Big {
             rank[i] = if i == self.level - 1 { 0 } else { rank[i + 1] };
             loop {
                 let l = self.lv(cur, i);
-                if l.next == NIL {
-                    break;
-                }
-                let (s, m) = self.key(l.next);
-                if !less(s, m, score, &member) {
+                if l.next == NIL || !self.next_before(l, score, &member) {
                     break;
                 }
                 rank[i] += l.span;
@@ -251,13 +263,15 @@ impl Big {
             }
             self.level = lvl;
         }
-        let mut levels = vec![Link { next: NIL, span: 0 }; lvl];
+        let mut levels = vec![NO_LINK; lvl];
         for (i, l) in levels.iter_mut().enumerate() {
             let u = self.lv(update[i], i);
             l.next = u.next;
+            l.score = u.score;
             l.span = u.span - (rank[0] - rank[i]);
             let ul = &mut self.nodes[update[i] as usize].levels[i];
             ul.next = x;
+            ul.score = score;
             ul.span = rank[0] - rank[i] + 1;
         }
         for (i, &u) in update.iter().enumerate().take(self.level).skip(lvl) {
@@ -284,11 +298,7 @@ impl Big {
         for i in (0..self.level).rev() {
             loop {
                 let l = self.lv(cur, i);
-                if l.next == NIL {
-                    break;
-                }
-                let (s, m) = self.key(l.next);
-                if !less(s, m, score, member) {
+                if l.next == NIL || !self.next_before(l, score, member) {
                     break;
                 }
                 cur = l.next;
@@ -307,6 +317,7 @@ impl Big {
                 let l = &mut self.nodes[u as usize].levels[i];
                 l.span = ul.span + xl.span - 1;
                 l.next = xl.next;
+                l.score = xl.score;
             } else {
                 self.nodes[u as usize].levels[i].span -= 1;
             }
@@ -507,6 +518,14 @@ impl Big {
     /// Checks the structure's invariants (tests).
     #[cfg(test)]
     pub fn check(&self) {
+        for l in self.nodes[HEAD as usize].levels[..self.level].iter() {
+            if l.next != NIL {
+                assert_eq!(
+                    l.score.to_bits(),
+                    self.nodes[l.next as usize].score.to_bits()
+                );
+            }
+        }
         let mut n = 0;
         let mut i = self.first();
         let mut prev = NIL;
@@ -520,6 +539,14 @@ impl Big {
             assert_eq!(self.rank_of(i), n);
             assert_eq!(self.at_rank(n), i);
             assert_eq!(self.find(&self.nodes[i as usize].member), Some(i));
+            for l in self.nodes[i as usize].levels.iter() {
+                if l.next != NIL {
+                    assert_eq!(
+                        l.score.to_bits(),
+                        self.nodes[l.next as usize].score.to_bits()
+                    );
+                }
+            }
             prev = i;
             i = self.next(i);
             n += 1;
