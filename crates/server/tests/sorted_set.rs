@@ -1,0 +1,370 @@
+//! End-to-end tests of the sorted set commands. The byte-exact steps below were produced by a
+//! real redis-server (7.0; these commands and replies are the same in 7.2) for the same
+//! command sequence on an empty database, in RESP2 and in RESP3.
+
+mod common;
+use common::{cmd, Raw, Server};
+use std::collections::HashSet;
+
+type Steps = &'static [(&'static str, &'static [u8])];
+
+fn run(r: &mut Raw, steps: Steps) {
+    for (line, want) in steps {
+        let args: Vec<&[u8]> = line.split(' ').map(|a| a.as_bytes()).collect();
+        r.roundtrip(&cmd(&args), want);
+    }
+}
+
+fn flush(r: &mut Raw) {
+    r.roundtrip(&cmd(&[b"FLUSHALL"]), b"+OK\r\n");
+}
+
+fn hello3(r: &mut Raw) {
+    r.send(&cmd(&[b"HELLO", b"3"]));
+    r.send(&cmd(&[b"PING"]));
+    let mut got = Vec::new();
+    while !got.ends_with(b"+PONG\r\n") {
+        let chunk = r.read_n(1);
+        assert!(!chunk.is_empty(), "connection closed");
+        got.extend_from_slice(&chunk);
+    }
+}
+
+#[test]
+fn commands_match_redis_byte_for_byte() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    flush(&mut r);
+    run(&mut r, BASICS_RESP2);
+    let mut r3 = s.raw();
+    flush(&mut r3);
+    hello3(&mut r3);
+    run(&mut r3, BASICS_RESP3);
+}
+
+fn q<T: redis::FromRedisValue>(c: &mut redis::Connection, args: &[&str]) -> T {
+    let mut k = redis::cmd(args[0]);
+    for a in &args[1..] {
+        k.arg(*a);
+    }
+    k.query(c).unwrap()
+}
+
+#[test]
+fn encodings_follow_the_thresholds() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    let _: () = q(&mut c, &["CONFIG", "SET", "zset-max-listpack-entries", "3"]);
+    let _: i64 = q(&mut c, &["ZADD", "z", "1", "a", "2", "b", "3", "c"]);
+    let enc: String = q(&mut c, &["OBJECT", "ENCODING", "z"]);
+    assert_eq!(enc, "listpack");
+    let _: i64 = q(&mut c, &["ZADD", "z", "4", "d"]);
+    let enc: String = q(&mut c, &["OBJECT", "ENCODING", "z"]);
+    assert_eq!(enc, "skiplist");
+    // Shrinking does not convert back...
+    let _: i64 = q(&mut c, &["ZREM", "z", "a", "b", "c"]);
+    let enc: String = q(&mut c, &["OBJECT", "ENCODING", "z"]);
+    assert_eq!(enc, "skiplist");
+    // ...but a store command's small result is a listpack again.
+    let n: i64 = q(&mut c, &["ZUNIONSTORE", "u", "1", "z"]);
+    assert_eq!(n, 1);
+    let enc: String = q(&mut c, &["OBJECT", "ENCODING", "u"]);
+    assert_eq!(enc, "listpack");
+    let long = "x".repeat(65);
+    let _: i64 = q(&mut c, &["ZADD", "v", "1", &long]);
+    let enc: String = q(&mut c, &["OBJECT", "ENCODING", "v"]);
+    assert_eq!(enc, "skiplist");
+}
+
+#[test]
+fn multi_key_commands_across_shards() {
+    let s = Server::start(&["--threads", "4"]);
+    let mut c = s.client();
+    // Many source keys: they land on different shards.
+    for i in 0..20 {
+        let k = format!("src{i}");
+        let _: i64 = q(
+            &mut c,
+            &[
+                "ZADD",
+                &k,
+                &i.to_string(),
+                "common",
+                "1",
+                &format!("own{i}"),
+            ],
+        );
+    }
+    let keys: Vec<String> = (0..20).map(|i| format!("src{i}")).collect();
+    let mut args = vec!["ZUNIONSTORE".to_string(), "dst".into(), "20".into()];
+    args.extend(keys.iter().cloned());
+    let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let n: i64 = q(&mut c, &refs);
+    assert_eq!(n, 21);
+    let score: f64 = q(&mut c, &["ZSCORE", "dst", "common"]);
+    assert_eq!(score, (0..20).sum::<i32>() as f64);
+    let mut args = vec!["ZINTER".to_string(), "20".into()];
+    args.extend(keys.iter().cloned());
+    args.push("WITHSCORES".into());
+    let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let got: Vec<String> = q(&mut c, &refs);
+    assert_eq!(got, vec!["common".to_string(), "190".into()]);
+    let n: i64 = q(&mut c, &["ZDIFFSTORE", "d2", "2", "src3", "src4"]);
+    assert_eq!(n, 1);
+    let n: i64 = q(&mut c, &["ZRANGESTORE", "r", "dst", "0", "4"]);
+    assert_eq!(n, 5);
+    let v: Vec<redis::Value> = q(&mut c, &["ZMPOP", "3", "nope", "src5", "src6", "MAX"]);
+    let got = v.into_iter().flatten_strings();
+    assert_eq!(got, vec!["src5", "common", "5"]);
+}
+
+trait Flatten {
+    fn flatten_strings(self) -> Vec<String>;
+}
+
+impl Flatten for std::vec::IntoIter<redis::Value> {
+    fn flatten_strings(self) -> Vec<String> {
+        fn walk(v: redis::Value, out: &mut Vec<String>) {
+            match v {
+                redis::Value::Array(items) => items.into_iter().for_each(|i| walk(i, out)),
+                redis::Value::BulkString(b) => out.push(String::from_utf8(b).unwrap()),
+                other => out.push(format!("{other:?}")),
+            }
+        }
+        let mut out = Vec::new();
+        self.for_each(|v| walk(v, &mut out));
+        out
+    }
+}
+
+#[test]
+fn zscan_returns_every_member_present_throughout() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    for i in 0..500 {
+        let _: i64 = q(&mut c, &["ZADD", "big", &i.to_string(), &format!("m{i}")]);
+    }
+    let mut seen = HashSet::new();
+    let mut cursor = "0".to_string();
+    let mut step = 0;
+    loop {
+        let (next, items): (String, Vec<String>) =
+            q(&mut c, &["ZSCAN", "big", &cursor, "COUNT", "20"]);
+        for pair in items.chunks(2) {
+            seen.insert(pair[0].clone());
+        }
+        // The set grows and shrinks during the iteration (rehashing both ways).
+        step += 1;
+        if step == 3 {
+            for i in 500..3000 {
+                let _: i64 = q(&mut c, &["ZADD", "big", "1", &format!("n{i}")]);
+            }
+        }
+        if step == 6 {
+            for i in 500..3000 {
+                let _: i64 = q(&mut c, &["ZREM", "big", &format!("n{i}")]);
+            }
+        }
+        cursor = next;
+        if cursor == "0" {
+            break;
+        }
+    }
+    for i in 0..500 {
+        assert!(seen.contains(&format!("m{i}")), "m{i} missing");
+    }
+}
+
+#[test]
+fn zrandmember_shapes() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    for i in 0..300 {
+        let _: i64 = q(&mut c, &["ZADD", "z", &i.to_string(), &format!("m{i}")]);
+    }
+    let _: i64 = q(&mut c, &["ZADD", "small", "1", "a", "2", "b", "3", "c"]);
+    for key in ["z", "small"] {
+        let got: Vec<String> = q(&mut c, &["ZRANDMEMBER", key, "2"]);
+        assert_eq!(got.len(), 2);
+        assert_ne!(got[0], got[1]);
+        let got: Vec<String> = q(&mut c, &["ZRANDMEMBER", key, "-50"]);
+        assert_eq!(got.len(), 50);
+        let got: Vec<String> = q(&mut c, &["ZRANDMEMBER", key, "1000", "WITHSCORES"]);
+        let n: usize = q(&mut c, &["ZCARD", key]);
+        assert_eq!(got.len(), 2 * n);
+        let uniq: HashSet<&String> = got.iter().step_by(2).collect();
+        assert_eq!(uniq.len(), n);
+    }
+    // A negative count is not turned into an allocation of its size.
+    let r: redis::RedisResult<Vec<String>> = redis::cmd("ZRANDMEMBER")
+        .arg("z")
+        .arg("-4000000000000")
+        .query(&mut c);
+    assert!(r.is_err());
+    let pong: String = q(&mut c, &["PING"]);
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn a_write_that_changes_nothing_leaves_watchers_alone() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    let _: i64 = q(&mut c, &["ZADD", "z", "1", "a"]);
+    let _: () = q(&mut c, &["WATCH", "z"]);
+    let _: i64 = q(&mut c, &["ZADD", "z", "XX", "1", "nosuch"]);
+    let _: i64 = q(&mut c, &["ZADD", "z", "1", "a"]);
+    let _: i64 = q(&mut c, &["ZREM", "z", "nosuch"]);
+    let _: () = q(&mut c, &["MULTI"]);
+    let _: () = q(&mut c, &["PING"]);
+    let r: Option<Vec<String>> = q(&mut c, &["EXEC"]);
+    assert!(r.is_some(), "EXEC aborted by a no-op write");
+    let _: () = q(&mut c, &["WATCH", "z"]);
+    let _: f64 = q(&mut c, &["ZINCRBY", "z", "1", "a"]);
+    let _: () = q(&mut c, &["MULTI"]);
+    let _: () = q(&mut c, &["PING"]);
+    let r: Option<Vec<String>> = q(&mut c, &["EXEC"]);
+    assert!(r.is_none(), "EXEC ran after a real write");
+}
+
+const BASICS_RESP2: Steps = &[
+    ("ZADD z 1 a 2 b 3 c", b":3\r\n"),
+    ("ZADD z CH 5 a 2 b 9 d", b":2\r\n"),
+    ("ZADD z NX 100 a 7 e", b":1\r\n"),
+    ("ZADD z XX GT CH 1000 a 1 b", b":1\r\n"),
+    ("ZADD z NX XX 1 a", b"-ERR XX and NX options at the same time are not compatible\r\n"),
+    ("ZADD z GT LT 1 a", b"-ERR GT, LT, and/or NX options at the same time are not compatible\r\n"),
+    ("ZADD z INCR 1 a 2 b", b"-ERR INCR option supports a single increment-element pair\r\n"),
+    ("ZADD z INCR 5 a", b"$4\r\n1005\r\n"),
+    ("ZADD z INCR NX 5 a", b"$-1\r\n"),
+    ("ZADD z 1 a 2", b"-ERR syntax error\r\n"),
+    ("ZADD z nan a", b"-ERR value is not a valid float\r\n"),
+    ("ZADD z abc a", b"-ERR value is not a valid float\r\n"),
+    ("ZINCRBY z 2.5 b", b"$3\r\n4.5\r\n"),
+    ("ZINCRBY z -inf a", b"$4\r\n-inf\r\n"),
+    ("ZINCRBY z +inf a", b"-ERR resulting score is not a number (NaN)\r\n"),
+    ("ZADD z inf x -inf y", b":2\r\n"),
+    ("ZSCORE z a", b"$4\r\n-inf\r\n"),
+    ("ZSCORE z nosuch", b"$-1\r\n"),
+    ("ZMSCORE z a nosuch b", b"*3\r\n$4\r\n-inf\r\n$-1\r\n$3\r\n4.5\r\n"),
+    ("ZCARD z", b":7\r\n"),
+    ("ZRANK z b", b":3\r\n"),
+    ("ZREVRANK z b", b":3\r\n"),
+    ("ZRANK z nosuch", b"$-1\r\n"),
+    ("ZRANGE z 0 -1 WITHSCORES", b"*14\r\n$1\r\na\r\n$4\r\n-inf\r\n$1\r\ny\r\n$4\r\n-inf\r\n$1\r\nc\r\n$1\r\n3\r\n$1\r\nb\r\n$3\r\n4.5\r\n$1\r\ne\r\n$1\r\n7\r\n$1\r\nd\r\n$1\r\n9\r\n$1\r\nx\r\n$3\r\ninf\r\n"),
+    ("ZRANGE z 0 1 REV", b"*2\r\n$1\r\nx\r\n$1\r\nd\r\n"),
+    ("ZREVRANGE z 0 -1 WITHSCORES", b"*14\r\n$1\r\nx\r\n$3\r\ninf\r\n$1\r\nd\r\n$1\r\n9\r\n$1\r\ne\r\n$1\r\n7\r\n$1\r\nb\r\n$3\r\n4.5\r\n$1\r\nc\r\n$1\r\n3\r\n$1\r\ny\r\n$4\r\n-inf\r\n$1\r\na\r\n$4\r\n-inf\r\n"),
+    ("ZRANGE z (2 +inf BYSCORE LIMIT 1 2 WITHSCORES", b"*4\r\n$1\r\nb\r\n$3\r\n4.5\r\n$1\r\ne\r\n$1\r\n7\r\n"),
+    ("ZRANGE z +inf (2 BYSCORE REV", b"*5\r\n$1\r\nx\r\n$1\r\nd\r\n$1\r\ne\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+    ("ZRANGEBYSCORE z -inf 9 WITHSCORES", b"*12\r\n$1\r\na\r\n$4\r\n-inf\r\n$1\r\ny\r\n$4\r\n-inf\r\n$1\r\nc\r\n$1\r\n3\r\n$1\r\nb\r\n$3\r\n4.5\r\n$1\r\ne\r\n$1\r\n7\r\n$1\r\nd\r\n$1\r\n9\r\n"),
+    ("ZREVRANGEBYSCORE z 9 -inf LIMIT 0 2", b"*2\r\n$1\r\nd\r\n$1\r\ne\r\n"),
+    ("ZRANGE z 0 1 LIMIT 0 1", b"-ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX\r\n"),
+    ("ZRANGE z - + BYLEX WITHSCORES", b"-ERR syntax error, WITHSCORES not supported in combination with BYLEX\r\n"),
+    ("ZRANGE z x y BYSCORE", b"-ERR min or max is not a float\r\n"),
+    ("ZRANGE z a b BYLEX", b"-ERR min or max not valid string range item\r\n"),
+    ("ZCOUNT z (2 +inf", b":5\r\n"),
+    ("ZCOUNT z x 1", b"-ERR min or max is not a float\r\n"),
+    ("ZREM z x y nosuch", b":2\r\n"),
+    ("ZPOPMIN z", b"*2\r\n$1\r\na\r\n$4\r\n-inf\r\n"),
+    ("ZPOPMAX z 2", b"*4\r\n$1\r\nd\r\n$1\r\n9\r\n$1\r\ne\r\n$1\r\n7\r\n"),
+    ("ZPOPMIN z -1", b"-ERR value is out of range, must be positive\r\n"),
+    ("ZREMRANGEBYRANK z 0 0", b":1\r\n"),
+    ("ZRANGE z 0 -1", b"*1\r\n$1\r\nb\r\n"),
+    ("ZADD l 0 a 0 b 0 c 0 d", b":4\r\n"),
+    ("ZRANGEBYLEX l [b (d", b"*2\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+    ("ZREVRANGEBYLEX l + - LIMIT 1 2", b"*2\r\n$1\r\nc\r\n$1\r\nb\r\n"),
+    ("ZLEXCOUNT l - +", b":4\r\n"),
+    ("ZLEXCOUNT l a +", b"-ERR min or max not valid string range item\r\n"),
+    ("ZREMRANGEBYLEX l - [b", b":2\r\n"),
+    ("ZREMRANGEBYSCORE l -inf +inf", b":2\r\n"),
+    ("EXISTS l", b":0\r\n"),
+    ("SET s x", b"+OK\r\n"),
+    ("ZADD s 1 a", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    ("ZRANGE s 0 -1", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    ("ZSCAN s 0", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    ("ZSCAN z 0", b"*2\r\n$1\r\n0\r\n*2\r\n$1\r\nb\r\n$3\r\n4.5\r\n"),
+    ("ZSCAN nosuch 0", b"*2\r\n$1\r\n0\r\n*0\r\n"),
+    ("ZRANDMEMBER nosuch", b"$-1\r\n"),
+    ("ZRANDMEMBER z 0", b"*0\r\n"),
+    ("ZRANDMEMBER z -9223372036854775808", b"-ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807\r\n"),
+    ("ZUNIONSTORE u 2 z nosuch", b":1\r\n"),
+    ("ZUNION 2 z l WITHSCORES", b"*2\r\n$1\r\nb\r\n$3\r\n4.5\r\n"),
+    ("ZINTER 1 z WITHSCORES", b"*2\r\n$1\r\nb\r\n$3\r\n4.5\r\n"),
+    ("ZDIFF 2 z u", b"*0\r\n"),
+    ("ZINTERCARD 2 z u LIMIT 1", b":1\r\n"),
+    ("ZUNION 0 z", b"-ERR at least 1 input key is needed for 'zunion' command\r\n"),
+    ("ZMPOP 2 nosuch z MAX COUNT 5", b"*2\r\n$1\r\nz\r\n*1\r\n*2\r\n$1\r\nb\r\n$3\r\n4.5\r\n"),
+    ("ZMPOP 1 z MIN", b"*-1\r\n"),
+    ("ZUNION 2 z s", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    ("ZRANGESTORE d z 0 -1", b":0\r\n"),
+];
+const BASICS_RESP3: Steps = &[
+    ("ZADD z 1 a 2 b 3 c", b":3\r\n"),
+    ("ZADD z CH 5 a 2 b 9 d", b":2\r\n"),
+    ("ZADD z NX 100 a 7 e", b":1\r\n"),
+    ("ZADD z XX GT CH 1000 a 1 b", b":1\r\n"),
+    ("ZADD z NX XX 1 a", b"-ERR XX and NX options at the same time are not compatible\r\n"),
+    ("ZADD z GT LT 1 a", b"-ERR GT, LT, and/or NX options at the same time are not compatible\r\n"),
+    ("ZADD z INCR 1 a 2 b", b"-ERR INCR option supports a single increment-element pair\r\n"),
+    ("ZADD z INCR 5 a", b",1005\r\n"),
+    ("ZADD z INCR NX 5 a", b"_\r\n"),
+    ("ZADD z 1 a 2", b"-ERR syntax error\r\n"),
+    ("ZADD z nan a", b"-ERR value is not a valid float\r\n"),
+    ("ZADD z abc a", b"-ERR value is not a valid float\r\n"),
+    ("ZINCRBY z 2.5 b", b",4.5\r\n"),
+    ("ZINCRBY z -inf a", b",-inf\r\n"),
+    ("ZINCRBY z +inf a", b"-ERR resulting score is not a number (NaN)\r\n"),
+    ("ZADD z inf x -inf y", b":2\r\n"),
+    ("ZSCORE z a", b",-inf\r\n"),
+    ("ZSCORE z nosuch", b"_\r\n"),
+    ("ZMSCORE z a nosuch b", b"*3\r\n,-inf\r\n_\r\n,4.5\r\n"),
+    ("ZCARD z", b":7\r\n"),
+    ("ZRANK z b", b":3\r\n"),
+    ("ZREVRANK z b", b":3\r\n"),
+    ("ZRANK z nosuch", b"_\r\n"),
+    ("ZRANGE z 0 -1 WITHSCORES", b"*7\r\n*2\r\n$1\r\na\r\n,-inf\r\n*2\r\n$1\r\ny\r\n,-inf\r\n*2\r\n$1\r\nc\r\n,3\r\n*2\r\n$1\r\nb\r\n,4.5\r\n*2\r\n$1\r\ne\r\n,7\r\n*2\r\n$1\r\nd\r\n,9\r\n*2\r\n$1\r\nx\r\n,inf\r\n"),
+    ("ZRANGE z 0 1 REV", b"*2\r\n$1\r\nx\r\n$1\r\nd\r\n"),
+    ("ZREVRANGE z 0 -1 WITHSCORES", b"*7\r\n*2\r\n$1\r\nx\r\n,inf\r\n*2\r\n$1\r\nd\r\n,9\r\n*2\r\n$1\r\ne\r\n,7\r\n*2\r\n$1\r\nb\r\n,4.5\r\n*2\r\n$1\r\nc\r\n,3\r\n*2\r\n$1\r\ny\r\n,-inf\r\n*2\r\n$1\r\na\r\n,-inf\r\n"),
+    ("ZRANGE z (2 +inf BYSCORE LIMIT 1 2 WITHSCORES", b"*2\r\n*2\r\n$1\r\nb\r\n,4.5\r\n*2\r\n$1\r\ne\r\n,7\r\n"),
+    ("ZRANGE z +inf (2 BYSCORE REV", b"*5\r\n$1\r\nx\r\n$1\r\nd\r\n$1\r\ne\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+    ("ZRANGEBYSCORE z -inf 9 WITHSCORES", b"*6\r\n*2\r\n$1\r\na\r\n,-inf\r\n*2\r\n$1\r\ny\r\n,-inf\r\n*2\r\n$1\r\nc\r\n,3\r\n*2\r\n$1\r\nb\r\n,4.5\r\n*2\r\n$1\r\ne\r\n,7\r\n*2\r\n$1\r\nd\r\n,9\r\n"),
+    ("ZREVRANGEBYSCORE z 9 -inf LIMIT 0 2", b"*2\r\n$1\r\nd\r\n$1\r\ne\r\n"),
+    ("ZRANGE z 0 1 LIMIT 0 1", b"-ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX\r\n"),
+    ("ZRANGE z - + BYLEX WITHSCORES", b"-ERR syntax error, WITHSCORES not supported in combination with BYLEX\r\n"),
+    ("ZRANGE z x y BYSCORE", b"-ERR min or max is not a float\r\n"),
+    ("ZRANGE z a b BYLEX", b"-ERR min or max not valid string range item\r\n"),
+    ("ZCOUNT z (2 +inf", b":5\r\n"),
+    ("ZCOUNT z x 1", b"-ERR min or max is not a float\r\n"),
+    ("ZREM z x y nosuch", b":2\r\n"),
+    ("ZPOPMIN z", b"*2\r\n$1\r\na\r\n,-inf\r\n"),
+    ("ZPOPMAX z 2", b"*2\r\n*2\r\n$1\r\nd\r\n,9\r\n*2\r\n$1\r\ne\r\n,7\r\n"),
+    ("ZPOPMIN z -1", b"-ERR value is out of range, must be positive\r\n"),
+    ("ZREMRANGEBYRANK z 0 0", b":1\r\n"),
+    ("ZRANGE z 0 -1", b"*1\r\n$1\r\nb\r\n"),
+    ("ZADD l 0 a 0 b 0 c 0 d", b":4\r\n"),
+    ("ZRANGEBYLEX l [b (d", b"*2\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+    ("ZREVRANGEBYLEX l + - LIMIT 1 2", b"*2\r\n$1\r\nc\r\n$1\r\nb\r\n"),
+    ("ZLEXCOUNT l - +", b":4\r\n"),
+    ("ZLEXCOUNT l a +", b"-ERR min or max not valid string range item\r\n"),
+    ("ZREMRANGEBYLEX l - [b", b":2\r\n"),
+    ("ZREMRANGEBYSCORE l -inf +inf", b":2\r\n"),
+    ("EXISTS l", b":0\r\n"),
+    ("SET s x", b"+OK\r\n"),
+    ("ZADD s 1 a", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    ("ZRANGE s 0 -1", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    ("ZSCAN s 0", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    ("ZSCAN z 0", b"*2\r\n$1\r\n0\r\n*2\r\n$1\r\nb\r\n$3\r\n4.5\r\n"),
+    ("ZSCAN nosuch 0", b"*2\r\n$1\r\n0\r\n*0\r\n"),
+    ("ZRANDMEMBER nosuch", b"_\r\n"),
+    ("ZRANDMEMBER z 0", b"*0\r\n"),
+    ("ZRANDMEMBER z -9223372036854775808", b"-ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807\r\n"),
+    ("ZUNIONSTORE u 2 z nosuch", b":1\r\n"),
+    ("ZUNION 2 z l WITHSCORES", b"*1\r\n*2\r\n$1\r\nb\r\n,4.5\r\n"),
+    ("ZINTER 1 z WITHSCORES", b"*1\r\n*2\r\n$1\r\nb\r\n,4.5\r\n"),
+    ("ZDIFF 2 z u", b"*0\r\n"),
+    ("ZINTERCARD 2 z u LIMIT 1", b":1\r\n"),
+    ("ZUNION 0 z", b"-ERR at least 1 input key is needed for 'zunion' command\r\n"),
+    ("ZMPOP 2 nosuch z MAX COUNT 5", b"*2\r\n$1\r\nz\r\n*1\r\n*2\r\n$1\r\nb\r\n,4.5\r\n"),
+    ("ZMPOP 1 z MIN", b"_\r\n"),
+    ("ZUNION 2 z s", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    ("ZRANGESTORE d z 0 -1", b":0\r\n"),
+];
