@@ -36,3 +36,14 @@ SCENARIOS["blocking_list_in_multi"] = [
     ("BLMPOP", "0", "1", "empty", "LEFT"), ("RPUSH", "full", "v"), ("BLPOP", "full", "0"),
     ("EXEC",),
 ]
+
+SCENARIOS["blocking_zset_immediate_and_errors"] = [
+    ("ZADD", "z1", "1", "a", "2", "b", "3.5", "c"), ("BZPOPMIN", "nokey", "z1", "0"),
+    ("BZPOPMAX", "nokey", "z1", "0"), ("BZMPOP", "0", "2", "no", "z1", "MIN", "COUNT", "5"),
+    ("EXISTS", "z1"), ("BZPOPMIN", "z1", "0.01"), ("BZMPOP", "0.01", "1", "z1", "MAX"),
+    ("SET", "s", "v"), ("BZPOPMIN", "s", "0"), ("BZPOPMIN", "nokey", "s", "0"), ("BZMPOP", "0", "1", "s", "MIN"),
+    ("BZPOPMIN", "z", "-1"), ("BZPOPMIN", "z", "x"), ("BZMPOP", "0", "0", "z", "MIN"),
+    ("BZMPOP", "0", "1", "z", "MID"), ("BZMPOP", "0", "1", "z", "MIN", "COUNT", "0"),
+    ("BZMPOP", "0", "2", "z", "MIN"), ("BZPOPMIN",), ("BZMPOP", "0"),
+    ("MULTI",), ("BZPOPMIN", "empty", "0"), ("BZMPOP", "0", "1", "empty", "MAX"), ("EXEC",),
+]

@@ -1,4 +1,5 @@
-//! End-to-end tests of clients blocked on keys (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP):
+//! End-to-end tests of clients blocked on keys (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP,
+//! BZPOPMIN, BZPOPMAX, BZMPOP):
 //! woken by pushes from other connections, in the order they blocked, across threads, with
 //! millisecond timeouts, never served after they disconnect. Replies of the non-waiting paths
 //! are compared with redis-server in tests/diff_scenarios_blocking.py.
@@ -234,4 +235,38 @@ fn a_client_that_leaves_is_never_served() {
     until_blocked(&mut pusher, 0);
     q(&mut pusher, &["RPUSH", "gone2", "keep"]);
     assert_eq!(q(&mut pusher, &["LLEN", "gone2"]), Value::Int(1));
+}
+
+#[test]
+fn sorted_set_pops_wake_on_zadd() {
+    let s = Server::start(&[]);
+    let mut pusher = s.client();
+    let mut c = s.client();
+    let h = std::thread::spawn(move || q(&mut c, &["BZPOPMAX", "z1", "z2", "5"]));
+    until_blocked(&mut pusher, 1);
+    q(&mut pusher, &["ZADD", "z2", "5", "m", "7", "n"]);
+    assert_eq!(
+        h.join().unwrap(),
+        Value::Array(vec![bulk("z2"), bulk("n"), bulk("7")])
+    );
+    let mut c = s.client();
+    let h = std::thread::spawn(move || {
+        q(
+            &mut c,
+            &["BZMPOP", "5", "2", "r1", "r2", "MIN", "COUNT", "2"],
+        )
+    });
+    until_blocked(&mut pusher, 1);
+    q(&mut pusher, &["ZADD", "r1", "5", "m", "7", "n", "1", "o"]);
+    assert_eq!(
+        h.join().unwrap(),
+        Value::Array(vec![
+            bulk("r1"),
+            Value::Array(vec![
+                Value::Array(vec![bulk("o"), bulk("1")]),
+                Value::Array(vec![bulk("m"), bulk("5")]),
+            ])
+        ])
+    );
+    assert_eq!(q(&mut pusher, &["ZCARD", "r1"]), Value::Int(1));
 }

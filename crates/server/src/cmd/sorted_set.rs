@@ -5,6 +5,7 @@
 //!
 //! Not here yet: BZPOPMIN, BZPOPMAX, BZMPOP (they need the blocking machinery).
 
+mod blocking;
 mod multi;
 
 use super::{Reg, ERR_NOT_FLOAT, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
@@ -39,6 +40,7 @@ pub fn register(r: &mut Reg) {
     r.key("zrandmember", zrandmember);
     r.key("zscan", zscan);
     multi::register(r);
+    blocking::register(r);
 }
 
 const ERR_NAN: &[u8] = b"ERR resulting score is not a number (NaN)";

@@ -647,6 +647,9 @@ pub fn summary(full_name: &str) -> Option<&'static str> {
         "zscore" => "Returns the score of a sorted set member.",
         "zunion" => "Returns the union of sorted sets.",
         "zunionstore" => "Stores the union of sorted sets in a key.",
+        "bzpopmin" => "Removes and returns the member with the lowest score of the first non-empty sorted set of several, waiting for one if needed.",
+        "bzpopmax" => "Removes and returns the member with the highest score of the first non-empty sorted set of several, waiting for one if needed.",
+        "bzmpop" => "Removes and returns members by score from the first non-empty sorted set of several, waiting for one if needed.",
         _ => return None,
     })
 }

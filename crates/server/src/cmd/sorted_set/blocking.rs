@@ -1,0 +1,206 @@
+//! The blocking sorted set commands: BZPOPMIN, BZPOPMAX, BZMPOP.
+//!
+//! As the blocking list commands (cmd/list/blocking.rs): served at once when a key holds
+//! members (the shards of all the keys locked), otherwise waiting in crates/server/src/blocking.rs
+//! until a ZADD (or any write that leaves members) serves it, the timeout passes (a null array)
+//! or the client goes away. Inside MULTI they never block.
+
+use super::{pop, write};
+use crate::blocking::{self, BlockOp, Outcome};
+use crate::cmd::generic::by_shard;
+use crate::cmd::{with_writer, Locks, Reg, TxFuture, ERR_SYNTAX, ERR_WRONGTYPE};
+use crate::exec::Tx;
+use crate::shard::ShardCtx;
+use bytes::Bytes;
+use darner_resp::ReplyWriter;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub fn register(r: &mut Reg) {
+    r.tx("bzpopmin", Locks::Keys, bzpopmin);
+    r.tx("bzpopmax", Locks::Keys, bzpopmax);
+    r.tx("bzmpop", Locks::Keys, bzmpop);
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum KeyState {
+    Missing,
+    WrongType,
+    ZSet,
+}
+
+fn key_state(ctx: &mut ShardCtx, key: &[u8]) -> KeyState {
+    match write(&mut ctx.db(), key) {
+        Err(()) => KeyState::WrongType,
+        Ok(None) => KeyState::Missing,
+        Ok(Some(_)) => KeyState::ZSet,
+    }
+}
+
+/// The state of each key, in argument order (one hop per shard; all of them locked).
+async fn states_of(tx: &Tx, keys: &[Bytes]) -> Vec<KeyState> {
+    let groups = by_shard(tx, keys);
+    let hops: Vec<_> = groups
+        .iter()
+        .map(|(s, idx)| {
+            let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
+            tx.run(*s, move |ctx| {
+                ks.iter().map(|k| key_state(ctx, k)).collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut states = vec![KeyState::Missing; keys.len()];
+    for (g, hop) in hops.into_iter().enumerate() {
+        for (j, st) in hop.await.into_iter().enumerate() {
+            states[groups[g].1[j]] = st;
+        }
+    }
+    states
+}
+
+/// BZPOPMIN / BZPOPMAX (`count` None: replies `[key, member, score]`) and BZMPOP
+/// (`[key, [[member, score], ...]]`).
+#[derive(Clone, Copy)]
+struct ZPopOp {
+    max: bool,
+    count: Option<usize>,
+}
+
+impl BlockOp for ZPopOp {
+    fn ready(&self, ctx: &mut ShardCtx, key: &[u8]) -> bool {
+        key_state(ctx, key) == KeyState::ZSet
+    }
+
+    fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8> {
+        let items = pop(&mut ctx.db(), key, self.max, self.count.unwrap_or(1));
+        let mut out = Vec::new();
+        let mut w = ReplyWriter::new(&mut out, ctx.resp3);
+        match self.count {
+            None => {
+                w.array(3);
+                w.bulk(key);
+                match items.first() {
+                    Some((m, s)) => {
+                        w.bulk(m);
+                        w.double(*s);
+                    }
+                    None => {
+                        w.null();
+                        w.null();
+                    }
+                }
+            }
+            Some(_) => {
+                w.array(2);
+                w.bulk(key);
+                w.array(items.len());
+                for (m, s) in &items {
+                    w.array(2);
+                    w.bulk(m);
+                    w.double(*s);
+                }
+            }
+        }
+        out
+    }
+}
+
+async fn bzpop_keys(tx: &Tx, keys: Vec<Bytes>, timeout: Option<Duration>, op: ZPopOp) -> Vec<u8> {
+    let resp3 = tx.resp3();
+    let states = states_of(tx, &keys).await;
+    match states.iter().position(|&s| s != KeyState::Missing) {
+        Some(i) if states[i] == KeyState::WrongType => {
+            return with_writer(resp3, |w| w.error(ERR_WRONGTYPE));
+        }
+        Some(i) => {
+            let key = keys[i].clone();
+            return tx
+                .run(tx.shard_of(&key), move |ctx| op.serve(ctx, &key))
+                .await;
+        }
+        None => {}
+    }
+    if tx.nested() {
+        return with_writer(resp3, |w| w.null_array());
+    }
+    match blocking::block(tx, &keys, Arc::new(op), timeout).await {
+        Some(Outcome::Served { payload, .. }) => payload,
+        _ => with_writer(resp3, |w| w.null_array()),
+    }
+}
+
+fn bzpop(tx: Tx, args: Vec<Bytes>, max: bool) -> TxFuture {
+    Box::pin(async move {
+        let timeout = match blocking::parse_timeout(&args[args.len() - 1]) {
+            Ok(t) => t,
+            Err(e) => return with_writer(tx.resp3(), |w| w.error(e)),
+        };
+        let keys = args[1..args.len() - 1].to_vec();
+        bzpop_keys(&tx, keys, timeout, ZPopOp { max, count: None }).await
+    })
+}
+
+fn bzpopmin(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    bzpop(tx, args, false)
+}
+
+fn bzpopmax(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    bzpop(tx, args, true)
+}
+
+fn kw(a: &[u8], word: &str) -> bool {
+    a.eq_ignore_ascii_case(word.as_bytes())
+}
+
+/// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]
+fn bzmpop(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        let err = |e: &[u8]| with_writer(resp3, |w| w.error(e));
+        let timeout = match blocking::parse_timeout(&args[1]) {
+            Ok(t) => t,
+            Err(e) => return err(e),
+        };
+        let numkeys = match crate::cmd::parse_int(&args[2]) {
+            Some(n) if n >= 1 => n as u64,
+            _ => return err(b"ERR numkeys should be greater than 0"),
+        };
+        let where_idx = numkeys.saturating_add(3);
+        if where_idx >= args.len() as u64 {
+            return err(ERR_SYNTAX);
+        }
+        let where_idx = where_idx as usize;
+        let max = if kw(&args[where_idx], "min") {
+            false
+        } else if kw(&args[where_idx], "max") {
+            true
+        } else {
+            return err(ERR_SYNTAX);
+        };
+        let mut count: Option<u64> = None;
+        let mut j = where_idx + 1;
+        while j < args.len() {
+            if count.is_none() && kw(&args[j], "count") && j + 1 < args.len() {
+                match crate::cmd::parse_int(&args[j + 1]) {
+                    Some(c) if c >= 1 => count = Some(c as u64),
+                    _ => return err(b"ERR count should be greater than 0"),
+                }
+                j += 2;
+            } else {
+                return err(ERR_SYNTAX);
+            }
+        }
+        let count = count.unwrap_or(1).min(usize::MAX as u64) as usize;
+        let keys = args[3..where_idx].to_vec();
+        bzpop_keys(
+            &tx,
+            keys,
+            timeout,
+            ZPopOp {
+                max,
+                count: Some(count),
+            },
+        )
+        .await
+    })
+}
