@@ -150,7 +150,15 @@ def run_op(port, op, key, probe_keys):
     c = Conn(port)
     t0 = time.perf_counter()
     if op == "hgetall":
-        c.call("HGETALL", key)
+        # Read the whole reply as raw bytes (parsing millions of items in Python would take
+        # longer than the server): a PING behind it marks its end.
+        c.s.sendall(command("HGETALL", key) + command("PING"))
+        tail = b""
+        while not tail.endswith(b"\r\n+PONG\r\n"):
+            chunk = c.s.recv(1 << 22)
+            if not chunk:
+                raise ConnectionError("closed")
+            tail = (tail + chunk)[-16:]
     elif op == "del":
         c.call("DEL", key)
     elif op == "unlink":
