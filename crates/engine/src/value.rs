@@ -46,7 +46,9 @@ impl ValueType {
 pub enum Value {
     Str(Vec<u8>),
     Hash(Hash),
-    List(List),
+    /// Boxed: `List` is 48 bytes and would make every value (a small hash, a small set) cost
+    /// that much; a list then pays one extra small allocation.
+    List(Box<List>),
     Set(Set),
     ZSet(ZSet),
 }

@@ -36,7 +36,8 @@ use super::Limits;
 pub enum Set {
     Ints(Vec<i64>),
     Pack(Pack),
-    Table(MemberTable),
+    /// Boxed so that a small set (the common case) costs a 32-byte `Set`.
+    Table(Box<MemberTable>),
 }
 
 /// The listpack encoding: (varint length, bytes) entries in insertion order.
@@ -210,7 +211,7 @@ impl Set {
         } else if hint <= lim.set_max_listpack_entries {
             Set::Pack(Pack::default())
         } else {
-            Set::Table(MemberTable::new())
+            Set::Table(Box::default())
         }
     }
 
@@ -250,7 +251,7 @@ impl Set {
         self.for_each(|m| {
             t.insert(m);
         });
-        *self = Set::Table(t);
+        *self = Set::Table(Box::new(t));
     }
 
     pub fn len(&self) -> usize {

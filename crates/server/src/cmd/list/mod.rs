@@ -149,7 +149,7 @@ pub(crate) fn push_into(
             }
             let n = l.len();
             let lru = db.clock.lru;
-            db.set(Entry::new_value(key, Value::List(l), None, lru));
+            db.set(Entry::new_value(key, Value::List(Box::new(l)), None, lru));
             Ok(n)
         }
     }

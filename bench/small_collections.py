@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
-"""Memory of many small sorted sets: darner vs redis-server, same machine, same run.
+"""Memory of many small collections: darner vs redis-server, same machine, same run.
 
-Loads N keys `zset:%08d` (default 1,000,000), each a sorted set of --members members
-(default 10) `member:<j>` with integer scores (`--float-scores`: scores like 12.25), over one
-pipelined connection with one ZADD per key, then prints each server's RSS growth, bytes per
-key and the ratio darner/redis. Also checks that every key reports OBJECT ENCODING listpack
-and the expected ZCARD on a sample, in both servers.
+Loads N keys (default 1,000,000), each a sorted set (`--type zset`, keys `zset:%08d`) of
+--members members (default 10) `member:<j>` with integer scores (`--float-scores`: scores
+like 12.25), or a hash (`--type hash`, keys `hash:%08d`) of --members fields `member:<j>`
+whose values are the same numbers, over one pipelined connection with one ZADD / HSET per key,
+then prints each server's RSS growth, bytes per key and the ratio darner/redis. Also shows
+OBJECT ENCODING and the size of a sample key in both servers.
 
 Servers bind 127.0.0.1 on free ports, and both are stopped whatever happens.
 
-Usage: bench/small_zsets.py [--darner $CARGO_TARGET_DIR/release/darner] [--redis redis-server]
-                            [--keys 1000000] [--members 10] [--float-scores]
-                            [--random-members]
+Usage: bench/small_collections.py [--type zset|hash] [--darner $CARGO_TARGET_DIR/release/darner]
+                                  [--redis redis-server] [--keys 1000000] [--members 10]
+                                  [--float-scores] [--random-members]
 """
 import argparse
 import os
@@ -79,16 +80,17 @@ def encode(*args):
     return bytes(out)
 
 
-def zadd_for(i, members, float_scores, random_members=False):
-    args = [b"ZADD", b"zset:%08d" % i]
+def command_for(kind, i, members, float_scores, random_members=False):
+    args = [b"ZADD", b"zset:%08d" % i] if kind == "zset" else [b"HSET", b"hash:%08d" % i]
     for j in range(members):
         score = (j * 10 + i % 7) + (0.25 if float_scores else 0)
-        args.append(repr(score).encode() if float_scores else b"%d" % score)
+        number = repr(score).encode() if float_scores else b"%d" % score
         if random_members:
             # 8 bytes that share no prefix with their neighbours (a worst case for front coding).
-            args.append(b"%08x" % ((i * 2654435761 + j * 40503 * 65537) & 0xFFFFFFFF))
+            name = b"%08x" % ((i * 2654435761 + j * 40503 * 65537) & 0xFFFFFFFF)
         else:
-            args.append(b"member:%d" % j)
+            name = b"member:%d" % j
+        args += [number, name] if kind == "zset" else [name, number]
     return encode(*args)
 
 
@@ -109,12 +111,12 @@ def read_replies(s, n, buf):
     return b"\r\n".join(parts[n:])
 
 
-def load(port, keys, members, float_scores, random_members=False, batch=5_000):
+def load(port, kind, keys, members, float_scores, random_members=False, batch=5_000):
     with socket.create_connection(("127.0.0.1", port)) as s:
         rest = b""
         for start in range(0, keys, batch):
             end = min(keys, start + batch)
-            s.sendall(b"".join(zadd_for(i, members, float_scores, random_members)
+            s.sendall(b"".join(command_for(kind, i, members, float_scores, random_members)
                                for i in range(start, end)))
             rest = read_replies(s, end - start, rest)
 
@@ -133,6 +135,7 @@ def main():
     tgt = os.environ.get("CARGO_TARGET_DIR", "target")
     ap.add_argument("--darner", default=os.path.join(tgt, "release", "darner"))
     ap.add_argument("--redis", default="redis-server")
+    ap.add_argument("--type", choices=["zset", "hash"], default="zset")
     ap.add_argument("--keys", type=int, default=1_000_000)
     ap.add_argument("--members", type=int, default=10)
     ap.add_argument("--float-scores", action="store_true")
@@ -143,7 +146,7 @@ def main():
     print(f"# darner --threads 1 vs {ver}")
     kind = "x.25" if args.float_scores else "integer"
     names = "random 8-byte hex" if args.random_members else "member:<j>"
-    print(f"# {args.keys:,} keys zset:%08d, {args.members} members {names} each, {kind} scores")
+    print(f"# {args.keys:,} keys {args.type}:%08d, {args.members} members {names} each, {kind} numbers")
     servers = []
     try:
         dport, rport = free_port(), free_port()
@@ -156,16 +159,17 @@ def main():
         for s in servers:
             before = rss_bytes(s.proc.pid)
             t0 = time.time()
-            load(s.port, args.keys, args.members, args.float_scores, args.random_members)
+            load(s.port, args.type, args.keys, args.members, args.float_scores, args.random_members)
             took = time.time() - t0
             time.sleep(0.5)
             growth[s.name] = rss_bytes(s.proc.pid) - before
-            sample = b"zset:%08d" % (args.keys // 2)
+            sample = b"%s:%08d" % (args.type.encode(), args.keys // 2)
             enc = call(s.port, b"OBJECT", b"ENCODING", sample).split(b"\r\n")[1]
-            card = call(s.port, b"ZCARD", sample).strip().lstrip(b":")
+            size_cmd = b"ZCARD" if args.type == "zset" else b"HLEN"
+            card = call(s.port, size_cmd, sample).strip().lstrip(b":")
             g = growth[s.name]
             print(f"{s.name:<7} RSS growth {g / 2**20:8.1f} MiB  {g / args.keys:6.1f} bytes/key  "
-                  f"load {took:5.1f} s  sample: encoding {enc.decode()}, zcard {card.decode()}")
+                  f"load {took:5.1f} s  sample: encoding {enc.decode()}, size {card.decode()}")
         dg, rg = growth["darner"], growth["redis"]
         print(f"ratio darner/redis: {dg / max(rg, 1):.2f}")
     finally:
