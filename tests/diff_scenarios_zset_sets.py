@@ -9,7 +9,6 @@ slots differ in parity; checked below with the CRC16 of Redis Cluster).
 
 import random
 
-from differential import X
 
 SCENARIOS = {}
 CLEANUP = {}
