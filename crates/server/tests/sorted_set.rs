@@ -368,3 +368,155 @@ const BASICS_RESP3: Steps = &[
     ("ZUNION 2 z s", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
     ("ZRANGESTORE d z 0 -1", b":0\r\n"),
 ];
+
+/// Plain sets as inputs of ZUNION/ZINTER/ZDIFF (and STORE forms) and ZINTERCARD: every member
+/// has score 1. The byte-exact steps come from redis-server 7.0; with 4 shards the hashtags
+/// {a}, {b}, {c}, {d} are on four different shards.
+#[test]
+fn plain_sets_are_inputs_with_score_one() {
+    let s = Server::start(&["--threads", "4"]);
+    let mut r = s.raw();
+    flush(&mut r);
+    run(&mut r, SET_INPUTS_RESP2);
+    let mut r3 = s.raw();
+    flush(&mut r3);
+    hello3(&mut r3);
+    run(&mut r3, SET_INPUTS_RESP3);
+
+    // Encodings of the stored result, for inputs in every set encoding.
+    let mut c = s.client();
+    let ints: Vec<String> = (0..600).map(|i| (i * 2).to_string()).collect();
+    let strs: Vec<String> = (0..129).map(|i| format!("e{i:03}")).collect();
+    let _: i64 = redis::cmd("SADD")
+        .arg("{a}ints")
+        .arg(&ints)
+        .query(&mut c)
+        .unwrap();
+    let _: i64 = redis::cmd("SADD")
+        .arg("{b}s128")
+        .arg(&strs[..128])
+        .query(&mut c)
+        .unwrap();
+    let _: i64 = redis::cmd("SADD")
+        .arg("{c}s129")
+        .arg(&strs)
+        .query(&mut c)
+        .unwrap();
+    let _: i64 = q(&mut c, &["SADD", "{d}long", &"w".repeat(65), "4"]);
+    let enc = |c: &mut redis::Connection, k: &str| -> String { q(c, &["OBJECT", "ENCODING", k]) };
+    assert_eq!(enc(&mut c, "{a}ints"), "hashtable");
+    assert_eq!(enc(&mut c, "{b}s128"), "listpack");
+    assert_eq!(enc(&mut c, "{c}s129"), "hashtable");
+    let n: i64 = q(&mut c, &["ZUNIONSTORE", "{b}d", "1", "{a}ints"]);
+    assert_eq!(n, 600);
+    assert_eq!(enc(&mut c, "{b}d"), "skiplist");
+    let n: i64 = q(&mut c, &["ZUNIONSTORE", "{b}d", "1", "{b}s128"]);
+    assert_eq!(n, 128);
+    assert_eq!(enc(&mut c, "{b}d"), "listpack");
+    let n: i64 = q(&mut c, &["ZDIFFSTORE", "{b}d", "2", "{c}s129", "{b}s128"]);
+    assert_eq!(n, 1);
+    assert_eq!(enc(&mut c, "{b}d"), "listpack");
+    let n: i64 = q(&mut c, &["ZUNIONSTORE", "{b}d", "1", "{c}s129"]);
+    assert_eq!(n, 129);
+    assert_eq!(enc(&mut c, "{b}d"), "skiplist");
+    let n: i64 = q(&mut c, &["ZINTERSTORE", "{b}d", "2", "{d}long", "{a}ints"]);
+    assert_eq!(n, 1);
+    assert_eq!(enc(&mut c, "{b}d"), "listpack");
+    let n: i64 = q(&mut c, &["ZUNIONSTORE", "{b}d", "1", "{d}long"]);
+    assert_eq!(n, 2);
+    assert_eq!(enc(&mut c, "{b}d"), "skiplist");
+    // Sorted by (score, member): all scores equal, so byte order ("0" < "10" < "100" ...).
+    let first: Vec<String> = q(&mut c, &["ZUNION", "1", "{a}ints"]);
+    assert_eq!(&first[..4], &["0", "10", "100", "1000"]);
+    let n: i64 = q(
+        &mut c,
+        &["ZINTERCARD", "2", "{a}ints", "{a}ints", "LIMIT", "50"],
+    );
+    assert_eq!(n, 50);
+    let n: i64 = q(
+        &mut c,
+        &["ZINTERCARD", "3", "{a}ints", "{c}s129", "{d}long"],
+    );
+    assert_eq!(n, 0);
+
+    // Twenty sets on four shards, one hop each.
+    for i in 0..20 {
+        let k = format!("set{i}");
+        let _: i64 = q(&mut c, &["SADD", &k, "common", &format!("own{i}")]);
+    }
+    let mut args = vec!["ZUNIONSTORE".to_string(), "dst".into(), "20".into()];
+    args.extend((0..20).map(|i| format!("set{i}")));
+    args.push("WEIGHTS".into());
+    args.extend((0..20).map(|i| i.to_string()));
+    let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let n: i64 = q(&mut c, &refs);
+    assert_eq!(n, 21);
+    let score: f64 = q(&mut c, &["ZSCORE", "dst", "common"]);
+    assert_eq!(score, (0..20).sum::<i32>() as f64);
+    let score: f64 = q(&mut c, &["ZSCORE", "dst", "own7"]);
+    assert_eq!(score, 7.0);
+    let mut args = vec!["ZINTER".to_string(), "20".into()];
+    args.extend((0..20).map(|i| format!("set{i}")));
+    args.push("WITHSCORES".into());
+    let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let got: Vec<String> = q(&mut c, &refs);
+    assert_eq!(got, vec!["common".to_string(), "20".into()]);
+}
+
+const SET_INPUTS_RESP2: Steps = &[
+    ("SADD {a}si 3 1 2 -5 100", b":5\r\n"),
+    ("SADD {b}sl b a c 1", b":4\r\n"),
+    ("ZADD {c}z 10 1 20 2 30 07 40 x 0.5 b", b":5\r\n"),
+    ("ZUNION 3 {a}si {b}sl {c}z WITHSCORES", b"*20\r\n$2\r\n-5\r\n$1\r\n1\r\n$3\r\n100\r\n$1\r\n1\r\n$1\r\n3\r\n$1\r\n1\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nc\r\n$1\r\n1\r\n$1\r\nb\r\n$3\r\n1.5\r\n$1\r\n1\r\n$2\r\n12\r\n$1\r\n2\r\n$2\r\n21\r\n$2\r\n07\r\n$2\r\n30\r\n$1\r\nx\r\n$2\r\n40\r\n"),
+    ("ZUNION 2 {a}si {c}z WEIGHTS 2 3 AGGREGATE MAX WITHSCORES", b"*16\r\n$1\r\nb\r\n$3\r\n1.5\r\n$2\r\n-5\r\n$1\r\n2\r\n$3\r\n100\r\n$1\r\n2\r\n$1\r\n3\r\n$1\r\n2\r\n$1\r\n1\r\n$2\r\n30\r\n$1\r\n2\r\n$2\r\n60\r\n$2\r\n07\r\n$2\r\n90\r\n$1\r\nx\r\n$3\r\n120\r\n"),
+    ("ZINTER 2 {c}z {a}si WEIGHTS 0.5 4 WITHSCORES", b"*4\r\n$1\r\n1\r\n$1\r\n9\r\n$1\r\n2\r\n$2\r\n14\r\n"),
+    ("ZINTER 2 {a}si {b}sl AGGREGATE MIN WITHSCORES", b"*2\r\n$1\r\n1\r\n$1\r\n1\r\n"),
+    ("ZINTER 2 {a}si {a}si WEIGHTS inf -inf WITHSCORES", b"*10\r\n$2\r\n-5\r\n$1\r\n0\r\n$1\r\n1\r\n$1\r\n0\r\n$3\r\n100\r\n$1\r\n0\r\n$1\r\n2\r\n$1\r\n0\r\n$1\r\n3\r\n$1\r\n0\r\n"),
+    ("ZDIFF 2 {a}si {c}z WITHSCORES", b"*6\r\n$2\r\n-5\r\n$1\r\n1\r\n$3\r\n100\r\n$1\r\n1\r\n$1\r\n3\r\n$1\r\n1\r\n"),
+    ("ZDIFF 2 {b}sl {a}si", b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+    ("ZINTERCARD 2 {a}si {c}z", b":2\r\n"),
+    ("ZINTERCARD 3 {a}si {b}sl {c}z LIMIT 1", b":1\r\n"),
+    ("ZINTERCARD 1 {b}sl LIMIT 0", b":4\r\n"),
+    ("ZUNIONSTORE {d}u 2 {a}si {b}sl WEIGHTS 1 -1", b":8\r\n"),
+    ("ZRANGE {d}u 0 -1 WITHSCORES", b"*16\r\n$1\r\na\r\n$2\r\n-1\r\n$1\r\nb\r\n$2\r\n-1\r\n$1\r\nc\r\n$2\r\n-1\r\n$1\r\n1\r\n$1\r\n0\r\n$2\r\n-5\r\n$1\r\n1\r\n$3\r\n100\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n1\r\n$1\r\n3\r\n$1\r\n1\r\n"),
+    ("OBJECT ENCODING {d}u", b"$8\r\nlistpack\r\n"),
+    ("ZINTERSTORE {a}si 2 {a}si {c}z", b":2\r\n"),
+    ("TYPE {a}si", b"+zset\r\n"),
+    ("ZRANGE {a}si 0 -1 WITHSCORES", b"*4\r\n$1\r\n1\r\n$2\r\n11\r\n$1\r\n2\r\n$2\r\n21\r\n"),
+    ("ZDIFFSTORE {d}u 2 {b}sl {b}sl", b":0\r\n"),
+    ("EXISTS {d}u", b":0\r\n"),
+    ("SET {d}str v", b"+OK\r\n"),
+    ("ZUNION 2 {b}sl {d}str", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    ("ZINTERCARD 2 {d}str {b}sl LIMIT x", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    ("ZRANGESTORE {d}u {b}sl 0 -1", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    ("ZMPOP 1 {b}sl MIN", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+];
+
+const SET_INPUTS_RESP3: Steps = &[
+    ("SADD {a}si 3 1 2 -5 100", b":5\r\n"),
+    ("SADD {b}sl b a c 1", b":4\r\n"),
+    ("ZADD {c}z 10 1 20 2 30 07 40 x 0.5 b", b":5\r\n"),
+    ("ZUNION 3 {a}si {b}sl {c}z WITHSCORES", b"*10\r\n*2\r\n$2\r\n-5\r\n,1\r\n*2\r\n$3\r\n100\r\n,1\r\n*2\r\n$1\r\n3\r\n,1\r\n*2\r\n$1\r\na\r\n,1\r\n*2\r\n$1\r\nc\r\n,1\r\n*2\r\n$1\r\nb\r\n,1.5\r\n*2\r\n$1\r\n1\r\n,12\r\n*2\r\n$1\r\n2\r\n,21\r\n*2\r\n$2\r\n07\r\n,30\r\n*2\r\n$1\r\nx\r\n,40\r\n"),
+    ("ZUNION 2 {a}si {c}z WEIGHTS 2 3 AGGREGATE MAX WITHSCORES", b"*8\r\n*2\r\n$1\r\nb\r\n,1.5\r\n*2\r\n$2\r\n-5\r\n,2\r\n*2\r\n$3\r\n100\r\n,2\r\n*2\r\n$1\r\n3\r\n,2\r\n*2\r\n$1\r\n1\r\n,30\r\n*2\r\n$1\r\n2\r\n,60\r\n*2\r\n$2\r\n07\r\n,90\r\n*2\r\n$1\r\nx\r\n,120\r\n"),
+    ("ZINTER 2 {c}z {a}si WEIGHTS 0.5 4 WITHSCORES", b"*2\r\n*2\r\n$1\r\n1\r\n,9\r\n*2\r\n$1\r\n2\r\n,14\r\n"),
+    ("ZINTER 2 {a}si {b}sl AGGREGATE MIN WITHSCORES", b"*1\r\n*2\r\n$1\r\n1\r\n,1\r\n"),
+    ("ZINTER 2 {a}si {a}si WEIGHTS inf -inf WITHSCORES", b"*5\r\n*2\r\n$2\r\n-5\r\n,0\r\n*2\r\n$1\r\n1\r\n,0\r\n*2\r\n$3\r\n100\r\n,0\r\n*2\r\n$1\r\n2\r\n,0\r\n*2\r\n$1\r\n3\r\n,0\r\n"),
+    ("ZDIFF 2 {a}si {c}z WITHSCORES", b"*3\r\n*2\r\n$2\r\n-5\r\n,1\r\n*2\r\n$3\r\n100\r\n,1\r\n*2\r\n$1\r\n3\r\n,1\r\n"),
+    ("ZDIFF 2 {b}sl {a}si", b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+    ("ZINTERCARD 2 {a}si {c}z", b":2\r\n"),
+    ("ZINTERCARD 3 {a}si {b}sl {c}z LIMIT 1", b":1\r\n"),
+    ("ZINTERCARD 1 {b}sl LIMIT 0", b":4\r\n"),
+    ("ZUNIONSTORE {d}u 2 {a}si {b}sl WEIGHTS 1 -1", b":8\r\n"),
+    ("ZRANGE {d}u 0 -1 WITHSCORES", b"*8\r\n*2\r\n$1\r\na\r\n,-1\r\n*2\r\n$1\r\nb\r\n,-1\r\n*2\r\n$1\r\nc\r\n,-1\r\n*2\r\n$1\r\n1\r\n,0\r\n*2\r\n$2\r\n-5\r\n,1\r\n*2\r\n$3\r\n100\r\n,1\r\n*2\r\n$1\r\n2\r\n,1\r\n*2\r\n$1\r\n3\r\n,1\r\n"),
+    ("OBJECT ENCODING {d}u", b"$8\r\nlistpack\r\n"),
+    ("ZINTERSTORE {a}si 2 {a}si {c}z", b":2\r\n"),
+    ("TYPE {a}si", b"+zset\r\n"),
+    ("ZRANGE {a}si 0 -1 WITHSCORES", b"*2\r\n*2\r\n$1\r\n1\r\n,11\r\n*2\r\n$1\r\n2\r\n,21\r\n"),
+    ("ZDIFFSTORE {d}u 2 {b}sl {b}sl", b":0\r\n"),
+    ("EXISTS {d}u", b":0\r\n"),
+    ("SET {d}str v", b"+OK\r\n"),
+    ("ZUNION 2 {b}sl {d}str", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    ("ZINTERCARD 2 {d}str {b}sl LIMIT x", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    ("ZRANGESTORE {d}u {b}sl 0 -1", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    ("ZMPOP 1 {b}sl MIN", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+];

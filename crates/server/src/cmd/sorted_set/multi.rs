@@ -2,6 +2,10 @@
 //! ZINTERCARD, ZRANGESTORE, ZMPOP. They are `Tx` handlers: every key's shard is locked for
 //! the whole command, the sources are read with one hop per shard, and the result is computed
 //! here and stored with one more hop, so the command is atomic even across shards.
+//!
+//! As in Redis, the inputs of ZUNION/ZINTER/ZDIFF (and their STORE forms) and ZINTERCARD may
+//! also be plain sets: every member counts with score 1 (then weighted). ZRANGESTORE and ZMPOP
+//! take sorted sets only.
 
 use super::{
     kw, long_arg, parse_range, pop, range_items, read, write_items, RangeType, ERR_SYNTAX,
@@ -11,7 +15,7 @@ use crate::cmd::generic::by_shard;
 use crate::cmd::{views, with_writer, Locks, Reg, TxFuture};
 use crate::exec::Tx;
 use bytes::Bytes;
-use darner_engine::{Entry, Value};
+use darner_engine::{DbView, Entry, Value, ValueRef};
 use std::collections::HashMap;
 
 pub fn register(r: &mut Reg) {
@@ -36,6 +40,25 @@ enum Src {
     Items(Vec<(Vec<u8>, f64)>),
 }
 
+/// One input of ZUNION/ZINTER/ZDIFF/ZINTERCARD as Redis's `zuiNext` sees it: a sorted set's
+/// elements, or a plain set's members each with score 1 (any encoding: intset members come
+/// out as their decimal text, which is how a set member compares with a sorted set member).
+/// Another type is WRONGTYPE.
+fn read_input(db: &mut DbView<'_>, key: &[u8]) -> Src {
+    match db.get(key) {
+        None => Src::Missing,
+        Some(e) => match e.value() {
+            ValueRef::ZSet(z) => Src::Items(z.to_vec()),
+            ValueRef::Set(s) => {
+                let mut items = Vec::with_capacity(s.len());
+                s.for_each(|m| items.push((m.to_vec(), 1.0)));
+                Src::Items(items)
+            }
+            _ => Src::WrongType,
+        },
+    }
+}
+
 /// Reads every key (one hop per shard, all hops in flight at once), in argument order.
 async fn read_sources(tx: &Tx, keys: &[Bytes]) -> Vec<Src> {
     let hops: Vec<_> = by_shard(tx, keys)
@@ -45,11 +68,7 @@ async fn read_sources(tx: &Tx, keys: &[Bytes]) -> Vec<Src> {
             let hop = tx.run(s, move |ctx| {
                 let mut db = ctx.db();
                 ks.iter()
-                    .map(|k| match read(&mut db, k) {
-                        Err(()) => Src::WrongType,
-                        Ok(None) => Src::Missing,
-                        Ok(Some(z)) => Src::Items(z.to_vec()),
-                    })
+                    .map(|k| read_input(&mut db, k))
                     .collect::<Vec<Src>>()
             });
             (idx, hop)
