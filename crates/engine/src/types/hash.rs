@@ -19,10 +19,9 @@ use super::Limits;
 /// A hash value.
 #[derive(Clone, Debug)]
 pub enum Hash {
-    Pack {
-        buf: Vec<u8>,
-        len: u32,
-    },
+    /// One exact-size buffer (a boxed slice, not a Vec: 8 bytes less per hash, which keeps
+    /// every keyspace value at 32 bytes).
+    Pack { buf: Box<[u8]>, len: u32 },
     /// Boxed: a small hash (the common case) then costs a 32-byte `Hash`, not an 80-byte one.
     Table(Box<DenseTable>),
 }
@@ -112,7 +111,7 @@ impl<'a> Iterator for Iter<'a> {
 impl Hash {
     pub fn new() -> Hash {
         Hash::Pack {
-            buf: Vec::new(),
+            buf: Box::default(),
             len: 0,
         }
     }
@@ -140,7 +139,7 @@ impl Hash {
     /// Approximate heap bytes used.
     pub fn memory(&self) -> usize {
         match self {
-            Hash::Pack { buf, .. } => buf.capacity(),
+            Hash::Pack { buf, .. } => buf.len(),
             Hash::Table(t) => std::mem::size_of::<DenseTable>() + t.memory(),
         }
     }
@@ -190,16 +189,18 @@ impl Hash {
                     } else {
                         let mut enc = Vec::with_capacity(field.len() + value.len() + 4);
                         pack_encode(&mut enc, field, value);
-                        buf.splice(s.0..s.3, enc);
-                        buf.shrink_to_fit();
+                        let mut v = std::mem::take(buf).into_vec();
+                        v.splice(s.0..s.3, enc);
+                        *buf = v.into_boxed_slice();
                     }
                     false
                 }
                 None => {
                     // Exact size: a small hash pays for its bytes only.
-                    buf.reserve_exact(field.len() + value.len() + 4);
-                    pack_encode(buf, field, value);
-                    buf.shrink_to_fit();
+                    let mut v = std::mem::take(buf).into_vec();
+                    v.reserve_exact(field.len() + value.len() + 4);
+                    pack_encode(&mut v, field, value);
+                    *buf = v.into_boxed_slice();
                     *len += 1;
                     true
                 }
@@ -217,8 +218,9 @@ impl Hash {
         match self {
             Hash::Pack { buf, len } => match pack_find(buf, field) {
                 Some(s) => {
-                    buf.drain(s.0..s.3);
-                    buf.shrink_to_fit();
+                    let mut v = std::mem::take(buf).into_vec();
+                    v.drain(s.0..s.3);
+                    *buf = v.into_boxed_slice();
                     *len -= 1;
                     true
                 }
