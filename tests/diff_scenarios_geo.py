@@ -270,3 +270,46 @@ SCENARIOS["geo_duplicates_unordered"] = [
     ("GEOSEARCH", "d", "FROMLONLAT", "1", "1", "BYRADIUS", "500", "km", "ASC", "WITHDIST"),
     ("GEOSEARCH", "d", "FROMLONLAT", "1", "1", "BYRADIUS", "500", "km", "DESC", "WITHDIST"),
 ]
+
+
+def _random_searches(seed, n_points, n_searches, lon0, lat0, spread):
+    # Seeded: the same stream every run. Unsorted searches check the box scan order too.
+    import random
+
+    rnd = random.Random(seed)
+    steps = []
+    args = []
+    for i in range(n_points):
+        lon = max(-180.0, min(180.0, lon0 + rnd.uniform(-spread, spread)))
+        lat = max(-85.0, min(85.0, lat0 + rnd.uniform(-spread, spread)))
+        args += ["%.6f" % lon, "%.6f" % lat, "m%d" % i]
+    steps.append(("GEOADD", "rnd", *args))
+    units = ["m", "km", "mi", "ft"]
+    per_unit = {"m": 1.0, "km": 1000.0, "mi": 1609.34, "ft": 0.3048}
+    for _ in range(n_searches):
+        lon = lon0 + rnd.uniform(-spread, spread)
+        lat = max(-85.0, min(85.0, lat0 + rnd.uniform(-spread, spread)))
+        u = rnd.choice(units)
+        size = rnd.choice([1e3, 2e4, 1e5, 5e5, 2e6]) * rnd.uniform(0.2, 1.0) / per_unit[u]
+        src = ["FROMLONLAT", "%.5f" % lon, "%.5f" % lat]
+        if rnd.random() < 0.3:
+            src = ["FROMMEMBER", "m%d" % rnd.randrange(n_points)]
+        if rnd.random() < 0.5:
+            by = ["BYRADIUS", "%.3f" % size, u]
+        else:
+            by = ["BYBOX", "%.3f" % size, "%.3f" % (size * rnd.uniform(0.3, 2.0)), u]
+        opts = ["WITHDIST", "WITHCOORD", "WITHHASH"]
+        r = rnd.random()
+        if r < 0.3:
+            opts += ["ASC"]
+        elif r < 0.5:
+            opts += ["DESC", "COUNT", str(rnd.randrange(1, 30))]
+        elif r < 0.6:
+            opts += ["COUNT", str(rnd.randrange(1, 30)), "ANY"]
+        steps.append(("GEOSEARCH", "rnd", *src, *by, *opts))
+    return steps
+
+
+SCENARIOS["geo_random_paris"] = _random_searches(7, 400, 60, 2.35, 48.85, 3.0)
+SCENARIOS["geo_random_world"] = _random_searches(11, 300, 40, 0.0, 0.0, 180.0)
+SCENARIOS["geo_random_north"] = _random_searches(13, 200, 30, -150.0, 75.0, 12.0)

@@ -16,8 +16,8 @@
 //! both shards locked). The other commands are `Key` handlers.
 
 use super::sorted_set::{store_set, write};
-use super::{views, with_writer, Locks, Reg, TxFuture, ERR_NOT_FLOAT, ERR_NOT_INT, ERR_SYNTAX};
 use super::ERR_WRONGTYPE;
+use super::{views, with_writer, Locks, Reg, TxFuture, ERR_NOT_FLOAT, ERR_NOT_INT, ERR_SYNTAX};
 use crate::exec::Tx;
 use crate::shard::ShardCtx;
 use bytes::Bytes;
@@ -505,7 +505,9 @@ fn unit(a: &[u8]) -> Result<f64, Err> {
     } else if kw(a, "mi") {
         Ok(1609.34)
     } else {
-        Err(err(b"ERR unsupported unit provided. please use M, KM, FT, MI"))
+        Err(err(
+            b"ERR unsupported unit provided. please use M, KM, FT, MI",
+        ))
     }
 }
 
@@ -574,7 +576,7 @@ fn geoadd(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         idx += 1;
     }
     let rest = args.len() - idx;
-    if rest % 3 != 0 || (nx && xx) {
+    if !rest.is_multiple_of(3) || (nx && xx) {
         return w.error(ERR_SYNTAX);
     }
     let elements = rest / 3;
