@@ -313,3 +313,32 @@ def _random_searches(seed, n_points, n_searches, lon0, lat0, spread):
 SCENARIOS["geo_random_paris"] = _random_searches(7, 400, 60, 2.35, 48.85, 3.0)
 SCENARIOS["geo_random_world"] = _random_searches(11, 300, 40, 0.0, 0.0, 180.0)
 SCENARIOS["geo_random_north"] = _random_searches(13, 200, 30, -150.0, 75.0, 12.0)
+
+SCENARIOS["geo_extreme_arguments"] = SICILY + [
+    ("GEOADD", "Sicily", "1", "1", "dup", "2", "2", "dup"), ("GEOPOS", "Sicily", "dup"),
+    ("GEOADD", "Sicily", "-0", "0", "z0"),
+    ("GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "inf", "km", "ASC", "WITHDIST"),
+    ("GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "1e308", "m", "ASC"),
+    ("GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYBOX", "inf", "inf", "km", "ASC"),
+    ("GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYBOX", "1e308", "10", "km", "ASC"),
+    ("GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "-0", "km"),
+    ("GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "nan", "km"),
+    ("GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "0x10", "km"),
+    ("GEOSEARCH", "Sicily", "FROMLONLAT", "180", "85.05112878", "BYRADIUS", "10000", "km", "ASC", "WITHDIST"),
+    ("GEOSEARCH", "Sicily", "FROMLONLAT", "-180", "-85.05112878", "BYRADIUS", "20000", "km", "ASC"),
+    ("GEOSEARCH", "Sicily", "FROMLONLAT", "180", "85.05112879", "BYRADIUS", "1", "km"),
+    ("GEOSEARCH", "Sicily", "FROMLONLAT", "-180.0000001", "0", "BYRADIUS", "1", "km"),
+    ("GEOSEARCH", "Sicily", "FROMLONLAT", "1e400", "0", "BYRADIUS", "1", "km"),
+    ("GEOSEARCH", "Sicily", "FROMLONLAT", "-inf", "inf", "BYRADIUS", "1", "km"),
+    ("GEOSEARCH", "Sicily", "FROMLONLAT", " 15", "37", "BYRADIUS", "1", "km"),
+    ("GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km", "COUNT", "2", "COUNT", "1"),
+    ("GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km", "ASC", "DESC", "any",
+     "count", "5"),
+    ("GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km", "WITHDIST", "WITHDIST"),
+    ("GEOSEARCHSTORE", "d", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km", "STOREDIST",
+     "STOREDIST"), ("ZRANGE", "d", "0", "-1"),
+    ("GEORADIUS", "Sicily", "15", "37", "200", "km", "STORE", "a", "STORE", "b"), ("EXISTS", "a", "b"),
+    ("MULTI",), ("GEOSEARCHSTORE", "m", "Sicily", "FROMMEMBER", "Catania", "BYRADIUS", "100", "km"),
+    ("GEORADIUS", "Sicily", "15", "37", "200", "km", "STORE", "m2"), ("GEODIST", "m", "Catania", "Agr"),
+    ("EXEC",),
+]
