@@ -342,3 +342,23 @@ SCENARIOS["geo_extreme_arguments"] = SICILY + [
     ("GEORADIUS", "Sicily", "15", "37", "200", "km", "STORE", "m2"), ("GEODIST", "m", "Catania", "Agr"),
     ("EXEC",),
 ]
+
+
+def _ties():
+    # Equal distances: the order of the first COUNT results is the partial quicksort's.
+    steps = []
+    args = []
+    for i in range(60):
+        k = i % 4
+        args += ["%.6f" % (1 + k * 0.01), "1.000000", "t%02d" % i]
+    steps.append(("GEOADD", "ties", *args))
+    for count in ["1", "3", "6", "7", "8", "13", "41", "59"]:
+        for order in ["ASC", "DESC"]:
+            steps.append(("GEOSEARCH", "ties", "FROMLONLAT", "1", "1", "BYRADIUS", "500", "km", order,
+                          "COUNT", count, "WITHDIST"))
+    steps.append(("GEORADIUS", "ties", "1.015", "1", "500", "km", "COUNT", "20"))
+    steps.append(("GEORADIUS", "ties", "1.015", "1", "500", "km", "COUNT", "45", "DESC"))
+    return steps
+
+
+SCENARIOS["geo_equal_distances_count"] = _ties()

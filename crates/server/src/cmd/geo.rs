@@ -9,7 +9,8 @@
 //! dropped when the area cannot reach them), each box is a score range `[min, max)` read in
 //! set order, and every candidate is kept only after the exact Haversine (or box) test.
 //! Results are sorted by distance with a stable sort (glibc's qsort merge-sorts, so ties keep
-//! the order in which the boxes were read).
+//! the order in which the boxes were read), or, when COUNT cuts the list, with Redis's own
+//! partial quicksort, so that equally distant points come out in Redis's order.
 //!
 //! GEORADIUS, GEORADIUSBYMEMBER and GEOSEARCHSTORE may write to a key on another shard: they
 //! are `Tx` handlers (the source is searched in one hop, the result stored in a second one,
@@ -25,6 +26,7 @@ use darner_engine::types::zset::{AddFlags, Added};
 use darner_engine::types::ZSet;
 use darner_engine::{DbView, Entry, Value, ValueRef};
 use darner_resp::ReplyWriter;
+use std::cmp::Ordering;
 
 pub fn register(r: &mut Reg) {
     r.key("geoadd", geoadd);
@@ -951,10 +953,22 @@ fn parse_and_search(
     } else {
         count as usize
     };
-    match sort {
-        Sort::None => {}
-        Sort::Asc => pts.sort_by(|a, b| a.dist.total_cmp(&b.dist)),
-        Sort::Desc => pts.sort_by(|a, b| b.dist.total_cmp(&a.dist)),
+    if sort != Sort::None {
+        let cmp = |a: &Point, b: &Point| {
+            let o = a.dist.partial_cmp(&b.dist).unwrap_or(Ordering::Equal);
+            if sort == Sort::Desc {
+                o.reverse()
+            } else {
+                o
+            }
+        };
+        if returned == pts.len() {
+            // glibc's qsort merge-sorts: stable, as `sort_by`.
+            pts.sort_by(cmp);
+        } else {
+            let n = pts.len();
+            pqsort(&mut pts, 0, n, &cmp, 0, returned - 1);
+        }
     }
     pts.truncate(returned);
     for p in &mut pts {
@@ -993,6 +1007,117 @@ fn parse_and_search(
             }
         }
     })))
+}
+
+/// Redis's partial quicksort (pqsort.c, a BSD qsort that skips the partitions outside
+/// `lrange..=rrange`): only the first COUNT results need their final order, and which of
+/// several equally distant points come first depends on this exact algorithm.
+fn pqsort<T>(
+    v: &mut [T],
+    mut a: usize,
+    mut n: usize,
+    cmp: &impl Fn(&T, &T) -> Ordering,
+    lrange: usize,
+    rrange: usize,
+) {
+    let med3 = |v: &[T], x: usize, y: usize, z: usize| -> usize {
+        if cmp(&v[x], &v[y]) == Ordering::Less {
+            if cmp(&v[y], &v[z]) == Ordering::Less {
+                y
+            } else if cmp(&v[x], &v[z]) == Ordering::Less {
+                z
+            } else {
+                x
+            }
+        } else if cmp(&v[y], &v[z]) == Ordering::Greater {
+            y
+        } else if cmp(&v[x], &v[z]) == Ordering::Less {
+            x
+        } else {
+            z
+        }
+    };
+    let vecswap = |v: &mut [T], x: usize, y: usize, k: usize| {
+        for i in 0..k {
+            v.swap(x + i, y + i);
+        }
+    };
+    loop {
+        if n < 7 {
+            for pm in a + 1..a + n {
+                let mut pl = pm;
+                while pl > a && cmp(&v[pl - 1], &v[pl]) == Ordering::Greater {
+                    v.swap(pl, pl - 1);
+                    pl -= 1;
+                }
+            }
+            return;
+        }
+        let mut pm = a + n / 2;
+        if n > 7 {
+            let mut pl = a;
+            let mut pn = a + n - 1;
+            if n > 40 {
+                let d = n / 8;
+                pl = med3(v, pl, pl + d, pl + 2 * d);
+                pm = med3(v, pm - d, pm, pm + d);
+                pn = med3(v, pn - 2 * d, pn - d, pn);
+            }
+            pm = med3(v, pl, pm, pn);
+        }
+        v.swap(a, pm);
+        let (mut pa, mut pb) = (a + 1, a + 1);
+        // pc and pd may step to a - 1 in C (pointers); keep them offset by one.
+        let (mut pc, mut pd) = (a + n, a + n);
+        loop {
+            while pb < pc {
+                let c = cmp(&v[pb], &v[a]);
+                if c == Ordering::Greater {
+                    break;
+                }
+                if c == Ordering::Equal {
+                    v.swap(pa, pb);
+                    pa += 1;
+                }
+                pb += 1;
+            }
+            while pb < pc {
+                let c = cmp(&v[pc - 1], &v[a]);
+                if c == Ordering::Less {
+                    break;
+                }
+                if c == Ordering::Equal {
+                    v.swap(pc - 1, pd - 1);
+                    pd -= 1;
+                }
+                pc -= 1;
+            }
+            if pb >= pc {
+                break;
+            }
+            v.swap(pb, pc - 1);
+            pb += 1;
+            pc -= 1;
+        }
+        let pn = a + n;
+        let r = (pa - a).min(pb - pa);
+        vecswap(v, a, pb - r, r);
+        let r = (pd - pc).min(pn - pd);
+        vecswap(v, pb, pn - r, r);
+        let r = pb - pa;
+        if r > 1 && !((lrange < a && rrange < a) || (lrange > a + r - 1 && rrange > a + r - 1)) {
+            pqsort(v, a, r, cmp, lrange, rrange);
+        }
+        let r = pd - pc;
+        if r <= 1 {
+            return;
+        }
+        a = pn - r;
+        n = r;
+        if (lrange < a && rrange < a) || (lrange > a + r - 1 && rrange > a + r - 1) {
+            return;
+        }
+    }
 }
 
 fn search_key(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, fl: Flavor) {
