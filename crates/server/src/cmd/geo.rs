@@ -1216,6 +1216,30 @@ mod tests {
     }
 
     #[test]
+    fn pqsort_orders_the_requested_prefix() {
+        // Model check against a full sort, on inputs with many ties (LCG-generated).
+        let mut seed: u64 = 42;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            seed >> 33
+        };
+        for _ in 0..300 {
+            let n = (next() % 120) as usize + 1;
+            let keys = (next() % 20) + 1;
+            let mut v: Vec<u64> = (0..n).map(|_| next() % keys).collect();
+            let mut want = v.clone();
+            want.sort();
+            let upto = (next() as usize % n) + 1;
+            pqsort(&mut v, 0, n, &|a: &u64, b: &u64| a.cmp(b), 0, upto - 1);
+            assert_eq!(v[..upto], want[..upto], "n={n} upto={upto}");
+            v.sort();
+            assert_eq!(v, want, "a permutation");
+        }
+    }
+
+    #[test]
     fn steps() {
         assert_eq!(estimate_steps(0.0, 0.0), 26);
         assert_eq!(estimate_steps(1e9, 0.0), 1);
