@@ -14,6 +14,7 @@
 
 pub mod connection;
 pub mod generic;
+pub mod geo;
 pub mod hash;
 pub mod hyperloglog;
 pub mod list;
@@ -148,6 +149,7 @@ pub fn registry() -> &'static Registry {
         connection::register(&mut reg);
         server::register(&mut reg);
         generic::register(&mut reg);
+        geo::register(&mut reg);
         string::register(&mut reg);
         transactions::register(&mut reg);
         hash::register(&mut reg);
