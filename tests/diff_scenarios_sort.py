@@ -168,3 +168,14 @@ SCENARIOS["sort_multi"] = [
     ("MULTI",), ("SORT", "l", "BY", "w_*", "GET", "w_*"), ("SORT", "l", "STORE", "d"),
     ("LRANGE", "d", "0", "-1"), ("SORT_RO", "l", "STORE", "x"), ("EXEC",),
 ]
+
+SCENARIOS["sort_odd_arguments"] = [
+    ("RPUSH", "l", "2", "1"), ("SET", "w_1", "5"), ("SET", "w_2", "3"),
+    ("SORT", "l", b"desc\x00x"), ("SORT", "l", b"BY\x00", "w_*"), ("SORT", "l", "By", "W_*"),
+    ("SORT", "l", "BY", b"w_\x00*"), ("SORT", "l", "GET", b"#\x00x"), ("SORT", "l", "GET", "#x"),
+    ("HSET", "h->_1x", "f->g", "A"), ("HSET", "h->_2x", "f->g", "B"),
+    ("SORT", "l", "GET", "h->_*x->f->g"), ("SORT", "l", "BY", "h->_*x->f->g", "ALPHA", "DESC"),
+    ("SORT", "l", "LIMIT", "0", "1", "LIMIT", "1", "1"), ("SORT", "l", "LIMIT", "01", "1"),
+    ("SORT", "l", "LIMIT", " 1", "1"), ("SORT", "l", "STORE", "d", "STORE"),
+    ("SORT", "l", "ASC", "DESC", "ALPHA", "ALPHA"),
+]

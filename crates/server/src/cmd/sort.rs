@@ -580,3 +580,70 @@ fn store_list(ctx: &mut ShardCtx, dst: &[u8], items: Vec<Vec<u8>>) {
     let lru = db.clock.lru;
     db.set(Entry::new_value(dst, Value::List(l), None, lru));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(p: &[u8], e: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+        Pattern::parse(&Bytes::copy_from_slice(p))
+            .lookup(e)
+            .map(|(k, f)| (k, f.map(|f| f.to_vec())))
+    }
+
+    #[test]
+    fn patterns_follow_lookup_key_by_pattern() {
+        assert!(matches!(Pattern::parse(&Bytes::from("#")), Pattern::Elem));
+        assert!(matches!(
+            Pattern::parse(&Bytes::from("#\0x")),
+            Pattern::Elem
+        ));
+        assert!(matches!(Pattern::parse(&Bytes::from("#x")), Pattern::Never));
+        assert!(matches!(
+            Pattern::parse(&Bytes::from("nosort")),
+            Pattern::Never
+        ));
+        // A '*' after a NUL byte is not seen.
+        assert!(matches!(
+            Pattern::parse(&Bytes::from("a\0*")),
+            Pattern::Never
+        ));
+        assert_eq!(key(b"w_*", b"1"), Some((b"w_1".to_vec(), None)));
+        assert_eq!(key(b"*", b"x"), Some((b"x".to_vec(), None)));
+        // Only the first '*' is replaced.
+        assert_eq!(key(b"a*b*c", b"X"), Some((b"aXb*c".to_vec(), None)));
+        assert_eq!(
+            key(b"h_*->f", b"1"),
+            Some((b"h_1".to_vec(), Some(b"f".to_vec())))
+        );
+        // The first "->" after the '*' splits; the field may contain "->".
+        assert_eq!(
+            key(b"h->_*x->f->g", b"1"),
+            Some((b"h->_1x".to_vec(), Some(b"f->g".to_vec())))
+        );
+        // "->" at the end is part of the key.
+        assert_eq!(key(b"h_*->", b"1"), Some((b"h_1->".to_vec(), None)));
+        assert_eq!(key(b"h_*->\0f", b"1"), Some((b"h_1->\0f".to_vec(), None)));
+    }
+
+    #[test]
+    fn scores_follow_strtod() {
+        assert_eq!(sort_score(b""), Some(0.0));
+        assert_eq!(sort_score(b" \t1.5"), Some(1.5));
+        assert_eq!(sort_score(b"5\0junk"), Some(5.0));
+        assert_eq!(sort_score(b"-inf"), Some(f64::NEG_INFINITY));
+        assert_eq!(sort_score(b"0x10"), Some(16.0));
+        for bad in [
+            &b" "[..],
+            b"1 ",
+            b"nan",
+            b"1e400",
+            b"1e-310",
+            b"-",
+            b"x",
+            b"0x",
+        ] {
+            assert_eq!(sort_score(bad), None, "{:?}", bad);
+        }
+    }
+}
