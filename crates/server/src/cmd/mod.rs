@@ -20,6 +20,7 @@ pub mod hyperloglog;
 pub mod list;
 pub mod server;
 pub mod set;
+pub mod sort;
 pub mod sorted_set;
 pub mod string;
 pub mod transactions;
@@ -157,6 +158,7 @@ pub fn registry() -> &'static Registry {
         list::register(&mut reg);
         set::register(&mut reg);
         sorted_set::register(&mut reg);
+        sort::register(&mut reg);
         r
     })
 }

@@ -589,6 +589,8 @@ pub fn summary(full_name: &str) -> Option<&'static str> {
         "smismember" => "Tells, for each value, whether it is a member of a set.",
         "smove" => "Moves a member from one set to another.",
         "spop" => "Removes and returns one or more random members of a set.",
+        "sort" => "Sorts a list, set or sorted set, optionally by other keys, optionally storing it.",
+        "sort_ro" => "Sorts a list, set or sorted set, optionally by other keys (read-only).",
         "srandmember" => "Returns one or more random members of a set, distinct or with repeats.",
         "srem" => "Removes members from a set, deleting it when it becomes empty.",
         "sscan" => "Iterates over the members of a set.",
