@@ -179,3 +179,11 @@ SCENARIOS["sort_odd_arguments"] = [
     ("SORT", "l", "LIMIT", " 1", "1"), ("SORT", "l", "STORE", "d", "STORE"),
     ("SORT", "l", "ASC", "DESC", "ALPHA", "ALPHA"),
 ]
+
+SCENARIOS["sort_getkeys"] = [
+    ("COMMAND", "GETKEYS", "SORT", "k"), ("COMMAND", "GETKEYS", "SORT", "k", "STORE", "d"),
+    ("COMMAND", "GETKEYS", "SORT_RO", "k", "BY", "x"),
+    ("COMMAND", "GETKEYSANDFLAGS", "SORT", "k", "STORE", "d"),
+    ("COMMAND", "GETKEYS", "SORT", "k", "LIMIT", "0", "1", "STORE", "a", "GET", "x", "STORE", "b"),
+    ("COMMAND", "GETKEYS", "SORT", "k", "STORE"), ("COMMAND", "GETKEYS", "SORT", "k", "GET", "store", "STORE", "z"),
+]

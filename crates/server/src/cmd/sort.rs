@@ -578,7 +578,7 @@ fn store_list(ctx: &mut ShardCtx, dst: &[u8], items: Vec<Vec<u8>>) {
         l.push(e, false, fill);
     }
     let lru = db.clock.lru;
-    db.set(Entry::new_value(dst, Value::List(l), None, lru));
+    db.set(Entry::new_value(dst, Value::List(Box::new(l)), None, lru));
 }
 
 #[cfg(test)]

@@ -167,6 +167,30 @@ fn keys_and_flags(
     spec: &'static CommandSpec,
     argv: &[&[u8]],
 ) -> Vec<(usize, &'static [&'static str])> {
+    // sortGetKeys / sortROGetKeys: the source, and for SORT the last STORE's destination
+    // (options are skipped by their argument counts: LIMIT 2, GET 1, BY 1).
+    if matches!(spec.full_name, "sort" | "sort_ro") {
+        let mut keys: Vec<(usize, &'static [&'static str])> = vec![(1, &["RO", "access"])];
+        if spec.full_name == "sort" {
+            let mut store = None;
+            let mut i = 2;
+            while i < argv.len() {
+                let a = argv[i];
+                if crate::cmd::eq(a, "limit") {
+                    i += 2;
+                } else if crate::cmd::eq(a, "get") || crate::cmd::eq(a, "by") {
+                    i += 1;
+                } else if crate::cmd::eq(a, "store") && i + 1 < argv.len() {
+                    store = Some(i + 1);
+                }
+                i += 1;
+            }
+            if let Some(d) = store {
+                keys.push((d, &["OW", "update"]));
+            }
+        }
+        return keys;
+    }
     let mut all = Vec::new();
     darner_commands::key_indices(spec, argv, &mut all);
     if all.is_empty() {
