@@ -204,6 +204,8 @@ pub struct DenseTable {
     len: usize,
     /// Where [`DenseTable::remove_expired`] resumes (a bucket index).
     sweep_at: usize,
+    /// How many entries carry an expiry (0: readers can skip every expiry check).
+    expiring: usize,
 }
 
 impl Default for DenseTable {
@@ -220,6 +222,7 @@ impl DenseTable {
             depth: 0,
             len: 0,
             sweep_at: 0,
+            expiring: 0,
         }
     }
 
@@ -229,6 +232,16 @@ impl DenseTable {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// How many buckets there are.
+    pub fn buckets(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// How many entries carry an expiry.
+    pub fn expiring(&self) -> usize {
+        self.expiring
     }
 
     fn slot_of(&self, h: u64) -> usize {
@@ -257,6 +270,8 @@ impl DenseTable {
         let tag = tag_of(h);
         let chunk = &mut self.buckets[bi];
         if let Some(s) = find(chunk, tag, key) {
+            self.expiring =
+                self.expiring + usize::from(expiry.is_some()) - usize::from(s.expiry.is_some());
             if s.val.1 - s.val.0 == val.len() && s.expiry.is_some() == expiry.is_some() {
                 // Same layout: overwrite in place, no allocation.
                 chunk[s.val.0..s.val.1].copy_from_slice(val);
@@ -280,6 +295,7 @@ impl DenseTable {
         let too_big = n > MAX_ENTRIES || (v.len() > MAX_BYTES && n >= 2);
         *chunk = v.into_boxed_slice();
         self.len += 1;
+        self.expiring += usize::from(expiry.is_some());
         if too_big {
             self.split(bi, h);
         }
@@ -357,6 +373,7 @@ impl DenseTable {
         set_count(&mut v, n);
         *chunk = v.into_boxed_slice();
         self.len -= 1;
+        self.expiring -= usize::from(s.expiry.is_some());
         Some((val, s.expiry))
     }
 
@@ -450,6 +467,9 @@ impl DenseTable {
     /// `now_ms`. Returns the removed keys.
     pub fn remove_expired(&mut self, now_ms: i64, max_buckets: usize) -> Vec<Vec<u8>> {
         let mut gone = Vec::new();
+        if self.expiring == 0 {
+            return gone;
+        }
         let nb = self.buckets.len();
         for _ in 0..max_buckets.min(nb) {
             let bi = self.sweep_at % nb;
@@ -633,6 +653,7 @@ mod tests {
                     }
                 }
                 prop_assert_eq!(t.len(), m.len());
+                prop_assert_eq!(t.expiring(), m.values().filter(|(_, e)| e.is_some()).count());
             }
             for (k, (v, e)) in &m {
                 prop_assert_eq!(t.get(k), Some((&v[..], *e)));
