@@ -23,7 +23,7 @@
 //! ([`Hash::expire_field`], [`Hash::remove_all_expired`]) or in steps ([`Hash::remove_expired`]).
 //! A table counts its fields with a TTL, so a hash without any skips every expiry check.
 
-use super::dense::DenseTable;
+use super::dense::{DenseTable, EntryRef};
 use super::Limits;
 
 /// A hash value.
@@ -443,7 +443,7 @@ impl Hash {
     }
 
     /// Every (field, value, expiry).
-    pub fn iter_ttl(&self) -> Box<dyn Iterator<Item = (&[u8], &[u8], Option<i64>)> + '_> {
+    pub fn iter_ttl(&self) -> Box<dyn Iterator<Item = EntryRef<'_>> + '_> {
         match self {
             Hash::Pack { buf, .. } => {
                 let mut p = 0;
