@@ -206,6 +206,10 @@ pub struct DenseTable {
     sweep_at: usize,
     /// How many entries carry an expiry (0: readers can skip every expiry check).
     expiring: usize,
+    /// A lower bound of every entry's expiry (`i64::MAX`: none), exact after a full sweep:
+    /// while the clock is before it nothing can have expired, so a reader of the whole table
+    /// skips the O(n) sweep.
+    min_expiry: i64,
 }
 
 impl Default for DenseTable {
@@ -223,6 +227,7 @@ impl DenseTable {
             len: 0,
             sweep_at: 0,
             expiring: 0,
+            min_expiry: i64::MAX,
         }
     }
 
@@ -242,6 +247,11 @@ impl DenseTable {
     /// How many entries carry an expiry.
     pub fn expiring(&self) -> usize {
         self.expiring
+    }
+
+    /// False when no entry can have an expiry at or before `now_ms` (O(1)).
+    pub fn may_have_expired(&self, now_ms: i64) -> bool {
+        self.expiring > 0 && self.min_expiry <= now_ms
     }
 
     fn slot_of(&self, h: u64) -> usize {
@@ -265,6 +275,9 @@ impl DenseTable {
 
     /// Inserts or replaces `key`. Returns true if the key was new.
     pub fn insert(&mut self, key: &[u8], val: &[u8], expiry: Option<i64>) -> bool {
+        if let Some(e) = expiry {
+            self.min_expiry = self.min_expiry.min(e);
+        }
         let h = hash_key(key);
         let bi = self.bucket_of(h);
         let tag = tag_of(h);
@@ -471,18 +484,28 @@ impl DenseTable {
             return gone;
         }
         let nb = self.buckets.len();
+        // A sweep over every bucket learns the exact earliest survivor.
+        let full = max_buckets >= nb;
+        let mut earliest = i64::MAX;
         for _ in 0..max_buckets.min(nb) {
             let bi = self.sweep_at % nb;
             self.sweep_at = (bi + 1) % nb;
             let b = &self.buckets[bi];
-            let dead: Vec<Vec<u8>> = entries(b)
-                .filter(|s| s.expiry.is_some_and(|e| e <= now_ms))
-                .map(|s| b[s.key.0..s.key.1].to_vec())
-                .collect();
+            let mut dead: Vec<Vec<u8>> = Vec::new();
+            for s in entries(b) {
+                match s.expiry {
+                    Some(e) if e <= now_ms => dead.push(b[s.key.0..s.key.1].to_vec()),
+                    Some(e) => earliest = earliest.min(e),
+                    None => {}
+                }
+            }
             for k in dead {
                 self.remove(&k);
                 gone.push(k);
             }
+        }
+        if full {
+            self.min_expiry = earliest;
         }
         gone
     }
@@ -612,6 +635,12 @@ mod tests {
         }
         assert_eq!(gone, 167); // 0, 3, ..., 498
         assert_eq!(t.len(), 833);
+        // A full sweep learns the earliest survivor (501).
+        let nb = t.buckets();
+        t.remove_expired(500, nb);
+        assert!(!t.may_have_expired(500));
+        assert!(t.may_have_expired(501));
+        assert!(!DenseTable::new().may_have_expired(i64::MAX));
     }
 
     #[derive(Debug, Clone)]
@@ -654,6 +683,10 @@ mod tests {
                 }
                 prop_assert_eq!(t.len(), m.len());
                 prop_assert_eq!(t.expiring(), m.values().filter(|(_, e)| e.is_some()).count());
+                // The bound never hides an entry.
+                if let Some(min) = m.values().filter_map(|(_, e)| *e).min() {
+                    prop_assert!(t.may_have_expired(min));
+                }
             }
             for (k, (v, e)) in &m {
                 prop_assert_eq!(t.get(k), Some((&v[..], *e)));

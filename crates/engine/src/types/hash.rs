@@ -405,8 +405,9 @@ impl Hash {
         }
     }
 
-    /// Removes every field whose TTL is at or before `now_ms` (O(n) unless no field has a
-    /// TTL). Returns how many it removed.
+    /// Removes every field whose TTL is at or before `now_ms` (O(n) for a listpack with TTLs;
+    /// for a table O(1) unless a field may be due, see `DenseTable::may_have_expired`).
+    /// Returns how many it removed.
     pub fn remove_all_expired(&mut self, now_ms: i64) -> usize {
         match self {
             Hash::Pack { ex: false, .. } => 0,
@@ -431,7 +432,9 @@ impl Hash {
                 gone
             }
             Hash::Table(t) => {
-                if t.expiring() == 0 {
+                // O(1) unless some field may really be due: HLEN, HGETALL ... on a big hash
+                // with TTLs sweep it only when something expired (or a bound went stale).
+                if !t.may_have_expired(now_ms) {
                     return 0;
                 }
                 // Buckets never merge, so one step over as many buckets as there are visits
