@@ -26,6 +26,9 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIST_DIR = os.path.join(REPO_ROOT, "tools", "commands")
 OUT_PATH = os.path.join(REPO_ROOT, "crates", "commands", "src", "table.rs")
 DEFAULT_SPEC_DIR = os.path.join(REPO_ROOT, "..", "shared", "commands")
+# Facts (arity, flags, key specs, arguments; no prose) for commands newer than the shared
+# reference specs (Redis 7.4's hash field expiry), written for this project.
+PROJECT_SPEC_DIR = os.path.join(REPO_ROOT, "tools", "specs")
 
 # Command flags: (JSON name, Rust const name, bit, name printed by COMMAND
 # INFO or None when Redis hides it). Bits follow Redis's server.h; the list
@@ -470,6 +473,9 @@ def generate(spec_dir):
                 check(name not in names, f"{fname}: {name!r} is listed in another file too")
                 names.append(name)
     specs = load_specs(spec_dir)
+    for name, body in load_specs(PROJECT_SPEC_DIR).items():
+        check(name not in specs, f"tools/specs: {name!r} is in {spec_dir} already")
+        specs[name] = body
     top = {}
     for full in names:
         check(full in specs, f"no spec for {full!r} in {spec_dir}")

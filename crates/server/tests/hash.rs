@@ -98,7 +98,8 @@ const BASICS: Steps = &[
     ("HSTRLEN h f\\x00\\xff", b":5\r\n"),
     ("HGET h", b"-ERR wrong number of arguments for 'hget' command\r\n"),
     ("HDEL h", b"-ERR wrong number of arguments for 'hdel' command\r\n"),
-    ("HEXPIRE h 10 FIELDS 1 a", b"-ERR unknown command 'HEXPIRE', with args beginning with: 'h' '10' 'FIELDS' '1' 'a' \r\n"),
+    // Redis 7.4 (7.2 has no HEXPIRE): no field "a" here.
+    ("HEXPIRE h 10 FIELDS 1 a", b"*1\r\n:-2\r\n"),
 ];
 
 #[test]
@@ -562,6 +563,440 @@ fn writes_signal_watchers_and_failed_ones_do_not() {
         &[
             ("MULTI", b"+OK\r\n"),
             ("HGET h a", b"+QUEUED\r\n"),
+            ("EXEC", b"*-1\r\n"),
+        ],
+    );
+}
+
+// ---- Field expiry (Redis 7.4: HEXPIRE family, HTTL family, HPERSIST). The exact replies
+// are Redis 7.4's documented ones (Debian's redis-server 7.0 has no such commands); times
+// are far in the future (4102444800 = 2100-01-01) or already past, so they never depend on
+// the clock.
+
+const FIELD_TTL: Steps = &[
+    ("HSET h a 1 b 2 c 3", b":3\r\n"),
+    ("OBJECT ENCODING h", b"$8\r\nlistpack\r\n"),
+    (
+        "HEXPIREAT h 4102444800 FIELDS 2 a zz",
+        b"*2\r\n:1\r\n:-2\r\n",
+    ),
+    ("OBJECT ENCODING h", b"$10\r\nlistpackex\r\n"),
+    (
+        "HEXPIRETIME h FIELDS 3 a b zz",
+        b"*3\r\n:4102444800\r\n:-1\r\n:-2\r\n",
+    ),
+    ("HPEXPIRETIME h FIELDS 1 a", b"*1\r\n:4102444800000\r\n"),
+    (
+        "HEXPIREAT h 4102444900 NX FIELDS 2 a b",
+        b"*2\r\n:0\r\n:1\r\n",
+    ),
+    (
+        "HPEXPIREAT h 4102444800001 XX FIELDS 2 a c",
+        b"*2\r\n:1\r\n:0\r\n",
+    ),
+    (
+        "HEXPIREAT h 4102444850 GT FIELDS 3 a b c",
+        b"*3\r\n:1\r\n:0\r\n:0\r\n",
+    ),
+    (
+        "HEXPIREAT h 4102444820 lt FIELDS 3 a b c",
+        b"*3\r\n:1\r\n:1\r\n:1\r\n",
+    ),
+    (
+        "HPEXPIRETIME h FIELDS 3 a b c",
+        b"*3\r\n:4102444820000\r\n:4102444820000\r\n:4102444820000\r\n",
+    ),
+    ("HPERSIST h FIELDS 3 a zz a", b"*3\r\n:1\r\n:-2\r\n:-1\r\n"),
+    ("HTTL h FIELDS 1 a", b"*1\r\n:-1\r\n"),
+    // HSET clears a TTL, HINCRBY keeps it (Redis 7.4's HASH_SET_KEEP_TTL).
+    ("HSET h b 20", b":0\r\n"),
+    ("HINCRBY h c 5", b":8\r\n"),
+    (
+        "HEXPIRETIME h FIELDS 2 b c",
+        b"*2\r\n:-1\r\n:4102444820\r\n",
+    ),
+    ("HINCRBYFLOAT h c 0.5", b"$3\r\n8.5\r\n"),
+    ("HEXPIRETIME h FIELDS 1 c", b"*1\r\n:4102444820\r\n"),
+    // A time already past deletes the field (2); the key goes with its last field.
+    ("HEXPIREAT h 1 FIELDS 2 c c", b"*2\r\n:2\r\n:-2\r\n"),
+    (
+        "HGETALL h",
+        b"*4\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$2\r\n20\r\n",
+    ),
+    ("HPEXPIRE h 0 FIELDS 1 a", b"*1\r\n:2\r\n"),
+    ("HEXPIRE h 0 XX FIELDS 1 b", b"*1\r\n:0\r\n"),
+    ("HEXPIRE h 0 FIELDS 1 b", b"*1\r\n:2\r\n"),
+    ("EXISTS h", b":0\r\n"),
+    // A missing key: -2 for every field.
+    ("HEXPIRE nokey 10 FIELDS 2 a b", b"*2\r\n:-2\r\n:-2\r\n"),
+    ("HTTL nokey FIELDS 1 a", b"*1\r\n:-2\r\n"),
+    ("HPERSIST nokey FIELDS 1 a", b"*1\r\n:-2\r\n"),
+    // "listpackex" stays, even without any TTL left; a table is a table.
+    ("HSET p x 1", b":1\r\n"),
+    ("HPERSIST p FIELDS 1 x", b"*1\r\n:-1\r\n"),
+    ("OBJECT ENCODING p", b"$8\r\nlistpack\r\n"),
+    ("HEXPIRE p 100 FIELDS 1 nope", b"*1\r\n:-2\r\n"),
+    ("OBJECT ENCODING p", b"$10\r\nlistpackex\r\n"),
+    ("HSET p x 2", b":0\r\n"),
+    ("OBJECT ENCODING p", b"$10\r\nlistpackex\r\n"),
+];
+
+const FIELD_TTL_ERRORS: Steps = &[
+    ("HSET h a 1", b":1\r\n"),
+    ("SET s x", b"+OK\r\n"),
+    (
+        "HEXPIRE s abc FIELDS 1 a",
+        b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+    ),
+    (
+        "HTTL s FIELDS 0 a",
+        b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+    ),
+    (
+        "HPERSIST s FIELDS 1 a",
+        b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+    ),
+    (
+        "HEXPIRE h abc FIELDS 1 a",
+        b"-ERR value is not an integer or out of range\r\n",
+    ),
+    (
+        "HEXPIRE h -1 FIELDS 1 a",
+        b"-ERR invalid expire time, must be >= 0\r\n",
+    ),
+    (
+        "HEXPIRE h 70368744178 FIELDS 1 a",
+        b"-ERR invalid expire time in 'hexpire' command\r\n",
+    ),
+    (
+        "HPEXPIREAT h 70368744177664 FIELDS 1 a",
+        b"-ERR invalid expire time in 'hpexpireat' command\r\n",
+    ),
+    (
+        "HEXPIRE h 10 FIELDS 0 a",
+        b"-ERR Parameter `numFields` should be greater than 0\r\n",
+    ),
+    (
+        "HEXPIRE h 10 FIELDS x a",
+        b"-ERR Parameter `numFields` should be greater than 0\r\n",
+    ),
+    (
+        "HEXPIRE h 10 FIELDS 2 a",
+        b"-ERR The `numfields` parameter must match the number of arguments\r\n",
+    ),
+    (
+        "HEXPIRE h 10 FIELDS 1 a b",
+        b"-ERR The `numfields` parameter must match the number of arguments\r\n",
+    ),
+    (
+        "HEXPIRE h 10 XX FIELD 1 a",
+        b"-ERR Mandatory argument FIELDS is missing or not at the right position\r\n",
+    ),
+    (
+        "HEXPIRE h 10 NX XX FIELDS 1 a",
+        b"-ERR Mandatory argument FIELDS is missing or not at the right position\r\n",
+    ),
+    (
+        "HEXPIRE h 10 NX FIELDS 1",
+        b"-ERR The `numfields` parameter must match the number of arguments\r\n",
+    ),
+    (
+        "HEXPIRE h 10 FIELDS",
+        b"-ERR wrong number of arguments for 'hexpire' command\r\n",
+    ),
+    (
+        "HTTL h FIELDS 0 a",
+        b"-ERR Number of fields must be a positive integer\r\n",
+    ),
+    (
+        "HPTTL h FIELDS -1 a",
+        b"-ERR Number of fields must be a positive integer\r\n",
+    ),
+    (
+        "HPERSIST h FIELDS 2 a",
+        b"-ERR The `numfields` parameter must match the number of arguments\r\n",
+    ),
+    (
+        "HEXPIRETIME h FIELD 1 a",
+        b"-ERR Mandatory argument FIELDS is missing or not at the right position\r\n",
+    ),
+    (
+        "HTTL h FIELDS 1",
+        b"-ERR wrong number of arguments for 'httl' command\r\n",
+    ),
+    ("HGET h a", b"$1\r\n1\r\n"),
+];
+
+#[test]
+fn field_ttl_exact_replies() {
+    let s = Server::start(&[]);
+    run(&mut s.raw(), FIELD_TTL);
+    run(&mut s.raw(), &FIELD_TTL_ERRORS[..1]);
+    run(&mut s.raw(), &FIELD_TTL_ERRORS[1..]);
+}
+
+#[test]
+fn field_ttl_in_a_table() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    run(
+        &mut r,
+        &[
+            ("CONFIG SET hash-max-listpack-entries 1", b"+OK\r\n"),
+            ("HSET t a 1 b 2", b":2\r\n"),
+            ("OBJECT ENCODING t", b"$9\r\nhashtable\r\n"),
+            (
+                "HEXPIREAT t 4102444800 FIELDS 2 a x",
+                b"*2\r\n:1\r\n:-2\r\n",
+            ),
+            ("OBJECT ENCODING t", b"$9\r\nhashtable\r\n"),
+            (
+                "HEXPIRETIME t FIELDS 2 a b",
+                b"*2\r\n:4102444800\r\n:-1\r\n",
+            ),
+            ("HEXPIREAT t 1 FIELDS 1 a", b"*1\r\n:2\r\n"),
+            ("HLEN t", b":1\r\n"),
+            ("HPERSIST t FIELDS 1 b", b"*1\r\n:-1\r\n"),
+            // Conversion keeps TTLs.
+            ("CONFIG SET hash-max-listpack-entries 128", b"+OK\r\n"),
+            ("HSET l a 1", b":1\r\n"),
+            ("HEXPIREAT l 4102444800 FIELDS 1 a", b"*1\r\n:1\r\n"),
+            (
+                "HSET l f 0123456789012345678901234567890123456789012345678901234567890123456789",
+                b":1\r\n",
+            ),
+            ("OBJECT ENCODING l", b"$9\r\nhashtable\r\n"),
+            (
+                "HEXPIRETIME l FIELDS 2 a f",
+                b"*2\r\n:4102444800\r\n:-1\r\n",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn ttl_replies_count_down_from_now() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    let _: i64 = redis::cmd("HSET")
+        .arg("h")
+        .arg(&["a", "1", "b", "2"])
+        .query(&mut c)
+        .unwrap();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let r: Vec<i64> = redis::cmd("HEXPIRE")
+        .arg("h")
+        .arg(100)
+        .arg("FIELDS")
+        .arg(1)
+        .arg("a")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r, vec![1]);
+    let r: Vec<i64> = redis::cmd("HPEXPIRE")
+        .arg("h")
+        .arg(50_000)
+        .arg("FIELDS")
+        .arg(1)
+        .arg("b")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r, vec![1]);
+    let ttl: Vec<i64> = redis::cmd("HTTL")
+        .arg("h")
+        .arg("FIELDS")
+        .arg(2)
+        .arg("a")
+        .arg("b")
+        .query(&mut c)
+        .unwrap();
+    assert!((99..=100).contains(&ttl[0]), "{ttl:?}");
+    assert!((49..=50).contains(&ttl[1]), "{ttl:?}");
+    let pttl: Vec<i64> = redis::cmd("HPTTL")
+        .arg("h")
+        .arg("FIELDS")
+        .arg(2)
+        .arg("a")
+        .arg("b")
+        .query(&mut c)
+        .unwrap();
+    assert!((90_000..=100_000).contains(&pttl[0]), "{pttl:?}");
+    assert!((40_000..=50_000).contains(&pttl[1]), "{pttl:?}");
+    let at: Vec<i64> = redis::cmd("HPEXPIRETIME")
+        .arg("h")
+        .arg("FIELDS")
+        .arg(1)
+        .arg("a")
+        .query(&mut c)
+        .unwrap();
+    assert!(
+        (at[0] - (now_ms + 100_000)).abs() < 10_000,
+        "{at:?} vs {now_ms}"
+    );
+    let at_s: Vec<i64> = redis::cmd("HEXPIRETIME")
+        .arg("h")
+        .arg("FIELDS")
+        .arg(1)
+        .arg("a")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(at_s[0], (at[0] + 999) / 1000);
+}
+
+/// A field past its TTL is gone for every command, in both encodings, and the key goes with
+/// its last field. Only "after" is checked (TTL 1 ms, then a pause), so timing cannot flake.
+#[test]
+fn expired_fields_are_invisible_everywhere() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    for (key, n) in [("small", 4usize), ("big", 300)] {
+        let pairs: Vec<(String, String)> =
+            (0..n).map(|i| (format!("f{i}"), format!("v{i}"))).collect();
+        let _: i64 = redis::cmd("HSET")
+            .arg(key)
+            .arg(&pairs)
+            .query(&mut c)
+            .unwrap();
+        // Every field but f0 expires in 1 ms.
+        let doomed: Vec<String> = (1..n).map(|i| format!("f{i}")).collect();
+        let r: Vec<i64> = redis::cmd("HPEXPIRE")
+            .arg(key)
+            .arg(1)
+            .arg("FIELDS")
+            .arg(doomed.len())
+            .arg(&doomed)
+            .query(&mut c)
+            .unwrap();
+        assert!(r.iter().all(|&x| x == 1));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    for key in ["small", "big"] {
+        let v: Option<String> = redis::cmd("HGET").arg(key).arg("f1").query(&mut c).unwrap();
+        assert_eq!(v, None, "{key}");
+        let e: i64 = redis::cmd("HEXISTS")
+            .arg(key)
+            .arg("f2")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(e, 0);
+        let l: i64 = redis::cmd("HSTRLEN")
+            .arg(key)
+            .arg("f2")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(l, 0);
+        let m: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(key)
+            .arg("f0")
+            .arg("f3")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(m, vec![Some("v0".to_string()), None]);
+        let (cur, items): (u64, Vec<String>) = redis::cmd("HSCAN")
+            .arg(key)
+            .arg(0)
+            .arg("COUNT")
+            .arg(1000)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(
+            (cur, items),
+            (0, vec!["f0".to_string(), "v0".to_string()]),
+            "{key}"
+        );
+        let len: i64 = redis::cmd("HLEN").arg(key).query(&mut c).unwrap();
+        assert_eq!(len, 1, "{key}");
+        let all: HashMap<String, String> = redis::cmd("HGETALL").arg(key).query(&mut c).unwrap();
+        assert_eq!(all, HashMap::from([("f0".to_string(), "v0".to_string())]));
+        let rf: Vec<String> = redis::cmd("HRANDFIELD")
+            .arg(key)
+            .arg(-5)
+            .query(&mut c)
+            .unwrap();
+        assert!(rf.iter().all(|f| f == "f0"));
+        let t: Vec<i64> = redis::cmd("HTTL")
+            .arg(key)
+            .arg("FIELDS")
+            .arg(2)
+            .arg("f0")
+            .arg("f1")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(t, vec![-1, -2]);
+        // Writing a dead field creates it anew.
+        let n: i64 = redis::cmd("HSET")
+            .arg(key)
+            .arg("f1")
+            .arg("x")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(n, 1);
+        let d: i64 = redis::cmd("HDEL")
+            .arg(key)
+            .arg("f1")
+            .arg("f2")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(d, 1);
+        // The last field expires: the key goes.
+        let r: Vec<i64> = redis::cmd("HPEXPIRE")
+            .arg(key)
+            .arg(1)
+            .arg("FIELDS")
+            .arg(1)
+            .arg("f0")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(r, vec![1]);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let n: i64 = redis::cmd("EXISTS")
+        .arg("small")
+        .arg("big")
+        .query(&mut c)
+        .unwrap();
+    // The keys go on the first access (or earlier, by the active cycle).
+    let l: i64 = redis::cmd("HLEN").arg("small").query(&mut c).unwrap();
+    let g: Option<String> = redis::cmd("HGET")
+        .arg("big")
+        .arg("f0")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!((l, g), (0, None));
+    let n2: i64 = redis::cmd("EXISTS")
+        .arg("small")
+        .arg("big")
+        .query(&mut c)
+        .unwrap();
+    assert!(n <= 2);
+    assert_eq!(n2, 0);
+}
+
+#[test]
+fn field_expiry_signals_watchers() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    run(
+        &mut r,
+        &[
+            ("HSET h a 1 b 2", b":2\r\n"),
+            ("WATCH h", b"+OK\r\n"),
+            ("HEXPIRE h 100 NX FIELDS 1 zz", b"*1\r\n:-2\r\n"),
+            ("MULTI", b"+OK\r\n"),
+            ("PING", b"+QUEUED\r\n"),
+            ("EXEC", b"*1\r\n+PONG\r\n"),
+            ("WATCH h", b"+OK\r\n"),
+            ("HEXPIRE h 100 FIELDS 1 a", b"*1\r\n:1\r\n"),
+            ("MULTI", b"+OK\r\n"),
+            ("PING", b"+QUEUED\r\n"),
+            ("EXEC", b"*-1\r\n"),
+            ("WATCH h", b"+OK\r\n"),
+            ("HPERSIST h FIELDS 1 a", b"*1\r\n:1\r\n"),
+            ("MULTI", b"+OK\r\n"),
+            ("PING", b"+QUEUED\r\n"),
             ("EXEC", b"*-1\r\n"),
         ],
     );

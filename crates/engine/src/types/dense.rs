@@ -204,6 +204,12 @@ pub struct DenseTable {
     len: usize,
     /// Where [`DenseTable::remove_expired`] resumes (a bucket index).
     sweep_at: usize,
+    /// How many entries carry an expiry (0: readers can skip every expiry check).
+    expiring: usize,
+    /// A lower bound of every entry's expiry (`i64::MAX`: none), exact after a full sweep:
+    /// while the clock is before it nothing can have expired, so a reader of the whole table
+    /// skips the O(n) sweep.
+    min_expiry: i64,
 }
 
 impl Default for DenseTable {
@@ -220,6 +226,8 @@ impl DenseTable {
             depth: 0,
             len: 0,
             sweep_at: 0,
+            expiring: 0,
+            min_expiry: i64::MAX,
         }
     }
 
@@ -229,6 +237,21 @@ impl DenseTable {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// How many buckets there are.
+    pub fn buckets(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// How many entries carry an expiry.
+    pub fn expiring(&self) -> usize {
+        self.expiring
+    }
+
+    /// False when no entry can have an expiry at or before `now_ms` (O(1)).
+    pub fn may_have_expired(&self, now_ms: i64) -> bool {
+        self.expiring > 0 && self.min_expiry <= now_ms
     }
 
     fn slot_of(&self, h: u64) -> usize {
@@ -252,11 +275,16 @@ impl DenseTable {
 
     /// Inserts or replaces `key`. Returns true if the key was new.
     pub fn insert(&mut self, key: &[u8], val: &[u8], expiry: Option<i64>) -> bool {
+        if let Some(e) = expiry {
+            self.min_expiry = self.min_expiry.min(e);
+        }
         let h = hash_key(key);
         let bi = self.bucket_of(h);
         let tag = tag_of(h);
         let chunk = &mut self.buckets[bi];
         if let Some(s) = find(chunk, tag, key) {
+            self.expiring =
+                self.expiring + usize::from(expiry.is_some()) - usize::from(s.expiry.is_some());
             if s.val.1 - s.val.0 == val.len() && s.expiry.is_some() == expiry.is_some() {
                 // Same layout: overwrite in place, no allocation.
                 chunk[s.val.0..s.val.1].copy_from_slice(val);
@@ -280,6 +308,7 @@ impl DenseTable {
         let too_big = n > MAX_ENTRIES || (v.len() > MAX_BYTES && n >= 2);
         *chunk = v.into_boxed_slice();
         self.len += 1;
+        self.expiring += usize::from(expiry.is_some());
         if too_big {
             self.split(bi, h);
         }
@@ -357,6 +386,7 @@ impl DenseTable {
         set_count(&mut v, n);
         *chunk = v.into_boxed_slice();
         self.len -= 1;
+        self.expiring -= usize::from(s.expiry.is_some());
         Some((val, s.expiry))
     }
 
@@ -450,19 +480,32 @@ impl DenseTable {
     /// `now_ms`. Returns the removed keys.
     pub fn remove_expired(&mut self, now_ms: i64, max_buckets: usize) -> Vec<Vec<u8>> {
         let mut gone = Vec::new();
+        if self.expiring == 0 {
+            return gone;
+        }
         let nb = self.buckets.len();
+        // A sweep over every bucket learns the exact earliest survivor.
+        let full = max_buckets >= nb;
+        let mut earliest = i64::MAX;
         for _ in 0..max_buckets.min(nb) {
             let bi = self.sweep_at % nb;
             self.sweep_at = (bi + 1) % nb;
             let b = &self.buckets[bi];
-            let dead: Vec<Vec<u8>> = entries(b)
-                .filter(|s| s.expiry.is_some_and(|e| e <= now_ms))
-                .map(|s| b[s.key.0..s.key.1].to_vec())
-                .collect();
+            let mut dead: Vec<Vec<u8>> = Vec::new();
+            for s in entries(b) {
+                match s.expiry {
+                    Some(e) if e <= now_ms => dead.push(b[s.key.0..s.key.1].to_vec()),
+                    Some(e) => earliest = earliest.min(e),
+                    None => {}
+                }
+            }
             for k in dead {
                 self.remove(&k);
                 gone.push(k);
             }
+        }
+        if full {
+            self.min_expiry = earliest;
         }
         gone
     }
@@ -592,6 +635,12 @@ mod tests {
         }
         assert_eq!(gone, 167); // 0, 3, ..., 498
         assert_eq!(t.len(), 833);
+        // A full sweep learns the earliest survivor (501).
+        let nb = t.buckets();
+        t.remove_expired(500, nb);
+        assert!(!t.may_have_expired(500));
+        assert!(t.may_have_expired(501));
+        assert!(!DenseTable::new().may_have_expired(i64::MAX));
     }
 
     #[derive(Debug, Clone)]
@@ -633,6 +682,11 @@ mod tests {
                     }
                 }
                 prop_assert_eq!(t.len(), m.len());
+                prop_assert_eq!(t.expiring(), m.values().filter(|(_, e)| e.is_some()).count());
+                // The bound never hides an entry.
+                if let Some(min) = m.values().filter_map(|(_, e)| *e).min() {
+                    prop_assert!(t.may_have_expired(min));
+                }
             }
             for (k, (v, e)) in &m {
                 prop_assert_eq!(t.get(k), Some((&v[..], *e)));

@@ -12,8 +12,18 @@
 //!
 //! A hash converts from listpack to hashtable when it gets too many fields or a too long
 //! field or value, and never back (Redis's rule).
+//!
+//! **Field expiry** (Redis 7.4's HEXPIRE family): a field may carry an absolute expiry in unix
+//! ms. Both encodings keep it inline, behind a flag bit in the value-length varint, as 8 bytes
+//! after the value, so a field without a TTL pays nothing. Redis 7.4 names a small hash that
+//! has been given field TTLs "listpackex" (its listpack then stores a TTL per pair); it
+//! switches the first time an HEXPIRE-family command runs on the hash and never switches back
+//! (not even when HPERSIST removes the last TTL); the `ex` flag of [`Hash::Pack`] records that.
+//! Expired fields are not removed here by themselves: the caller removes them lazily
+//! ([`Hash::expire_field`], [`Hash::remove_all_expired`]) or in steps ([`Hash::remove_expired`]).
+//! A table counts its fields with a TTL, so a hash without any skips every expiry check.
 
-use super::dense::DenseTable;
+use super::dense::{DenseTable, EntryRef};
 use super::Limits;
 
 /// A hash value.
@@ -21,7 +31,12 @@ use super::Limits;
 pub enum Hash {
     /// One exact-size buffer (a boxed slice, not a Vec: 8 bytes less per hash, which keeps
     /// every keyspace value at 32 bytes).
-    Pack { buf: Box<[u8]>, len: u32 },
+    Pack {
+        buf: Box<[u8]>,
+        len: u32,
+        /// Redis's "listpackex": a field TTL was set at some point.
+        ex: bool,
+    },
     /// Boxed: a small hash (the common case) then costs a 32-byte `Hash`, not an 80-byte one.
     Table(Box<DenseTable>),
 }
@@ -54,35 +69,82 @@ fn get_varint(b: &[u8], p: &mut usize) -> usize {
     }
 }
 
-/// One pair of a listpack buffer: (start, key range, value range, end).
-type PackSlot = (usize, (usize, usize), (usize, usize), usize);
+/// The flag bit in a pair's value-length varint: an 8-byte expiry (i64 LE) follows the value.
+const HAS_EXPIRY: usize = 1;
+
+/// One pair of a listpack buffer, by byte offsets.
+#[derive(Clone, Copy)]
+struct PackSlot {
+    start: usize,
+    key: (usize, usize),
+    val: (usize, usize),
+    expiry: Option<i64>,
+    end: usize,
+}
 
 fn pack_next(b: &[u8], p: usize) -> PackSlot {
     let mut q = p;
     let klen = get_varint(b, &mut q);
-    let vlen = get_varint(b, &mut q);
-    let k = (q, q + klen);
-    let v = (k.1, k.1 + vlen);
-    (p, k, v, v.1)
+    let vmeta = get_varint(b, &mut q);
+    let key = (q, q + klen);
+    let val = (key.1, key.1 + (vmeta >> 1));
+    let mut end = val.1;
+    let expiry = if vmeta & HAS_EXPIRY != 0 {
+        let mut e = [0u8; 8];
+        e.copy_from_slice(&b[end..end + 8]);
+        end += 8;
+        Some(i64::from_le_bytes(e))
+    } else {
+        None
+    };
+    PackSlot {
+        start: p,
+        key,
+        val,
+        expiry,
+        end,
+    }
 }
 
 fn pack_find(b: &[u8], field: &[u8]) -> Option<PackSlot> {
     let mut p = 0;
     while p < b.len() {
         let s = pack_next(b, p);
-        if &b[s.1 .0..s.1 .1] == field {
+        if &b[s.key.0..s.key.1] == field {
             return Some(s);
         }
-        p = s.3;
+        p = s.end;
     }
     None
 }
 
-fn pack_encode(out: &mut Vec<u8>, field: &[u8], value: &[u8]) {
+fn pack_encode(out: &mut Vec<u8>, field: &[u8], value: &[u8], expiry: Option<i64>) {
     put_varint(out, field.len() as u64);
-    put_varint(out, value.len() as u64);
+    put_varint(
+        out,
+        ((value.len() as u64) << 1) | u64::from(expiry.is_some()),
+    );
     out.extend_from_slice(field);
     out.extend_from_slice(value);
+    if let Some(e) = expiry {
+        out.extend_from_slice(&e.to_le_bytes());
+    }
+}
+
+/// Replaces the pair at `s` with (field, value, expiry), keeping its position.
+fn pack_replace(buf: &mut Box<[u8]>, s: PackSlot, field: &[u8], value: &[u8], expiry: Option<i64>) {
+    if s.val.1 - s.val.0 == value.len() && s.expiry.is_some() == expiry.is_some() {
+        buf[s.val.0..s.val.1].copy_from_slice(value);
+        if let Some(e) = expiry {
+            buf[s.val.1..s.val.1 + 8].copy_from_slice(&e.to_le_bytes());
+        }
+        return;
+    }
+    let mut enc = Vec::with_capacity(field.len() + value.len() + 12);
+    pack_encode(&mut enc, field, value, expiry);
+    let mut v = std::mem::take(buf).into_vec();
+    v.splice(s.start..s.end, enc);
+    *buf = v.into_boxed_slice();
 }
 
 /// Iterator over a hash's (field, value) pairs.
@@ -100,8 +162,8 @@ impl<'a> Iterator for Iter<'a> {
                     return None;
                 }
                 let s = pack_next(b, *p);
-                *p = s.3;
-                Some((&b[s.1 .0..s.1 .1], &b[s.2 .0..s.2 .1]))
+                *p = s.end;
+                Some((&b[s.key.0..s.key.1], &b[s.val.0..s.val.1]))
             }
             Iter::Table(it) => it.next(),
         }
@@ -113,6 +175,7 @@ impl Hash {
         Hash::Pack {
             buf: Box::default(),
             len: 0,
+            ex: false,
         }
     }
 
@@ -131,7 +194,8 @@ impl Hash {
     /// OBJECT ENCODING's name for the current representation.
     pub fn encoding(&self) -> &'static str {
         match self {
-            Hash::Pack { .. } => "listpack",
+            Hash::Pack { ex: false, .. } => "listpack",
+            Hash::Pack { ex: true, .. } => "listpackex",
             Hash::Table(_) => "hashtable",
         }
     }
@@ -146,7 +210,7 @@ impl Hash {
 
     pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
         match self {
-            Hash::Pack { buf, .. } => pack_find(buf, field).map(|s| &buf[s.2 .0..s.2 .1]),
+            Hash::Pack { buf, .. } => pack_find(buf, field).map(|s| &buf[s.val.0..s.val.1]),
             Hash::Table(t) => t.get(field).map(|(v, _)| v),
         }
     }
@@ -159,8 +223,11 @@ impl Hash {
     pub fn convert(&mut self) {
         if let Hash::Pack { buf, .. } = self {
             let mut t = DenseTable::new();
-            for (k, v) in Iter::Pack(buf, 0) {
-                t.insert(k, v, None);
+            let mut p = 0;
+            while p < buf.len() {
+                let s = pack_next(buf, p);
+                t.insert(&buf[s.key.0..s.key.1], &buf[s.val.0..s.val.1], s.expiry);
+                p = s.end;
             }
             *self = Hash::Table(Box::new(t));
         }
@@ -178,34 +245,45 @@ impl Hash {
         }
     }
 
-    /// Sets `field` to `value`. Returns true if the field is new.
+    /// Sets `field` to `value`, removing any TTL it had (HSET). Returns true if the field is
+    /// new.
     pub fn set(&mut self, field: &[u8], value: &[u8], limits: &Limits) -> bool {
+        self.set_inner(field, value, false, limits)
+    }
+
+    /// Sets `field` to `value`, keeping the TTL of an existing field (HINCRBY, HINCRBYFLOAT, as
+    /// Redis 7.4's `HASH_SET_KEEP_TTL`). Returns true if the field is new.
+    pub fn set_keep_ttl(&mut self, field: &[u8], value: &[u8], limits: &Limits) -> bool {
+        self.set_inner(field, value, true, limits)
+    }
+
+    fn set_inner(&mut self, field: &[u8], value: &[u8], keep_ttl: bool, limits: &Limits) -> bool {
         self.convert_for(limits, [field, value]);
         let new = match self {
-            Hash::Pack { buf, len } => match pack_find(buf, field) {
+            Hash::Pack { buf, len, .. } => match pack_find(buf, field) {
                 Some(s) => {
-                    if s.2 .1 - s.2 .0 == value.len() {
-                        buf[s.2 .0..s.2 .1].copy_from_slice(value);
-                    } else {
-                        let mut enc = Vec::with_capacity(field.len() + value.len() + 4);
-                        pack_encode(&mut enc, field, value);
-                        let mut v = std::mem::take(buf).into_vec();
-                        v.splice(s.0..s.3, enc);
-                        *buf = v.into_boxed_slice();
-                    }
+                    let expiry = if keep_ttl { s.expiry } else { None };
+                    pack_replace(buf, s, field, value, expiry);
                     false
                 }
                 None => {
                     // Exact size: a small hash pays for its bytes only.
                     let mut v = std::mem::take(buf).into_vec();
                     v.reserve_exact(field.len() + value.len() + 4);
-                    pack_encode(&mut v, field, value);
+                    pack_encode(&mut v, field, value, None);
                     *buf = v.into_boxed_slice();
                     *len += 1;
                     true
                 }
             },
-            Hash::Table(t) => t.insert(field, value, None),
+            Hash::Table(t) => {
+                let expiry = if keep_ttl {
+                    t.get(field).and_then(|(_, e)| e)
+                } else {
+                    None
+                };
+                t.insert(field, value, expiry)
+            }
         };
         if self.len() > limits.hash_max_listpack_entries {
             self.convert();
@@ -216,10 +294,10 @@ impl Hash {
     /// Removes `field`. Returns whether it was there.
     pub fn remove(&mut self, field: &[u8]) -> bool {
         match self {
-            Hash::Pack { buf, len } => match pack_find(buf, field) {
+            Hash::Pack { buf, len, .. } => match pack_find(buf, field) {
                 Some(s) => {
                     let mut v = std::mem::take(buf).into_vec();
-                    v.drain(s.0..s.3);
+                    v.drain(s.start..s.end);
                     *buf = v.into_boxed_slice();
                     *len -= 1;
                     true
@@ -273,13 +351,146 @@ impl Hash {
 }
 
 impl Hash {
+    /// Whether any field carries a TTL (false: no expiry check is needed).
+    pub fn has_ttls(&self) -> bool {
+        match self {
+            Hash::Pack { ex: false, .. } => false,
+            Hash::Pack { buf, .. } => {
+                let mut p = 0;
+                while p < buf.len() {
+                    let s = pack_next(buf, p);
+                    if s.expiry.is_some() {
+                        return true;
+                    }
+                    p = s.end;
+                }
+                false
+            }
+            Hash::Table(t) => t.expiring() > 0,
+        }
+    }
+
+    /// Switches a listpack hash to "listpackex" (Redis 7.4 does so whenever an HEXPIRE-family
+    /// command runs on it). A no-op for a table.
+    pub fn mark_ex(&mut self) {
+        if let Hash::Pack { ex, .. } = self {
+            *ex = true;
+        }
+    }
+
+    /// `None`: no such field; `Some(None)`: no TTL; `Some(Some(ms))`: expires at `ms`.
+    pub fn expiry_of(&self, field: &[u8]) -> Option<Option<i64>> {
+        match self {
+            Hash::Pack { buf, .. } => pack_find(buf, field).map(|s| s.expiry),
+            Hash::Table(t) => t.get(field).map(|(_, e)| e),
+        }
+    }
+
+    /// Sets or clears the TTL of a present field. Returns false if the field is absent.
+    pub fn set_expiry(&mut self, field: &[u8], expiry: Option<i64>) -> bool {
+        match self {
+            Hash::Pack { buf, .. } => match pack_find(buf, field) {
+                Some(s) => {
+                    let value = buf[s.val.0..s.val.1].to_vec();
+                    pack_replace(buf, s, field, &value, expiry);
+                    true
+                }
+                None => false,
+            },
+            Hash::Table(t) => t.set_expiry(field, expiry),
+        }
+    }
+
+    /// Removes `field` if its TTL is at or before `now_ms`. Returns whether it did.
+    pub fn expire_field(&mut self, field: &[u8], now_ms: i64) -> bool {
+        if self.expiry_of(field).flatten().is_some_and(|e| e <= now_ms) {
+            self.remove(field)
+        } else {
+            false
+        }
+    }
+
+    /// Removes every field whose TTL is at or before `now_ms` (O(n) for a listpack with TTLs;
+    /// for a table O(1) unless a field may be due, see `DenseTable::may_have_expired`).
+    /// Returns how many it removed.
+    pub fn remove_all_expired(&mut self, now_ms: i64) -> usize {
+        match self {
+            Hash::Pack { ex: false, .. } => 0,
+            Hash::Pack { buf, len, .. } => {
+                let mut out = Vec::with_capacity(buf.len());
+                let mut gone = 0;
+                let mut p = 0;
+                while p < buf.len() {
+                    let s = pack_next(buf, p);
+                    if s.expiry.is_some_and(|e| e <= now_ms) {
+                        gone += 1;
+                    } else {
+                        out.extend_from_slice(&buf[s.start..s.end]);
+                    }
+                    p = s.end;
+                }
+                if gone > 0 {
+                    *buf = out.into_boxed_slice();
+                    *len -= gone as u32;
+                }
+                gone
+            }
+            Hash::Table(t) => {
+                // O(1) unless some field may really be due: HLEN, HGETALL ... on a big hash
+                // with TTLs sweep it only when something expired (or a bound went stale).
+                if !t.may_have_expired(now_ms) {
+                    return 0;
+                }
+                // Buckets never merge, so one step over as many buckets as there are visits
+                // each exactly once.
+                let n = t.buckets();
+                t.remove_expired(now_ms, n).len()
+            }
+        }
+    }
+
+    /// Every (field, value, expiry).
+    pub fn iter_ttl(&self) -> Box<dyn Iterator<Item = EntryRef<'_>> + '_> {
+        match self {
+            Hash::Pack { buf, .. } => {
+                let mut p = 0;
+                Box::new(std::iter::from_fn(move || {
+                    if p >= buf.len() {
+                        return None;
+                    }
+                    let s = pack_next(buf, p);
+                    p = s.end;
+                    Some((&buf[s.key.0..s.key.1], &buf[s.val.0..s.val.1], s.expiry))
+                }))
+            }
+            Hash::Table(t) => Box::new(t.iter()),
+        }
+    }
+
+    /// Like [`Hash::scan`], passing each field's expiry too.
+    pub fn scan_ttl<'a>(
+        &'a self,
+        cursor: u64,
+        count: usize,
+        mut f: impl FnMut(&'a [u8], &'a [u8], Option<i64>),
+    ) -> u64 {
+        match self {
+            Hash::Pack { .. } => {
+                for (k, v, e) in self.iter_ttl() {
+                    f(k, v, e);
+                }
+                0
+            }
+            Hash::Table(t) => t.scan(cursor, count, |(k, v, e)| f(k, v, e)),
+        }
+    }
+
     /// One bounded step of field expiry (for the server's active expiry cycle): visits up to
-    /// `max_buckets` buckets of a table and removes fields whose expiry is at or before
-    /// `now_ms`. Returns how many it removed. No command sets a field expiry yet (HEXPIRE is
-    /// not implemented), so this finds nothing today; the entry format already carries one.
+    /// `max_buckets` buckets of a table (a listpack hash is swept whole) and removes fields
+    /// whose expiry is at or before `now_ms`. Returns how many it removed.
     pub fn remove_expired(&mut self, now_ms: i64, max_buckets: usize) -> usize {
         match self {
-            Hash::Pack { .. } => 0,
+            Hash::Pack { .. } => self.remove_all_expired(now_ms),
             Hash::Table(t) => t.remove_expired(now_ms, max_buckets).len(),
         }
     }
@@ -367,6 +578,114 @@ mod tests {
             .unwrap();
         assert_eq!(k, b"f7");
         assert!(Hash::new().random(|| 1).is_none());
+    }
+
+    #[test]
+    fn field_ttls_in_both_encodings() {
+        for entries in [128, 0] {
+            let l = limits(entries, 64);
+            let mut h = Hash::new();
+            h.set(b"a", b"1", &l);
+            h.set(b"b", b"22", &l);
+            assert!(!h.has_ttls());
+            h.mark_ex();
+            let enc = if entries == 0 {
+                "hashtable"
+            } else {
+                "listpackex"
+            };
+            assert_eq!(h.encoding(), enc);
+            assert!(h.set_expiry(b"a", Some(100)));
+            assert!(!h.set_expiry(b"zz", Some(100)));
+            assert!(h.has_ttls());
+            assert_eq!(h.expiry_of(b"a"), Some(Some(100)));
+            assert_eq!(h.expiry_of(b"b"), Some(None));
+            assert_eq!(h.expiry_of(b"c"), None);
+            // HINCRBY keeps the TTL, HSET clears it.
+            h.set_keep_ttl(b"a", b"12345", &l);
+            assert_eq!(h.expiry_of(b"a"), Some(Some(100)));
+            assert_eq!(h.get(b"a"), Some(&b"12345"[..]));
+            assert!(!h.expire_field(b"a", 99));
+            assert!(h.expire_field(b"a", 100));
+            assert_eq!(h.len(), 1);
+            h.set_expiry(b"b", Some(5));
+            h.set(b"b", b"x", &l);
+            assert_eq!(h.expiry_of(b"b"), Some(None));
+            assert!(!h.has_ttls());
+            // Never back to "listpack".
+            assert_eq!(h.encoding(), enc);
+        }
+    }
+
+    #[test]
+    fn conversion_keeps_ttls() {
+        let l = limits(2, 64);
+        let mut h = Hash::new();
+        h.set(b"a", b"1", &l);
+        h.mark_ex();
+        h.set_expiry(b"a", Some(7));
+        h.set(b"b", b"2", &l);
+        h.set(b"c", b"3", &l);
+        assert_eq!(h.encoding(), "hashtable");
+        assert_eq!(h.expiry_of(b"a"), Some(Some(7)));
+        assert_eq!(h.remove_all_expired(7), 1);
+        assert_eq!(h.len(), 2);
+        assert!(!h.has_ttls());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn ttls_behave_like_a_model(
+            ops in proptest::collection::vec((0u8..6, 0u8..30, 0i64..50), 0..300),
+            entries in 0usize..20,
+        ) {
+            let l = limits(entries, 8);
+            let mut h = Hash::new();
+            let mut m: HashMap<Vec<u8>, (Vec<u8>, Option<i64>)> = HashMap::new();
+            for (op, k, t) in ops {
+                let k = vec![k];
+                match op {
+                    0 => {
+                        let v = t.to_string().into_bytes();
+                        prop_assert_eq!(h.set(&k, &v, &l), m.insert(k.clone(), (v, None)).is_none());
+                    }
+                    1 => {
+                        let v = t.to_string().into_bytes();
+                        let old = m.get(&k).and_then(|e| e.1);
+                        prop_assert_eq!(h.set_keep_ttl(&k, &v, &l), m.insert(k.clone(), (v, old)).is_none());
+                    }
+                    2 => {
+                        h.mark_ex();
+                        let present = m.get_mut(&k).map(|e| e.1 = Some(t)).is_some();
+                        prop_assert_eq!(h.set_expiry(&k, Some(t)), present);
+                    }
+                    3 => {
+                        let present = m.get_mut(&k).map(|e| e.1 = None).is_some();
+                        prop_assert_eq!(h.set_expiry(&k, None), present);
+                    }
+                    4 => {
+                        let dead = m.get(&k).and_then(|e| e.1).is_some_and(|e| e <= t);
+                        if dead { m.remove(&k); }
+                        prop_assert_eq!(h.expire_field(&k, t), dead);
+                    }
+                    _ => {
+                        let before = m.len();
+                        m.retain(|_, e| e.1.is_none_or(|e| e > t));
+                        prop_assert_eq!(h.remove_all_expired(t), before - m.len());
+                    }
+                }
+                prop_assert_eq!(h.len(), m.len());
+                prop_assert_eq!(h.has_ttls(), m.values().any(|e| e.1.is_some()));
+            }
+            let all: HashMap<Vec<u8>, (Vec<u8>, Option<i64>)> =
+                h.iter_ttl().map(|(k, v, e)| (k.to_vec(), (v.to_vec(), e))).collect();
+            prop_assert_eq!(&all, &m);
+            for (k, (v, e)) in &m {
+                prop_assert_eq!(h.get(k), Some(&v[..]));
+                prop_assert_eq!(h.expiry_of(k), Some(*e));
+            }
+        }
     }
 
     proptest! {

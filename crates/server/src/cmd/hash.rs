@@ -1,5 +1,11 @@
 //! The hash commands (Redis 7.2's t_hash.c): reply types, error texts and the order in which
 //! errors are detected follow Redis. The data structure is `darner_engine::types::Hash`.
+//!
+//! Field expiry (Redis 7.4's HEXPIRE family, HTTL family, HPERSIST): a field past its TTL is
+//! removed lazily, before any hash command looks at it ([`lazy_expire`]): the named fields for
+//! a command that names fields, every field for one that reads the whole hash (HLEN, HGETALL,
+//! HRANDFIELD: O(n) when the hash has TTLs, O(1) otherwise); HSCAN skips them. The key goes
+//! when its last field does. The server's active cycle removes the rest in steps.
 
 use super::string::ld;
 use super::{eq, parse_int, Reg, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
@@ -26,6 +32,60 @@ pub fn register(r: &mut Reg) {
     r.key("hincrbyfloat", hincrbyfloat);
     r.key("hrandfield", hrandfield);
     r.key("hscan", hscan);
+    r.key("hexpire", hexpire);
+    r.key("hpexpire", hpexpire);
+    r.key("hexpireat", hexpireat);
+    r.key("hpexpireat", hpexpireat);
+    r.key("httl", httl);
+    r.key("hpttl", hpttl);
+    r.key("hexpiretime", hexpiretime);
+    r.key("hpexpiretime", hpexpiretime);
+    r.key("hpersist", hpersist);
+}
+
+/// Which fields [`lazy_expire`] checks.
+#[derive(Clone, Copy)]
+enum Fields<'a> {
+    All,
+    /// These.
+    Some(&'a [&'a [u8]]),
+    /// The fields of `field value ...` pairs (HSET).
+    Pairs(&'a [&'a [u8]]),
+}
+
+/// Lazy field expiry: removes the given fields of `key` whose TTL has passed, deleting the
+/// key when none is left. A missing key, another type or a hash without TTLs is left alone
+/// (one lookup).
+fn lazy_expire(db: &mut DbView<'_>, key: &[u8], fields: Fields<'_>) {
+    let now = db.now_ms();
+    let (gone, empty) = match db.get_mut_quiet(key).and_then(|e| e.value_mut()) {
+        Some(Value::Hash(h)) if h.has_ttls() => {
+            let gone = match fields {
+                Fields::Some(fs) => fs.iter().filter(|f| h.expire_field(f, now)).count(),
+                Fields::Pairs(fs) => fs
+                    .iter()
+                    .step_by(2)
+                    .filter(|f| h.expire_field(f, now))
+                    .count(),
+                Fields::All => h.remove_all_expired(now),
+            };
+            (gone, h.is_empty())
+        }
+        _ => return,
+    };
+    if empty {
+        db.remove(key);
+    } else if gone > 0 {
+        db.signal(key);
+    }
+}
+
+/// The hash at `key` without counting a hit (the caller already looked it up).
+fn peek_hash<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Option<&'a Hash> {
+    match db.peek(key)?.value() {
+        ValueRef::Hash(h) => Some(h),
+        _ => None,
+    }
 }
 
 /// The key is of another type.
@@ -74,6 +134,7 @@ fn hset_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, name: &
     }
     let limits = ctx.limits();
     let mut db = ctx.db();
+    lazy_expire(&mut db, args[1], Fields::Pairs(&args[2..]));
     let h = match write_or_create(&mut db, args[1]) {
         Ok(h) => h,
         Err(_) => {
@@ -106,6 +167,7 @@ fn hmset(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 fn hsetnx(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let limits = ctx.limits();
     let mut db = ctx.db();
+    lazy_expire(&mut db, args[1], Fields::Some(&args[2..3]));
     let Ok(h) = write_or_create(&mut db, args[1]) else {
         return wrong(w);
     };
@@ -119,6 +181,7 @@ fn hsetnx(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 
 fn hget(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
+    lazy_expire(&mut db, args[1], Fields::Some(&args[2..3]));
     match read(&mut db, args[1]) {
         Err(_) => wrong(w),
         Ok(h) => match h.and_then(|h| h.get(args[2])) {
@@ -130,6 +193,7 @@ fn hget(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 
 fn hmget(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
+    lazy_expire(&mut db, args[1], Fields::Some(&args[2..]));
     match read(&mut db, args[1]) {
         Err(_) => wrong(w),
         Ok(h) => {
@@ -146,6 +210,7 @@ fn hmget(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 
 fn hdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
+    lazy_expire(&mut db, args[1], Fields::Some(&args[2..]));
     let (deleted, empty) = match write(&mut db, args[1]) {
         Err(_) => return wrong(w),
         Ok(None) => return w.int(0),
@@ -170,6 +235,7 @@ fn hdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 
 fn hlen(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
+    lazy_expire(&mut db, args[1], Fields::All);
     match read(&mut db, args[1]) {
         Err(_) => wrong(w),
         Ok(h) => w.int(h.map_or(0, |h| h.len() as i64)),
@@ -178,6 +244,7 @@ fn hlen(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 
 fn hstrlen(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
+    lazy_expire(&mut db, args[1], Fields::Some(&args[2..3]));
     match read(&mut db, args[1]) {
         Err(_) => wrong(w),
         Ok(h) => w.int(h.and_then(|h| h.get(args[2])).map_or(0, |v| v.len() as i64)),
@@ -186,6 +253,7 @@ fn hstrlen(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 
 fn hexists(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
+    lazy_expire(&mut db, args[1], Fields::Some(&args[2..3]));
     match read(&mut db, args[1]) {
         Err(_) => wrong(w),
         Ok(h) => w.int(i64::from(h.is_some_and(|h| h.contains(args[2])))),
@@ -195,6 +263,7 @@ fn hexists(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 /// HKEYS, HVALS, HGETALL.
 fn getall(ctx: &mut ShardCtx, key: &[u8], keys: bool, vals: bool, w: &mut ReplyWriter) {
     let mut db = ctx.db();
+    lazy_expire(&mut db, key, Fields::All);
     let h = match read(&mut db, key) {
         Err(_) => return wrong(w),
         Ok(h) => h,
@@ -235,6 +304,7 @@ fn hincrby(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     };
     let limits = ctx.limits();
     let mut db = ctx.db();
+    lazy_expire(&mut db, args[1], Fields::Some(&args[2..3]));
     // A missing key is created only once the increment is known to succeed (a missing field
     // always does), so an error never leaves an empty hash behind.
     let old = match read(&mut db, args[1]) {
@@ -251,7 +321,8 @@ fn hincrby(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         return w.error(super::ERR_OVERFLOW);
     };
     let h = write_or_create(&mut db, args[1]).unwrap_or_else(|_| unreachable!("checked type"));
-    h.set(args[2], new.to_string().as_bytes(), &limits);
+    // Redis 7.4 keeps the field's TTL on an increment (HASH_SET_KEEP_TTL).
+    h.set_keep_ttl(args[2], new.to_string().as_bytes(), &limits);
     db.signal(args[1]);
     w.int(new);
 }
@@ -264,6 +335,7 @@ fn hincrbyfloat(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     };
     let limits = ctx.limits();
     let mut db = ctx.db();
+    lazy_expire(&mut db, args[1], Fields::Some(&args[2..3]));
     let old = match read(&mut db, args[1]) {
         Err(_) => return wrong(w),
         Ok(h) => match h.and_then(|h| h.get(args[2])) {
@@ -281,7 +353,7 @@ fn hincrbyfloat(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut text = Vec::with_capacity(32);
     ld::format(sum, &mut text);
     let h = write_or_create(&mut db, args[1]).unwrap_or_else(|_| unreachable!("checked type"));
-    h.set(args[2], &text, &limits);
+    h.set_keep_ttl(args[2], &text, &limits);
     db.signal(args[1]);
     w.bulk(&text);
 }
@@ -321,6 +393,7 @@ fn hrandfield(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let resp3 = ctx.resp3;
     if args.len() == 2 {
         let mut db = ctx.db();
+        lazy_expire(&mut db, args[1], Fields::All);
         return match read(&mut db, args[1]) {
             Err(_) => wrong(w),
             Ok(None) => w.null(),
@@ -347,6 +420,7 @@ fn hrandfield(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         return w.error(b"ERR value is out of range");
     }
     let mut db = ctx.db();
+    lazy_expire(&mut db, args[1], Fields::All);
     let h = match read(&mut db, args[1]) {
         Err(_) => return wrong(w),
         Ok(None) => return w.array(0),
@@ -442,6 +516,7 @@ fn hscan(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         return w.error(b"ERR invalid cursor");
     };
     let mut db = ctx.db();
+    let now = db.now_ms();
     let h = match read(&mut db, args[1]) {
         Err(_) => return wrong(w),
         Ok(None) => {
@@ -476,8 +551,9 @@ fn hscan(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         }
     }
     let mut found: Vec<(&[u8], &[u8])> = Vec::new();
-    let next = h.scan(cursor, count, |k, v| {
-        if pattern.is_none_or(|p| glob_match(p, k, false)) {
+    let next = h.scan_ttl(cursor, count, |k, v, e| {
+        // An expired field is skipped, not removed: HSCAN reads (the next access removes it).
+        if e.is_none_or(|e| e > now) && pattern.is_none_or(|p| glob_match(p, k, false)) {
             found.push((k, v));
         }
     });
@@ -493,6 +569,244 @@ fn hscan(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         if !novalues {
             w.bulk(v);
         }
+    }
+}
+
+/// The largest absolute field expiry Redis 7.4 accepts, in unix ms (`HFE_MAX_ABS_TIME_MSEC`:
+/// 2^46 - 1, about the year 4199).
+const MAX_FIELD_EXPIRE_MS: i64 = (1 << 46) - 1;
+
+const ERR_NO_FIELDS: &[u8] =
+    b"ERR Mandatory argument FIELDS is missing or not at the right position";
+const ERR_NUMFIELDS_MISMATCH: &[u8] =
+    b"ERR The `numfields` parameter must match the number of arguments";
+
+/// The `FIELDS numfields field ...` block starting at `args[at]`: the fields, or the error
+/// to reply (`bad_count`: the text for a numfields that is not a positive integer, which
+/// differs between the setters and the readers in Redis 7.4).
+fn parse_fields<'a>(
+    args: &'a [&'a [u8]],
+    at: usize,
+    bad_count: &'static [u8],
+) -> Result<&'a [&'a [u8]], &'static [u8]> {
+    if at + 1 >= args.len() || !eq(args[at], "fields") {
+        return Err(ERR_NO_FIELDS);
+    }
+    let n = match parse_int(args[at + 1]) {
+        Some(n) if n >= 1 => n as u64,
+        _ => return Err(bad_count),
+    };
+    let fields = &args[at + 2..];
+    if n != fields.len() as u64 {
+        return Err(ERR_NUMFIELDS_MISMATCH);
+    }
+    Ok(fields)
+}
+
+/// HEXPIRE's optional condition.
+#[derive(Clone, Copy, PartialEq)]
+enum Cond {
+    Always,
+    Nx,
+    Xx,
+    Gt,
+    Lt,
+}
+
+/// HEXPIRE, HPEXPIRE, HEXPIREAT, HPEXPIREAT: `unit_ms` is 1000 or 1, `relative` adds now.
+fn hexpire_generic(
+    ctx: &mut ShardCtx,
+    args: &[&[u8]],
+    w: &mut ReplyWriter,
+    name: &str,
+    unit_ms: i64,
+    relative: bool,
+) {
+    let mut db = ctx.db();
+    let now = db.now_ms();
+    if write(&mut db, args[1]).is_err() {
+        return wrong(w);
+    }
+    let Some(mut when) = parse_int(args[2]) else {
+        return w.error(ERR_NOT_INT);
+    };
+    if when < 0 {
+        return w.error(b"ERR invalid expire time, must be >= 0");
+    }
+    let bad_time = || format!("ERR invalid expire time in '{name}' command").into_bytes();
+    if unit_ms == 1000 {
+        if when > MAX_FIELD_EXPIRE_MS / 1000 {
+            return w.error(&bad_time());
+        }
+        when *= 1000;
+    }
+    let base = if relative { now } else { 0 };
+    if when > MAX_FIELD_EXPIRE_MS - base {
+        return w.error(&bad_time());
+    }
+    when += base;
+    let a = args[3];
+    let cond = if eq(a, "nx") {
+        Cond::Nx
+    } else if eq(a, "xx") {
+        Cond::Xx
+    } else if eq(a, "gt") {
+        Cond::Gt
+    } else if eq(a, "lt") {
+        Cond::Lt
+    } else {
+        Cond::Always
+    };
+    let at = if cond == Cond::Always { 3 } else { 4 };
+    let fields = match parse_fields(
+        args,
+        at,
+        b"ERR Parameter `numFields` should be greater than 0",
+    ) {
+        Ok(f) => f,
+        Err(e) => return w.error(e),
+    };
+    lazy_expire(&mut db, args[1], Fields::Some(fields));
+    let Ok(Some(h)) = write(&mut db, args[1]) else {
+        w.array(fields.len());
+        for _ in fields {
+            w.int(-2);
+        }
+        return;
+    };
+    // Redis 7.4 turns a listpack hash into "listpackex" whenever this family runs on it.
+    h.mark_ex();
+    let mut changed = false;
+    w.array(fields.len());
+    for f in fields {
+        let Some(prev) = h.expiry_of(f) else {
+            w.int(-2);
+            continue;
+        };
+        // No TTL counts as an infinite one: GT never holds, LT always does.
+        let met = match (cond, prev) {
+            (Cond::Always, _) => true,
+            (Cond::Nx, p) => p.is_none(),
+            (Cond::Xx, p) => p.is_some(),
+            (Cond::Gt, p) => p.is_some_and(|p| when > p),
+            (Cond::Lt, p) => p.is_none_or(|p| when < p),
+        };
+        if !met {
+            w.int(0);
+            continue;
+        }
+        changed = true;
+        if when <= now {
+            h.remove(f);
+            w.int(2);
+        } else {
+            h.set_expiry(f, Some(when));
+            w.int(1);
+        }
+    }
+    if h.is_empty() {
+        db.remove(args[1]);
+    } else if changed {
+        db.signal(args[1]);
+    }
+}
+
+fn hexpire(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    hexpire_generic(ctx, args, w, "hexpire", 1000, true)
+}
+
+fn hpexpire(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    hexpire_generic(ctx, args, w, "hpexpire", 1, true)
+}
+
+fn hexpireat(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    hexpire_generic(ctx, args, w, "hexpireat", 1000, false)
+}
+
+fn hpexpireat(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    hexpire_generic(ctx, args, w, "hpexpireat", 1, false)
+}
+
+const ERR_NUMFIELDS_READ: &[u8] = b"ERR Number of fields must be a positive integer";
+
+/// HTTL, HPTTL, HEXPIRETIME, HPEXPIRETIME: per field -2 (no such field), -1 (no TTL) or
+/// `time(expiry_ms, now_ms)`.
+fn httl_generic(
+    ctx: &mut ShardCtx,
+    args: &[&[u8]],
+    w: &mut ReplyWriter,
+    time: fn(i64, i64) -> i64,
+) {
+    let mut db = ctx.db();
+    let now = db.now_ms();
+    if read(&mut db, args[1]).is_err() {
+        return wrong(w);
+    }
+    let fields = match parse_fields(args, 2, ERR_NUMFIELDS_READ) {
+        Ok(f) => f,
+        Err(e) => return w.error(e),
+    };
+    lazy_expire(&mut db, args[1], Fields::Some(fields));
+    let h = peek_hash(&mut db, args[1]);
+    w.array(fields.len());
+    for f in fields {
+        w.int(match h.and_then(|h| h.expiry_of(f)) {
+            None => -2,
+            Some(None) => -1,
+            Some(Some(e)) => time(e, now),
+        });
+    }
+}
+
+fn httl(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    // Rounded up, as Redis 7.4 does for fields (a key's TTL rounds to nearest).
+    httl_generic(ctx, args, w, |e, now| (e - now + 999) / 1000)
+}
+
+fn hpttl(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    httl_generic(ctx, args, w, |e, now| e - now)
+}
+
+fn hexpiretime(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    httl_generic(ctx, args, w, |e, _| (e + 999) / 1000)
+}
+
+fn hpexpiretime(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    httl_generic(ctx, args, w, |e, _| e)
+}
+
+fn hpersist(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let mut db = ctx.db();
+    if write(&mut db, args[1]).is_err() {
+        return wrong(w);
+    }
+    let fields = match parse_fields(args, 2, ERR_NUMFIELDS_READ) {
+        Ok(f) => f,
+        Err(e) => return w.error(e),
+    };
+    lazy_expire(&mut db, args[1], Fields::Some(fields));
+    let Ok(Some(h)) = write(&mut db, args[1]) else {
+        w.array(fields.len());
+        for _ in fields {
+            w.int(-2);
+        }
+        return;
+    };
+    let mut changed = false;
+    w.array(fields.len());
+    for f in fields {
+        w.int(match h.expiry_of(f) {
+            None => -2,
+            Some(None) => -1,
+            Some(Some(_)) => {
+                h.set_expiry(f, None);
+                changed = true;
+                1
+            }
+        });
+    }
+    if changed {
+        db.signal(args[1]);
     }
 }
 
