@@ -28,6 +28,13 @@ pub struct Db {
     /// Big values that left the keyspace, to be freed off the request path (the server takes
     /// them with [`Db::take_graveyard`]).
     graveyard: Vec<Entry>,
+    /// Keys of hashes that were given field TTLs, for the active cycle's field sweep (stale
+    /// names are dropped when the sweep finds no such hash), and where the sweep resumes.
+    field_ttl_keys: Vec<Box<[u8]>>,
+    field_ttl_set: HashSet<Box<[u8]>>,
+    field_sweep_at: usize,
+    /// Hash fields removed because their TTL passed.
+    pub expired_fields: u64,
 }
 
 /// Values whose freeing costs more than this many element frees go to the graveyard (Redis's
@@ -159,6 +166,58 @@ impl Db {
         } else {
             Some(std::mem::take(&mut self.signals.ready))
         }
+    }
+
+    /// How many hashes are known to have field TTLs.
+    pub fn field_ttl_hashes(&self) -> usize {
+        self.field_ttl_keys.len()
+    }
+
+    /// One step of the active field-expiry cycle: visits up to `keys` hashes that have field
+    /// TTLs and removes their expired fields (a bounded number of buckets each); a hash left
+    /// empty is deleted. Returns (hashes visited, fields removed).
+    pub fn active_expire_fields(&mut self, now_ms: i64, keys: usize) -> (usize, usize) {
+        use crate::value::Value;
+        let mut visited = 0;
+        let mut removed = 0;
+        while visited < keys && !self.field_ttl_keys.is_empty() {
+            if self.field_sweep_at >= self.field_ttl_keys.len() {
+                self.field_sweep_at = 0;
+            }
+            let i = self.field_sweep_at;
+            visited += 1;
+            let key = self.field_ttl_keys[i].clone();
+            let (gone, empty, keep) = match self.table.get_mut(&key) {
+                Some(e) if !e.is_expired(now_ms) => match e.value_mut() {
+                    Some(Value::Hash(h)) => {
+                        let gone = h.remove_expired(now_ms, 16);
+                        (gone, h.is_empty(), h.has_ttls())
+                    }
+                    _ => (0, false, false),
+                },
+                _ => (0, false, false),
+            };
+            removed += gone;
+            self.expired_fields += gone as u64;
+            if empty {
+                if let Some(e) = self.table.remove(&key) {
+                    if e.expire().is_some() {
+                        self.expires -= 1;
+                    }
+                    bury(&mut self.graveyard, e);
+                }
+            }
+            if gone > 0 {
+                self.touch(&key);
+            }
+            if keep && !empty {
+                self.field_sweep_at += 1;
+            } else {
+                self.field_ttl_keys.swap_remove(i);
+                self.field_ttl_set.remove(&key);
+            }
+        }
+        (visited, removed)
     }
 
     /// The big values freed since the last call, for a background thread to drop.
@@ -517,6 +576,15 @@ impl<'a> DbView<'a> {
     /// [`DbView::get_mut_quiet`].
     pub fn signal(&mut self, key: &[u8]) {
         self.db.touch(key);
+    }
+
+    /// Notes that the hash at `key` has fields with a TTL, so that the active cycle sweeps it.
+    pub fn note_field_ttls(&mut self, key: &[u8]) {
+        let db = &mut *self.db;
+        if !db.field_ttl_set.contains(key) {
+            db.field_ttl_set.insert(key.into());
+            db.field_ttl_keys.push(key.into());
+        }
     }
 
     /// Several live entries at once, for commands that read many keys together (SINTER,

@@ -1001,3 +1001,54 @@ fn field_expiry_signals_watchers() {
         ],
     );
 }
+
+/// Expired fields are removed by the active expiry cycle without any client reading them:
+/// memory comes back, and a hash whose last field expires disappears (DBSIZE counts keys
+/// without touching them).
+#[test]
+fn active_cycle_removes_expired_fields_nobody_reads() {
+    let s = Server::start(&["--hz", "100"]);
+    let mut c = s.client();
+    // A small (listpack) hash and a big (table) one, on both threads' shards.
+    for (key, n) in [
+        ("small", 5usize),
+        ("big", 3000),
+        ("small2", 3),
+        ("big2", 1000),
+    ] {
+        let pairs: Vec<(String, String)> = (0..n).map(|i| (format!("f{i}"), "v".into())).collect();
+        let _: () = redis::cmd("HSET")
+            .arg(key)
+            .arg(&pairs)
+            .query(&mut c)
+            .unwrap();
+        let fields: Vec<String> = (0..n).map(|i| format!("f{i}")).collect();
+        let _: redis::Value = redis::cmd("HPEXPIRE")
+            .arg(key)
+            .arg(50)
+            .arg("FIELDS")
+            .arg(n)
+            .arg(&fields)
+            .query(&mut c)
+            .unwrap();
+    }
+    // One field of "big2" keeps no TTL: that hash stays, with one field.
+    let _: redis::Value = redis::cmd("HPERSIST")
+        .arg("big2")
+        .arg("FIELDS")
+        .arg(1)
+        .arg("f0")
+        .query(&mut c)
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+        if n == 1 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still {n} keys");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let left: i64 = redis::cmd("HLEN").arg("big2").query(&mut c).unwrap();
+    assert_eq!(left, 1);
+}

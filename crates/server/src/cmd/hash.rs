@@ -704,10 +704,15 @@ fn hexpire_generic(
             w.int(1);
         }
     }
+    let with_ttls = h.has_ttls();
     if h.is_empty() {
         db.remove(args[1]);
     } else if changed {
         db.signal(args[1]);
+    }
+    if with_ttls {
+        // The active expiry cycle removes the fields nobody reads again.
+        db.note_field_ttls(args[1]);
     }
 }
 

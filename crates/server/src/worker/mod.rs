@@ -1303,6 +1303,16 @@ impl Worker {
                         break;
                     }
                 }
+                // Hash fields past their TTL: each hash with field TTLs at most once per tick,
+                // within what is left of the time budget.
+                let mut left = db.field_ttl_hashes().min(max_visit);
+                while left > 0 && Instant::now() < deadline {
+                    let (visited, _) = db.active_expire_fields(now, left.min(64));
+                    if visited == 0 {
+                        break;
+                    }
+                    left -= visited.min(left);
+                }
             }
         }
         if self.cron_count.is_multiple_of(100) {
