@@ -35,10 +35,25 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+/// What a key can do for a blocked command now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyKind {
+    Missing,
+    /// Another type: the command answers WRONGTYPE (when this is the first existing key).
+    WrongType,
+    /// It can serve the command.
+    Ready,
+}
+
 /// What a blocked command does when one of its keys can serve it.
 pub trait BlockOp: Send + Sync {
-    /// Whether `key` (in the waiter's database, on this shard) can serve the waiter now.
-    fn ready(&self, ctx: &mut ShardCtx, key: &[u8]) -> bool;
+    /// What `key` (in the command's database, on this shard) can do for it now.
+    fn kind(&self, ctx: &mut ShardCtx, key: &[u8]) -> KeyKind;
+
+    /// Whether `key` can serve the waiter now.
+    fn ready(&self, ctx: &mut ShardCtx, key: &[u8]) -> bool {
+        self.kind(ctx, key) == KeyKind::Ready
+    }
     /// Takes what the waiter asked for from `key` (`ready` just said yes) and returns it,
     /// encoded as the command wants to see it in [`Outcome::Served`].
     fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8>;
@@ -312,9 +327,60 @@ impl Future for Wait {
     }
 }
 
-/// Whether this task runs inside EXEC (where blocking commands never block, as in Redis).
-pub fn nested(tx: &Tx) -> bool {
-    tx.nested()
+/// What each of `keys` can do for `op`, in argument order (one hop per shard).
+pub async fn kinds_of(tx: &Tx, keys: &[Bytes], op: &Arc<dyn BlockOp>) -> Vec<KeyKind> {
+    let groups = crate::cmd::generic::by_shard(tx, keys);
+    let hops: Vec<_> = groups
+        .iter()
+        .map(|(s, idx)| {
+            let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
+            let op = op.clone();
+            tx.run(*s, move |ctx| {
+                ks.iter().map(|k| op.kind(ctx, k)).collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut kinds = vec![KeyKind::Missing; keys.len()];
+    for (g, hop) in hops.into_iter().enumerate() {
+        for (j, k) in hop.await.into_iter().enumerate() {
+            kinds[groups[g].1[j]] = k;
+        }
+    }
+    kinds
+}
+
+/// The blocking pops' common path (BLPOP, BRPOP, BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP): with the
+/// shards of `keys` locked, the first key that exists serves `op` at once (or, holding another
+/// type, makes the reply WRONGTYPE); with none, a null array inside MULTI, else the client
+/// waits. A timeout answers a null array too.
+pub async fn pop_or_block(
+    tx: &Tx,
+    keys: Vec<Bytes>,
+    timeout: Option<Duration>,
+    op: Arc<dyn BlockOp>,
+) -> Vec<u8> {
+    let resp3 = tx.resp3();
+    let kinds = kinds_of(tx, &keys, &op).await;
+    match kinds.iter().position(|&k| k != KeyKind::Missing) {
+        Some(i) if kinds[i] == KeyKind::WrongType => {
+            return crate::cmd::with_writer(resp3, |w| w.error(crate::cmd::ERR_WRONGTYPE));
+        }
+        Some(i) => {
+            let key = keys[i].clone();
+            return tx
+                .run(tx.shard_of(&key), move |ctx| op.serve(ctx, &key))
+                .await;
+        }
+        None => {}
+    }
+    if tx.nested() {
+        return crate::cmd::with_writer(resp3, |w| w.null_array());
+    }
+    match block(tx, &keys, op, timeout).await {
+        Some(Outcome::Served { payload, .. }) => payload,
+        // Timed out (or the client went away: nobody reads this).
+        _ => crate::cmd::with_writer(resp3, |w| w.null_array()),
+    }
 }
 
 #[cfg(test)]

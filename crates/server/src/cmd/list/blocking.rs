@@ -6,31 +6,18 @@
 //! included) or the client goes away. Inside MULTI they never block.
 
 use super::*;
-use crate::blocking::{self, BlockOp, Outcome};
+use crate::blocking::{self, BlockOp, KeyKind, Outcome};
 use crate::cmd::with_writer;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The state of each key, in argument order (one hop per shard; all of them locked).
-async fn states_of(tx: &Tx, keys: &[Bytes]) -> Vec<KeyState> {
-    let groups = by_shard(tx, keys);
-    let hops: Vec<_> = groups
-        .iter()
-        .map(|(s, idx)| {
-            let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
-            tx.run(*s, move |ctx| {
-                let mut db = ctx.db();
-                ks.iter().map(|k| key_state(&mut db, k)).collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    let mut states = vec![KeyState::Missing; keys.len()];
-    for (g, hop) in hops.into_iter().enumerate() {
-        for (j, st) in hop.await.into_iter().enumerate() {
-            states[groups[g].1[j]] = st;
-        }
+/// What a key can do for a blocked list command.
+fn list_kind(ctx: &mut ShardCtx, key: &[u8]) -> KeyKind {
+    match key_state(&mut ctx.db(), key) {
+        KeyState::Missing => KeyKind::Missing,
+        KeyState::WrongType => KeyKind::WrongType,
+        KeyState::List => KeyKind::Ready,
     }
-    states
 }
 
 /// BLPOP / BRPOP (`count` None: replies `[key, element]`) and BLMPOP (`[key, [elements]]`).
@@ -41,8 +28,8 @@ struct PopOp {
 }
 
 impl BlockOp for PopOp {
-    fn ready(&self, ctx: &mut ShardCtx, key: &[u8]) -> bool {
-        key_state(&mut ctx.db(), key) == KeyState::List
+    fn kind(&self, ctx: &mut ShardCtx, key: &[u8]) -> KeyKind {
+        list_kind(ctx, key)
     }
 
     fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8> {
@@ -70,31 +57,6 @@ impl BlockOp for PopOp {
     }
 }
 
-async fn bpop_keys(tx: &Tx, keys: Vec<Bytes>, timeout: Option<Duration>, op: PopOp) -> Vec<u8> {
-    let resp3 = tx.resp3();
-    let states = states_of(tx, &keys).await;
-    match states.iter().position(|&s| s != KeyState::Missing) {
-        Some(i) if states[i] == KeyState::WrongType => {
-            return with_writer(resp3, |w| w.error(ERR_WRONGTYPE));
-        }
-        Some(i) => {
-            let key = keys[i].clone();
-            return tx
-                .run(tx.shard_of(&key), move |ctx| op.serve(ctx, &key))
-                .await;
-        }
-        None => {}
-    }
-    if tx.nested() {
-        return with_writer(resp3, |w| w.null_array());
-    }
-    match blocking::block(tx, &keys, Arc::new(op), timeout).await {
-        Some(Outcome::Served { payload, .. }) => payload,
-        // Timed out (or the client went away: nobody reads this).
-        _ => with_writer(resp3, |w| w.null_array()),
-    }
-}
-
 fn bpop(tx: Tx, args: Vec<Bytes>, left: bool) -> TxFuture {
     Box::pin(async move {
         let timeout = match blocking::parse_timeout(&args[args.len() - 1]) {
@@ -102,7 +64,8 @@ fn bpop(tx: Tx, args: Vec<Bytes>, left: bool) -> TxFuture {
             Err(e) => return with_writer(tx.resp3(), |w| w.error(e)),
         };
         let keys = args[1..args.len() - 1].to_vec();
-        bpop_keys(&tx, keys, timeout, PopOp { left, count: None }).await
+        let op = PopOp { left, count: None };
+        blocking::pop_or_block(&tx, keys, timeout, Arc::new(op)).await
     })
 }
 
@@ -152,7 +115,7 @@ pub(super) fn blmpop(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             left,
             count: Some(count.unwrap_or(1)),
         };
-        bpop_keys(&tx, keys, timeout, op).await
+        blocking::pop_or_block(&tx, keys, timeout, Arc::new(op)).await
     })
 }
 
@@ -167,8 +130,8 @@ struct MoveOp {
 }
 
 impl BlockOp for MoveOp {
-    fn ready(&self, ctx: &mut ShardCtx, key: &[u8]) -> bool {
-        key_state(&mut ctx.db(), key) == KeyState::List
+    fn kind(&self, ctx: &mut ShardCtx, key: &[u8]) -> KeyKind {
+        list_kind(ctx, key)
     }
 
     fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8> {
@@ -205,10 +168,16 @@ async fn bmove(
     timeout: Option<Duration>,
 ) -> Vec<u8> {
     let resp3 = tx.resp3();
-    match states_of(tx, std::slice::from_ref(&src)).await[0] {
-        KeyState::WrongType => return with_writer(resp3, |w| w.error(ERR_WRONGTYPE)),
-        KeyState::List => return lmove_generic(tx, src, dst, from_left, to_left).await,
-        KeyState::Missing => {}
+    let src_kind = tx
+        .run(tx.shard_of(&src), {
+            let src = src.clone();
+            move |ctx| list_kind(ctx, &src)
+        })
+        .await;
+    match src_kind {
+        KeyKind::WrongType => return with_writer(resp3, |w| w.error(ERR_WRONGTYPE)),
+        KeyKind::Ready => return lmove_generic(tx, src, dst, from_left, to_left).await,
+        KeyKind::Missing => {}
     }
     if tx.nested() {
         return with_writer(resp3, |w| w.null());

@@ -6,15 +6,13 @@
 //! or the client goes away. Inside MULTI they never block.
 
 use super::{pop, write};
-use crate::blocking::{self, BlockOp, Outcome};
-use crate::cmd::generic::by_shard;
-use crate::cmd::{with_writer, Locks, Reg, TxFuture, ERR_SYNTAX, ERR_WRONGTYPE};
+use crate::blocking::{self, BlockOp, KeyKind};
+use crate::cmd::{with_writer, Locks, Reg, TxFuture, ERR_SYNTAX};
 use crate::exec::Tx;
 use crate::shard::ShardCtx;
 use bytes::Bytes;
 use darner_resp::ReplyWriter;
 use std::sync::Arc;
-use std::time::Duration;
 
 pub fn register(r: &mut Reg) {
     r.tx("bzpopmin", Locks::Keys, bzpopmin);
@@ -22,40 +20,13 @@ pub fn register(r: &mut Reg) {
     r.tx("bzmpop", Locks::Keys, bzmpop);
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum KeyState {
-    Missing,
-    WrongType,
-    ZSet,
-}
-
-fn key_state(ctx: &mut ShardCtx, key: &[u8]) -> KeyState {
+/// What a key can do for a blocked sorted set pop.
+fn zset_kind(ctx: &mut ShardCtx, key: &[u8]) -> KeyKind {
     match write(&mut ctx.db(), key) {
-        Err(()) => KeyState::WrongType,
-        Ok(None) => KeyState::Missing,
-        Ok(Some(_)) => KeyState::ZSet,
+        Err(()) => KeyKind::WrongType,
+        Ok(None) => KeyKind::Missing,
+        Ok(Some(_)) => KeyKind::Ready,
     }
-}
-
-/// The state of each key, in argument order (one hop per shard; all of them locked).
-async fn states_of(tx: &Tx, keys: &[Bytes]) -> Vec<KeyState> {
-    let groups = by_shard(tx, keys);
-    let hops: Vec<_> = groups
-        .iter()
-        .map(|(s, idx)| {
-            let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
-            tx.run(*s, move |ctx| {
-                ks.iter().map(|k| key_state(ctx, k)).collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    let mut states = vec![KeyState::Missing; keys.len()];
-    for (g, hop) in hops.into_iter().enumerate() {
-        for (j, st) in hop.await.into_iter().enumerate() {
-            states[groups[g].1[j]] = st;
-        }
-    }
-    states
 }
 
 /// BZPOPMIN / BZPOPMAX (`count` None: replies `[key, member, score]`) and BZMPOP
@@ -67,8 +38,8 @@ struct ZPopOp {
 }
 
 impl BlockOp for ZPopOp {
-    fn ready(&self, ctx: &mut ShardCtx, key: &[u8]) -> bool {
-        key_state(ctx, key) == KeyState::ZSet
+    fn kind(&self, ctx: &mut ShardCtx, key: &[u8]) -> KeyKind {
+        zset_kind(ctx, key)
     }
 
     fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8> {
@@ -105,30 +76,6 @@ impl BlockOp for ZPopOp {
     }
 }
 
-async fn bzpop_keys(tx: &Tx, keys: Vec<Bytes>, timeout: Option<Duration>, op: ZPopOp) -> Vec<u8> {
-    let resp3 = tx.resp3();
-    let states = states_of(tx, &keys).await;
-    match states.iter().position(|&s| s != KeyState::Missing) {
-        Some(i) if states[i] == KeyState::WrongType => {
-            return with_writer(resp3, |w| w.error(ERR_WRONGTYPE));
-        }
-        Some(i) => {
-            let key = keys[i].clone();
-            return tx
-                .run(tx.shard_of(&key), move |ctx| op.serve(ctx, &key))
-                .await;
-        }
-        None => {}
-    }
-    if tx.nested() {
-        return with_writer(resp3, |w| w.null_array());
-    }
-    match blocking::block(tx, &keys, Arc::new(op), timeout).await {
-        Some(Outcome::Served { payload, .. }) => payload,
-        _ => with_writer(resp3, |w| w.null_array()),
-    }
-}
-
 fn bzpop(tx: Tx, args: Vec<Bytes>, max: bool) -> TxFuture {
     Box::pin(async move {
         let timeout = match blocking::parse_timeout(&args[args.len() - 1]) {
@@ -136,7 +83,8 @@ fn bzpop(tx: Tx, args: Vec<Bytes>, max: bool) -> TxFuture {
             Err(e) => return with_writer(tx.resp3(), |w| w.error(e)),
         };
         let keys = args[1..args.len() - 1].to_vec();
-        bzpop_keys(&tx, keys, timeout, ZPopOp { max, count: None }).await
+        let op = ZPopOp { max, count: None };
+        blocking::pop_or_block(&tx, keys, timeout, Arc::new(op)).await
     })
 }
 
@@ -192,15 +140,10 @@ fn bzmpop(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         }
         let count = count.unwrap_or(1).min(usize::MAX as u64) as usize;
         let keys = args[3..where_idx].to_vec();
-        bzpop_keys(
-            &tx,
-            keys,
-            timeout,
-            ZPopOp {
-                max,
-                count: Some(count),
-            },
-        )
-        .await
+        let op = ZPopOp {
+            max,
+            count: Some(count),
+        };
+        blocking::pop_or_block(&tx, keys, timeout, Arc::new(op)).await
     })
 }
