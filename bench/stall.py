@@ -24,28 +24,8 @@ import sys
 import time
 import uuid
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def wait_ready(port, proc, timeout=20):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("server exited during start-up")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-                s.sendall(b"PING\r\n")
-                if s.recv(16).startswith(b"+PONG"):
-                    return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("server did not start")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import free_port, wait_ready  # noqa: E402
 
 
 def command(*args):
@@ -197,7 +177,7 @@ def main():
             [args.redis, "--port", str(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
              "--loglevel", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
         for _, port, proc in servers:
-            wait_ready(port, proc)
+            wait_ready(port, proc, timeout=20)
         print(f"# one hash of {args.fields:,} fields (uuid4 -> 16 bytes); probe: GET on 16 other keys, "
               f"one at a time; darner --threads {args.threads}")
         print(f"{'server':<8}{'operation':<10}{'op ms':>10}{'probe p50 µs':>14}{'p99.9 µs':>12}{'max µs':>12}{'GETs':>9}")

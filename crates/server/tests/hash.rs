@@ -3,44 +3,8 @@
 //! `hash-max-listpack-*` settings).
 
 mod common;
-use common::{cmd, Raw, Server};
+use common::{args_of, cmd, run, Raw, Server, Steps};
 use std::collections::{HashMap, HashSet};
-
-/// Command lines (arguments separated by single spaces; `''` is an empty argument and `\xNN`
-/// a byte) with the exact reply Redis gives to each, in order.
-type Steps = &'static [(&'static str, &'static [u8])];
-
-fn args_of(line: &str) -> Vec<Vec<u8>> {
-    line.split(' ')
-        .map(|a| {
-            if a == "''" {
-                return Vec::new();
-            }
-            let b = a.as_bytes();
-            let mut out = Vec::new();
-            let mut i = 0;
-            while i < b.len() {
-                if b[i] == b'\\' && i + 3 < b.len() && b[i + 1] == b'x' {
-                    let hex = std::str::from_utf8(&b[i + 2..i + 4]).unwrap();
-                    out.push(u8::from_str_radix(hex, 16).unwrap());
-                    i += 4;
-                } else {
-                    out.push(b[i]);
-                    i += 1;
-                }
-            }
-            out
-        })
-        .collect()
-}
-
-fn run(r: &mut Raw, steps: Steps) {
-    for (line, want) in steps {
-        let args = args_of(line);
-        let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
-        r.roundtrip(&cmd(&refs), want);
-    }
-}
 
 fn resp3(s: &Server) -> Raw {
     let mut r = s.raw();

@@ -149,3 +149,39 @@ pub fn cmd(args: &[&[u8]]) -> Vec<u8> {
     }
     v
 }
+
+/// Command lines (arguments separated by single spaces; `''` is an empty argument and `\xNN`
+/// a byte) with the exact reply Redis gives to each, in order.
+pub type Steps = &'static [(&'static str, &'static [u8])];
+
+pub fn args_of(line: &str) -> Vec<Vec<u8>> {
+    line.split(' ')
+        .map(|a| {
+            if a == "''" {
+                return Vec::new();
+            }
+            let b = a.as_bytes();
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < b.len() {
+                if b[i] == b'\\' && i + 3 < b.len() && b[i + 1] == b'x' {
+                    let hex = std::str::from_utf8(&b[i + 2..i + 4]).unwrap();
+                    out.push(u8::from_str_radix(hex, 16).unwrap());
+                    i += 4;
+                } else {
+                    out.push(b[i]);
+                    i += 1;
+                }
+            }
+            out
+        })
+        .collect()
+}
+
+pub fn run(r: &mut Raw, steps: Steps) {
+    for (line, want) in steps {
+        let args = args_of(line);
+        let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+        r.roundtrip(&cmd(&refs), want);
+    }
+}
