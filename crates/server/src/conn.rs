@@ -62,6 +62,10 @@ pub struct ClientState {
     /// Close the connection once this reply is written (QUIT, protocol errors, KILL).
     pub close_after_reply: bool,
     pub monitor: bool,
+    /// Pub/Sub subscriptions (None until the first SUBSCRIBE: most clients never have any).
+    pub pubsub: Option<Box<crate::pubsub::Subscriptions>>,
+    /// The connection this state belongs to (where pub/sub messages for it are delivered).
+    pub conn: crate::msg::ConnRef,
     pub created_ms: i64,
     pub last_cmd: &'static str,
 }
@@ -69,6 +73,20 @@ pub struct ClientState {
 impl ClientState {
     pub fn in_multi(&self) -> bool {
         self.multi.is_some()
+    }
+
+    /// Subscriptions of one kind.
+    pub fn subscriptions(&self, kind: crate::pubsub::Kind) -> usize {
+        self.pubsub.as_ref().map_or(0, |s| s.count(kind))
+    }
+
+    /// Subscribed to anything: Redis's CLIENT_PUBSUB (RESP2 subscribe mode, flag `P`, client
+    /// type pubsub and its output buffer limits).
+    pub fn subscribed(&self) -> bool {
+        use crate::pubsub::Kind;
+        [Kind::Channel, Kind::Pattern, Kind::Shard]
+            .iter()
+            .any(|&k| self.subscriptions(k) > 0)
     }
 
     /// Forgets WATCHed keys (UNWATCH, EXEC, DISCARD, RESET).
@@ -82,6 +100,9 @@ impl ClientState {
         let mut f = String::new();
         if self.monitor {
             f.push('O');
+        }
+        if self.subscribed() {
+            f.push('P');
         }
         if self.multi.is_some() {
             f.push('x');

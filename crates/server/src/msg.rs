@@ -9,7 +9,7 @@ use std::any::Any;
 
 /// A connection on some thread: slab index plus a generation, so that a reply for a
 /// connection that closed meanwhile is recognised and dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ConnRef {
     pub idx: u32,
     pub gen: u32,
@@ -81,6 +81,11 @@ pub enum Msg {
     },
     /// Bytes for a MONITOR client of this thread.
     Monitor { line: std::sync::Arc<Vec<u8>> },
+    /// A published message for subscribers on this thread (pubsub.rs).
+    Publish {
+        msg: std::sync::Arc<crate::pubsub::Published>,
+        targets: Vec<crate::pubsub::Target>,
+    },
     /// Stop the event loop.
     Shutdown,
 }

@@ -156,6 +156,7 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         config_file,
         metrics: Default::default(),
         lazyfree: Default::default(),
+        pubsub: Default::default(),
         config,
     });
 

@@ -124,6 +124,8 @@ pub struct Shared {
     pub metrics: Arc<crate::cmd::server::Metrics>,
     /// Frees big values in the background.
     pub lazyfree: crate::lazyfree::LazyFree,
+    /// Pub/Sub subscriptions of every client.
+    pub pubsub: crate::pubsub::Registry,
 }
 
 impl Shared {

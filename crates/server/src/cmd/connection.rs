@@ -85,7 +85,14 @@ pub fn redact<'a>(full_name: &str, args: &'a [&'a [u8]]) -> Cow<'a, [&'a [u8]]> 
     }
 }
 
-fn ping(_: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+fn ping(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    // A RESP2 client in subscribe mode gets a two-element array, Redis's pubsub-mode reply.
+    if args.len() <= 2 && !ctx.client.resp3 && ctx.client.subscribed() {
+        w.array(2);
+        w.bulk(b"pong");
+        w.bulk(args.get(1).copied().unwrap_or(b""));
+        return;
+    }
     match args.len() {
         1 => w.simple(b"PONG"),
         2 => w.bulk(args[1]),
@@ -257,6 +264,7 @@ fn reset(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     c.multi = None;
     c.multi_dirty = false;
     c.unwatch();
+    crate::pubsub::forget(ctx.shared, c);
     c.db = 0;
     c.resp3 = false;
     w.resp3 = false;
@@ -536,9 +544,13 @@ fn client_type(name: &[u8]) -> Option<ClientType> {
 }
 
 /// A client's type. There are no replication links, and MONITOR clients count as normal,
-/// as in Redis.
-fn type_of(_: &ClientState) -> ClientType {
-    ClientType::Normal
+/// as in Redis; a client with subscriptions is a pubsub client.
+fn type_of(s: &ClientState) -> ClientType {
+    if s.subscribed() {
+        ClientType::PubSub
+    } else {
+        ClientType::Normal
+    }
 }
 
 fn unknown_type(name: &[u8]) -> Vec<u8> {
@@ -562,7 +574,7 @@ pub fn client_line(s: &ClientState, st: &ConnStats, now_ms: i64) -> String {
     };
     let tot_mem = st.qbuf + st.qbuf_free + st.rbs + st.omem + st.argv_mem + multi_mem;
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 \
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} \
          multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} \
          omem={} tot-mem={} events={} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
         s.id,
@@ -574,6 +586,9 @@ pub fn client_line(s: &ClientState, st: &ConnStats, now_ms: i64) -> String {
         st.idle_secs,
         s.flags_string(),
         s.db,
+        s.subscriptions(crate::pubsub::Kind::Channel),
+        s.subscriptions(crate::pubsub::Kind::Pattern),
+        s.subscriptions(crate::pubsub::Kind::Shard),
         multi,
         st.qbuf,
         st.qbuf_free,

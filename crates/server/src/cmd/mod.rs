@@ -18,6 +18,7 @@ pub mod geo;
 pub mod hash;
 pub mod hyperloglog;
 pub mod list;
+pub mod pubsub;
 pub mod server;
 pub mod set;
 pub mod sort;
@@ -156,6 +157,7 @@ pub fn registry() -> &'static Registry {
         hash::register(&mut reg);
         hyperloglog::register(&mut reg);
         list::register(&mut reg);
+        pubsub::register(&mut reg);
         set::register(&mut reg);
         sorted_set::register(&mut reg);
         sort::register(&mut reg);

@@ -285,6 +285,10 @@ impl Worker {
                 fd,
                 created_ms: Shared::now_ms(),
                 last_cmd: "NULL",
+                conn: ConnRef {
+                    idx: key as u32,
+                    gen: self.next_gen,
+                },
                 ..Default::default()
             },
             handle,
@@ -689,6 +693,30 @@ impl Worker {
             return;
         }
         let conn = &mut self.conns[c];
+        // RESP2 subscribe mode: only the commands that manage subscriptions (Redis's rule).
+        if !conn.state.resp3
+            && conn.state.subscribed()
+            && !matches!(
+                spec.full_name,
+                "subscribe"
+                    | "ssubscribe"
+                    | "psubscribe"
+                    | "unsubscribe"
+                    | "sunsubscribe"
+                    | "punsubscribe"
+                    | "ping"
+                    | "quit"
+                    | "reset"
+            )
+        {
+            let msg = format!(
+                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                spec.full_name
+            );
+            self.reject(c, Some(spec), msg.as_bytes());
+            return;
+        }
+        let conn = &mut self.conns[c];
         conn.state.last_cmd = spec.full_name;
         // MULTI: queue everything but the commands that act on the transaction itself.
         if conn.state.in_multi()
@@ -1076,6 +1104,20 @@ impl Worker {
                     self.dirty.push(k);
                 }
             }
+            Msg::Publish { msg, targets } => {
+                for t in targets {
+                    let Some(conn) = self.conn_mut(t.conn) else {
+                        continue;
+                    };
+                    let pattern = t.pattern.as_deref();
+                    if crate::pubsub::still_subscribed(&conn.state, &msg, pattern) {
+                        let resp3 = conn.state.resp3;
+                        let mut w = ReplyWriter::new(&mut conn.out, resp3);
+                        crate::pubsub::write_frame(&mut w, &msg, pattern);
+                        self.dirty.push(t.conn.idx as usize);
+                    }
+                }
+            }
             Msg::Shutdown => self.stop = true,
         }
     }
@@ -1221,10 +1263,16 @@ impl Worker {
             self.close(c);
             return;
         }
-        // Output buffer limits for normal clients (0 = unlimited, Redis's default).
-        let (hard, soft, secs) =
-            crate::config::Config::obuf_limits(&self.shared.config.hot.obuf_normal);
+        // Output buffer limits: the pubsub class for subscribers (32mb hard, 8mb for 60 s by
+        // default), the normal class otherwise (0 = unlimited, Redis's default).
         let conn = &mut self.conns[c];
+        let hot = &self.shared.config.hot;
+        let class = if conn.state.subscribed() {
+            &hot.obuf_pubsub
+        } else {
+            &hot.obuf_normal
+        };
+        let (hard, soft, secs) = crate::config::Config::obuf_limits(class);
         let used = conn.out_len() as u64;
         let over_hard = hard > 0 && used > hard;
         let over_soft = soft > 0 && used > soft;
@@ -1265,6 +1313,7 @@ impl Worker {
         if conn.state.monitor {
             self.shared.monitors.fetch_sub(1, Ordering::Relaxed);
         }
+        crate::pubsub::forget(&self.shared, &mut conn.state);
         if conn.in_tx {
             // A blocked client that goes away stops waiting (its task then cleans up).
             crate::blocking::cancel(&self.shared, conn.state.id);

@@ -375,7 +375,7 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 let blocked = crate::blocking::BLOCKED_CLIENTS.load(Ordering::Relaxed);
                 line!("blocked_clients:{blocked}");
                 line!("tracking_clients:0");
-                line!("pubsub_clients:0");
+                line!("pubsub_clients:{}", shared.pubsub.clients());
                 line!("watching_clients:{}", conns.watching_clients);
                 // Every blocked client with a timeout has a timer (with 0 = forever, none).
                 line!("clients_in_timeout_table:0");
@@ -471,9 +471,13 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 line!("evicted_clients:0");
                 line!("keyspace_hits:{}", sum(|s| s.hits));
                 line!("keyspace_misses:{}", sum(|s| s.misses));
-                line!("pubsub_channels:0");
-                line!("pubsub_patterns:0");
-                line!("pubsubshard_channels:0");
+                use crate::pubsub::Kind;
+                line!("pubsub_channels:{}", shared.pubsub.distinct(Kind::Channel));
+                line!("pubsub_patterns:{}", shared.pubsub.distinct(Kind::Pattern));
+                line!(
+                    "pubsubshard_channels:{}",
+                    shared.pubsub.distinct(Kind::Shard)
+                );
                 line!("latest_fork_usec:0");
                 line!("total_forks:0");
                 line!("tracking_total_keys:0");
