@@ -579,3 +579,40 @@ fn writes_signal_watchers_and_reads_do_not() {
         ],
     );
 }
+
+/// A field past its TTL that nothing has removed yet (active expiry off) counts as absent:
+/// FXX fails and FNX holds on it, HGETEX / HGETDEL return null for it, and the key goes
+/// with its last field.
+#[test]
+fn expired_fields_count_as_absent() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    run(
+        &mut r,
+        &[
+            ("DEBUG SET-ACTIVE-EXPIRE 0", b"+OK\r\n"),
+            ("HSETEX h PX 20 FIELDS 1 a 1", b":1\r\n"),
+            ("HSETEX g PX 20 FIELDS 2 a 1 b 2", b":1\r\n"),
+            ("HSETEX g FIELDS 1 c 3", b":1\r\n"),
+            ("HSETEX d PX 20 FIELDS 2 a 1 b 2", b":1\r\n"),
+        ],
+    );
+    // Well past the 20 ms (no reply below depends on how far).
+    std::thread::sleep(Duration::from_millis(150));
+    run(
+        &mut r,
+        &[
+            ("DBSIZE", b":3\r\n"),
+            ("HSETEX h FXX FIELDS 1 a 2", b":0\r\n"),
+            ("EXISTS h", b":0\r\n"),
+            ("HSETEX g FNX FIELDS 1 a 9", b":1\r\n"),
+            (
+                "HGETEX g EX 100 FIELDS 3 a b c",
+                b"*3\r\n$1\r\n9\r\n$-1\r\n$1\r\n3\r\n",
+            ),
+            ("HGETDEL d FIELDS 2 a b", b"*2\r\n$-1\r\n$-1\r\n"),
+            ("EXISTS d", b":0\r\n"),
+            ("DEBUG SET-ACTIVE-EXPIRE 1", b"+OK\r\n"),
+        ],
+    );
+}

@@ -1215,7 +1215,29 @@ fn hsetex_dragonfly(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ttl
 
 #[cfg(test)]
 mod tests {
-    use super::parse_cursor;
+    use super::{parse_cursor, parse_hsetex_redis, SetExTtl};
+
+    fn words(s: &str) -> Vec<&[u8]> {
+        s.split(' ').map(str::as_bytes).collect()
+    }
+
+    #[test]
+    fn hsetex_redis_options() {
+        let o = parse_hsetex_redis(&words("HSETEX k PX 5 FNX FIELDS 1 f v"), 1000).unwrap();
+        assert_eq!((o.cond, o.first), (Some(true), 7));
+        assert!(matches!(o.ttl, SetExTtl::At(1005)));
+        let o = parse_hsetex_redis(&words("HSETEX k EXAT 2 FIELDS 1 f v"), 1000).unwrap();
+        assert!(matches!(o.ttl, SetExTtl::At(2000)));
+        let o = parse_hsetex_redis(&words("HSETEX k KEEPTTL FXX FIELDS 1 f v"), 0).unwrap();
+        assert!(matches!(o.ttl, SetExTtl::Keep) && o.cond == Some(false));
+        let o = parse_hsetex_redis(&words("HSETEX k FIELDS 2 a 1 b 2"), 0).unwrap();
+        assert!(matches!(o.ttl, SetExTtl::Clear) && o.cond.is_none());
+        let err = |s| String::from_utf8(parse_hsetex_redis(&words(s), 0).err().unwrap()).unwrap();
+        assert_eq!(err("HSETEX k EX"), "ERR missing expire time");
+        assert_eq!(err("HSETEX k a\0b"), "ERR unknown argument: a");
+        assert!(err("HSETEX k FIELDS 1 a 1 b 2").starts_with("ERR wrong number"));
+        assert!(err("HSETEX k FNX").starts_with("ERR wrong number"));
+    }
 
     #[test]
     fn cursor_parsing_follows_strtoul() {
