@@ -6,6 +6,10 @@
 //! a command that names fields, every field for one that reads the whole hash (HLEN, HGETALL,
 //! HRANDFIELD: O(n) when the hash has TTLs, O(1) otherwise); HSCAN skips them. The key goes
 //! when its last field does. The server's active cycle removes the rest in steps.
+//!
+//! Redis 8.0's HGETDEL, HGETEX and HSETEX (plus Dragonfly's older HSETEX form, see `hsetex`)
+//! build on the same machinery: TTLs they set make a listpack "listpackex" and register the
+//! hash with the active cycle.
 
 use super::string::ld;
 use super::{eq, parse_int, Reg, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
