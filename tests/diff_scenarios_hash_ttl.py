@@ -146,3 +146,152 @@ SCENARIOS["hash_ttl_errors"] = [
     # Nothing above changed the hash.
     G(ints(-1), "HTTL", "h", "FIELDS", "1", "a"),
 ]
+
+
+# Redis 8.0's HGETDEL, HGETEX and HSETEX, and Dragonfly's HSETEX form. Neither Debian's 7.0
+# nor 7.2 has them: every step that uses one is a golden X() step whose bytes follow Redis
+# 8.0's t_hash.c (replies, error texts and the order in which errors are found) or
+# Dragonfly's documented HSETEX.
+NOTE8 = "Redis 8.0 command; Debian's 7.0 reference lacks it"
+NOTE_DF = "Dragonfly's HSETEX form; no Redis has it"
+
+
+def G8(expect, *args):
+    return X(expect, *args, note=NOTE8)
+
+
+def GDF(expect, *args):
+    return X(expect, *args, note=NOTE_DF)
+
+
+def bulks(*vals):
+    """An array of bulk strings and nulls, as RESP2 and RESP3 write it."""
+    out = {2: b"*%d\r\n" % len(vals), 3: b"*%d\r\n" % len(vals)}
+    for v in vals:
+        for proto, null in ((2, b"$-1\r\n"), (3, b"_\r\n")):
+            out[proto] += null if v is None else b"$%d\r\n%s\r\n" % (len(v), v.encode())
+    return out
+
+
+NO_FIELDS8 = NO_FIELDS
+SETEX_ARITY = err("ERR wrong number of arguments for 'hsetex' command")
+ONE_TTL = err("ERR Only one of EX, PX, EXAT, PXAT or KEEPTTL arguments can be specified")
+ONE_COND = err("ERR Only one of FXX or FNX arguments can be specified")
+
+SCENARIOS["hash_ttl_hgetdel"] = [
+    ("HSET", "h", "a", "1", "b", "2", "c", "3"),
+    G8(bulks("1", None, None, "2"), "HGETDEL", "h", "FIELDS", "4", "a", "zz", "a", "b"),
+    G(b"*1\r\n$1\r\nc\r\n", "HKEYS", "h"),
+    G8(bulks("3"), "HGETDEL", "h", "fields", "1", "c"),
+    G(b":0\r\n", "EXISTS", "h"),
+    G8(bulks(None, None), "HGETDEL", "nokey", "FIELDS", "2", "a", "b"),
+    ("SET", "s", "x"),
+    G8(WRONGTYPE, "HGETDEL", "s", "FIELDS", "0", "a"),
+    G(b":1\r\n", "HSET", "h", "a", "1"),
+    G8(NO_FIELDS8, "HGETDEL", "h", "FIELD", "1", "a"),
+    G8(NUMFIELDS_GET, "HGETDEL", "h", "FIELDS", "0", "a"),
+    G8(NUMFIELDS_GET, "HGETDEL", "h", "FIELDS", "x", "a"),
+    G8(MISMATCH, "HGETDEL", "h", "FIELDS", "2", "a"),
+    G8(err("ERR wrong number of arguments for 'hgetdel' command"), "HGETDEL", "h", "FIELDS", "1"),
+    ("HGET", "h", "a"),
+]
+
+SCENARIOS["hash_ttl_hgetex"] = [
+    ("HSET", "h", "a", "1", "b", "2", "c", "3"),
+    G8(bulks("1", None), "HGETEX", "h", "FIELDS", "2", "a", "zz"),
+    ("OBJECT", "ENCODING", "h"),
+    # Any option turns a listpack into listpackex.
+    G8(bulks(None), "HGETEX", "h", "PERSIST", "FIELDS", "1", "zz"),
+    G(b"$10\r\nlistpackex\r\n", "OBJECT", "ENCODING", "h"),
+    G8(bulks("1", None, "2"), "HGETEX", "h", "EXAT", FAR, "FIELDS", "3", "a", "zz", "b"),
+    G(ints(4102444800, 4102444800, -1), "HEXPIRETIME", "h", "FIELDS", "3", "a", "b", "c"),
+    G8(bulks("3"), "HGETEX", "h", "PXAT", "4102444800123", "FIELDS", "1", "c"),
+    G(ints(4102444800123), "HPEXPIRETIME", "h", "FIELDS", "1", "c"),
+    G8(bulks("1"), "HGETEX", "h", "PERSIST", "FIELDS", "1", "a"),
+    G(ints(-1), "HTTL", "h", "FIELDS", "1", "a"),
+    # EX 0 and past times return the value and delete the field, then the key.
+    G8(bulks("1", None), "HGETEX", "h", "EX", "0", "FIELDS", "2", "a", "a"),
+    G8(bulks("2"), "HGETEX", "h", "EXAT", "1", "FIELDS", "1", "b"),
+    G(b"*1\r\n$1\r\nc\r\n", "HKEYS", "h"),
+    G8(bulks("3"), "HGETEX", "h", "PX", "0", "FIELDS", "1", "c"),
+    G(b":0\r\n", "EXISTS", "h"),
+    G8(bulks(None), "HGETEX", "nokey", "EX", "10", "FIELDS", "1", "a"),
+]
+
+SCENARIOS["hash_ttl_hgetex_errors"] = [
+    ("HSET", "h", "a", "1"),
+    ("SET", "s", "x"),
+    G8(WRONGTYPE, "HGETEX", "s", "EX", "abc", "FIELD", "0"),
+    G8(err("ERR value is not an integer or out of range"), "HGETEX", "h", "EX", "abc", "FIELDS", "1", "a"),
+    G8(err("ERR invalid expire time, must be >= 0"), "HGETEX", "h", "PX", "-1", "FIELDS", "1", "a"),
+    G8(err("ERR invalid expire time in 'hgetex' command"), "HGETEX", "h", "EX", "70368744178", "FIELDS", "1", "a"),
+    # Redis 8.0 takes one option, right after the key.
+    G8(NO_FIELDS8, "HGETEX", "h", "EX", "10", "PERSIST", "FIELDS", "1", "a"),
+    G8(NO_FIELDS8, "HGETEX", "h", "KEEPTTL", "FIELDS", "1", "a"),
+    G8(NUMFIELDS_GET, "HGETEX", "h", "FIELDS", "0", "a"),
+    G8(MISMATCH, "HGETEX", "h", "FIELDS", "2", "a"),
+    G8(MISMATCH, "HGETEX", "h", "PERSIST", "FIELDS", "1"),
+    G8(err("ERR wrong number of arguments for 'hgetex' command"), "HGETEX", "h", "FIELDS", "1"),
+    ("OBJECT", "ENCODING", "h"),
+]
+
+SCENARIOS["hash_ttl_hsetex"] = [
+    G8(b":1\r\n", "HSETEX", "h", "FIELDS", "2", "a", "1", "b", "2"),
+    G(b"$8\r\nlistpack\r\n", "OBJECT", "ENCODING", "h"),
+    G8(b":0\r\n", "HSETEX", "h", "FNX", "FIELDS", "2", "c", "3", "a", "9"),
+    G8(b":0\r\n", "HSETEX", "h", "FXX", "FIELDS", "2", "a", "9", "c", "3"),
+    G8(b":0\r\n", "HSETEX", "nokey", "FXX", "FIELDS", "1", "a", "1"),
+    ("EXISTS", "nokey"),
+    G8(b":1\r\n", "HSETEX", "h", "FXX", "EXAT", FAR, "FIELDS", "2", "a", "10", "b", "20"),
+    G(b"$10\r\nlistpackex\r\n", "OBJECT", "ENCODING", "h"),
+    G(bulks("10", "20"), "HMGET", "h", "a", "b"),
+    # KEEPTTL keeps a TTL, no option drops it.
+    G8(b":1\r\n", "HSETEX", "h", "KEEPTTL", "FNX", "FIELDS", "1", "c", "3"),
+    G8(b":1\r\n", "HSETEX", "h", "KEEPTTL", "FIELDS", "2", "a", "11", "c", "33"),
+    G8(b":1\r\n", "HSETEX", "h", "FIELDS", "1", "b", "22"),
+    G(ints(4102444800, -1, -1), "HEXPIRETIME", "h", "FIELDS", "3", "a", "b", "c"),
+    # Past times set and delete at once; the key goes with its last field.
+    G8(b":1\r\n", "HSETEX", "h", "PX", "0", "FIELDS", "2", "a", "1", "new", "1"),
+    G(b"*2\r\n$1\r\nb\r\n$1\r\nc\r\n", "HKEYS", "h"),
+    G8(b":1\r\n", "HSETEX", "h", "EXAT", "1", "FIELDS", "2", "b", "1", "c", "1"),
+    G(b":0\r\n", "EXISTS", "h"),
+]
+
+SCENARIOS["hash_ttl_hsetex_errors"] = [
+    ("HSET", "h", "a", "1"),
+    ("SET", "s", "x"),
+    # Parse errors come before the type check.
+    G8(err("ERR invalid number of fields"), "HSETEX", "s", "FIELDS", "0", "a", "1"),
+    G8(WRONGTYPE, "HSETEX", "s", "FIELDS", "1", "a", "1"),
+    G8(err("ERR invalid number of fields"), "HSETEX", "h", "FIELDS", "x", "a", "1"),
+    G8(SETEX_ARITY, "HSETEX", "h", "FIELDS", "2", "a", "1"),
+    G8(SETEX_ARITY, "HSETEX", "h", "EX", "10", "FIELDS", "1", "a"),
+    G8(ONE_COND, "HSETEX", "h", "FNX", "FXX", "FIELDS", "1", "a", "1"),
+    G8(ONE_TTL, "HSETEX", "h", "EX", "10", "KEEPTTL", "FIELDS", "1", "a", "1"),
+    G8(err("ERR value is not an integer or out of range"), "HSETEX", "h", "EX", "abc", "FIELDS", "1", "a", "1"),
+    G8(err("ERR invalid expire time, must be >= 0"), "HSETEX", "h", "EX", "-1", "FIELDS", "1", "a", "1"),
+    G8(err("ERR invalid expire time in 'hsetex' command"), "HSETEX", "h", "EXAT", "70368744178", "FIELDS", "1", "a", "1"),
+    G8(err("ERR unknown argument: GT"), "HSETEX", "h", "EX", "10", "GT", "FIELDS", "1", "a", "1"),
+    G8(err("ERR unknown argument: NX"), "HSETEX", "h", "FNX", "NX", "FIELDS", "1", "a", "1"),
+    ("HGET", "h", "a"),
+]
+
+SCENARIOS["hash_ttl_hsetex_dragonfly"] = [
+    ("HSET", "h", "a", "1"),
+    # Dragonfly's form: a TTL in seconds, then pairs; the reply counts new fields.
+    GDF(b":1\r\n", "HSETEX", "h", "1000", "a", "2", "b", "3"),
+    G(b"$10\r\nlistpackex\r\n", "OBJECT", "ENCODING", "h"),
+    G(ints(1000, 1000), "HTTL", "h", "FIELDS", "2", "a", "b"),
+    # NX keeps existing fields; KEEPTTL keeps an existing field's TTL (or its absence).
+    GDF(b":1\r\n", "HSETEX", "h", "NX", "500", "a", "9", "c", "4"),
+    G(bulks("2", "4"), "HMGET", "h", "a", "c"),
+    ("HSET", "h", "d", "5"),
+    GDF(b":1\r\n", "HSETEX", "h", "KEEPTTL", "100", "a", "7", "d", "6", "e", "8"),
+    G(ints(1000, -1, 100), "HTTL", "h", "FIELDS", "3", "a", "d", "e"),
+    GDF(err("ERR value is not an integer or out of range"), "HSETEX", "h", "0", "g", "1"),
+    GDF(err("ERR value is not an integer or out of range"), "HSETEX", "h", "67108865", "g", "1"),
+    GDF(SETEX_ARITY, "HSETEX", "h", "NX", "NX", "10", "g", "1"),
+    GDF(SETEX_ARITY, "HSETEX", "h", "10", "g", "1", "x"),
+    ("SET", "s", "x"),
+    GDF(WRONGTYPE, "HSETEX", "s", "10", "g", "1"),
+]

@@ -17,8 +17,9 @@
 //! ms. Both encodings keep it inline, behind a flag bit in the value-length varint, as 8 bytes
 //! after the value, so a field without a TTL pays nothing. Redis 7.4 names a small hash that
 //! has been given field TTLs "listpackex" (its listpack then stores a TTL per pair); it
-//! switches the first time an HEXPIRE-family command runs on the hash and never switches back
-//! (not even when HPERSIST removes the last TTL); the `ex` flag of [`Hash::Pack`] records that.
+//! switches the first time an HEXPIRE-family command (or Redis 8's HGETEX / HSETEX with a
+//! TTL option) runs on the hash and never switches back (not even when HPERSIST removes the
+//! last TTL); the `ex` flag of [`Hash::Pack`] records that.
 //! Expired fields are not removed here by themselves: the caller removes them lazily
 //! ([`Hash::expire_field`], [`Hash::remove_all_expired`]) or in steps ([`Hash::remove_expired`]).
 //! A table counts its fields with a TTL, so a hash without any skips every expiry check.
@@ -71,6 +72,28 @@ fn get_varint(b: &[u8], p: &mut usize) -> usize {
 
 /// The flag bit in a pair's value-length varint: an 8-byte expiry (i64 LE) follows the value.
 const HAS_EXPIRY: usize = 1;
+
+/// What a write does to the field's TTL.
+#[derive(Clone, Copy)]
+enum Ttl {
+    /// Drop it (HSET).
+    Clear,
+    /// Keep the existing field's (HINCRBY, HSETEX KEEPTTL).
+    Keep,
+    /// Expire at this unix ms (HSETEX EX ...).
+    At(i64),
+}
+
+impl Ttl {
+    /// The expiry to store, given the existing field's (`None` for a new field).
+    fn resolve(self, old: Option<i64>) -> Option<i64> {
+        match self {
+            Ttl::Clear => None,
+            Ttl::Keep => old,
+            Ttl::At(ms) => Some(ms),
+        }
+    }
+}
 
 /// One pair of a listpack buffer, by byte offsets.
 #[derive(Clone, Copy)]
@@ -248,39 +271,54 @@ impl Hash {
     /// Sets `field` to `value`, removing any TTL it had (HSET). Returns true if the field is
     /// new.
     pub fn set(&mut self, field: &[u8], value: &[u8], limits: &Limits) -> bool {
-        self.set_inner(field, value, false, limits)
+        self.set_inner(field, value, Ttl::Clear, limits)
     }
 
     /// Sets `field` to `value`, keeping the TTL of an existing field (HINCRBY, HINCRBYFLOAT, as
     /// Redis 7.4's `HASH_SET_KEEP_TTL`). Returns true if the field is new.
     pub fn set_keep_ttl(&mut self, field: &[u8], value: &[u8], limits: &Limits) -> bool {
-        self.set_inner(field, value, true, limits)
+        self.set_inner(field, value, Ttl::Keep, limits)
     }
 
-    fn set_inner(&mut self, field: &[u8], value: &[u8], keep_ttl: bool, limits: &Limits) -> bool {
+    /// Sets `field` to `value` expiring at `expiry_ms` (unix ms), whatever TTL it had (HSETEX).
+    /// A listpack hash becomes "listpackex". Returns true if the field is new.
+    pub fn set_expiring(
+        &mut self,
+        field: &[u8],
+        value: &[u8],
+        expiry_ms: i64,
+        limits: &Limits,
+    ) -> bool {
+        self.mark_ex();
+        self.set_inner(field, value, Ttl::At(expiry_ms), limits)
+    }
+
+    fn set_inner(&mut self, field: &[u8], value: &[u8], ttl: Ttl, limits: &Limits) -> bool {
         self.convert_for(limits, [field, value]);
         let new = match self {
             Hash::Pack { buf, len, .. } => match pack_find(buf, field) {
                 Some(s) => {
-                    let expiry = if keep_ttl { s.expiry } else { None };
+                    let expiry = ttl.resolve(s.expiry);
                     pack_replace(buf, s, field, value, expiry);
                     false
                 }
                 None => {
+                    let expiry = ttl.resolve(None);
                     // Exact size: a small hash pays for its bytes only.
                     let mut v = std::mem::take(buf).into_vec();
-                    v.reserve_exact(field.len() + value.len() + 4);
-                    pack_encode(&mut v, field, value, None);
+                    v.reserve_exact(
+                        field.len() + value.len() + 4 + 8 * usize::from(expiry.is_some()),
+                    );
+                    pack_encode(&mut v, field, value, expiry);
                     *buf = v.into_boxed_slice();
                     *len += 1;
                     true
                 }
             },
             Hash::Table(t) => {
-                let expiry = if keep_ttl {
-                    t.get(field).and_then(|(_, e)| e)
-                } else {
-                    None
+                let expiry = match ttl {
+                    Ttl::Keep => t.get(field).and_then(|(_, e)| e),
+                    _ => ttl.resolve(None),
                 };
                 t.insert(field, value, expiry)
             }
@@ -618,6 +656,33 @@ mod tests {
     }
 
     #[test]
+    fn set_expiring_sets_value_and_ttl() {
+        for entries in [128, 0] {
+            let l = limits(entries, 64);
+            let mut h = Hash::new();
+            h.set(b"a", b"1", &l);
+            assert!(!h.set_expiring(b"a", b"2", 50, &l));
+            assert!(h.set_expiring(b"b", b"3", 60, &l));
+            let enc = if entries == 0 {
+                "hashtable"
+            } else {
+                "listpackex"
+            };
+            assert_eq!(h.encoding(), enc);
+            assert_eq!(h.get(b"a"), Some(&b"2"[..]));
+            assert_eq!(h.expiry_of(b"a"), Some(Some(50)));
+            assert_eq!(h.expiry_of(b"b"), Some(Some(60)));
+            // KEEPTTL keeps it; a plain set drops it.
+            h.set_keep_ttl(b"b", b"4", &l);
+            assert_eq!(h.expiry_of(b"b"), Some(Some(60)));
+            h.set(b"b", b"5", &l);
+            assert_eq!(h.expiry_of(b"b"), Some(None));
+            assert_eq!(h.remove_all_expired(50), 1);
+            assert_eq!(h.len(), 1);
+        }
+    }
+
+    #[test]
     fn conversion_keeps_ttls() {
         let l = limits(2, 64);
         let mut h = Hash::new();
@@ -637,7 +702,7 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
         fn ttls_behave_like_a_model(
-            ops in proptest::collection::vec((0u8..6, 0u8..30, 0i64..50), 0..300),
+            ops in proptest::collection::vec((0u8..7, 0u8..30, 0i64..50), 0..300),
             entries in 0usize..20,
         ) {
             let l = limits(entries, 8);
@@ -668,6 +733,10 @@ mod tests {
                         let dead = m.get(&k).and_then(|e| e.1).is_some_and(|e| e <= t);
                         if dead { m.remove(&k); }
                         prop_assert_eq!(h.expire_field(&k, t), dead);
+                    }
+                    5 => {
+                        let v = t.to_string().into_bytes();
+                        prop_assert_eq!(h.set_expiring(&k, &v, t, &l), m.insert(k.clone(), (v, Some(t))).is_none());
                     }
                     _ => {
                         let before = m.len();

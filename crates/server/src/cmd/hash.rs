@@ -6,6 +6,10 @@
 //! a command that names fields, every field for one that reads the whole hash (HLEN, HGETALL,
 //! HRANDFIELD: O(n) when the hash has TTLs, O(1) otherwise); HSCAN skips them. The key goes
 //! when its last field does. The server's active cycle removes the rest in steps.
+//!
+//! Redis 8.0's HGETDEL, HGETEX and HSETEX (plus Dragonfly's older HSETEX form, see `hsetex`)
+//! build on the same machinery: TTLs they set make a listpack "listpackex" and register the
+//! hash with the active cycle.
 
 use super::string::ld;
 use super::{eq, parse_int, Reg, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
@@ -41,6 +45,9 @@ pub fn register(r: &mut Reg) {
     r.key("hexpiretime", hexpiretime);
     r.key("hpexpiretime", hpexpiretime);
     r.key("hpersist", hpersist);
+    r.key("hgetdel", hgetdel);
+    r.key("hgetex", hgetex);
+    r.key("hsetex", hsetex);
 }
 
 /// Which fields [`lazy_expire`] checks.
@@ -576,6 +583,29 @@ fn hscan(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 /// 2^46 - 1, about the year 4199).
 const MAX_FIELD_EXPIRE_MS: i64 = (1 << 46) - 1;
 
+/// Redis's `parseExpireTime` for field TTLs: `arg` counts seconds (`unit_ms` 1000) or
+/// milliseconds (1), from `base` (now for a relative time, 0 for a unix time). Returns the
+/// expiry in unix ms, or the error to reply (`name`: the command, for the range error).
+fn parse_field_expire(arg: &[u8], unit_ms: i64, base: i64, name: &str) -> Result<i64, Vec<u8>> {
+    let Some(mut when) = parse_int(arg) else {
+        return Err(ERR_NOT_INT.to_vec());
+    };
+    if when < 0 {
+        return Err(b"ERR invalid expire time, must be >= 0".to_vec());
+    }
+    let bad_time = || format!("ERR invalid expire time in '{name}' command").into_bytes();
+    if unit_ms == 1000 {
+        if when > MAX_FIELD_EXPIRE_MS / 1000 {
+            return Err(bad_time());
+        }
+        when *= 1000;
+    }
+    if when > MAX_FIELD_EXPIRE_MS - base {
+        return Err(bad_time());
+    }
+    Ok(when + base)
+}
+
 const ERR_NO_FIELDS: &[u8] =
     b"ERR Mandatory argument FIELDS is missing or not at the right position";
 const ERR_NUMFIELDS_MISMATCH: &[u8] =
@@ -627,24 +657,11 @@ fn hexpire_generic(
     if write(&mut db, args[1]).is_err() {
         return wrong(w);
     }
-    let Some(mut when) = parse_int(args[2]) else {
-        return w.error(ERR_NOT_INT);
-    };
-    if when < 0 {
-        return w.error(b"ERR invalid expire time, must be >= 0");
-    }
-    let bad_time = || format!("ERR invalid expire time in '{name}' command").into_bytes();
-    if unit_ms == 1000 {
-        if when > MAX_FIELD_EXPIRE_MS / 1000 {
-            return w.error(&bad_time());
-        }
-        when *= 1000;
-    }
     let base = if relative { now } else { 0 };
-    if when > MAX_FIELD_EXPIRE_MS - base {
-        return w.error(&bad_time());
-    }
-    when += base;
+    let when = match parse_field_expire(args[2], unit_ms, base, name) {
+        Ok(when) => when,
+        Err(e) => return w.error(&e),
+    };
     let a = args[3];
     let cond = if eq(a, "nx") {
         Cond::Nx
@@ -815,9 +832,416 @@ fn hpersist(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     }
 }
 
+/// Replies `n` nulls (the fields of a missing hash).
+fn nulls(w: &mut ReplyWriter, n: usize) {
+    w.array(n);
+    for _ in 0..n {
+        w.null();
+    }
+}
+
+/// HGETDEL key FIELDS numfields field ... (Redis 8.0): the values (null for a missing
+/// field), the fields removed; the key goes with its last field.
+fn hgetdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let mut db = ctx.db();
+    if write(&mut db, args[1]).is_err() {
+        return wrong(w);
+    }
+    let fields = match parse_fields(args, 2, ERR_NUMFIELDS_READ) {
+        Ok(f) => f,
+        Err(e) => return w.error(e),
+    };
+    lazy_expire(&mut db, args[1], Fields::Some(fields));
+    let Ok(Some(h)) = write(&mut db, args[1]) else {
+        return nulls(w, fields.len());
+    };
+    let mut deleted = false;
+    w.array(fields.len());
+    for f in fields {
+        let Some(v) = h.get(f) else {
+            w.null();
+            continue;
+        };
+        w.bulk(v);
+        h.remove(f);
+        deleted = true;
+    }
+    if h.is_empty() {
+        db.remove(args[1]);
+    } else if deleted {
+        db.signal(args[1]);
+    }
+}
+
+/// What HGETEX does to the TTL of the fields it finds.
+#[derive(Clone, Copy, PartialEq)]
+enum GetExTtl {
+    Untouched,
+    Persist,
+    /// Expire at this unix ms (at or before now: remove the field).
+    At(i64),
+}
+
+/// HGETEX key [EX s | PX ms | EXAT unix-s | PXAT unix-ms | PERSIST] FIELDS numfields field ...
+/// (Redis 8.0): the values, as HMGET; then the TTL of each field found is set or removed.
+///
+/// As in Redis 8.0 the option is looked for only right after the key, so a second option
+/// (or any other word there) is reported as a misplaced FIELDS.
+fn hgetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let mut db = ctx.db();
+    let now = db.now_ms();
+    if write(&mut db, args[1]).is_err() {
+        return wrong(w);
+    }
+    let a = args[2];
+    let unit = if eq(a, "ex") {
+        Some((1000, now))
+    } else if eq(a, "px") {
+        Some((1, now))
+    } else if eq(a, "exat") {
+        Some((1000, 0))
+    } else if eq(a, "pxat") {
+        Some((1, 0))
+    } else {
+        None
+    };
+    let (ttl, at) = if let Some((unit_ms, base)) = unit {
+        // The arity (-5) guarantees args[3].
+        match parse_field_expire(args[3], unit_ms, base, "hgetex") {
+            Ok(when) => (GetExTtl::At(when), 4),
+            Err(e) => return w.error(&e),
+        }
+    } else if eq(a, "persist") {
+        (GetExTtl::Persist, 3)
+    } else {
+        (GetExTtl::Untouched, 2)
+    };
+    if !eq(args[at], "fields") {
+        return w.error(ERR_NO_FIELDS);
+    }
+    if at + 1 >= args.len() {
+        // `HGETEX key EX 10 FIELDS`: no count at all (Redis 8.0 reads past its arguments).
+        return w.error(b"ERR wrong number of arguments for 'hgetex' command");
+    }
+    let fields = match parse_fields(args, at, ERR_NUMFIELDS_READ) {
+        Ok(f) => f,
+        Err(e) => return w.error(e),
+    };
+    lazy_expire(&mut db, args[1], Fields::Some(fields));
+    let Ok(Some(h)) = write(&mut db, args[1]) else {
+        return nulls(w, fields.len());
+    };
+    if ttl != GetExTtl::Untouched {
+        // Redis 8 turns a listpack into "listpackex" whenever an option is given.
+        h.mark_ex();
+    }
+    let (mut changed, mut future) = (false, false);
+    w.array(fields.len());
+    for f in fields {
+        let Some(v) = h.get(f) else {
+            w.null();
+            continue;
+        };
+        w.bulk(v);
+        match ttl {
+            GetExTtl::Untouched => {}
+            GetExTtl::Persist => {
+                if h.expiry_of(f).flatten().is_some() {
+                    h.set_expiry(f, None);
+                    changed = true;
+                }
+            }
+            GetExTtl::At(when) if when <= now => {
+                h.remove(f);
+                changed = true;
+            }
+            GetExTtl::At(when) => {
+                h.set_expiry(f, Some(when));
+                changed = true;
+                future = true;
+            }
+        }
+    }
+    if h.is_empty() {
+        db.remove(args[1]);
+        return;
+    }
+    if changed {
+        db.signal(args[1]);
+    }
+    if future {
+        // The active expiry cycle removes the fields nobody reads again.
+        db.note_field_ttls(args[1]);
+    }
+}
+
+/// What HSETEX (Redis form) does to the TTL of the fields it sets.
+#[derive(Clone, Copy)]
+enum SetExTtl {
+    /// No option: a field set loses its TTL (as HSET).
+    Clear,
+    Keep,
+    /// Expire at this unix ms (at or before now: the field is removed right away).
+    At(i64),
+}
+
+/// The parsed options of the Redis 8 form of HSETEX.
+struct SetExRedis {
+    /// FNX (true) or FXX (false).
+    cond: Option<bool>,
+    ttl: SetExTtl,
+    /// Index of the first field.
+    first: usize,
+}
+
+const ERR_HSETEX_ARITY: &[u8] = b"ERR wrong number of arguments for 'hsetex' command";
+
+/// Redis 8.0's option loop of HSETEX: options in any order up to FIELDS; the errors are
+/// Redis's, in its order.
+fn parse_hsetex_redis(args: &[&[u8]], now: i64) -> Result<SetExRedis, Vec<u8>> {
+    let mut cond = None;
+    let mut ttl = None;
+    let mut i = 2;
+    while i < args.len() {
+        let a = args[i];
+        if eq(a, "fields") {
+            // Room for a count and one pair at least.
+            if i + 3 >= args.len() {
+                return Err(ERR_HSETEX_ARITY.to_vec());
+            }
+            let n = match parse_int(args[i + 1]) {
+                Some(n) if (1..=i64::from(i32::MAX)).contains(&n) => n as usize,
+                _ => return Err(b"ERR invalid number of fields".to_vec()),
+            };
+            let rest = args.len() - i - 2;
+            if !rest.is_multiple_of(2) || n != rest / 2 {
+                return Err(ERR_HSETEX_ARITY.to_vec());
+            }
+            return Ok(SetExRedis {
+                cond,
+                ttl: ttl.unwrap_or(SetExTtl::Clear),
+                first: i + 2,
+            });
+        }
+        let unit = if eq(a, "ex") {
+            Some((1000, now))
+        } else if eq(a, "px") {
+            Some((1, now))
+        } else if eq(a, "exat") {
+            Some((1000, 0))
+        } else if eq(a, "pxat") {
+            Some((1, 0))
+        } else {
+            None
+        };
+        let one_ttl = b"ERR Only one of EX, PX, EXAT, PXAT or KEEPTTL arguments can be specified";
+        if let Some((unit_ms, base)) = unit {
+            if ttl.is_some() {
+                return Err(one_ttl.to_vec());
+            }
+            if i + 1 >= args.len() {
+                return Err(b"ERR missing expire time".to_vec());
+            }
+            ttl = Some(SetExTtl::At(parse_field_expire(
+                args[i + 1],
+                unit_ms,
+                base,
+                "hsetex",
+            )?));
+            i += 2;
+        } else if eq(a, "keepttl") {
+            if ttl.is_some() {
+                return Err(one_ttl.to_vec());
+            }
+            ttl = Some(SetExTtl::Keep);
+            i += 1;
+        } else if eq(a, "fnx") || eq(a, "fxx") {
+            if cond.is_some() {
+                return Err(b"ERR Only one of FXX or FNX arguments can be specified".to_vec());
+            }
+            cond = Some(eq(a, "fnx"));
+            i += 1;
+        } else {
+            // Redis formats the word with %s: it ends at a NUL byte.
+            let word = a.split(|&c| c == 0).next().unwrap_or_default();
+            return Err([&b"ERR unknown argument: "[..], word].concat());
+        }
+    }
+    // Only options, no FIELDS: Redis's arity (-6) leaves no room for this; ours (-5, for the
+    // Dragonfly form) does, so it is an arity error.
+    Err(ERR_HSETEX_ARITY.to_vec())
+}
+
+/// HSETEX has two forms, told apart by what follows the key:
+/// - Redis 8: `HSETEX key [FNX | FXX] [EX s | PX ms | EXAT unix-s | PXAT unix-ms | KEEPTTL]
+///   FIELDS numfields field value ...`: replies 1 when the fields were set, 0 when FNX/FXX
+///   stopped it.
+/// - Dragonfly: `HSETEX key [NX] [KEEPTTL] seconds field value ...`: replies how many fields
+///   are new, as HSET.
+///
+/// Rule: skip the words NX and KEEPTTL after the key; if the next argument is an integer,
+/// it is the Dragonfly form (its TTL), otherwise the Redis form (whose first word there is
+/// always a keyword: FNX, FXX, EX, PX, EXAT, PXAT or FIELDS, never an integer), which then
+/// reports any stray word, NX included, as Redis does ("unknown argument"). No valid command
+/// of one form reads as the other. The table's arity is -5 so that the shortest Dragonfly
+/// command (`HSETEX key seconds field value`) gets here.
+fn hsetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let mut i = 2;
+    while i < args.len() && (eq(args[i], "nx") || eq(args[i], "keepttl")) {
+        i += 1;
+    }
+    if i < args.len() && parse_int(args[i]).is_some() {
+        hsetex_dragonfly(ctx, args, w, i)
+    } else {
+        hsetex_redis(ctx, args, w)
+    }
+}
+
+fn hsetex_redis(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let limits = ctx.limits();
+    let mut db = ctx.db();
+    let now = db.now_ms();
+    let opts = match parse_hsetex_redis(args, now) {
+        Ok(o) => o,
+        Err(e) => return w.error(&e),
+    };
+    let key = args[1];
+    let pairs = &args[opts.first..];
+    if write(&mut db, key).is_err() {
+        return wrong(w);
+    }
+    // Expired fields count as absent for FNX / FXX.
+    lazy_expire(&mut db, key, Fields::Pairs(pairs));
+    if let Some(fnx) = opts.cond {
+        let met = match write(&mut db, key) {
+            Ok(Some(h)) => pairs.iter().step_by(2).all(|f| h.contains(f) != fnx),
+            _ => fnx,
+        };
+        if !met {
+            return w.int(0);
+        }
+    }
+    let h = write_or_create(&mut db, key).unwrap_or_else(|_| unreachable!("checked type"));
+    h.convert_for(&limits, pairs.iter().copied());
+    if let SetExTtl::At(_) = opts.ttl {
+        // Redis 8 turns a listpack into "listpackex" before setting the TTLs.
+        h.mark_ex();
+    }
+    let mut future = false;
+    for p in pairs.chunks(2) {
+        match opts.ttl {
+            SetExTtl::Clear => {
+                h.set(p[0], p[1], &limits);
+            }
+            SetExTtl::Keep => {
+                h.set_keep_ttl(p[0], p[1], &limits);
+            }
+            SetExTtl::At(when) if when <= now => {
+                // Set, then expired at once: the set may still convert the encoding, as in
+                // Redis.
+                h.set_keep_ttl(p[0], p[1], &limits);
+                h.remove(p[0]);
+            }
+            SetExTtl::At(when) => {
+                h.set_expiring(p[0], p[1], when, &limits);
+                future = true;
+            }
+        }
+    }
+    if h.is_empty() {
+        db.remove(key);
+    } else {
+        db.signal(key);
+        if future {
+            db.note_field_ttls(key);
+        }
+    }
+    w.int(1);
+}
+
+/// The largest TTL Dragonfly's HSETEX accepts, in seconds (2^26, about 776 days).
+const DRAGONFLY_MAX_TTL_S: i64 = 1 << 26;
+
+/// Dragonfly's `HSETEX key [NX] [KEEPTTL] seconds field value ...`; `ttl_at` is the index of
+/// `seconds` (see [`hsetex`]). NX keeps existing fields as they are; KEEPTTL keeps the TTL
+/// (or its absence) of an existing field whose value it replaces; every other field set
+/// expires `seconds` from now. Replies how many fields are new.
+fn hsetex_dragonfly(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ttl_at: usize) {
+    let (mut nx, mut keepttl) = (false, false);
+    for a in &args[2..ttl_at] {
+        let flag = if eq(a, "nx") { &mut nx } else { &mut keepttl };
+        if *flag {
+            // Dragonfly's answer to a repeated flag.
+            return w.error(ERR_HSETEX_ARITY);
+        }
+        *flag = true;
+    }
+    let secs = match parse_int(args[ttl_at]) {
+        Some(s) if (1..=DRAGONFLY_MAX_TTL_S).contains(&s) => s,
+        _ => return w.error(ERR_NOT_INT),
+    };
+    let pairs = &args[ttl_at + 1..];
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
+        return w.error(ERR_HSETEX_ARITY);
+    }
+    let limits = ctx.limits();
+    let mut db = ctx.db();
+    let key = args[1];
+    let when = db.now_ms() + secs * 1000;
+    lazy_expire(&mut db, key, Fields::Pairs(pairs));
+    let Ok(h) = write_or_create(&mut db, key) else {
+        return wrong(w);
+    };
+    h.convert_for(&limits, pairs.iter().copied());
+    let (mut created, mut changed, mut future) = (0, false, false);
+    for p in pairs.chunks(2) {
+        let exists = h.contains(p[0]);
+        if exists && nx {
+            continue;
+        }
+        changed = true;
+        if exists && keepttl {
+            h.set_keep_ttl(p[0], p[1], &limits);
+        } else {
+            h.set_expiring(p[0], p[1], when, &limits);
+            future = true;
+        }
+        created += i64::from(!exists);
+    }
+    if changed {
+        db.signal(key);
+    }
+    if future {
+        db.note_field_ttls(key);
+    }
+    w.int(created);
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_cursor;
+    use super::{parse_cursor, parse_hsetex_redis, SetExTtl};
+
+    fn words(s: &str) -> Vec<&[u8]> {
+        s.split(' ').map(str::as_bytes).collect()
+    }
+
+    #[test]
+    fn hsetex_redis_options() {
+        let o = parse_hsetex_redis(&words("HSETEX k PX 5 FNX FIELDS 1 f v"), 1000).unwrap();
+        assert_eq!((o.cond, o.first), (Some(true), 7));
+        assert!(matches!(o.ttl, SetExTtl::At(1005)));
+        let o = parse_hsetex_redis(&words("HSETEX k EXAT 2 FIELDS 1 f v"), 1000).unwrap();
+        assert!(matches!(o.ttl, SetExTtl::At(2000)));
+        let o = parse_hsetex_redis(&words("HSETEX k KEEPTTL FXX FIELDS 1 f v"), 0).unwrap();
+        assert!(matches!(o.ttl, SetExTtl::Keep) && o.cond == Some(false));
+        let o = parse_hsetex_redis(&words("HSETEX k FIELDS 2 a 1 b 2"), 0).unwrap();
+        assert!(matches!(o.ttl, SetExTtl::Clear) && o.cond.is_none());
+        let err = |s| String::from_utf8(parse_hsetex_redis(&words(s), 0).err().unwrap()).unwrap();
+        assert_eq!(err("HSETEX k EX"), "ERR missing expire time");
+        assert_eq!(err("HSETEX k a\0b"), "ERR unknown argument: a");
+        assert!(err("HSETEX k FIELDS 1 a 1 b 2").starts_with("ERR wrong number"));
+        assert!(err("HSETEX k FNX").starts_with("ERR wrong number"));
+    }
 
     #[test]
     fn cursor_parsing_follows_strtoul() {
