@@ -56,6 +56,10 @@ struct Signals {
     blocked: HashSet<Box<[u8]>>,
     /// Keys with blocked clients written since the server last looked ([`Db::take_ready`]).
     ready: Vec<Box<[u8]>>,
+    /// Client tracking is in use on this shard: every written key is noted in `written`
+    /// for the server to invalidate ([`Db::take_written`]).
+    collect: bool,
+    written: Vec<Box<[u8]>>,
 }
 
 impl Signals {
@@ -71,6 +75,9 @@ impl Signals {
         }
         if !self.blocked.is_empty() && self.blocked.contains(key) {
             self.ready.push(key.into());
+        }
+        if self.collect {
+            self.written.push(key.into());
         }
     }
 }
@@ -227,6 +234,23 @@ impl Db {
         } else {
             Some(std::mem::take(&mut self.graveyard))
         }
+    }
+
+    /// Turns on (or off) the noting of written keys, for client tracking's invalidations.
+    pub fn collect_written(&mut self, on: bool) {
+        self.signals.collect = on;
+        if !on {
+            self.signals.written.clear();
+        }
+    }
+
+    /// Keys written (changed, deleted or expired) since the last call, while collecting.
+    pub fn take_written(&mut self) -> Vec<Box<[u8]>> {
+        std::mem::take(&mut self.signals.written)
+    }
+
+    pub fn has_written(&self) -> bool {
+        !self.signals.written.is_empty()
     }
 
     pub fn view(&mut self, clock: Clock) -> DbView<'_> {

@@ -48,6 +48,8 @@ pub struct Hot {
     pub client_query_buffer_limit: AtomicI64,
     pub slowlog_log_slower_than: AtomicI64,
     pub slowlog_max_len: AtomicI64,
+    /// Keys client tracking may remember, all shards together (0: no limit).
+    pub tracking_table_max_keys: AtomicI64,
     pub protected_mode: AtomicBool,
     pub active_expire_effort: AtomicI64,
     pub loglevel: AtomicU8,
@@ -302,6 +304,16 @@ pub static TABLE: &[Directive] = &[
         apply: |h, v| set_i(&h.slowlog_max_len)(v),
     },
     Directive {
+        name: "tracking-table-max-keys",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "1000000",
+        mutable: true,
+        apply: |h, v| set_i(&h.tracking_table_max_keys)(v),
+    },
+    Directive {
         name: "hash-max-listpack-entries",
         kind: Kind::Int {
             min: 0,
@@ -547,6 +559,7 @@ impl Config {
                 client_query_buffer_limit: AtomicI64::new(1 << 30),
                 slowlog_log_slower_than: AtomicI64::new(10000),
                 slowlog_max_len: AtomicI64::new(128),
+                tracking_table_max_keys: AtomicI64::new(1_000_000),
                 protected_mode: AtomicBool::new(true),
                 active_expire_effort: AtomicI64::new(1),
                 loglevel: AtomicU8::new(LOG_NOTICE),

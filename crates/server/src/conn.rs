@@ -64,6 +64,10 @@ pub struct ClientState {
     pub monitor: bool,
     /// Pub/Sub subscriptions (None until the first SUBSCRIBE: most clients never have any).
     pub pubsub: Option<Box<crate::pubsub::Subscriptions>>,
+    /// CLIENT TRACKING settings (None: tracking off).
+    pub tracking: Option<Box<crate::tracking::Tracking>>,
+    /// CLIENT CACHING YES (OPTIN) / NO (OPTOUT) given for the next command or transaction.
+    pub caching: bool,
     /// The connection this state belongs to (where pub/sub messages for it are delivered).
     pub conn: crate::msg::ConnRef,
     pub created_ms: i64,
@@ -106,6 +110,15 @@ impl ClientState {
         }
         if self.multi.is_some() {
             f.push('x');
+        }
+        if let Some(t) = &self.tracking {
+            f.push('t');
+            if t.broken_redirect {
+                f.push('R');
+            }
+            if t.bcast {
+                f.push('B');
+            }
         }
         if self
             .watch_flag
@@ -161,6 +174,8 @@ pub struct Conn {
     pub read_paused: bool,
     /// Registered for writable events (only while output could not be written at once).
     pub want_write: bool,
+    /// Pushes to send right after the reply of a sequence number (see [`Conn::push`]).
+    pub after: Vec<(u64, Vec<u8>)>,
 }
 
 impl Conn {
@@ -179,7 +194,32 @@ impl Conn {
             if !suppressed {
                 self.out.extend_from_slice(&r.unwrap());
             }
+            if !self.after.is_empty() {
+                let done = self.done_seq;
+                self.after.retain_mut(|(s, bytes)| {
+                    if *s == done {
+                        self.out.append(bytes);
+                        false
+                    } else {
+                        true
+                    }
+                });
+            }
             self.done_seq += 1;
+        }
+    }
+
+    /// Queues a push (a tracking invalidation) behind every reply this client is still owed,
+    /// so a value read before a change never arrives after the change's invalidation.
+    pub fn push(&mut self, bytes: Vec<u8>) {
+        if self.pending.is_empty() {
+            self.out.extend_from_slice(&bytes);
+            return;
+        }
+        let last = self.next_seq - 1;
+        match self.after.iter_mut().find(|(s, _)| *s == last) {
+            Some((_, b)) => b.extend_from_slice(&bytes),
+            None => self.after.push((last, bytes)),
         }
     }
 

@@ -366,6 +366,10 @@ impl Tx {
         let done = new_completion();
         let shared = self.0.shared.clone();
         let held = self.0.held.borrow().contains(&shard);
+        let writer = {
+            let c = self.0.client.borrow();
+            c.tracking.as_ref().filter(|t| t.noloop).map(|_| c.id)
+        };
         let job: crate::msg::ShardFn = Box::new(move |ctx: &mut ShardCtx| {
             complete(&shared, done, f(ctx));
         });
@@ -376,6 +380,7 @@ impl Tx {
                 tx: held.then_some(self.0.id),
                 db: self.db(),
                 resp3: self.0.resp3,
+                writer,
                 f: job,
             },
         );

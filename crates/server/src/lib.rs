@@ -24,6 +24,7 @@
 //! - `msg.rs`: inter-thread messages; `shared.rs`: state all threads share (stats, clients).
 //! - `cmd/`: one file per command group; `cmd/mod.rs` is the handler registry.
 //! - `blocking.rs`: clients blocked on keys (BLPOP, BZPOPMIN, ...): waiters, wake-ups, timeouts.
+//! - `tracking.rs`: client-side caching (CLIENT TRACKING): per-shard tables, invalidations.
 //! - `pubsub.rs`: Pub/Sub subscriptions (a process-wide registry) and message delivery.
 //! - `lazyfree.rs`: the background thread that frees big values off the request path.
 //! - `log.rs`: Redis-format logging; `alloc.rs`: the counting global allocator; `sys.rs`: the
@@ -43,6 +44,7 @@ pub mod server;
 pub mod shard;
 pub mod shared;
 pub mod sys;
+pub mod tracking;
 pub mod worker;
 
 #[global_allocator]

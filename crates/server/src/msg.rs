@@ -35,6 +35,9 @@ pub struct BatchItem {
     pub touch: bool,
     pub cmd: &'static Command,
     pub args: Vec<Bytes>,
+    /// The client, when it tracks keys: whether this command records its keys, and who
+    /// wrote (for NOLOOP).
+    pub track: Option<(crate::tracking::Reader, bool)>,
 }
 
 /// A command that ran on another thread and belongs in the slow log.
@@ -60,6 +63,8 @@ pub enum Msg {
         tx: Option<TxId>,
         db: usize,
         resp3: bool,
+        /// The client, if it tracks keys with NOLOOP (its own writes do not invalidate).
+        writer: Option<u64>,
         f: ShardFn,
     },
     /// Unlock this thread's shard.
@@ -81,6 +86,20 @@ pub enum Msg {
     },
     /// Bytes for a MONITOR client of this thread.
     Monitor { line: std::sync::Arc<Vec<u8>> },
+    /// Tracking invalidations for connections of this thread (tracking.rs).
+    Invalidate {
+        what: crate::tracking::Invalid,
+        conns: Vec<ConnRef>,
+    },
+    /// An invalidation redirected to a connection of this thread (CLIENT TRACKING REDIRECT).
+    InvalidateRedirected {
+        what: crate::tracking::Invalid,
+        conn: ConnRef,
+    },
+    /// FLUSHDB / FLUSHALL: every tracking client of this thread gets a null invalidation.
+    TrackingFlush,
+    /// A client stopped tracking: purge it from this shard's table.
+    TrackingForget { id: u64 },
     /// A published message for subscribers on this thread (pubsub.rs).
     Publish {
         msg: std::sync::Arc<crate::pubsub::Published>,

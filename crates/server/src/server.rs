@@ -157,6 +157,7 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         metrics: Default::default(),
         lazyfree: Default::default(),
         pubsub: Default::default(),
+        tracking: crate::tracking::Global::new(threads),
         config,
     });
 

@@ -19,6 +19,8 @@ pub struct Shard {
     pub dbs: Vec<Db>,
     /// Clients blocked on this shard's keys (blocking.rs).
     pub blocked: crate::blocking::Registry,
+    /// Client tracking: who read which of this shard's keys.
+    pub tracking: crate::tracking::Table,
     rng: u64,
 }
 
@@ -28,6 +30,7 @@ impl Shard {
             id,
             dbs: (0..databases).map(|_| Db::new()).collect(),
             blocked: Default::default(),
+            tracking: Default::default(),
             rng: 0x9E37_79B9_7F4A_7C15
                 ^ ((id as u64 + 1) * 0x2545_F491_4F6C_DD1D)
                 ^ Shared::now_us() as u64,

@@ -94,6 +94,8 @@ pub struct SlowlogEntry {
 pub struct ClientHandle {
     pub id: u64,
     pub thread: usize,
+    /// Its connection on that thread (where redirected invalidations go).
+    pub conn: crate::msg::ConnRef,
     pub kill: AtomicBool,
 }
 
@@ -126,6 +128,8 @@ pub struct Shared {
     pub lazyfree: crate::lazyfree::LazyFree,
     /// Pub/Sub subscriptions of every client.
     pub pubsub: crate::pubsub::Registry,
+    /// Client tracking's process-wide part (counters, BCAST prefixes).
+    pub tracking: crate::tracking::Global,
 }
 
 impl Shared {

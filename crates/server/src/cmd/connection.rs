@@ -34,6 +34,10 @@ pub fn register(r: &mut Reg) {
     r.conn("client|pause", client_pause);
     r.conn("client|unpause", client_unpause);
     r.conn("client|help", client_help);
+    r.conn("client|tracking", client_tracking);
+    r.conn("client|caching", client_caching);
+    r.conn("client|getredir", client_getredir);
+    r.conn("client|trackinginfo", client_trackinginfo);
     r.tx("client|info", Locks::None, client_info);
     r.tx("client|list", Locks::None, client_list);
     r.tx("client|kill", Locks::None, client_kill);
@@ -265,6 +269,7 @@ fn reset(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     c.multi_dirty = false;
     c.unwatch();
     crate::pubsub::forget(ctx.shared, c);
+    crate::tracking::disable(ctx.shared, c);
     c.db = 0;
     c.resp3 = false;
     w.resp3 = false;
@@ -428,6 +433,202 @@ fn client_unpause(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     w.ok();
 }
 
+// ---- CLIENT TRACKING (tracking.rs has the tables) ----
+
+/// Whether one of two prefixes starts with the other (a client's prefixes must not overlap).
+fn overlaps(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len().min(b.len());
+    a[..n] == b[..n]
+}
+
+fn client_tracking(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let (mut redirect, mut bcast, mut optin, mut optout, mut noloop) = (0u64, false, false, false, false);
+    let mut prefixes: Vec<&[u8]> = Vec::new();
+    let mut j = 3;
+    while j < args.len() {
+        let more = j + 1 < args.len();
+        let a = args[j];
+        if eq(a, "redirect") && more {
+            j += 1;
+            if redirect != 0 {
+                return w.error(b"ERR A client can only redirect to a single other client");
+            }
+            let Some(id) = super::parse_int(args[j]) else {
+                return w.error(super::ERR_NOT_INT);
+            };
+            // The target must exist now (it may go away later: the redirect is then broken).
+            if id <= 0 || !ctx.shared.clients.lock().unwrap().contains_key(&(id as u64)) {
+                return w.error(b"ERR The client ID you want redirect to does not exist");
+            }
+            redirect = id as u64;
+        } else if eq(a, "bcast") {
+            bcast = true;
+        } else if eq(a, "optin") {
+            optin = true;
+        } else if eq(a, "optout") {
+            optout = true;
+        } else if eq(a, "noloop") {
+            noloop = true;
+        } else if eq(a, "prefix") && more {
+            j += 1;
+            prefixes.push(args[j]);
+        } else {
+            return w.error(super::ERR_SYNTAX);
+        }
+        j += 1;
+    }
+    if eq(args[2], "off") {
+        crate::tracking::disable(ctx.shared, ctx.client);
+        return w.ok();
+    }
+    if !eq(args[2], "on") {
+        return w.error(super::ERR_SYNTAX);
+    }
+    if !bcast && !prefixes.is_empty() {
+        return w.error(b"ERR PREFIX option requires BCAST mode to be enabled");
+    }
+    let current = ctx.client.tracking.as_deref();
+    if current.is_some_and(|t| t.bcast != bcast) {
+        return w.error(b"ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.");
+    }
+    if bcast && (optin || optout) {
+        return w.error(b"ERR OPTIN and OPTOUT are not compatible with BCAST");
+    }
+    if optin && optout {
+        return w.error(b"ERR You can't specify both OPTIN mode and OPTOUT mode");
+    }
+    if current.is_some_and(|t| (optin && t.optout) || (optout && t.optin)) {
+        return w.error(b"ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.");
+    }
+    if bcast {
+        let existing: &[Bytes] = current.map_or(&[], |t| &t.prefixes);
+        for (i, p) in prefixes.iter().enumerate() {
+            if let Some(e) = existing.iter().find(|e| overlaps(e, p)) {
+                let msg = format!(
+                    "ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
+                    lossy(p),
+                    lossy(e)
+                );
+                return w.error(msg.as_bytes());
+            }
+            if let Some(q) = prefixes[i + 1..].iter().find(|q| overlaps(p, q)) {
+                let msg = format!(
+                    "ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
+                    lossy(p),
+                    lossy(q)
+                );
+                return w.error(msg.as_bytes());
+            }
+        }
+    }
+    // Enable (or re-enable: the mode flags are replaced, BCAST prefixes accumulate).
+    if ctx.client.tracking.is_none() {
+        ctx.shared.tracking.clients.fetch_add(1, Ordering::Relaxed);
+    }
+    let id = ctx.client.id;
+    let conn = ctx.client.conn;
+    let t = ctx.client.tracking.get_or_insert_with(Default::default);
+    t.redirect = redirect;
+    t.broken_redirect = false;
+    t.bcast = bcast;
+    t.optin = optin;
+    t.optout = optout;
+    t.noloop = noloop;
+    if bcast {
+        if prefixes.is_empty() && t.prefixes.is_empty() {
+            prefixes.push(b"");
+        }
+        for p in prefixes {
+            if let Err(at) = t.prefixes.binary_search_by(|x| x.as_ref().cmp(p)) {
+                t.prefixes.insert(at, Bytes::copy_from_slice(p));
+            }
+        }
+        let reader = crate::tracking::Reader {
+            id,
+            thread: ctx.thread,
+            conn,
+            noloop,
+        };
+        for p in &t.prefixes {
+            ctx.shared.tracking.prefixes.add(p, reader);
+        }
+    }
+    w.ok();
+}
+
+fn client_caching(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let Some(t) = ctx.client.tracking.as_deref() else {
+        return w.error(b"ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled");
+    };
+    if eq(args[2], "yes") {
+        if !t.optin {
+            return w.error(
+                b"ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
+            );
+        }
+    } else if eq(args[2], "no") {
+        if !t.optout {
+            return w.error(
+                b"ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
+            );
+        }
+    } else {
+        return w.error(super::ERR_SYNTAX);
+    }
+    ctx.client.caching = true;
+    w.ok();
+}
+
+fn client_getredir(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
+    w.int(ctx.client.tracking.as_ref().map_or(-1, |t| t.redirect as i64));
+}
+
+fn client_trackinginfo(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
+    let c = &*ctx.client;
+    let mut flags: Vec<&[u8]> = Vec::new();
+    match c.tracking.as_deref() {
+        None => flags.push(b"off"),
+        Some(t) => {
+            flags.push(b"on");
+            if t.bcast {
+                flags.push(b"bcast");
+            }
+            if t.optin {
+                flags.push(b"optin");
+                if c.caching {
+                    flags.push(b"caching-yes");
+                }
+            }
+            if t.optout {
+                flags.push(b"optout");
+                if c.caching {
+                    flags.push(b"caching-no");
+                }
+            }
+            if t.noloop {
+                flags.push(b"noloop");
+            }
+            if t.broken_redirect {
+                flags.push(b"broken_redirect");
+            }
+        }
+    }
+    w.map(3);
+    w.bulk(b"flags");
+    w.set(flags.len());
+    for f in flags {
+        w.bulk(f);
+    }
+    w.bulk(b"redirect");
+    w.int(c.tracking.as_ref().map_or(-1, |t| t.redirect as i64));
+    w.bulk(b"prefixes");
+    let prefixes: &[Bytes] = c.tracking.as_deref().map_or(&[], |t| &t.prefixes);
+    w.array(prefixes.len());
+    for p in prefixes {
+        w.bulk(p);
+    }
+}
+
 fn client_help(_: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     const HELP: &[&str] = &[
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -576,7 +777,7 @@ pub fn client_line(s: &ClientState, st: &ConnStats, now_ms: i64) -> String {
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} \
          multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} \
-         omem={} tot-mem={} events={} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+         omem={} tot-mem={} events={} cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
         s.id,
         s.addr,
         s.laddr,
@@ -602,6 +803,7 @@ pub fn client_line(s: &ClientState, st: &ConnStats, now_ms: i64) -> String {
         tot_mem + std::mem::size_of::<Conn>(),
         if st.writing { "rw" } else { "r" },
         s.last_cmd,
+        s.tracking.as_ref().map_or(-1, |t| t.redirect as i64),
         if s.resp3 { 3 } else { 2 },
         s.lib_name,
         s.lib_ver,

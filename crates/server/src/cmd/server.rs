@@ -105,17 +105,29 @@ async fn flush(tx: &Tx, args: &[Bytes], all: bool) -> Vec<u8> {
     };
     let tables: Vec<Table> = tx
         .run_all(move |ctx| {
-            if all {
+            // Client tracking: every table is emptied and every tracking client told (below),
+            // with one null invalidation, as Redis does for FLUSHDB and FLUSHALL alike.
+            ctx.shard.tracking.clear();
+            let flushed = if all {
                 ctx.shard.dbs.iter_mut().map(|db| db.flush()).collect()
             } else {
                 vec![ctx.shard.dbs[ctx.db].flush()]
+            };
+            for db in ctx.shard.dbs.iter_mut() {
+                db.take_written();
             }
+            flushed
         })
         .await
         .into_iter()
         .flatten()
         .filter(|t| !t.is_empty())
         .collect();
+    if tx.shared().tracking.clients.load(Ordering::Relaxed) > 0 {
+        for t in 0..tx.nshards() {
+            crate::exec::post(tx.shared(), t, crate::msg::Msg::TrackingFlush);
+        }
+    }
     let keys: usize = tables.iter().map(|t| t.len()).sum();
     if keys > 0 && (lazy || keys > LAZYFREE_THRESHOLD) {
         lazy_free(tx.shared(), tables, keys);

@@ -177,6 +177,8 @@ impl Worker {
                 crate::blocking::serve_ready(&mut self.shard, &self.shared, self.now_ms);
                 self.pump();
             }
+            self.tracking_turn();
+            self.pump();
             self.flush_dirty();
             self.bury_graveyards();
             if self.loop_now.saturating_duration_since(self.last_cron) >= period {
@@ -236,9 +238,15 @@ impl Worker {
         self.shared.connected.fetch_add(1, Ordering::Relaxed);
         bump(&self.shared.stats[self.id].connections, 1);
         let id = self.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+        // The slot and generation the connection will have (nothing is inserted before it).
+        let slot = ConnRef {
+            idx: self.conns.vacant_entry().key() as u32,
+            gen: self.next_gen.wrapping_add(1),
+        };
         let handle = Arc::new(ClientHandle {
             id,
             thread: self.id,
+            conn: slot,
             kill: Default::default(),
         });
         self.shared
@@ -297,6 +305,7 @@ impl Worker {
             closing: false,
             read_paused: false,
             want_write: false,
+            after: Vec::new(),
         });
         self.shared.stats[self.id]
             .clients
@@ -718,6 +727,23 @@ impl Worker {
         }
         let conn = &mut self.conns[c];
         conn.state.last_cmd = spec.full_name;
+        // Client tracking: whether this command records the keys it reads, and the client as
+        // a reader and a writer. CLIENT CACHING's flag covers the next command, or a whole
+        // MULTI ... EXEC, and CLIENT commands leave it in place (Redis's rule).
+        let mut track = None;
+        let mut remembers = false;
+        if conn.state.tracking.is_some() {
+            remembers = crate::tracking::remembers(&conn.state);
+            track = crate::tracking::reader_of(&conn.state, self.id)
+                .map(|r| (r, remembers && spec.has(flags::READONLY)));
+            if !conn.state.in_multi()
+                && spec.full_name != "multi"
+                && !spec.full_name.starts_with("client|")
+            {
+                conn.state.caching = false;
+            }
+        }
+        let writer = track.filter(|(r, _)| r.noloop).map(|(r, _)| r.id);
         // MULTI: queue everything but the commands that act on the transaction itself.
         if conn.state.in_multi()
             && !matches!(
@@ -813,6 +839,10 @@ impl Worker {
                         let seq = conn.expect(suppress);
                         conn.deliver(seq, waiting);
                     }
+                    if let Some((r, true)) = track {
+                        self.remember_keys(spec, args, r);
+                    }
+                    self.drain_written(writer);
                 } else {
                     let suppress = take_suppress(&mut conn.state);
                     let seq = conn.expect(suppress);
@@ -827,6 +857,7 @@ impl Worker {
                         touch: !conn.state.no_touch,
                         cmd,
                         args: owner.own(args),
+                        track,
                     });
                 }
             }
@@ -848,6 +879,15 @@ impl Worker {
                         cmd::transactions::exec_shards(&conn.state, self.shared.threads)
                     }
                 };
+                // Keys a tracking client reads in this transaction: recorded on their shards
+                // while the transaction still holds them.
+                let tracked: Vec<(usize, Bytes)> = match track {
+                    Some(_) if remembers => {
+                        crate::tracking::read_keys(spec, args, &conn.state, self.shared.threads)
+                    }
+                    _ => Vec::new(),
+                };
+                let reader = track.map(|(r, _)| r);
                 let suppress = take_suppress(&mut conn.state);
                 let seq = conn.expect(suppress);
                 conn.in_tx = true;
@@ -863,6 +903,9 @@ impl Worker {
                     let start = Instant::now();
                     tx.acquire(&shards).await;
                     let reply = f(tx.clone(), args.clone()).await;
+                    if let (Some(r), false) = (reader, tracked.is_empty()) {
+                        crate::tracking::remember_in_tx(&tx, tracked, r).await;
+                    }
                     tx.release();
                     let client = tx.into_client();
                     let err = (reply.first() == Some(&b'-')).then(|| reply.clone());
@@ -1003,18 +1046,25 @@ impl Worker {
                     self.lock.waiting.push_back(Msg::Acquire { tx, done });
                 }
             }
-            Msg::Run { tx, db, resp3, f } => {
+            Msg::Run {
+                tx,
+                db,
+                resp3,
+                writer,
+                f,
+            } => {
                 let runnable = match tx {
                     Some(id) => self.lock.holder == Some(id),
                     None => self.lock.free(),
                 };
                 if runnable {
-                    self.run_shard_fn(db, resp3, f);
+                    self.run_shard_fn(db, resp3, writer, f);
                 } else {
                     self.lock.waiting.push_back(Msg::Run {
                         tx: None,
                         db,
                         resp3,
+                        writer,
                         f,
                     });
                 }
@@ -1038,7 +1088,13 @@ impl Worker {
                                 break;
                             }
                             Msg::Batch { from, items } => self.exec_batch(from, items),
-                            Msg::Run { db, resp3, f, .. } => self.run_shard_fn(db, resp3, f),
+                            Msg::Run {
+                                db,
+                                resp3,
+                                writer,
+                                f,
+                                ..
+                            } => self.run_shard_fn(db, resp3, writer, f),
                             _ => {}
                         }
                     }
@@ -1104,6 +1160,35 @@ impl Worker {
                     self.dirty.push(k);
                 }
             }
+            Msg::Invalidate { what, conns } => {
+                for cr in conns {
+                    self.invalidate_conn(cr, &what);
+                }
+            }
+            Msg::InvalidateRedirected { what, conn } => {
+                if let Some(cn) = self.conn_mut(conn) {
+                    let (resp3, subscribed) = (cn.state.resp3, cn.state.subscribed());
+                    if let Some(f) = crate::tracking::frame(resp3, subscribed, &what) {
+                        cn.push(f);
+                        self.dirty.push(conn.idx as usize);
+                    }
+                }
+            }
+            Msg::TrackingFlush => {
+                let ids: Vec<ConnRef> = self
+                    .conns
+                    .iter()
+                    .filter(|(_, c)| c.state.tracking.is_some())
+                    .map(|(k, c)| ConnRef {
+                        idx: k as u32,
+                        gen: c.gen,
+                    })
+                    .collect();
+                for cr in ids {
+                    self.invalidate_conn(cr, &crate::tracking::Invalid::All);
+                }
+            }
+            Msg::TrackingForget { id } => self.shard.tracking.forget(id),
             Msg::Publish { msg, targets } => {
                 for t in targets {
                     let Some(conn) = self.conn_mut(t.conn) else {
@@ -1128,7 +1213,13 @@ impl Worker {
             .filter(|c| c.gen == r.gen)
     }
 
-    fn run_shard_fn(&mut self, db: usize, resp3: bool, f: crate::msg::ShardFn) {
+    fn run_shard_fn(
+        &mut self,
+        db: usize,
+        resp3: bool,
+        writer: Option<u64>,
+        f: crate::msg::ShardFn,
+    ) {
         let mut ctx = ShardCtx {
             shard: &mut self.shard,
             db,
@@ -1137,6 +1228,124 @@ impl Worker {
             shared: &self.shared,
         };
         contained("shard step", || f(&mut ctx));
+        self.drain_written(writer);
+    }
+
+    // ---- client tracking (tracking.rs) ----
+
+    /// Records the keys a tracking client's read-only command read on this shard.
+    fn remember_keys(&mut self, spec: &darner_commands::CommandSpec, args: &[&[u8]], r: crate::tracking::Reader) {
+        let mut idx = Vec::new();
+        darner_commands::key_indices(spec, args, &mut idx);
+        for i in idx {
+            crate::tracking::remember(&mut self.shard, args[i], r);
+        }
+    }
+
+    /// Invalidates the keys written since the last call: their readers are told (except a
+    /// NOLOOP `writer`) and forgotten; keys under broadcast prefixes are gathered for the end
+    /// of the turn.
+    fn drain_written(&mut self, writer: Option<u64>) {
+        if !self.shard.tracking.collecting {
+            return;
+        }
+        let prefixes = self.shared.tracking.prefixes.count() > 0;
+        for db in 0..self.shard.dbs.len() {
+            if !self.shard.dbs[db].has_written() {
+                continue;
+            }
+            for k in self.shard.dbs[db].take_written() {
+                if let Some(readers) = self.shard.tracking.take(&k) {
+                    crate::tracking::invalidate_readers(&self.shared, &k, &readers, writer);
+                }
+                if prefixes {
+                    for p in self.shared.tracking.prefixes.matching(&k) {
+                        self.shard
+                            .tracking
+                            .bcast
+                            .entry(p)
+                            .or_default()
+                            .insert(Bytes::copy_from_slice(&k), writer.unwrap_or(0));
+                    }
+                }
+            }
+        }
+    }
+
+    /// End of a loop turn: writes not yet drained (expiry, served blocked clients), the
+    /// turn's broadcast messages, and whether the shard keeps noting writes.
+    fn tracking_turn(&mut self) {
+        self.drain_written(None);
+        if !self.shard.tracking.bcast.is_empty() {
+            for (prefix, keys) in std::mem::take(&mut self.shard.tracking.bcast) {
+                for r in self.shared.tracking.prefixes.readers(&prefix) {
+                    let ks: Vec<Bytes> = keys
+                        .iter()
+                        .filter(|(_, w)| !(r.noloop && **w == r.id))
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    if !ks.is_empty() {
+                        post(
+                            &self.shared,
+                            r.thread,
+                            Msg::Invalidate {
+                                what: crate::tracking::Invalid::Keys(ks),
+                                conns: vec![r.conn],
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        let want = !self.shard.tracking.is_empty() || self.shared.tracking.prefixes.count() > 0;
+        crate::tracking::collect(&mut self.shard, want);
+        self.shared.tracking.keys[self.id].store(self.shard.tracking.keys(), Ordering::Relaxed);
+        self.shared.tracking.items[self.id].store(self.shard.tracking.items(), Ordering::Relaxed);
+    }
+
+    /// Delivers an invalidation to one of this thread's connections, following its redirect.
+    fn invalidate_conn(&mut self, cr: ConnRef, what: &crate::tracking::Invalid) {
+        let Some(conn) = self
+            .conns
+            .get_mut(cr.idx as usize)
+            .filter(|c| c.gen == cr.gen)
+        else {
+            return;
+        };
+        let resp3 = conn.state.resp3;
+        let Some(t) = conn.state.tracking.as_mut() else {
+            return;
+        };
+        if t.redirect != 0 {
+            let target = self
+                .shared
+                .clients
+                .lock()
+                .unwrap()
+                .get(&t.redirect)
+                .map(|h| (h.thread, h.conn));
+            match target {
+                Some((thread, to)) => post(
+                    &self.shared,
+                    thread,
+                    Msg::InvalidateRedirected {
+                        what: what.clone(),
+                        conn: to,
+                    },
+                ),
+                None => {
+                    t.broken_redirect = true;
+                    if resp3 {
+                        let f = crate::tracking::broken_frame(t.redirect);
+                        conn.push(f);
+                        self.dirty.push(cr.idx as usize);
+                    }
+                }
+            }
+        } else if let Some(f) = crate::tracking::frame(resp3, false, what) {
+            conn.push(f);
+            self.dirty.push(cr.idx as usize);
+        }
     }
 
     fn exec_batch(&mut self, from: usize, items: Vec<BatchItem>) {
@@ -1162,6 +1371,10 @@ impl Worker {
             let mut w = ReplyWriter::new(&mut buf, it.resp3);
             let views = cmd::views(&it.args);
             run_handler(f, &mut ctx, &views, &mut w, start_at, it.cmd);
+            if let Some((r, true)) = it.track {
+                self.remember_keys(it.cmd.spec, &views, r);
+            }
+            self.drain_written(it.track.filter(|(r, _)| r.noloop).map(|(r, _)| r.id));
             let err = (buf.get(start_at) == Some(&b'-')).then(|| buf[start_at..].to_vec());
             let slow = record_stats(
                 &self.shared,
@@ -1314,6 +1527,7 @@ impl Worker {
             self.shared.monitors.fetch_sub(1, Ordering::Relaxed);
         }
         crate::pubsub::forget(&self.shared, &mut conn.state);
+        crate::tracking::disable(&self.shared, &mut conn.state);
         if conn.in_tx {
             // A blocked client that goes away stops waiting (its task then cleans up).
             crate::blocking::cancel(&self.shared, conn.state.id);
@@ -1329,6 +1543,17 @@ impl Worker {
         }
         let now = Shared::now_ms();
         let hot = &self.shared.config.hot;
+        // Client tracking: purge clients that stopped tracking, one part of the table per
+        // tick; keep the table under tracking-table-max-keys (this shard's even share).
+        self.shard.tracking.sweep_step();
+        let max = hot.tracking_table_max_keys.load(Ordering::Relaxed);
+        if max > 0 {
+            let limit = (max as usize).div_ceil(self.shared.threads);
+            let over = self.shard.tracking.keys().saturating_sub(limit);
+            for (k, readers) in self.shard.tracking.evict(over.min(100_000)) {
+                crate::tracking::invalidate_readers(&self.shared, &k, &readers, None);
+            }
+        }
         // Active expiry: bounded by time (25% of a tick at effort 1, like Redis) and by entries.
         if self.shared.active_expire_enabled.load(Ordering::Relaxed) && self.lock.holder.is_none() {
             let hz = hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64;
