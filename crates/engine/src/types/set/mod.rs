@@ -24,10 +24,29 @@
 //!
 //! The hashtable encoding sits behind the small [`MemberTable`] interface (insert, remove,
 //! contains, for_each, random, scan) so that it can be replaced by a shared dense table.
+//!
+//! **Member TTLs** (Dragonfly's SADDEX and FIELDEXPIRE; Redis has none). A set whose member
+//! gets a TTL becomes [`Set::Expiring`]: its members stay in a [`MemberTable`] and the TTLs go
+//! to a side structure, [`MemberTtls`] (see ttl.rs), allocated only then. A set without TTLs
+//! is untouched by this: same three encodings, same 32-byte `Set`, no check on any path. A
+//! TTL costs about 70 bytes plus twice the member's length (the side structure keeps a hash
+//! index by member and an ordered index by expiry time, so the next due member is found in
+//! O(log n) and nothing scans the set); members without a TTL in the same set cost nothing
+//! more. OBJECT ENCODING reports "hashtable", as Dragonfly does (it converts an intset or
+//! listpack to its hash table on SADDEX): the members are in one. The set stays a hashtable
+//! when its last TTL goes (Redis's never-back rule) and drops the side structure.
+//!
+//! Expired members are not removed here by themselves: the database removes them before any
+//! command sees the set ([`Set::due`], [`Set::remove_expired`]; crates/engine/src/db.rs) and
+//! its active cycle sweeps sets with TTLs in bounded steps. A copy of the value (COPY, RENAME,
+//! MOVE) keeps the TTLs; a result computed from members (the *STORE commands, SMOVE's
+//! destination) has none, as in Dragonfly.
 
 mod table;
+mod ttl;
 
 pub use table::MemberTable;
+pub use ttl::MemberTtls;
 
 use super::Limits;
 
@@ -38,6 +57,15 @@ pub enum Set {
     Pack(Pack),
     /// Boxed so that a small set (the common case) costs a 32-byte `Set`.
     Table(Box<MemberTable>),
+    /// A hashtable some of whose members carry TTLs (see the module essay).
+    Expiring(Box<Expiring>),
+}
+
+/// The members of a set with member TTLs, and their TTLs.
+#[derive(Clone, Default)]
+pub struct Expiring {
+    table: MemberTable,
+    ttls: MemberTtls,
 }
 
 /// The listpack encoding: (varint length, bytes) entries in insertion order.
@@ -221,7 +249,7 @@ impl Set {
         let convert = match self {
             Set::Ints(_) => hint > intset_max(lim),
             Set::Pack(_) => hint > lim.set_max_listpack_entries,
-            Set::Table(_) => false,
+            Set::Table(_) | Set::Expiring(_) => false,
         };
         if convert {
             self.convert_to_table();
@@ -259,6 +287,7 @@ impl Set {
             Set::Ints(v) => v.len(),
             Set::Pack(p) => p.n,
             Set::Table(t) => t.len(),
+            Set::Expiring(x) => x.table.len(),
         }
     }
 
@@ -271,7 +300,7 @@ impl Set {
         match self {
             Set::Ints(_) => "intset",
             Set::Pack(_) => "listpack",
-            Set::Table(_) => "hashtable",
+            Set::Table(_) | Set::Expiring(_) => "hashtable",
         }
     }
 
@@ -281,6 +310,7 @@ impl Set {
             Set::Ints(v) => v.capacity() * 8,
             Set::Pack(p) => p.buf.capacity(),
             Set::Table(t) => t.memory(),
+            Set::Expiring(x) => x.table.memory() + x.ttls.memory(),
         }
     }
 
@@ -289,6 +319,7 @@ impl Set {
             Set::Ints(v) => canonical_int(m).is_some_and(|i| v.binary_search(&i).is_ok()),
             Set::Pack(p) => p.find(m).is_some(),
             Set::Table(t) => t.contains(m),
+            Set::Expiring(x) => x.table.contains(m),
         }
     }
 
@@ -340,6 +371,8 @@ impl Set {
                 true
             }
             Set::Table(t) => t.insert(m),
+            // A member already there keeps its TTL (Dragonfly's SADD).
+            Set::Expiring(x) => x.table.insert(m),
         }
     }
 
@@ -355,6 +388,15 @@ impl Set {
             },
             Set::Pack(p) => p.remove(m),
             Set::Table(t) => t.remove(m),
+            Set::Expiring(x) => {
+                if !x.table.remove(m) {
+                    return false;
+                }
+                if x.ttls.clear(m) {
+                    self.settle();
+                }
+                true
+            }
         }
     }
 
@@ -369,6 +411,7 @@ impl Set {
             }
             Set::Pack(p) => p.iter().for_each(f),
             Set::Table(t) => t.for_each(f),
+            Set::Expiring(x) => x.table.for_each(f),
         }
     }
 
@@ -388,6 +431,7 @@ impl Set {
             }
             Set::Pack(p) if p.n > 0 => p.iter().nth((r % p.n as u64) as usize).map(<[u8]>::to_vec),
             Set::Table(t) => t.random(r).map(<[u8]>::to_vec),
+            Set::Expiring(x) => x.table.random(r).map(<[u8]>::to_vec),
             _ => None,
         }
     }
@@ -404,10 +448,136 @@ impl Set {
     pub fn scan(&self, cursor: u64, count: usize, f: impl FnMut(&[u8])) -> u64 {
         match self {
             Set::Table(t) => t.scan(cursor, count, f),
+            Set::Expiring(x) => x.table.scan(cursor, count, f),
             _ => {
                 self.for_each(f);
                 0
             }
+        }
+    }
+}
+
+/// Member TTLs.
+impl Set {
+    /// Whether some member carries a TTL.
+    pub fn has_ttls(&self) -> bool {
+        matches!(self, Set::Expiring(_))
+    }
+
+    /// Whether a member's TTL is at or before `now_ms` (O(1); false for a set without TTLs).
+    pub fn due(&self, now_ms: i64) -> bool {
+        match self {
+            Set::Expiring(x) => x.ttls.next_due().is_some_and(|t| t <= now_ms),
+            _ => false,
+        }
+    }
+
+    /// The earliest member expiry, if any.
+    pub fn next_due(&self) -> Option<i64> {
+        match self {
+            Set::Expiring(x) => x.ttls.next_due(),
+            _ => None,
+        }
+    }
+
+    /// `None`: not a member; `Some(None)`: no TTL; `Some(Some(ms))`: expires at `ms`.
+    pub fn expiry_of(&self, m: &[u8]) -> Option<Option<i64>> {
+        match self {
+            Set::Expiring(x) => x.table.contains(m).then(|| x.ttls.get(m)),
+            s => s.contains(m).then_some(None),
+        }
+    }
+
+    /// Makes this set able to hold member TTLs (a hashtable with the side structure).
+    fn make_expiring(&mut self) -> &mut Expiring {
+        if !matches!(self, Set::Expiring(_)) {
+            let table = match std::mem::take(self) {
+                Set::Table(t) => *t,
+                other => {
+                    let mut t = MemberTable::new();
+                    other.for_each(|m| {
+                        t.insert(m);
+                    });
+                    t
+                }
+            };
+            *self = Set::Expiring(Box::new(Expiring {
+                table,
+                ttls: MemberTtls::new(),
+            }));
+        }
+        match self {
+            Set::Expiring(x) => x,
+            _ => unreachable!("just made expiring"),
+        }
+    }
+
+    /// A set whose last TTL went back to a plain hashtable (the side structure is freed).
+    fn settle(&mut self) {
+        if let Set::Expiring(x) = self {
+            if x.ttls.is_empty() {
+                let t = std::mem::take(&mut x.table);
+                *self = Set::Table(Box::new(t));
+            }
+        }
+    }
+
+    /// Sets or clears the TTL (absolute unix ms) of a present member. Returns false if `m` is
+    /// not a member.
+    pub fn set_expiry(&mut self, m: &[u8], at: Option<i64>) -> bool {
+        if !self.contains(m) {
+            return false;
+        }
+        match at {
+            Some(at) => self.make_expiring().ttls.set(m, at),
+            None => {
+                if let Set::Expiring(x) = self {
+                    if x.ttls.clear(m) {
+                        self.settle();
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// SADDEX: adds `m` expiring at `at` (unix ms). A member already there gets the new TTL
+    /// unless `keep_ttl`. Returns whether `m` is new.
+    pub fn insert_expiring(&mut self, m: &[u8], at: i64, keep_ttl: bool) -> bool {
+        let x = self.make_expiring();
+        let added = x.table.insert(m);
+        if added || !keep_ttl {
+            x.ttls.set(m, at);
+        } else {
+            // KEEPTTL on a member without a TTL: the set may have none at all.
+            self.settle();
+        }
+        added
+    }
+
+    /// Removes up to `max` members whose TTL is at or before `now_ms`, earliest first.
+    /// Returns how many it removed.
+    pub fn remove_expired(&mut self, now_ms: i64, max: usize) -> usize {
+        let Set::Expiring(x) = self else { return 0 };
+        let mut n = 0;
+        while n < max {
+            let Some(m) = x.ttls.pop_due(now_ms) else {
+                break;
+            };
+            x.table.remove(&m);
+            n += 1;
+        }
+        if n > 0 {
+            self.settle();
+        }
+        n
+    }
+
+    /// Every (member, expiry) of the members with a TTL.
+    pub fn ttls(&self) -> Vec<(Vec<u8>, i64)> {
+        match self {
+            Set::Expiring(x) => x.ttls.iter().map(|(m, e)| (m.to_vec(), e)).collect(),
+            _ => Vec::new(),
         }
     }
 }
@@ -595,6 +765,51 @@ mod tests {
         }
     }
 
+    #[test]
+    fn ttls_cost_nothing_until_used() {
+        // A set value stays 32 bytes; only a set with TTLs allocates the side structure.
+        assert_eq!(std::mem::size_of::<Set>(), 32);
+        let l = Limits::default();
+        let mut s = Set::create(b"1", 2, &l);
+        s.insert(b"1", &l);
+        s.insert(b"2", &l);
+        assert!(!s.has_ttls() && !s.due(i64::MAX));
+        assert_eq!(s.expiry_of(b"1"), Some(None));
+        assert_eq!(s.expiry_of(b"3"), None);
+        assert!(!s.set_expiry(b"3", Some(10)));
+        assert!(s.set_expiry(b"1", Some(10)));
+        assert_eq!((s.encoding(), s.has_ttls()), ("hashtable", true));
+        assert_eq!(s.expiry_of(b"1"), Some(Some(10)));
+        assert_eq!(s.expiry_of(b"2"), Some(None));
+        // SADDEX: new members, the TTL of old ones replaced unless KEEPTTL.
+        assert!(s.insert_expiring(b"x", 20, false));
+        assert!(!s.insert_expiring(b"x", 30, true));
+        assert_eq!(s.expiry_of(b"x"), Some(Some(20)));
+        assert!(!s.insert_expiring(b"x", 5, false));
+        assert_eq!(s.next_due(), Some(5));
+        // SADD leaves a TTL alone.
+        assert!(!s.insert(b"x", &l));
+        assert_eq!(s.expiry_of(b"x"), Some(Some(5)));
+        assert!(!s.due(4) && s.due(5));
+        assert_eq!(s.remove_expired(10, 1), 1);
+        assert_eq!(s.remove_expired(10, 10), 1);
+        assert_eq!(s.to_vec(), vec![b"2".to_vec()]);
+        // The last TTL gone: a plain hashtable again, never a compact encoding.
+        assert!(!s.has_ttls());
+        assert_eq!(s.encoding(), "hashtable");
+        assert!(s.set_expiry(b"2", Some(1)));
+        assert!(s.set_expiry(b"2", None));
+        assert!(!s.has_ttls());
+        assert!(s.set_expiry(b"2", Some(1)));
+        assert!(s.remove(b"2"));
+        assert!(!s.has_ttls() && s.is_empty());
+        // A copy keeps the TTLs.
+        let mut p = Set::new_listpack();
+        p.insert_expiring(b"a", 7, false);
+        let c = p.clone();
+        assert_eq!(c.ttls(), vec![(b"a".to_vec(), 7)]);
+    }
+
     fn rank(enc: &str) -> u8 {
         match enc {
             "intset" => 0,
@@ -641,10 +856,74 @@ mod tests {
                         prop_assert!(p.n <= entries);
                         prop_assert!(p.iter().all(|m| m.len() <= value));
                     }
-                    Set::Table(_) => {}
+                    Set::Table(_) | Set::Expiring(_) => {}
                 }
             }
             prop_assert_eq!(members(&s), model);
+        }
+
+        /// Member TTLs against a model of member -> optional expiry: SADD, SADDEX (with and
+        /// without KEEPTTL), SREM, FIELDEXPIRE, SPOP and expiry sweeps at rising times.
+        #[test]
+        fn ttl_model(ops in proptest::collection::vec((0u8..7, 0u16..30, 0i64..40), 1..300)) {
+            let l = lim(4, 4, 4);
+            let mut s = Set::new();
+            let mut model: std::collections::BTreeMap<Vec<u8>, Option<i64>> = Default::default();
+            let mut now = 0i64;
+            for (op, k, t) in ops {
+                let m = if k % 2 == 0 { k.to_string().into_bytes() } else { format!("m{k}").into_bytes() };
+                match op {
+                    0 => {
+                        let new = !model.contains_key(&m);
+                        if new {
+                            model.insert(m.clone(), None);
+                        }
+                        prop_assert_eq!(s.insert(&m, &l), new);
+                    }
+                    1 | 2 => {
+                        let keep = op == 2;
+                        let at = now + t;
+                        let new = !model.contains_key(&m);
+                        if new || !keep {
+                            model.insert(m.clone(), Some(at));
+                        }
+                        prop_assert_eq!(s.insert_expiring(&m, at, keep), new);
+                    }
+                    3 => prop_assert_eq!(s.remove(&m), model.remove(&m).is_some()),
+                    4 => {
+                        let at = (t % 3 != 0).then_some(now + t);
+                        let there = model.contains_key(&m);
+                        if there {
+                            model.insert(m.clone(), at);
+                        }
+                        prop_assert_eq!(s.set_expiry(&m, at), there);
+                    }
+                    5 => {
+                        if let Some(p) = s.pop_random(t as u64 * 7919) {
+                            prop_assert!(model.remove(&p).is_some());
+                        }
+                    }
+                    _ => {
+                        now += t / 4;
+                        let due: Vec<Vec<u8>> = model.iter()
+                            .filter(|(_, e)| e.is_some_and(|e| e <= now))
+                            .map(|(m, _)| m.clone()).collect();
+                        prop_assert_eq!(s.due(now), !due.is_empty());
+                        let n = s.remove_expired(now, usize::MAX);
+                        prop_assert_eq!(n, due.len());
+                        for m in due {
+                            model.remove(&m);
+                        }
+                    }
+                }
+                prop_assert_eq!(s.len(), model.len());
+                prop_assert_eq!(s.has_ttls(), model.values().any(Option::is_some));
+                prop_assert_eq!(s.next_due(), model.values().flatten().min().copied());
+                for (m, e) in &model {
+                    prop_assert_eq!(s.expiry_of(m), Some(*e));
+                }
+            }
+            prop_assert_eq!(members(&s), model.keys().cloned().collect::<BTreeSet<_>>());
         }
     }
 }
