@@ -359,14 +359,17 @@ impl<'a> DbView<'a> {
         let db = &mut *self.db;
         match db.table.find_live(key, now) {
             Found::Live(e) => {
-                if expire_members(
-                    e,
-                    now,
-                    &mut db.expires,
-                    &mut db.expired_fields,
-                    &mut db.signals,
-                    key,
-                ) {
+                // Why the registry test: a database without field TTLs pays one comparison.
+                if !db.field_ttl_keys.is_empty()
+                    && expire_members(
+                        e,
+                        now,
+                        &mut db.expires,
+                        &mut db.expired_fields,
+                        &mut db.signals,
+                        key,
+                    )
+                {
                     return None;
                 }
                 Some(e)
@@ -392,14 +395,17 @@ impl<'a> DbView<'a> {
         let db = &mut *self.db;
         match db.table.find_live(key, now) {
             Found::Live(e) => {
-                if expire_members(
-                    e,
-                    now,
-                    &mut db.expires,
-                    &mut db.expired_fields,
-                    &mut db.signals,
-                    key,
-                ) {
+                // Why the registry test: a database without field TTLs pays one comparison.
+                if !db.field_ttl_keys.is_empty()
+                    && expire_members(
+                        e,
+                        now,
+                        &mut db.expires,
+                        &mut db.expired_fields,
+                        &mut db.signals,
+                        key,
+                    )
+                {
                     db.misses += 1;
                     return None;
                 }
@@ -444,14 +450,17 @@ impl<'a> DbView<'a> {
         let db = &mut *self.db;
         match db.table.find_live(key, now) {
             Found::Live(e) => {
-                if expire_members(
-                    e,
-                    now,
-                    &mut db.expires,
-                    &mut db.expired_fields,
-                    &mut db.signals,
-                    key,
-                ) {
+                // Why the registry test: a database without field TTLs pays one comparison.
+                if !db.field_ttl_keys.is_empty()
+                    && expire_members(
+                        e,
+                        now,
+                        &mut db.expires,
+                        &mut db.expired_fields,
+                        &mut db.signals,
+                        key,
+                    )
+                {
                     return None;
                 }
                 db.signals.touch(key);
