@@ -28,11 +28,14 @@
 //! **Member TTLs** (Dragonfly's SADDEX and FIELDEXPIRE; Redis has none). A set whose member
 //! gets a TTL becomes [`Set::Expiring`]: its members stay in a [`MemberTable`] and the TTLs go
 //! to a side structure, [`MemberTtls`] (see ttl.rs), allocated only then. A set without TTLs
-//! is untouched by this: same three encodings, same 32-byte `Set`, no check on any path. A
-//! TTL costs about 70 bytes plus twice the member's length (the side structure keeps a hash
-//! index by member and an ordered index by expiry time, so the next due member is found in
-//! O(log n) and nothing scans the set); members without a TTL in the same set cost nothing
-//! more. OBJECT ENCODING reports "hashtable", as Dragonfly does (it converts an intset or
+//! is untouched by this: same three encodings, same 32-byte `Set`, and a database holding no
+//! field TTLs does not even look at its sets for them. A TTL costs about 80 bytes plus twice
+//! the member's length (measured: 120 bytes a member for 100,000 11-byte members given TTLs
+//! by SADDEX, against 17 without; the side structure keeps a hash index by member and an
+//! ordered index by expiry time, so the next due member is found in O(log n) and nothing
+//! scans the set); members without a TTL in the same set cost nothing more. Keeping the TTL
+//! inline in the table's buckets (8 bytes) would be cheaper but would make every expiry
+//! check scan the set. OBJECT ENCODING reports "hashtable", as Dragonfly does (it converts an intset or
 //! listpack to its hash table on SADDEX): the members are in one. The set stays a hashtable
 //! when its last TTL goes (Redis's never-back rule) and drops the side structure.
 //!
