@@ -20,6 +20,8 @@ type Seed = foldhash::quality::RandomState;
 pub struct MemberTtls {
     by_member: HashMap<Box<[u8]>, i64, Seed>,
     by_time: BTreeSet<(i64, Box<[u8]>)>,
+    /// Sum of the members' lengths (for `memory` in O(1)).
+    bytes: usize,
 }
 
 impl MemberTtls {
@@ -57,6 +59,7 @@ impl MemberTtls {
                 self.by_time.insert((at, key));
             }
             None => {
+                self.bytes += m.len();
                 self.by_member.insert(Box::from(m), at);
                 self.by_time.insert((at, Box::from(m)));
             }
@@ -67,6 +70,7 @@ impl MemberTtls {
     pub fn clear(&mut self, m: &[u8]) -> bool {
         match self.by_member.remove(m) {
             Some(at) => {
+                self.bytes -= m.len();
                 self.by_time.remove(&(at, Box::from(m)));
                 true
             }
@@ -87,12 +91,13 @@ impl MemberTtls {
         }
         let (_, m) = self.by_time.pop_first()?;
         self.by_member.remove(&m);
+        self.bytes -= m.len();
         Some(m)
     }
 
     /// Approximate heap bytes used.
     pub fn memory(&self) -> usize {
-        let bytes: usize = self.by_member.keys().map(|k| 2 * k.len()).sum();
+        let bytes = 2 * self.bytes;
         // Hash-map slot (key + value + control byte) at its capacity, B-tree element plus
         // about a third of it again for node headers and slack.
         bytes + self.by_member.capacity() * 25 + self.by_time.len() * 32
@@ -157,6 +162,7 @@ mod tests {
                 prop_assert_eq!(t.len(), model.len());
                 prop_assert_eq!(t.by_time.len(), model.len());
                 prop_assert_eq!(t.next_due(), model.values().min().copied());
+                prop_assert_eq!(t.bytes, model.keys().map(Vec::len).sum::<usize>());
                 for (m, e) in &model {
                     prop_assert_eq!(t.get(m), Some(*e));
                 }
