@@ -108,7 +108,12 @@ fn expire_members(
     use crate::value::Value;
     let emptied = match e.value_mut() {
         Some(Value::Set(s)) if s.due(now_ms) => {
-            *expired_fields += s.remove_expired(now_ms, usize::MAX) as u64;
+            // `due` may be a stale bound: then nothing goes and nothing is signalled.
+            let gone = s.remove_all_expired(now_ms);
+            if gone == 0 {
+                return false;
+            }
+            *expired_fields += gone as u64;
             s.is_empty()
         }
         _ => return false,
@@ -235,7 +240,7 @@ impl Db {
                         let gone = h.remove_expired(now_ms, 16);
                         (gone, h.is_empty(), h.has_ttls())
                     }
-                    // Members leave in expiry order, so a step never scans the set.
+                    // As for hashes: a few buckets of the set's table a step.
                     Some(Value::Set(s)) => {
                         let gone = s.remove_expired(now_ms, 16);
                         (gone, s.is_empty(), s.has_ttls())
