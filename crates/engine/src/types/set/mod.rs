@@ -740,7 +740,7 @@ mod tests {
 
     #[test]
     fn ttls_cost_nothing_until_used() {
-        // A set value stays 32 bytes; only a set with TTLs allocates the side structure.
+        // A set value stays 32 bytes; only a set given TTLs moves to the dense table.
         assert_eq!(std::mem::size_of::<Set>(), 32);
         let l = Limits::default();
         let mut s = Set::create(b"1", 2, &l);
