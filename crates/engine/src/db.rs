@@ -215,14 +215,14 @@ impl Db {
         }
     }
 
-    /// How many hashes are known to have field TTLs.
+    /// How many hashes and sets are known to have field or member TTLs.
     pub fn field_ttl_hashes(&self) -> usize {
         self.field_ttl_keys.len()
     }
 
-    /// One step of the active field-expiry cycle: visits up to `keys` hashes that have field
-    /// TTLs and removes their expired fields (a bounded number of buckets each); a hash left
-    /// empty is deleted. Returns (hashes visited, fields removed).
+    /// One step of the active field-expiry cycle: visits up to `keys` hashes and sets that
+    /// have field (member) TTLs and removes their expired fields (a bounded number of buckets
+    /// each); a value left empty is deleted. Returns (keys visited, fields removed).
     pub fn active_expire_fields(&mut self, now_ms: i64, keys: usize) -> (usize, usize) {
         use crate::value::Value;
         let mut visited = 0;
