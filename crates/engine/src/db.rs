@@ -862,6 +862,27 @@ mod tests {
     }
 
     #[test]
+    fn a_stale_member_bound_neither_removes_nor_signals() {
+        let mut db = Db::new();
+        db.view(Clock::at(0))
+            .set(set_entry(b"s", &[(b"a", Some(100)), (b"b", None)]));
+        // A later TTL leaves the table's lower bound at 100.
+        if let Some(crate::value::Value::Set(s)) = db
+            .view(Clock::at(0))
+            .get_mut_quiet(b"s")
+            .and_then(|e| e.value_mut())
+        {
+            assert!(s.set_expiry(b"a", Some(500)));
+        }
+        let f = WatchFlag::default();
+        db.watch(b"s", f.clone());
+        assert_eq!(members(&mut db, 200, b"s").unwrap().len(), 2);
+        assert!(!f.load(Ordering::Relaxed));
+        assert_eq!(members(&mut db, 500, b"s"), Some(vec![b"b".to_vec()]));
+        assert!(f.load(Ordering::Relaxed));
+    }
+
+    #[test]
     fn the_field_sweep_removes_set_members_and_emptied_sets() {
         let mut db = Db::new();
         let many: Vec<(Vec<u8>, Option<i64>)> = (0..100)
