@@ -28,12 +28,13 @@ pub struct Db {
     /// Big values that left the keyspace, to be freed off the request path (the server takes
     /// them with [`Db::take_graveyard`]).
     graveyard: Vec<Entry>,
-    /// Keys of hashes that were given field TTLs, for the active cycle's field sweep (stale
-    /// names are dropped when the sweep finds no such hash), and where the sweep resumes.
+    /// Keys of hashes that were given field TTLs and of sets that were given member TTLs,
+    /// for the active cycle's field sweep (stale names are dropped when the sweep finds no
+    /// such value), and where the sweep resumes.
     field_ttl_keys: Vec<Box<[u8]>>,
     field_ttl_set: HashSet<Box<[u8]>>,
     field_sweep_at: usize,
-    /// Hash fields removed because their TTL passed.
+    /// Hash fields and set members removed because their TTL passed.
     pub expired_fields: u64,
 }
 
@@ -96,6 +97,52 @@ fn reclaimed(
     *expired_total += 1;
     bury(graveyard, e);
     signals.touch(key);
+}
+
+/// Lazy expiry of set members (SADDEX, FIELDEXPIRE): removes the members of the set in `e`
+/// whose TTL has passed, before any command sees it. O(1) unless a member is due (one flag
+/// test for an inline string). A set left empty is marked expired (the caller then reports the
+/// key as missing): every path treats the key as gone, and the usual reclaiming (its next
+/// lookup, or the active cycle) counts and frees it. Returns true when it did that.
+fn expire_members(
+    e: &mut Entry,
+    now_ms: i64,
+    expires: &mut usize,
+    expired_fields: &mut u64,
+    signals: &mut Signals,
+    key: &[u8],
+) -> bool {
+    use crate::value::Value;
+    let emptied = match e.value_mut() {
+        Some(Value::Set(s)) if s.due(now_ms) => {
+            // `due` may be a stale bound: then nothing goes and nothing is signalled.
+            let gone = s.remove_all_expired(now_ms);
+            if gone == 0 {
+                return false;
+            }
+            *expired_fields += gone as u64;
+            s.is_empty()
+        }
+        _ => return false,
+    };
+    signals.touch(key);
+    if emptied {
+        if e.expire().is_none() {
+            *expires += 1;
+        }
+        e.set_expire(Some(now_ms.saturating_sub(1)));
+    }
+    emptied
+}
+
+/// Whether the value of `e` has hash fields or set members with a TTL (such a key belongs in
+/// the field-sweep registry, whatever path stored it: COPY, RENAME, MOVE ...).
+fn has_field_ttls(e: &Entry) -> bool {
+    match e.value() {
+        crate::entry::ValueRef::Set(s) => s.has_ttls(),
+        crate::entry::ValueRef::Hash(h) => h.has_ttls(),
+        _ => false,
+    }
 }
 
 /// The time and access clock a command runs with.
@@ -175,14 +222,14 @@ impl Db {
         }
     }
 
-    /// How many hashes are known to have field TTLs.
+    /// How many hashes and sets are known to have field or member TTLs.
     pub fn field_ttl_hashes(&self) -> usize {
         self.field_ttl_keys.len()
     }
 
-    /// One step of the active field-expiry cycle: visits up to `keys` hashes that have field
-    /// TTLs and removes their expired fields (a bounded number of buckets each); a hash left
-    /// empty is deleted. Returns (hashes visited, fields removed).
+    /// One step of the active field-expiry cycle: visits up to `keys` hashes and sets that
+    /// have field (member) TTLs and removes their expired fields (a bounded number of buckets
+    /// each); a value left empty is deleted. Returns (keys visited, fields removed).
     pub fn active_expire_fields(&mut self, now_ms: i64, keys: usize) -> (usize, usize) {
         use crate::value::Value;
         let mut visited = 0;
@@ -199,6 +246,11 @@ impl Db {
                     Some(Value::Hash(h)) => {
                         let gone = h.remove_expired(now_ms, 16);
                         (gone, h.is_empty(), h.has_ttls())
+                    }
+                    // As for hashes: a few buckets of the set's table a step.
+                    Some(Value::Set(s)) => {
+                        let gone = s.remove_expired(now_ms, 16);
+                        (gone, s.is_empty(), s.has_ttls())
                     }
                     _ => (0, false, false),
                 },
@@ -332,9 +384,25 @@ impl<'a> DbView<'a> {
     /// The live entry for `key`, reclaiming it first if it has expired (which counts as a
     /// modification for WATCH). One hash and one probe.
     fn live(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let now = self.clock.now_ms;
         let db = &mut *self.db;
-        match db.table.find_live(key, self.clock.now_ms) {
-            Found::Live(e) => Some(e),
+        match db.table.find_live(key, now) {
+            Found::Live(e) => {
+                // Why the registry test: a database without field TTLs pays one comparison.
+                if !db.field_ttl_keys.is_empty()
+                    && expire_members(
+                        e,
+                        now,
+                        &mut db.expires,
+                        &mut db.expired_fields,
+                        &mut db.signals,
+                        key,
+                    )
+                {
+                    return None;
+                }
+                Some(e)
+            }
             Found::Missing => None,
             Found::Expired(e) => {
                 reclaimed(
@@ -352,10 +420,24 @@ impl<'a> DbView<'a> {
 
     /// A live entry; updates its access clock and the hit/miss counters.
     pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
-        let (touch, lru) = (self.clock.touch, self.clock.lru);
+        let (touch, lru, now) = (self.clock.touch, self.clock.lru, self.clock.now_ms);
         let db = &mut *self.db;
-        match db.table.find_live(key, self.clock.now_ms) {
+        match db.table.find_live(key, now) {
             Found::Live(e) => {
+                // Why the registry test: a database without field TTLs pays one comparison.
+                if !db.field_ttl_keys.is_empty()
+                    && expire_members(
+                        e,
+                        now,
+                        &mut db.expires,
+                        &mut db.expired_fields,
+                        &mut db.signals,
+                        key,
+                    )
+                {
+                    db.misses += 1;
+                    return None;
+                }
                 db.hits += 1;
                 if touch {
                     e.set_clock(lru);
@@ -393,10 +475,23 @@ impl<'a> DbView<'a> {
     /// A live entry to modify in place. Counts as a write: watchers are marked dirty. The
     /// caller must not change the entry's TTL through it (use [`DbView::set_expire`]).
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        let lru = self.clock.lru;
+        let (lru, now) = (self.clock.lru, self.clock.now_ms);
         let db = &mut *self.db;
-        match db.table.find_live(key, self.clock.now_ms) {
+        match db.table.find_live(key, now) {
             Found::Live(e) => {
+                // Why the registry test: a database without field TTLs pays one comparison.
+                if !db.field_ttl_keys.is_empty()
+                    && expire_members(
+                        e,
+                        now,
+                        &mut db.expires,
+                        &mut db.expired_fields,
+                        &mut db.signals,
+                        key,
+                    )
+                {
+                    return None;
+                }
                 db.signals.touch(key);
                 e.set_clock(lru);
                 Some(e)
@@ -422,6 +517,9 @@ impl<'a> DbView<'a> {
     /// key was replaced.
     pub fn set(&mut self, entry: Entry) -> bool {
         let has_ttl = entry.expire().is_some();
+        if has_field_ttls(&entry) {
+            self.note_field_ttls(entry.key());
+        }
         self.db.touch(entry.key());
         let old = self.db.table.insert(entry);
         if has_ttl {
@@ -619,12 +717,17 @@ impl<'a> DbView<'a> {
             self.get(k);
         }
         let db = &*self.db;
-        keys.iter().map(|k| db.table.get(k)).collect()
+        let now = self.clock.now_ms;
+        // A set emptied by member expiry is left marked expired by `get`.
+        keys.iter()
+            .map(|k| db.table.get(k).filter(|e| !e.is_expired(now)))
+            .collect()
     }
 
     /// [`DbView::get`] that consumes the view, so the entry can outlive it (a helper that
     /// looks a key up and hands back the value it holds).
     pub fn into_get(mut self, key: &[u8]) -> Option<&'a Entry> {
+        // None for a set that member expiry emptied (left marked expired in the table).
         self.get(key)?;
         let db: &'a Db = self.db;
         db.table.get(key)
@@ -717,6 +820,110 @@ mod tests {
         // Expired keys are not returned.
         assert!(db.view(Clock::at(51)).get_mut_quiet(b"k").is_none());
         assert_eq!(db.len(), 0);
+    }
+
+    fn set_entry(k: &[u8], members: &[(&[u8], Option<i64>)]) -> Entry {
+        use crate::types::{Limits, Set};
+        use crate::value::Value;
+        let mut s = Set::new();
+        for (m, at) in members {
+            match at {
+                Some(at) => s.insert_expiring(m, *at, false),
+                None => s.insert(m, &Limits::default()),
+            };
+        }
+        Entry::new_value(k, Value::Set(s), None, 0)
+    }
+
+    fn members(db: &mut Db, now: i64, k: &[u8]) -> Option<Vec<Vec<u8>>> {
+        match db.view(Clock::at(now)).get(k)?.value() {
+            crate::entry::ValueRef::Set(s) => {
+                let mut v = s.to_vec();
+                v.sort();
+                Some(v)
+            }
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn set_members_expire_lazily_and_take_the_key_with_them() {
+        let mut db = Db::new();
+        db.view(Clock::at(0)).set(set_entry(
+            b"s",
+            &[(b"a", Some(100)), (b"b", Some(200)), (b"c", None)],
+        ));
+        // Stored with member TTLs: registered for the sweep.
+        assert_eq!(db.field_ttl_hashes(), 1);
+        let f = WatchFlag::default();
+        db.watch(b"s", f.clone());
+        assert_eq!(members(&mut db, 99, b"s").unwrap().len(), 3);
+        assert!(!f.load(Ordering::Relaxed));
+        assert_eq!(
+            members(&mut db, 100, b"s"),
+            Some(vec![b"b".to_vec(), b"c".to_vec()])
+        );
+        assert!(f.load(Ordering::Relaxed));
+        assert_eq!(db.expired_fields, 1);
+        // Every path sees the key gone once its last member expired.
+        db.view(Clock::at(0))
+            .set(set_entry(b"t", &[(b"x", Some(50))]));
+        assert!(db.view(Clock::at(49)).exists(b"t"));
+        assert!(!db.view(Clock::at(50)).exists(b"t"));
+        assert_eq!(db.len(), 2);
+        assert!(db.view(Clock::at(51)).get(b"t").is_none());
+        assert_eq!(db.len(), 1);
+        db.view(Clock::at(0))
+            .set(set_entry(b"u", &[(b"x", Some(50))]));
+        {
+            let mut v = db.view(Clock::at(60));
+            let got = v.get_many(&[b"u", b"s"]);
+            assert!(got[0].is_none() && got[1].is_some());
+        }
+        assert!(db.view(Clock::at(60)).into_get(b"u").is_none());
+        assert_eq!(db.expires(), 0);
+        assert_eq!(db.view(Clock::at(60)).expire_of(b"s"), Some(None));
+    }
+
+    #[test]
+    fn a_stale_member_bound_neither_removes_nor_signals() {
+        let mut db = Db::new();
+        db.view(Clock::at(0))
+            .set(set_entry(b"s", &[(b"a", Some(100)), (b"b", None)]));
+        // A later TTL leaves the table's lower bound at 100.
+        if let Some(crate::value::Value::Set(s)) = db
+            .view(Clock::at(0))
+            .get_mut_quiet(b"s")
+            .and_then(|e| e.value_mut())
+        {
+            assert!(s.set_expiry(b"a", Some(500)));
+        }
+        let f = WatchFlag::default();
+        db.watch(b"s", f.clone());
+        assert_eq!(members(&mut db, 200, b"s").unwrap().len(), 2);
+        assert!(!f.load(Ordering::Relaxed));
+        assert_eq!(members(&mut db, 500, b"s"), Some(vec![b"b".to_vec()]));
+        assert!(f.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn the_field_sweep_removes_set_members_and_emptied_sets() {
+        let mut db = Db::new();
+        let many: Vec<(Vec<u8>, Option<i64>)> = (0..100)
+            .map(|i| (format!("m{i}").into_bytes(), Some(10 + i)))
+            .collect();
+        let refs: Vec<(&[u8], Option<i64>)> = many.iter().map(|(m, e)| (&m[..], *e)).collect();
+        db.view(Clock::at(0)).set(set_entry(b"big", &refs));
+        db.view(Clock::at(0))
+            .set(set_entry(b"keep", &[(b"a", Some(10)), (b"b", None)]));
+        let mut removed = 0;
+        for _ in 0..20 {
+            removed += db.active_expire_fields(1000, 2).1;
+        }
+        assert_eq!(removed, 101);
+        assert_eq!(db.len(), 1);
+        assert_eq!(db.field_ttl_hashes(), 0);
+        assert_eq!(members(&mut db, 1000, b"keep"), Some(vec![b"b".to_vec()]));
     }
 
     #[test]

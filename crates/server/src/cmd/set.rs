@@ -9,6 +9,15 @@
 //! gathers copies of every set. The result is computed here and one more hop stores it.
 //! Result encodings follow Redis 7.2 (see darner_engine::types::set): that is why results
 //! are built through `Set::insert`, in the order Redis adds their members.
+//!
+//! Member TTLs (Dragonfly's SADDEX; FIELDTTL and FIELDEXPIRE in field_ttl.rs): the database
+//! removes a set's expired members before any command sees the set, and deletes the key with
+//! its last member (darner_engine::db), so no command here checks TTLs. Results built from
+//! members (the *STORE forms, SMOVE's destination) carry no TTLs, as in Dragonfly; SPOP keeps
+//! the TTLs of the members it leaves.
+
+#[path = "field_ttl.rs"]
+mod field_ttl;
 
 use super::{Locks, Reg, TxFuture, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
 use crate::exec::Tx;
@@ -37,6 +46,8 @@ pub fn register(r: &mut Reg) {
     r.tx("sunionstore", Locks::Keys, sunionstore);
     r.tx("sdiff", Locks::Keys, sdiff);
     r.tx("sdiffstore", Locks::Keys, sdiffstore);
+    r.key("saddex", saddex);
+    field_ttl::register(r);
 }
 
 const ERR_POSITIVE: &[u8] = b"ERR value is out of range, must be positive";
@@ -291,8 +302,8 @@ fn spop(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             // The whole set goes.
             reply_set(w, &std::mem::take(s));
         }
-        Some(c) if (len - c) * 5 > c => {
-            // Pop one at a time.
+        Some(c) if (len - c) * 5 > c || s.has_ttls() => {
+            // Pop one at a time (always with member TTLs: the members left keep theirs).
             w.set(c as usize);
             for _ in 0..c {
                 if let Some(m) = s.pop_random(rng.next()) {
@@ -322,6 +333,48 @@ fn spop(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     } else {
         db.signal(key);
     }
+}
+
+/// Dragonfly's bound on a member TTL in seconds (its expiry deadline limit, 2^28 - 1).
+const MAX_MEMBER_TTL_SECS: i64 = (1 << 28) - 1;
+
+/// SADDEX key [KEEPTTL] seconds member [member ...] (Dragonfly): adds members that expire
+/// after `seconds`; a member already there gets the new TTL unless KEEPTTL. Replies with the
+/// number of members added. The set becomes a hashtable with member TTLs (see
+/// darner_engine::types::set).
+fn saddex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    // Dragonfly parses everything before it looks at the key: KEEPTTL (only right after the
+    // key), the TTL, then at least one member.
+    let keep = super::eq(args[2], "keepttl");
+    let at = if keep { 3 } else { 2 };
+    let secs = match super::parse_int(args[at]) {
+        Some(n) if (1..=MAX_MEMBER_TTL_SECS).contains(&n) => n,
+        _ => return w.error(ERR_NOT_INT),
+    };
+    let members = &args[at + 1..];
+    if members.is_empty() {
+        return w.error(b"ERR wrong number of arguments for 'saddex' command");
+    }
+    let key = args[1];
+    let lru = ctx.clock.lru;
+    let mut db = ctx.db();
+    let when = db.now_ms() + secs * 1000;
+    if !db.exists(key) {
+        db.set(new_entry(key, Set::new(), lru));
+    }
+    let added = match db.get_mut_quiet(key).map(|e| e.value_mut()) {
+        Some(Some(Value::Set(s))) => members
+            .iter()
+            .filter(|m| s.insert_expiring(m, when, keep))
+            .count(),
+        _ => return w.error(ERR_WRONGTYPE),
+    };
+    if added > 0 || !keep {
+        db.signal(key);
+    }
+    // The active expiry cycle removes the members nobody reads again.
+    db.note_field_ttls(key);
+    w.int(added as i64);
 }
 
 /// Parses a SCAN cursor as Redis does (`strtoul` in base 10, whole string): an optional

@@ -24,11 +24,34 @@
 //!
 //! The hashtable encoding sits behind the small [`MemberTable`] interface (insert, remove,
 //! contains, for_each, random, scan) so that it can be replaced by a shared dense table.
+//!
+//! **Member TTLs** (Dragonfly's SADDEX and FIELDEXPIRE; Redis has none). A set whose member
+//! gets a TTL becomes [`Set::Expiring`]: its members move to the hashes' [`DenseTable`]
+//! (dense.rs, with empty values), which keeps a TTL inline after its element behind a flag
+//! bit: a member with a TTL costs 8 bytes more, one without nothing more, and a member of this
+//! table costs about one byte more than in a [`MemberTable`] (its empty value's length).
+//! Measured through INFO memory, 100,000 11-byte members: 17 bytes a member in a plain
+//! hashtable set, 24 when SADDEX gave each a TTL. The
+//! table counts its TTLs and keeps a lower bound of them, so "is any member due?" is O(1); a
+//! pass that removes the due members is O(n), as for hashes, and the active cycle removes
+//! them a few buckets at a time. A set without TTLs is untouched: same three encodings, same
+//! 32-byte `Set`, and a database holding no field TTLs does not even look at its sets for
+//! them. OBJECT ENCODING reports "hashtable", as Dragonfly does (it converts an intset or
+//! listpack to its hash table on SADDEX). The set stays in this encoding when its last TTL
+//! goes (Redis's never-back rule; and a set going to and from one TTL must not be copied each
+//! time).
+//!
+//! Expired members are not removed here by themselves: the database removes them before any
+//! command sees the set ([`Set::due`], [`Set::remove_all_expired`]; crates/engine/src/db.rs)
+//! and its active cycle sweeps sets with TTLs in bounded steps ([`Set::remove_expired`]). A
+//! copy of the value (COPY, RENAME, MOVE) keeps the TTLs; a result computed from members (the
+//! *STORE commands, SMOVE's destination) has none, as in Dragonfly.
 
 mod table;
 
 pub use table::MemberTable;
 
+use super::dense::DenseTable;
 use super::Limits;
 
 /// A set value.
@@ -38,6 +61,9 @@ pub enum Set {
     Pack(Pack),
     /// Boxed so that a small set (the common case) costs a 32-byte `Set`.
     Table(Box<MemberTable>),
+    /// A hashtable whose members may carry TTLs (see the module essay): members are the
+    /// keys of a [`DenseTable`], with empty values.
+    Expiring(Box<DenseTable>),
 }
 
 /// The listpack encoding: (varint length, bytes) entries in insertion order.
@@ -221,7 +247,7 @@ impl Set {
         let convert = match self {
             Set::Ints(_) => hint > intset_max(lim),
             Set::Pack(_) => hint > lim.set_max_listpack_entries,
-            Set::Table(_) => false,
+            Set::Table(_) | Set::Expiring(_) => false,
         };
         if convert {
             self.convert_to_table();
@@ -259,6 +285,7 @@ impl Set {
             Set::Ints(v) => v.len(),
             Set::Pack(p) => p.n,
             Set::Table(t) => t.len(),
+            Set::Expiring(t) => t.len(),
         }
     }
 
@@ -271,7 +298,7 @@ impl Set {
         match self {
             Set::Ints(_) => "intset",
             Set::Pack(_) => "listpack",
-            Set::Table(_) => "hashtable",
+            Set::Table(_) | Set::Expiring(_) => "hashtable",
         }
     }
 
@@ -281,6 +308,7 @@ impl Set {
             Set::Ints(v) => v.capacity() * 8,
             Set::Pack(p) => p.buf.capacity(),
             Set::Table(t) => t.memory(),
+            Set::Expiring(t) => std::mem::size_of::<DenseTable>() + t.memory(),
         }
     }
 
@@ -289,6 +317,7 @@ impl Set {
             Set::Ints(v) => canonical_int(m).is_some_and(|i| v.binary_search(&i).is_ok()),
             Set::Pack(p) => p.find(m).is_some(),
             Set::Table(t) => t.contains(m),
+            Set::Expiring(t) => t.get(m).is_some(),
         }
     }
 
@@ -340,6 +369,8 @@ impl Set {
                 true
             }
             Set::Table(t) => t.insert(m),
+            // A member already there keeps its TTL (Dragonfly's SADD).
+            Set::Expiring(t) => t.get(m).is_none() && t.insert(m, b"", None),
         }
     }
 
@@ -355,6 +386,7 @@ impl Set {
             },
             Set::Pack(p) => p.remove(m),
             Set::Table(t) => t.remove(m),
+            Set::Expiring(t) => t.remove(m).is_some(),
         }
     }
 
@@ -369,6 +401,7 @@ impl Set {
             }
             Set::Pack(p) => p.iter().for_each(f),
             Set::Table(t) => t.for_each(f),
+            Set::Expiring(t) => t.iter().for_each(|(m, _, _)| f(m)),
         }
     }
 
@@ -388,6 +421,17 @@ impl Set {
             }
             Set::Pack(p) if p.n > 0 => p.iter().nth((r % p.n as u64) as usize).map(<[u8]>::to_vec),
             Set::Table(t) => t.random(r).map(<[u8]>::to_vec),
+            Set::Expiring(t) => {
+                // The dense table draws several numbers: a generator seeded by `r`.
+                let mut x = r | 1;
+                t.random(|| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x
+                })
+                .map(|(m, _, _)| m.to_vec())
+            }
             _ => None,
         }
     }
@@ -401,13 +445,112 @@ impl Set {
 
     /// One SSCAN step. The compact encodings return everything at once with cursor 0, as
     /// Redis does; a hashtable walks its directory (see [`MemberTable::scan`]).
-    pub fn scan(&self, cursor: u64, count: usize, f: impl FnMut(&[u8])) -> u64 {
+    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8])) -> u64 {
         match self {
             Set::Table(t) => t.scan(cursor, count, f),
+            Set::Expiring(t) => t.scan(cursor, count, |(m, _, _)| f(m)),
             _ => {
                 self.for_each(f);
                 0
             }
+        }
+    }
+}
+
+/// Member TTLs.
+impl Set {
+    /// Whether some member carries a TTL.
+    pub fn has_ttls(&self) -> bool {
+        matches!(self, Set::Expiring(t) if t.expiring() > 0)
+    }
+
+    /// Whether a member's TTL may be at or before `now_ms`: O(1), false for a set without
+    /// TTLs; true only when some member is due or a lower bound went stale (the next
+    /// [`Set::remove_all_expired`] makes it exact).
+    pub fn due(&self, now_ms: i64) -> bool {
+        matches!(self, Set::Expiring(t) if t.may_have_expired(now_ms))
+    }
+
+    /// `None`: not a member; `Some(None)`: no TTL; `Some(Some(ms))`: expires at `ms`.
+    pub fn expiry_of(&self, m: &[u8]) -> Option<Option<i64>> {
+        match self {
+            Set::Expiring(t) => t.get(m).map(|(_, e)| e),
+            s => s.contains(m).then_some(None),
+        }
+    }
+
+    /// Makes this set able to hold member TTLs (its members move to a dense table).
+    fn make_expiring(&mut self) -> &mut DenseTable {
+        if !matches!(self, Set::Expiring(_)) {
+            let mut t = DenseTable::new();
+            self.for_each(|m| {
+                t.insert(m, b"", None);
+            });
+            *self = Set::Expiring(Box::new(t));
+        }
+        match self {
+            Set::Expiring(t) => t,
+            _ => unreachable!("just made expiring"),
+        }
+    }
+
+    /// Sets or clears the TTL (absolute unix ms) of a present member. Returns false if `m` is
+    /// not a member.
+    pub fn set_expiry(&mut self, m: &[u8], at: Option<i64>) -> bool {
+        if !self.contains(m) {
+            return false;
+        }
+        match (self, at) {
+            (Set::Expiring(t), _) => t.set_expiry(m, at),
+            (s, Some(at)) => s.make_expiring().set_expiry(m, Some(at)),
+            // No TTL to clear.
+            (_, None) => true,
+        }
+    }
+
+    /// SADDEX: adds `m` expiring at `at` (unix ms). A member already there gets the new TTL
+    /// unless `keep_ttl`. Returns whether `m` is new.
+    pub fn insert_expiring(&mut self, m: &[u8], at: i64, keep_ttl: bool) -> bool {
+        let t = self.make_expiring();
+        if t.get(m).is_some() {
+            if !keep_ttl {
+                t.set_expiry(m, Some(at));
+            }
+            return false;
+        }
+        t.insert(m, b"", Some(at))
+    }
+
+    /// One bounded step of the active cycle: visits up to `max_buckets` buckets of the table
+    /// (resuming where the last step stopped) and removes their members whose TTL is at or
+    /// before `now_ms`. Returns how many it removed.
+    pub fn remove_expired(&mut self, now_ms: i64, max_buckets: usize) -> usize {
+        match self {
+            Set::Expiring(t) => t.remove_expired(now_ms, max_buckets).len(),
+            _ => 0,
+        }
+    }
+
+    /// Removes every member whose TTL is at or before `now_ms`: O(1) unless one may be due
+    /// ([`Set::due`]), then one pass over the table. Returns how many it removed.
+    pub fn remove_all_expired(&mut self, now_ms: i64) -> usize {
+        match self {
+            Set::Expiring(t) if t.may_have_expired(now_ms) => {
+                let n = t.buckets();
+                t.remove_expired(now_ms, n).len()
+            }
+            _ => 0,
+        }
+    }
+
+    /// Every (member, expiry) of the members with a TTL.
+    pub fn ttls(&self) -> Vec<(Vec<u8>, i64)> {
+        match self {
+            Set::Expiring(t) => t
+                .iter()
+                .filter_map(|(m, _, e)| e.map(|e| (m.to_vec(), e)))
+                .collect(),
+            _ => Vec::new(),
         }
     }
 }
@@ -595,6 +738,50 @@ mod tests {
         }
     }
 
+    #[test]
+    fn ttls_cost_nothing_until_used() {
+        // A set value stays 32 bytes; only a set given TTLs moves to the dense table.
+        assert_eq!(std::mem::size_of::<Set>(), 32);
+        let l = Limits::default();
+        let mut s = Set::create(b"1", 2, &l);
+        s.insert(b"1", &l);
+        s.insert(b"2", &l);
+        assert!(!s.has_ttls() && !s.due(i64::MAX));
+        assert_eq!(s.expiry_of(b"1"), Some(None));
+        assert_eq!(s.expiry_of(b"3"), None);
+        assert!(!s.set_expiry(b"3", Some(10)));
+        assert!(s.set_expiry(b"1", Some(10)));
+        assert_eq!((s.encoding(), s.has_ttls()), ("hashtable", true));
+        assert_eq!(s.expiry_of(b"1"), Some(Some(10)));
+        assert_eq!(s.expiry_of(b"2"), Some(None));
+        // SADDEX: new members, the TTL of old ones replaced unless KEEPTTL.
+        assert!(s.insert_expiring(b"x", 20, false));
+        assert!(!s.insert_expiring(b"x", 30, true));
+        assert_eq!(s.expiry_of(b"x"), Some(Some(20)));
+        assert!(!s.insert_expiring(b"x", 5, false));
+        // SADD leaves a TTL alone.
+        assert!(!s.insert(b"x", &l));
+        assert_eq!(s.expiry_of(b"x"), Some(Some(5)));
+        assert!(!s.due(4) && s.due(5));
+        assert_eq!(s.remove_all_expired(4), 0);
+        assert_eq!(s.remove_all_expired(10), 2);
+        assert_eq!(s.to_vec(), vec![b"2".to_vec()]);
+        // The last TTL gone: still a hashtable, never a compact encoding.
+        assert!(!s.has_ttls() && !s.due(i64::MAX));
+        assert_eq!(s.encoding(), "hashtable");
+        assert!(s.set_expiry(b"2", Some(1)));
+        assert!(s.set_expiry(b"2", None));
+        assert!(!s.has_ttls());
+        assert!(s.set_expiry(b"2", Some(1)));
+        assert!(s.remove(b"2"));
+        assert!(!s.has_ttls() && s.is_empty());
+        // A copy keeps the TTLs.
+        let mut p = Set::new_listpack();
+        p.insert_expiring(b"a", 7, false);
+        let c = p.clone();
+        assert_eq!(c.ttls(), vec![(b"a".to_vec(), 7)]);
+    }
+
     fn rank(enc: &str) -> u8 {
         match enc {
             "intset" => 0,
@@ -641,10 +828,77 @@ mod tests {
                         prop_assert!(p.n <= entries);
                         prop_assert!(p.iter().all(|m| m.len() <= value));
                     }
-                    Set::Table(_) => {}
+                    Set::Table(_) | Set::Expiring(_) => {}
                 }
             }
             prop_assert_eq!(members(&s), model);
+        }
+
+        /// Member TTLs against a model of member -> optional expiry: SADD, SADDEX (with and
+        /// without KEEPTTL), SREM, FIELDEXPIRE, SPOP and expiry sweeps at rising times.
+        #[test]
+        fn ttl_model(ops in proptest::collection::vec((0u8..7, 0u16..30, 0i64..40), 1..300)) {
+            let l = lim(4, 4, 4);
+            let mut s = Set::new();
+            let mut model: std::collections::BTreeMap<Vec<u8>, Option<i64>> = Default::default();
+            let mut now = 0i64;
+            for (op, k, t) in ops {
+                let m = if k % 2 == 0 { k.to_string().into_bytes() } else { format!("m{k}").into_bytes() };
+                match op {
+                    0 => {
+                        let new = !model.contains_key(&m);
+                        if new {
+                            model.insert(m.clone(), None);
+                        }
+                        prop_assert_eq!(s.insert(&m, &l), new);
+                    }
+                    1 | 2 => {
+                        let keep = op == 2;
+                        let at = now + t;
+                        let new = !model.contains_key(&m);
+                        if new || !keep {
+                            model.insert(m.clone(), Some(at));
+                        }
+                        prop_assert_eq!(s.insert_expiring(&m, at, keep), new);
+                    }
+                    3 => prop_assert_eq!(s.remove(&m), model.remove(&m).is_some()),
+                    4 => {
+                        let at = (t % 3 != 0).then_some(now + t);
+                        let there = model.contains_key(&m);
+                        if there {
+                            model.insert(m.clone(), at);
+                        }
+                        prop_assert_eq!(s.set_expiry(&m, at), there);
+                    }
+                    5 => {
+                        if let Some(p) = s.pop_random(t as u64 * 7919) {
+                            prop_assert!(model.remove(&p).is_some());
+                        }
+                    }
+                    _ => {
+                        now += t / 4;
+                        let due: Vec<Vec<u8>> = model.iter()
+                            .filter(|(_, e)| e.is_some_and(|e| e <= now))
+                            .map(|(m, _)| m.clone()).collect();
+                        // A lower bound: it may say "due" when nothing is, never the reverse.
+                        prop_assert!(due.is_empty() || s.due(now));
+                        let n = s.remove_all_expired(now);
+                        prop_assert_eq!(n, due.len());
+                        for m in due {
+                            model.remove(&m);
+                        }
+                    }
+                }
+                prop_assert_eq!(s.len(), model.len());
+                prop_assert_eq!(s.has_ttls(), model.values().any(Option::is_some));
+                // `due` is a lower bound: never false while a member is due.
+                let now_due = model.values().flatten().any(|&e| e <= now);
+                prop_assert!(!now_due || s.due(now));
+                for (m, e) in &model {
+                    prop_assert_eq!(s.expiry_of(m), Some(*e));
+                }
+            }
+            prop_assert_eq!(members(&s), model.keys().cloned().collect::<BTreeSet<_>>());
         }
     }
 }
