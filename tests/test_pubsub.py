@@ -1,10 +1,7 @@
 """Pub/Sub against darner and redis-server: the same multi-connection scenarios, every byte
 each connection receives compared; and redis-py's PubSub API on darner.
 
-A scenario is a list of steps (connection name, command); after each step, whatever every
-connection has received is collected, so a message that reaches the wrong client, arrives
-twice or not at all shows as a difference. Steps marked SORTED compare the frames of that
-step as a multiset (Redis's order there is its hash table's order).
+The transcripts are taken and compared by tests/transcript.py.
 """
 
 from __future__ import annotations
@@ -14,9 +11,7 @@ import time
 import pytest
 import redis
 
-from resp_reader import RawConn, parse
-
-SORTED = "sorted"
+from transcript import assert_same
 
 CONNS = ("a", "b", "c")
 
@@ -63,53 +58,9 @@ SCENARIO_RESP3 = [
 ]
 
 
-def frames(data: bytes):
-    out, pos = [], 0
-    while pos < len(data):
-        _, end = parse(data, pos)
-        out.append(data[pos:end])
-        pos = end
-    return out
-
-
-def normalize(step, data: bytes) -> bytes:
-    if step[1][:2] == ("CLIENT", "LIST"):
-        # Ids, addresses, ages and memory differ; the pub/sub fields must not.
-        return b" ".join(f for f in data.split() if f.startswith((b"flags=", b"sub=", b"psub=", b"ssub=")))
-    return data
-
-
-def transcript(port: int, steps, proto: int):
-    conns = {n: RawConn(port=port, timeout=5) for n in CONNS}
-    try:
-        for c in conns.values():
-            if proto == 3:
-                assert not c.call("HELLO", "3").is_error
-        out = []
-        for step in steps:
-            name, args = step[0], step[1]
-            conns[name].send(*args)
-            time.sleep(0.02)
-            for n in CONNS:
-                got = conns[n].pending(0.03)
-                if got:
-                    data = normalize(step, got) if n == name else got
-                    if len(step) > 2 and step[2] == SORTED:
-                        data = sorted(frames(data))
-                    out.append((args, n, data))
-        return out
-    finally:
-        for c in conns.values():
-            c.close()
-
-
 @pytest.mark.parametrize("proto,steps", [(2, SCENARIO_RESP2), (3, SCENARIO_RESP3)], ids=["resp2", "resp3"])
 def test_pubsub_transcript_matches_redis(proto, steps, darner, redis_ref):
-    want = transcript(redis_ref.port, steps, proto)
-    got = transcript(darner.port, steps, proto)
-    for w, g in zip(want, got):
-        assert g == w, "first difference after %r" % (w[0],)
-    assert len(got) == len(want)
+    assert_same(darner.port, redis_ref.port, steps, CONNS, proto)
 
 
 def test_redis_py_pubsub(darner):

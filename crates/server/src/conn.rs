@@ -211,15 +211,24 @@ impl Conn {
 
     /// Queues a push (a tracking invalidation) behind every reply this client is still owed,
     /// so a value read before a change never arrives after the change's invalidation.
-    pub fn push(&mut self, bytes: Vec<u8>) {
-        if self.pending.is_empty() {
-            self.out.extend_from_slice(&bytes);
-            return;
-        }
-        let last = self.next_seq - 1;
-        match self.after.iter_mut().find(|(s, _)| *s == last) {
+    /// With `after`: behind the reply with that sequence number instead (the client's own
+    /// write, whose later replies must come after the push).
+    pub fn push(&mut self, bytes: Vec<u8>, after: Option<u64>) {
+        let at = match after {
+            Some(seq) if seq >= self.done_seq => seq,
+            Some(_) => {
+                self.out.extend_from_slice(&bytes);
+                return;
+            }
+            None if self.pending.is_empty() => {
+                self.out.extend_from_slice(&bytes);
+                return;
+            }
+            None => self.next_seq - 1,
+        };
+        match self.after.iter_mut().find(|(s, _)| *s == at) {
             Some((_, b)) => b.extend_from_slice(&bytes),
-            None => self.after.push((last, bytes)),
+            None => self.after.push((at, bytes)),
         }
     }
 

@@ -291,6 +291,8 @@ struct TxInner {
     client: RefCell<ClientState>,
     /// Running as a command queued in MULTI (inside EXEC).
     nested: Cell<bool>,
+    /// The client as a tracking reader, when this transaction's reads are to be recorded.
+    track: Cell<Option<crate::tracking::Reader>>,
 }
 
 /// A transaction: the handle multi-shard commands use to reach shards.
@@ -307,7 +309,17 @@ impl Tx {
             held: RefCell::new(Vec::new()),
             client: RefCell::new(client),
             nested: Cell::new(false),
+            track: Cell::new(None),
         }))
+    }
+
+    /// The reader to record this transaction's reads for (client tracking), if any.
+    pub fn track(&self) -> Option<crate::tracking::Reader> {
+        self.0.track.get()
+    }
+
+    pub fn set_track(&self, r: Option<crate::tracking::Reader>) {
+        self.0.track.set(r);
     }
 
     pub fn resp3(&self) -> bool {
@@ -368,7 +380,11 @@ impl Tx {
         let held = self.0.held.borrow().contains(&shard);
         let writer = {
             let c = self.0.client.borrow();
-            c.tracking.as_ref().filter(|t| t.noloop).map(|_| c.id)
+            c.tracking.as_ref().map(|t| crate::tracking::Writer {
+                id: c.id,
+                noloop: t.noloop,
+                at: None,
+            })
         };
         let job: crate::msg::ShardFn = Box::new(move |ctx: &mut ShardCtx| {
             complete(&shared, done, f(ctx));

@@ -63,8 +63,8 @@ pub enum Msg {
         tx: Option<TxId>,
         db: usize,
         resp3: bool,
-        /// The client, if it tracks keys with NOLOOP (its own writes do not invalidate).
-        writer: Option<u64>,
+        /// The client, if it tracks keys (for invalidations of its own writes).
+        writer: Option<crate::tracking::Writer>,
         f: ShardFn,
     },
     /// Unlock this thread's shard.
@@ -89,7 +89,9 @@ pub enum Msg {
     /// Tracking invalidations for connections of this thread (tracking.rs).
     Invalidate {
         what: crate::tracking::Invalid,
-        conns: Vec<ConnRef>,
+        /// Each connection, with the sequence number of the reply its push must follow (its
+        /// own write), or None: after every reply it is owed.
+        conns: Vec<(ConnRef, Option<u64>)>,
     },
     /// An invalidation redirected to a connection of this thread (CLIENT TRACKING REDIRECT).
     InvalidateRedirected {

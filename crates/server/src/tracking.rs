@@ -34,7 +34,7 @@ use crate::shared::Shared;
 use bytes::Bytes;
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::RwLock;
 
@@ -61,12 +61,15 @@ pub struct Reader {
     pub noloop: bool,
 }
 
+/// The clients that read one key.
+pub type Readers = SmallVec<[Reader; 2]>;
+
 /// Parts a shard's table is split into (the cron sweeps one per tick).
 const PARTS: usize = 64;
 
 /// One shard's table: key name → clients that read it since it last changed.
 pub struct Table {
-    parts: Vec<HashMap<Box<[u8]>, SmallVec<[Reader; 2]>>>,
+    parts: Vec<HashMap<Box<[u8]>, Readers>>,
     hasher: foldhash::fast::FixedState,
     keys: usize,
     items: usize,
@@ -80,6 +83,8 @@ pub struct Table {
     pub bcast: HashMap<Bytes, BTreeMap<Bytes, u64>>,
     /// The shard's databases note written keys (the table or some prefix is in use).
     pub collecting: bool,
+    /// Reads recorded by a shard step, applied after its writes ([`remember_later`]).
+    pub deferred: Vec<(Bytes, Reader)>,
 }
 
 impl Default for Table {
@@ -94,15 +99,14 @@ impl Default for Table {
             sweep_at: 0,
             bcast: HashMap::new(),
             collecting: false,
+            deferred: Vec::new(),
         }
     }
 }
 
 impl Table {
     fn part(&self, key: &[u8]) -> usize {
-        let mut h = self.hasher.build_hasher();
-        key.hash(&mut h);
-        (h.finish() as usize) % PARTS
+        (self.hasher.hash_one(key) as usize) % PARTS
     }
 
     pub fn is_empty(&self) -> bool {
@@ -134,7 +138,7 @@ impl Table {
     }
 
     /// Takes the readers of a written key (the key is forgotten).
-    pub fn take(&mut self, key: &[u8]) -> Option<SmallVec<[Reader; 2]>> {
+    pub fn take(&mut self, key: &[u8]) -> Option<Readers> {
         let p = self.part(key);
         let v = self.parts[p].remove(key)?;
         self.keys -= 1;
@@ -192,7 +196,7 @@ impl Table {
 
     /// Takes up to `n` keys out of the table, for `tracking-table-max-keys`: they are
     /// invalidated as if written.
-    pub fn evict(&mut self, n: usize) -> Vec<(Box<[u8]>, SmallVec<[Reader; 2]>)> {
+    pub fn evict(&mut self, n: usize) -> Vec<(Box<[u8]>, Readers)> {
         let mut out = Vec::new();
         for p in 0..PARTS {
             while out.len() < n {
@@ -330,38 +334,31 @@ pub fn collect(shard: &mut crate::shard::Shard, on: bool) {
     }
 }
 
-/// The keys a read-only command reads, with their shards; for EXEC, those of its queued
-/// read-only commands.
-pub fn read_keys(
+/// The keys a read-only command reads, with their shards.
+pub fn read_keys<A: AsRef<[u8]>>(
     spec: &darner_commands::CommandSpec,
-    args: &[&[u8]],
-    state: &crate::conn::ClientState,
+    args: &[A],
     shards: usize,
 ) -> Vec<(usize, Bytes)> {
-    use darner_commands::flags;
-    let mut out = Vec::new();
     let mut idx = Vec::new();
-    let mut add = |spec: &darner_commands::CommandSpec, args: &[&[u8]]| {
-        if spec.has(flags::READONLY) {
-            darner_commands::key_indices(spec, args, &mut idx);
-            for &i in &idx {
-                out.push((
-                    crate::cmd::shard_of(args[i], shards),
-                    Bytes::copy_from_slice(args[i]),
-                ));
-            }
-        }
-    };
-    if spec.full_name == "exec" {
-        if let Some(q) = &state.multi {
-            for (cmd, a) in q {
-                add(cmd.spec, &crate::cmd::views(a));
-            }
-        }
-    } else {
-        add(spec, args);
+    if spec.has(darner_commands::flags::READONLY) {
+        darner_commands::key_indices(spec, args, &mut idx);
     }
-    out
+    idx.iter()
+        .map(|&i| {
+            let k = args[i].as_ref();
+            (crate::cmd::shard_of(k, shards), Bytes::copy_from_slice(k))
+        })
+        .collect()
+}
+
+/// Records a read made inside a shard step; applied by the worker once the step's writes
+/// are invalidated (a read that expired the key must not invalidate itself).
+pub fn remember_later(shard: &mut crate::shard::Shard, key: &[u8], r: Reader) {
+    shard
+        .tracking
+        .deferred
+        .push((Bytes::copy_from_slice(key), r));
 }
 
 /// Records a transaction's reads on their shards (it still holds their locks, so no write
@@ -376,7 +373,7 @@ pub async fn remember_in_tx(tx: &crate::exec::Tx, keys: Vec<(usize, Bytes)>, r: 
         .map(|(s, keys)| {
             tx.run(s, move |ctx| {
                 for k in &keys {
-                    remember(ctx.shard, k, r);
+                    remember_later(ctx.shard, k, r);
                 }
             })
         })
@@ -386,33 +383,14 @@ pub async fn remember_in_tx(tx: &crate::exec::Tx, keys: Vec<(usize, Bytes)>, r: 
     }
 }
 
-/// Posts invalidations of `key` to its readers' threads, except to a NOLOOP writer.
-pub fn invalidate_readers(
-    shared: &Shared,
-    key: &[u8],
-    readers: &[Reader],
-    writer: Option<u64>,
-) {
-    let mut per_thread: SmallVec<[(usize, Vec<ConnRef>); 2]> = SmallVec::new();
-    for r in readers {
-        if r.noloop && Some(r.id) == writer {
-            continue;
-        }
-        match per_thread.iter_mut().find(|(t, _)| *t == r.thread) {
-            Some((_, v)) => v.push(r.conn),
-            None => per_thread.push((r.thread, vec![r.conn])),
-        }
-    }
-    for (t, conns) in per_thread {
-        crate::exec::post(
-            shared,
-            t,
-            Msg::Invalidate {
-                what: Invalid::Keys(vec![Bytes::copy_from_slice(key)]),
-                conns,
-            },
-        );
-    }
+/// The client whose command wrote, as invalidation needs it: a NOLOOP client is not told of
+/// its own writes; and a client told of its own write gets the invalidation right after that
+/// command's reply (`at`: its connection and the reply's sequence number, when known).
+#[derive(Clone, Copy, Debug)]
+pub struct Writer {
+    pub id: u64,
+    pub noloop: bool,
+    pub at: Option<(ConnRef, u64)>,
 }
 
 /// Writes an invalidation frame for a client: a RESP3 push, or (RESP2, only to a redirect

@@ -442,7 +442,8 @@ fn overlaps(a: &[u8], b: &[u8]) -> bool {
 }
 
 fn client_tracking(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
-    let (mut redirect, mut bcast, mut optin, mut optout, mut noloop) = (0u64, false, false, false, false);
+    let (mut redirect, mut bcast, mut optin, mut optout, mut noloop) =
+        (0u64, false, false, false, false);
     let mut prefixes: Vec<&[u8]> = Vec::new();
     let mut j = 3;
     while j < args.len() {
@@ -457,7 +458,14 @@ fn client_tracking(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
                 return w.error(super::ERR_NOT_INT);
             };
             // The target must exist now (it may go away later: the redirect is then broken).
-            if id <= 0 || !ctx.shared.clients.lock().unwrap().contains_key(&(id as u64)) {
+            if id <= 0
+                || !ctx
+                    .shared
+                    .clients
+                    .lock()
+                    .unwrap()
+                    .contains_key(&(id as u64))
+            {
                 return w.error(b"ERR The client ID you want redirect to does not exist");
             }
             redirect = id as u64;
@@ -535,7 +543,8 @@ fn client_tracking(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     t.optout = optout;
     t.noloop = noloop;
     if bcast {
-        if prefixes.is_empty() && t.prefixes.is_empty() {
+        // No PREFIX: every key (Redis adds the empty prefix even next to existing ones).
+        if prefixes.is_empty() {
             prefixes.push(b"");
         }
         for p in prefixes {
@@ -580,7 +589,12 @@ fn client_caching(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 }
 
 fn client_getredir(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
-    w.int(ctx.client.tracking.as_ref().map_or(-1, |t| t.redirect as i64));
+    w.int(
+        ctx.client
+            .tracking
+            .as_ref()
+            .map_or(-1, |t| t.redirect as i64),
+    );
 }
 
 fn client_trackinginfo(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {

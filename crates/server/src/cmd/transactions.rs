@@ -133,15 +133,33 @@ pub async fn run_in_tx(tx: &Tx, cmd: &'static Command, args: Vec<Bytes>) -> Vec<
         }
         Handler::Key(f) => {
             let shard = super::key_shard(cmd.spec, &args, tx.nshards(), THREAD.with(|t| t.get()));
+            // Client tracking: a queued read is recorded as it runs, as in Redis (a write
+            // queued after it in the same transaction then invalidates it).
+            let track = tx
+                .track()
+                .filter(|_| cmd.spec.has(darner_commands::flags::READONLY));
             tx.run(shard, move |ctx| {
-                super::with_writer(ctx.resp3, |w| f(ctx, &super::views(&args), w))
+                let views = super::views(&args);
+                let reply = super::with_writer(ctx.resp3, |w| f(ctx, &views, w));
+                if let Some(r) = track {
+                    for (_, k) in crate::tracking::read_keys(cmd.spec, &views, 1) {
+                        crate::tracking::remember_later(ctx.shard, &k, r);
+                    }
+                }
+                reply
             })
             .await
         }
         Handler::Tx(f, _) => {
             tx.set_nested(true);
-            let reply = f(tx.clone(), args).await;
+            let reply = f(tx.clone(), args.clone()).await;
             tx.set_nested(false);
+            if let Some(r) = tx.track() {
+                let keys = crate::tracking::read_keys(cmd.spec, &args, tx.nshards());
+                if !keys.is_empty() {
+                    crate::tracking::remember_in_tx(tx, keys, r).await;
+                }
+            }
             reply
         }
     }

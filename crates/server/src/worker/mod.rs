@@ -736,14 +736,14 @@ impl Worker {
             remembers = crate::tracking::remembers(&conn.state);
             track = crate::tracking::reader_of(&conn.state, self.id)
                 .map(|r| (r, remembers && spec.has(flags::READONLY)));
-            if !conn.state.in_multi()
+            if (!conn.state.in_multi() || matches!(spec.full_name, "exec" | "discard"))
                 && spec.full_name != "multi"
                 && !spec.full_name.starts_with("client|")
             {
                 conn.state.caching = false;
             }
         }
-        let writer = track.filter(|(r, _)| r.noloop).map(|(r, _)| r.id);
+
         // MULTI: queue everything but the commands that act on the transaction itself.
         if conn.state.in_multi()
             && !matches!(
@@ -839,10 +839,19 @@ impl Worker {
                         let seq = conn.expect(suppress);
                         conn.deliver(seq, waiting);
                     }
+                    // Writes first (a read that expired the key invalidates earlier reads),
+                    // then this read is recorded.
+                    if self.shard.tracking.collecting {
+                        let writer = track.map(|(r, _)| crate::tracking::Writer {
+                            id: r.id,
+                            noloop: r.noloop,
+                            at: Some((r.conn, self.conns[c].next_seq - 1)),
+                        });
+                        self.drain_written(writer);
+                    }
                     if let Some((r, true)) = track {
                         self.remember_keys(spec, args, r);
                     }
-                    self.drain_written(writer);
                 } else {
                     let suppress = take_suppress(&mut conn.state);
                     let seq = conn.expect(suppress);
@@ -881,17 +890,19 @@ impl Worker {
                 };
                 // Keys a tracking client reads in this transaction: recorded on their shards
                 // while the transaction still holds them.
-                let tracked: Vec<(usize, Bytes)> = match track {
-                    Some(_) if remembers => {
-                        crate::tracking::read_keys(spec, args, &conn.state, self.shared.threads)
+                // (EXEC records each queued read as it runs: cmd/transactions.rs.)
+                let reader = track.filter(|_| remembers).map(|(r, _)| r);
+                let tracked: Vec<(usize, Bytes)> = match reader {
+                    Some(_) if spec.full_name != "exec" => {
+                        crate::tracking::read_keys(spec, args, self.shared.threads)
                     }
                     _ => Vec::new(),
                 };
-                let reader = track.map(|(r, _)| r);
                 let suppress = take_suppress(&mut conn.state);
                 let seq = conn.expect(suppress);
                 conn.in_tx = true;
                 let tx = Tx::new(self.shared.clone(), conn.state.clone());
+                tx.set_track(reader);
                 let conn_ref = ConnRef {
                     idx: c as u32,
                     gen: conn.gen,
@@ -1161,15 +1172,15 @@ impl Worker {
                 }
             }
             Msg::Invalidate { what, conns } => {
-                for cr in conns {
-                    self.invalidate_conn(cr, &what);
+                for (cr, after) in conns {
+                    self.invalidate_conn(cr, &what, after);
                 }
             }
             Msg::InvalidateRedirected { what, conn } => {
                 if let Some(cn) = self.conn_mut(conn) {
                     let (resp3, subscribed) = (cn.state.resp3, cn.state.subscribed());
                     if let Some(f) = crate::tracking::frame(resp3, subscribed, &what) {
-                        cn.push(f);
+                        cn.push(f, None);
                         self.dirty.push(conn.idx as usize);
                     }
                 }
@@ -1185,7 +1196,7 @@ impl Worker {
                     })
                     .collect();
                 for cr in ids {
-                    self.invalidate_conn(cr, &crate::tracking::Invalid::All);
+                    self.invalidate_conn(cr, &crate::tracking::Invalid::All, None);
                 }
             }
             Msg::TrackingForget { id } => self.shard.tracking.forget(id),
@@ -1217,7 +1228,7 @@ impl Worker {
         &mut self,
         db: usize,
         resp3: bool,
-        writer: Option<u64>,
+        writer: Option<crate::tracking::Writer>,
         f: crate::msg::ShardFn,
     ) {
         let mut ctx = ShardCtx {
@@ -1229,12 +1240,20 @@ impl Worker {
         };
         contained("shard step", || f(&mut ctx));
         self.drain_written(writer);
+        for (k, r) in std::mem::take(&mut self.shard.tracking.deferred) {
+            crate::tracking::remember(&mut self.shard, &k, r);
+        }
     }
 
     // ---- client tracking (tracking.rs) ----
 
     /// Records the keys a tracking client's read-only command read on this shard.
-    fn remember_keys(&mut self, spec: &darner_commands::CommandSpec, args: &[&[u8]], r: crate::tracking::Reader) {
+    fn remember_keys(
+        &mut self,
+        spec: &darner_commands::CommandSpec,
+        args: &[&[u8]],
+        r: crate::tracking::Reader,
+    ) {
         let mut idx = Vec::new();
         darner_commands::key_indices(spec, args, &mut idx);
         for i in idx {
@@ -1245,7 +1264,7 @@ impl Worker {
     /// Invalidates the keys written since the last call: their readers are told (except a
     /// NOLOOP `writer`) and forgotten; keys under broadcast prefixes are gathered for the end
     /// of the turn.
-    fn drain_written(&mut self, writer: Option<u64>) {
+    fn drain_written(&mut self, writer: Option<crate::tracking::Writer>) {
         if !self.shard.tracking.collecting {
             return;
         }
@@ -1256,16 +1275,14 @@ impl Worker {
             }
             for k in self.shard.dbs[db].take_written() {
                 if let Some(readers) = self.shard.tracking.take(&k) {
-                    crate::tracking::invalidate_readers(&self.shared, &k, &readers, writer);
+                    self.invalidate_readers(&k, &readers, writer);
                 }
                 if prefixes {
                     for p in self.shared.tracking.prefixes.matching(&k) {
-                        self.shard
-                            .tracking
-                            .bcast
-                            .entry(p)
-                            .or_default()
-                            .insert(Bytes::copy_from_slice(&k), writer.unwrap_or(0));
+                        self.shard.tracking.bcast.entry(p).or_default().insert(
+                            Bytes::copy_from_slice(&k),
+                            writer.filter(|w| w.noloop).map_or(0, |w| w.id),
+                        );
                     }
                 }
             }
@@ -1290,7 +1307,7 @@ impl Worker {
                             r.thread,
                             Msg::Invalidate {
                                 what: crate::tracking::Invalid::Keys(ks),
-                                conns: vec![r.conn],
+                                conns: vec![(r.conn, None)],
                             },
                         );
                     }
@@ -1303,8 +1320,53 @@ impl Worker {
         self.shared.tracking.items[self.id].store(self.shard.tracking.items(), Ordering::Relaxed);
     }
 
-    /// Delivers an invalidation to one of this thread's connections, following its redirect.
-    fn invalidate_conn(&mut self, cr: ConnRef, what: &crate::tracking::Invalid) {
+    /// Tells the readers of a written key, except a NOLOOP writer: those of this thread at
+    /// once (a client's own write is followed by its invalidation, before its next reply, as
+    /// in Redis), the others by a message to their thread.
+    fn invalidate_readers(
+        &mut self,
+        key: &[u8],
+        readers: &[crate::tracking::Reader],
+        writer: Option<crate::tracking::Writer>,
+    ) {
+        type PerThread = SmallVec<[(usize, Vec<(ConnRef, Option<u64>)>); 2]>;
+        let mut remote: PerThread = SmallVec::new();
+        let what = crate::tracking::Invalid::Keys(vec![Bytes::copy_from_slice(key)]);
+        for r in readers {
+            let own = writer.filter(|w| w.id == r.id);
+            if own.is_some_and(|w| w.noloop) {
+                continue;
+            }
+            let after = own.and_then(|w| w.at).map(|(_, seq)| seq);
+            if r.thread == self.id {
+                self.invalidate_conn(r.conn, &what, after);
+                continue;
+            }
+            match remote.iter_mut().find(|(t, _)| *t == r.thread) {
+                Some((_, v)) => v.push((r.conn, after)),
+                None => remote.push((r.thread, vec![(r.conn, after)])),
+            }
+        }
+        for (t, conns) in remote {
+            post(
+                &self.shared,
+                t,
+                Msg::Invalidate {
+                    what: what.clone(),
+                    conns,
+                },
+            );
+        }
+    }
+
+    /// Delivers an invalidation to one of this thread's connections, following its redirect;
+    /// `after`: the sequence number of the reply it must follow (None: all owed replies).
+    fn invalidate_conn(
+        &mut self,
+        cr: ConnRef,
+        what: &crate::tracking::Invalid,
+        after: Option<u64>,
+    ) {
         let Some(conn) = self
             .conns
             .get_mut(cr.idx as usize)
@@ -1337,13 +1399,13 @@ impl Worker {
                     t.broken_redirect = true;
                     if resp3 {
                         let f = crate::tracking::broken_frame(t.redirect);
-                        conn.push(f);
+                        conn.push(f, after);
                         self.dirty.push(cr.idx as usize);
                     }
                 }
             }
         } else if let Some(f) = crate::tracking::frame(resp3, false, what) {
-            conn.push(f);
+            conn.push(f, after);
             self.dirty.push(cr.idx as usize);
         }
     }
@@ -1371,10 +1433,14 @@ impl Worker {
             let mut w = ReplyWriter::new(&mut buf, it.resp3);
             let views = cmd::views(&it.args);
             run_handler(f, &mut ctx, &views, &mut w, start_at, it.cmd);
+            self.drain_written(it.track.map(|(r, _)| crate::tracking::Writer {
+                id: r.id,
+                noloop: r.noloop,
+                at: Some((it.conn, it.seq)),
+            }));
             if let Some((r, true)) = it.track {
                 self.remember_keys(it.cmd.spec, &views, r);
             }
-            self.drain_written(it.track.filter(|(r, _)| r.noloop).map(|(r, _)| r.id));
             let err = (buf.get(start_at) == Some(&b'-')).then(|| buf[start_at..].to_vec());
             let slow = record_stats(
                 &self.shared,
@@ -1542,7 +1608,8 @@ impl Worker {
             cmd::server::cron(&self.shared);
         }
         let now = Shared::now_ms();
-        let hot = &self.shared.config.hot;
+        let shared = self.shared.clone();
+        let hot = &shared.config.hot;
         // Client tracking: purge clients that stopped tracking, one part of the table per
         // tick; keep the table under tracking-table-max-keys (this shard's even share).
         self.shard.tracking.sweep_step();
@@ -1551,7 +1618,7 @@ impl Worker {
             let limit = (max as usize).div_ceil(self.shared.threads);
             let over = self.shard.tracking.keys().saturating_sub(limit);
             for (k, readers) in self.shard.tracking.evict(over.min(100_000)) {
-                crate::tracking::invalidate_readers(&self.shared, &k, &readers, None);
+                self.invalidate_readers(&k, &readers, None);
             }
         }
         // Active expiry: bounded by time (25% of a tick at effort 1, like Redis) and by entries.

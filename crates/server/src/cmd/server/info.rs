@@ -374,7 +374,10 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 line!("client_recent_max_output_buffer:{}", conns.max_output);
                 let blocked = crate::blocking::BLOCKED_CLIENTS.load(Ordering::Relaxed);
                 line!("blocked_clients:{blocked}");
-                line!("tracking_clients:0");
+                line!(
+                    "tracking_clients:{}",
+                    shared.tracking.clients.load(Ordering::Relaxed)
+                );
                 line!("pubsub_clients:{}", shared.pubsub.clients());
                 line!("watching_clients:{}", conns.watching_clients);
                 // Every blocked client with a timeout has a timer (with 0 = forever, none).
@@ -480,9 +483,12 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 );
                 line!("latest_fork_usec:0");
                 line!("total_forks:0");
-                line!("tracking_total_keys:0");
-                line!("tracking_total_items:0");
-                line!("tracking_total_prefixes:0");
+                line!("tracking_total_keys:{}", shared.tracking.total_keys());
+                line!("tracking_total_items:{}", shared.tracking.total_items());
+                line!(
+                    "tracking_total_prefixes:{}",
+                    shared.tracking.prefixes.count()
+                );
                 line!(
                     "total_error_replies:{}",
                     shared.sum(|t| &t.total_error_replies)

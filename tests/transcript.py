@@ -1,0 +1,77 @@
+"""Multi-connection transcripts: the same steps against darner and redis-server, every byte
+each connection receives recorded, for Pub/Sub and client tracking tests.
+
+A step is (connection name, command tuple[, mode]). After each step, whatever every
+connection has received is collected, so a message that reaches the wrong client, arrives
+twice or not at all shows as a difference. Modes:
+  SORTED  the frames of that step are compared as a multiset (an order Redis takes from its
+          hash tables, or messages from different shards);
+An argument "$ID:x" is replaced by connection x's client id on that server; a connection
+named with a trailing "3" ("r3") speaks RESP3 (HELLO 3 before the steps).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from resp_reader import RawConn, parse
+
+SORTED = "sorted"
+
+
+def frames(data: bytes):
+    out, pos = [], 0
+    while pos < len(data):
+        _, end = parse(data, pos)
+        out.append(data[pos:end])
+        pos = end
+    return out
+
+
+def normalize(args, data: bytes) -> bytes:
+    if tuple(args[:2]) in (("CLIENT", "LIST"), ("CLIENT", "INFO")):
+        # Ids, addresses, ages and memory differ; the pub/sub and tracking fields must not.
+        keep = (b"flags=", b"sub=", b"psub=", b"ssub=")
+        return b" ".join(f for f in data.split() if f.startswith(keep))
+    return data
+
+
+def transcript(port: int, steps, names, proto: int = 2):
+    conns = {n: RawConn(port=port, timeout=5) for n in names}
+    try:
+        ids = {}
+        for n, c in conns.items():
+            if proto == 3 or n.endswith("3"):
+                assert not c.call("HELLO", "3").is_error
+            ids[n] = c.call("CLIENT", "ID").py()
+        out = []
+        for step in steps:
+            name, args = step[0], step[1]
+            sent = tuple(str(ids[a[4:]]) if isinstance(a, str) and a.startswith("$ID:") else a
+                         for a in args)
+            conns[name].send(*sent)
+            time.sleep(0.02)
+            for n in names:
+                got = conns[n].pending(0.03)
+                if got:
+                    # Client ids differ between the servers: replies show them by name.
+                    for cn, cid in ids.items():
+                        got = re.sub(rb"(^|\n):%d\r\n" % cid,
+                                     rb"\1:$ID:%s\r\n" % cn.encode(), got)
+                    data = normalize(args, got) if n == name else got
+                    if len(step) > 2 and step[2] == SORTED:
+                        data = sorted(frames(data))
+                    out.append((args, n, data))
+        return out
+    finally:
+        for c in conns.values():
+            c.close()
+
+
+def assert_same(darner_port: int, redis_port: int, steps, names, proto: int = 2):
+    want = transcript(redis_port, steps, names, proto)
+    got = transcript(darner_port, steps, names, proto)
+    for w, g in zip(want, got):
+        assert g == w, "first difference after %r:\n redis  %r\n darner %r" % (w[0], w, g)
+    assert len(got) == len(want)
