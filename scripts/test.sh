@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Darner's single test entry point:
 #   1. installs what the tests need when missing (redis-server for the
-#      differential reference, python packages from tests/requirements.txt)
+#      differential reference, python packages from tests/requirements.txt,
+#      node-redis and rueidis for the client-side caching tests)
 #   2. cargo build --release
 #   3. cargo test --workspace --release   (Rust unit / property / e2e tests)
 #   4. python3 -m pytest tests            (end-to-end suite against target/release/darner)
@@ -49,7 +50,7 @@ if ! command -v redis-server >/dev/null 2>&1; then
 fi
 redis-server --version
 
-if ! python3 -c 'import redis, pytest, hypothesis, sys; sys.exit(int(redis.__version__.split(".")[0]) < 5)' 2>/dev/null; then
+if ! python3 -c 'import redis, redis.cache, pytest, hypothesis' 2>/dev/null; then
     echo "installing python test dependencies from tests/requirements.txt"
     if ! python3 -m pip --version >/dev/null 2>&1; then
         apt_install python3-pip
@@ -58,6 +59,11 @@ if ! python3 -c 'import redis, pytest, hypothesis, sys; sys.exit(int(redis.__ver
         || python3 -m pip install --break-system-packages -r tests/requirements.txt
 fi
 python3 -c 'import redis, pytest, hypothesis; print("python", __import__("sys").version.split()[0], "redis-py", redis.__version__, "pytest", pytest.__version__, "hypothesis", hypothesis.__version__)'
+
+# Client libraries with client-side caching (tests/test_client_libs.py): node-redis, rueidis.
+echo "node $(node --version), $(go version)"
+(cd tests/clients/node && npm ci --no-audit --no-fund --loglevel=error)
+(cd tests/clients/go && go mod download)
 
 # ----------------------------------------------------------------------------
 section "cargo build --release"
