@@ -131,8 +131,9 @@ impl Table {
                 self.parts[p].entry(key.into()).or_default()
             }
         };
-        if !readers.iter().any(|x| x.id == r.id) {
-            readers.push(r);
+        // Sorted by client id: a hot key read by many clients is checked in log time.
+        if let Err(at) = readers.binary_search_by_key(&r.id, |x| x.id) {
+            readers.insert(at, r);
             self.items += 1;
         }
     }

@@ -102,12 +102,24 @@ fn invalidations_from_every_shard_reach_a_client_on_another_thread() {
         assert_eq!(read_invalidations(t, &keys), want);
     }
     // Forgotten after one invalidation: a second write sends nothing.
-    let _: () = redis::cmd("SET").arg("key:1").arg("w").query(&mut w).unwrap();
-    let _: () = redis::cmd("SET").arg("key:1").arg("x").query(&mut w).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("key:1")
+        .arg("w")
+        .query(&mut w)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("key:1")
+        .arg("x")
+        .query(&mut w)
+        .unwrap();
     let t = &mut trackers[0];
-    t.s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    t.s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
     let mut b = [0u8; 64];
-    assert!(t.s.read(&mut b).is_err(), "unexpected push after the key was forgotten");
+    assert!(
+        t.s.read(&mut b).is_err(),
+        "unexpected push after the key was forgotten"
+    );
 }
 
 #[test]
@@ -122,11 +134,17 @@ fn a_client_that_disconnects_leaves_nothing_behind() {
         }
         t.send(&pipe);
         read_nulls(&mut t, 1000);
-        eventually(|| info_field(&mut c, "tracking_total_keys") == 1000, "1000 keys");
+        eventually(
+            || info_field(&mut c, "tracking_total_keys") == 1000,
+            "1000 keys",
+        );
         assert_eq!(info_field(&mut c, "tracking_total_items"), 1000);
         assert_eq!(info_field(&mut c, "tracking_clients"), 1);
     }
-    eventually(|| info_field(&mut c, "tracking_clients") == 0, "client gone");
+    eventually(
+        || info_field(&mut c, "tracking_clients") == 0,
+        "client gone",
+    );
     eventually(
         || info_field(&mut c, "tracking_total_items") == 0,
         "its entries purged",
@@ -180,7 +198,10 @@ fn a_thousand_tracking_clients_and_100k_keys_lose_nothing() {
         read_nulls(t, PER);
     }
     let mut w = s.client();
-    assert_eq!(info_field(&mut w, "tracking_total_keys"), (CLIENTS * PER) as i64);
+    assert_eq!(
+        info_field(&mut w, "tracking_total_keys"),
+        (CLIENTS * PER) as i64
+    );
     for chunk in 0..CLIENTS / 100 {
         let mut p = redis::pipe();
         for c in chunk * 100..(chunk + 1) * 100 {
