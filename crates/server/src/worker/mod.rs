@@ -177,14 +177,16 @@ impl Worker {
                 crate::blocking::serve_ready(&mut self.shard, &self.shared, self.now_ms);
                 self.pump();
             }
-            self.tracking_turn();
-            self.pump();
-            self.flush_dirty();
-            self.bury_graveyards();
             if self.loop_now.saturating_duration_since(self.last_cron) >= period {
                 self.last_cron = self.loop_now;
                 self.cron();
             }
+            // Keys written this turn (the cron's expiries included) are invalidated now,
+            // not at the next wake-up.
+            self.tracking_turn();
+            self.pump();
+            self.flush_dirty();
+            self.bury_graveyards();
         }
         // Shutdown: close every client.
         let ids: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
