@@ -9,7 +9,7 @@ use std::any::Any;
 
 /// A connection on some thread: slab index plus a generation, so that a reply for a
 /// connection that closed meanwhile is recognised and dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ConnRef {
     pub idx: u32,
     pub gen: u32,
@@ -79,6 +79,19 @@ pub enum Msg {
         reply: Vec<u8>,
         client: Box<ClientState>,
     },
+    /// A chunk of a streamed reply (stream.rs) for a connection of this thread: appended to its
+    /// reply `seq`, which is complete with the `last` chunk. The first chunk of a stream that
+    /// has more carries the flag that cancels it (set when the connection goes away).
+    StreamChunk {
+        conn: ConnRef,
+        seq: u64,
+        bytes: Vec<u8>,
+        last: bool,
+        cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    },
+    /// Run one step of this thread's shard's streams (queued once per loop turn while streams
+    /// run, which also keeps the loop from sleeping meanwhile).
+    StreamTick,
     /// Bytes for a MONITOR client of this thread.
     Monitor { line: std::sync::Arc<Vec<u8>> },
     /// Stop the event loop.
