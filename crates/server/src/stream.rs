@@ -6,8 +6,9 @@
 //! the commands whose reply is a whole big collection (HGETALL, HKEYS, HVALS, SMEMBERS, a big
 //! LRANGE, ZRANGE / ZREVRANGE by rank with or without WITHSCORES) become *streams* when the
 //! value has more than [`STREAM_MIN`] elements: the shard writes the reply a chunk at a time,
-//! one chunk ([`STEP_ELEMS`] elements or [`STEP_BYTES`] bytes, ~0.1-0.3 ms) per turn of the
-//! worker's loop, so every other connection's commands run between two chunks.
+//! one chunk (~0.2 ms of work, [`STEP_TIME`], and at most [`STEP_ELEMS`] elements or
+//! [`STEP_BYTES`] bytes) per turn of the worker's loop, so every other connection's commands
+//! run between two chunks.
 //!
 //! How the reply stays a snapshot: while a stream reads `(db, key)`, nothing may touch that
 //! key. The shard's [`Streams`] is that intent lock (the active streams are the "map" of
@@ -19,6 +20,7 @@
 //! - an item of a batch from another thread: parked in [`Streams`]'s FIFO with its origin;
 //!   later items of the same connection park behind it even when they touch other keys; the
 //!   FIFO is re-run in order when a stream ends.
+//!
 //! Readers of a streamed key wait too (simplest: no reader count, and a second big read of the
 //! same key simply follows the first).
 //!
@@ -29,6 +31,9 @@
 //! FLUSHDB / SORT ... take every shard's lock, so they wait the same way. A shard locked by a
 //! transaction starts no stream (its single-key work is deferred anyway), and commands inside
 //! MULTI/EXEC or scripts run their handlers directly: their big replies are produced at once.
+//!
+//! Blocked clients (BLPOP, ...) whose keys were written are served before a stream starts
+//! (as Redis serves them right after the write), so no pop changes a list being streamed.
 //!
 //! Expiry: only a key without a TTL is streamed, and a hash only when no field has a TTL, so
 //! neither lazy nor active expiry (keys or hash fields) can remove or change a streamed value
@@ -59,10 +64,13 @@ use std::sync::Arc;
 
 /// A collection with more elements than this (in the reply) is streamed.
 pub const STREAM_MIN: usize = 8192;
-/// Elements per step (one step per loop turn).
-const STEP_ELEMS: usize = 4096;
-/// Bytes per step (values may be big).
-const STEP_BYTES: usize = 256 << 10;
+/// The work of one step (one step per loop turn): about this long...
+const STEP_TIME: std::time::Duration = std::time::Duration::from_micros(200);
+/// ...checked every this many elements...
+const CHECK_EVERY: usize = 256;
+/// ...and at most this many elements or bytes (values may be big).
+const STEP_ELEMS: usize = 16384;
+const STEP_BYTES: usize = 512 << 10;
 
 /// Where a stream's reply goes.
 #[derive(Clone, Copy, Debug)]
@@ -178,6 +186,14 @@ impl Streams {
             std::mem::take(&mut self.waiters),
         )
     }
+}
+
+/// Whether `cmd` may become a stream (a cheap check by name, before the real one).
+pub fn candidate(cmd: &Command) -> bool {
+    matches!(
+        cmd.spec.full_name,
+        "hgetall" | "hkeys" | "hvals" | "smembers" | "lrange" | "zrange" | "zrevrange"
+    )
 }
 
 /// Starts a stream for a command about to run on its shard, when it is a whole-collection
@@ -409,6 +425,19 @@ fn produce(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) ->
     let value = view.peek(&s.key).map(|e| e.value());
     let owed = s.total - s.done;
     let mut n = 0;
+    let started = std::time::Instant::now();
+    let mut check_at = CHECK_EVERY;
+    // Whether the step has done its share (checked between elements or buckets).
+    let mut enough = |n: usize, bytes: usize| {
+        if n >= STEP_ELEMS || bytes >= STEP_BYTES {
+            return true;
+        }
+        if n >= check_at {
+            check_at = n + CHECK_EVERY;
+            return started.elapsed() >= STEP_TIME;
+        }
+        false
+    };
     match (s.kind, value) {
         (Kind::Hash { keys, vals }, Some(ValueRef::Hash(h))) => {
             while let Some(at) = s.cursor {
@@ -423,7 +452,7 @@ fn produce(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) ->
                         n += 1;
                     }
                 });
-                if n >= STEP_ELEMS || w.out.len() >= STEP_BYTES {
+                if enough(n, w.out.len()) {
                     break;
                 }
             }
@@ -436,16 +465,16 @@ fn produce(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) ->
                         n += 1;
                     }
                 });
-                if n >= STEP_ELEMS || w.out.len() >= STEP_BYTES {
+                if enough(n, w.out.len()) {
                     break;
                 }
             }
         }
         (Kind::List { start }, Some(ValueRef::List(l))) => {
-            for v in l.iter_from(start + s.done).take(owed.min(STEP_ELEMS)) {
+            for v in l.iter_from(start + s.done).take(owed) {
                 w.bulk(v);
                 n += 1;
-                if w.out.len() >= STEP_BYTES {
+                if enough(n, w.out.len()) {
                     break;
                 }
             }
@@ -459,23 +488,30 @@ fn produce(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) ->
             },
             Some(ValueRef::ZSet(z)),
         ) => {
-            let k = owed.min(STEP_ELEMS);
-            let (a, b) = if rev {
-                (hi - s.done - k, hi - s.done)
-            } else {
-                (lo + s.done, lo + s.done + k)
-            };
+            // Sub-ranges of CHECK_EVERY elements (each a rank lookup, O(log n)).
             let resp3 = s.resp3;
-            z.range(a, b, rev, |m, score| {
-                if withscores && resp3 {
-                    w.array(2);
+            while n < owed {
+                let k = (owed - n).min(CHECK_EVERY);
+                let done = s.done + n;
+                let (a, b) = if rev {
+                    (hi - done - k, hi - done)
+                } else {
+                    (lo + done, lo + done + k)
+                };
+                z.range(a, b, rev, |m, score| {
+                    if withscores && resp3 {
+                        w.array(2);
+                    }
+                    w.bulk(m);
+                    if withscores {
+                        w.double(score);
+                    }
+                });
+                n += k;
+                if enough(n, w.out.len()) {
+                    break;
                 }
-                w.bulk(m);
-                if withscores {
-                    w.double(score);
-                }
-                n += 1;
-            });
+            }
         }
         _ => {}
     }

@@ -442,3 +442,33 @@ fn multi_exec_replies_big_values_at_once_as_before() {
     assert_eq!(r[2].items().len(), N);
     assert_eq!(r[3], V::Int(N as i64 + 1));
 }
+
+#[test]
+fn a_client_blocked_on_a_list_is_served_before_the_list_is_streamed() {
+    let s = common::Server::start(&[]);
+    for tag in TAGS {
+        let key = format!("{tag}bl");
+        let mut blocked = Conn::new(s.port);
+        blocked.send(&[&["BLPOP", &key, "10"]]);
+        // Wait until the server knows the client is blocked.
+        let mut c = Conn::new(s.port);
+        for _ in 0..500 {
+            let V::Bulk(Some(info)) = c.call(&["INFO", "clients"]) else {
+                panic!("info")
+            };
+            if String::from_utf8_lossy(&info).contains("blocked_clients:1") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let items: Vec<String> = (0..9000).map(|j| format!("e{j}")).collect();
+        let mut push = vec!["RPUSH", key.as_str()];
+        push.extend(items.iter().map(|x| x.as_str()));
+        c.send(&[&push, &["LRANGE", &key, "0", "-1"]]);
+        assert_eq!(c.read(), V::Int(9000));
+        // As in Redis: the blocked client is served right after the push, before the read.
+        let want: Vec<V> = items[1..].iter().map(|x| b(x)).collect();
+        assert_eq!(c.read().items(), &want[..]);
+        assert_eq!(blocked.read(), V::Arr(vec![b(&key), b("e0")]));
+    }
+}

@@ -1168,6 +1168,10 @@ impl Worker {
                 conn: it.conn,
                 seq: it.seq,
             };
+            if crate::stream::candidate(it.cmd) {
+                // A list written in this batch may have blocked clients to serve first.
+                crate::blocking::serve_ready(ctx.shard, &self.shared, now);
+            }
             if crate::stream::try_start(&mut ctx, it.cmd, &views, dest) {
                 record_stats(&self.shared, self.id, it.cmd, lap.lap(), None, &views, None);
                 continue;
@@ -1250,6 +1254,12 @@ impl Worker {
         args: &[&[u8]],
         suppress: bool,
     ) -> bool {
+        if !crate::stream::candidate(cmd) {
+            return false;
+        }
+        // Clients blocked on keys written earlier in this turn are served first (blocking.rs),
+        // so that no pop changes a list once it is streamed.
+        crate::blocking::serve_ready(&mut self.shard, &self.shared, self.now_ms);
         let conn = &mut self.conns[c];
         let dest = crate::stream::Dest {
             thread: self.id,

@@ -429,6 +429,33 @@ impl std::fmt::Debug for Set {
     }
 }
 
+// ---- Resumable iteration (streamed replies) -------------------------------------------------
+
+impl Set {
+    /// Resumable [`Set::for_each`]: visits members from position `at` (0 to start) until at
+    /// least `min` were visited; returns where to resume (None: done). A listpack is visited
+    /// whole. Valid only while the set is not modified between calls.
+    pub fn for_each_from(&self, at: usize, min: usize, mut f: impl FnMut(&[u8])) -> Option<usize> {
+        match self {
+            Set::Ints(v) => {
+                let end = at.saturating_add(min.max(1)).min(v.len());
+                let mut buf = [0u8; 20];
+                for &i in v.get(at..end).unwrap_or(&[]) {
+                    f(format_int(i, &mut buf));
+                }
+                (end < v.len()).then_some(end)
+            }
+            Set::Pack(p) => {
+                if at == 0 {
+                    p.iter().for_each(f);
+                }
+                None
+            }
+            Set::Table(t) => t.for_each_from(at, min, f),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -645,33 +672,6 @@ mod tests {
                 }
             }
             prop_assert_eq!(members(&s), model);
-        }
-    }
-}
-
-// ---- Resumable iteration (streamed replies) -------------------------------------------------
-
-impl Set {
-    /// Resumable [`Set::for_each`]: visits members from position `at` (0 to start) until at
-    /// least `min` were visited; returns where to resume (None: done). A listpack is visited
-    /// whole. Valid only while the set is not modified between calls.
-    pub fn for_each_from(&self, at: usize, min: usize, mut f: impl FnMut(&[u8])) -> Option<usize> {
-        match self {
-            Set::Ints(v) => {
-                let end = at.saturating_add(min.max(1)).min(v.len());
-                let mut buf = [0u8; 20];
-                for &i in v.get(at..end).unwrap_or(&[]) {
-                    f(format_int(i, &mut buf));
-                }
-                (end < v.len()).then_some(end)
-            }
-            Set::Pack(p) => {
-                if at == 0 {
-                    p.iter().for_each(f);
-                }
-                None
-            }
-            Set::Table(t) => t.for_each_from(at, min, f),
         }
     }
 }

@@ -387,6 +387,31 @@ impl std::fmt::Debug for MemberTable {
     }
 }
 
+// ---- Resumable iteration (streamed replies) -------------------------------------------------
+
+impl MemberTable {
+    /// Visits whole buckets from bucket index `from`, in [`MemberTable::for_each`]'s order,
+    /// until at least `min` members were visited. Returns the bucket to resume at (None: the
+    /// table ended). Valid only while the table is not modified between calls.
+    pub fn for_each_from(
+        &self,
+        from: usize,
+        min: usize,
+        mut f: impl FnMut(&[u8]),
+    ) -> Option<usize> {
+        let mut bi = from;
+        let mut n = 0;
+        while bi < self.buckets.len() && n < min.max(1) {
+            for m in entries(&self.buckets[bi]) {
+                f(m);
+                n += 1;
+            }
+            bi += 1;
+        }
+        (bi < self.buckets.len()).then_some(bi)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -529,31 +554,6 @@ mod tests {
             }
             prop_assert_eq!(seen, m);
         }
-    }
-}
-
-// ---- Resumable iteration (streamed replies) -------------------------------------------------
-
-impl MemberTable {
-    /// Visits whole buckets from bucket index `from`, in [`MemberTable::for_each`]'s order,
-    /// until at least `min` members were visited. Returns the bucket to resume at (None: the
-    /// table ended). Valid only while the table is not modified between calls.
-    pub fn for_each_from(
-        &self,
-        from: usize,
-        min: usize,
-        mut f: impl FnMut(&[u8]),
-    ) -> Option<usize> {
-        let mut bi = from;
-        let mut n = 0;
-        while bi < self.buckets.len() && n < min.max(1) {
-            for m in entries(&self.buckets[bi]) {
-                f(m);
-                n += 1;
-            }
-            bi += 1;
-        }
-        (bi < self.buckets.len()).then_some(bi)
     }
 }
 
