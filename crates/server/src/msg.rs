@@ -81,16 +81,17 @@ pub enum Msg {
     },
     /// A chunk of a streamed reply (stream.rs) for a connection of this thread: appended to its
     /// reply `seq`, which is complete with the `last` chunk. The first chunk of a stream that
-    /// has more carries the flag that cancels it (set when the connection goes away).
+    /// has more carries its flow control (credits for the next chunks, cancellation).
     StreamChunk {
         conn: ConnRef,
         seq: u64,
         bytes: Vec<u8>,
         last: bool,
-        cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+        flow: Option<std::sync::Arc<crate::stream::Flow>>,
     },
     /// Run one step of this thread's shard's streams (queued once per loop turn while streams
-    /// run, which also keeps the loop from sleeping meanwhile).
+    /// can run, which also keeps the loop from sleeping meanwhile; sent by a connection's
+    /// thread when it gives a stream a credit or cancels it).
     StreamTick,
     /// Bytes for a MONITOR client of this thread.
     Monitor { line: std::sync::Arc<Vec<u8>> },

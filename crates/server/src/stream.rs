@@ -48,10 +48,18 @@
 //! killed cancels its stream (a shared flag the shard checks before each step), which ends it
 //! and releases the key.
 //!
-//! Output: a stream does not pause for a client that reads slowly. Redis builds the whole
-//! reply in the client's buffer and applies `client-output-buffer-limit`; so does Darner
-//! (flush's limit check closes the client, which cancels its stream), and with Redis's
-//! default for normal clients (no limit) the memory is that of the reply, as before streams.
+//! Output and flow control: one chunk is in flight per stream. After each chunk the stream
+//! waits for a credit ([`Flow::ready`]) that the receiving thread gives once the chunk has left
+//! the connection's output buffer for the socket (it sends what is buffered itself, at the end
+//! of its pump, and otherwise waits for the socket's writable event), or, for a reply not yet
+//! at the head of the connection's replies, while less than [`PARTIAL_MAX`] bytes of it wait.
+//! Why: without it the output buffer of a fast stream grows to the whole reply, and the
+//! thread's flush then copies megabytes into the socket in one turn (measured: turns of 5-10
+//! ms, the very stall streams exist to avoid), plus the copies of a growing buffer. With it a
+//! big reply costs ~one chunk of memory, and a client that stops reading pauses its stream,
+//! which keeps its key locked against writers while it does not read (a Redis client that does
+//! not read holds the whole reply in its buffer instead; `client-output-buffer-limit` still
+//! closes it, which ends the stream).
 
 use crate::cmd::Command;
 use crate::msg::{BatchItem, Completion, ConnRef, Msg, TxId};
@@ -64,6 +72,25 @@ use std::sync::Arc;
 
 /// A collection with more elements than this (in the reply) is streamed.
 pub const STREAM_MIN: usize = 8192;
+/// Bytes of a reply that may wait behind earlier replies of its connection before its stream
+/// pauses (see flow control above).
+pub const PARTIAL_MAX: usize = 1 << 20;
+
+/// A stream's flow control, shared by the shard producing it and the connection's thread.
+pub struct Flow {
+    /// Set by the connection's thread: the client went away; the stream ends.
+    pub cancel: AtomicBool,
+    /// The stream may send its next chunk (cleared by the shard when it sends one).
+    pub ready: AtomicBool,
+    /// The thread of the shard producing the stream (to wake it).
+    pub producer: usize,
+}
+
+impl Flow {
+    fn runnable(&self) -> bool {
+        self.ready.load(Ordering::Acquire) || self.cancel.load(Ordering::Acquire)
+    }
+}
 /// The work of one step (one step per loop turn): about this long...
 const STEP_TIME: std::time::Duration = std::time::Duration::from_micros(200);
 /// ...checked every this many elements...
@@ -106,7 +133,7 @@ struct Stream {
     kind: Kind,
     resp3: bool,
     dest: Dest,
-    cancel: Arc<AtomicBool>,
+    flow: Arc<Flow>,
     /// Elements in the reply (pairs for HGETALL and WITHSCORES).
     total: usize,
     /// Elements written so far.
@@ -138,6 +165,11 @@ impl Streams {
     /// No stream is running.
     pub fn idle(&self) -> bool {
         self.active.is_empty()
+    }
+
+    /// Some stream may take a step now (not all wait for their client).
+    pub fn runnable(&self) -> bool {
+        self.active.iter().any(|s| s.flow.runnable())
     }
 
     fn streamed(&self, db: usize, key: &[u8]) -> bool {
@@ -268,7 +300,11 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
         kind,
         resp3: ctx.resp3,
         dest,
-        cancel: Arc::new(AtomicBool::new(false)),
+        flow: Arc::new(Flow {
+            cancel: AtomicBool::new(false),
+            ready: AtomicBool::new(true),
+            producer: ctx.shard.id,
+        }),
         total,
         done: 0,
         cursor: Some(0),
@@ -369,15 +405,19 @@ fn clamp(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
     Some((start as usize, end as usize))
 }
 
-/// Runs one step of the oldest stream that is due (round robin) and posts its chunk.
+/// Runs one step of the next stream that may take one (round robin) and posts its chunk.
 /// Returns true when a stream ended (waiting work may now run).
 pub fn step(shard: &mut Shard, shared: &crate::shared::Shared, now_ms: i64) -> bool {
-    let Some(mut s) = shard.streams.active.pop_front() else {
+    let streams = &mut shard.streams;
+    let Some(i) = streams.active.iter().position(|s| s.flow.runnable()) else {
         return false;
     };
-    if s.cancel.load(Ordering::Relaxed) {
+    streams.active.rotate_left(i);
+    let mut s = streams.active.pop_front().expect("found above");
+    if s.flow.cancel.load(Ordering::Acquire) {
         return true; // its client went away: nothing more to send
     }
+    s.flow.ready.store(false, Ordering::Release);
     let first = !s.started;
     let mut out = Vec::with_capacity(64 << 10);
     let finished = produce(&mut s, shard, now_ms, &mut out);
@@ -389,7 +429,7 @@ pub fn step(shard: &mut Shard, shared: &crate::shared::Shared, now_ms: i64) -> b
             seq: s.dest.seq,
             bytes: out,
             last: finished,
-            cancel: (first && !finished).then(|| s.cancel.clone()),
+            flow: (first && !finished).then(|| s.flow.clone()),
         },
     );
     if finished {
@@ -555,13 +595,23 @@ fn pad(w: &mut ReplyWriter, kind: Kind, resp3: bool, n: usize) {
 /// The streams a thread receives for its connections (see the module documentation).
 #[derive(Default)]
 pub struct Inbound {
-    open: Vec<(ConnRef, u64, Arc<AtomicBool>)>,
+    open: Vec<(ConnRef, u64, Arc<Flow>)>,
+}
+
+/// What the receiving thread decided for one open stream (see [`Inbound::take`]).
+pub enum Verdict {
+    /// Wait (the chunk has not left yet).
+    Wait,
+    /// Send the next chunk.
+    Credit,
+    /// The client went away: end the stream.
+    Cancel,
 }
 
 impl Inbound {
     /// Notes a stream that started sending to `conn`.
-    pub fn open(&mut self, conn: ConnRef, seq: u64, cancel: Arc<AtomicBool>) {
-        self.open.push((conn, seq, cancel));
+    pub fn open(&mut self, conn: ConnRef, seq: u64, flow: Arc<Flow>) {
+        self.open.push((conn, seq, flow));
     }
 
     /// Forgets a stream that ended.
@@ -569,21 +619,37 @@ impl Inbound {
         self.open.retain(|(c, s, _)| !(*c == conn && *s == seq));
     }
 
-    /// Cancels the streams whose connection is gone or going (EOF, kill): `gone(conn)` says
-    /// so, and completes what is left of its reply. Returns nothing; cheap when none is open.
-    pub fn check(&mut self, mut gone: impl FnMut(ConnRef, u64) -> bool) {
-        self.open.retain(|(c, seq, cancel)| {
-            if gone(*c, *seq) {
-                cancel.store(true, Ordering::Relaxed);
-                false
-            } else {
-                true
-            }
-        });
-    }
-
     pub fn is_empty(&self) -> bool {
         self.open.is_empty()
+    }
+
+    /// The open streams that wait for a credit (or may be cancelled), to decide on.
+    pub fn waiting(&self) -> Vec<(ConnRef, u64, Arc<Flow>)> {
+        self.open
+            .iter()
+            .filter(|(_, _, f)| !f.ready.load(Ordering::Acquire))
+            .cloned()
+            .collect()
+    }
+
+    /// Applies a decision: a credit or a cancel wakes the producing shard's thread.
+    pub fn decide(
+        &mut self,
+        shared: &crate::shared::Shared,
+        conn: ConnRef,
+        seq: u64,
+        flow: &Flow,
+        v: Verdict,
+    ) {
+        match v {
+            Verdict::Wait => return,
+            Verdict::Credit => flow.ready.store(true, Ordering::Release),
+            Verdict::Cancel => {
+                flow.cancel.store(true, Ordering::Release);
+                self.close(conn, seq);
+            }
+        }
+        crate::exec::post(shared, flow.producer, Msg::StreamTick);
     }
 }
 

@@ -1098,8 +1098,8 @@ impl Worker {
                 seq,
                 bytes,
                 last,
-                cancel,
-            } => self.stream_chunk(conn, seq, &bytes, last, cancel),
+                flow,
+            } => self.stream_chunk(conn, seq, &bytes, last, flow),
             Msg::StreamTick => self.stream_tick(),
             Msg::Monitor { line } => {
                 let ids: Vec<usize> = self
@@ -1301,21 +1301,22 @@ impl Worker {
         seq: u64,
         bytes: &[u8],
         last: bool,
-        cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
+        flow: Option<Arc<crate::stream::Flow>>,
     ) {
         match self.conn_mut(conn) {
             Some(cn) => {
                 cn.deliver_part(seq, bytes, last);
                 self.dirty.push(conn.idx as usize);
-                if let Some(flag) = cancel {
-                    self.inbound.open(conn, seq, flag);
+                if let Some(flow) = flow {
+                    self.inbound.open(conn, seq, flow);
                 } else if last {
                     self.inbound.close(conn, seq);
                 }
             }
             None => {
-                if let Some(flag) = cancel {
-                    flag.store(true, Ordering::Relaxed);
+                if let Some(flow) = flow {
+                    let v = crate::stream::Verdict::Cancel;
+                    self.inbound.decide(&self.shared, conn, seq, &flow, v);
                 }
             }
         }
@@ -1355,33 +1356,59 @@ impl Worker {
         }
     }
 
-    /// At the end of a pump: queue the next step while streams run, and cancel the streams of
-    /// this thread's connections that went away (EOF, kill, closed).
+    /// At the end of a pump: queue the next step while streams can run; give the streams of
+    /// this thread's connections a credit once their last chunk left (flow control), and
+    /// cancel those whose connection went away (EOF, kill, closed).
     fn stream_turn_end(&mut self) {
+        use crate::stream::{Verdict, PARTIAL_MAX};
+        if !self.inbound.is_empty() {
+            for (r, seq, flow) in self.inbound.waiting() {
+                let c = r.idx as usize;
+                let mut verdict = Verdict::Wait;
+                if let Some(cn) = self.conn_mut(r) {
+                    if cn.handle.kill.load(Ordering::Relaxed)
+                        || (cn.closing && !cn.state.close_after_reply)
+                    {
+                        // What is left of the reply will not come: complete it so the
+                        // connection can close.
+                        cn.deliver_part(seq, &[], true);
+                        self.dirty.push(c);
+                        verdict = Verdict::Cancel;
+                    } else if cn.done_seq != seq {
+                        // Behind other replies: it may buffer up to PARTIAL_MAX.
+                        let buffered: usize = cn
+                            .stream
+                            .partial
+                            .iter()
+                            .filter(|(s, _)| *s == seq)
+                            .map(|(_, b)| b.len())
+                            .sum();
+                        if buffered < PARTIAL_MAX {
+                            verdict = Verdict::Credit;
+                        }
+                    } else {
+                        if cn.out_len() > 0 {
+                            // Send it now; if the socket is full, its writable event brings
+                            // this connection back here.
+                            self.flush(c);
+                        }
+                        verdict = match self.conn_mut(r) {
+                            Some(cn) if cn.out_len() == 0 => Verdict::Credit,
+                            Some(_) => Verdict::Wait,
+                            None => Verdict::Cancel,
+                        };
+                    }
+                } else {
+                    verdict = Verdict::Cancel;
+                }
+                self.inbound.decide(&self.shared, r, seq, &flow, verdict);
+            }
+        }
         let streams = &mut self.shard.streams;
-        if !streams.idle() && !streams.ticking {
+        if streams.runnable() && !streams.ticking {
             streams.ticking = true;
             LOCAL.with(|l| l.borrow_mut().push_back(Msg::StreamTick));
         }
-        if self.inbound.is_empty() {
-            return;
-        }
-        let conns = &mut self.conns;
-        let dirty = &mut self.dirty;
-        self.inbound.check(|r, seq| {
-            let Some(cn) = conns.get_mut(r.idx as usize).filter(|c| c.gen == r.gen) else {
-                return true;
-            };
-            let hangup = cn.handle.kill.load(Ordering::Relaxed)
-                || (cn.closing && !cn.state.close_after_reply);
-            if hangup {
-                // What is left of the reply will not come: complete it so the connection
-                // can close.
-                cn.deliver_part(seq, &[], true);
-                dirty.push(r.idx as usize);
-            }
-            hangup
-        });
     }
 
     // ---- writing ----
