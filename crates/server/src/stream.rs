@@ -56,10 +56,12 @@
 //! Why: without it the output buffer of a fast stream grows to the whole reply, and the
 //! thread's flush then copies megabytes into the socket in one turn (measured: turns of 5-10
 //! ms, the very stall streams exist to avoid), plus the copies of a growing buffer. With it a
-//! big reply costs ~one chunk of memory, and a client that stops reading pauses its stream,
-//! which keeps its key locked against writers while it does not read (a Redis client that does
-//! not read holds the whole reply in its buffer instead; `client-output-buffer-limit` still
-//! closes it, which ends the stream).
+//! big reply costs ~one chunk of memory. A client that stops reading pauses its stream, but
+//! not for long: a stream that waited [`SLOW_CLIENT_MS`] for a credit gets credits from then
+//! on whatever the socket does, so the rest of the reply is produced (still in steps) into the
+//! client's output buffer, as Redis would have, and the key is released; a client that does not
+//! read cannot keep writers of the key waiting. `client-output-buffer-limit` applies to that
+//! buffer as usual (closing the client ends its stream).
 
 use crate::cmd::Command;
 use crate::msg::{BatchItem, Completion, ConnRef, Msg, TxId};
@@ -84,7 +86,14 @@ pub struct Flow {
     pub ready: AtomicBool,
     /// The thread of the shard producing the stream (to wake it).
     pub producer: usize,
+    /// Receiving side only: since when (unix ms, 0: not) the stream waits for its client, and
+    /// whether it waited too long and now gets credits regardless.
+    pub waiting_since: std::sync::atomic::AtomicI64,
+    pub unthrottled: AtomicBool,
 }
+
+/// How long a stream waits for a client that does not read before producing the rest anyway.
+pub const SLOW_CLIENT_MS: i64 = 1000;
 
 impl Flow {
     fn runnable(&self) -> bool {
@@ -304,6 +313,8 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
             cancel: AtomicBool::new(false),
             ready: AtomicBool::new(true),
             producer: ctx.shard.id,
+            waiting_since: Default::default(),
+            unthrottled: AtomicBool::new(false),
         }),
         total,
         done: 0,
@@ -632,18 +643,34 @@ impl Inbound {
             .collect()
     }
 
-    /// Applies a decision: a credit or a cancel wakes the producing shard's thread.
+    /// Applies a decision: a credit or a cancel wakes the producing shard's thread. A stream
+    /// made to wait [`SLOW_CLIENT_MS`] gets its credit anyway (see flow control above).
     pub fn decide(
         &mut self,
         shared: &crate::shared::Shared,
         conn: ConnRef,
         seq: u64,
         flow: &Flow,
-        v: Verdict,
+        mut v: Verdict,
+        now_ms: i64,
     ) {
+        if matches!(v, Verdict::Wait) {
+            let since = flow.waiting_since.load(Ordering::Relaxed);
+            if flow.unthrottled.load(Ordering::Relaxed) {
+                v = Verdict::Credit;
+            } else if since == 0 {
+                flow.waiting_since.store(now_ms.max(1), Ordering::Relaxed);
+            } else if now_ms - since >= SLOW_CLIENT_MS {
+                flow.unthrottled.store(true, Ordering::Relaxed);
+                v = Verdict::Credit;
+            }
+        }
         match v {
             Verdict::Wait => return,
-            Verdict::Credit => flow.ready.store(true, Ordering::Release),
+            Verdict::Credit => {
+                flow.waiting_since.store(0, Ordering::Relaxed);
+                flow.ready.store(true, Ordering::Release)
+            }
             Verdict::Cancel => {
                 flow.cancel.store(true, Ordering::Release);
                 self.close(conn, seq);

@@ -472,3 +472,34 @@ fn a_client_blocked_on_a_list_is_served_before_the_list_is_streamed() {
         assert_eq!(blocked.read(), V::Arr(vec![b(&key), b("e0")]));
     }
 }
+
+#[test]
+fn a_client_that_does_not_read_keeps_writers_waiting_only_briefly() {
+    let s = common::Server::start(&[]);
+    let mut c = Conn::new(s.port);
+    // ~6 MB of reply: more than the sockets' buffers hold.
+    let value = "v".repeat(200);
+    for tag in TAGS {
+        let h = format!("{tag}slow");
+        for i in (0..30_000).step_by(1000) {
+            let mut cmd = vec!["HSET".to_string(), h.clone()];
+            for j in i..i + 1000 {
+                cmd.extend([format!("f{j}"), value.clone()]);
+            }
+            let refs: Vec<&str> = cmd.iter().map(|x| x.as_str()).collect();
+            assert_eq!(c.call(&refs), V::Int(1000));
+        }
+        let mut idle = Conn::new(s.port);
+        idle.send(&[&["HGETALL", &h]]);
+        // The stream has started once its first byte arrived; then the client stops reading.
+        let mut first = [0u8; 1];
+        idle.r.read_exact(&mut first).unwrap();
+        // Once the reader has been given up on (after about a second), the rest of its reply
+        // is buffered for it and the write goes through.
+        let mut w = Conn::new(s.port);
+        assert_eq!(w.call(&["HSET", &h, "late", "1"]), V::Int(1));
+        let got = pairs_of(&idle.read_after(first[0]));
+        assert_eq!(got.len(), 30_000);
+        assert!(!got.contains_key(&b"late"[..]));
+    }
+}

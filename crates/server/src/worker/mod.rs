@@ -1316,7 +1316,8 @@ impl Worker {
             None => {
                 if let Some(flow) = flow {
                     let v = crate::stream::Verdict::Cancel;
-                    self.inbound.decide(&self.shared, conn, seq, &flow, v);
+                    self.inbound
+                        .decide(&self.shared, conn, seq, &flow, v, self.now_ms);
                 }
             }
         }
@@ -1401,7 +1402,9 @@ impl Worker {
                 } else {
                     verdict = Verdict::Cancel;
                 }
-                self.inbound.decide(&self.shared, r, seq, &flow, verdict);
+                let now = Shared::now_ms();
+                self.inbound
+                    .decide(&self.shared, r, seq, &flow, verdict, now);
             }
         }
         let streams = &mut self.shard.streams;
