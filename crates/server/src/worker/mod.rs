@@ -1242,6 +1242,9 @@ impl Worker {
         conn.parsed.push_front(owner.own(args));
         conn.stream.wait = true;
         self.shard.streams.wait(me);
+        // It is counted when it runs (dispatch counted it already).
+        let n = &self.shared.stats[self.id].commands;
+        n.store(n.load(Ordering::Relaxed).wrapping_sub(1), Ordering::Relaxed);
         true
     }
 
@@ -1367,7 +1370,9 @@ impl Worker {
                 let c = r.idx as usize;
                 let mut verdict = Verdict::Wait;
                 if let Some(cn) = self.conn_mut(r) {
-                    if cn.handle.kill.load(Ordering::Relaxed)
+                    if seq < cn.done_seq {
+                        verdict = Verdict::Cancel; // its reply was completed already
+                    } else if cn.handle.kill.load(Ordering::Relaxed)
                         || (cn.closing && !cn.state.close_after_reply)
                     {
                         // What is left of the reply will not come: complete it so the
