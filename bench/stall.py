@@ -5,7 +5,9 @@ One hash of N fields (UUIDv4 field -> 16-byte value, default 1,000,000; the issu
 --fields 10000000) is loaded into each server. Then, for each operation on it (HGETALL of the
 whole hash, DEL, UNLINK, expiry, FLUSHALL), a probe process sends GETs on 16 other keys (some
 on the big key's shard) one at a time and records every latency while a second client runs
-the operation; the hash is reloaded between operations. Printed per server and operation:
+the operation; the hash is reloaded between operations. The whole-collection reads of the
+other types run on a value of the same size: SMEMBERS of a set of N UUIDs, LRANGE 0 -1 of a
+list of N UUIDs, ZRANGE 0 -1 WITHSCORES of a sorted set of N UUIDs scored 0..N-1. Printed per server and operation:
 the probe's p50, p99.9 and max latency during the operation, and how long the operation took
 for the client that sent it.
 
@@ -13,7 +15,7 @@ Servers bind 127.0.0.1 on free ports, every step is bounded, and both servers ar
 whatever happens.
 
 Usage: bench/stall.py [--darner target/release/darner] [--threads 2] [--fields 1000000]
-                      [--ops hgetall,del,unlink,expire,flushall]
+                      [--ops hgetall,smembers,lrange,zrange,del,unlink,expire,flushall]
 """
 import argparse
 import multiprocessing as mp
@@ -82,22 +84,39 @@ class Conn:
         return self.reply()
 
 
-def load(port, key, fields, batch=2000):
+# The value each operation runs on: (write command, length command, whole-read command).
+KINDS = {
+    "hash": ("HSET", "HLEN", None),
+    "set": ("SADD", "SCARD", ("SMEMBERS",)),
+    "list": ("RPUSH", "LLEN", ("LRANGE", 0, -1)),
+    "zset": ("ZADD", "ZCARD", ("ZRANGE", 0, -1, "WITHSCORES")),
+}
+READS = {"hgetall": ("hash", ("HGETALL",)), "smembers": ("set",), "lrange": ("list",), "zrange": ("zset",)}
+
+
+def load(port, key, fields, batch=2000, kind="hash"):
     c = Conn(port)
     c.call("DEL", key)
     value = b"r" * 16
+    write, length, _ = KINDS[kind]
     sent = 0
     while sent < fields:
         n = min(batch, fields - sent)
-        args = ["HSET", key]
-        for _ in range(n):
-            args += [str(uuid.uuid4()).encode(), value]
+        args = [write, key]
+        for i in range(n):
+            member = str(uuid.uuid4()).encode()
+            if kind == "hash":
+                args += [member, value]
+            elif kind == "zset":
+                args += [sent + i, member]
+            else:
+                args.append(member)
         c.s.sendall(command(*args))
         c.reply()
         sent += n
-    got = int(c.call("HLEN", key)[1:])
+    got = int(c.call(length, key)[1:])
     if got != fields:
-        raise RuntimeError("loaded %d fields, expected %d" % (got, fields))
+        raise RuntimeError("loaded %d elements, expected %d" % (got, fields))
 
 
 def probe(port, keys, stop, out):
@@ -129,10 +148,12 @@ def run_op(port, op, key, probe_keys):
     time.sleep(0.5)  # the probe's own warm-up
     c = Conn(port)
     t0 = time.perf_counter()
-    if op == "hgetall":
+    if op in READS:
+        kind = READS[op][0]
+        read = READS[op][1] if len(READS[op]) > 1 else KINDS[kind][2]
         # Read the whole reply as raw bytes (parsing millions of items in Python would take
         # longer than the server): a PING behind it marks its end.
-        c.s.sendall(command("HGETALL", key) + command("PING"))
+        c.s.sendall(command(read[0], key, *read[1:]) + command("PING"))
         tail = b""
         while not tail.endswith(b"\r\n+PONG\r\n"):
             chunk = c.s.recv(1 << 22)
@@ -164,7 +185,7 @@ def main():
     ap.add_argument("--redis", default="redis-server")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--fields", type=int, default=1_000_000)
-    ap.add_argument("--ops", default="hgetall,del,unlink,expire,flushall")
+    ap.add_argument("--ops", default="hgetall,smembers,lrange,zrange,del,unlink,expire,flushall")
     args = ap.parse_args()
     ops = args.ops.split(",")
     servers = []
@@ -178,7 +199,8 @@ def main():
              "--loglevel", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
         for _, port, proc in servers:
             wait_ready(port, proc, timeout=20)
-        print(f"# one hash of {args.fields:,} fields (uuid4 -> 16 bytes); probe: GET on 16 other keys, "
+        print(f"# one hash of {args.fields:,} fields (uuid4 -> 16 bytes), or a set/list/zset of as many "
+              f"uuid4s; probe: GET on 16 other keys, "
               f"one at a time; darner --threads {args.threads}")
         print(f"{'server':<8}{'operation':<10}{'op ms':>10}{'probe p50 µs':>14}{'p99.9 µs':>12}{'max µs':>12}{'GETs':>9}")
         key = "big"
@@ -188,7 +210,7 @@ def main():
             for k in probe_keys:
                 c.call("SET", k, "v" * 16)
             for op in ops:
-                load(port, key, args.fields)
+                load(port, key, args.fields, kind=READS[op][0] if op in READS else "hash")
                 if op == "flushall":
                     # FLUSHALL takes the probe keys too: the probe then reads misses, still a GET.
                     pass

@@ -5,6 +5,10 @@
 //! the oldest outstanding number goes straight to the output buffer, a later one waits in
 //! `pending` until the ones before it arrive. When nothing is outstanding (the common case),
 //! a command that runs inline writes its reply directly into the output buffer.
+//!
+//! A streamed reply (stream.rs) arrives in parts: `deliver_part` appends a part to the output
+//! at once when its sequence number is the oldest outstanding one, and otherwise buffers it
+//! in `partial` until the replies before it are out; later replies wait for its last part.
 
 use crate::cmd::Command;
 use crate::shared::ClientHandle;
@@ -143,6 +147,16 @@ impl ClientState {
     }
 }
 
+/// A connection's share of streamed replies (stream.rs).
+#[derive(Default)]
+pub struct StreamState {
+    /// Parts of streamed replies received before their turn: (seq, bytes so far).
+    pub partial: Vec<(u64, Vec<u8>)>,
+    /// A command touched a key being streamed on this thread's shard: the connection waits
+    /// (its request is first in `parsed`) until a stream ends.
+    pub wait: bool,
+}
+
 pub struct Conn {
     pub sock: TcpStream,
     pub gen: u32,
@@ -155,6 +169,8 @@ pub struct Conn {
     pub done_seq: u64,
     /// Replies for sequence numbers done_seq.. (None: not arrived yet); bool: suppressed.
     pub pending: VecDeque<(Option<Vec<u8>>, bool)>,
+    /// Streamed replies' parts and waits (stream.rs).
+    pub stream: StreamState,
     /// A transaction task of this connection is running: input waits.
     pub in_tx: bool,
     /// A command held back by CLIENT PAUSE, to retry.
@@ -189,6 +205,12 @@ impl Conn {
             return;
         }
         self.pending[i].0 = Some(reply);
+        self.advance();
+    }
+
+    /// Moves every complete reply that is now in order to the output, then what has arrived
+    /// of the (streamed) reply that is next.
+    fn advance(&mut self) {
         while let Some((Some(_), _)) = self.pending.front() {
             let (r, suppressed) = self.pending.pop_front().unwrap();
             if !suppressed {
@@ -206,6 +228,49 @@ impl Conn {
                 });
             }
             self.done_seq += 1;
+        }
+        if !self.stream.partial.is_empty() {
+            let head = self.done_seq;
+            if let Some(i) = self.stream.partial.iter().position(|(s, _)| *s == head) {
+                let (_, part) = self.stream.partial.swap_remove(i);
+                if !self.pending.front().is_some_and(|p| p.1) {
+                    self.out.extend_from_slice(&part);
+                }
+            }
+        }
+    }
+
+    /// Records a part of the streamed reply `seq` (complete with the `last` part): straight to
+    /// the output when `seq` is the oldest outstanding reply, otherwise kept until it is.
+    pub fn deliver_part(&mut self, seq: u64, part: &[u8], last: bool) {
+        if seq < self.done_seq {
+            return;
+        }
+        let i = (seq - self.done_seq) as usize;
+        if i >= self.pending.len() {
+            return;
+        }
+        if i == 0 {
+            if !self.pending[0].1 {
+                self.out.extend_from_slice(part);
+            }
+            if last {
+                self.pending[0].0 = Some(Vec::new());
+                self.advance();
+            }
+            return;
+        }
+        let at = match self.stream.partial.iter().position(|(s, _)| *s == seq) {
+            Some(at) => at,
+            None => {
+                self.stream.partial.push((seq, Vec::new()));
+                self.stream.partial.len() - 1
+            }
+        };
+        self.stream.partial[at].1.extend_from_slice(part);
+        if last {
+            let (_, whole) = self.stream.partial.swap_remove(at);
+            self.pending[i].0 = Some(whole);
         }
     }
 

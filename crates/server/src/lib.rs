@@ -21,6 +21,8 @@
 //!   (`mod.rs`), and per-command accounting: statistics, slow log, MONITOR (`stats.rs`).
 //! - `conn.rs`: a connection, its ordered replies and its client state.
 //! - `shard.rs`: a shard's data and lock; `exec.rs`: transaction tasks and their executor.
+//! - `stream.rs`: big whole-collection replies (HGETALL, SMEMBERS, LRANGE, ZRANGE) produced in
+//!   steps, with the key locked against writers meanwhile.
 //! - `msg.rs`: inter-thread messages; `shared.rs`: state all threads share (stats, clients).
 //! - `cmd/`: one file per command group; `cmd/mod.rs` is the handler registry.
 //! - `blocking.rs`: clients blocked on keys (BLPOP, BZPOPMIN, ...): waiters, wake-ups, timeouts.
@@ -43,6 +45,7 @@ pub mod pubsub;
 pub mod server;
 pub mod shard;
 pub mod shared;
+pub mod stream;
 pub mod sys;
 pub mod tracking;
 pub mod worker;

@@ -9,7 +9,7 @@ use std::any::Any;
 
 /// A connection on some thread: slab index plus a generation, so that a reply for a
 /// connection that closed meanwhile is recognised and dropped.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ConnRef {
     pub idx: u32,
     pub gen: u32,
@@ -84,6 +84,20 @@ pub enum Msg {
         reply: Vec<u8>,
         client: Box<ClientState>,
     },
+    /// A chunk of a streamed reply (stream.rs) for a connection of this thread: appended to its
+    /// reply `seq`, which is complete with the `last` chunk. The first chunk of a stream that
+    /// has more carries its flow control (credits for the next chunks, cancellation).
+    StreamChunk {
+        conn: ConnRef,
+        seq: u64,
+        bytes: Vec<u8>,
+        last: bool,
+        flow: Option<std::sync::Arc<crate::stream::Flow>>,
+    },
+    /// Run one step of this thread's shard's streams (queued once per loop turn while streams
+    /// can run, which also keeps the loop from sleeping meanwhile; sent by a connection's
+    /// thread when it gives a stream a credit or cancels it).
+    StreamTick,
     /// Bytes for a MONITOR client of this thread.
     Monitor { line: std::sync::Arc<Vec<u8>> },
     /// Tracking invalidations for connections of this thread (tracking.rs).

@@ -8,6 +8,17 @@
 //! locks until the end (strict two-phase locking) makes every multi-key command and MULTI/EXEC
 //! serializable. Single-shard commands on an unlocked shard never see any of this: they run
 //! inline, with no message and no lock.
+//!
+//! Streams (stream.rs): a shard producing big replies in steps holds shared intent locks on
+//! the streamed keys. A lock request arriving meanwhile is NOT put in `ShardLock::waiting`
+//! (that would make `free()` false and defer every single-key command of the shard until the
+//! streams end, the very stall streams exist to avoid): it waits aside in
+//! `Streams::tx_waiting` and is granted when the last stream ends; while one waits, no new
+//! stream starts (big reads run at once instead), so it cannot starve. A held lock is never
+//! granted with streams running, and a locked shard starts none, so a transaction's steps
+//! never see a half-streamed key. What a transaction waiting for one shard's streams does to
+//! the shards it already holds (their work waits, as for any lock wait) is the price of
+//! strict two-phase locking; streams are bounded by the value's size.
 
 use crate::msg::{Msg, TxId};
 use crate::shared::Shared;
@@ -21,6 +32,8 @@ pub struct Shard {
     pub blocked: crate::blocking::Registry,
     /// Client tracking: who read which of this shard's keys.
     pub tracking: crate::tracking::Table,
+    /// Big replies being produced in steps, and the work waiting for them (stream.rs).
+    pub streams: crate::stream::Streams,
     rng: u64,
 }
 
@@ -31,6 +44,7 @@ impl Shard {
             dbs: (0..databases).map(|_| Db::new()).collect(),
             blocked: Default::default(),
             tracking: Default::default(),
+            streams: Default::default(),
             rng: 0x9E37_79B9_7F4A_7C15
                 ^ ((id as u64 + 1) * 0x2545_F491_4F6C_DD1D)
                 ^ Shared::now_us() as u64,

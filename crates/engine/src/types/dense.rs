@@ -524,6 +524,33 @@ impl PartialEq for DenseTable {
     }
 }
 
+// ---- Resumable iteration (streamed replies) -------------------------------------------------
+
+impl DenseTable {
+    /// Visits whole buckets from bucket index `from`, in [`DenseTable::iter`]'s order, until at
+    /// least `min` entries were visited. Returns the bucket to resume at (None: the table
+    /// ended). A cursor stays valid only while the table is not modified: the server streams a
+    /// big reply in steps while nothing may write the key (see the server's `stream.rs`).
+    pub fn for_each_from<'a>(
+        &'a self,
+        from: usize,
+        min: usize,
+        mut f: impl FnMut(EntryRef<'a>),
+    ) -> Option<usize> {
+        let mut bi = from;
+        let mut n = 0;
+        while bi < self.buckets.len() && n < min.max(1) {
+            let b = &self.buckets[bi];
+            for s in entries(b) {
+                f((&b[s.key.0..s.key.1], &b[s.val.0..s.val.1], s.expiry));
+                n += 1;
+            }
+            bi += 1;
+        }
+        (bi < self.buckets.len()).then_some(bi)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -744,5 +771,28 @@ mod stats {
         eprintln!("n={} buckets={} (cap {}) dir={} avg/bucket={:.1} chunk/field={:.1} rounded/field={:.1} vec/field={:.1} dir/field={:.1}",
             t.len(), t.buckets.len(), t.buckets.capacity(), t.dir.len(), t.len() as f64 / t.buckets.len() as f64,
             chunk as f64 / n as f64, rounded as f64 / n as f64, (t.buckets.capacity() * 16) as f64 / n as f64, (t.dir.capacity() * 4) as f64 / n as f64);
+    }
+}
+
+#[cfg(test)]
+mod resumable_tests {
+    use super::*;
+
+    #[test]
+    fn for_each_from_in_steps_equals_iter() {
+        let mut t = DenseTable::new();
+        for i in 0..5_000u32 {
+            t.insert(format!("f{i}").as_bytes(), format!("v{i}").as_bytes(), None);
+        }
+        let all: Vec<(Vec<u8>, Vec<u8>)> =
+            t.iter().map(|(k, v, _)| (k.to_vec(), v.to_vec())).collect();
+        for step in [1, 7, 100, 4096, 10_000] {
+            let mut got = Vec::new();
+            let mut at = Some(0);
+            while let Some(from) = at {
+                at = t.for_each_from(from, step, |(k, v, _)| got.push((k.to_vec(), v.to_vec())));
+            }
+            assert_eq!(got, all, "step {step}");
+        }
     }
 }

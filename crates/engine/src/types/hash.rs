@@ -540,6 +540,30 @@ impl PartialEq for Hash {
     }
 }
 
+// ---- Resumable iteration (streamed replies) -------------------------------------------------
+
+impl Hash {
+    /// Resumable [`Hash::iter`]: visits (field, value) pairs from position `at` (0 to start)
+    /// until at least `min` were visited; returns where to resume (None: done). A listpack is
+    /// visited whole. Valid only while the hash is not modified between calls.
+    pub fn for_each_from<'a>(
+        &'a self,
+        at: usize,
+        min: usize,
+        mut f: impl FnMut(&'a [u8], &'a [u8]),
+    ) -> Option<usize> {
+        match self {
+            Hash::Pack { .. } => {
+                if at == 0 {
+                    self.iter().for_each(|(k, v)| f(k, v));
+                }
+                None
+            }
+            Hash::Table(t) => t.for_each_from(at, min, |(k, v, _)| f(k, v)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

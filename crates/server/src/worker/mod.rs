@@ -76,6 +76,8 @@ pub struct Worker {
     /// Argument vectors to reuse.
     /// Connections whose socket may hold more than the last turn's read budget.
     more_input: Vec<usize>,
+    /// Streamed replies arriving for this thread's connections (stream.rs).
+    inbound: crate::stream::Inbound,
     stop: bool,
 }
 
@@ -107,6 +109,7 @@ impl Worker {
             lap: Lap::start(),
             loop_now: Instant::now(),
             more_input: Vec::new(),
+            inbound: Default::default(),
             stop: false,
         };
         for (i, l) in w.listeners.iter_mut().enumerate() {
@@ -283,6 +286,7 @@ impl Worker {
             next_seq: 0,
             done_seq: 0,
             pending: Default::default(),
+            stream: Default::default(),
             in_tx: false,
             paused: None,
             parsed: Default::default(),
@@ -426,7 +430,12 @@ impl Worker {
     /// is running, it is closing or paused, or its output is backed up).
     fn held(&mut self, c: usize) -> bool {
         let conn = &mut self.conns[c];
-        if conn.in_tx || conn.closing || conn.paused.is_some() || conn.state.close_after_reply {
+        if conn.in_tx
+            || conn.closing
+            || conn.paused.is_some()
+            || conn.state.close_after_reply
+            || conn.stream.wait
+        {
             return true;
         }
         if conn.out_len() > OUTPUT_BACKPRESSURE {
@@ -603,6 +612,8 @@ impl Worker {
         let seq = conn.expect(false);
         conn.deliver(seq, reply);
         conn.closing = true;
+        // Closing after the replies due, not a hang-up: a stream before it is not cancelled.
+        conn.state.close_after_reply = true;
         conn.rbuf.clear();
         self.dirty.push(c);
     }
@@ -778,6 +789,12 @@ impl Worker {
             conn.paused = Some(owner.own(args));
             return;
         }
+        if let Handler::Key(_) = cmd.handler {
+            if self.stream_park(c, cmd, args, owner) {
+                return;
+            }
+        }
+        let conn = &self.conns[c];
         if self.shared.monitors.load(Ordering::Relaxed) > 0
             && !spec.has(flags::SKIP_MONITOR)
             && !spec.has(flags::ADMIN)
@@ -794,6 +811,15 @@ impl Worker {
                 let conn = &mut self.conns[c];
                 if shard == self.id && self.lock.free() {
                     let suppress = take_suppress(&mut conn.state);
+                    if self.stream_start(c, cmd, args, suppress) {
+                        // A streamed read is tracked too (its key is locked until the stream
+                        // ends, so recording it now misses no write).
+                        if let Some((r, true)) = track {
+                            self.remember_keys(spec, args, r);
+                        }
+                        return;
+                    }
+                    let conn = &mut self.conns[c];
                     let clock = Clock {
                         touch: !conn.state.no_touch,
                         ..Clock::at(now)
@@ -1016,6 +1042,7 @@ impl Worker {
                 break;
             }
         }
+        self.stream_turn_end();
     }
 
     fn handle(&mut self, m: Msg) {
@@ -1044,7 +1071,10 @@ impl Worker {
                 }
             }
             Msg::Acquire { tx, done } => {
-                if self.lock.free() {
+                if self.lock.free() && !self.shard.streams.idle() {
+                    // Not in the lock's queue: the shard keeps serving other keys (shard.rs).
+                    self.shard.streams.tx_waiting.push_back((tx, done));
+                } else if self.lock.free() {
                     self.lock.holder = Some(tx);
                     post(
                         &self.shared,
@@ -1087,6 +1117,10 @@ impl Worker {
                     self.lock.holder = None;
                     while let Some(w) = self.lock.waiting.pop_front() {
                         match w {
+                            Msg::Acquire { tx, done } if !self.shard.streams.idle() => {
+                                // A batch just run started a stream (shard.rs).
+                                self.shard.streams.tx_waiting.push_back((tx, done));
+                            }
                             Msg::Acquire { tx, done } => {
                                 self.lock.holder = Some(tx);
                                 post(
@@ -1161,6 +1195,14 @@ impl Worker {
                     self.resume.push(conn.idx as usize);
                 }
             }
+            Msg::StreamChunk {
+                conn,
+                seq,
+                bytes,
+                last,
+                flow,
+            } => self.stream_chunk(conn, seq, &bytes, last, flow),
+            Msg::StreamTick => self.stream_tick(),
             Msg::Monitor { line } => {
                 let ids: Vec<usize> = self
                     .conns
@@ -1421,6 +1463,14 @@ impl Worker {
             let Handler::Key(f) = it.cmd.handler else {
                 continue;
             };
+            if self
+                .shard
+                .streams
+                .must_wait(from, it.conn, it.db, it.cmd, &it.args)
+            {
+                self.shard.streams.park(from, it);
+                continue;
+            }
             let start_at = buf.len();
             let mut ctx = ShardCtx {
                 shard: &mut self.shard,
@@ -1432,8 +1482,24 @@ impl Worker {
                 resp3: it.resp3,
                 shared: &self.shared,
             };
-            let mut w = ReplyWriter::new(&mut buf, it.resp3);
             let views = cmd::views(&it.args);
+            let dest = crate::stream::Dest {
+                thread: from,
+                conn: it.conn,
+                seq: it.seq,
+            };
+            if crate::stream::candidate(it.cmd) {
+                // A list written in this batch may have blocked clients to serve first.
+                crate::blocking::serve_ready(ctx.shard, &self.shared, now);
+            }
+            if crate::stream::try_start(&mut ctx, it.cmd, &views, dest) {
+                if let Some((r, true)) = it.track {
+                    self.remember_keys(it.cmd.spec, &views, r);
+                }
+                record_stats(&self.shared, self.id, it.cmd, lap.lap(), None, &views, None);
+                continue;
+            }
+            let mut w = ReplyWriter::new(&mut buf, it.resp3);
             run_handler(f, &mut ctx, &views, &mut w, start_at, it.cmd);
             self.drain_written(it.track.map(|(r, _)| crate::tracking::Writer {
                 id: r.id,
@@ -1457,7 +1523,9 @@ impl Worker {
             let slow = slow.map(|us| Box::new((us, it.args)));
             done.push((it.conn, it.seq, start_at as u32, buf.len() as u32, slow));
         }
-        post(&self.shared, from, Msg::BatchDone { buf, items: done });
+        if !done.is_empty() {
+            post(&self.shared, from, Msg::BatchDone { buf, items: done });
+        }
     }
 
     /// Hands the big values freed during this turn to the background thread (lazyfree.rs).
@@ -1469,6 +1537,216 @@ impl Worker {
                     .lazyfree
                     .free(&self.shared.metrics, Box::new(g), n);
             }
+        }
+    }
+
+    // ---- streamed replies (stream.rs) ----
+
+    /// Holds connection `c` when its single-shard command, about to run inline on this
+    /// thread's shard, touches a streamed key (or an earlier command of its waits there): the
+    /// request goes back to the front of its queue and runs when a stream ends.
+    fn stream_park(
+        &mut self,
+        c: usize,
+        cmd: &'static Command,
+        args: &[&[u8]],
+        owner: Owner<'_>,
+    ) -> bool {
+        if self.shard.streams.idle() || !self.lock.free() {
+            return false;
+        }
+        if cmd::key_shard(cmd.spec, args, self.shared.threads, self.id) != self.id {
+            return false;
+        }
+        let conn = &mut self.conns[c];
+        let me = ConnRef {
+            idx: c as u32,
+            gen: conn.gen,
+        };
+        if !self
+            .shard
+            .streams
+            .must_wait(self.id, me, conn.state.db, cmd, args)
+        {
+            return false;
+        }
+        conn.parsed.push_front(owner.own(args));
+        conn.stream.wait = true;
+        self.shard.streams.wait(me);
+        // It is counted when it runs (dispatch counted it already).
+        let n = &self.shared.stats[self.id].commands;
+        n.store(n.load(Ordering::Relaxed).wrapping_sub(1), Ordering::Relaxed);
+        true
+    }
+
+    /// Starts a stream for connection `c`'s command when it is a big whole-collection read
+    /// (stream.rs decides); its reply then arrives in chunks.
+    fn stream_start(
+        &mut self,
+        c: usize,
+        cmd: &'static Command,
+        args: &[&[u8]],
+        suppress: bool,
+    ) -> bool {
+        if !crate::stream::candidate(cmd) {
+            return false;
+        }
+        // Clients blocked on keys written earlier in this turn are served first (blocking.rs),
+        // so that no pop changes a list once it is streamed.
+        crate::blocking::serve_ready(&mut self.shard, &self.shared, self.now_ms);
+        let conn = &mut self.conns[c];
+        let dest = crate::stream::Dest {
+            thread: self.id,
+            conn: ConnRef {
+                idx: c as u32,
+                gen: conn.gen,
+            },
+            seq: conn.next_seq,
+        };
+        let mut ctx = ShardCtx {
+            shard: &mut self.shard,
+            db: conn.state.db,
+            clock: Clock {
+                touch: !conn.state.no_touch,
+                ..Clock::at(self.now_ms)
+            },
+            resp3: conn.state.resp3,
+            shared: &self.shared,
+        };
+        if !crate::stream::try_start(&mut ctx, cmd, args, dest) {
+            return false;
+        }
+        conn.expect(suppress);
+        account(
+            &self.shared,
+            self.id,
+            &mut self.lap,
+            cmd,
+            b"",
+            &conn.state,
+            args,
+        );
+        true
+    }
+
+    fn stream_chunk(
+        &mut self,
+        conn: ConnRef,
+        seq: u64,
+        bytes: &[u8],
+        last: bool,
+        flow: Option<Arc<crate::stream::Flow>>,
+    ) {
+        match self.conn_mut(conn) {
+            Some(cn) => {
+                cn.deliver_part(seq, bytes, last);
+                self.dirty.push(conn.idx as usize);
+                if let Some(flow) = flow {
+                    self.inbound.open(conn, seq, flow);
+                } else if last {
+                    self.inbound.close(conn, seq);
+                }
+            }
+            None => {
+                if let Some(flow) = flow {
+                    let v = crate::stream::Verdict::Cancel;
+                    self.inbound
+                        .decide(&self.shared, conn, seq, &flow, v, self.now_ms);
+                }
+            }
+        }
+    }
+
+    /// One step of this shard's streams per loop turn; when one ends, what waited runs again.
+    fn stream_tick(&mut self) {
+        self.shard.streams.ticking = false;
+        if self.shard.streams.last_turn == Some(self.loop_now) || self.lock.holder.is_some() {
+            return; // stepped this turn already (stream_turn_end queues the next tick)
+        }
+        self.shard.streams.last_turn = Some(self.loop_now);
+        if !crate::stream::step(&mut self.shard, &self.shared, Shared::now_ms()) {
+            return;
+        }
+        let (parked, waiters) = self.shard.streams.take_waiting();
+        for (from, item) in parked {
+            self.exec_batch(from, vec![item]);
+        }
+        for r in waiters {
+            if let Some(cn) = self.conn_mut(r) {
+                cn.stream.wait = false;
+                self.resume.push(r.idx as usize);
+            }
+        }
+        if self.shard.streams.idle() && self.lock.free() {
+            // Transactions that waited for the streams: the first gets the lock, the others
+            // queue behind it as usual.
+            let mut waiting = std::mem::take(&mut self.shard.streams.tx_waiting);
+            if let Some((tx, done)) = waiting.pop_front() {
+                self.lock.holder = Some(tx);
+                exec::complete(&self.shared, done, ());
+            }
+            for (tx, done) in waiting {
+                self.lock.waiting.push_back(Msg::Acquire { tx, done });
+            }
+        }
+    }
+
+    /// At the end of a pump: queue the next step while streams can run; give the streams of
+    /// this thread's connections a credit once their last chunk left (flow control), and
+    /// cancel those whose connection went away (EOF, kill, closed).
+    fn stream_turn_end(&mut self) {
+        use crate::stream::{Verdict, PARTIAL_MAX};
+        if !self.inbound.is_empty() {
+            for (r, seq, flow) in self.inbound.waiting() {
+                let c = r.idx as usize;
+                let mut verdict = Verdict::Wait;
+                if let Some(cn) = self.conn_mut(r) {
+                    if seq < cn.done_seq {
+                        verdict = Verdict::Cancel; // its reply was completed already
+                    } else if cn.handle.kill.load(Ordering::Relaxed)
+                        || (cn.closing && !cn.state.close_after_reply)
+                    {
+                        // What is left of the reply will not come: complete it so the
+                        // connection can close.
+                        cn.deliver_part(seq, &[], true);
+                        self.dirty.push(c);
+                        verdict = Verdict::Cancel;
+                    } else if cn.done_seq != seq {
+                        // Behind other replies: it may buffer up to PARTIAL_MAX.
+                        let buffered: usize = cn
+                            .stream
+                            .partial
+                            .iter()
+                            .filter(|(s, _)| *s == seq)
+                            .map(|(_, b)| b.len())
+                            .sum();
+                        if buffered < PARTIAL_MAX {
+                            verdict = Verdict::Credit;
+                        }
+                    } else {
+                        if cn.out_len() > 0 {
+                            // Send it now; if the socket is full, its writable event brings
+                            // this connection back here.
+                            self.flush(c);
+                        }
+                        verdict = match self.conn_mut(r) {
+                            Some(cn) if cn.out_len() == 0 => Verdict::Credit,
+                            Some(_) => Verdict::Wait,
+                            None => Verdict::Cancel,
+                        };
+                    }
+                } else {
+                    verdict = Verdict::Cancel;
+                }
+                let now = Shared::now_ms();
+                self.inbound
+                    .decide(&self.shared, r, seq, &flow, verdict, now);
+            }
+        }
+        let streams = &mut self.shard.streams;
+        if streams.runnable() && !streams.ticking {
+            streams.ticking = true;
+            LOCAL.with(|l| l.borrow_mut().push_back(Msg::StreamTick));
         }
     }
 

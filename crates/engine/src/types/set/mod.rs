@@ -572,6 +572,34 @@ impl std::fmt::Debug for Set {
     }
 }
 
+// ---- Resumable iteration (streamed replies) -------------------------------------------------
+
+impl Set {
+    /// Resumable [`Set::for_each`]: visits members from position `at` (0 to start) until at
+    /// least `min` were visited; returns where to resume (None: done). A listpack is visited
+    /// whole. Valid only while the set is not modified between calls.
+    pub fn for_each_from(&self, at: usize, min: usize, mut f: impl FnMut(&[u8])) -> Option<usize> {
+        match self {
+            Set::Ints(v) => {
+                let end = at.saturating_add(min.max(1)).min(v.len());
+                let mut buf = [0u8; 20];
+                for &i in v.get(at..end).unwrap_or(&[]) {
+                    f(format_int(i, &mut buf));
+                }
+                (end < v.len()).then_some(end)
+            }
+            Set::Pack(p) => {
+                if at == 0 {
+                    p.iter().for_each(f);
+                }
+                None
+            }
+            Set::Table(t) => t.for_each_from(at, min, f),
+            Set::Expiring(t) => t.for_each_from(at, min, |(m, _, _)| f(m)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -899,6 +927,37 @@ mod tests {
                 }
             }
             prop_assert_eq!(members(&s), model.keys().cloned().collect::<BTreeSet<_>>());
+        }
+    }
+}
+
+#[cfg(test)]
+mod resumable_tests {
+    use super::*;
+
+    #[test]
+    fn for_each_from_in_steps_equals_for_each_in_every_encoding() {
+        let lim = Limits::default();
+        for (n, ints) in [
+            (100usize, true),
+            (100, false),
+            (3_000, true),
+            (3_000, false),
+        ] {
+            let mut s = Set::new();
+            for i in 0..n {
+                let m = if ints { i.to_string() } else { format!("m{i}") };
+                s.insert(m.as_bytes(), &lim);
+            }
+            let all = s.to_vec();
+            for step in [1, 7, 5_000] {
+                let mut got = Vec::new();
+                let mut at = Some(0);
+                while let Some(from) = at {
+                    at = s.for_each_from(from, step, |m| got.push(m.to_vec()));
+                }
+                assert_eq!(got, all, "n {n} ints {ints} step {step} {}", s.encoding());
+            }
         }
     }
 }

@@ -387,6 +387,31 @@ impl std::fmt::Debug for MemberTable {
     }
 }
 
+// ---- Resumable iteration (streamed replies) -------------------------------------------------
+
+impl MemberTable {
+    /// Visits whole buckets from bucket index `from`, in [`MemberTable::for_each`]'s order,
+    /// until at least `min` members were visited. Returns the bucket to resume at (None: the
+    /// table ended). Valid only while the table is not modified between calls.
+    pub fn for_each_from(
+        &self,
+        from: usize,
+        min: usize,
+        mut f: impl FnMut(&[u8]),
+    ) -> Option<usize> {
+        let mut bi = from;
+        let mut n = 0;
+        while bi < self.buckets.len() && n < min.max(1) {
+            for m in entries(&self.buckets[bi]) {
+                f(m);
+                n += 1;
+            }
+            bi += 1;
+        }
+        (bi < self.buckets.len()).then_some(bi)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -528,6 +553,29 @@ mod tests {
                 if c == 0 { break; }
             }
             prop_assert_eq!(seen, m);
+        }
+    }
+}
+
+#[cfg(test)]
+mod resumable_tests {
+    use super::*;
+
+    #[test]
+    fn for_each_from_in_steps_equals_for_each() {
+        let mut t = MemberTable::new();
+        for i in 0..5_000u32 {
+            t.insert(format!("m{i}").as_bytes());
+        }
+        let mut all = Vec::new();
+        t.for_each(|m| all.push(m.to_vec()));
+        for step in [1, 7, 100, 10_000] {
+            let mut got = Vec::new();
+            let mut at = Some(0);
+            while let Some(from) = at {
+                at = t.for_each_from(from, step, |m| got.push(m.to_vec()));
+            }
+            assert_eq!(got, all, "step {step}");
         }
     }
 }

@@ -1,0 +1,714 @@
+//! Streamed replies: whole-collection reads of big values produced in bounded steps.
+//!
+//! Why: a command runs on its shard's thread to the end, and nothing else of that shard runs
+//! meanwhile. For almost every command that is a few microseconds, but HGETALL of a hash of a
+//! million fields is ~200 ms of work, and GETs of other keys of the shard wait all of it. So
+//! the commands whose reply is a whole big collection (HGETALL, HKEYS, HVALS, SMEMBERS, a big
+//! LRANGE, ZRANGE / ZREVRANGE by rank with or without WITHSCORES) become *streams* when the
+//! value has more than [`STREAM_MIN`] elements: the shard writes the reply a chunk at a time,
+//! one chunk (~0.2 ms of work, [`STEP_TIME`], and at most [`STEP_ELEMS`] elements or
+//! [`STEP_BYTES`] bytes) per turn of the worker's loop, so every other connection's commands
+//! run between two chunks.
+//!
+//! How the reply stays a snapshot: while a stream reads `(db, key)`, nothing may touch that
+//! key. The shard's [`Streams`] is that intent lock (the active streams are the "map" of
+//! streamed keys: few at a time, so a list scanned linearly). Any work that touches a streamed
+//! key waits, in FIFO order, and so does everything its connection sends after it:
+//! - a command of a connection of this thread, run inline: the connection is held (its
+//!   request goes back to the front of `conn.parsed`, `conn.stream_wait` is set) and resumed
+//!   when a stream of this shard ends (it may then hit another stream and wait again);
+//! - an item of a batch from another thread: parked in [`Streams`]'s FIFO with its origin;
+//!   later items of the same connection park behind it even when they touch other keys; the
+//!   FIFO is re-run in order when a stream ends.
+//!
+//! Readers of a streamed key wait too (simplest: no reader count, and a second big read of the
+//! same key simply follows the first).
+//!
+//! Transactions (the shard lock, shard.rs) are not granted on a shard with streams: a lock
+//! request waits in [`Streams::tx_waiting`], not in the lock's own queue, so the shard keeps
+//! serving single-key work meanwhile; while one waits, no new stream starts (a big read then
+//! runs at once, as before streams existed), so a transaction cannot starve. FLUSHALL /
+//! FLUSHDB / SORT ... take every shard's lock, so they wait the same way. A shard locked by a
+//! transaction starts no stream (its single-key work is deferred anyway), and commands inside
+//! MULTI/EXEC or scripts run their handlers directly: their big replies are produced at once.
+//!
+//! Blocked clients (BLPOP, ...) whose keys were written are served before a stream starts
+//! (as Redis serves them right after the write), so no pop changes a list being streamed.
+//!
+//! Expiry: only a key without a TTL is streamed, and a hash only when no field has a TTL, so
+//! neither lazy nor active expiry (keys or hash fields) can remove or change a streamed value
+//! (a big value with a TTL is replied at once, as before).
+//!
+//! Delivery: the chunks travel as [`Msg::StreamChunk`] to the connection's thread (through the
+//! local queue for a connection of this thread), which appends them to the connection's
+//! output as soon as the reply's sequence number is the oldest outstanding one and buffers
+//! them until then (`Conn::deliver_part`), so the stream's bytes stay in order with the
+//! client's other replies, and its later replies wait behind the whole stream. The receiving
+//! thread watches its open streams ([`Inbound`]): a connection that closes, hits EOF or is
+//! killed cancels its stream (a shared flag the shard checks before each step), which ends it
+//! and releases the key.
+//!
+//! Output and flow control: one chunk is in flight per stream. After each chunk the stream
+//! waits for a credit ([`Flow::ready`]) that the receiving thread gives once the chunk has left
+//! the connection's output buffer for the socket (it sends what is buffered itself, at the end
+//! of its pump, and otherwise waits for the socket's writable event), or, for a reply not yet
+//! at the head of the connection's replies, while less than [`PARTIAL_MAX`] bytes of it wait.
+//! Why: without it the output buffer of a fast stream grows to the whole reply, and the
+//! thread's flush then copies megabytes into the socket in one turn (measured: turns of 5-10
+//! ms, the very stall streams exist to avoid), plus the copies of a growing buffer. With it a
+//! big reply costs ~one chunk of memory. A client that stops reading pauses its stream, but
+//! not for long: a stream that waited [`SLOW_CLIENT_MS`] for a credit gets credits from then
+//! on whatever the socket does, so the rest of the reply is produced (still in steps) into the
+//! client's output buffer, as Redis would have, and the key is released; a client that does not
+//! read cannot keep writers of the key waiting. `client-output-buffer-limit` applies to that
+//! buffer as usual (closing the client ends its stream).
+
+use crate::cmd::Command;
+use crate::msg::{BatchItem, Completion, ConnRef, Msg, TxId};
+use crate::shard::{Shard, ShardCtx};
+use darner_engine::{Clock, ValueRef};
+use darner_resp::ReplyWriter;
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// A collection with more elements than this (in the reply) is streamed.
+pub const STREAM_MIN: usize = 8192;
+/// Bytes of a reply that may wait behind earlier replies of its connection before its stream
+/// pauses (see flow control above).
+pub const PARTIAL_MAX: usize = 1 << 20;
+
+/// A stream's flow control, shared by the shard producing it and the connection's thread.
+pub struct Flow {
+    /// Set by the connection's thread: the client went away; the stream ends.
+    pub cancel: AtomicBool,
+    /// The stream may send its next chunk (cleared by the shard when it sends one).
+    pub ready: AtomicBool,
+    /// The thread of the shard producing the stream (to wake it).
+    pub producer: usize,
+    /// Receiving side only: since when (unix ms, 0: not) the stream waits for its client, and
+    /// whether it waited too long and now gets credits regardless.
+    pub waiting_since: std::sync::atomic::AtomicI64,
+    pub unthrottled: AtomicBool,
+}
+
+/// How long a stream waits for a client that does not read before producing the rest anyway.
+pub const SLOW_CLIENT_MS: i64 = 1000;
+
+impl Flow {
+    fn runnable(&self) -> bool {
+        self.ready.load(Ordering::Acquire) || self.cancel.load(Ordering::Acquire)
+    }
+}
+/// The work of one step (one step per loop turn): about this long...
+const STEP_TIME: std::time::Duration = std::time::Duration::from_micros(200);
+/// ...checked every this many elements...
+const CHECK_EVERY: usize = 256;
+/// ...and at most this many elements or bytes (values may be big).
+const STEP_ELEMS: usize = 16384;
+const STEP_BYTES: usize = 512 << 10;
+
+/// Where a stream's reply goes.
+#[derive(Clone, Copy, Debug)]
+pub struct Dest {
+    pub thread: usize,
+    pub conn: ConnRef,
+    pub seq: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Hash {
+        keys: bool,
+        vals: bool,
+    },
+    Set,
+    /// Elements from index `start`.
+    List {
+        start: usize,
+    },
+    /// Ranks `lo..hi`, from the top when `rev`.
+    ZSet {
+        lo: usize,
+        hi: usize,
+        rev: bool,
+        withscores: bool,
+    },
+}
+
+struct Stream {
+    db: usize,
+    key: Box<[u8]>,
+    kind: Kind,
+    resp3: bool,
+    dest: Dest,
+    flow: Arc<Flow>,
+    /// Elements in the reply (pairs for HGETALL and WITHSCORES).
+    total: usize,
+    /// Elements written so far.
+    done: usize,
+    /// Where a hash or set resumes (its bucket); None once it ended.
+    cursor: Option<usize>,
+    started: bool,
+}
+
+/// The streams of one shard and the work waiting for them. See the module documentation.
+#[derive(Default)]
+pub struct Streams {
+    active: VecDeque<Stream>,
+    /// Batch items (with the thread they came from) waiting for a stream to end, in order.
+    parked: VecDeque<(usize, BatchItem)>,
+    /// The connections (thread, connection) with parked items: their later items park too.
+    parked_conns: HashSet<(usize, ConnRef)>,
+    /// Connections of this thread held because a command of theirs touched a streamed key.
+    waiters: Vec<ConnRef>,
+    /// Lock requests of transactions waiting for this shard's streams to end.
+    pub tx_waiting: VecDeque<(TxId, Completion)>,
+    /// A [`Msg::StreamTick`] is queued.
+    pub ticking: bool,
+    /// The loop turn of the last step (one step per turn).
+    pub last_turn: Option<std::time::Instant>,
+}
+
+impl Streams {
+    /// No stream is running.
+    pub fn idle(&self) -> bool {
+        self.active.is_empty()
+    }
+
+    /// Some stream may take a step now (not all wait for their client).
+    pub fn runnable(&self) -> bool {
+        self.active.iter().any(|s| s.flow.runnable())
+    }
+
+    fn streamed(&self, db: usize, key: &[u8]) -> bool {
+        self.active.iter().any(|s| s.db == db && &*s.key == key)
+    }
+
+    /// Whether a single-shard command of connection `conn` (of thread `from`) must wait: it
+    /// touches a streamed key, or an earlier command of its connection is waiting here.
+    pub fn must_wait<A: AsRef<[u8]>>(
+        &self,
+        from: usize,
+        conn: ConnRef,
+        db: usize,
+        cmd: &Command,
+        args: &[A],
+    ) -> bool {
+        if self.active.is_empty() && self.parked.is_empty() {
+            return false;
+        }
+        if self.parked_conns.contains(&(from, conn)) {
+            return true;
+        }
+        let mut idx = Vec::new();
+        darner_commands::key_indices(cmd.spec, args, &mut idx);
+        idx.iter().any(|&i| self.streamed(db, args[i].as_ref()))
+    }
+
+    /// Parks a batch item until a stream ends.
+    pub fn park(&mut self, from: usize, item: BatchItem) {
+        self.parked_conns.insert((from, item.conn));
+        self.parked.push_back((from, item));
+    }
+
+    /// Notes a connection of this thread that waits for a stream to end.
+    pub fn wait(&mut self, conn: ConnRef) {
+        if !self.waiters.contains(&conn) {
+            self.waiters.push(conn);
+        }
+    }
+
+    /// Everything that waited for streams, to run again in order (it may wait again).
+    pub fn take_waiting(&mut self) -> (VecDeque<(usize, BatchItem)>, Vec<ConnRef>) {
+        self.parked_conns.clear();
+        (
+            std::mem::take(&mut self.parked),
+            std::mem::take(&mut self.waiters),
+        )
+    }
+}
+
+/// Whether `cmd` may become a stream (a cheap check by name, before the real one).
+pub fn candidate(cmd: &Command) -> bool {
+    matches!(
+        cmd.spec.full_name,
+        "hgetall" | "hkeys" | "hvals" | "smembers" | "lrange" | "zrange" | "zrevrange"
+    )
+}
+
+/// Starts a stream for a command about to run on its shard, when it is a whole-collection
+/// read of a big value (see the module documentation); false: run the handler as usual.
+pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) -> bool {
+    if !ctx.shard.streams.tx_waiting.is_empty() {
+        return false; // a transaction waits for this shard: no new stream ahead of it
+    }
+    let Some(plan) = plan(cmd.spec.full_name, args) else {
+        return false;
+    };
+    let key = args[1];
+    let mut db = ctx.db();
+    let Some(e) = db.peek(key) else {
+        return false;
+    };
+    if e.expire().is_some() {
+        return false;
+    }
+    let (kind, total) = match (plan, e.value()) {
+        (Plan::Hash { keys, vals }, ValueRef::Hash(h)) => {
+            if !matches!(h, darner_engine::types::Hash::Table(_)) || h.has_ttls() {
+                return false;
+            }
+            (Kind::Hash { keys, vals }, h.len())
+        }
+        // A set with member TTLs is not streamed (members may expire meanwhile).
+        (Plan::Set, ValueRef::Set(s)) if !s.has_ttls() => (Kind::Set, s.len()),
+        (Plan::List { start, end }, ValueRef::List(l)) => match clamp(start, end, l.len()) {
+            Some((s, e)) => (Kind::List { start: s }, e - s + 1),
+            None => return false,
+        },
+        (
+            Plan::ZSet {
+                start,
+                end,
+                rev,
+                withscores,
+            },
+            ValueRef::ZSet(z),
+        ) => {
+            if z.encoding() != "skiplist" {
+                return false;
+            }
+            let n = z.len();
+            match clamp(start, end, n) {
+                // Rank ranges count from the top when reversed.
+                Some((s, e)) => {
+                    let (lo, hi) = if rev { (n - 1 - e, n - s) } else { (s, e + 1) };
+                    (
+                        Kind::ZSet {
+                            lo,
+                            hi,
+                            rev,
+                            withscores,
+                        },
+                        hi - lo,
+                    )
+                }
+                None => return false,
+            }
+        }
+        _ => return false,
+    };
+    if total <= STREAM_MIN {
+        return false;
+    }
+    // The read counts as one (hit, access clock), as the handler's would.
+    db.get(key);
+    ctx.shard.streams.active.push_back(Stream {
+        db: ctx.db,
+        key: key.into(),
+        kind,
+        resp3: ctx.resp3,
+        dest,
+        flow: Arc::new(Flow {
+            cancel: AtomicBool::new(false),
+            ready: AtomicBool::new(true),
+            producer: ctx.shard.id,
+            waiting_since: Default::default(),
+            unthrottled: AtomicBool::new(false),
+        }),
+        total,
+        done: 0,
+        cursor: Some(0),
+        started: false,
+    });
+    true
+}
+
+#[derive(Clone, Copy)]
+enum Plan {
+    Hash {
+        keys: bool,
+        vals: bool,
+    },
+    Set,
+    List {
+        start: i64,
+        end: i64,
+    },
+    ZSet {
+        start: i64,
+        end: i64,
+        rev: bool,
+        withscores: bool,
+    },
+}
+
+/// The streamable shape of a command, from its arguments alone; None for anything else
+/// (other options, malformed numbers: the handler replies, errors included).
+fn plan(name: &str, args: &[&[u8]]) -> Option<Plan> {
+    let int = |a: &[u8]| crate::cmd::parse_int(a);
+    let kw = |a: &[u8], k: &str| a.eq_ignore_ascii_case(k.as_bytes());
+    match name {
+        "hgetall" => Some(Plan::Hash {
+            keys: true,
+            vals: true,
+        }),
+        "hkeys" => Some(Plan::Hash {
+            keys: true,
+            vals: false,
+        }),
+        "hvals" => Some(Plan::Hash {
+            keys: false,
+            vals: true,
+        }),
+        "smembers" => Some(Plan::Set),
+        "lrange" => Some(Plan::List {
+            start: int(args[2])?,
+            end: int(args[3])?,
+        }),
+        "zrange" | "zrevrange" => {
+            let (start, end) = (int(args[2])?, int(args[3])?);
+            let mut rev = name == "zrevrange";
+            let mut withscores = false;
+            for a in &args[4..] {
+                if kw(a, "withscores") {
+                    withscores = true;
+                } else if !rev && kw(a, "rev") {
+                    rev = true;
+                } else {
+                    return None; // BYSCORE, BYLEX, LIMIT, a second REV: the handler's
+                }
+            }
+            Some(Plan::ZSet {
+                start,
+                end,
+                rev,
+                withscores,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Redis's index clamping for LRANGE and ZRANGE by rank: the inclusive range, or None when
+/// it selects nothing.
+fn clamp(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let mut start = if start < 0 {
+        start.saturating_add(len)
+    } else {
+        start
+    };
+    let mut end = if end < 0 {
+        end.saturating_add(len)
+    } else {
+        end
+    };
+    if start < 0 {
+        start = 0;
+    }
+    if start > end || start >= len {
+        return None;
+    }
+    if end >= len {
+        end = len - 1;
+    }
+    Some((start as usize, end as usize))
+}
+
+/// Runs one step of the next stream that may take one (round robin) and posts its chunk.
+/// Returns true when a stream ended (waiting work may now run).
+pub fn step(shard: &mut Shard, shared: &crate::shared::Shared, now_ms: i64) -> bool {
+    let streams = &mut shard.streams;
+    let Some(i) = streams.active.iter().position(|s| s.flow.runnable()) else {
+        return false;
+    };
+    streams.active.rotate_left(i);
+    let mut s = streams.active.pop_front().expect("found above");
+    if s.flow.cancel.load(Ordering::Acquire) {
+        return true; // its client went away: nothing more to send
+    }
+    s.flow.ready.store(false, Ordering::Release);
+    let first = !s.started;
+    let mut out = Vec::with_capacity(64 << 10);
+    let finished = produce(&mut s, shard, now_ms, &mut out);
+    crate::exec::post(
+        shared,
+        s.dest.thread,
+        Msg::StreamChunk {
+            conn: s.dest.conn,
+            seq: s.dest.seq,
+            bytes: out,
+            last: finished,
+            flow: (first && !finished).then(|| s.flow.clone()),
+        },
+    );
+    if finished {
+        true
+    } else {
+        shard.streams.active.push_back(s);
+        false
+    }
+}
+
+/// Writes the stream's next chunk into `out`; true when the reply is complete.
+fn produce(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) -> bool {
+    let mut w = ReplyWriter::new(out, s.resp3);
+    if !s.started {
+        s.started = true;
+        match s.kind {
+            Kind::Hash {
+                keys: true,
+                vals: true,
+            } => w.map(s.total),
+            Kind::Hash { .. } | Kind::List { .. } => w.array(s.total),
+            Kind::Set => w.set(s.total),
+            Kind::ZSet { withscores, .. } => {
+                if withscores && !s.resp3 {
+                    w.array(s.total * 2)
+                } else {
+                    w.array(s.total)
+                }
+            }
+        }
+    }
+    let mut view = shard.dbs[s.db].view(Clock::at(now_ms));
+    let value = view.peek(&s.key).map(|e| e.value());
+    let owed = s.total - s.done;
+    let mut n = 0;
+    let started = std::time::Instant::now();
+    let mut check_at = CHECK_EVERY;
+    // Whether the step has done its share (checked between elements or buckets).
+    let mut enough = |n: usize, bytes: usize| {
+        if n >= STEP_ELEMS || bytes >= STEP_BYTES {
+            return true;
+        }
+        if n >= check_at {
+            check_at = n + CHECK_EVERY;
+            return started.elapsed() >= STEP_TIME;
+        }
+        false
+    };
+    match (s.kind, value) {
+        (Kind::Hash { keys, vals }, Some(ValueRef::Hash(h))) => {
+            while let Some(at) = s.cursor {
+                s.cursor = h.for_each_from(at, 1, |k, v| {
+                    if n < owed {
+                        if keys {
+                            w.bulk(k);
+                        }
+                        if vals {
+                            w.bulk(v);
+                        }
+                        n += 1;
+                    }
+                });
+                if enough(n, w.out.len()) {
+                    break;
+                }
+            }
+        }
+        (Kind::Set, Some(ValueRef::Set(set))) => {
+            while let Some(at) = s.cursor {
+                s.cursor = set.for_each_from(at, 1, |m| {
+                    if n < owed {
+                        w.bulk(m);
+                        n += 1;
+                    }
+                });
+                if enough(n, w.out.len()) {
+                    break;
+                }
+            }
+        }
+        (Kind::List { start }, Some(ValueRef::List(l))) => {
+            for v in l.iter_from(start + s.done).take(owed) {
+                w.bulk(v);
+                n += 1;
+                if enough(n, w.out.len()) {
+                    break;
+                }
+            }
+        }
+        (
+            Kind::ZSet {
+                lo,
+                hi,
+                rev,
+                withscores,
+            },
+            Some(ValueRef::ZSet(z)),
+        ) => {
+            // Sub-ranges of CHECK_EVERY elements (each a rank lookup, O(log n)).
+            let resp3 = s.resp3;
+            while n < owed {
+                let k = (owed - n).min(CHECK_EVERY);
+                let done = s.done + n;
+                let (a, b) = if rev {
+                    (hi - done - k, hi - done)
+                } else {
+                    (lo + done, lo + done + k)
+                };
+                z.range(a, b, rev, |m, score| {
+                    if withscores && resp3 {
+                        w.array(2);
+                    }
+                    w.bulk(m);
+                    if withscores {
+                        w.double(score);
+                    }
+                });
+                n += k;
+                if enough(n, w.out.len()) {
+                    break;
+                }
+            }
+        }
+        _ => {}
+    }
+    s.done += n;
+    let ended = s.done >= s.total;
+    if n == 0 && s.done < s.total {
+        // Unreachable while nothing can change a streamed key; keep the reply well formed.
+        crate::log::warning("BUG: a streamed value changed under its stream; reply padded");
+        pad(&mut w, s.kind, s.resp3, s.total - s.done);
+        s.done = s.total;
+        return true;
+    }
+    ended
+}
+
+/// Writes `n` null elements of the stream's shape (see `produce`).
+fn pad(w: &mut ReplyWriter, kind: Kind, resp3: bool, n: usize) {
+    for _ in 0..n {
+        match kind {
+            Kind::Hash {
+                keys: true,
+                vals: true,
+            } => {
+                w.null();
+                w.null();
+            }
+            Kind::ZSet {
+                withscores: true, ..
+            } => {
+                if resp3 {
+                    w.array(2);
+                }
+                w.null();
+                w.null();
+            }
+            _ => w.null(),
+        }
+    }
+}
+
+/// The streams a thread receives for its connections (see the module documentation).
+#[derive(Default)]
+pub struct Inbound {
+    open: Vec<(ConnRef, u64, Arc<Flow>)>,
+}
+
+/// What the receiving thread decided for one open stream (see [`Inbound::take`]).
+pub enum Verdict {
+    /// Wait (the chunk has not left yet).
+    Wait,
+    /// Send the next chunk.
+    Credit,
+    /// The client went away: end the stream.
+    Cancel,
+}
+
+impl Inbound {
+    /// Notes a stream that started sending to `conn`.
+    pub fn open(&mut self, conn: ConnRef, seq: u64, flow: Arc<Flow>) {
+        self.open.push((conn, seq, flow));
+    }
+
+    /// Forgets a stream that ended.
+    pub fn close(&mut self, conn: ConnRef, seq: u64) {
+        self.open.retain(|(c, s, _)| !(*c == conn && *s == seq));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    /// The open streams that wait for a credit (or may be cancelled), to decide on.
+    pub fn waiting(&self) -> Vec<(ConnRef, u64, Arc<Flow>)> {
+        self.open
+            .iter()
+            .filter(|(_, _, f)| !f.ready.load(Ordering::Acquire))
+            .cloned()
+            .collect()
+    }
+
+    /// Applies a decision: a credit or a cancel wakes the producing shard's thread. A stream
+    /// made to wait [`SLOW_CLIENT_MS`] gets its credit anyway (see flow control above).
+    pub fn decide(
+        &mut self,
+        shared: &crate::shared::Shared,
+        conn: ConnRef,
+        seq: u64,
+        flow: &Flow,
+        mut v: Verdict,
+        now_ms: i64,
+    ) {
+        if matches!(v, Verdict::Wait) {
+            let since = flow.waiting_since.load(Ordering::Relaxed);
+            if flow.unthrottled.load(Ordering::Relaxed) {
+                v = Verdict::Credit;
+            } else if since == 0 {
+                flow.waiting_since.store(now_ms.max(1), Ordering::Relaxed);
+            } else if now_ms - since >= SLOW_CLIENT_MS {
+                flow.unthrottled.store(true, Ordering::Relaxed);
+                v = Verdict::Credit;
+            }
+        }
+        match v {
+            Verdict::Wait => return,
+            Verdict::Credit => {
+                flow.waiting_since.store(0, Ordering::Relaxed);
+                flow.ready.store(true, Ordering::Release)
+            }
+            Verdict::Cancel => {
+                flow.cancel.store(true, Ordering::Release);
+                self.close(conn, seq);
+            }
+        }
+        crate::exec::post(shared, flow.producer, Msg::StreamTick);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clamp_follows_redis() {
+        assert_eq!(clamp(0, -1, 10), Some((0, 9)));
+        assert_eq!(clamp(-3, -1, 10), Some((7, 9)));
+        assert_eq!(clamp(5, 100, 10), Some((5, 9)));
+        assert_eq!(clamp(-100, 2, 10), Some((0, 2)));
+        assert_eq!(clamp(3, 2, 10), None);
+        assert_eq!(clamp(10, 20, 10), None);
+        assert_eq!(clamp(i64::MIN, i64::MAX, 10), Some((0, 9)));
+    }
+
+    #[test]
+    fn plan_takes_only_plain_rank_ranges() {
+        let a = |v: &[&'static str]| v.iter().map(|s| s.as_bytes()).collect::<Vec<&[u8]>>();
+        assert!(plan("zrange", &a(&["zrange", "k", "0", "-1"])).is_some());
+        assert!(plan(
+            "zrange",
+            &a(&["zrange", "k", "0", "-1", "REV", "withscores"])
+        )
+        .is_some());
+        assert!(plan("zrange", &a(&["zrange", "k", "0", "-1", "rev", "rev"])).is_none());
+        assert!(plan("zrange", &a(&["zrange", "k", "0", "-1", "byscore"])).is_none());
+        assert!(plan("zrevrange", &a(&["zrevrange", "k", "0", "-1", "rev"])).is_none());
+        assert!(plan("lrange", &a(&["lrange", "k", "x", "-1"])).is_none());
+        assert!(plan("get", &a(&["get", "k"])).is_none());
+    }
+}
