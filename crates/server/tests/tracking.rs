@@ -241,3 +241,49 @@ fn a_thousand_tracking_clients_and_100k_keys_lose_nothing() {
     }
     assert_eq!(info_field(&mut w, "tracking_total_keys"), 0);
 }
+
+#[test]
+fn a_streamed_read_of_a_big_hash_is_tracked() {
+    let s = Server::start(&[]);
+    let mut w = s.client();
+    let mut p = redis::pipe();
+    for i in 0..20_000 {
+        p.cmd("HSET")
+            .arg("big")
+            .arg(format!("f{i}"))
+            .arg("v")
+            .ignore();
+    }
+    let _: () = p.query(&mut w).unwrap();
+    // Two clients (connections alternate between the two threads, so one reads the key on
+    // its own thread and one on the other): HGETALL of 20,000 fields is streamed
+    // (stream.rs), and must still be remembered.
+    let mut ts: Vec<Raw> = (0..2).map(|_| tracker(&s, &[])).collect();
+    let head = b"%20000\r\n";
+    let body: usize = (0..20_000)
+        .map(|i: usize| {
+            let f = format!("f{i}");
+            format!("${}\r\n{f}\r\n$1\r\nv\r\n", f.len()).len()
+        })
+        .sum();
+    for t in ts.iter_mut() {
+        t.send(&cmd(&[b"HGETALL", b"big"]));
+        let mut got = Vec::new();
+        while got.len() < head.len() + body {
+            let more = t.read_n(1);
+            assert!(!more.is_empty(), "HGETALL reply cut short");
+            got.extend(more);
+        }
+        assert!(got.starts_with(head));
+        assert_eq!(got.len(), head.len() + body);
+    }
+    let _: () = redis::cmd("HSET")
+        .arg("big")
+        .arg("f0")
+        .arg("w")
+        .query(&mut w)
+        .unwrap();
+    for t in ts.iter_mut() {
+        assert_eq!(t.read_n(invalidation(b"big").len()), invalidation(b"big"));
+    }
+}
