@@ -391,31 +391,8 @@ fn plan(name: &str, args: &[&[u8]]) -> Option<Plan> {
     }
 }
 
-/// Redis's index clamping for LRANGE and ZRANGE by rank: the inclusive range, or None when
-/// it selects nothing.
-fn clamp(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
-    let len = len as i64;
-    let mut start = if start < 0 {
-        start.saturating_add(len)
-    } else {
-        start
-    };
-    let mut end = if end < 0 {
-        end.saturating_add(len)
-    } else {
-        end
-    };
-    if start < 0 {
-        start = 0;
-    }
-    if start > end || start >= len {
-        return None;
-    }
-    if end >= len {
-        end = len - 1;
-    }
-    Some((start as usize, end as usize))
-}
+/// Redis's index clamping for LRANGE and ZRANGE by rank (the list commands' rule).
+use crate::cmd::list::clamp_range as clamp;
 
 /// Runs one step of the next stream that may take one (round robin) and posts its chunk.
 /// Returns true when a stream ended (waiting work may now run).

@@ -259,7 +259,7 @@ fn llen(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 }
 
 /// Redis's range rule (LRANGE, LTRIM): `(start, end)` clamped, or None for an empty range.
-fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+pub(crate) fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
     let len = len as i64;
     let mut start = if start < 0 {
         start.saturating_add(len)
