@@ -367,7 +367,10 @@ impl Tx {
         let shared = self.0.shared.clone();
         let held = self.0.held.borrow().contains(&shard);
         let job: crate::msg::ShardFn = Box::new(move |ctx: &mut ShardCtx| {
-            complete(&shared, done, f(ctx));
+            let r = f(ctx);
+            // The hop's keyspace events leave before its result can (notify.rs).
+            crate::notify::done(ctx);
+            complete(&shared, done, r);
         });
         post(
             &self.0.shared,

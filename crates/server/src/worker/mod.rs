@@ -109,6 +109,7 @@ impl Worker {
             more_input: Vec::new(),
             stop: false,
         };
+        crate::notify::attach(&w.shared, &mut w.shard);
         for (i, l) in w.listeners.iter_mut().enumerate() {
             w.poll
                 .registry()
@@ -183,6 +184,8 @@ impl Worker {
                 self.last_cron = self.loop_now;
                 self.cron();
             }
+            // Keyspace events the engine recorded this turn (expiry, lazy and active).
+            crate::notify::flush(&self.shared, &mut self.shard);
         }
         // Shutdown: close every client.
         let ids: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
@@ -941,6 +944,12 @@ impl Worker {
                 .store(false, Ordering::Release);
             while let Ok(m) = self.rx.try_recv() {
                 self.handle(m);
+                // What handling `m` posted to this thread goes before the next message from
+                // another thread, which it may have caused (a keyspace notification published
+                // by a batch precedes what the batch's reply lets a client send).
+                while let Some(m) = LOCAL.with(|l| l.borrow_mut().pop_front()) {
+                    self.handle(m);
+                }
                 progress = true;
             }
             while let Some(m) = LOCAL.with(|l| l.borrow_mut().pop_front()) {
