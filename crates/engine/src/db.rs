@@ -87,9 +87,10 @@ pub enum Event {
     New,
     /// A read found no live key.
     Miss,
-    /// A hash lost fields to their TTL in the active cycle.
+    /// A hash lost fields to their TTL (in the active cycle, or on access: see
+    /// [`DbView::record_event`]).
     FieldsExpired,
-    /// The active field cycle deleted a hash it left empty.
+    /// A hash left empty by expired fields was deleted.
     Deleted,
 }
 
