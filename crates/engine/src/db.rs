@@ -7,7 +7,7 @@
 use crate::entry::Entry;
 use crate::table::{Found, Table, Upsert, SCAN_END};
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 /// A WATCHing client's dirty flag; set when any watched key is modified.
@@ -61,6 +61,8 @@ struct Signals {
     /// for the server to invalidate ([`Db::take_written`]).
     collect: bool,
     written: Vec<Box<[u8]>>,
+    /// Keyspace events for the server's notifications ([`Db::take_events`]).
+    events: Events,
 }
 
 impl Signals {
@@ -83,6 +85,50 @@ impl Signals {
     }
 }
 
+/// A keyspace event that happens inside the engine rather than in a command's own code, for
+/// the server's keyspace notifications (`notify-keyspace-events`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A key was removed because its TTL passed (found on access, or by the active cycle).
+    Expired,
+    /// A key was created (it held no live value before).
+    New,
+    /// A read found no live key.
+    Miss,
+    /// A hash lost fields to their TTL (in the active cycle, or on access: see
+    /// [`DbView::record_event`]).
+    FieldsExpired,
+    /// A hash left empty by expired fields was deleted.
+    Deleted,
+}
+
+impl Event {
+    /// This event's bit in the mask of wanted events.
+    pub const fn bit(self) -> u32 {
+        1 << self as u32
+    }
+}
+
+/// Which events to record (a mask of [`Event::bit`]s shared with the server's configuration,
+/// read with one relaxed load) and those recorded since the server last took them. Unbound,
+/// nothing is recorded.
+#[derive(Default)]
+struct Events {
+    wanted: Option<Arc<AtomicU32>>,
+    log: Vec<(Event, Box<[u8]>)>,
+}
+
+impl Events {
+    #[inline]
+    fn record(&mut self, ev: Event, key: &[u8]) {
+        if let Some(w) = &self.wanted {
+            if w.load(Ordering::Relaxed) & ev.bit() != 0 {
+                self.log.push((ev, key.into()));
+            }
+        }
+    }
+}
+
 /// Books a key found expired on access (the entry `e`, already out of the table): counts it
 /// and marks its watchers. Takes the fields apart so callers can hold other borrows of the Db.
 fn reclaimed(
@@ -97,6 +143,7 @@ fn reclaimed(
     *expired_total += 1;
     bury(graveyard, e);
     signals.touch(key);
+    signals.events.record(Event::Expired, key);
 }
 
 /// Lazy expiry of set members (SADDEX, FIELDEXPIRE): removes the members of the set in `e`
@@ -258,7 +305,11 @@ impl Db {
             };
             removed += gone;
             self.expired_fields += gone as u64;
+            if gone > 0 {
+                self.signals.events.record(Event::FieldsExpired, &key);
+            }
             if empty {
+                self.signals.events.record(Event::Deleted, &key);
                 if let Some(e) = self.table.remove(&key) {
                     if e.expire().is_some() {
                         self.expires -= 1;
@@ -364,9 +415,36 @@ impl Db {
         self.expired_total += n as u64;
         for e in expired_keys {
             self.touch(e.key());
+            self.signals.events.record(Event::Expired, e.key());
             bury(&mut self.graveyard, e);
         }
         (visited, n)
+    }
+}
+
+impl Db {
+    /// Has this database record the [`Event`]s whose bits are set in `wanted` (the server
+    /// keeps the mask current as its configuration changes).
+    pub fn record_events(&mut self, wanted: Arc<AtomicU32>) {
+        self.signals.events.wanted = Some(wanted);
+    }
+
+    /// Whether `ev` is recorded now.
+    pub fn want(&self, ev: Event) -> bool {
+        self.signals
+            .events
+            .wanted
+            .as_ref()
+            .is_some_and(|w| w.load(Ordering::Relaxed) & ev.bit() != 0)
+    }
+
+    /// The events recorded since the last call, oldest first.
+    pub fn take_events(&mut self) -> Option<Vec<(Event, Box<[u8]>)>> {
+        if self.signals.events.log.is_empty() {
+            None
+        } else {
+            Some(std::mem::take(&mut self.signals.events.log))
+        }
     }
 }
 
@@ -446,6 +524,7 @@ impl<'a> DbView<'a> {
             }
             Found::Missing => {
                 db.misses += 1;
+                db.signals.events.record(Event::Miss, key);
                 None
             }
             Found::Expired(e) => {
@@ -458,6 +537,7 @@ impl<'a> DbView<'a> {
                     key,
                     e,
                 );
+                db.signals.events.record(Event::Miss, key);
                 None
             }
         }
@@ -521,21 +601,29 @@ impl<'a> DbView<'a> {
             self.note_field_ttls(entry.key());
         }
         self.db.touch(entry.key());
+        let key = self.db.want(Event::New).then(|| entry.key().to_vec());
         let old = self.db.table.insert(entry);
         if has_ttl {
             self.db.expires += 1;
         }
-        match old {
+        let live = match old {
             Some(o) => {
                 if o.expire().is_some() {
                     self.db.expires -= 1;
                 }
                 let live = !o.is_expired(self.clock.now_ms);
+                if !live {
+                    self.db.signals.events.record(Event::Expired, o.key());
+                }
                 bury(&mut self.db.graveyard, o);
                 live
             }
             None => false,
+        };
+        if let (false, Some(k)) = (live, key) {
+            self.db.signals.events.record(Event::New, &k);
         }
+        live
     }
 
     /// Deletes a live key and frees its value (in the background when it is big). Returns
@@ -563,10 +651,12 @@ impl<'a> DbView<'a> {
         self.db.touch(key);
         let db = &mut *self.db;
         let mut was_live = false;
+        let mut was_expired = false;
         let done = db.table.upsert(
             key,
             |e| {
                 was_live = !e.is_expired(now);
+                was_expired = !was_live;
                 e.overwrite_str(value, expire, lru)
             },
             || Entry::new_str(key, value, expire, false, lru),
@@ -588,6 +678,12 @@ impl<'a> DbView<'a> {
                     db.expires += 1;
                 }
             }
+        }
+        if was_expired {
+            db.signals.events.record(Event::Expired, key);
+        }
+        if !was_live {
+            db.signals.events.record(Event::New, key);
         }
         was_live
     }
@@ -731,6 +827,12 @@ impl<'a> DbView<'a> {
         self.get(key)?;
         let db: &'a Db = self.db;
         db.table.get(key)
+    }
+
+    /// Records an engine-level event that a caller detected itself (a hash's fields expired
+    /// on access), for the server's keyspace notifications; nothing if it is not wanted.
+    pub fn record_event(&mut self, ev: Event, key: &[u8]) {
+        self.db.signals.events.record(ev, key);
     }
 }
 
@@ -937,5 +1039,52 @@ mod tests {
         assert!(db.view(Clock::at(10)).delete(b"k"));
         assert!(!db.view(Clock::at(10)).delete(b"k"));
         assert!(db.take_graveyard().is_none());
+    }
+
+    #[test]
+    fn events_are_recorded_only_when_wanted() {
+        let ev = |db: &mut Db| -> Vec<(Event, Vec<u8>)> {
+            db.take_events()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(e, k)| (e, k.to_vec()))
+                .collect()
+        };
+        let mut db = Db::new();
+        db.view(Clock::at(0)).set(s(b"a", b"v", Some(5)));
+        assert!(ev(&mut db).is_empty(), "unbound: nothing recorded");
+        let mask = Arc::new(AtomicU32::new(0));
+        db.record_events(mask.clone());
+        db.view(Clock::at(0)).set(s(b"b", b"v", None));
+        assert!(ev(&mut db).is_empty(), "bound, nothing wanted");
+        let all = Event::Expired.bit() | Event::New.bit() | Event::Miss.bit();
+        mask.store(all, Ordering::Relaxed);
+        db.view(Clock::at(10)).get(b"a");
+        db.view(Clock::at(10)).set_str(b"c", b"v", None);
+        db.view(Clock::at(10)).set_str(b"c", b"w", None);
+        db.view(Clock::at(10)).set(s(b"d", b"v", Some(15)));
+        db.active_expire(20, 100);
+        use Event::*;
+        assert_eq!(
+            ev(&mut db),
+            [
+                (Expired, b"a".to_vec()),
+                (Miss, b"a".to_vec()),
+                (New, b"c".to_vec()),
+                (New, b"d".to_vec()),
+                (Expired, b"d".to_vec()),
+            ]
+        );
+        // A write over a key whose TTL passed expires it, then creates it.
+        db.view(Clock::at(20)).set_str(b"e", b"v", Some(25));
+        db.view(Clock::at(30)).set_str(b"e", b"v", None);
+        assert_eq!(
+            ev(&mut db),
+            [
+                (New, b"e".to_vec()),
+                (Expired, b"e".to_vec()),
+                (New, b"e".to_vec())
+            ]
+        );
     }
 }

@@ -185,6 +185,9 @@ fn serve_key(shard: &mut Shard, shared: &Arc<Shared>, db: usize, key: &[u8], now
             continue; // claimed meanwhile by its timer or a disconnect: next waiter
         }
         let payload = w.op.serve(&mut ctx, key);
+        // Done with the shard: the context publishes the keyspace events the engine recorded
+        // (notify.rs) before the result leaves for the client.
+        drop(ctx);
         pop_front(shard, &slot);
         exec::complete(
             shared,

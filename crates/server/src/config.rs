@@ -7,8 +7,8 @@
 //! as a working directive: it is listed in [`UNBUILT`] with the values that mean "feature off",
 //! and any other value is refused at start-up, naming the directive.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Kind {
@@ -66,6 +66,10 @@ pub struct Hot {
     pub encodings: [AtomicI64; ENCODING_DIRECTIVES.len()],
     /// hll-sparse-max-bytes: a sparse HyperLogLog that would grow past this becomes dense.
     pub hll_sparse_max_bytes: AtomicI64,
+    /// notify-keyspace-events as Redis's flag bits (notify.rs), and the engine events that
+    /// those flags need recorded (shared with every database: `notify::attach`).
+    pub notify_flags: AtomicU32,
+    pub notify_events: Arc<AtomicU32>,
 }
 
 /// The directives that decide when a small collection leaves its compact encoding, in the
@@ -448,7 +452,26 @@ pub static TABLE: &[Directive] = &[
         mutable: true,
         apply: |h, v| set_i(&h.hll_sparse_max_bytes)(v),
     },
+    Directive {
+        name: "notify-keyspace-events",
+        kind: Kind::Special,
+        default: "",
+        mutable: true,
+        apply: apply_notify,
+    },
 ];
+
+fn apply_notify(h: &Hot, v: &str) -> Result<(), String> {
+    let f = crate::notify::parse(v).ok_or(crate::notify::ERR_FLAGS)?;
+    store_notify(h, f);
+    Ok(())
+}
+
+fn store_notify(h: &Hot, f: u32) {
+    h.notify_flags.store(f, Ordering::Relaxed);
+    h.notify_events
+        .store(crate::notify::engine_mask(f), Ordering::Relaxed);
+}
 
 /// Redis directives for features not built yet, with the values that mean "off" (accepted,
 /// because they describe what Darner does). Anything else is refused at start-up.
@@ -461,7 +484,6 @@ pub static UNBUILT: &[(&str, &[&str])] = &[
     ("slaveof", &[]),
     ("daemonize", &["no"]),
     ("io-threads", &["1"]),
-    ("notify-keyspace-events", &[""]),
     ("unixsocket", &[]),
     ("tls-port", &["0"]),
     ("list-compress-depth", &["0"]),
@@ -571,6 +593,8 @@ impl Config {
                 obuf_replica: z(),
                 encodings: ENCODING_DIRECTIVES.map(|(_, d)| AtomicI64::new(d)),
                 hll_sparse_max_bytes: AtomicI64::new(3000),
+                notify_flags: AtomicU32::new(0),
+                notify_events: Arc::new(AtomicU32::new(0)),
             },
             file,
         };
@@ -602,6 +626,9 @@ impl Config {
         if !startup && !d.mutable {
             return Err("can't set immutable config".into());
         }
+        // notify-keyspace-events shows fewer flags than it may hold ("An" reads "A"): the
+        // flags come from the value given, not from the canonical string.
+        let mut notify_flags = None;
         let canonical = match d.kind {
             Kind::Int { min, max } => {
                 let n: i64 = value
@@ -644,6 +671,10 @@ impl Config {
                     apply_obuf(&Hot::scratch(), value)?;
                     let cur = self.get_index(i);
                     merge_obuf(&cur, value)
+                } else if d.name == "notify-keyspace-events" {
+                    let f = crate::notify::parse(value).ok_or(crate::notify::ERR_FLAGS)?;
+                    notify_flags = Some(f);
+                    crate::notify::render(f)
                 } else if d.name == "bind" {
                     if value.split_whitespace().count() == 0 {
                         return Err("Invalid bind address".into());
@@ -655,6 +686,9 @@ impl Config {
             }
         };
         (d.apply)(&self.hot, &canonical)?;
+        if let Some(f) = notify_flags {
+            store_notify(&self.hot, f);
+        }
         self.values.lock().unwrap()[i] = canonical;
         Ok(())
     }

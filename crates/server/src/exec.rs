@@ -387,7 +387,10 @@ impl Tx {
             })
         };
         let job: crate::msg::ShardFn = Box::new(move |ctx: &mut ShardCtx| {
-            complete(&shared, done, f(ctx));
+            let r = f(ctx);
+            // The hop's keyspace events leave before its result can (notify.rs).
+            crate::notify::done(ctx);
+            complete(&shared, done, r);
         });
         post(
             &self.0.shared,

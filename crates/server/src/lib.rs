@@ -28,6 +28,7 @@
 //! - `blocking.rs`: clients blocked on keys (BLPOP, BZPOPMIN, ...): waiters, wake-ups, timeouts.
 //! - `tracking.rs`: client-side caching (CLIENT TRACKING): per-shard tables, invalidations.
 //! - `pubsub.rs`: Pub/Sub subscriptions (a process-wide registry) and message delivery.
+//! - `notify.rs`: keyspace notifications (`notify-keyspace-events`), published over Pub/Sub.
 //! - `lazyfree.rs`: the background thread that frees big values off the request path.
 //! - `log.rs`: Redis-format logging; `alloc.rs`: the counting global allocator; `sys.rs`: the
 //!   request path's `recv` and `send`, made as direct system calls.
@@ -41,6 +42,7 @@ pub mod exec;
 pub mod lazyfree;
 pub mod log;
 pub mod msg;
+pub mod notify;
 pub mod pubsub;
 pub mod server;
 pub mod shard;

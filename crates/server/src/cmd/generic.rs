@@ -8,6 +8,7 @@
 
 use super::{ConnCtx, Locks, Reg, TxFuture};
 use crate::exec::Tx;
+use crate::notify::{self, notify, GENERIC};
 use crate::shard::ShardCtx;
 use bytes::Bytes;
 use darner_engine::{glob_match, Entry, SCAN_DONE};
@@ -100,7 +101,14 @@ fn parse_db(arg: &[u8], databases: usize) -> Result<usize, &'static [u8]> {
 
 fn del(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
-        let n = count_keys(&tx, args[1..].to_vec(), |ctx, k| ctx.db().delete(k) as i64).await;
+        let n = count_keys(&tx, args[1..].to_vec(), |ctx, k| {
+            let gone = ctx.db().delete(k);
+            if gone {
+                notify(ctx, GENERIC, "del", k);
+            }
+            gone as i64
+        })
+        .await;
         super::with_writer(tx.resp3(), |w| w.int(n))
     })
 }
@@ -167,7 +175,11 @@ async fn rename_generic(tx: &Tx, src: Bytes, dst: Bytes, nx: bool) -> Renamed {
                 match db.remove(&src) {
                     None => Renamed::NoSuchKey,
                     Some(e) => {
+                        // Like Redis: the old destination is deleted, then the key created.
+                        db.delete(&dst);
                         db.set(e.with_key(&dst));
+                        notify(ctx, GENERIC, "rename_from", &src);
+                        notify(ctx, GENERIC, "rename_to", &dst);
                         Renamed::Yes
                     }
                 }
@@ -188,7 +200,7 @@ async fn rename_generic(tx: &Tx, src: Bytes, dst: Bytes, nx: bool) -> Renamed {
         }
     }
     // The entry (value, TTL, access clock) moves from one shard's thread to the other's.
-    let d2 = dst.clone();
+    let (d2, s2) = (dst.clone(), src.clone());
     let moved = tx
         .run(ss, move |ctx| {
             ctx.db().remove(&src).map(|e| e.with_key(&d2))
@@ -198,7 +210,13 @@ async fn rename_generic(tx: &Tx, src: Bytes, dst: Bytes, nx: bool) -> Renamed {
         None => Renamed::NoSuchKey,
         Some(e) => {
             tx.run(ds, move |ctx| {
-                ctx.db().set(e);
+                let mut db = ctx.db();
+                db.delete(&dst);
+                db.set(e);
+                // Both events from the destination's thread, in Redis's order (the source
+                // is locked, so nothing else happens to it in between).
+                notify(ctx, GENERIC, "rename_from", &s2);
+                notify(ctx, GENERIC, "rename_to", &dst);
             })
             .await;
             Renamed::Yes
@@ -241,7 +259,11 @@ fn store_copy(ctx: &mut ShardCtx, db: usize, e: Entry, replace: bool) -> bool {
     if !replace && view.exists(e.key()) {
         return false;
     }
+    // Like Redis: a replaced destination is deleted, then the key created.
+    let key = e.key().to_vec();
+    view.delete(&key);
     view.set(e);
+    notify::notify_db(ctx, db, GENERIC, "copy_to", &key);
     true
 }
 
@@ -307,6 +329,8 @@ fn move_cmd(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         None => w.int(0),
         Some(e) => {
             ctx.db_at(dst).set(e);
+            notify(ctx, GENERIC, "move_from", key);
+            notify::notify_db(ctx, dst, GENERIC, "move_to", key);
             w.int(1)
         }
     }
@@ -583,6 +607,12 @@ fn expire_generic(
     }
     // A time already past deletes the key (inside `set_expire`).
     ctx.db().set_expire(key, Some(when));
+    let event = if when <= ctx.now_ms() {
+        "del"
+    } else {
+        "expire"
+    };
+    notify(ctx, GENERIC, event, key);
     w.int(1);
 }
 
@@ -646,6 +676,7 @@ fn persist(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
     if let Some(Some(_)) = db.expire_of(args[1]) {
         db.set_expire(args[1], None);
+        notify(ctx, GENERIC, "persist", args[1]);
         w.int(1)
     } else {
         w.int(0)

@@ -20,6 +20,7 @@ use super::sorted_set::{store_set, write};
 use super::ERR_WRONGTYPE;
 use super::{views, with_writer, Locks, Reg, TxFuture, ERR_NOT_FLOAT, ERR_NOT_INT, ERR_SYNTAX};
 use crate::exec::Tx;
+use crate::notify::{notify, GENERIC, ZSET};
 use crate::shard::ShardCtx;
 use bytes::Bytes;
 use darner_engine::types::zset::{AddFlags, Added};
@@ -631,6 +632,10 @@ fn geoadd(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             }
         }
     }
+    if added + updated > 0 {
+        // GEOADD is ZADD underneath in Redis, and notifies as ZADD.
+        notify(ctx, ZSET, "zadd", key);
+    }
     w.int(if ch { added + updated } else { added })
 }
 
@@ -1160,12 +1165,20 @@ fn search_tx(tx: Tx, args: Vec<Bytes>, fl: Flavor) -> TxFuture {
         let items = st.items;
         tx.run(tx.shard_of(&dst), move |ctx| {
             if items.is_empty() {
-                ctx.db().remove(&dst);
+                if ctx.db().remove(&dst).is_some() {
+                    notify(ctx, GENERIC, "del", &dst);
+                }
             } else {
                 let z = store_set(&items, &ctx.limits());
                 let lru = ctx.clock.lru;
                 ctx.db()
                     .set(Entry::new_value(&dst, Value::ZSet(z), None, lru));
+                let event = if fl == Flavor::SearchStore {
+                    "geosearchstore"
+                } else {
+                    "georadiusstore"
+                };
+                notify(ctx, ZSET, event, &dst);
             }
         })
         .await;

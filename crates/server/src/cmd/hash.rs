@@ -13,7 +13,9 @@
 
 use super::string::ld;
 use super::{eq, parse_int, Reg, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
+use crate::notify::{notify, GENERIC, HASH};
 use crate::shard::ShardCtx;
+use darner_engine::db::Event;
 use darner_engine::types::Hash;
 use darner_engine::{glob_match, DbView, Entry, Value, ValueRef};
 use darner_resp::ReplyWriter;
@@ -80,8 +82,14 @@ fn lazy_expire(db: &mut DbView<'_>, key: &[u8], fields: Fields<'_>) {
         }
         _ => return,
     };
+    if gone > 0 {
+        // Published before the command's own events (Redis 7.4: `hexpired`, then `del` for
+        // a hash left empty).
+        db.record_event(Event::FieldsExpired, key);
+    }
     if empty {
         db.remove(key);
+        db.record_event(Event::Deleted, key);
     } else if gone > 0 {
         db.signal(key);
     }
@@ -155,6 +163,7 @@ fn hset_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, name: &
         created += i64::from(h.set(pair[0], pair[1], &limits));
     }
     db.signal(args[1]);
+    notify(ctx, HASH, "hset", args[1]);
     if name == "hset" {
         w.int(created);
     }
@@ -183,6 +192,7 @@ fn hsetnx(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     }
     h.set(args[2], args[3], &limits);
     db.signal(args[1]);
+    notify(ctx, HASH, "hset", args[1]);
     w.int(1);
 }
 
@@ -236,6 +246,12 @@ fn hdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         db.remove(args[1]);
     } else if deleted > 0 {
         db.signal(args[1]);
+    }
+    if deleted > 0 {
+        notify(ctx, HASH, "hdel", args[1]);
+        if empty {
+            notify(ctx, GENERIC, "del", args[1]);
+        }
     }
     w.int(deleted);
 }
@@ -331,6 +347,7 @@ fn hincrby(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     // Redis 7.4 keeps the field's TTL on an increment (HASH_SET_KEEP_TTL).
     h.set_keep_ttl(args[2], new.to_string().as_bytes(), &limits);
     db.signal(args[1]);
+    notify(ctx, HASH, "hincrby", args[1]);
     w.int(new);
 }
 
@@ -362,6 +379,7 @@ fn hincrbyfloat(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let h = write_or_create(&mut db, args[1]).unwrap_or_else(|_| unreachable!("checked type"));
     h.set_keep_ttl(args[2], &text, &limits);
     db.signal(args[1]);
+    notify(ctx, HASH, "hincrbyfloat", args[1]);
     w.bulk(&text);
 }
 
@@ -693,7 +711,7 @@ fn hexpire_generic(
     };
     // Redis 7.4 turns a listpack hash into "listpackex" whenever this family runs on it.
     h.mark_ex();
-    let mut changed = false;
+    let (mut changed, mut deleted) = (false, false);
     w.array(fields.len());
     for f in fields {
         let Some(prev) = h.expiry_of(f) else {
@@ -715,6 +733,7 @@ fn hexpire_generic(
         changed = true;
         if when <= now {
             h.remove(f);
+            deleted = true;
             w.int(2);
         } else {
             h.set_expiry(f, Some(when));
@@ -722,7 +741,8 @@ fn hexpire_generic(
         }
     }
     let with_ttls = h.has_ttls();
-    if h.is_empty() {
+    let empty = h.is_empty();
+    if empty {
         db.remove(args[1]);
     } else if changed {
         db.signal(args[1]);
@@ -730,6 +750,14 @@ fn hexpire_generic(
     if with_ttls {
         // The active expiry cycle removes the fields nobody reads again.
         db.note_field_ttls(args[1]);
+    }
+    if changed {
+        // Redis 7.4: `hdel` when a time already past removed fields, else `hexpire`; `del`
+        // for a hash left empty.
+        notify(ctx, HASH, if deleted { "hdel" } else { "hexpire" }, args[1]);
+        if empty {
+            notify(ctx, GENERIC, "del", args[1]);
+        }
     }
 }
 
@@ -829,6 +857,7 @@ fn hpersist(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     }
     if changed {
         db.signal(args[1]);
+        notify(ctx, HASH, "hpersist", args[1]);
     }
 }
 
@@ -866,10 +895,17 @@ fn hgetdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         h.remove(f);
         deleted = true;
     }
-    if h.is_empty() {
+    let empty = h.is_empty();
+    if empty {
         db.remove(args[1]);
     } else if deleted {
         db.signal(args[1]);
+    }
+    if deleted {
+        notify(ctx, HASH, "hgetdel", args[1]);
+        if empty {
+            notify(ctx, GENERIC, "del", args[1]);
+        }
     }
 }
 
@@ -935,7 +971,7 @@ fn hgetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         // Redis 8 turns a listpack into "listpackex" whenever an option is given.
         h.mark_ex();
     }
-    let (mut changed, mut future) = (false, false);
+    let (mut changed, mut future, mut deleted) = (false, false, false);
     w.array(fields.len());
     for f in fields {
         let Some(v) = h.get(f) else {
@@ -954,6 +990,7 @@ fn hgetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             GetExTtl::At(when) if when <= now => {
                 h.remove(f);
                 changed = true;
+                deleted = true;
             }
             GetExTtl::At(when) => {
                 h.set_expiry(f, Some(when));
@@ -962,8 +999,15 @@ fn hgetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             }
         }
     }
+    let event = match ttl {
+        _ if deleted => "hdel",
+        GetExTtl::Persist => "hpersist",
+        _ => "hexpire",
+    };
     if h.is_empty() {
         db.remove(args[1]);
+        notify(ctx, HASH, event, args[1]);
+        notify(ctx, GENERIC, "del", args[1]);
         return;
     }
     if changed {
@@ -972,6 +1016,9 @@ fn hgetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     if future {
         // The active expiry cycle removes the fields nobody reads again.
         db.note_field_ttls(args[1]);
+    }
+    if changed {
+        notify(ctx, HASH, event, args[1]);
     }
 }
 
@@ -1148,13 +1195,23 @@ fn hsetex_redis(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             }
         }
     }
-    if h.is_empty() {
+    let empty = h.is_empty();
+    if empty {
         db.remove(key);
     } else {
         db.signal(key);
         if future {
             db.note_field_ttls(key);
         }
+    }
+    notify(ctx, HASH, "hset", key);
+    match opts.ttl {
+        SetExTtl::At(when) if when <= now => notify(ctx, HASH, "hdel", key),
+        SetExTtl::At(_) => notify(ctx, HASH, "hexpire", key),
+        _ => {}
+    }
+    if empty {
+        notify(ctx, GENERIC, "del", key);
     }
     w.int(1);
 }
@@ -1213,6 +1270,12 @@ fn hsetex_dragonfly(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ttl
     }
     if future {
         db.note_field_ttls(key);
+    }
+    if changed {
+        notify(ctx, HASH, "hset", key);
+        if future {
+            notify(ctx, HASH, "hexpire", key);
+        }
     }
     w.int(created);
 }

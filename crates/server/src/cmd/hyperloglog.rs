@@ -11,6 +11,7 @@
 use super::generic::by_shard;
 use super::{Locks, Reg, TxFuture, ERR_WRONGTYPE};
 use crate::exec::Tx;
+use crate::notify::{notify, STRING};
 use crate::shard::ShardCtx;
 use bytes::Bytes;
 use darner_engine::types::hll::{self, REGISTERS};
@@ -59,6 +60,7 @@ fn pfadd(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         }
         hll::invalidate_cache(&mut v);
         db.set(Entry::new_str(key, &v, None, true, lru));
+        notify(ctx, STRING, "pfadd", key);
         return w.int(1);
     };
     if let Err(err) = check(e) {
@@ -75,6 +77,7 @@ fn pfadd(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     if updated {
         hll::invalidate_cache(v);
         db.signal(key);
+        notify(ctx, STRING, "pfadd", key);
     }
     w.int(updated as i64)
 }
@@ -227,6 +230,7 @@ fn pfmerge(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             if let Some(v) = fresh {
                 db.set(Entry::new_str(&dest, &v, None, true, lru));
             }
+            notify(ctx, STRING, "pfadd", &dest);
             super::with_writer(resp3, |w| w.ok())
         })
         .await

@@ -21,6 +21,7 @@ mod field_ttl;
 
 use super::{Locks, Reg, TxFuture, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
 use crate::exec::Tx;
+use crate::notify::{notify, GENERIC, SET};
 use crate::shard::ShardCtx;
 use bytes::Bytes;
 use darner_engine::types::{Limits, Set};
@@ -105,11 +106,13 @@ fn sadd(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             let mut s = Set::create(members[0], members.len(), &lim);
             let n = members.iter().filter(|m| s.insert(m, &lim)).count();
             db.set(new_entry(key, s, lru));
+            notify(ctx, SET, "sadd", key);
             return w.int(n as i64);
         }
     };
     if added > 0 {
         db.signal(key);
+        notify(ctx, SET, "sadd", key);
     }
     w.int(added as i64);
 }
@@ -139,6 +142,9 @@ fn srem(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         db.remove(key);
     } else if removed > 0 {
         db.signal(key);
+    }
+    if removed > 0 {
+        notify_removed(ctx, key, "srem", empty);
     }
     w.int(removed);
 }
@@ -328,10 +334,20 @@ fn spop(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             reply_set(w, &old);
         }
     }
-    if s.is_empty() {
+    let empty = s.is_empty();
+    if empty {
         db.remove(key);
     } else {
         db.signal(key);
+    }
+    notify_removed(ctx, key, "spop", empty);
+}
+
+/// The notifications of a removal from a set: `event`, then `del` if it was emptied.
+fn notify_removed(ctx: &mut ShardCtx, key: &[u8], event: &str, deleted: bool) {
+    notify(ctx, SET, event, key);
+    if deleted {
+        notify(ctx, GENERIC, "del", key);
     }
 }
 
@@ -580,19 +596,32 @@ fn evaluate(want: Want, sets: &[Option<&Set>], same: &[bool], lim: &Limits) -> O
 }
 
 /// Stores a *STORE result (or deletes the destination for an empty one); returns the reply.
-fn store(ctx: &mut ShardCtx, dst: &[u8], result: Option<Set>) -> i64 {
+/// `event`: the notification of a stored result.
+fn store(ctx: &mut ShardCtx, dst: &[u8], result: Option<Set>, event: &str) -> i64 {
     let lru = ctx.clock.lru;
     let mut db = ctx.db();
     match result {
         Some(s) => {
             let n = s.len() as i64;
             db.set(new_entry(dst, s, lru));
+            notify(ctx, SET, event, dst);
             n
         }
         None => {
-            db.remove(dst);
+            if db.remove(dst).is_some() {
+                notify(ctx, GENERIC, "del", dst);
+            }
             0
         }
+    }
+}
+
+/// The notification of a *STORE command's stored result.
+fn store_event(want: &Want) -> &'static str {
+    match want {
+        Want::Store(Op::Inter) => "sinterstore",
+        Want::Store(Op::Union) => "sunionstore",
+        _ => "sdiffstore",
     }
 }
 
@@ -639,7 +668,9 @@ async fn multi(tx: &Tx, want: Want, keys: Vec<Bytes>, dst: Option<Bytes>) -> Vec
                     }
                 };
                 let outcome = match (outcome, &dst) {
-                    (Outcome::Store(s), Some(d)) => Outcome::Count(store(ctx, d, s) as usize),
+                    (Outcome::Store(s), Some(d)) => {
+                        Outcome::Count(store(ctx, d, s, store_event(&want)) as usize)
+                    }
                     (o, _) => o,
                 };
                 write_outcome(ctx.resp3, outcome)
@@ -689,7 +720,10 @@ async fn multi(tx: &Tx, want: Want, keys: Vec<Bytes>, dst: Option<Bytes>) -> Vec
     let outcome = evaluate(want, &sets, &same, &lim);
     match (outcome, dst) {
         (Outcome::Store(s), Some(d)) => {
-            let n = tx.run(tx.shard_of(&d), move |ctx| store(ctx, &d, s)).await;
+            let ev = store_event(&want);
+            let n = tx
+                .run(tx.shard_of(&d), move |ctx| store(ctx, &d, s, ev))
+                .await;
             super::with_writer(resp3, |w| w.int(n))
         }
         (o, _) => write_outcome(resp3, o),
@@ -743,7 +777,10 @@ async fn filtered(tx: &Tx, want: Want, keys: Vec<Bytes>, dst: Option<Bytes>) -> 
         };
         match (outcome, dst.clone()) {
             (Outcome::Store(s), Some(d)) => {
-                let n = tx.run(tx.shard_of(&d), move |ctx| store(ctx, &d, s)).await;
+                let ev = store_event(&want);
+                let n = tx
+                    .run(tx.shard_of(&d), move |ctx| store(ctx, &d, s, ev))
+                    .await;
                 super::with_writer(resp3, |w| w.int(n))
             }
             (o, _) => write_outcome(resp3, o),
@@ -978,6 +1015,9 @@ fn remove_member(ctx: &mut ShardCtx, key: &[u8], m: &[u8]) -> bool {
     } else if removed {
         db.signal(key);
     }
+    if removed {
+        notify_removed(ctx, key, "srem", empty);
+    }
     removed
 }
 
@@ -994,11 +1034,13 @@ fn add_member(ctx: &mut ShardCtx, key: &[u8], m: &[u8]) {
             let mut s = Set::create(m, 1, &lim);
             s.insert(m, &lim);
             db.set(new_entry(key, s, lru));
+            notify(ctx, SET, "sadd", key);
             return;
         }
     };
     if added {
         db.signal(key);
+        notify(ctx, SET, "sadd", key);
     }
 }
 

@@ -17,6 +17,7 @@
 
 use super::{Locks, Reg, TxFuture, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
 use crate::exec::Tx;
+use crate::notify::{notify, GENERIC, LIST};
 use crate::shard::ShardCtx;
 use bytes::Bytes;
 use darner_engine::types::{Limits, List, ZSet};
@@ -566,7 +567,9 @@ fn store_list(ctx: &mut ShardCtx, dst: &[u8], items: Vec<Vec<u8>>) {
     let fill = ctx.limits().list_max_listpack_size;
     let mut db = ctx.db();
     if items.is_empty() {
-        db.delete(dst);
+        if db.delete(dst) {
+            notify(ctx, GENERIC, "del", dst);
+        }
         return;
     }
     let mut l = List::new();
@@ -579,6 +582,7 @@ fn store_list(ctx: &mut ShardCtx, dst: &[u8], items: Vec<Vec<u8>>) {
     }
     let lru = db.clock.lru;
     db.set(Entry::new_value(dst, Value::List(Box::new(l)), None, lru));
+    notify(ctx, LIST, "sortstore", dst);
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod blocking;
 mod multi;
 
 use super::{Reg, ERR_NOT_FLOAT, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
+use crate::notify::{self, notify, GENERIC, ZSET};
 use crate::shard::ShardCtx;
 use darner_engine::types::zset::{AddFlags, Added};
 use darner_engine::types::{Limits, ZSet};
@@ -85,6 +86,29 @@ pub(crate) fn write<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<Option<&'a
             _ => Err(()),
         },
     }
+}
+
+/// The notifications of a removal from a sorted set: `event`, then `del` if it was emptied.
+pub(crate) fn notify_removed(ctx: &mut ShardCtx, key: &[u8], event: &str, deleted: bool) {
+    notify(ctx, ZSET, event, key);
+    if deleted {
+        notify(ctx, GENERIC, "del", key);
+    }
+}
+
+/// [`pop`] with its notifications (`zpopmin` / `zpopmax`, then `del` for an emptied set).
+pub(crate) fn pop_notify(
+    ctx: &mut ShardCtx,
+    key: &[u8],
+    max: bool,
+    count: usize,
+) -> Vec<(Vec<u8>, f64)> {
+    let items = pop(&mut ctx.db(), key, max, count);
+    if !items.is_empty() && notify::enabled(ctx.shared) {
+        let gone = !ctx.db().exists(key);
+        notify_removed(ctx, key, if max { "zpopmax" } else { "zpopmin" }, gone);
+    }
+    items
 }
 
 /// After a write that removed elements: signals the key, and deletes it if now empty.
@@ -374,6 +398,9 @@ fn zadd_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, zincrby
             }
         }
     }
+    if added + updated > 0 {
+        notify(ctx, ZSET, if f.incr { "zincr" } else { "zadd" }, key);
+    }
     if nan {
         return w.error(ERR_NAN);
     }
@@ -411,6 +438,7 @@ fn zrem(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     };
     if deleted > 0 {
         after_removal(&mut db, key, empty);
+        notify_removed(ctx, key, "zrem", empty);
     }
     w.int(deleted)
 }
@@ -765,6 +793,12 @@ fn zremrange(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, t: RangeTy
     };
     if n > 0 {
         after_removal(&mut db, key, empty);
+        let event = match t {
+            RangeType::Score => "zremrangebyscore",
+            RangeType::Lex => "zremrangebylex",
+            _ => "zremrangebyrank",
+        };
+        notify_removed(ctx, key, event, empty);
     }
     w.int(n as i64)
 }
@@ -825,7 +859,7 @@ fn zpop(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, max: bool) {
         return w.array(0);
     }
     let n = count.unwrap_or(1).min(usize::MAX as u64) as usize;
-    let items = pop(&mut ctx.db(), args[1], max, n);
+    let items = pop_notify(ctx, args[1], max, n);
     if count.is_some() {
         write_items(w, &items, true);
     } else {

@@ -14,6 +14,7 @@ pub(super) mod ld;
 use super::generic::by_shard;
 use super::{Locks, Reg, TxFuture, ERR_NOT_FLOAT, ERR_NOT_INT, ERR_OVERFLOW, ERR_SYNTAX};
 use crate::exec::Tx;
+use crate::notify::{notify, GENERIC, STRING};
 use crate::shard::ShardCtx;
 use bytes::Bytes;
 use darner_engine::{DbView, Entry, ValueType};
@@ -226,6 +227,7 @@ fn set(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     if args.len() == 3 {
         // The hot path: no options, nothing to parse.
         ctx.db().set_str(args[1], args[2], None);
+        notify(ctx, STRING, "set", args[1]);
         return w.ok();
     }
     let Ok((flags, expire)) = parse_ext(args, 3, true) else {
@@ -289,6 +291,10 @@ fn set_generic(
         when
     };
     db.set_str(key, value, ttl);
+    notify(ctx, STRING, "set", key);
+    if when.is_some() {
+        notify(ctx, GENERIC, "expire", key);
+    }
     if flags & F_GET == 0 {
         w.ok();
     }
@@ -300,6 +306,7 @@ fn setnx(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         return w.int(0);
     }
     db.set_str(args[1], args[2], None);
+    notify(ctx, STRING, "set", args[1]);
     w.int(1);
 }
 
@@ -335,6 +342,7 @@ fn getset(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         Some(e) => w.bulk(e.str_value()),
     }
     db.set_str(args[1], args[2], None);
+    notify(ctx, STRING, "set", args[1]);
 }
 
 fn getdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
@@ -345,6 +353,7 @@ fn getdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         Some(e) => w.bulk(e.str_value()),
     }
     db.delete(args[1]);
+    notify(ctx, GENERIC, "del", args[1]);
 }
 
 fn getex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
@@ -371,8 +380,11 @@ fn getex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     if let Some(ms) = when {
         // An absolute time already past deletes the key (set_expire does that).
         db.set_expire(key, Some(ms));
+        let event = if ms <= now { "del" } else { "expire" };
+        notify(ctx, GENERIC, event, key);
     } else if flags & F_PERSIST != 0 && db.expire_of(key).flatten().is_some() {
         db.set_expire(key, None);
+        notify(ctx, GENERIC, "persist", key);
     }
 }
 
@@ -457,9 +469,9 @@ async fn set_pairs(tx: &Tx, args: &[Bytes]) {
                 .map(|&i| (args[1 + 2 * i].clone(), args[2 + 2 * i].clone()))
                 .collect();
             tx.run(s, move |ctx| {
-                let mut db = ctx.db();
                 for (k, v) in &pairs {
-                    db.set_str(k, v, None);
+                    ctx.db().set_str(k, v, None);
+                    notify(ctx, STRING, "set", k);
                 }
             })
         })
@@ -531,6 +543,7 @@ fn append(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         None => {
             // A new key stores the argument as SET would (not raw).
             ctx.db().set_str(key, val, None);
+            notify(ctx, STRING, "append", key);
             w.int(val.len() as i64);
         }
         Some(len) => {
@@ -544,6 +557,7 @@ fn append(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             let s = e.str_mut();
             s.extend_from_slice(val);
             w.int(s.len() as i64);
+            notify(ctx, STRING, "append", key);
         }
     }
 }
@@ -617,6 +631,7 @@ fn setrange(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             let mut v = vec![0u8; end];
             v[off..].copy_from_slice(val);
             ctx.db().set(raw_entry(key, v, None, lru));
+            notify(ctx, STRING, "setrange", key);
             w.int(end as i64);
         }
         Some(_) => {
@@ -630,6 +645,7 @@ fn setrange(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             }
             s[off..end].copy_from_slice(val);
             w.int(s.len() as i64);
+            notify(ctx, STRING, "setrange", key);
         }
     }
 }
@@ -660,6 +676,7 @@ fn incr_by(ctx: &mut ShardCtx, key: &[u8], by: i64, w: &mut ReplyWriter) {
     let mut buf = [0u8; 24];
     // The value is replaced (keeping its TTL), as Redis's dbReplaceValue does.
     db.set_str(key, itoa(new, &mut buf), ttl);
+    notify(ctx, STRING, "incrby", key);
     w.int(new);
 }
 
@@ -711,6 +728,7 @@ fn incrbyfloat(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut e = Entry::new_str(key, &text, ttl, false, lru);
     e.mark_not_int();
     db.set(e);
+    notify(ctx, STRING, "incrbyfloat", key);
     // A bulk string in RESP3 too: Redis replies with the stored text.
     w.bulk(&text);
 }

@@ -112,6 +112,7 @@ impl Worker {
             inbound: Default::default(),
             stop: false,
         };
+        crate::notify::attach(&w.shared, &mut w.shard);
         for (i, l) in w.listeners.iter_mut().enumerate() {
             w.poll
                 .registry()
@@ -184,6 +185,8 @@ impl Worker {
                 self.last_cron = self.loop_now;
                 self.cron();
             }
+            // Keyspace events the engine recorded this turn (expiry, lazy and active).
+            crate::notify::flush(&self.shared, &mut self.shard);
             // Keys written this turn (the cron's expiries included) are invalidated now,
             // not at the next wake-up.
             self.tracking_turn();
@@ -867,6 +870,8 @@ impl Worker {
                         let seq = conn.expect(suppress);
                         conn.deliver(seq, waiting);
                     }
+                    // The command is done on its shard (its keyspace events go out: notify.rs).
+                    drop(ctx);
                     // Writes first (a read that expired the key invalidates earlier reads),
                     // then this read is recorded.
                     if self.shard.tracking.collecting {
@@ -1023,6 +1028,12 @@ impl Worker {
                 .store(false, Ordering::Release);
             while let Ok(m) = self.rx.try_recv() {
                 self.handle(m);
+                // What handling `m` posted to this thread goes before the next message from
+                // another thread, which it may have caused (a keyspace notification published
+                // by a batch precedes what the batch's reply lets a client send).
+                while let Some(m) = LOCAL.with(|l| l.borrow_mut().pop_front()) {
+                    self.handle(m);
+                }
                 progress = true;
             }
             while let Some(m) = LOCAL.with(|l| l.borrow_mut().pop_front()) {
@@ -1283,6 +1294,7 @@ impl Worker {
             shared: &self.shared,
         };
         contained("shard step", || f(&mut ctx));
+        drop(ctx);
         self.drain_written(writer);
         for (k, r) in std::mem::take(&mut self.shard.tracking.deferred) {
             crate::tracking::remember(&mut self.shard, &k, r);
@@ -1493,6 +1505,7 @@ impl Worker {
                 crate::blocking::serve_ready(ctx.shard, &self.shared, now);
             }
             if crate::stream::try_start(&mut ctx, it.cmd, &views, dest) {
+                drop(ctx);
                 if let Some((r, true)) = it.track {
                     self.remember_keys(it.cmd.spec, &views, r);
                 }
@@ -1501,6 +1514,7 @@ impl Worker {
             }
             let mut w = ReplyWriter::new(&mut buf, it.resp3);
             run_handler(f, &mut ctx, &views, &mut w, start_at, it.cmd);
+            drop(ctx);
             self.drain_written(it.track.map(|(r, _)| crate::tracking::Writer {
                 id: r.id,
                 noloop: r.noloop,

@@ -44,7 +44,10 @@ impl BlockOp for PopOp {
                     Ok(Some(l)) => l.pop(self.left),
                     _ => None,
                 };
-                removed(&mut db, key, fill);
+                let gone = removed(&mut db, key, fill);
+                if v.is_some() {
+                    notify_removed(ctx, key, pop_event(self.left), gone);
+                }
                 w.array(2);
                 w.bulk(key);
                 match v {
@@ -152,7 +155,10 @@ impl BlockOp for MoveOp {
             Ok(Some(l)) => l.pop(self.from_left).unwrap_or_default(),
             _ => Vec::new(),
         };
-        removed(&mut db, key, fill);
+        let gone = removed(&mut db, key, fill);
+        // Across shards the pop's events leave now and the push's from the destination's
+        // thread later (Redis publishes the push first).
+        notify_removed(ctx, key, pop_event(self.from_left), gone);
         let mut out = vec![b'E'];
         out.extend_from_slice(&v);
         out
@@ -205,7 +211,11 @@ async fn bmove(
         .run(tx.shard_of(&dst), move |ctx| {
             let fill = fill(ctx);
             let bytes = added_bytes(&v2, false);
-            push_into(&mut ctx.db(), &dst, &[&v2], bytes, to_left, false, fill).is_ok()
+            let ok = push_into(&mut ctx.db(), &dst, &[&v2], bytes, to_left, false, fill).is_ok();
+            if ok {
+                crate::notify::notify(ctx, crate::notify::LIST, push_event(to_left), &dst);
+            }
+            ok
         })
         .await;
     if pushed {

@@ -14,6 +14,7 @@
 use super::generic::by_shard;
 use super::{Locks, Reg, TxFuture, ERR_NOT_INT, ERR_NO_SUCH_KEY, ERR_SYNTAX, ERR_WRONGTYPE};
 use crate::exec::Tx;
+use crate::notify::{self, notify, GENERIC, LIST};
 use crate::shard::ShardCtx;
 use bytes::Bytes;
 use darner_engine::types::List;
@@ -103,7 +104,8 @@ fn wrong_type(db: &mut DbView<'_>, key: &[u8]) -> bool {
 }
 
 /// After a removal: deletes an emptied list, or gives it Redis's chance to become a listpack.
-pub(crate) fn removed(db: &mut DbView<'_>, key: &[u8], fill: i64) {
+/// Returns whether the list was deleted.
+pub(crate) fn removed(db: &mut DbView<'_>, key: &[u8], fill: i64) -> bool {
     let empty = match list_mut(db, key) {
         Ok(Some(l)) => {
             if !l.is_empty() {
@@ -117,6 +119,15 @@ pub(crate) fn removed(db: &mut DbView<'_>, key: &[u8], fill: i64) {
         db.remove(key);
     }
     db.signal(key);
+    empty
+}
+
+/// The notifications of a removal from a list: `event`, then `del` if it was emptied.
+pub(crate) fn notify_removed(ctx: &mut ShardCtx, key: &[u8], event: &str, deleted: bool) {
+    notify(ctx, LIST, event, key);
+    if deleted {
+        notify(ctx, GENERIC, "del", key);
+    }
 }
 
 /// Pushes `elems` onto the list at `key`, creating it; returns the new length, or Err for a
@@ -162,7 +173,12 @@ fn push_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, left: b
     let elems = &args[2..];
     let bytes = elems.iter().map(|e| e.len()).sum();
     match push_into(&mut ctx.db(), args[1], elems, bytes, left, xx, fill) {
-        Ok(n) => w.int(n as i64),
+        Ok(n) => {
+            if n > 0 {
+                notify(ctx, LIST, if left { "lpush" } else { "rpush" }, args[1]);
+            }
+            w.int(n as i64)
+        }
         Err(()) => w.error(ERR_WRONGTYPE),
     }
 }
@@ -223,7 +239,8 @@ fn pop_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, left: bo
             }
         }
     }
-    removed(&mut db, key, fill);
+    let gone = removed(&mut db, key, fill);
+    notify_removed(ctx, key, if left { "lpop" } else { "rpop" }, gone);
 }
 
 fn lpop(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
@@ -343,6 +360,7 @@ fn lset(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     l.set(i, val);
     l.shrink_check(fill);
     db.signal(key);
+    notify(ctx, LIST, "lset", key);
     w.ok();
 }
 
@@ -370,6 +388,7 @@ fn linsert(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     l.insert(at, val, after, fill);
     let n = l.len();
     db.signal(key);
+    notify(ctx, LIST, "linsert", key);
     w.int(n as i64);
 }
 
@@ -389,7 +408,8 @@ fn lrem(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let max = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
     let n = l.remove_eq(args[3], max, count < 0);
     if n > 0 {
-        removed(&mut db, key, fill);
+        let gone = removed(&mut db, key, fill);
+        notify_removed(ctx, key, "lrem", gone);
     }
     w.int(n as i64);
 }
@@ -413,7 +433,8 @@ fn ltrim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     };
     l.trim(left, right);
     // Redis signals the key even when nothing was trimmed.
-    removed(&mut db, key, fill);
+    let gone = removed(&mut db, key, fill);
+    notify_removed(ctx, key, "ltrim", gone);
     w.ok();
 }
 
@@ -532,6 +553,22 @@ fn added_bytes(v: &[u8], from_quicklist: bool) -> usize {
     }
 }
 
+pub(crate) fn push_event(left: bool) -> &'static str {
+    if left {
+        "lpush"
+    } else {
+        "rpush"
+    }
+}
+
+pub(crate) fn pop_event(left: bool) -> &'static str {
+    if left {
+        "lpop"
+    } else {
+        "rpop"
+    }
+}
+
 /// LMOVE with both keys on this shard (possibly the same key).
 pub(crate) fn lmove_local(
     ctx: &mut ShardCtx,
@@ -562,7 +599,10 @@ pub(crate) fn lmove_local(
     let bytes = added_bytes(&v, quick);
     // Cannot fail: the destination's type was checked.
     let _ = push_into(&mut db, dst, &[&v], bytes, to_left, false, fill);
-    removed(&mut db, src, fill);
+    let gone = removed(&mut db, src, fill);
+    // Redis's order: the push, then the pop (and the source's deletion).
+    notify(ctx, LIST, push_event(to_left), dst);
+    notify_removed(ctx, src, pop_event(from_left), gone);
     Moved::Value(v)
 }
 
@@ -600,21 +640,37 @@ async fn lmove_across(tx: &Tx, src: Bytes, dst: Bytes, from_left: bool, to_left:
     };
     // Round 2, both at once: the pop and the push. The shards stay locked from round 1, so the
     // element read is the element popped.
+    let s2 = src.clone();
     let pop = tx.run(ss, move |ctx| {
         let fill = fill(ctx);
         let mut db = ctx.db();
-        if let Ok(Some(l)) = list_mut(&mut db, &src) {
+        if let Ok(Some(l)) = list_mut(&mut db, &s2) {
             l.pop(from_left);
         }
-        removed(&mut db, &src, fill);
+        removed(&mut db, &s2, fill)
     });
+    // With keyspace notifications on, the push waits for the pop and its thread publishes all
+    // the events in Redis's order (push, pop, the source's deletion): the source is locked,
+    // so nothing else can happen to it in between.
+    let ordered = notify::enabled(tx.shared());
+    let (gone, pop) = if ordered {
+        (Some(pop.await), None)
+    } else {
+        (None, Some(pop))
+    };
     let v2 = v.clone();
     let push = tx.run(ds, move |ctx| {
         let fill = fill(ctx);
         let bytes = added_bytes(&v2, quick);
         let _ = push_into(&mut ctx.db(), &dst, &[&v2], bytes, to_left, false, fill);
+        if let Some(gone) = gone {
+            notify(ctx, LIST, push_event(to_left), &dst);
+            notify_removed(ctx, &src, pop_event(from_left), gone);
+        }
     });
-    pop.await;
+    if let Some(pop) = pop {
+        pop.await;
+    }
     push.await;
     Moved::Value(v)
 }
@@ -681,7 +737,10 @@ pub(crate) fn mpop_key(
         Ok(Some(l)) => l.pop_many(left, count),
         _ => Vec::new(),
     };
-    removed(&mut db, key, fill);
+    let gone = removed(&mut db, key, fill);
+    if !popped.is_empty() {
+        notify_removed(ctx, key, pop_event(left), gone);
+    }
     w.array(2);
     w.bulk(key);
     w.array(popped.len());

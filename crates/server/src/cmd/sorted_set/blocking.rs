@@ -5,7 +5,7 @@
 //! until a ZADD (or any write that leaves members) serves it, the timeout passes (a null array)
 //! or the client goes away. Inside MULTI they never block.
 
-use super::{pop, write};
+use super::write;
 use crate::blocking::{self, BlockOp, KeyKind};
 use crate::cmd::{with_writer, Locks, Reg, TxFuture, ERR_SYNTAX};
 use crate::exec::Tx;
@@ -43,7 +43,7 @@ impl BlockOp for ZPopOp {
     }
 
     fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8> {
-        let items = pop(&mut ctx.db(), key, self.max, self.count.unwrap_or(1));
+        let items = super::pop_notify(ctx, key, self.max, self.count.unwrap_or(1));
         let mut out = Vec::new();
         let mut w = ReplyWriter::new(&mut out, ctx.resp3);
         match self.count {

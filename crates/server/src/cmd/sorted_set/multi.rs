@@ -8,12 +8,12 @@
 //! take sorted sets only.
 
 use super::{
-    kw, long_arg, parse_range, pop, range_items, read, write_items, RangeType, ERR_SYNTAX,
-    ERR_WRONGTYPE,
+    kw, long_arg, parse_range, range_items, read, write_items, RangeType, ERR_SYNTAX, ERR_WRONGTYPE,
 };
 use crate::cmd::generic::by_shard;
 use crate::cmd::{views, with_writer, Locks, Reg, TxFuture};
 use crate::exec::Tx;
+use crate::notify::{notify, GENERIC, ZSET};
 use bytes::Bytes;
 use darner_engine::{DbView, Entry, Value, ValueRef};
 use std::collections::HashMap;
@@ -84,16 +84,21 @@ async fn read_sources(tx: &Tx, keys: &[Bytes]) -> Vec<Src> {
 }
 
 /// Stores `items` (sorted) at `dst`, or deletes `dst` when empty. Returns the reply count.
-async fn store(tx: &Tx, dst: Bytes, items: Vec<(Vec<u8>, f64)>) -> i64 {
+/// `cmd`: the command's name, which is the notification of a stored result.
+async fn store(tx: &Tx, dst: Bytes, items: Vec<(Vec<u8>, f64)>, cmd: &[u8]) -> i64 {
     let n = items.len() as i64;
+    let event = String::from_utf8_lossy(cmd).to_ascii_lowercase();
     tx.run(tx.shard_of(&dst), move |ctx| {
         if items.is_empty() {
-            ctx.db().remove(&dst);
+            if ctx.db().remove(&dst).is_some() {
+                notify(ctx, GENERIC, "del", &dst);
+            }
         } else {
             let z = super::store_set(&items, &ctx.limits());
             let lru = ctx.clock.lru;
             ctx.db()
                 .set(Entry::new_value(&dst, Value::ZSet(z), None, lru));
+            notify(ctx, ZSET, &event, &dst);
         }
     })
     .await;
@@ -298,7 +303,7 @@ fn set_op(tx: Tx, args: Vec<Bytes>, op: Op, store_to: bool, card_only: bool) -> 
         }
         sort_items(&mut result);
         if store_to {
-            let n = store(&tx, args[1].clone(), result).await;
+            let n = store(&tx, args[1].clone(), result, &args[0]).await;
             return with_writer(resp3, |w| w.int(n));
         }
         with_writer(resp3, |w| write_items(w, &result, withscores))
@@ -361,7 +366,7 @@ fn zrangestore(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         match got {
             Err(()) => with_writer(resp3, |w| w.error(ERR_WRONGTYPE)),
             Ok(items) => {
-                let n = store(&tx, args[1].clone(), items).await;
+                let n = store(&tx, args[1].clone(), items, &args[0]).await;
                 with_writer(resp3, |w| w.int(n))
             }
         }
@@ -408,11 +413,10 @@ fn zmpop(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             let k = key.clone();
             let got = tx
                 .run(tx.shard_of(&k), move |ctx| {
-                    let mut db = ctx.db();
-                    match super::write(&mut db, &k) {
+                    match super::write(&mut ctx.db(), &k) {
                         Err(()) => Err(()),
                         Ok(None) => Ok(None),
-                        Ok(Some(_)) => Ok(Some(pop(&mut db, &k, max, count))),
+                        Ok(Some(_)) => Ok(Some(super::pop_notify(ctx, &k, max, count))),
                     }
                 })
                 .await;

@@ -4,6 +4,7 @@
 use super::{cstr, fetch_strings, is_str, kw, max_len, raw_entry, Fetched, ERR_WRONGTYPE};
 use crate::cmd::{parse_int, Locks, Reg, TxFuture, ERR_NOT_INT, ERR_SYNTAX};
 use crate::exec::Tx;
+use crate::notify::{notify, GENERIC, STRING};
 use crate::shard::ShardCtx;
 use bytes::Bytes;
 use darner_resp::ReplyWriter;
@@ -56,6 +57,7 @@ fn setbit(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             let mut v = vec![0u8; byte + 1];
             v[byte] = on << shift;
             db.set(raw_entry(key, v, None, lru));
+            notify(ctx, STRING, "setbit", key);
             w.int(0);
         }
         Some(e) if !is_str(e) => w.error(ERR_WRONGTYPE),
@@ -73,6 +75,7 @@ fn setbit(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             // Redis signals a write only when the string changed.
             if changed {
                 db.signal(key);
+                notify(ctx, STRING, "setbit", key);
             }
             w.int(old as i64);
         }
@@ -364,9 +367,12 @@ fn bitop(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             let lru = ctx.clock.lru;
             let mut db = ctx.db();
             if res.is_empty() {
-                db.delete(&dest);
+                if db.delete(&dest) {
+                    notify(ctx, GENERIC, "del", &dest);
+                }
             } else {
                 db.set(raw_entry(&dest, res, None, lru));
+                notify(ctx, STRING, "set", &dest);
             }
         })
         .await;
@@ -606,8 +612,11 @@ fn bitfield_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ro:
         None => {
             let mut v = vec![0u8; need];
             w.array(ops.len());
-            run_ops(&mut v, &ops, true, w);
+            let changes = run_ops(&mut v, &ops, true, w);
             db.set(raw_entry(key, v, None, lru));
+            if changes > 0 {
+                notify(ctx, STRING, "setbit", key);
+            }
         }
         Some(e) if !is_str(e) => w.error(ERR_WRONGTYPE),
         Some(e) => {
@@ -620,6 +629,7 @@ fn bitfield_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ro:
             let changes = run_ops(s, &ops, grew, w);
             if changes > 0 {
                 db.signal(key);
+                notify(ctx, STRING, "setbit", key);
             }
         }
     }
