@@ -2,6 +2,7 @@
 CPU time from /proc."""
 import os
 import socket
+import subprocess
 import time
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -42,3 +43,14 @@ def wait_ready(port, proc, timeout=10):
         except OSError:
             time.sleep(0.05)
     raise RuntimeError("server did not start")
+
+
+def stop_process(proc):
+    """Stops a server started by a benchmark: SIGTERM, then SIGKILL after 5 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -29,7 +29,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import free_port, cpu_seconds, rss_bytes, wait_ready  # noqa: E402
+from benchlib import free_port, cpu_seconds, rss_bytes, wait_ready, stop_process  # noqa: E402
 
 
 
@@ -41,13 +41,7 @@ class Server:
         wait_ready(port, self.proc)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 def start_servers(args, cores):

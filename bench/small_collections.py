@@ -22,7 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import free_port, rss_bytes, wait_ready  # noqa: E402
+from benchlib import free_port, rss_bytes, wait_ready, stop_process  # noqa: E402
 
 
 class Server:
@@ -36,13 +36,7 @@ class Server:
             raise
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 def encode(*args):

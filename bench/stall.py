@@ -27,7 +27,7 @@ import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import free_port, wait_ready  # noqa: E402
+from benchlib import free_port, wait_ready, stop_process  # noqa: E402
 
 
 def command(*args):
@@ -222,13 +222,7 @@ def main():
                         c.call("SET", k, "v" * 16)
     finally:
         for _, _, proc in servers:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop_process(proc)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from benchlib import free_port, wait_ready  # noqa: E402
+from benchlib import free_port, stop_process, wait_ready  # noqa: E402
 
 
 def start(argv, port):
@@ -33,16 +33,6 @@ def start(argv, port):
         proc.kill()
         raise
     return proc
-
-
-def stop(proc):
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def run_load(tool, port, a, tracking):
@@ -85,7 +75,7 @@ def main():
                 plain.append(run_load(tool, port, a, False))
                 tracked.append(run_load(tool, port, a, True))
         finally:
-            stop(proc)
+            stop_process(proc)
         results[name] = (plain, tracked)
     print(f"# {a.clients} clients, unpipelined GETs over 10,000 keys, {a.writes} SET/s, "
           f"{a.seconds:g} s x {a.repeat}; darner --threads {a.threads}")

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from resp_reader import RawConn, parse
+from resp_reader import RawConn
 
 SYNC = "__notifications_test_sync__"
 
@@ -27,15 +27,6 @@ SYNC = "__notifications_test_sync__"
 class U(tuple):
     """A multi-key command over keys of different shards: its notifications are compared as
     a multiset (each shard's thread publishes its own keys' events; see docs/compatibility.md)."""
-
-
-def frames(data: bytes):
-    out, pos = [], 0
-    while pos < len(data):
-        _, end = parse(data, pos)
-        out.append(data[pos:end])
-        pos = end
-    return out
 
 
 def _read_until_sync(sub: RawConn, n: int):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 
 import pytest
-import redis
 
 from transcript import assert_same
 

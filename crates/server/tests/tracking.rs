@@ -31,13 +31,7 @@ fn eventually(mut cond: impl FnMut() -> bool, what: &str) {
 /// A RESP3 connection with tracking on (and the given extra options).
 fn tracker(s: &Server, opts: &[&[u8]]) -> Raw {
     let mut r = s.raw();
-    r.send(&cmd(&[b"HELLO", b"3"]));
-    let mut hello = Vec::new();
-    while !hello.ends_with(b"$7\r\nmodules\r\n*0\r\n") {
-        let more = r.read_n(1);
-        assert!(!more.is_empty(), "HELLO reply cut short");
-        hello.extend(more);
-    }
+    r.hello3();
     let mut args: Vec<&[u8]> = vec![b"CLIENT", b"TRACKING", b"on"];
     args.extend_from_slice(opts);
     r.roundtrip(&cmd(&args), b"+OK\r\n");

@@ -132,6 +132,19 @@ impl Raw {
         );
     }
 
+    /// Switches to RESP3 (HELLO 3) and reads HELLO's reply, whatever its ids and version.
+    pub fn hello3(&mut self) {
+        self.send(&cmd(&[b"HELLO", b"3"]));
+        // HELLO's map ends with the empty modules array.
+        let mut hello = Vec::new();
+        while !hello.ends_with(b"$7\r\nmodules\r\n*0\r\n") {
+            let more = self.read_n(1);
+            assert!(!more.is_empty(), "HELLO reply cut short");
+            hello.extend(more);
+        }
+        assert!(hello.starts_with(b"%7\r\n"), "not a RESP3 HELLO reply");
+    }
+
     /// Whether the server closed the connection.
     pub fn closed(&mut self) -> bool {
         let mut b = [0u8; 1];
