@@ -190,7 +190,10 @@ impl Worker {
             // Keys written this turn (the cron's expiries included) are invalidated now,
             // not at the next wake-up.
             self.tracking_turn();
-            self.pump();
+            // What those posted to this thread (its own clients' invalidations, events).
+            if LOCAL.with(|l| !l.borrow().is_empty()) {
+                self.pump();
+            }
             self.flush_dirty();
             self.bury_graveyards();
         }
