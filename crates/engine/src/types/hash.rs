@@ -1,11 +1,17 @@
 //! The hash value type (Redis's t_hash.c encodings).
 //!
 //! Two representations, as in Redis:
-//! - **listpack** (small hashes): ONE exact-size byte buffer of `field, value` pairs, each
-//!   string prefixed by its varint length, in insertion order (an update keeps the position,
-//!   as Redis's listpack does, so HGETALL's order matches Redis's for small hashes). An element
-//!   costs its bytes plus two length bytes; lookups are a linear scan, which is why the buffer
-//!   is limited to `hash-max-listpack-entries` pairs of at most `hash-max-listpack-value` bytes.
+//! - **listpack** (small hashes): ONE exact-size byte buffer of `field, value` pairs in
+//!   insertion order (an update keeps the position, as Redis's listpack does, so HGETALL's
+//!   order matches Redis's for small hashes). Each pair starts with one header byte: below
+//!   0x80 it holds both lengths (field < 16 bytes in bits 3-6, value < 8 bytes in bits 0-2,
+//!   no TTL), which covers the usual `name -> small number or word` pair, so such a pair costs
+//!   its bytes plus ONE byte (Redis's listpack spends 2-3 bytes per pair on headers and
+//!   back-lengths, storing small integers in one byte); 0x80 is followed by the field length
+//!   varint and the value length varint (see TTLs below). Values keep their exact bytes: the
+//!   buffer hands out borrowed slices, and "007" or "-0" must come back as sent. Lookups are a
+//!   linear scan, which is why the buffer is limited to `hash-max-listpack-entries` pairs of
+//!   at most `hash-max-listpack-value` bytes.
 //! - **hashtable** (everything else): a [`DenseTable`] (see `dense.rs`): elements back to back
 //!   in small exact-size buckets under an extendible-hashing directory, ~3 bytes of overhead
 //!   per element plus ~6-9 bytes of bucket/directory share, O(1) operations and no rehash pause.
@@ -14,8 +20,8 @@
 //! field or value, and never back (Redis's rule).
 //!
 //! **Field expiry** (Redis 7.4's HEXPIRE family): a field may carry an absolute expiry in unix
-//! ms. Both encodings keep it inline, behind a flag bit in the value-length varint, as 8 bytes
-//! after the value, so a field without a TTL pays nothing. Redis 7.4 names a small hash that
+//! ms. Both encodings keep it inline, behind a flag bit in the value-length varint (the long
+//! header form), as 8 bytes after the value, so a field without a TTL pays nothing. Redis 7.4 names a small hash that
 //! has been given field TTLs "listpackex" (its listpack then stores a TTL per pair); it
 //! switches the first time an HEXPIRE-family command (or Redis 8's HGETEX / HSETEX with a
 //! TTL option) runs on the hash and never switches back (not even when HPERSIST removes the
@@ -72,6 +78,8 @@ fn get_varint(b: &[u8], p: &mut usize) -> usize {
 
 /// The flag bit in a pair's value-length varint: an 8-byte expiry (i64 LE) follows the value.
 const HAS_EXPIRY: usize = 1;
+/// A pair's header byte with this bit set is followed by the two varints (long form).
+const LONG: u8 = 0x80;
 
 /// What a write does to the field's TTL.
 #[derive(Clone, Copy)]
@@ -106,9 +114,15 @@ struct PackSlot {
 }
 
 fn pack_next(b: &[u8], p: usize) -> PackSlot {
-    let mut q = p;
-    let klen = get_varint(b, &mut q);
-    let vmeta = get_varint(b, &mut q);
+    let head = b[p];
+    let mut q = p + 1;
+    let (klen, vmeta) = if head & LONG == 0 {
+        // Short form: field length in bits 3-6, value length in bits 0-2, no expiry.
+        ((head >> 3) as usize, ((head & 7) as usize) << 1)
+    } else {
+        let klen = get_varint(b, &mut q);
+        (klen, get_varint(b, &mut q))
+    };
     let key = (q, q + klen);
     let val = (key.1, key.1 + (vmeta >> 1));
     let mut end = val.1;
@@ -141,12 +155,41 @@ fn pack_find(b: &[u8], field: &[u8]) -> Option<PackSlot> {
     None
 }
 
+/// Whether a pair fits the one-byte short header.
+fn is_short(field: &[u8], value: &[u8], expiry: Option<i64>) -> bool {
+    field.len() < 16 && value.len() < 8 && expiry.is_none()
+}
+
+/// Encoded size of a pair.
+fn pack_size(field: &[u8], value: &[u8], expiry: Option<i64>) -> usize {
+    let body = field.len() + value.len();
+    if is_short(field, value, expiry) {
+        return 1 + body;
+    }
+    let vmeta = (value.len() << 1) | usize::from(expiry.is_some());
+    1 + varint_len(field.len()) + varint_len(vmeta) + body + 8 * usize::from(expiry.is_some())
+}
+
+fn varint_len(mut v: usize) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
 fn pack_encode(out: &mut Vec<u8>, field: &[u8], value: &[u8], expiry: Option<i64>) {
-    put_varint(out, field.len() as u64);
-    put_varint(
-        out,
-        ((value.len() as u64) << 1) | u64::from(expiry.is_some()),
-    );
+    if is_short(field, value, expiry) {
+        out.push(((field.len() as u8) << 3) | value.len() as u8);
+    } else {
+        out.push(LONG);
+        put_varint(out, field.len() as u64);
+        put_varint(
+            out,
+            ((value.len() as u64) << 1) | u64::from(expiry.is_some()),
+        );
+    }
     out.extend_from_slice(field);
     out.extend_from_slice(value);
     if let Some(e) = expiry {
@@ -163,7 +206,7 @@ fn pack_replace(buf: &mut Box<[u8]>, s: PackSlot, field: &[u8], value: &[u8], ex
         }
         return;
     }
-    let mut enc = Vec::with_capacity(field.len() + value.len() + 12);
+    let mut enc = Vec::with_capacity(pack_size(field, value, expiry));
     pack_encode(&mut enc, field, value, expiry);
     let mut v = std::mem::take(buf).into_vec();
     v.splice(s.start..s.end, enc);
@@ -306,9 +349,7 @@ impl Hash {
                     let expiry = ttl.resolve(None);
                     // Exact size: a small hash pays for its bytes only.
                     let mut v = std::mem::take(buf).into_vec();
-                    v.reserve_exact(
-                        field.len() + value.len() + 4 + 8 * usize::from(expiry.is_some()),
-                    );
+                    v.reserve_exact(pack_size(field, value, expiry));
                     pack_encode(&mut v, field, value, expiry);
                     *buf = v.into_boxed_slice();
                     *len += 1;
@@ -574,6 +615,37 @@ mod tests {
         assert!(h.remove(b"d") && h.remove(b"c") && h.remove(b"a"));
         assert_eq!(h.encoding(), "hashtable");
         assert_eq!(h.get(b"b"), Some(&b"333"[..]));
+    }
+
+    #[test]
+    fn short_and_long_pair_headers() {
+        let l = Limits::default();
+        let mut h = Hash::new();
+        // Around the short form's limits: field 15/16 bytes, value 7/8 bytes, with a TTL.
+        let cases: Vec<(Vec<u8>, Vec<u8>)> = vec![
+            (vec![b'f'; 15], vec![b'v'; 7]),
+            (vec![b'g'; 16], vec![b'v'; 7]),
+            (vec![b'h'; 15], vec![b'w'; 8]),
+            (vec![], vec![]),
+            (b"member:0".to_vec(), b"12".to_vec()),
+            (vec![b'i'; 64], vec![b'x'; 64]),
+        ];
+        for (f, v) in &cases {
+            assert!(h.set(f, v, &l));
+        }
+        assert_eq!(h.memory(), 23 + 26 + 26 + 1 + 11 + 132);
+        h.mark_ex();
+        h.set_expiry(b"member:0", Some(-1));
+        h.set_keep_ttl(&[b'f'; 15], b"1234567", &l);
+        assert_eq!(h.get(b"member:0"), Some(&b"12"[..]));
+        assert_eq!(h.expiry_of(b"member:0"), Some(Some(-1)));
+        let got: Vec<_> = h.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+        let mut want = cases.clone();
+        want[0].1 = b"1234567".to_vec();
+        assert_eq!(got, want);
+        h.set_expiry(b"member:0", None);
+        assert_eq!(h.expiry_of(b"member:0"), Some(None));
+        assert_eq!(h.memory(), 23 + 26 + 26 + 1 + 11 + 132);
     }
 
     #[test]
