@@ -247,10 +247,7 @@ impl Hash {
 
     /// Number of fields.
     pub fn len(&self) -> usize {
-        match self {
-            Hash::Pack { len, .. } => *len as usize,
-            Hash::Table(t) => t.len(),
-        }
+        self.view().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -259,26 +256,16 @@ impl Hash {
 
     /// OBJECT ENCODING's name for the current representation.
     pub fn encoding(&self) -> &'static str {
-        match self {
-            Hash::Pack { ex: false, .. } => "listpack",
-            Hash::Pack { ex: true, .. } => "listpackex",
-            Hash::Table(_) => "hashtable",
-        }
+        self.view().encoding()
     }
 
     /// Approximate heap bytes used.
     pub fn memory(&self) -> usize {
-        match self {
-            Hash::Pack { buf, .. } => buf.len(),
-            Hash::Table(t) => std::mem::size_of::<DenseTable>() + t.memory(),
-        }
+        self.view().memory()
     }
 
     pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
-        match self {
-            Hash::Pack { buf, .. } => pack_find(buf, field).map(|s| &buf[s.val.0..s.val.1]),
-            Hash::Table(t) => t.get(field).map(|(v, _)| v),
-        }
+        self.view().get(field)
     }
 
     pub fn contains(&self, field: &[u8]) -> bool {
@@ -389,64 +376,24 @@ impl Hash {
 
     /// Every (field, value): insertion order for a listpack, table order otherwise.
     pub fn iter(&self) -> Iter<'_> {
-        match self {
-            Hash::Pack { buf, .. } => Iter::Pack(buf, 0),
-            Hash::Table(t) => Iter::Table(Box::new(t.iter().map(|(k, v, _)| (k, v)))),
-        }
+        self.view().iter()
     }
 
-    /// One HSCAN step. A listpack hash is returned whole with cursor 0 (as Redis does); a
-    /// table is scanned by hash position (see `DenseTable::scan`). Returns the next cursor.
-    pub fn scan<'a>(
-        &'a self,
-        cursor: u64,
-        count: usize,
-        mut f: impl FnMut(&'a [u8], &'a [u8]),
-    ) -> u64 {
-        match self {
-            Hash::Pack { .. } => {
-                for (k, v) in self.iter() {
-                    f(k, v);
-                }
-                0
-            }
-            Hash::Table(t) => t.scan(cursor, count, |(k, v, _)| f(k, v)),
-        }
+    /// One HSCAN step (see [`HashRef::scan`]).
+    pub fn scan<'a>(&'a self, cursor: u64, count: usize, f: impl FnMut(&'a [u8], &'a [u8])) -> u64 {
+        self.view().scan(cursor, count, f)
     }
 
     /// A random (field, value), None when empty. `rand` yields random numbers.
-    pub fn random(&self, mut rand: impl FnMut() -> u64) -> Option<(&[u8], &[u8])> {
-        match self {
-            Hash::Pack { len, .. } => {
-                if *len == 0 {
-                    return None;
-                }
-                let i = (rand() % u64::from(*len)) as usize;
-                self.iter().nth(i)
-            }
-            Hash::Table(t) => t.random(rand).map(|(k, v, _)| (k, v)),
-        }
+    pub fn random(&self, rand: impl FnMut() -> u64) -> Option<(&[u8], &[u8])> {
+        self.view().random(rand)
     }
 }
 
 impl Hash {
     /// Whether any field carries a TTL (false: no expiry check is needed).
     pub fn has_ttls(&self) -> bool {
-        match self {
-            Hash::Pack { ex: false, .. } => false,
-            Hash::Pack { buf, .. } => {
-                let mut p = 0;
-                while p < buf.len() {
-                    let s = pack_next(buf, p);
-                    if s.expiry.is_some() {
-                        return true;
-                    }
-                    p = s.end;
-                }
-                false
-            }
-            Hash::Table(t) => t.expiring() > 0,
-        }
+        self.view().has_ttls()
     }
 
     /// Switches a listpack hash to "listpackex" (Redis 7.4 does so whenever an HEXPIRE-family
@@ -459,10 +406,7 @@ impl Hash {
 
     /// `None`: no such field; `Some(None)`: no TTL; `Some(Some(ms))`: expires at `ms`.
     pub fn expiry_of(&self, field: &[u8]) -> Option<Option<i64>> {
-        match self {
-            Hash::Pack { buf, .. } => pack_find(buf, field).map(|s| s.expiry),
-            Hash::Table(t) => t.get(field).map(|(_, e)| e),
-        }
+        self.view().expiry_of(field)
     }
 
     /// Sets or clears the TTL of a present field. Returns false if the field is absent.
@@ -530,20 +474,7 @@ impl Hash {
 
     /// Every (field, value, expiry).
     pub fn iter_ttl(&self) -> Box<dyn Iterator<Item = EntryRef<'_>> + '_> {
-        match self {
-            Hash::Pack { buf, .. } => {
-                let mut p = 0;
-                Box::new(std::iter::from_fn(move || {
-                    if p >= buf.len() {
-                        return None;
-                    }
-                    let s = pack_next(buf, p);
-                    p = s.end;
-                    Some((&buf[s.key.0..s.key.1], &buf[s.val.0..s.val.1], s.expiry))
-                }))
-            }
-            Hash::Table(t) => Box::new(t.iter()),
-        }
+        self.view().iter_ttl()
     }
 
     /// Like [`Hash::scan`], passing each field's expiry too.
@@ -551,17 +482,9 @@ impl Hash {
         &'a self,
         cursor: u64,
         count: usize,
-        mut f: impl FnMut(&'a [u8], &'a [u8], Option<i64>),
+        f: impl FnMut(&'a [u8], &'a [u8], Option<i64>),
     ) -> u64 {
-        match self {
-            Hash::Pack { .. } => {
-                for (k, v, e) in self.iter_ttl() {
-                    f(k, v, e);
-                }
-                0
-            }
-            Hash::Table(t) => t.scan(cursor, count, |(k, v, e)| f(k, v, e)),
-        }
+        self.view().scan_ttl(cursor, count, f)
     }
 
     /// One bounded step of field expiry (for the server's active expiry cycle): visits up to
@@ -577,6 +500,182 @@ impl Hash {
 
 impl PartialEq for Hash {
     fn eq(&self, other: &Hash) -> bool {
+        self.view() == other.view()
+    }
+}
+
+impl Hash {
+    /// A read-only view (what a keyspace entry hands out: see [`HashRef`]).
+    pub fn view(&self) -> HashRef<'_> {
+        match self {
+            Hash::Pack { buf, len, ex } => HashRef::Pack {
+                buf,
+                len: *len,
+                ex: *ex,
+            },
+            Hash::Table(t) => HashRef::Table(t),
+        }
+    }
+
+    /// A listpack hash from its parts (see [`HashRef::Pack`]): the keyspace entry keeps a
+    /// small hash's buffer inside its own block and rebuilds the `Hash` for a write.
+    pub fn from_pack(buf: &[u8], len: u32, ex: bool) -> Hash {
+        Hash::Pack {
+            buf: buf.into(),
+            len,
+            ex,
+        }
+    }
+}
+
+/// A borrowed hash: a listpack buffer (wherever it is stored: a small hash's lives inside its
+/// keyspace entry's block, see `entry.rs`) or a table. All of [`Hash`]'s reads.
+#[derive(Clone, Copy, Debug)]
+pub enum HashRef<'a> {
+    Pack {
+        /// Pairs in the format described at the top of this file.
+        buf: &'a [u8],
+        /// Number of pairs.
+        len: u32,
+        /// "listpackex".
+        ex: bool,
+    },
+    Table(&'a DenseTable),
+}
+
+impl<'a> HashRef<'a> {
+    /// Number of fields.
+    pub fn len(self) -> usize {
+        match self {
+            HashRef::Pack { len, .. } => len as usize,
+            HashRef::Table(t) => t.len(),
+        }
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+
+    /// OBJECT ENCODING's name for the current representation.
+    pub fn encoding(self) -> &'static str {
+        match self {
+            HashRef::Pack { ex: false, .. } => "listpack",
+            HashRef::Pack { ex: true, .. } => "listpackex",
+            HashRef::Table(_) => "hashtable",
+        }
+    }
+
+    /// Approximate heap bytes used.
+    pub fn memory(self) -> usize {
+        match self {
+            HashRef::Pack { buf, .. } => buf.len(),
+            HashRef::Table(t) => std::mem::size_of::<DenseTable>() + t.memory(),
+        }
+    }
+
+    pub fn get(self, field: &[u8]) -> Option<&'a [u8]> {
+        match self {
+            HashRef::Pack { buf, .. } => pack_find(buf, field).map(|s| &buf[s.val.0..s.val.1]),
+            HashRef::Table(t) => t.get(field).map(|(v, _)| v),
+        }
+    }
+
+    pub fn contains(self, field: &[u8]) -> bool {
+        self.get(field).is_some()
+    }
+
+    /// Every (field, value): insertion order for a listpack, table order otherwise.
+    pub fn iter(self) -> Iter<'a> {
+        match self {
+            HashRef::Pack { buf, .. } => Iter::Pack(buf, 0),
+            HashRef::Table(t) => Iter::Table(Box::new(t.iter().map(|(k, v, _)| (k, v)))),
+        }
+    }
+
+    /// One HSCAN step. A listpack hash is returned whole with cursor 0 (as Redis does); a
+    /// table is scanned by hash position (see `DenseTable::scan`). Returns the next cursor.
+    pub fn scan(self, cursor: u64, count: usize, mut f: impl FnMut(&'a [u8], &'a [u8])) -> u64 {
+        match self {
+            HashRef::Pack { .. } => {
+                for (k, v) in self.iter() {
+                    f(k, v);
+                }
+                0
+            }
+            HashRef::Table(t) => t.scan(cursor, count, |(k, v, _)| f(k, v)),
+        }
+    }
+
+    /// A random (field, value), None when empty. `rand` yields random numbers.
+    pub fn random(self, mut rand: impl FnMut() -> u64) -> Option<(&'a [u8], &'a [u8])> {
+        match self {
+            HashRef::Pack { len, .. } => {
+                if len == 0 {
+                    return None;
+                }
+                let i = (rand() % u64::from(len)) as usize;
+                self.iter().nth(i)
+            }
+            HashRef::Table(t) => t.random(rand).map(|(k, v, _)| (k, v)),
+        }
+    }
+
+    /// Whether any field carries a TTL (false: no expiry check is needed).
+    pub fn has_ttls(self) -> bool {
+        match self {
+            HashRef::Pack { ex: false, .. } => false,
+            HashRef::Pack { .. } => self.iter_ttl().any(|(_, _, e)| e.is_some()),
+            HashRef::Table(t) => t.expiring() > 0,
+        }
+    }
+
+    /// `None`: no such field; `Some(None)`: no TTL; `Some(Some(ms))`: expires at `ms`.
+    pub fn expiry_of(self, field: &[u8]) -> Option<Option<i64>> {
+        match self {
+            HashRef::Pack { buf, .. } => pack_find(buf, field).map(|s| s.expiry),
+            HashRef::Table(t) => t.get(field).map(|(_, e)| e),
+        }
+    }
+
+    /// Every (field, value, expiry).
+    pub fn iter_ttl(self) -> Box<dyn Iterator<Item = EntryRef<'a>> + 'a> {
+        match self {
+            HashRef::Pack { buf, .. } => {
+                let mut p = 0;
+                Box::new(std::iter::from_fn(move || {
+                    if p >= buf.len() {
+                        return None;
+                    }
+                    let s = pack_next(buf, p);
+                    p = s.end;
+                    Some((&buf[s.key.0..s.key.1], &buf[s.val.0..s.val.1], s.expiry))
+                }))
+            }
+            HashRef::Table(t) => Box::new(t.iter()),
+        }
+    }
+
+    /// Like [`HashRef::scan`], passing each field's expiry too.
+    pub fn scan_ttl(
+        self,
+        cursor: u64,
+        count: usize,
+        mut f: impl FnMut(&'a [u8], &'a [u8], Option<i64>),
+    ) -> u64 {
+        match self {
+            HashRef::Pack { .. } => {
+                for (k, v, e) in self.iter_ttl() {
+                    f(k, v, e);
+                }
+                0
+            }
+            HashRef::Table(t) => t.scan(cursor, count, |(k, v, e)| f(k, v, e)),
+        }
+    }
+}
+
+impl PartialEq for HashRef<'_> {
+    fn eq(&self, other: &HashRef<'_>) -> bool {
         self.len() == other.len() && self.iter().all(|(k, v)| other.get(k) == Some(v))
     }
 }
