@@ -24,8 +24,12 @@ const MAX_FIELD_TTL_SECS: i64 = 1 << 26;
 /// none is left (the hash commands' lazy field expiry). Anything else is left alone.
 fn expire_hash_fields(db: &mut DbView<'_>, key: &[u8], fields: &[&[u8]]) {
     let now = db.now_ms();
-    let (gone, empty) = match db.get_mut_quiet(key).and_then(|e| e.hash_mut()) {
-        Some(mut h) if h.has_ttls() => {
+    // Checked on the borrowed view first: `hash_mut` copies a small hash out of its entry.
+    let entry = db
+        .get_mut_quiet(key)
+        .filter(|e| matches!(e.value(), ValueRef::Hash(h) if h.has_ttls()));
+    let (gone, empty) = match entry.and_then(|e| e.hash_mut()) {
+        Some(mut h) => {
             let gone = fields.iter().filter(|f| h.expire_field(f, now)).count();
             (gone, h.is_empty())
         }

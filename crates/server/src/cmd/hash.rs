@@ -66,8 +66,12 @@ enum Fields<'a> {
 /// (one lookup).
 fn lazy_expire(db: &mut DbView<'_>, key: &[u8], fields: Fields<'_>) {
     let now = db.now_ms();
-    let (gone, empty) = match db.get_mut_quiet(key).and_then(|e| e.hash_mut()) {
-        Some(mut h) if h.has_ttls() => {
+    // Checked on the borrowed view first: `hash_mut` copies a small hash out of its entry.
+    let entry = db
+        .get_mut_quiet(key)
+        .filter(|e| matches!(e.value(), ValueRef::Hash(h) if h.has_ttls()));
+    let (gone, empty) = match entry.and_then(|e| e.hash_mut()) {
+        Some(mut h) => {
             let gone = match fields {
                 Fields::Some(fs) => fs.iter().filter(|f| h.expire_field(f, now)).count(),
                 Fields::Pairs(fs) => fs
