@@ -160,6 +160,10 @@ fn expire_members(
     key: &[u8],
 ) -> bool {
     use crate::value::Value;
+    // Only sets are swept here; `value_mut` would move a small inline hash out of line.
+    if e.value_type() != crate::value::ValueType::Set {
+        return false;
+    }
     let emptied = match e.value_mut() {
         Some(Value::Set(s)) if s.due(now_ms) => {
             // `due` may be a stale bound: then nothing goes and nothing is signalled.
@@ -289,11 +293,19 @@ impl Db {
             visited += 1;
             let key = self.field_ttl_keys[i].clone();
             let (gone, empty, keep) = match self.table.get_mut(&key) {
-                Some(e) if !e.is_expired(now_ms) => match e.value_mut() {
-                    Some(Value::Hash(h)) => {
-                        let gone = h.remove_expired(now_ms, 16);
-                        (gone, h.is_empty(), h.has_ttls())
+                // Through the guard: a small hash stays inline in its entry.
+                Some(e)
+                    if !e.is_expired(now_ms) && e.value_type() == crate::value::ValueType::Hash =>
+                {
+                    match e.hash_mut() {
+                        Some(mut h) => {
+                            let gone = h.remove_expired(now_ms, 16);
+                            (gone, h.is_empty(), h.has_ttls())
+                        }
+                        None => (0, false, false),
                     }
+                }
+                Some(e) if !e.is_expired(now_ms) => match e.value_mut() {
                     // As for hashes: a few buckets of the set's table a step.
                     Some(Value::Set(s)) => {
                         let gone = s.remove_expired(now_ms, 16);

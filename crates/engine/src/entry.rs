@@ -8,13 +8,17 @@
 //! ```text
 //! pointer bits 0-3  flags, kept in the low bits of the 16-aligned block address (tagged
 //!                   pointer): bit 0 has-expire, bit 1 raw encoding, bit 2 value out of line,
-//!                   bit 3 never int-encoded (INCRBYFLOAT's results are embstr in Redis)
+//!                   bit 3 never int-encoded (INCRBYFLOAT's results are embstr in Redis);
+//!                   bits 1+2 together: an inline small hash (the string bits mean nothing
+//!                   for a value that is not an inline string)
 //! bytes 0-1         access clock (seconds, wrapping u16) for OBJECT IDLETIME
 //! [8 bytes]         absolute expiry in unix ms, little endian, only when has-expire is set
 //! varint, key       the key's length (LEB128) and bytes
 //! payload           inline string: varint length and bytes
+//!                   inline hash:   varint (pairs << 1 | listpackex), varint length, and the
+//!                                  listpack's bytes (format in types/hash.rs)
 //!                   out of line:   a pointer to a boxed [`Value`]: a string that grows (APPEND,
-//!                                  SETBIT) or a collection (hash, list, set, sorted set)
+//!                                  SETBIT) or a collection (hash table, list, set, sorted set)
 //! ```
 //!
 //! A 12-byte key with a 16-byte value takes exactly 32 bytes, one allocator size class; the
@@ -25,8 +29,23 @@
 //!
 //! The block's length is not stored: it is recomputed from the header. That keeps the table
 //! slot at 8 bytes instead of 16 for a fat pointer.
+//!
+//! **Small hashes inline.** A million 10-field hashes is the typical "object per key" cache,
+//! and there the boxed `Value` (32 bytes) was a fifth of the cost. A listpack hash is
+//! therefore kept inside the entry's block: `hash:00000001` with ten `member:<j> -> <number>`
+//! pairs is ONE 128-byte block (2 clock + 14 key + 2 header + ~109 pairs) plus the table slot,
+//! about 153 bytes a key against Redis's 207. Readers get a [`HashRef`] borrowed from the
+//! block. A write goes through [`Entry::hash_mut`]: the guard rebuilds an owned [`Hash`] from
+//! the bytes, the command changes it, and dropping the guard writes the new listpack back into
+//! a fresh block (or, once it converted, boxes the table). That is one extra copy of a buffer
+//! of at most a few KiB per write command, in exchange for one allocation per key instead of
+//! three. A read-only guard (a type check, nothing expired) leaves the block untouched, and a
+//! change that keeps the listpack's length is written back in place. The copy costs a
+//! single-key HSET loop ~15-20% (docs/benchmarks.md); editing the listpack directly inside
+//! the block (the pair functions of types/hash.rs working on a `&mut [u8]` region, growing the
+//! block with `realloc`) would remove it.
 
-use crate::types::{Hash, List, Set, ZSet};
+use crate::types::{Hash, HashRef, List, Set, ZSet};
 pub use crate::value::{Value, ValueType};
 use std::alloc::Layout;
 use std::ptr::NonNull;
@@ -35,6 +54,9 @@ const HAS_EXPIRE: u8 = 0b001;
 const RAW: u8 = 0b010;
 const HEAP: u8 = 0b100;
 const NOT_INT: u8 = 0b1000;
+/// With HEAP: the payload is a small hash's listpack, inline (RAW means nothing for a
+/// value that is not an inline string, so its bit is reused).
+const PACK: u8 = RAW;
 const TAG_MASK: usize = 0b1111;
 const CLOCK_AT: usize = 0;
 const EXPIRE_AT: usize = 2;
@@ -46,7 +68,7 @@ const ALIGN: usize = 16;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ValueRef<'a> {
     Str(&'a [u8]),
-    Hash(&'a Hash),
+    Hash(HashRef<'a>),
     List(&'a List),
     Set(&'a Set),
     ZSet(&'a ZSet),
@@ -108,6 +130,8 @@ fn parts_of(b: &[u8], flags: u8) -> Parts {
 enum Payload<'a> {
     Inline(&'a [u8]),
     Heap(Box<Value>),
+    /// A listpack hash's pairs, count and "listpackex" flag.
+    Pack(&'a [u8], u32, bool),
 }
 
 impl Entry {
@@ -124,7 +148,12 @@ impl Entry {
         key: &[u8],
         payload: Payload<'_>,
     ) -> Entry {
-        let mut flags = flags & (RAW | NOT_INT);
+        // The string flags mean something for an inline string only.
+        let mut flags = match payload {
+            Payload::Inline(_) => flags & (RAW | NOT_INT),
+            Payload::Heap(_) => HEAP,
+            Payload::Pack(..) => HEAP | PACK,
+        };
         let mut size = EXPIRE_AT + varint_len(key.len()) + key.len();
         if expire.is_some() {
             flags |= HAS_EXPIRE;
@@ -133,6 +162,9 @@ impl Entry {
         size += match &payload {
             Payload::Inline(v) => varint_len(v.len()) + v.len(),
             Payload::Heap(_) => 8,
+            Payload::Pack(buf, len, ex) => {
+                varint_len(pack_meta(*len, *ex)) + varint_len(buf.len()) + buf.len()
+            }
         };
         let layout = Layout::from_size_align(size, ALIGN).expect("entry size");
         // SAFETY: size >= EXPIRE_AT + 2 > 0: the layout is not zero-sized, as alloc requires.
@@ -175,9 +207,15 @@ impl Entry {
                 put(&mut pos, v);
             }
             Payload::Heap(value) => {
-                flags |= HEAP;
                 let p = Box::into_raw(value) as usize as u64;
                 put(&mut pos, &p.to_le_bytes());
+            }
+            Payload::Pack(buf, len, ex) => {
+                let n = encode(pack_meta(len, ex), &mut varint);
+                put(&mut pos, &varint[..n]);
+                let n = encode(buf.len(), &mut varint);
+                put(&mut pos, &varint[..n]);
+                put(&mut pos, buf);
             }
         }
         debug_assert_eq!(pos, size);
@@ -227,11 +265,44 @@ impl Entry {
         }
         let klen = read_varint(&mut pos);
         pos += klen;
-        if flags & HEAP != 0 {
-            return pos + 8;
+        match flags & (HEAP | PACK) {
+            HEAP => pos + 8,
+            k if k == HEAP | PACK => {
+                read_varint(&mut pos);
+                let blen = read_varint(&mut pos);
+                pos + blen
+            }
+            _ => {
+                let vlen = read_varint(&mut pos);
+                pos + vlen
+            }
         }
-        let vlen = read_varint(&mut pos);
-        pos + vlen
+    }
+
+    /// Whether the payload is a pointer to a boxed [`Value`].
+    fn is_boxed(&self) -> bool {
+        self.flags() & (HEAP | PACK) == HEAP
+    }
+
+    /// Whether the payload is a small hash's listpack, inline.
+    fn is_pack(&self) -> bool {
+        self.flags() & (HEAP | PACK) == HEAP | PACK
+    }
+
+    /// The inline listpack hash, if that is the payload.
+    fn pack(&self) -> Option<HashRef<'_>> {
+        if !self.is_pack() {
+            return None;
+        }
+        let b = self.block();
+        let mut p = self.payload_at(b);
+        let meta = get_varint(b, &mut p);
+        let blen = get_varint(b, &mut p);
+        Some(HashRef::Pack {
+            buf: &b[p..p + blen],
+            len: (meta >> 1) as u32,
+            ex: meta & 1 != 0,
+        })
     }
 
     fn block(&self) -> &[u8] {
@@ -309,6 +380,7 @@ impl Entry {
 
     pub fn value_type(&self) -> ValueType {
         match self.heap() {
+            None if self.is_pack() => ValueType::Hash,
             None => ValueType::String,
             Some(v) => v.value_type(),
         }
@@ -316,6 +388,9 @@ impl Entry {
 
     /// OBJECT ENCODING: Redis's name for how the value is stored.
     pub fn encoding(&self) -> &'static str {
+        if let Some(h) = self.pack() {
+            return h.encoding();
+        }
         match self.heap() {
             Some(v) if v.value_type() != ValueType::String => v.encoding(),
             _ => self.string_encoding(),
@@ -324,7 +399,7 @@ impl Entry {
 
     /// The out-of-line value, if the value is stored out of line.
     fn heap(&self) -> Option<&Value> {
-        if self.flags() & HEAP == 0 {
+        if !self.is_boxed() {
             return None;
         }
         let b = self.block();
@@ -336,8 +411,25 @@ impl Entry {
 
     /// The out-of-line value, mutably: a collection (or a string already out of line). None
     /// for an inline string, which [`Entry::str_mut`] moves out of line.
+    ///
+    /// A small hash kept inline is moved out of line into a boxed `Value` first, which costs
+    /// memory until the next [`Entry::hash_mut`] puts it back: hash writes use that instead.
     pub fn value_mut(&mut self) -> Option<&mut Value> {
-        if self.flags() & HEAP == 0 {
+        if let Some(h) = self.pack() {
+            let hash = match h {
+                HashRef::Pack { buf, len, ex } => Hash::from_pack(buf, len, ex),
+                HashRef::Table(_) => unreachable!("an inline hash is a listpack"),
+            };
+            let fresh = Self::build(
+                HEAP,
+                self.clock(),
+                self.expire(),
+                self.key(),
+                Payload::Heap(Box::new(Value::Hash(hash))),
+            );
+            *self = fresh;
+        }
+        if !self.is_boxed() {
             return None;
         }
         let b = self.block();
@@ -351,10 +443,13 @@ impl Entry {
     }
 
     pub fn value(&self) -> ValueRef<'_> {
+        if let Some(h) = self.pack() {
+            return ValueRef::Hash(h);
+        }
         if let Some(v) = self.heap() {
             return match v {
                 Value::Str(s) => ValueRef::Str(s),
-                Value::Hash(h) => ValueRef::Hash(h),
+                Value::Hash(h) => ValueRef::Hash(h.view()),
                 Value::List(l) => ValueRef::List(l),
                 Value::Set(s) => ValueRef::Set(s),
                 Value::ZSet(z) => ValueRef::ZSet(z),
@@ -420,7 +515,9 @@ impl Entry {
         let clock = self.clock();
         let fresh = {
             let key = new_key.unwrap_or_else(|| self.key());
-            if flags & HEAP != 0 {
+            if let Some(HashRef::Pack { buf, len, ex }) = self.pack() {
+                Self::build(flags, clock, expire, key, Payload::Pack(buf, len, ex))
+            } else if flags & HEAP != 0 {
                 let vec = self.take_heap();
                 Self::build(flags, clock, expire, key, Payload::Heap(vec))
             } else {
@@ -449,6 +546,15 @@ impl Entry {
 
     /// A deep copy under another key (COPY).
     pub fn clone_as(&self, key: &[u8]) -> Entry {
+        if let Some(HashRef::Pack { buf, len, ex }) = self.pack() {
+            return Self::build(
+                HEAP | PACK,
+                self.clock(),
+                self.expire(),
+                key,
+                Payload::Pack(buf, len, ex),
+            );
+        }
         match self.heap() {
             Some(v) if v.value_type() != ValueType::String => Self::build(
                 self.flags(),
@@ -467,9 +573,67 @@ impl Entry {
         }
     }
 
-    /// An entry holding an out-of-line value (a collection).
+    /// An entry holding an out-of-line value (a collection). A listpack hash goes inline.
     pub fn new_value(key: &[u8], value: Value, expire: Option<i64>, clock: u16) -> Entry {
+        if let Value::Hash(Hash::Pack { buf, len, ex }) = &value {
+            return Self::build(0, clock, expire, key, Payload::Pack(buf, *len, *ex));
+        }
         Self::build(0, clock, expire, key, Payload::Heap(Box::new(value)))
+    }
+
+    /// The hash value, for writing: None for another type. A listpack hash kept inline is
+    /// rebuilt as a [`Hash`] for the guard's lifetime and put back into the block when the
+    /// guard drops (only if it changed); a table is written in place.
+    pub fn hash_mut(&mut self) -> Option<HashMut<'_>> {
+        let inline = match self.pack() {
+            Some(HashRef::Pack { buf, len, ex }) => Some(Hash::from_pack(buf, len, ex)),
+            _ if self.value_type() == ValueType::Hash => None,
+            _ => return None,
+        };
+        Some(HashMut {
+            entry: self,
+            inline,
+        })
+    }
+
+    /// Writes a listpack over the inline one when the block keeps its layout (same byte
+    /// length, same header size: an update of a value by one of the same length, HINCRBY
+    /// 1 -> 2): no allocation. Returns false, changing nothing, otherwise.
+    fn overwrite_pack(&mut self, buf: &[u8], len: u32, ex: bool) -> bool {
+        if !self.is_pack() {
+            return false;
+        }
+        let flags = self.flags();
+        let b = self.block_mut();
+        let meta_at = parts_of(b, flags).key_end;
+        let mut p = meta_at;
+        let old_meta = get_varint(b, &mut p);
+        let blen = get_varint(b, &mut p);
+        let meta = pack_meta(len, ex);
+        if blen != buf.len() || varint_len(old_meta) != varint_len(meta) {
+            return false;
+        }
+        let (mut v, mut at) = (meta, meta_at);
+        while v >= 0x80 {
+            b[at] = (v as u8) | 0x80;
+            v >>= 7;
+            at += 1;
+        }
+        b[at] = v as u8;
+        b[p..p + blen].copy_from_slice(buf);
+        true
+    }
+
+    /// Stores `hash` as this entry's value: inline when it is a listpack, boxed otherwise.
+    fn store_hash(&mut self, hash: Hash) {
+        let (clock, expire) = (self.clock(), self.expire());
+        let fresh = if let Hash::Pack { buf, len, ex } = &hash {
+            Self::build(0, clock, expire, self.key(), Payload::Pack(buf, *len, *ex))
+        } else {
+            let value = Payload::Heap(Box::new(Value::Hash(hash)));
+            Self::build(0, clock, expire, self.key(), value)
+        };
+        *self = fresh;
     }
 
     /// Mutable access to a string value; moves it out of line first, and marks it raw. For
@@ -494,7 +658,10 @@ impl Entry {
 
     /// Roughly how many frees dropping this entry takes (see [`Value::free_effort`]).
     pub fn free_effort(&self) -> usize {
-        self.heap().map_or(1, Value::free_effort)
+        match self.pack() {
+            Some(h) => h.len(),
+            None => self.heap().map_or(1, Value::free_effort),
+        }
     }
 
     /// Approximate memory used by this entry (block and out-of-line value).
@@ -524,6 +691,86 @@ fn is_canonical_i64(v: &[u8]) -> bool {
         .is_some()
 }
 
+/// The varint before an inline listpack's length: its pair count and "listpackex" flag.
+fn pack_meta(len: u32, ex: bool) -> usize {
+    ((len as usize) << 1) | usize::from(ex)
+}
+
+/// A hash being written (see [`Entry::hash_mut`]); derefs to the [`Hash`].
+pub struct HashMut<'a> {
+    entry: &'a mut Entry,
+    /// The rebuilt listpack of an inline hash; None: the hash is boxed in the entry.
+    inline: Option<Hash>,
+}
+
+impl std::ops::Deref for HashMut<'_> {
+    type Target = Hash;
+    fn deref(&self) -> &Hash {
+        match &self.inline {
+            Some(h) => h,
+            None => match self.entry.heap() {
+                Some(Value::Hash(h)) => h,
+                _ => unreachable!("hash_mut checked the type"),
+            },
+        }
+    }
+}
+
+impl std::ops::DerefMut for HashMut<'_> {
+    fn deref_mut(&mut self) -> &mut Hash {
+        match &mut self.inline {
+            Some(h) => h,
+            None => match self.entry.value_mut() {
+                Some(Value::Hash(h)) => h,
+                _ => unreachable!("hash_mut checked the type"),
+            },
+        }
+    }
+}
+
+impl Drop for HashMut<'_> {
+    fn drop(&mut self) {
+        match self.inline.take() {
+            Some(h) => {
+                // A read-only use (a type check, nothing expired) costs no rebuild, nor does
+                // a change that keeps the listpack's length.
+                if same_pack(self.entry.pack(), &h) {
+                    return;
+                }
+                if let Hash::Pack { buf, len, ex } = &h {
+                    if self.entry.overwrite_pack(buf, *len, *ex) {
+                        return;
+                    }
+                }
+                self.entry.store_hash(h);
+            }
+            None => {
+                // A listpack that `value_mut` moved out of line goes back inline.
+                if matches!(self.entry.heap(), Some(Value::Hash(Hash::Pack { .. }))) {
+                    if let Value::Hash(h) = *self.entry.take_heap() {
+                        self.entry.store_hash(h);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether an inline listpack has exactly `h`'s bytes and flags.
+fn same_pack(inline: Option<HashRef<'_>>, h: &Hash) -> bool {
+    match (inline, h.view()) {
+        (
+            Some(HashRef::Pack { buf, len, ex }),
+            HashRef::Pack {
+                buf: b2,
+                len: l2,
+                ex: e2,
+            },
+        ) => buf == b2 && len == l2 && ex == e2,
+        _ => false,
+    }
+}
+
 fn heap_value_ptr(b: &[u8], at: usize) -> *mut Value {
     let mut w = [0u8; 8];
     w.copy_from_slice(&b[at..at + 8]);
@@ -533,7 +780,7 @@ fn heap_value_ptr(b: &[u8], at: usize) -> *mut Value {
 impl Drop for Entry {
     fn drop(&mut self) {
         let len = self.block_len();
-        if self.flags() & HEAP != 0 {
+        if self.is_boxed() {
             let b = self.block();
             let p = heap_value_ptr(b, self.payload_at(b));
             // SAFETY: p came from Box::into_raw and is freed exactly once, here.
@@ -617,6 +864,121 @@ mod tests {
         s.str_mut().push(b'2');
         assert!(matches!(s.value_mut(), Some(Value::Str(v)) if v == b"v2"));
         assert_eq!(s.encoding(), "raw");
+    }
+
+    #[test]
+    fn a_small_hash_lives_inside_the_entry_block() {
+        let l = crate::types::Limits::default();
+        let mut e = Entry::new_value(b"hash:00000001", Value::Hash(Hash::new()), None, 5);
+        assert!(e.is_pack());
+        {
+            let mut h = e.hash_mut().unwrap();
+            for j in 0..10 {
+                h.set(
+                    format!("member:{j}").as_bytes(),
+                    format!("{}", j * 10).as_bytes(),
+                    &l,
+                );
+            }
+        }
+        // 2 clock + 1 + 13 key + 2 header + 10 pairs of 1 + 8 + 1..2 bytes: one 128-byte class.
+        assert!(e.is_pack());
+        assert_eq!(e.block().len(), 2 + 14 + 2 + 10 * 11 - 1);
+        assert_eq!(e.memory(), e.block().len());
+        assert_eq!(
+            (e.value_type(), e.encoding()),
+            (ValueType::Hash, "listpack")
+        );
+        let ValueRef::Hash(h) = e.value() else {
+            panic!("a hash")
+        };
+        assert_eq!(h.get(b"member:3"), Some(&b"30"[..]));
+        assert_eq!(h.len(), 10);
+        // A read-only guard leaves the block alone; a same-length update writes in place.
+        let before = e.base();
+        assert_eq!(e.hash_mut().unwrap().len(), 10);
+        assert!(!e.hash_mut().unwrap().set(b"member:5", b"51", &l));
+        assert_eq!(e.base(), before);
+        let ValueRef::Hash(h) = e.value() else {
+            panic!("a hash")
+        };
+        assert_eq!((h.get(b"member:5"), h.len()), (Some(&b"51"[..]), 10));
+        e.hash_mut().unwrap().set(b"member:5", b"50", &l);
+        // TTL, rename and copy keep the pairs; the clock too.
+        e.set_expire(Some(77));
+        let e = e.with_key(b"k2");
+        let mut c = e.clone_as(b"k3");
+        assert_eq!((c.key(), c.expire(), c.clock()), (&b"k3"[..], Some(77), 5));
+        assert_eq!(c.value(), e.value());
+        // value_mut moves it out of line; the next hash_mut puts it back.
+        match c.value_mut() {
+            Some(Value::Hash(h)) => {
+                h.mark_ex();
+                h.set_expiry(b"member:0", Some(9));
+            }
+            _ => panic!("a hash"),
+        }
+        assert!(c.is_boxed());
+        assert_eq!(c.encoding(), "listpackex");
+        drop(c.hash_mut());
+        assert!(c.is_pack());
+        let ValueRef::Hash(h) = c.value() else {
+            panic!("a hash")
+        };
+        assert_eq!(
+            (h.encoding(), h.expiry_of(b"member:0")),
+            ("listpackex", Some(Some(9)))
+        );
+        // Past the listpack limits it becomes a boxed table, and stays one.
+        {
+            let mut h = c.hash_mut().unwrap();
+            h.set(b"long", &[b'x'; 65], &l);
+        }
+        assert!(c.is_boxed());
+        assert_eq!((c.encoding(), c.free_effort()), ("hashtable", 11));
+        c.hash_mut().unwrap().remove(b"long");
+        assert_eq!(c.encoding(), "hashtable");
+        assert!(Entry::new_str(b"s", b"v", None, false, 0)
+            .hash_mut()
+            .is_none());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn inline_hash_behaves_like_a_hashmap(
+            ops in proptest::collection::vec((0u8..4, 0u8..12, 0usize..8), 0..120),
+        ) {
+            // Integer-looking values that are not canonical must come back byte for byte.
+            const VALUES: [&[u8]; 8] = [b"0", b"-0", b"007", b" 1", b"9223372036854775807",
+                b"-9223372036854775808", b"123456789012345678901234567890", b"\x00\xff"];
+            let l = crate::types::Limits { hash_max_listpack_entries: 8, ..Default::default() };
+            let mut e = Entry::new_value(b"k", Value::Hash(Hash::new()), None, 0);
+            let mut m = std::collections::HashMap::new();
+            for (op, k, v) in ops {
+                let k = vec![b'f'; k as usize];
+                match op {
+                    0 | 1 => {
+                        let new = e.hash_mut().unwrap().set(&k, VALUES[v], &l);
+                        prop_assert_eq!(new, m.insert(k, VALUES[v].to_vec()).is_none());
+                    }
+                    2 => {
+                        let gone = e.hash_mut().unwrap().remove(&k);
+                        prop_assert_eq!(gone, m.remove(&k).is_some());
+                    }
+                    _ => {
+                        e.set_expire(if v % 2 == 0 { None } else { Some(v as i64) });
+                    }
+                }
+                let ValueRef::Hash(h) = e.value() else { panic!("a hash") };
+                prop_assert_eq!(h.len(), m.len());
+                prop_assert_eq!(e.is_pack(), h.encoding() == "listpack");
+            }
+            let ValueRef::Hash(h) = e.value() else { panic!("a hash") };
+            for (k, v) in &m {
+                prop_assert_eq!(h.get(k), Some(&v[..]));
+            }
+        }
     }
 
     #[test]

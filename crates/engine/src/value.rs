@@ -1,7 +1,8 @@
 //! A value stored out of line: a string that grew (APPEND, SETRANGE, SETBIT) or a collection.
 //!
-//! Small strings live inside the entry's block (see `entry.rs`); everything else is one boxed
-//! [`Value`] the block points to, so the table slot and the entry stay small whatever the type.
+//! Small strings and small (listpack) hashes live inside the entry's block (see `entry.rs`);
+//! everything else is one boxed [`Value`] the block points to, so the table slot and the entry
+//! stay small whatever the type.
 
 use crate::types::{Hash, List, Set, ZSet};
 

@@ -256,7 +256,7 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
     }
     let (kind, total) = match (plan, e.value()) {
         (Plan::Hash { keys, vals }, ValueRef::Hash(h)) => {
-            if !matches!(h, darner_engine::types::Hash::Table(_)) || h.has_ttls() {
+            if !matches!(h, darner_engine::types::HashRef::Table(_)) || h.has_ttls() {
                 return false;
             }
             (Kind::Hash { keys, vals }, h.len())

@@ -1,11 +1,17 @@
 //! The hash value type (Redis's t_hash.c encodings).
 //!
 //! Two representations, as in Redis:
-//! - **listpack** (small hashes): ONE exact-size byte buffer of `field, value` pairs, each
-//!   string prefixed by its varint length, in insertion order (an update keeps the position,
-//!   as Redis's listpack does, so HGETALL's order matches Redis's for small hashes). An element
-//!   costs its bytes plus two length bytes; lookups are a linear scan, which is why the buffer
-//!   is limited to `hash-max-listpack-entries` pairs of at most `hash-max-listpack-value` bytes.
+//! - **listpack** (small hashes): ONE exact-size byte buffer of `field, value` pairs in
+//!   insertion order (an update keeps the position, as Redis's listpack does, so HGETALL's
+//!   order matches Redis's for small hashes). Each pair starts with one header byte: below
+//!   0x80 it holds both lengths (field < 16 bytes in bits 3-6, value < 8 bytes in bits 0-2,
+//!   no TTL), which covers the usual `name -> small number or word` pair, so such a pair costs
+//!   its bytes plus ONE byte (Redis's listpack spends 2-3 bytes per pair on headers and
+//!   back-lengths, storing small integers in one byte); 0x80 is followed by the field length
+//!   varint and the value length varint (see TTLs below). Values keep their exact bytes: the
+//!   buffer hands out borrowed slices, and "007" or "-0" must come back as sent. Lookups are a
+//!   linear scan, which is why the buffer is limited to `hash-max-listpack-entries` pairs of
+//!   at most `hash-max-listpack-value` bytes.
 //! - **hashtable** (everything else): a [`DenseTable`] (see `dense.rs`): elements back to back
 //!   in small exact-size buckets under an extendible-hashing directory, ~3 bytes of overhead
 //!   per element plus ~6-9 bytes of bucket/directory share, O(1) operations and no rehash pause.
@@ -14,8 +20,8 @@
 //! field or value, and never back (Redis's rule).
 //!
 //! **Field expiry** (Redis 7.4's HEXPIRE family): a field may carry an absolute expiry in unix
-//! ms. Both encodings keep it inline, behind a flag bit in the value-length varint, as 8 bytes
-//! after the value, so a field without a TTL pays nothing. Redis 7.4 names a small hash that
+//! ms. Both encodings keep it inline, behind a flag bit in the value-length varint (the long
+//! header form), as 8 bytes after the value, so a field without a TTL pays nothing. Redis 7.4 names a small hash that
 //! has been given field TTLs "listpackex" (its listpack then stores a TTL per pair); it
 //! switches the first time an HEXPIRE-family command (or Redis 8's HGETEX / HSETEX with a
 //! TTL option) runs on the hash and never switches back (not even when HPERSIST removes the
@@ -72,6 +78,8 @@ fn get_varint(b: &[u8], p: &mut usize) -> usize {
 
 /// The flag bit in a pair's value-length varint: an 8-byte expiry (i64 LE) follows the value.
 const HAS_EXPIRY: usize = 1;
+/// A pair's header byte with this bit set is followed by the two varints (long form).
+const LONG: u8 = 0x80;
 
 /// What a write does to the field's TTL.
 #[derive(Clone, Copy)]
@@ -106,9 +114,15 @@ struct PackSlot {
 }
 
 fn pack_next(b: &[u8], p: usize) -> PackSlot {
-    let mut q = p;
-    let klen = get_varint(b, &mut q);
-    let vmeta = get_varint(b, &mut q);
+    let head = b[p];
+    let mut q = p + 1;
+    let (klen, vmeta) = if head & LONG == 0 {
+        // Short form: field length in bits 3-6, value length in bits 0-2, no expiry.
+        ((head >> 3) as usize, ((head & 7) as usize) << 1)
+    } else {
+        let klen = get_varint(b, &mut q);
+        (klen, get_varint(b, &mut q))
+    };
     let key = (q, q + klen);
     let val = (key.1, key.1 + (vmeta >> 1));
     let mut end = val.1;
@@ -141,12 +155,41 @@ fn pack_find(b: &[u8], field: &[u8]) -> Option<PackSlot> {
     None
 }
 
+/// Whether a pair fits the one-byte short header.
+fn is_short(field: &[u8], value: &[u8], expiry: Option<i64>) -> bool {
+    field.len() < 16 && value.len() < 8 && expiry.is_none()
+}
+
+/// Encoded size of a pair.
+fn pack_size(field: &[u8], value: &[u8], expiry: Option<i64>) -> usize {
+    let body = field.len() + value.len();
+    if is_short(field, value, expiry) {
+        return 1 + body;
+    }
+    let vmeta = (value.len() << 1) | usize::from(expiry.is_some());
+    1 + varint_len(field.len()) + varint_len(vmeta) + body + 8 * usize::from(expiry.is_some())
+}
+
+fn varint_len(mut v: usize) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
 fn pack_encode(out: &mut Vec<u8>, field: &[u8], value: &[u8], expiry: Option<i64>) {
-    put_varint(out, field.len() as u64);
-    put_varint(
-        out,
-        ((value.len() as u64) << 1) | u64::from(expiry.is_some()),
-    );
+    if is_short(field, value, expiry) {
+        out.push(((field.len() as u8) << 3) | value.len() as u8);
+    } else {
+        out.push(LONG);
+        put_varint(out, field.len() as u64);
+        put_varint(
+            out,
+            ((value.len() as u64) << 1) | u64::from(expiry.is_some()),
+        );
+    }
     out.extend_from_slice(field);
     out.extend_from_slice(value);
     if let Some(e) = expiry {
@@ -163,7 +206,7 @@ fn pack_replace(buf: &mut Box<[u8]>, s: PackSlot, field: &[u8], value: &[u8], ex
         }
         return;
     }
-    let mut enc = Vec::with_capacity(field.len() + value.len() + 12);
+    let mut enc = Vec::with_capacity(pack_size(field, value, expiry));
     pack_encode(&mut enc, field, value, expiry);
     let mut v = std::mem::take(buf).into_vec();
     v.splice(s.start..s.end, enc);
@@ -204,10 +247,7 @@ impl Hash {
 
     /// Number of fields.
     pub fn len(&self) -> usize {
-        match self {
-            Hash::Pack { len, .. } => *len as usize,
-            Hash::Table(t) => t.len(),
-        }
+        self.view().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -216,26 +256,16 @@ impl Hash {
 
     /// OBJECT ENCODING's name for the current representation.
     pub fn encoding(&self) -> &'static str {
-        match self {
-            Hash::Pack { ex: false, .. } => "listpack",
-            Hash::Pack { ex: true, .. } => "listpackex",
-            Hash::Table(_) => "hashtable",
-        }
+        self.view().encoding()
     }
 
     /// Approximate heap bytes used.
     pub fn memory(&self) -> usize {
-        match self {
-            Hash::Pack { buf, .. } => buf.len(),
-            Hash::Table(t) => std::mem::size_of::<DenseTable>() + t.memory(),
-        }
+        self.view().memory()
     }
 
     pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
-        match self {
-            Hash::Pack { buf, .. } => pack_find(buf, field).map(|s| &buf[s.val.0..s.val.1]),
-            Hash::Table(t) => t.get(field).map(|(v, _)| v),
-        }
+        self.view().get(field)
     }
 
     pub fn contains(&self, field: &[u8]) -> bool {
@@ -306,9 +336,7 @@ impl Hash {
                     let expiry = ttl.resolve(None);
                     // Exact size: a small hash pays for its bytes only.
                     let mut v = std::mem::take(buf).into_vec();
-                    v.reserve_exact(
-                        field.len() + value.len() + 4 + 8 * usize::from(expiry.is_some()),
-                    );
+                    v.reserve_exact(pack_size(field, value, expiry));
                     pack_encode(&mut v, field, value, expiry);
                     *buf = v.into_boxed_slice();
                     *len += 1;
@@ -348,64 +376,24 @@ impl Hash {
 
     /// Every (field, value): insertion order for a listpack, table order otherwise.
     pub fn iter(&self) -> Iter<'_> {
-        match self {
-            Hash::Pack { buf, .. } => Iter::Pack(buf, 0),
-            Hash::Table(t) => Iter::Table(Box::new(t.iter().map(|(k, v, _)| (k, v)))),
-        }
+        self.view().iter()
     }
 
-    /// One HSCAN step. A listpack hash is returned whole with cursor 0 (as Redis does); a
-    /// table is scanned by hash position (see `DenseTable::scan`). Returns the next cursor.
-    pub fn scan<'a>(
-        &'a self,
-        cursor: u64,
-        count: usize,
-        mut f: impl FnMut(&'a [u8], &'a [u8]),
-    ) -> u64 {
-        match self {
-            Hash::Pack { .. } => {
-                for (k, v) in self.iter() {
-                    f(k, v);
-                }
-                0
-            }
-            Hash::Table(t) => t.scan(cursor, count, |(k, v, _)| f(k, v)),
-        }
+    /// One HSCAN step (see [`HashRef::scan`]).
+    pub fn scan<'a>(&'a self, cursor: u64, count: usize, f: impl FnMut(&'a [u8], &'a [u8])) -> u64 {
+        self.view().scan(cursor, count, f)
     }
 
     /// A random (field, value), None when empty. `rand` yields random numbers.
-    pub fn random(&self, mut rand: impl FnMut() -> u64) -> Option<(&[u8], &[u8])> {
-        match self {
-            Hash::Pack { len, .. } => {
-                if *len == 0 {
-                    return None;
-                }
-                let i = (rand() % u64::from(*len)) as usize;
-                self.iter().nth(i)
-            }
-            Hash::Table(t) => t.random(rand).map(|(k, v, _)| (k, v)),
-        }
+    pub fn random(&self, rand: impl FnMut() -> u64) -> Option<(&[u8], &[u8])> {
+        self.view().random(rand)
     }
 }
 
 impl Hash {
     /// Whether any field carries a TTL (false: no expiry check is needed).
     pub fn has_ttls(&self) -> bool {
-        match self {
-            Hash::Pack { ex: false, .. } => false,
-            Hash::Pack { buf, .. } => {
-                let mut p = 0;
-                while p < buf.len() {
-                    let s = pack_next(buf, p);
-                    if s.expiry.is_some() {
-                        return true;
-                    }
-                    p = s.end;
-                }
-                false
-            }
-            Hash::Table(t) => t.expiring() > 0,
-        }
+        self.view().has_ttls()
     }
 
     /// Switches a listpack hash to "listpackex" (Redis 7.4 does so whenever an HEXPIRE-family
@@ -418,10 +406,7 @@ impl Hash {
 
     /// `None`: no such field; `Some(None)`: no TTL; `Some(Some(ms))`: expires at `ms`.
     pub fn expiry_of(&self, field: &[u8]) -> Option<Option<i64>> {
-        match self {
-            Hash::Pack { buf, .. } => pack_find(buf, field).map(|s| s.expiry),
-            Hash::Table(t) => t.get(field).map(|(_, e)| e),
-        }
+        self.view().expiry_of(field)
     }
 
     /// Sets or clears the TTL of a present field. Returns false if the field is absent.
@@ -489,20 +474,7 @@ impl Hash {
 
     /// Every (field, value, expiry).
     pub fn iter_ttl(&self) -> Box<dyn Iterator<Item = EntryRef<'_>> + '_> {
-        match self {
-            Hash::Pack { buf, .. } => {
-                let mut p = 0;
-                Box::new(std::iter::from_fn(move || {
-                    if p >= buf.len() {
-                        return None;
-                    }
-                    let s = pack_next(buf, p);
-                    p = s.end;
-                    Some((&buf[s.key.0..s.key.1], &buf[s.val.0..s.val.1], s.expiry))
-                }))
-            }
-            Hash::Table(t) => Box::new(t.iter()),
-        }
+        self.view().iter_ttl()
     }
 
     /// Like [`Hash::scan`], passing each field's expiry too.
@@ -510,17 +482,9 @@ impl Hash {
         &'a self,
         cursor: u64,
         count: usize,
-        mut f: impl FnMut(&'a [u8], &'a [u8], Option<i64>),
+        f: impl FnMut(&'a [u8], &'a [u8], Option<i64>),
     ) -> u64 {
-        match self {
-            Hash::Pack { .. } => {
-                for (k, v, e) in self.iter_ttl() {
-                    f(k, v, e);
-                }
-                0
-            }
-            Hash::Table(t) => t.scan(cursor, count, |(k, v, e)| f(k, v, e)),
-        }
+        self.view().scan_ttl(cursor, count, f)
     }
 
     /// One bounded step of field expiry (for the server's active expiry cycle): visits up to
@@ -536,6 +500,182 @@ impl Hash {
 
 impl PartialEq for Hash {
     fn eq(&self, other: &Hash) -> bool {
+        self.view() == other.view()
+    }
+}
+
+impl Hash {
+    /// A read-only view (what a keyspace entry hands out: see [`HashRef`]).
+    pub fn view(&self) -> HashRef<'_> {
+        match self {
+            Hash::Pack { buf, len, ex } => HashRef::Pack {
+                buf,
+                len: *len,
+                ex: *ex,
+            },
+            Hash::Table(t) => HashRef::Table(t),
+        }
+    }
+
+    /// A listpack hash from its parts (see [`HashRef::Pack`]): the keyspace entry keeps a
+    /// small hash's buffer inside its own block and rebuilds the `Hash` for a write.
+    pub fn from_pack(buf: &[u8], len: u32, ex: bool) -> Hash {
+        Hash::Pack {
+            buf: buf.into(),
+            len,
+            ex,
+        }
+    }
+}
+
+/// A borrowed hash: a listpack buffer (wherever it is stored: a small hash's lives inside its
+/// keyspace entry's block, see `entry.rs`) or a table. All of [`Hash`]'s reads.
+#[derive(Clone, Copy, Debug)]
+pub enum HashRef<'a> {
+    Pack {
+        /// Pairs in the format described at the top of this file.
+        buf: &'a [u8],
+        /// Number of pairs.
+        len: u32,
+        /// "listpackex".
+        ex: bool,
+    },
+    Table(&'a DenseTable),
+}
+
+impl<'a> HashRef<'a> {
+    /// Number of fields.
+    pub fn len(self) -> usize {
+        match self {
+            HashRef::Pack { len, .. } => len as usize,
+            HashRef::Table(t) => t.len(),
+        }
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+
+    /// OBJECT ENCODING's name for the current representation.
+    pub fn encoding(self) -> &'static str {
+        match self {
+            HashRef::Pack { ex: false, .. } => "listpack",
+            HashRef::Pack { ex: true, .. } => "listpackex",
+            HashRef::Table(_) => "hashtable",
+        }
+    }
+
+    /// Approximate heap bytes used.
+    pub fn memory(self) -> usize {
+        match self {
+            HashRef::Pack { buf, .. } => buf.len(),
+            HashRef::Table(t) => std::mem::size_of::<DenseTable>() + t.memory(),
+        }
+    }
+
+    pub fn get(self, field: &[u8]) -> Option<&'a [u8]> {
+        match self {
+            HashRef::Pack { buf, .. } => pack_find(buf, field).map(|s| &buf[s.val.0..s.val.1]),
+            HashRef::Table(t) => t.get(field).map(|(v, _)| v),
+        }
+    }
+
+    pub fn contains(self, field: &[u8]) -> bool {
+        self.get(field).is_some()
+    }
+
+    /// Every (field, value): insertion order for a listpack, table order otherwise.
+    pub fn iter(self) -> Iter<'a> {
+        match self {
+            HashRef::Pack { buf, .. } => Iter::Pack(buf, 0),
+            HashRef::Table(t) => Iter::Table(Box::new(t.iter().map(|(k, v, _)| (k, v)))),
+        }
+    }
+
+    /// One HSCAN step. A listpack hash is returned whole with cursor 0 (as Redis does); a
+    /// table is scanned by hash position (see `DenseTable::scan`). Returns the next cursor.
+    pub fn scan(self, cursor: u64, count: usize, mut f: impl FnMut(&'a [u8], &'a [u8])) -> u64 {
+        match self {
+            HashRef::Pack { .. } => {
+                for (k, v) in self.iter() {
+                    f(k, v);
+                }
+                0
+            }
+            HashRef::Table(t) => t.scan(cursor, count, |(k, v, _)| f(k, v)),
+        }
+    }
+
+    /// A random (field, value), None when empty. `rand` yields random numbers.
+    pub fn random(self, mut rand: impl FnMut() -> u64) -> Option<(&'a [u8], &'a [u8])> {
+        match self {
+            HashRef::Pack { len, .. } => {
+                if len == 0 {
+                    return None;
+                }
+                let i = (rand() % u64::from(len)) as usize;
+                self.iter().nth(i)
+            }
+            HashRef::Table(t) => t.random(rand).map(|(k, v, _)| (k, v)),
+        }
+    }
+
+    /// Whether any field carries a TTL (false: no expiry check is needed).
+    pub fn has_ttls(self) -> bool {
+        match self {
+            HashRef::Pack { ex: false, .. } => false,
+            HashRef::Pack { .. } => self.iter_ttl().any(|(_, _, e)| e.is_some()),
+            HashRef::Table(t) => t.expiring() > 0,
+        }
+    }
+
+    /// `None`: no such field; `Some(None)`: no TTL; `Some(Some(ms))`: expires at `ms`.
+    pub fn expiry_of(self, field: &[u8]) -> Option<Option<i64>> {
+        match self {
+            HashRef::Pack { buf, .. } => pack_find(buf, field).map(|s| s.expiry),
+            HashRef::Table(t) => t.get(field).map(|(_, e)| e),
+        }
+    }
+
+    /// Every (field, value, expiry).
+    pub fn iter_ttl(self) -> Box<dyn Iterator<Item = EntryRef<'a>> + 'a> {
+        match self {
+            HashRef::Pack { buf, .. } => {
+                let mut p = 0;
+                Box::new(std::iter::from_fn(move || {
+                    if p >= buf.len() {
+                        return None;
+                    }
+                    let s = pack_next(buf, p);
+                    p = s.end;
+                    Some((&buf[s.key.0..s.key.1], &buf[s.val.0..s.val.1], s.expiry))
+                }))
+            }
+            HashRef::Table(t) => Box::new(t.iter()),
+        }
+    }
+
+    /// Like [`HashRef::scan`], passing each field's expiry too.
+    pub fn scan_ttl(
+        self,
+        cursor: u64,
+        count: usize,
+        mut f: impl FnMut(&'a [u8], &'a [u8], Option<i64>),
+    ) -> u64 {
+        match self {
+            HashRef::Pack { .. } => {
+                for (k, v, e) in self.iter_ttl() {
+                    f(k, v, e);
+                }
+                0
+            }
+            HashRef::Table(t) => t.scan(cursor, count, |(k, v, e)| f(k, v, e)),
+        }
+    }
+}
+
+impl PartialEq for HashRef<'_> {
+    fn eq(&self, other: &HashRef<'_>) -> bool {
         self.len() == other.len() && self.iter().all(|(k, v)| other.get(k) == Some(v))
     }
 }
@@ -560,6 +700,26 @@ impl Hash {
                 None
             }
             Hash::Table(t) => t.for_each_from(at, min, |(k, v, _)| f(k, v)),
+        }
+    }
+}
+
+impl<'a> HashRef<'a> {
+    /// [`Hash::for_each_from`] on a borrowed hash (an inline small hash is visited whole).
+    pub fn for_each_from(
+        &self,
+        at: usize,
+        min: usize,
+        mut f: impl FnMut(&'a [u8], &'a [u8]),
+    ) -> Option<usize> {
+        match *self {
+            HashRef::Pack { .. } => {
+                if at == 0 {
+                    self.iter().for_each(|(k, v)| f(k, v));
+                }
+                None
+            }
+            HashRef::Table(t) => t.for_each_from(at, min, |(k, v, _)| f(k, v)),
         }
     }
 }
@@ -598,6 +758,37 @@ mod tests {
         assert!(h.remove(b"d") && h.remove(b"c") && h.remove(b"a"));
         assert_eq!(h.encoding(), "hashtable");
         assert_eq!(h.get(b"b"), Some(&b"333"[..]));
+    }
+
+    #[test]
+    fn short_and_long_pair_headers() {
+        let l = Limits::default();
+        let mut h = Hash::new();
+        // Around the short form's limits: field 15/16 bytes, value 7/8 bytes, with a TTL.
+        let cases: Vec<(Vec<u8>, Vec<u8>)> = vec![
+            (vec![b'f'; 15], vec![b'v'; 7]),
+            (vec![b'g'; 16], vec![b'v'; 7]),
+            (vec![b'h'; 15], vec![b'w'; 8]),
+            (vec![], vec![]),
+            (b"member:0".to_vec(), b"12".to_vec()),
+            (vec![b'i'; 64], vec![b'x'; 64]),
+        ];
+        for (f, v) in &cases {
+            assert!(h.set(f, v, &l));
+        }
+        assert_eq!(h.memory(), 23 + 26 + 26 + 1 + 11 + 132);
+        h.mark_ex();
+        h.set_expiry(b"member:0", Some(-1));
+        h.set_keep_ttl(&[b'f'; 15], b"1234567", &l);
+        assert_eq!(h.get(b"member:0"), Some(&b"12"[..]));
+        assert_eq!(h.expiry_of(b"member:0"), Some(Some(-1)));
+        let got: Vec<_> = h.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+        let mut want = cases.clone();
+        want[0].1 = b"1234567".to_vec();
+        assert_eq!(got, want);
+        h.set_expiry(b"member:0", None);
+        assert_eq!(h.expiry_of(b"member:0"), Some(None));
+        assert_eq!(h.memory(), 23 + 26 + 26 + 1 + 11 + 132);
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub mod list;
 pub mod set;
 pub mod zset;
 
-pub use hash::Hash;
+pub use hash::{Hash, HashRef};
 pub use list::List;
 pub use set::Set;
 pub use zset::ZSet;

@@ -9,7 +9,7 @@
 
 use crate::cmd::{parse_int, Reg, ERR_NOT_INT, ERR_WRONGTYPE};
 use crate::shard::ShardCtx;
-use darner_engine::{DbView, Value, ValueRef};
+use darner_engine::{DbView, Value, ValueRef, ValueType};
 use darner_resp::ReplyWriter;
 
 pub fn register(r: &mut Reg) {
@@ -24,8 +24,12 @@ const MAX_FIELD_TTL_SECS: i64 = 1 << 26;
 /// none is left (the hash commands' lazy field expiry). Anything else is left alone.
 fn expire_hash_fields(db: &mut DbView<'_>, key: &[u8], fields: &[&[u8]]) {
     let now = db.now_ms();
-    let (gone, empty) = match db.get_mut_quiet(key).and_then(|e| e.value_mut()) {
-        Some(Value::Hash(h)) if h.has_ttls() => {
+    // Checked on the borrowed view first: `hash_mut` copies a small hash out of its entry.
+    let entry = db
+        .get_mut_quiet(key)
+        .filter(|e| matches!(e.value(), ValueRef::Hash(h) if h.has_ttls()));
+    let (gone, empty) = match entry.and_then(|e| e.hash_mut()) {
+        Some(mut h) => {
             let gone = fields.iter().filter(|f| h.expire_field(f, now)).count();
             (gone, h.is_empty())
         }
@@ -73,15 +77,23 @@ fn fieldexpire(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     expire_hash_fields(&mut db, key, fields);
     let mut changed = false;
     w.array(fields.len());
-    match db.get_mut_quiet(key).and_then(|e| e.value_mut()) {
-        Some(Value::Set(s)) => {
+    // A hash through `hash_mut`: a small one stays inline in its entry.
+    let is_hash = db.get_mut_quiet(key).map(|e| e.value_type()) == Some(ValueType::Hash);
+    let entry = db.get_mut_quiet(key);
+    let (hash, set) = match entry {
+        Some(e) if is_hash => (e.hash_mut(), None),
+        Some(e) => (None, e.value_mut()),
+        None => (None, None),
+    };
+    match (hash, set) {
+        (_, Some(Value::Set(s))) => {
             for f in fields {
                 let ok = s.set_expiry(f, Some(when));
                 changed |= ok;
                 w.int(if ok { 1 } else { -2 });
             }
         }
-        Some(Value::Hash(h)) => {
+        (Some(mut h), _) => {
             // A listpack hash keeps field TTLs only once marked "listpackex".
             if fields.iter().any(|f| h.contains(f)) {
                 h.mark_ex();

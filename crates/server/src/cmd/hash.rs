@@ -16,7 +16,8 @@ use super::{eq, parse_int, Reg, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
 use crate::notify::{notify, GENERIC, HASH};
 use crate::shard::ShardCtx;
 use darner_engine::db::Event;
-use darner_engine::types::Hash;
+use darner_engine::entry::HashMut;
+use darner_engine::types::{Hash, HashRef};
 use darner_engine::{glob_match, DbView, Entry, Value, ValueRef};
 use darner_resp::ReplyWriter;
 use std::collections::HashSet;
@@ -67,8 +68,12 @@ enum Fields<'a> {
 /// (one lookup).
 fn lazy_expire(db: &mut DbView<'_>, key: &[u8], fields: Fields<'_>) {
     let now = db.now_ms();
-    let (gone, empty) = match db.get_mut_quiet(key).and_then(|e| e.value_mut()) {
-        Some(Value::Hash(h)) if h.has_ttls() => {
+    // Checked on the borrowed view first: `hash_mut` copies a small hash out of its entry.
+    let entry = db
+        .get_mut_quiet(key)
+        .filter(|e| matches!(e.value(), ValueRef::Hash(h) if h.has_ttls()));
+    let (gone, empty) = match entry.and_then(|e| e.hash_mut()) {
+        Some(mut h) => {
             let gone = match fields {
                 Fields::Some(fs) => fs.iter().filter(|f| h.expire_field(f, now)).count(),
                 Fields::Pairs(fs) => fs
@@ -96,7 +101,7 @@ fn lazy_expire(db: &mut DbView<'_>, key: &[u8], fields: Fields<'_>) {
 }
 
 /// The hash at `key` without counting a hit (the caller already looked it up).
-fn peek_hash<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Option<&'a Hash> {
+fn peek_hash<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Option<HashRef<'a>> {
     match db.peek(key)?.value() {
         ValueRef::Hash(h) => Some(h),
         _ => None,
@@ -107,7 +112,7 @@ fn peek_hash<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Option<&'a Hash> {
 struct WrongType;
 
 /// A hash to read (counts a hit or a miss, as Redis's lookupKeyRead).
-fn read<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<Option<&'a Hash>, WrongType> {
+fn read<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<Option<HashRef<'a>>, WrongType> {
     match db.get(key) {
         None => Ok(None),
         Some(e) => match e.value() {
@@ -118,19 +123,17 @@ fn read<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<Option<&'a Hash>, Wron
 }
 
 /// A hash to modify. Quiet: the caller signals WATCHers once it has changed something.
-fn write<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<Option<&'a mut Hash>, WrongType> {
+/// A small hash lives inside its entry: the guard puts it back when dropped.
+fn write<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<Option<HashMut<'a>>, WrongType> {
     match db.get_mut_quiet(key) {
         None => Ok(None),
-        Some(e) => match e.value_mut() {
-            Some(Value::Hash(h)) => Ok(Some(h)),
-            _ => Err(WrongType),
-        },
+        Some(e) => e.hash_mut().map(Some).ok_or(WrongType),
     }
 }
 
 /// Like [`write`], creating an empty hash when the key is absent (the caller then writes to
 /// it, so it never stays empty).
-fn write_or_create<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<&'a mut Hash, WrongType> {
+fn write_or_create<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<HashMut<'a>, WrongType> {
     if !db.exists(key) {
         let lru = db.clock.lru;
         db.set(Entry::new_value(key, Value::Hash(Hash::new()), None, lru));
@@ -150,7 +153,7 @@ fn hset_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, name: &
     let limits = ctx.limits();
     let mut db = ctx.db();
     lazy_expire(&mut db, args[1], Fields::Pairs(&args[2..]));
-    let h = match write_or_create(&mut db, args[1]) {
+    let mut h = match write_or_create(&mut db, args[1]) {
         Ok(h) => h,
         Err(_) => {
             wrong(w);
@@ -162,6 +165,7 @@ fn hset_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, name: &
     for pair in args[2..].chunks(2) {
         created += i64::from(h.set(pair[0], pair[1], &limits));
     }
+    drop(h);
     db.signal(args[1]);
     notify(ctx, HASH, "hset", args[1]);
     if name == "hset" {
@@ -184,13 +188,14 @@ fn hsetnx(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let limits = ctx.limits();
     let mut db = ctx.db();
     lazy_expire(&mut db, args[1], Fields::Some(&args[2..3]));
-    let Ok(h) = write_or_create(&mut db, args[1]) else {
+    let Ok(mut h) = write_or_create(&mut db, args[1]) else {
         return wrong(w);
     };
     if h.contains(args[2]) {
         return w.int(0);
     }
     h.set(args[2], args[3], &limits);
+    drop(h);
     db.signal(args[1]);
     notify(ctx, HASH, "hset", args[1]);
     w.int(1);
@@ -231,7 +236,7 @@ fn hdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let (deleted, empty) = match write(&mut db, args[1]) {
         Err(_) => return wrong(w),
         Ok(None) => return w.int(0),
-        Ok(Some(h)) => {
+        Ok(Some(mut h)) => {
             let mut n = 0;
             for f in &args[2..] {
                 n += i64::from(h.remove(f));
@@ -343,9 +348,10 @@ fn hincrby(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let Some(new) = old.checked_add(by) else {
         return w.error(super::ERR_OVERFLOW);
     };
-    let h = write_or_create(&mut db, args[1]).unwrap_or_else(|_| unreachable!("checked type"));
+    let mut h = write_or_create(&mut db, args[1]).unwrap_or_else(|_| unreachable!("checked type"));
     // Redis 7.4 keeps the field's TTL on an increment (HASH_SET_KEEP_TTL).
     h.set_keep_ttl(args[2], new.to_string().as_bytes(), &limits);
+    drop(h);
     db.signal(args[1]);
     notify(ctx, HASH, "hincrby", args[1]);
     w.int(new);
@@ -376,8 +382,9 @@ fn hincrbyfloat(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     }
     let mut text = Vec::with_capacity(32);
     ld::format(sum, &mut text);
-    let h = write_or_create(&mut db, args[1]).unwrap_or_else(|_| unreachable!("checked type"));
+    let mut h = write_or_create(&mut db, args[1]).unwrap_or_else(|_| unreachable!("checked type"));
     h.set_keep_ttl(args[2], &text, &limits);
+    drop(h);
     db.signal(args[1]);
     notify(ctx, HASH, "hincrbyfloat", args[1]);
     w.bulk(&text);
@@ -463,7 +470,7 @@ fn hrandfield(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             return w.error(b"ERR value is out of range");
         }
         w.array(flat(want));
-        if let Hash::Pack { .. } = h {
+        if let HashRef::Pack { .. } = h {
             // A linear listpack: index a snapshot instead of walking it per sample.
             let all: Vec<(&[u8], &[u8])> = h.iter().collect();
             for _ in 0..want {
@@ -487,7 +494,7 @@ fn hrandfield(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         return;
     }
     w.array(flat(want));
-    if matches!(h, Hash::Pack { .. }) || want * 3 > size {
+    if matches!(h, HashRef::Pack { .. }) || want * 3 > size {
         // Pick `want` distinct positions (a partial shuffle) and reply in the hash's order.
         let all: Vec<(&[u8], &[u8])> = h.iter().collect();
         let mut idx: Vec<usize> = (0..all.len()).collect();
@@ -702,7 +709,7 @@ fn hexpire_generic(
         Err(e) => return w.error(e),
     };
     lazy_expire(&mut db, args[1], Fields::Some(fields));
-    let Ok(Some(h)) = write(&mut db, args[1]) else {
+    let Ok(Some(mut h)) = write(&mut db, args[1]) else {
         w.array(fields.len());
         for _ in fields {
             w.int(-2);
@@ -742,6 +749,7 @@ fn hexpire_generic(
     }
     let with_ttls = h.has_ttls();
     let empty = h.is_empty();
+    drop(h);
     if empty {
         db.remove(args[1]);
     } else if changed {
@@ -835,7 +843,7 @@ fn hpersist(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         Err(e) => return w.error(e),
     };
     lazy_expire(&mut db, args[1], Fields::Some(fields));
-    let Ok(Some(h)) = write(&mut db, args[1]) else {
+    let Ok(Some(mut h)) = write(&mut db, args[1]) else {
         w.array(fields.len());
         for _ in fields {
             w.int(-2);
@@ -855,6 +863,7 @@ fn hpersist(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             }
         });
     }
+    drop(h);
     if changed {
         db.signal(args[1]);
         notify(ctx, HASH, "hpersist", args[1]);
@@ -881,7 +890,7 @@ fn hgetdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         Err(e) => return w.error(e),
     };
     lazy_expire(&mut db, args[1], Fields::Some(fields));
-    let Ok(Some(h)) = write(&mut db, args[1]) else {
+    let Ok(Some(mut h)) = write(&mut db, args[1]) else {
         return nulls(w, fields.len());
     };
     let mut deleted = false;
@@ -896,6 +905,7 @@ fn hgetdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         deleted = true;
     }
     let empty = h.is_empty();
+    drop(h);
     if empty {
         db.remove(args[1]);
     } else if deleted {
@@ -964,7 +974,7 @@ fn hgetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         Err(e) => return w.error(e),
     };
     lazy_expire(&mut db, args[1], Fields::Some(fields));
-    let Ok(Some(h)) = write(&mut db, args[1]) else {
+    let Ok(Some(mut h)) = write(&mut db, args[1]) else {
         return nulls(w, fields.len());
     };
     if ttl != GetExTtl::Untouched {
@@ -1004,7 +1014,9 @@ fn hgetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         GetExTtl::Persist => "hpersist",
         _ => "hexpire",
     };
-    if h.is_empty() {
+    let empty = h.is_empty();
+    drop(h);
+    if empty {
         db.remove(args[1]);
         notify(ctx, HASH, event, args[1]);
         notify(ctx, GENERIC, "del", args[1]);
@@ -1168,7 +1180,7 @@ fn hsetex_redis(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             return w.int(0);
         }
     }
-    let h = write_or_create(&mut db, key).unwrap_or_else(|_| unreachable!("checked type"));
+    let mut h = write_or_create(&mut db, key).unwrap_or_else(|_| unreachable!("checked type"));
     h.convert_for(&limits, pairs.iter().copied());
     if let SetExTtl::At(_) = opts.ttl {
         // Redis 8 turns a listpack into "listpackex" before setting the TTLs.
@@ -1196,6 +1208,7 @@ fn hsetex_redis(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         }
     }
     let empty = h.is_empty();
+    drop(h);
     if empty {
         db.remove(key);
     } else {
@@ -1246,7 +1259,7 @@ fn hsetex_dragonfly(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ttl
     let key = args[1];
     let when = db.now_ms() + secs * 1000;
     lazy_expire(&mut db, key, Fields::Pairs(pairs));
-    let Ok(h) = write_or_create(&mut db, key) else {
+    let Ok(mut h) = write_or_create(&mut db, key) else {
         return wrong(w);
     };
     h.convert_for(&limits, pairs.iter().copied());
@@ -1265,6 +1278,7 @@ fn hsetex_dragonfly(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ttl
         }
         created += i64::from(!exists);
     }
+    drop(h);
     if changed {
         db.signal(key);
     }
