@@ -22,7 +22,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from benchlib import free_port, stop_process, wait_ready  # noqa: E402
+from benchlib import cpu_seconds, free_port, stop_process, wait_ready  # noqa: E402
 
 
 def start(argv, port):
@@ -35,7 +35,8 @@ def start(argv, port):
     return proc
 
 
-def run_load(tool, port, a, tracking):
+def run_load(tool, port, a, tracking, pid):
+    cpu0 = cpu_seconds(pid)
     out = subprocess.run(
         [tool, str(port), str(a.clients), str(a.seconds), "1" if tracking else "0", "10000",
          str(a.writes), str(a.probes if tracking else 0)],
@@ -43,6 +44,9 @@ def run_load(tool, port, a, tracking):
     f = dict(kv.split("=") for kv in out.split())
     f = {k: float(v) for k, v in f.items()}
     f["ops"] = f["gets"] / f["secs"]
+    # GETs per second of server CPU (utime + stime): the server's own cost, apart from how
+    # the 2 cores are shared with the load generator's threads.
+    f["ops_cpu"] = f["gets"] / max(cpu_seconds(pid) - cpu0, 1e-9)
     return f
 
 
@@ -72,14 +76,15 @@ def main():
         try:
             plain, tracked = [], []
             for _ in range(a.repeat):
-                plain.append(run_load(tool, port, a, False))
-                tracked.append(run_load(tool, port, a, True))
+                plain.append(run_load(tool, port, a, False, proc.pid))
+                tracked.append(run_load(tool, port, a, True, proc.pid))
         finally:
             stop_process(proc)
         results[name] = (plain, tracked)
     print(f"# {a.clients} clients, unpipelined GETs over 10,000 keys, {a.writes} SET/s, "
           f"{a.seconds:g} s x {a.repeat}; darner --threads {a.threads}")
     print(f"{'server':8} {'GET/s plain':>12} {'GET/s tracking':>15} {'ratio':>6} "
+          f"{'GET/cpu-s plain':>16} {'tracking':>9} {'ratio':>6} "
           f"{'pushes/s':>9} {'inval p50':>10} {'p99':>8} {'max':>8}")
     for name, (plain, tracked) in results.items():
         po = statistics.median(r["ops"] for r in plain)
@@ -88,10 +93,13 @@ def main():
         p50 = statistics.median(r["lat_p50_us"] for r in tracked)
         p99 = statistics.median(r["lat_p99_us"] for r in tracked)
         mx = max(r["lat_max_us"] for r in tracked)
-        print(f"{name:8} {po:12,.0f} {to:15,.0f} {to / po:6.2f} {pushes:9,.0f} "
-              f"{p50:8.0f}us {p99:6.0f}us {mx:6.0f}us")
-    print("# ratio: GET/s with tracking / without (target: >= 0.85); inval: time from sending "
-          "the write to receiving the invalidation (median over runs of each run's percentile)")
+        pc = statistics.median(r["ops_cpu"] for r in plain)
+        tc = statistics.median(r["ops_cpu"] for r in tracked)
+        print(f"{name:8} {po:12,.0f} {to:15,.0f} {to / po:6.2f} {pc:16,.0f} {tc:9,.0f} "
+              f"{tc / pc:6.2f} {pushes:9,.0f} {p50:8.0f}us {p99:6.0f}us {mx:6.0f}us")
+    print("# ratio: with tracking / without (target: >= 0.85); GET/cpu-s: GETs per second of "
+          "server CPU; inval: time from sending the write to receiving the invalidation "
+          "(median over runs of each run's percentile)")
 
 
 if __name__ == "__main__":
