@@ -639,6 +639,26 @@ const ERR_NUMFIELDS_MISMATCH: &[u8] =
 /// The `FIELDS numfields field ...` block starting at `args[at]`: the fields, or the error
 /// to reply (`bad_count`: the text for a numfields that is not a positive integer, which
 /// differs between the setters and the readers in Redis 7.4).
+/// `FIELDS numfields field ...` from `at`, with the fields named found expired removed first
+/// (lazy expiry); None: the parse error is written.
+fn expired_fields<'a>(
+    db: &mut DbView<'_>,
+    args: &'a [&'a [u8]],
+    at: usize,
+    w: &mut ReplyWriter,
+) -> Option<&'a [&'a [u8]]> {
+    match parse_fields(args, at, ERR_NUMFIELDS_READ) {
+        Ok(fields) => {
+            lazy_expire(db, args[1], Fields::Some(fields));
+            Some(fields)
+        }
+        Err(e) => {
+            w.error(e);
+            None
+        }
+    }
+}
+
 fn parse_fields<'a>(
     args: &'a [&'a [u8]],
     at: usize,
@@ -800,11 +820,9 @@ fn httl_generic(
     if read(&mut db, args[1]).is_err() {
         return wrong(w);
     }
-    let fields = match parse_fields(args, 2, ERR_NUMFIELDS_READ) {
-        Ok(f) => f,
-        Err(e) => return w.error(e),
+    let Some(fields) = expired_fields(&mut db, args, 2, w) else {
+        return;
     };
-    lazy_expire(&mut db, args[1], Fields::Some(fields));
     let h = peek_hash(&mut db, args[1]);
     w.array(fields.len());
     for f in fields {
@@ -838,11 +856,9 @@ fn hpersist(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     if write(&mut db, args[1]).is_err() {
         return wrong(w);
     }
-    let fields = match parse_fields(args, 2, ERR_NUMFIELDS_READ) {
-        Ok(f) => f,
-        Err(e) => return w.error(e),
+    let Some(fields) = expired_fields(&mut db, args, 2, w) else {
+        return;
     };
-    lazy_expire(&mut db, args[1], Fields::Some(fields));
     let Ok(Some(mut h)) = write(&mut db, args[1]) else {
         w.array(fields.len());
         for _ in fields {
@@ -885,11 +901,9 @@ fn hgetdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     if write(&mut db, args[1]).is_err() {
         return wrong(w);
     }
-    let fields = match parse_fields(args, 2, ERR_NUMFIELDS_READ) {
-        Ok(f) => f,
-        Err(e) => return w.error(e),
+    let Some(fields) = expired_fields(&mut db, args, 2, w) else {
+        return;
     };
-    lazy_expire(&mut db, args[1], Fields::Some(fields));
     let Ok(Some(mut h)) = write(&mut db, args[1]) else {
         return nulls(w, fields.len());
     };
@@ -969,11 +983,9 @@ fn hgetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         // `HGETEX key EX 10 FIELDS`: no count at all (Redis 8.0 reads past its arguments).
         return w.error(b"ERR wrong number of arguments for 'hgetex' command");
     }
-    let fields = match parse_fields(args, at, ERR_NUMFIELDS_READ) {
-        Ok(f) => f,
-        Err(e) => return w.error(e),
+    let Some(fields) = expired_fields(&mut db, args, at, w) else {
+        return;
     };
-    lazy_expire(&mut db, args[1], Fields::Some(fields));
     let Ok(Some(mut h)) = write(&mut db, args[1]) else {
         return nulls(w, fields.len());
     };
