@@ -364,30 +364,6 @@ fn keys(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     })
 }
 
-/// Parses a SCAN cursor as Redis does (`strtoul` in base 10, no leading space, whole string):
-/// an optional sign (a `-` negates modulo 2^64), digits, no overflow; "" is 0.
-fn parse_cursor(b: &[u8]) -> Option<u64> {
-    if b.is_empty() {
-        return Some(0);
-    }
-    let (neg, digits) = match b[0] {
-        b'-' => (true, &b[1..]),
-        b'+' => (false, &b[1..]),
-        _ => (false, b),
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
 /// SCAN cursor: the high bits name a shard, the low 32 bits a position in that shard's table
 /// (see `darner_engine::DbView::scan`). One call visits one shard; a finished shard moves the
 /// cursor to the next shard's position 0, and the last one to 0.
@@ -395,7 +371,7 @@ fn scan(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
         let resp3 = tx.resp3();
         let err = |e: &[u8]| super::with_writer(resp3, |w| w.error(e));
-        let Some(cursor) = parse_cursor(&args[1]) else {
+        let Some(cursor) = super::parse_cursor(&args[1]) else {
             return err(ERR_INVALID_CURSOR);
         };
         let mut count: i64 = 10;
@@ -749,18 +725,21 @@ mod tests {
 
     #[test]
     fn cursor_parsing_follows_strtoul() {
-        assert_eq!(parse_cursor(b""), Some(0));
-        assert_eq!(parse_cursor(b"0"), Some(0));
-        assert_eq!(parse_cursor(b"01"), Some(1));
-        assert_eq!(parse_cursor(b"+7"), Some(7));
-        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
-        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
-        assert_eq!(parse_cursor(b"18446744073709551616"), None);
-        assert_eq!(parse_cursor(b"+"), None);
-        assert_eq!(parse_cursor(b"-"), None);
-        assert_eq!(parse_cursor(b" 1"), None);
-        assert_eq!(parse_cursor(b"1 "), None);
-        assert_eq!(parse_cursor(b"1x"), None);
+        assert_eq!(crate::cmd::parse_cursor(b""), Some(0));
+        assert_eq!(crate::cmd::parse_cursor(b"0"), Some(0));
+        assert_eq!(crate::cmd::parse_cursor(b"01"), Some(1));
+        assert_eq!(crate::cmd::parse_cursor(b"+7"), Some(7));
+        assert_eq!(crate::cmd::parse_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(
+            crate::cmd::parse_cursor(b"18446744073709551615"),
+            Some(u64::MAX)
+        );
+        assert_eq!(crate::cmd::parse_cursor(b"18446744073709551616"), None);
+        assert_eq!(crate::cmd::parse_cursor(b"+"), None);
+        assert_eq!(crate::cmd::parse_cursor(b"-"), None);
+        assert_eq!(crate::cmd::parse_cursor(b" 1"), None);
+        assert_eq!(crate::cmd::parse_cursor(b"1 "), None);
+        assert_eq!(crate::cmd::parse_cursor(b"1x"), None);
     }
 
     #[test]

@@ -519,32 +519,8 @@ fn hrandfield(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     }
 }
 
-/// A SCAN-family cursor as Redis parses it (`strtoul`, base 10, whole string, optional sign:
-/// `-` negates modulo 2^64; "" is 0).
-fn parse_cursor(b: &[u8]) -> Option<u64> {
-    if b.is_empty() {
-        return Some(0);
-    }
-    let (neg, digits) = match b[0] {
-        b'-' => (true, &b[1..]),
-        b'+' => (false, &b[1..]),
-        _ => (false, b),
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
 fn hscan(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
-    let Some(cursor) = parse_cursor(args[2]) else {
+    let Some(cursor) = super::parse_cursor(args[2]) else {
         return w.error(b"ERR invalid cursor");
     };
     let mut db = ctx.db();
@@ -1308,7 +1284,7 @@ fn hsetex_dragonfly(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ttl
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_cursor, parse_hsetex_redis, SetExTtl};
+    use super::{parse_hsetex_redis, SetExTtl};
 
     fn words(s: &str) -> Vec<&[u8]> {
         s.split(' ').map(str::as_bytes).collect()
@@ -1334,9 +1310,9 @@ mod tests {
 
     #[test]
     fn cursor_parsing_follows_strtoul() {
-        assert_eq!(parse_cursor(b""), Some(0));
-        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
-        assert_eq!(parse_cursor(b"18446744073709551616"), None);
-        assert_eq!(parse_cursor(b"1x"), None);
+        assert_eq!(crate::cmd::parse_cursor(b""), Some(0));
+        assert_eq!(crate::cmd::parse_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(crate::cmd::parse_cursor(b"18446744073709551616"), None);
+        assert_eq!(crate::cmd::parse_cursor(b"1x"), None);
     }
 }

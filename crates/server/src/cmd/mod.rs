@@ -233,6 +233,30 @@ pub fn with_writer(resp3: bool, f: impl FnOnce(&mut ReplyWriter)) -> Vec<u8> {
     out
 }
 
+/// Parses a SCAN-family cursor as Redis does (`strtoul` in base 10, whole string): an optional
+/// sign (a `-` negates modulo 2^64), digits, no overflow; "" is 0. SCAN, HSCAN, SSCAN, ZSCAN.
+pub fn parse_cursor(b: &[u8]) -> Option<u64> {
+    if b.is_empty() {
+        return Some(0);
+    }
+    let (neg, digits) = match b[0] {
+        b'-' => (true, &b[1..]),
+        b'+' => (false, &b[1..]),
+        _ => (false, b),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -393,32 +393,8 @@ fn saddex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     w.int(added as i64);
 }
 
-/// Parses a SCAN cursor as Redis does (`strtoul` in base 10, whole string): an optional
-/// sign (a `-` negates modulo 2^64), digits, no overflow; "" is 0.
-fn parse_cursor(b: &[u8]) -> Option<u64> {
-    if b.is_empty() {
-        return Some(0);
-    }
-    let (neg, digits) = match b[0] {
-        b'-' => (true, &b[1..]),
-        b'+' => (false, &b[1..]),
-        _ => (false, b),
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
 fn sscan(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
-    let Some(cursor) = parse_cursor(args[2]) else {
+    let Some(cursor) = super::parse_cursor(args[2]) else {
         return w.error(ERR_INVALID_CURSOR);
     };
     let s = match read(ctx, args[1]) {
