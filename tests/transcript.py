@@ -1,9 +1,10 @@
 """Multi-connection transcripts: the same steps against darner and redis-server, every byte
 each connection receives recorded, for Pub/Sub and client tracking tests.
 
-A step is (connection name, command tuple[, mode]). After each step, whatever every
-connection has received is collected, so a message that reaches the wrong client, arrives
-twice or not at all shows as a difference. Modes:
+A step is (connection name, command tuple[, mode]). After each step (once the sender holds
+its first reply frame: every command answers), whatever every connection has received is
+collected, so a message that reaches the wrong client, arrives twice or not at all shows as
+a difference. Modes:
   SORTED  the frames of that step are compared as a multiset (an order Redis takes from its
           hash tables, or messages from different shards);
 An argument "$ID:x" is replaced by connection x's client id on that server; a connection
@@ -15,7 +16,7 @@ from __future__ import annotations
 import re
 import time
 
-from resp_reader import RawConn, parse
+from resp_reader import Incomplete, RawConn, parse
 
 SORTED = "sorted"
 
@@ -27,6 +28,21 @@ def frames(data: bytes):
         out.append(data[pos:end])
         pos = end
     return out
+
+
+def wait_frame(conn, timeout: float) -> bytes:
+    """What `conn` receives until it holds one complete frame (or `timeout` passes)."""
+    got = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got += conn.pending(0.01)
+        if got:
+            try:
+                parse(got, 0)
+                return got
+            except Incomplete:
+                pass
+    return got
 
 
 def normalize(args, data: bytes) -> bytes:
@@ -51,8 +67,12 @@ def transcript(port: int, steps, names, proto: int = 2):
             sent = tuple(str(ids[a[4:]]) if isinstance(a, str) and a.startswith("$ID:") else a
                          for a in args)
             conns[name].send(*sent)
+            # Every command answers: wait for the sender's first frame, so a reply that a busy
+            # machine delays is not counted in a later step (or taken as missing).
+            head = wait_frame(conns[name], 5.0)
             time.sleep(0.02)
             received = {n: conns[n].pending(0.03) for n in names}
+            received[name] = head + received[name]
             # Under load a message can lag: collect until a round brings nothing more.
             for _ in range(20):
                 more = {n: conns[n].pending(0.01) for n in names}
