@@ -324,6 +324,14 @@ impl DenseTable {
                 return;
             }
             if ld == self.depth {
+                // A bucket over MAX_BYTES with few entries (big values) doubles the directory
+                // only while it is smaller than the table: two big entries whose hashes share
+                // their first 30 bits would otherwise double it 30 times (it took 4 GiB for
+                // 30,000 fields of 1 KB). Such a bucket stays big instead: at most
+                // MAX_ENTRIES entries, as every bucket.
+                if count_of(&self.buckets[bi]) <= MAX_ENTRIES && self.dir.len() > self.len {
+                    return;
+                }
                 // Double the directory: slot i becomes slots 2i and 2i+1.
                 let mut d = Vec::with_capacity(self.dir.len() * 2);
                 for &b in &self.dir {
@@ -556,6 +564,31 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn big_values_do_not_blow_up_the_directory() {
+        // Regression: buckets split on bytes alone doubled the directory for every shared
+        // leading hash bit of two big entries (30,000 fields of 1 KB: a 4 GiB directory).
+        let mut t = DenseTable::new();
+        let val = vec![b'v'; 1000];
+        for i in 0..30_000u32 {
+            assert!(t.insert(format!("f{i}").as_bytes(), &val, None));
+            assert!(
+                t.dir.len() <= 2 * t.len().max(1),
+                "directory {} for {}",
+                t.dir.len(),
+                t.len()
+            );
+        }
+        for i in 0..30_000u32 {
+            assert_eq!(t.get(format!("f{i}").as_bytes()), Some((&val[..], None)));
+            assert!(
+                count_of(&t.buckets[t.bucket_of(hash_key(format!("f{i}").as_bytes()))])
+                    <= MAX_ENTRIES
+            );
+        }
+        assert_eq!(t.len(), 30_000);
+    }
 
     #[test]
     fn grows_splits_and_finds_everything() {
