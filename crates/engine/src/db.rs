@@ -36,6 +36,9 @@ pub struct Db {
     field_sweep_at: usize,
     /// Hash fields and set members removed because their TTL passed.
     pub expired_fields: u64,
+    /// Keys that expiry leaves alone for now, TTL passed or not: a streamed reply is reading
+    /// them (the server's stream.rs; few at a time, so a list). See [`Db::pin`].
+    pinned: Vec<Box<[u8]>>,
 }
 
 /// Values whose freeing costs more than this many element frees go to the graveyard (Redis's
@@ -127,6 +130,12 @@ impl Events {
             }
         }
     }
+}
+
+/// Whether `key` is pinned ([`Db::pin`]): one emptiness test when nothing is.
+#[inline]
+fn is_pinned(pinned: &[Box<[u8]>], key: &[u8]) -> bool {
+    !pinned.is_empty() && pinned.iter().any(|k| **k == *key)
 }
 
 /// Books a key found expired on access (the entry `e`, already out of the table): counts it
@@ -273,6 +282,23 @@ impl Db {
         }
     }
 
+    /// Pins `key`: until [`Db::unpin`], neither its TTL nor its fields' or members' TTLs remove
+    /// anything from it (lazily or in the active cycle). Why: a streamed reply (HGETALL of a
+    /// big hash, ...) reads the value over many loop turns as the snapshot of the moment it
+    /// started, and commands that touch the key wait for it; expiry is the one thing that
+    /// would otherwise change the value under it. A key whose time passed meanwhile expires
+    /// at its first access or sweep after the unpin. Pins nest (one per stream).
+    pub fn pin(&mut self, key: &[u8]) {
+        self.pinned.push(key.into());
+    }
+
+    /// Takes back one [`Db::pin`] of `key`.
+    pub fn unpin(&mut self, key: &[u8]) {
+        if let Some(i) = self.pinned.iter().position(|k| **k == *key) {
+            self.pinned.swap_remove(i);
+        }
+    }
+
     /// How many hashes and sets are known to have field or member TTLs.
     pub fn field_ttl_hashes(&self) -> usize {
         self.field_ttl_keys.len()
@@ -292,6 +318,10 @@ impl Db {
             let i = self.field_sweep_at;
             visited += 1;
             let key = self.field_ttl_keys[i].clone();
+            if is_pinned(&self.pinned, &key) {
+                self.field_sweep_at += 1;
+                continue;
+            }
             let (gone, empty, keep) = match self.table.get_mut(&key) {
                 // Through the guard: a small hash stays inline in its entry.
                 Some(e)
@@ -418,7 +448,7 @@ impl Db {
         let (next, visited) = self.table.sweep(
             self.sweep_at,
             budget,
-            |e| e.is_expired(now_ms),
+            |e| e.is_expired(now_ms) && !is_pinned(&self.pinned, e.key()),
             |e| expired_keys.push(e),
         );
         self.sweep_at = next;
@@ -476,10 +506,11 @@ impl<'a> DbView<'a> {
     fn live(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let now = self.clock.now_ms;
         let db = &mut *self.db;
-        match db.table.find_live(key, now) {
+        match db.table.find_live(key, now, &db.pinned) {
             Found::Live(e) => {
                 // Why the registry test: a database without field TTLs pays one comparison.
                 if !db.field_ttl_keys.is_empty()
+                    && !is_pinned(&db.pinned, key)
                     && expire_members(
                         e,
                         now,
@@ -512,10 +543,11 @@ impl<'a> DbView<'a> {
     pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
         let (touch, lru, now) = (self.clock.touch, self.clock.lru, self.clock.now_ms);
         let db = &mut *self.db;
-        match db.table.find_live(key, now) {
+        match db.table.find_live(key, now, &db.pinned) {
             Found::Live(e) => {
                 // Why the registry test: a database without field TTLs pays one comparison.
                 if !db.field_ttl_keys.is_empty()
+                    && !is_pinned(&db.pinned, key)
                     && expire_members(
                         e,
                         now,
@@ -569,10 +601,11 @@ impl<'a> DbView<'a> {
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let (lru, now) = (self.clock.lru, self.clock.now_ms);
         let db = &mut *self.db;
-        match db.table.find_live(key, now) {
+        match db.table.find_live(key, now, &db.pinned) {
             Found::Live(e) => {
                 // Why the registry test: a database without field TTLs pays one comparison.
                 if !db.field_ttl_keys.is_empty()
+                    && !is_pinned(&db.pinned, key)
                     && expire_members(
                         e,
                         now,
@@ -883,6 +916,23 @@ mod tests {
         assert_eq!(n, 500);
         assert_eq!(db.len(), 500);
         assert_eq!(db.expires(), 0);
+    }
+
+    #[test]
+    fn a_pinned_key_outlives_its_ttl_until_unpinned() {
+        let mut db = Db::new();
+        db.view(Clock::at(0)).set(s(b"k", b"v", Some(10)));
+        db.view(Clock::at(0)).set(s(b"other", b"v", Some(10)));
+        db.pin(b"k");
+        assert_eq!(db.active_expire(20, 100).1, 1, "only the unpinned key goes");
+        assert!(db.view(Clock::at(20)).get(b"k").is_some());
+        assert!(db.view(Clock::at(20)).exists(b"k"));
+        db.pin(b"k");
+        db.unpin(b"k");
+        assert!(db.view(Clock::at(20)).get(b"k").is_some(), "pins nest");
+        db.unpin(b"k");
+        assert!(db.view(Clock::at(20)).get(b"k").is_none());
+        assert_eq!((db.len(), db.expires()), (0, 0));
     }
 
     #[test]

@@ -167,16 +167,17 @@ impl Table {
         Some(seg.at_mut(p))
     }
 
-    /// Finds `key` for a command running at `now_ms`, removing it first if it has expired: one
+    /// Finds `key` for a command running at `now_ms`, removing it first if it has expired
+    /// (unless it is one of the `pinned` keys, which stay while something reads them): one
     /// hash and one probe on the hot path (GET, SET's lookup, INCR).
-    pub fn find_live(&mut self, key: &[u8], now_ms: i64) -> Found<'_> {
+    pub fn find_live(&mut self, key: &[u8], now_ms: i64, pinned: &[Box<[u8]>]) -> Found<'_> {
         let h = hash_key(key);
         let s = self.segment_of(h);
         let seg = &mut self.segments[s].table;
         let Some(p) = seg.find(slot_hash(h), key) else {
             return Found::Missing;
         };
-        if seg.at(p).is_expired(now_ms) {
+        if seg.at(p).is_expired(now_ms) && !pinned.iter().any(|k| **k == *key) {
             self.len -= 1;
             Found::Expired(seg.take(p))
         } else {

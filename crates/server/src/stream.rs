@@ -35,9 +35,12 @@
 //! Blocked clients (BLPOP, ...) whose keys were written are served before a stream starts
 //! (as Redis serves them right after the write), so no pop changes a list being streamed.
 //!
-//! Expiry: only a key without a TTL is streamed, and a hash only when no field has a TTL, so
-//! neither lazy nor active expiry (keys or hash fields) can remove or change a streamed value
-//! (a big value with a TTL is replied at once, as before).
+//! Expiry: a stream pins its key in the engine ([`darner_engine::Db::pin`]) after the
+//! handler's own first step (fields and members past their TTL removed), so neither lazy nor
+//! active expiry removes or changes the value while it is read: the reply is the value as it
+//! was when the command ran, as Redis's would be. A key, field or member whose time passes
+//! meanwhile goes at its first access or sweep after the stream ends (every command that
+//! touches the key waits for the stream anyway).
 //!
 //! Delivery: the chunks travel as [`Msg::StreamChunk`] to the connection's thread (through the
 //! local queue for a connection of this thread), which appends them to the connection's
@@ -248,21 +251,22 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
     };
     let key = args[1];
     let mut db = ctx.db();
+    if let Plan::Hash { .. } = plan {
+        // The handler's first step: fields past their TTL go (a set's lookup does the same
+        // for its members). What is left is the snapshot, pinned below.
+        crate::cmd::hash::expire_all_fields(&mut db, key);
+    }
     let Some(e) = db.peek(key) else {
         return false;
     };
-    if e.expire().is_some() {
-        return false;
-    }
     let (kind, total) = match (plan, e.value()) {
         (Plan::Hash { keys, vals }, ValueRef::Hash(h)) => {
-            if !matches!(h, darner_engine::types::HashRef::Table(_)) || h.has_ttls() {
+            if !matches!(h, darner_engine::types::HashRef::Table(_)) {
                 return false;
             }
             (Kind::Hash { keys, vals }, h.len())
         }
-        // A set with member TTLs is not streamed (members may expire meanwhile).
-        (Plan::Set, ValueRef::Set(s)) if !s.has_ttls() => (Kind::Set, s.len()),
+        (Plan::Set, ValueRef::Set(s)) => (Kind::Set, s.len()),
         (Plan::List { start, end }, ValueRef::List(l)) => match clamp(start, end, l.len()) {
             Some((s, e)) => (Kind::List { start: s }, e - s + 1),
             None => return false,
@@ -304,6 +308,8 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
     }
     // The read counts as one (hit, access clock), as the handler's would.
     db.get(key);
+    // Expiry must not change the value while it is read (see the module documentation).
+    db.db().pin(key);
     ctx.shard.streams.active.push_back(Stream {
         db: ctx.db,
         key: key.into(),
@@ -404,6 +410,7 @@ pub fn step(shard: &mut Shard, shared: &crate::shared::Shared, now_ms: i64) -> b
     streams.active.rotate_left(i);
     let mut s = streams.active.pop_front().expect("found above");
     if s.flow.cancel.load(Ordering::Acquire) {
+        shard.dbs[s.db].unpin(&s.key);
         return true; // its client went away: nothing more to send
     }
     s.flow.ready.store(false, Ordering::Release);
@@ -422,6 +429,7 @@ pub fn step(shard: &mut Shard, shared: &crate::shared::Shared, now_ms: i64) -> b
         },
     );
     if finished {
+        shard.dbs[s.db].unpin(&s.key);
         true
     } else {
         shard.streams.active.push_back(s);

@@ -503,3 +503,47 @@ fn a_client_that_does_not_read_keeps_writers_waiting_only_briefly() {
         assert!(!got.contains_key(&b"late"[..]));
     }
 }
+
+#[test]
+fn a_big_value_whose_ttl_passes_while_it_is_streamed_is_replied_whole() {
+    // Active expiry 100 times a second; the reply (~30 MB) is more than the sockets' buffers
+    // hold, so the stream waits for its reader while the TTLs pass. The reply is the value
+    // as it was when the command ran; the expiry happens after it.
+    let s = common::Server::start(&["--hz", "100"]);
+    let mut c = Conn::new(s.port);
+    let value = "v".repeat(1000);
+    for tag in TAGS {
+        let (h, set) = (format!("{tag}th"), format!("{tag}ts"));
+        for i in (0..N).step_by(1000) {
+            let mut cmd = vec!["HSET".to_string(), h.clone()];
+            let mut sadd = vec!["SADD".to_string(), set.clone()];
+            for j in i..i + 1000 {
+                cmd.extend([format!("f{j}"), value.clone()]);
+                sadd.push(format!("{j}{value}"));
+            }
+            let refs: Vec<&str> = cmd.iter().map(|x| x.as_str()).collect();
+            assert_eq!(c.call(&refs), V::Int(1000));
+            let refs: Vec<&str> = sadd.iter().map(|x| x.as_str()).collect();
+            assert_eq!(c.call(&refs), V::Int(1000));
+        }
+        // 1,000 fields of the hash expire in 200 ms, and the whole set.
+        let mut hexpire = vec!["HPEXPIRE", &h, "200", "FIELDS", "1000"];
+        let fields: Vec<String> = (0..1000).map(|j| format!("f{j}")).collect();
+        hexpire.extend(fields.iter().map(|f| f.as_str()));
+        assert_eq!(c.call(&hexpire).items().len(), 1000);
+        assert_eq!(c.call(&["PEXPIRE", &set, "200"]), V::Int(1));
+
+        let mut reader = Conn::new(s.port);
+        reader.send(&[&["HGETALL", &h], &["SMEMBERS", &set]]);
+        let mut first = [0u8; 1];
+        reader.r.read_exact(&mut first).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let got = pairs_of(&reader.read_after(first[0]));
+        assert_eq!(got.len(), N);
+        assert!(got.values().all(|v| v == value.as_bytes()));
+        assert_eq!(set_of(&reader.read()).len(), N);
+        // Now the TTLs have their effect.
+        assert_eq!(reader.call(&["HLEN", &h]), V::Int(N as i64 - 1000));
+        assert_eq!(reader.call(&["EXISTS", &set]), V::Int(0));
+    }
+}

@@ -100,6 +100,12 @@ fn lazy_expire(db: &mut DbView<'_>, key: &[u8], fields: Fields<'_>) {
     }
 }
 
+/// Removes every field of the hash at `key` whose TTL has passed, as HGETALL does first (for
+/// stream.rs, which answers HGETALL of a big hash itself).
+pub(crate) fn expire_all_fields(db: &mut DbView<'_>, key: &[u8]) {
+    lazy_expire(db, key, Fields::All)
+}
+
 /// The hash at `key` without counting a hit (the caller already looked it up).
 fn peek_hash<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Option<HashRef<'a>> {
     match db.peek(key)?.value() {
