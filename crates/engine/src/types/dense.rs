@@ -343,12 +343,21 @@ impl DenseTable {
             }
             let old = std::mem::take(&mut self.buckets[bi]);
             let bit = 63 - u32::from(ld);
-            let mut lo = new_chunk(ld + 1);
-            let mut hi = new_chunk(ld + 1);
+            // Each half in an exact-size block (grown by doubling, a half of big entries
+            // kept up to twice its bytes: the allocator leaves a block that shrinks by less
+            // than half where it is).
+            let goes_low = |s: &Slot| (hash_key(&old[s.key.0..s.key.1]) >> bit) & 1 == 0;
+            let low_bytes: usize = entries(&old)
+                .filter(|s| goes_low(s))
+                .map(|s| s.end - s.start)
+                .sum();
+            let mut lo = Vec::with_capacity(HDR + low_bytes);
+            let mut hi = Vec::with_capacity(old.len() - low_bytes);
+            lo.extend_from_slice(&new_chunk(ld + 1));
+            hi.extend_from_slice(&new_chunk(ld + 1));
             let (mut nlo, mut nhi) = (0, 0);
             for s in entries(&old) {
-                let kh = hash_key(&old[s.key.0..s.key.1]);
-                if (kh >> bit) & 1 == 0 {
+                if goes_low(&s) {
                     lo.extend_from_slice(&old[s.start..s.end]);
                     nlo += 1;
                 } else {

@@ -1907,6 +1907,11 @@ impl Worker {
         let now = Shared::now_ms();
         let shared = self.shared.clone();
         let hot = &shared.config.hot;
+        // About once a second: this thread's empty allocator pages go back to the system.
+        let hz = hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64;
+        if self.cron_count.is_multiple_of(hz) {
+            crate::alloc::release_free_pages();
+        }
         // Client tracking: purge clients that stopped tracking, one part of the table per
         // tick; keep the table under tracking-table-max-keys (this shard's even share).
         self.shard.tracking.sweep_step();
@@ -1920,7 +1925,6 @@ impl Worker {
         }
         // Active expiry: bounded by time (25% of a tick at effort 1, like Redis) and by entries.
         if self.shared.active_expire_enabled.load(Ordering::Relaxed) && self.lock.holder.is_none() {
-            let hz = hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64;
             let effort = hot
                 .active_expire_effort
                 .load(Ordering::Relaxed)
