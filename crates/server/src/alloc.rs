@@ -139,8 +139,8 @@ mod tests {
     #[test]
     fn released_pages_are_reusable() {
         // Blocks freed by another thread, then a collect by the owner, then new allocations
-        // in the same size classes: everything stays usable and counted.
-        let before = super::used_memory();
+        // in the same size classes: everything stays usable. (No used_memory check: tests
+        // run in parallel and the counter is the process's.)
         let blocks: Vec<Vec<u8>> = (0..256).map(|i| vec![i as u8; 64 << 10]).collect();
         std::thread::spawn(move || drop(blocks)).join().unwrap();
         super::release_free_pages();
@@ -149,7 +149,6 @@ mod tests {
             .iter()
             .enumerate()
             .all(|(i, b)| b.iter().all(|&x| x == i as u8)));
-        assert!(super::used_memory() >= before + 256 * (64 << 10) - 4096);
         drop(again);
         super::release_free_pages();
     }

@@ -67,9 +67,13 @@ pub type Readers = SmallVec<[Reader; 2]>;
 /// Parts a shard's table is split into (the cron sweeps one per tick).
 const PARTS: usize = 64;
 
+/// A part of a table: foldhash, seeded per map (std's SipHash was most of the cost of
+/// recording a read).
+type Part = HashMap<Box<[u8]>, Readers, foldhash::fast::RandomState>;
+
 /// One shard's table: key name → clients that read it since it last changed.
 pub struct Table {
-    parts: Vec<HashMap<Box<[u8]>, Readers>>,
+    parts: Vec<Part>,
     hasher: foldhash::fast::FixedState,
     keys: usize,
     items: usize,
@@ -90,7 +94,7 @@ pub struct Table {
 impl Default for Table {
     fn default() -> Table {
         Table {
-            parts: (0..PARTS).map(|_| HashMap::new()).collect(),
+            parts: (0..PARTS).map(|_| Part::default()).collect(),
             hasher: Default::default(),
             keys: 0,
             items: 0,
@@ -150,7 +154,7 @@ impl Table {
     /// Empties the table (FLUSHDB / FLUSHALL).
     pub fn clear(&mut self) {
         for p in &mut self.parts {
-            *p = HashMap::new();
+            *p = Part::default();
         }
         self.keys = 0;
         self.items = 0;
