@@ -4,7 +4,7 @@
 #      differential reference, python packages from tests/requirements.txt,
 #      node-redis and rueidis for the client-side caching tests)
 #   2. cargo build --release
-#   3. cargo test --workspace --release   (Rust unit / property / e2e tests)
+#   3. cargo test --workspace --release --no-fail-fast   (Rust unit / property / e2e tests)
 #   4. python3 -m pytest tests            (end-to-end suite against target/release/darner)
 #
 # Usage: ./scripts/test.sh [extra pytest arguments, e.g. -k differential -x]
@@ -81,8 +81,8 @@ fi
 # Test stages all run even if an earlier one fails; the script fails at the end.
 FAILED_STAGES=()
 if [ "${SKIP_CARGO_TEST:-0}" != "1" ]; then
-    section "cargo test --workspace --release"
-    cargo test --workspace --release || FAILED_STAGES+=("cargo test --workspace --release")
+    section "cargo test --workspace --release --no-fail-fast"
+    cargo test --workspace --release --no-fail-fast || FAILED_STAGES+=("cargo test")
 fi
 
 # ----------------------------------------------------------------------------
