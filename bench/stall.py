@@ -14,8 +14,13 @@ for the client that sent it.
 Servers bind 127.0.0.1 on free ports, every step is bounded, and both servers are stopped
 whatever happens.
 
+With --pin (on a machine of 2 cores or more), each server runs on core 0 and the probe and
+the client on core 1, so the scheduler never makes the server wait behind them: the probe's
+figures are then the server's own (use it with --threads 1, which also puts the big key and
+every probed key on one shard, the hardest case for darner).
+
 Usage: bench/stall.py [--darner target/release/darner] [--threads 2] [--fields 1000000]
-                      [--ops hgetall,smembers,lrange,zrange,del,unlink,expire,flushall]
+                      [--ops hgetall,smembers,lrange,zrange,del,unlink,expire,flushall] [--pin]
 """
 import argparse
 import multiprocessing as mp
@@ -186,22 +191,31 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--fields", type=int, default=1_000_000)
     ap.add_argument("--ops", default="hgetall,smembers,lrange,zrange,del,unlink,expire,flushall")
+    ap.add_argument("--pin", action="store_true",
+                    help="servers on core 0, probe and client on core 1")
     args = ap.parse_args()
     ops = args.ops.split(",")
+    pin = []
+    if args.pin:
+        pin = ["taskset", "-c", "0"]
+        os.sched_setaffinity(0, {1})  # this process and the probe it forks
     servers = []
     try:
         dport, rport = free_port(), free_port()
         servers.append(("darner", dport, subprocess.Popen(
-            [args.darner, "--port", str(dport), "--bind", "127.0.0.1", "--threads", str(args.threads),
-             "--loglevel", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+            pin + [args.darner, "--port", str(dport), "--bind", "127.0.0.1", "--threads",
+                   str(args.threads), "--loglevel", "warning"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
         servers.append(("redis", rport, subprocess.Popen(
-            [args.redis, "--port", str(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--loglevel", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+            pin + [args.redis, "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
+                   "--appendonly", "no", "--loglevel", "warning"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
         for _, port, proc in servers:
             wait_ready(port, proc, timeout=20)
         print(f"# one hash of {args.fields:,} fields (uuid4 -> 16 bytes), or a set/list/zset of as many "
               f"uuid4s; probe: GET on 16 other keys, "
-              f"one at a time; darner --threads {args.threads}")
+              f"one at a time; darner --threads {args.threads}"
+              + ("; servers on core 0, probe and client on core 1" if args.pin else ""))
         print(f"{'server':<8}{'operation':<10}{'op ms':>10}{'probe p50 µs':>14}{'p99.9 µs':>12}{'max µs':>12}{'GETs':>9}")
         key = "big"
         probe_keys = ["probe:%d" % i for i in range(16)]
