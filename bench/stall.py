@@ -5,7 +5,8 @@ One hash of N fields (UUIDv4 field -> 16-byte value, default 1,000,000; the issu
 --fields 10000000) is loaded into each server. Then, for each operation on it (HGETALL of the
 whole hash, DEL, UNLINK, expiry, FLUSHALL), a probe process sends GETs on 16 other keys (some
 on the big key's shard) one at a time and records every latency while a second client runs
-the operation; the hash is reloaded between operations. The whole-collection reads of the
+the operation; the hash is reloaded between operations. The "idle" operation does nothing for
+a second: its row is the machine's own noise floor. The whole-collection reads of the
 other types run on a value of the same size: SMEMBERS of a set of N UUIDs, LRANGE 0 -1 of a
 list of N UUIDs, ZRANGE 0 -1 WITHSCORES of a sorted set of N UUIDs scored 0..N-1. Printed per server and operation:
 the probe's p50, p99.9 and max latency during the operation, and how long the operation took
@@ -20,7 +21,8 @@ figures are then the server's own (use it with --threads 1, which also puts the 
 every probed key on one shard, the hardest case for darner).
 
 Usage: bench/stall.py [--darner target/release/darner] [--threads 2] [--fields 1000000]
-                      [--ops hgetall,smembers,lrange,zrange,del,unlink,expire,flushall] [--pin]
+                      [--ops idle,hgetall,smembers,lrange,zrange,del,unlink,expire,flushall]
+                      [--pin]
 """
 import argparse
 import multiprocessing as mp
@@ -171,6 +173,9 @@ def run_op(port, op, key, probe_keys):
         c.call("UNLINK", key)
     elif op == "flushall":
         c.call("FLUSHALL")
+    elif op == "idle":
+        # No operation: the probe's figures are the machine's noise floor.
+        time.sleep(1.0)
     elif op == "expire":
         c.call("PEXPIRE", key, 1)
         # Expiry happens in the server's own time: watch until the key is gone.
@@ -190,7 +195,8 @@ def main():
     ap.add_argument("--redis", default="redis-server")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--fields", type=int, default=1_000_000)
-    ap.add_argument("--ops", default="hgetall,smembers,lrange,zrange,del,unlink,expire,flushall")
+    ap.add_argument("--ops",
+                    default="idle,hgetall,smembers,lrange,zrange,del,unlink,expire,flushall")
     ap.add_argument("--pin", action="store_true",
                     help="servers on core 0, probe and client on core 1")
     args = ap.parse_args()
@@ -224,7 +230,8 @@ def main():
             for k in probe_keys:
                 c.call("SET", k, "v" * 16)
             for op in ops:
-                load(port, key, args.fields, kind=READS[op][0] if op in READS else "hash")
+                if op != "idle":
+                    load(port, key, args.fields, kind=READS[op][0] if op in READS else "hash")
                 if op == "flushall":
                     # FLUSHALL takes the probe keys too: the probe then reads misses, still a GET.
                     pass
