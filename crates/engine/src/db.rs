@@ -372,7 +372,7 @@ impl Db {
         (visited, removed)
     }
 
-    /// The big values freed since the last call, for a background thread to drop.
+    /// The big values freed since the last call, for the server to drop in steps.
     pub fn take_graveyard(&mut self) -> Option<Vec<Entry>> {
         if self.graveyard.is_empty() {
             None

@@ -81,7 +81,7 @@ pub struct Entry {
 }
 
 // SAFETY: an Entry exclusively owns its heap block and its out-of-line Vec; nothing is shared,
-// so moving it to another thread (RENAME across shards, freeing on a background thread) is safe.
+// so moving it to another thread (RENAME or MOVE across shards) is safe.
 unsafe impl Send for Entry {}
 
 fn varint_len(mut v: usize) -> usize {
@@ -429,6 +429,12 @@ impl Entry {
             );
             *self = fresh;
         }
+        self.heap_mut()
+    }
+
+    /// The out-of-line value, mutably, as it is: None for an inline value (a small hash stays
+    /// in its block). For freeing a big value in steps.
+    pub fn heap_mut(&mut self) -> Option<&mut Value> {
         if !self.is_boxed() {
             return None;
         }

@@ -103,6 +103,21 @@ impl Default for Table {
 }
 
 impl Table {
+    /// Empties a table that is being thrown away (a flushed database) one segment at a time,
+    /// from the back: hands the entries of the last `segments` segments to `f` and frees
+    /// those segments. Returns true once nothing is left. The table is only fit to be dropped
+    /// afterwards (its directory names freed segments).
+    pub fn drain_step(&mut self, segments: usize, mut f: impl FnMut(Entry)) -> bool {
+        for _ in 0..segments {
+            let Some(mut seg) = self.segments.pop() else {
+                break;
+            };
+            self.len -= seg.table.len();
+            seg.table.remove_if(|_| true, &mut f);
+        }
+        self.segments.is_empty()
+    }
+
     pub fn new() -> Table {
         Table {
             dir: vec![0],

@@ -102,6 +102,21 @@ impl Value {
         self.len() == 0
     }
 
+    /// Frees part of a value that is being thrown away (the server's lazy freeing): about
+    /// `budget` allocations, from the back of its storage. Returns how many it freed; 0 once
+    /// what is left is one or a few allocations, cheap to drop at once. The value is only fit
+    /// to be dropped afterwards (its indexes point at freed parts).
+    pub fn free_step(&mut self, budget: usize) -> usize {
+        match self {
+            Value::Hash(Hash::Table(t)) => t.free_step(budget),
+            Value::Set(Set::Table(t)) => t.free_step(budget),
+            Value::Set(Set::Expiring(t)) => t.free_step(budget),
+            Value::List(l) => l.free_step(budget),
+            Value::ZSet(z) => z.free_step(budget),
+            _ => 0,
+        }
+    }
+
     /// Roughly how many frees dropping this value takes (Redis's lazyfreeGetFreeEffort): one
     /// for a string, the element count for a collection (an upper bound: compact encodings
     /// are a single buffer).
@@ -110,5 +125,71 @@ impl Value {
             Value::Str(_) => 1,
             _ => self.len(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entry::Entry;
+    use crate::table::Table;
+    use crate::types::zset::AddFlags;
+    use crate::types::Limits;
+
+    fn big_values() -> Vec<Value> {
+        let lim = Limits::default();
+        let mut h = Hash::new();
+        let mut s = Set::default();
+        let mut l = List::default();
+        l.grow_check(1 << 20, 5000, lim.list_max_listpack_size);
+        let mut z = ZSet::new();
+        for i in 0..5000 {
+            let m = format!("member:{i}");
+            h.set(m.as_bytes(), b"v", &lim);
+            s.insert(m.as_bytes(), &lim);
+            l.push(m.as_bytes(), false, lim.list_max_listpack_size);
+            z.add(m.as_bytes(), i as f64, AddFlags::default(), &lim);
+        }
+        vec![
+            Value::Hash(h),
+            Value::Set(s),
+            Value::List(Box::new(l)),
+            Value::ZSet(z),
+        ]
+    }
+
+    #[test]
+    fn big_values_are_freed_in_bounded_steps() {
+        for mut v in big_values() {
+            let name = v.encoding();
+            let mut steps = 0;
+            loop {
+                let n = v.free_step(4);
+                assert!(n <= 4, "{name}: {n} in one step");
+                if n == 0 {
+                    break;
+                }
+                steps += 1;
+                assert!(steps < 10_000, "{name} never ends");
+            }
+            assert!(steps > 1, "{name}: freed in {steps} steps");
+            drop(v);
+        }
+    }
+
+    #[test]
+    fn a_flushed_table_is_drained_segment_by_segment() {
+        let mut t = Table::new();
+        for i in 0..20_000 {
+            let k = format!("key:{i}");
+            t.insert(Entry::new_str(k.as_bytes(), b"v", None, false, 0));
+        }
+        let (mut seen, mut steps) = (0, 0);
+        while !t.drain_step(1, |_| seen += 1) {
+            steps += 1;
+        }
+        assert_eq!(seen, 20_000);
+        assert_eq!(t.len(), 0);
+        assert!(steps > 4, "{steps} steps");
     }
 }

@@ -29,7 +29,7 @@
 //! - `tracking.rs`: client-side caching (CLIENT TRACKING): per-shard tables, invalidations.
 //! - `pubsub.rs`: Pub/Sub subscriptions (a process-wide registry) and message delivery.
 //! - `notify.rs`: keyspace notifications (`notify-keyspace-events`), published over Pub/Sub.
-//! - `lazyfree.rs`: the background thread that frees big values off the request path.
+//! - `lazyfree.rs`: big values freed off the request path, in steps between requests.
 //! - `log.rs`: Redis-format logging; `alloc.rs`: the counting global allocator; `sys.rs`: the
 //!   request path's `recv` and `send`, made as direct system calls.
 

@@ -155,7 +155,6 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         executable,
         config_file,
         metrics: Default::default(),
-        lazyfree: Default::default(),
         pubsub: Default::default(),
         tracking: crate::tracking::Global::new(threads),
         config,

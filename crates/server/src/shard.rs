@@ -34,6 +34,8 @@ pub struct Shard {
     pub tracking: crate::tracking::Table,
     /// Big replies being produced in steps, and the work waiting for them (stream.rs).
     pub streams: crate::stream::Streams,
+    /// Big values and flushed tables being freed in steps (lazyfree.rs).
+    pub dying: crate::lazyfree::Dying,
     rng: u64,
 }
 
@@ -45,6 +47,7 @@ impl Shard {
             blocked: Default::default(),
             tracking: Default::default(),
             streams: Default::default(),
+            dying: Default::default(),
             rng: 0x9E37_79B9_7F4A_7C15
                 ^ ((id as u64 + 1) * 0x2545_F491_4F6C_DD1D)
                 ^ Shared::now_us() as u64,

@@ -124,8 +124,6 @@ pub struct Shared {
     pub config_file: String,
     /// What INFO samples and keeps beyond the counters (memory peak, rates, lazy freeing).
     pub metrics: Arc<crate::cmd::server::Metrics>,
-    /// Frees big values in the background.
-    pub lazyfree: crate::lazyfree::LazyFree,
     /// Pub/Sub subscriptions of every client.
     pub pubsub: crate::pubsub::Registry,
     /// Client tracking's process-wide part (counters, BCAST prefixes).

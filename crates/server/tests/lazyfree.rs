@@ -1,4 +1,4 @@
-//! Big values leave the keyspace on the request path but are freed on the background thread
+//! Big values leave the keyspace on the request path but are freed in steps between requests
 //! (lazyfree.rs): INFO memory's `lazyfreed_objects` counts them. Small ones are freed on the
 //! spot and not counted.
 

@@ -219,6 +219,15 @@ impl Default for DenseTable {
 }
 
 impl DenseTable {
+    /// See [`crate::value::Value::free_step`]: drops buckets from the end (one allocation
+    /// each).
+    pub(crate) fn free_step(&mut self, budget: usize) -> usize {
+        let k = budget.max(1).min(self.buckets.len());
+        self.buckets.truncate(self.buckets.len() - k);
+        self.len = 0;
+        k
+    }
+
     pub fn new() -> DenseTable {
         DenseTable {
             dir: vec![0],

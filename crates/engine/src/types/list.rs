@@ -479,6 +479,15 @@ impl PartialEq for List {
 }
 
 impl List {
+    /// See [`crate::value::Value::free_step`]: drops nodes from the back (one allocation
+    /// each).
+    pub(crate) fn free_step(&mut self, budget: usize) -> usize {
+        let k = budget.max(1).min(self.nodes.len());
+        self.nodes.truncate(self.nodes.len() - k);
+        self.len = 0;
+        k
+    }
+
     pub fn new() -> List {
         List::default()
     }

@@ -84,62 +84,47 @@ fn dbsize(tx: Tx, _args: Vec<Bytes>) -> TxFuture {
     })
 }
 
-/// A flushed table bigger than this is freed on a background thread even without ASYNC, so
-/// that the shard keeps serving while millions of entries are dropped.
-const LAZYFREE_THRESHOLD: usize = 64 * 1024;
-
-/// FLUSHDB / FLUSHALL's optional argument: Some(async) or None for a syntax error.
-fn flush_mode(args: &[Bytes]) -> Option<bool> {
+/// FLUSHDB / FLUSHALL's optional argument (ASYNC or SYNC: both free in steps, see
+/// lazyfree.rs); false for a syntax error.
+fn flush_mode_ok(args: &[Bytes]) -> bool {
     match args.len() {
-        1 => Some(false),
-        2 if eq(&args[1], "async") => Some(true),
-        2 if eq(&args[1], "sync") => Some(false),
-        _ => None,
+        1 => true,
+        2 => eq(&args[1], "async") || eq(&args[1], "sync"),
+        _ => false,
     }
 }
 
 async fn flush(tx: &Tx, args: &[Bytes], all: bool) -> Vec<u8> {
     let resp3 = tx.resp3();
-    let Some(lazy) = flush_mode(args) else {
+    if !flush_mode_ok(args) {
         return with_writer(resp3, |w| w.error(super::ERR_SYNTAX));
-    };
-    let tables: Vec<Table> = tx
-        .run_all(move |ctx| {
-            // Client tracking: every table is emptied and every tracking client told (below),
-            // with one null invalidation, as Redis does for FLUSHDB and FLUSHALL alike.
-            ctx.shard.tracking.clear();
-            let flushed = if all {
-                ctx.shard.dbs.iter_mut().map(|db| db.flush()).collect()
-            } else {
-                vec![ctx.shard.dbs[ctx.db].flush()]
-            };
-            for db in ctx.shard.dbs.iter_mut() {
-                db.take_written();
-            }
-            flushed
-        })
-        .await
-        .into_iter()
-        .flatten()
-        .filter(|t| !t.is_empty())
-        .collect();
+    }
+    tx.run_all(move |ctx| {
+        // Client tracking: every table is emptied and every tracking client told (below),
+        // with one null invalidation, as Redis does for FLUSHDB and FLUSHALL alike.
+        ctx.shard.tracking.clear();
+        let flushed: Vec<Table> = if all {
+            ctx.shard.dbs.iter_mut().map(|db| db.flush()).collect()
+        } else {
+            vec![ctx.shard.dbs[ctx.db].flush()]
+        };
+        for db in ctx.shard.dbs.iter_mut() {
+            db.take_written();
+        }
+        // Each shard frees its old tables in steps (lazyfree.rs), whatever their size: a
+        // table of a few keys may hold one huge value. (SYNC and ASYNC alike: see
+        // docs/compatibility.md.)
+        for t in flushed.into_iter().filter(|t| !t.is_empty()) {
+            ctx.shard.dying.push_table(&ctx.shared.metrics, t);
+        }
+    })
+    .await;
     if tx.shared().tracking.clients.load(Ordering::Relaxed) > 0 {
         for t in 0..tx.nshards() {
             crate::exec::post(tx.shared(), t, crate::msg::Msg::TrackingFlush);
         }
     }
-    let keys: usize = tables.iter().map(|t| t.len()).sum();
-    if keys > 0 && (lazy || keys > LAZYFREE_THRESHOLD) {
-        lazy_free(tx.shared(), tables, keys);
-    }
     with_writer(resp3, |w| w.ok())
-}
-
-/// Drops `tables` on a background thread, counting them in INFO's lazyfree fields.
-fn lazy_free(shared: &std::sync::Arc<Shared>, tables: Vec<Table>, keys: usize) {
-    shared
-        .lazyfree
-        .free(&shared.metrics, Box::new(tables), keys as u64);
 }
 
 fn flushdb(tx: Tx, args: Vec<Bytes>) -> TxFuture {

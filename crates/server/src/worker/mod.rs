@@ -127,7 +127,8 @@ impl Worker {
         while !self.stop {
             let busy = self.exec.has_ready()
                 || LOCAL.with(|l| !l.borrow().is_empty())
-                || !self.more_input.is_empty();
+                || !self.more_input.is_empty()
+                || !self.shard.dying.is_empty();
             let hz = self
                 .shared
                 .config
@@ -1545,15 +1546,18 @@ impl Worker {
         }
     }
 
-    /// Hands the big values freed during this turn to the background thread (lazyfree.rs).
+    /// Moves the big values that left the keyspace this turn into the shard's freeing queue,
+    /// and frees a step's worth of that queue (lazyfree.rs).
     fn bury_graveyards(&mut self) {
         for db in &mut self.shard.dbs {
             if let Some(g) = db.take_graveyard() {
-                let n = g.len() as u64;
-                self.shared
-                    .lazyfree
-                    .free(&self.shared.metrics, Box::new(g), n);
+                self.shard.dying.push_entries(&self.shared.metrics, g);
             }
+        }
+        if !self.shard.dying.is_empty() {
+            self.shard
+                .dying
+                .step(&self.shared.metrics, crate::lazyfree::STEP_TIME);
         }
     }
 
@@ -1908,8 +1912,10 @@ impl Worker {
         let shared = self.shared.clone();
         let hot = &shared.config.hot;
         // About once a second: this thread's empty allocator pages go back to the system.
-        let hz = hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64;
-        if self.cron_count.is_multiple_of(hz) {
+        if self
+            .cron_count
+            .is_multiple_of(hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64)
+        {
             crate::alloc::release_free_pages();
         }
         // Client tracking: purge clients that stopped tracking, one part of the table per
@@ -1925,6 +1931,7 @@ impl Worker {
         }
         // Active expiry: bounded by time (25% of a tick at effort 1, like Redis) and by entries.
         if self.shared.active_expire_enabled.load(Ordering::Relaxed) && self.lock.holder.is_none() {
+            let hz = hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64;
             let effort = hot
                 .active_expire_effort
                 .load(Ordering::Relaxed)

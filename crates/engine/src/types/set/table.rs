@@ -144,6 +144,15 @@ fn build<'a>(depth: u8, items: impl Iterator<Item = (u8, &'a [u8])> + Clone) -> 
 }
 
 impl MemberTable {
+    /// See [`crate::value::Value::free_step`]: drops buckets from the end (one allocation
+    /// each).
+    pub(crate) fn free_step(&mut self, budget: usize) -> usize {
+        let k = budget.max(1).min(self.buckets.len());
+        self.buckets.truncate(self.buckets.len() - k);
+        self.len = 0;
+        k
+    }
+
     pub fn new() -> MemberTable {
         MemberTable {
             dir: vec![0],

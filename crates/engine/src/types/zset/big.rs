@@ -56,6 +56,15 @@ fn less(s1: f64, m1: &[u8], s2: f64, m2: &[u8]) -> bool {
 }
 
 impl Big {
+    /// See [`crate::value::Value::free_step`]: drops nodes from the end of the arena (two
+    /// allocations each).
+    pub(super) fn free_step(&mut self, budget: usize) -> usize {
+        let k = (budget / 2).max(1).min(self.nodes.len());
+        self.nodes.truncate(self.nodes.len() - k);
+        self.len = 0;
+        2 * k
+    }
+
     pub fn with_capacity(n: usize) -> Big {
         let head = Node {
             member: Box::new([]),

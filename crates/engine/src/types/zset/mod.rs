@@ -104,6 +104,14 @@ pub enum Added {
 }
 
 impl ZSet {
+    /// See [`crate::value::Value::free_step`].
+    pub(crate) fn free_step(&mut self, budget: usize) -> usize {
+        match &mut self.0 {
+            Repr::Big(b) => b.free_step(budget),
+            Repr::Small(_) => 0,
+        }
+    }
+
     pub fn new() -> ZSet {
         ZSet(Repr::Small(Box::new([])))
     }
