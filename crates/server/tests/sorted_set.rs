@@ -195,12 +195,51 @@ fn zrandmember_shapes() {
         let uniq: HashSet<&String> = got.iter().step_by(2).collect();
         assert_eq!(uniq.len(), n);
     }
-    // A negative count is not turned into an allocation of its size.
-    let r: redis::RedisResult<Vec<String>> = redis::cmd("ZRANDMEMBER")
-        .arg("z")
-        .arg("-4000000000000")
-        .query(&mut c);
-    assert!(r.is_err());
+    // A negative count is not turned into an allocation of its size (Redis would build it).
+    for count in ["-4000000000000", "-16777217", "-9223372036854775807"] {
+        let err = redis::cmd("ZRANDMEMBER")
+            .arg("z")
+            .arg(count)
+            .query::<Vec<String>>(&mut c)
+            .unwrap_err();
+        assert_eq!(err.detail(), Some("count is too large for a reply"));
+    }
+    let pong: String = q(&mut c, &["PING"]);
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn zrandmember_reply_of_big_members_is_bounded() {
+    // Members of 2,000 bytes: 2,009 bytes of reply per sample, so 500 samples fit in
+    // proto-max-bulk-len (1 MiB here) and 600 do not, for a small and a big sorted set
+    // (each has its own sampling loop).
+    let s = Server::start(&["--proto-max-bulk-len", "1mb"]);
+    let mut c = s.client();
+    for (key, n) in [("small", 3), ("big", 600)] {
+        for i in 0..n {
+            let m = format!("{i:02000}");
+            let _: i64 = redis::cmd("ZADD")
+                .arg(key)
+                .arg(i)
+                .arg(m)
+                .query(&mut c)
+                .unwrap();
+        }
+        let got: Vec<String> = q(&mut c, &["ZRANDMEMBER", key, "-500"]);
+        assert_eq!(got.len(), 500);
+        let err = redis::cmd("ZRANDMEMBER")
+            .arg(key)
+            .arg(-600)
+            .query::<Vec<String>>(&mut c)
+            .unwrap_err();
+        assert_eq!(
+            err.detail(),
+            Some("count is too large for a reply"),
+            "{key}"
+        );
+        let got: Vec<String> = q(&mut c, &["ZRANDMEMBER", key, "-300", "WITHSCORES"]);
+        assert_eq!(got.len(), 600);
+    }
     let pong: String = q(&mut c, &["PING"]);
     assert_eq!(pong, "PONG");
 }

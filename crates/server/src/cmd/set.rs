@@ -244,7 +244,8 @@ fn srandmember(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         Some(i64::MIN) => return w.error(ERR_RANDOM_RANGE),
         Some(l) => l,
     };
-    let (count, uniq) = (l.unsigned_abs() as usize, l >= 0);
+    let (count, uniq) = (l.unsigned_abs(), l >= 0);
+    let max_bytes = ctx.proto_max_bulk_len();
     let s = match read(ctx, args[1]) {
         Ok(None) => return w.array(0),
         Ok(Some(s)) => s,
@@ -254,15 +255,20 @@ fn srandmember(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         return w.array(0);
     }
     if !uniq || count == 1 {
-        // Members may repeat. No reservation: the reply grows as it is written.
-        w.array(count);
-        for _ in 0..count {
-            if let Some(m) = s.random(rng.next()) {
-                w.bulk(&m);
-            }
-        }
-        return;
+        // Members may repeat: the reply's size is the count's, not the set's, so it is
+        // bounded (see super::random_samples).
+        return super::random_samples(
+            w,
+            count,
+            max_bytes,
+            |w| w.array(count as usize),
+            |w| match s.random(rng.next()) {
+                Some(m) => w.bulk(&m),
+                None => w.null(),
+            },
+        );
     }
+    let count = count as usize;
     if count >= s.len() {
         w.array(s.len());
         s.for_each(|m| w.bulk(m));
