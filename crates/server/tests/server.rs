@@ -934,6 +934,23 @@ fn debug_subcommands() {
     assert!(start.elapsed() >= Duration::from_millis(190));
     r.roundtrip(&cmd(&[b"DEBUG", b"sleep", b"0"]), b"+OK\r\n");
     r.roundtrip(&cmd(&[b"DEBUG", b"SLEEP", b"x"]), b"+OK\r\n");
+    // Times whose microseconds do not fit a long long (and NaN, infinities, negative times)
+    // do not sleep, as in Redis (the conversion gives LLONG_MIN there); Darner used to sleep
+    // 10^12 seconds for them.
+    for t in [
+        "inf",
+        "1e300",
+        "nan",
+        "-inf",
+        "-1",
+        "9.3e12",
+        "-9223372036854775808",
+    ] {
+        let start = Instant::now();
+        r.roundtrip(&cmd(&[b"DEBUG", b"SLEEP", t.as_bytes()]), b"+OK\r\n");
+        assert!(start.elapsed() < Duration::from_secs(1), "DEBUG SLEEP {t}");
+    }
+    r.roundtrip(&cmd(&[b"PING"]), b"+PONG\r\n");
     let errors: &[(&[&[u8]], &[u8])] = &[
         (&[b"OBJECT"], b"-ERR unknown subcommand or wrong number of arguments for 'OBJECT'. Try DEBUG HELP.\r\n"),
         (&[b"object", b"a", b"b"], b"-ERR unknown subcommand or wrong number of arguments for 'object'. Try DEBUG HELP.\r\n"),
@@ -1001,4 +1018,31 @@ fn debug_set_active_expire_keeps_expired_keys_counted() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(field(&info(&mut r, &["stats"]), "expired_keys"), "2");
+}
+
+#[test]
+fn sigterm_is_not_held_up_by_debug_sleep() {
+    // A thread in a long DEBUG SLEEP wakes for a shutdown (Redis handles SIGTERM only after
+    // the sleep).
+    let (mut child, port) = spawn(None, &[]);
+    let mut r = raw_at(port);
+    r.send(&cmd(&[b"DEBUG", b"SLEEP", b"100000"]));
+    std::thread::sleep(Duration::from_millis(200));
+    let status = Command::new("kill")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut exited = false;
+    while Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            exited = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(exited, "darner still running 5 s after SIGTERM");
 }
