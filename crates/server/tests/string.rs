@@ -740,6 +740,51 @@ fn bitop_folds_sources_where_they_live() {
     assert_eq!(pong, "PONG");
 }
 
+/// With proto-max-bulk-len raised past what any machine holds, a string grown within it
+/// fails to allocate: the command answers an error and changes nothing (redis-server aborts).
+const GROWTH_PAST_MEMORY: Steps = &[
+    (
+        "CONFIG SET proto-max-bulk-len 9223372036854775807",
+        b"+OK\r\n",
+    ),
+    (
+        "SETRANGE k 9000000000000000000 x",
+        b"-ERR Insufficient memory, failed allocating the string\r\n",
+    ),
+    ("EXISTS k", b":0\r\n"),
+    ("SET s abc", b"+OK\r\n"),
+    (
+        "SETRANGE s 9000000000000000000 x",
+        b"-ERR Insufficient memory, failed allocating the string\r\n",
+    ),
+    (
+        "SETBIT s 9223372036854775807 1",
+        b"-ERR Insufficient memory, failed allocating the string\r\n",
+    ),
+    (
+        "BITFIELD s SET u8 9223372036854775800 1",
+        b"-ERR Insufficient memory, failed allocating the string\r\n",
+    ),
+    ("GET s", b"$3\r\nabc\r\n"),
+    (
+        "SETBIT b 9223372036854775807 1",
+        b"-ERR Insufficient memory, failed allocating the string\r\n",
+    ),
+    (
+        "BITFIELD b SET u8 9223372036854775800 1",
+        b"-ERR Insufficient memory, failed allocating the string\r\n",
+    ),
+    ("EXISTS b", b":0\r\n"),
+    ("GETBIT b 9223372036854775807", b":0\r\n"),
+    ("PING", b"+PONG\r\n"),
+];
+
+#[test]
+fn string_growth_past_memory_is_an_error() {
+    let s = Server::start(&[]);
+    run(&mut s.raw(), GROWTH_PAST_MEMORY);
+}
+
 #[test]
 fn bitfield_and_bitfield_ro() {
     let s = Server::start(&[]);

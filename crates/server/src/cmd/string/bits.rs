@@ -1,7 +1,7 @@
 //! Bitmap commands: SETBIT, GETBIT, BITCOUNT, BITPOS, BITOP, BITFIELD, BITFIELD_RO
 //! (Redis 7.2's bitops.c: argument checks in the same order, the same range arithmetic).
 
-use super::{cstr, is_str, kw, max_len, raw_entry, ERR_WRONGTYPE};
+use super::{cstr, grow_zeroed, is_str, kw, max_len, raw_entry, ERR_NO_MEMORY, ERR_WRONGTYPE};
 use crate::cmd::generic::by_shard;
 use crate::cmd::{parse_int, Locks, Reg, TxFuture, ERR_NOT_INT, ERR_SYNTAX};
 use crate::exec::Tx;
@@ -55,7 +55,10 @@ fn setbit(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
     match db.get_mut_quiet(key) {
         None => {
-            let mut v = vec![0u8; byte + 1];
+            let mut v = Vec::new();
+            if !grow_zeroed(&mut v, byte + 1) {
+                return w.error(ERR_NO_MEMORY);
+            }
             v[byte] = on << shift;
             db.set(raw_entry(key, v, None, lru));
             notify(ctx, STRING, "setbit", key);
@@ -65,8 +68,8 @@ fn setbit(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         Some(e) => {
             let s = e.str_mut();
             let grew = s.len() <= byte;
-            if grew {
-                s.resize(byte + 1, 0);
+            if !grow_zeroed(s, byte + 1) {
+                return w.error(ERR_NO_MEMORY);
             }
             let old = (s[byte] >> shift) & 1;
             let changed = grew || old != on;
@@ -650,7 +653,10 @@ fn bitfield_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ro:
     let mut db = ctx.db();
     match db.get_mut_quiet(key) {
         None => {
-            let mut v = vec![0u8; need];
+            let mut v = Vec::new();
+            if !grow_zeroed(&mut v, need) {
+                return w.error(ERR_NO_MEMORY);
+            }
             w.array(ops.len());
             let changes = run_ops(&mut v, &ops, true, w);
             db.set(raw_entry(key, v, None, lru));
@@ -662,8 +668,8 @@ fn bitfield_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ro:
         Some(e) => {
             let s = e.str_mut();
             let grew = s.len() < need;
-            if grew {
-                s.resize(need, 0);
+            if !grow_zeroed(s, need) {
+                return w.error(ERR_NO_MEMORY);
             }
             w.array(ops.len());
             let changes = run_ops(s, &ops, grew, w);
