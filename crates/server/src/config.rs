@@ -239,7 +239,10 @@ pub static TABLE: &[Directive] = &[
     },
     Directive {
         name: "hz",
-        kind: Kind::Int { min: 1, max: 500 },
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
         default: "10",
         mutable: true,
         apply: |h, v| set_i(&h.hz)(v),
@@ -513,6 +516,34 @@ pub fn parse_memory(v: &str) -> Option<i64> {
     n.checked_mul(mul)
 }
 
+/// Redis's `memtoull`, how it reads memory directives: decimal digits and an optional unit
+/// (b, k, kb, m, mb, g, gb, any case), nothing else (no sign, no spaces); "" is 0. None where
+/// Redis answers "argument must be a memory value". Like Redis, a number past 2^64 reads as
+/// 2^64 - 1 (strtoull's ERANGE is not checked) and the unit's product wraps.
+pub fn memtoull(v: &str) -> Option<u64> {
+    let digits = v.bytes().take_while(u8::is_ascii_digit).count();
+    let (num, unit) = v.split_at(digits);
+    let mul: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1 << 10,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return None,
+    };
+    if num.len() >= 128 {
+        return None;
+    }
+    let n = if num.is_empty() {
+        0
+    } else {
+        num.parse::<u64>().unwrap_or(u64::MAX)
+    };
+    Some(n.wrapping_mul(mul))
+}
+
 fn apply_obuf(h: &Hot, v: &str) -> Result<(), String> {
     let parts: Vec<&str> = v.split_whitespace().collect();
     if parts.is_empty() || !parts.len().is_multiple_of(4) {
@@ -631,19 +662,27 @@ impl Config {
         let mut notify_flags = None;
         let canonical = match d.kind {
             Kind::Int { min, max } => {
-                let n: i64 = value
-                    .parse()
-                    .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+                // string2ll's rules, as Redis parses integer directives (no '+', no spaces).
+                let n = darner_resp::parse_i64_strict(value.as_bytes())
+                    .ok_or_else(|| "argument couldn't be parsed into an integer".to_string())?;
                 if n < min || n > max {
                     return Err(format!(
                         "argument must be between {min} and {max} inclusive"
                     ));
                 }
-                n.to_string()
+                if d.name == "hz" {
+                    // Redis takes any hz from 0 to INT_MAX as a hint and keeps it within
+                    // 1..=500 (what CONFIG GET then shows).
+                    n.clamp(1, 500).to_string()
+                } else {
+                    n.to_string()
+                }
             }
             Kind::Memory { min, max } => {
-                let n = parse_memory(value)
-                    .ok_or_else(|| "argument must be a memory value".to_string())?;
+                // As Redis's `(long long)memtoull(...)`: 2^63 and more read as negative.
+                let n = memtoull(value)
+                    .ok_or_else(|| "argument must be a memory value".to_string())?
+                    as i64;
                 if n < min || n > max {
                     return Err(format!(
                         "argument must be between {min} and {max} inclusive"
@@ -949,7 +988,33 @@ mod tests {
         assert!(bad(&["--maxmemory", "1mb"]));
         assert!(bad(&["--nosuch", "1"]));
         assert!(bad(&["--hz", "abc"]));
-        assert!(bad(&["--hz", "0"]));
+        assert!(bad(&["--hz", "+5"]));
+        assert!(bad(&["--hz", "-1"]));
+        // Redis keeps hz within 1..=500 rather than refusing it.
+        for (given, kept) in [("0", 1), ("501", 500), ("2147483647", 500)] {
+            let c = load(None, &["--hz".to_string(), given.to_string()]).unwrap();
+            assert_eq!(c.hot.hz.load(Ordering::Relaxed), kept);
+            assert_eq!(c.get("hz").unwrap(), kept.to_string());
+        }
+    }
+
+    #[test]
+    fn memory_values_are_read_as_redis_memtoull() {
+        assert_eq!(memtoull("1mb"), Some(1 << 20));
+        assert_eq!(memtoull("1M"), Some(1_000_000));
+        assert_eq!(memtoull("5Gb"), Some(5 << 30));
+        assert_eq!(memtoull("0012"), Some(12));
+        assert_eq!(memtoull(""), Some(0));
+        assert_eq!(memtoull("kb"), Some(0));
+        for bad in [
+            "-1", "-0", "+5mb", " 5", "5 mb", "1.5mb", "0x10", "1e3", "5tb", "x",
+        ] {
+            assert_eq!(memtoull(bad), None, "{bad}");
+        }
+        assert_eq!(memtoull("18446744073709551615"), Some(u64::MAX));
+        assert_eq!(memtoull("99999999999999999999999"), Some(u64::MAX));
+        assert_eq!(memtoull("17179869184gb"), Some(0));
+        assert_eq!(memtoull(&"1".repeat(128)), None);
     }
 
     #[test]

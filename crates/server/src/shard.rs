@@ -90,6 +90,17 @@ impl<'a> ShardCtx<'a> {
         self.clock.now_ms
     }
 
+    /// `proto-max-bulk-len`: the longest string, and the bound on some replies and transient
+    /// buffers that a single command's arguments size.
+    pub fn proto_max_bulk_len(&self) -> u64 {
+        self.shared
+            .config
+            .hot
+            .proto_max_bulk_len
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .max(0) as u64
+    }
+
     /// The collection encoding thresholds in force (hash-max-listpack-entries, ...).
     pub fn limits(&self) -> darner_engine::types::Limits {
         self.shared.config.hot.limits()

@@ -301,7 +301,10 @@ fn hrandfield_arguments_and_distribution() {
             ),
             ("HRANDFIELD h -4611686018427387904 WITHVALUES", b"-ERR value is out of range\r\n"),
             // Darner's bound on a reply built in memory (Redis has none): 2^24 samples.
-            ("HRANDFIELD h -16777217", b"-ERR value is out of range\r\n"),
+            ("HRANDFIELD h -16777217", b"-ERR count is too large for a reply\r\n"),
+            ("HRANDFIELD h -10000000000", b"-ERR count is too large for a reply\r\n"),
+            ("HRANDFIELD h -16777217 WITHVALUES", b"-ERR count is too large for a reply\r\n"),
+            ("PING", b"+PONG\r\n"),
             ("HRANDFIELD h 4611686018427387904 WITHVALUES", b"-ERR value is out of range\r\n"),
         ],
     );
@@ -1015,4 +1018,71 @@ fn active_cycle_removes_expired_fields_nobody_reads() {
     }
     let left: i64 = redis::cmd("HLEN").arg("big2").query(&mut c).unwrap();
     assert_eq!(left, 1);
+}
+
+#[test]
+fn hrandfield_reply_of_big_values_is_bounded() {
+    // A big value drawn many times: each WITHVALUES sample costs 100,018 bytes of reply
+    // ($1 f and the value), so 10 fit in proto-max-bulk-len (1 MiB here) and 11 do not (the
+    // bound of SRANDMEMBER and ZRANDMEMBER too; Redis would build any size).
+    let s = Server::start(&[
+        "--proto-max-bulk-len",
+        "1mb",
+        "--hash-max-listpack-value",
+        "200000",
+    ]);
+    let mut c = s.client();
+    let big = vec![b'v'; 100_000];
+    for key in ["pack", "table"] {
+        let _: i64 = redis::cmd("HSET")
+            .arg(key)
+            .arg("f")
+            .arg(&big)
+            .query(&mut c)
+            .unwrap();
+    }
+    // Many fields: the hash leaves the listpack (each encoding has its own sampling loop).
+    for i in 0..200 {
+        let _: i64 = redis::cmd("HSET")
+            .arg("table")
+            .arg(format!("g{i}"))
+            .arg(&big)
+            .query(&mut c)
+            .unwrap();
+    }
+    for (key, encoding) in [("pack", "listpack"), ("table", "hashtable")] {
+        let enc: String = redis::cmd("OBJECT")
+            .arg("ENCODING")
+            .arg(key)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(enc, encoding);
+        let got: Vec<Vec<u8>> = redis::cmd("HRANDFIELD")
+            .arg(key)
+            .arg(-10)
+            .arg("WITHVALUES")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(got.len(), 20);
+        let err = redis::cmd("HRANDFIELD")
+            .arg(key)
+            .arg(-11)
+            .arg("WITHVALUES")
+            .query::<Vec<Vec<u8>>>(&mut c)
+            .unwrap_err();
+        assert_eq!(
+            err.detail(),
+            Some("count is too large for a reply"),
+            "{key}"
+        );
+        // Without the values the same count is small.
+        let got: Vec<Vec<u8>> = redis::cmd("HRANDFIELD")
+            .arg(key)
+            .arg(-11)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(got.len(), 11);
+    }
+    let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+    assert_eq!(pong, "PONG");
 }

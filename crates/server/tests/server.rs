@@ -364,6 +364,15 @@ fn config_get_set_and_errors() {
         (&[b"proto-max-bulk-len", b"1"], b"-ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - argument must be between 1048576 and 9223372036854775807 inclusive\r\n"),
         (&[b"proto-max-bulk-len", b"1x"], b"-ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - argument must be a memory value\r\n"),
         (&[b"appendonly", b"yes"], b"-ERR CONFIG SET failed (possibly related to argument 'appendonly') - not supported by this version of Darner (the feature is not built yet)\r\n"),
+        // Memory values as Redis's memtoull reads them: no sign; past 2^63 they read negative.
+        (&[b"proto-max-bulk-len", b"-1"], b"-ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - argument must be a memory value\r\n"),
+        (&[b"hll-sparse-max-bytes", b"-0"], b"-ERR CONFIG SET failed (possibly related to argument 'hll-sparse-max-bytes') - argument must be a memory value\r\n"),
+        (&[b"client-query-buffer-limit", b"+5mb"], b"-ERR CONFIG SET failed (possibly related to argument 'client-query-buffer-limit') - argument must be a memory value\r\n"),
+        (&[b"proto-max-bulk-len", b"9223372036854775808"], b"-ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - argument must be between 1048576 and 9223372036854775807 inclusive\r\n"),
+        (&[b"proto-max-bulk-len", b"99999999999999999999999kb"], b"-ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - argument must be between 1048576 and 9223372036854775807 inclusive\r\n"),
+        (&[b"hz", b"-1"], b"-ERR CONFIG SET failed (possibly related to argument 'hz') - argument must be between 0 and 2147483647 inclusive\r\n"),
+        (&[b"hz", b"9223372036854775807"], b"-ERR CONFIG SET failed (possibly related to argument 'hz') - argument must be between 0 and 2147483647 inclusive\r\n"),
+        (&[b"hz", b"+5"], b"-ERR CONFIG SET failed (possibly related to argument 'hz') - argument couldn't be parsed into an integer\r\n"),
     ];
     for (argv, expect) in errors {
         let mut req: Vec<&[u8]> = vec![b"CONFIG", b"SET"];
@@ -374,6 +383,32 @@ fn config_get_set_and_errors() {
         &cmd(&[b"CONFIG", b"SET", b"appendonly", b"no", b"save", b""]),
         b"+OK\r\n",
     );
+    // Redis takes any hz up to INT_MAX and keeps it within 1..=500.
+    for (given, kept) in [
+        ("0", "1"),
+        ("501", "500"),
+        ("2147483647", "500"),
+        ("10", "10"),
+    ] {
+        r.roundtrip(
+            &cmd(&[b"CONFIG", b"SET", b"hz", given.as_bytes()]),
+            b"+OK\r\n",
+        );
+        r.roundtrip(
+            &cmd(&[b"CONFIG", b"GET", b"hz"]),
+            format!("*2\r\n$2\r\nhz\r\n${}\r\n{kept}\r\n", kept.len()).as_bytes(),
+        );
+    }
+    // An empty memory value is 0 (Redis's memtoull).
+    r.roundtrip(
+        &cmd(&[b"CONFIG", b"SET", b"hll-sparse-max-bytes", b""]),
+        b"+OK\r\n",
+    );
+    r.roundtrip(
+        &cmd(&[b"CONFIG", b"GET", b"hll-sparse-max-bytes"]),
+        b"*2\r\n$20\r\nhll-sparse-max-bytes\r\n$1\r\n0\r\n",
+    );
+    r.roundtrip(&cmd(&[b"PING"]), b"+PONG\r\n");
     r.roundtrip(
         &cmd(&[b"CONFIG", b"SET", b"hz"]),
         b"-ERR wrong number of arguments for 'config|set' command\r\n",
@@ -934,6 +969,23 @@ fn debug_subcommands() {
     assert!(start.elapsed() >= Duration::from_millis(190));
     r.roundtrip(&cmd(&[b"DEBUG", b"sleep", b"0"]), b"+OK\r\n");
     r.roundtrip(&cmd(&[b"DEBUG", b"SLEEP", b"x"]), b"+OK\r\n");
+    // Times whose microseconds do not fit a long long (and NaN, infinities, negative times)
+    // do not sleep, as in Redis (the conversion gives LLONG_MIN there); Darner used to sleep
+    // 10^12 seconds for them.
+    for t in [
+        "inf",
+        "1e300",
+        "nan",
+        "-inf",
+        "-1",
+        "9.3e12",
+        "-9223372036854775808",
+    ] {
+        let start = Instant::now();
+        r.roundtrip(&cmd(&[b"DEBUG", b"SLEEP", t.as_bytes()]), b"+OK\r\n");
+        assert!(start.elapsed() < Duration::from_secs(1), "DEBUG SLEEP {t}");
+    }
+    r.roundtrip(&cmd(&[b"PING"]), b"+PONG\r\n");
     let errors: &[(&[&[u8]], &[u8])] = &[
         (&[b"OBJECT"], b"-ERR unknown subcommand or wrong number of arguments for 'OBJECT'. Try DEBUG HELP.\r\n"),
         (&[b"object", b"a", b"b"], b"-ERR unknown subcommand or wrong number of arguments for 'object'. Try DEBUG HELP.\r\n"),
@@ -1001,4 +1053,31 @@ fn debug_set_active_expire_keeps_expired_keys_counted() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(field(&info(&mut r, &["stats"]), "expired_keys"), "2");
+}
+
+#[test]
+fn sigterm_is_not_held_up_by_debug_sleep() {
+    // A thread in a long DEBUG SLEEP wakes for a shutdown (Redis handles SIGTERM only after
+    // the sleep).
+    let (mut child, port) = spawn(None, &[]);
+    let mut r = raw_at(port);
+    r.send(&cmd(&[b"DEBUG", b"SLEEP", b"100000"]));
+    std::thread::sleep(Duration::from_millis(200));
+    let status = Command::new("kill")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut exited = false;
+    while Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            exited = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(exited, "darner still running 5 s after SIGTERM");
 }

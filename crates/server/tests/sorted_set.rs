@@ -195,12 +195,51 @@ fn zrandmember_shapes() {
         let uniq: HashSet<&String> = got.iter().step_by(2).collect();
         assert_eq!(uniq.len(), n);
     }
-    // A negative count is not turned into an allocation of its size.
-    let r: redis::RedisResult<Vec<String>> = redis::cmd("ZRANDMEMBER")
-        .arg("z")
-        .arg("-4000000000000")
-        .query(&mut c);
-    assert!(r.is_err());
+    // A negative count is not turned into an allocation of its size (Redis would build it).
+    for count in ["-4000000000000", "-16777217", "-9223372036854775807"] {
+        let err = redis::cmd("ZRANDMEMBER")
+            .arg("z")
+            .arg(count)
+            .query::<Vec<String>>(&mut c)
+            .unwrap_err();
+        assert_eq!(err.detail(), Some("count is too large for a reply"));
+    }
+    let pong: String = q(&mut c, &["PING"]);
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn zrandmember_reply_of_big_members_is_bounded() {
+    // Members of 2,000 bytes: 2,009 bytes of reply per sample, so 500 samples fit in
+    // proto-max-bulk-len (1 MiB here) and 600 do not, for a small and a big sorted set
+    // (each has its own sampling loop).
+    let s = Server::start(&["--proto-max-bulk-len", "1mb"]);
+    let mut c = s.client();
+    for (key, n) in [("small", 3), ("big", 600)] {
+        for i in 0..n {
+            let m = format!("{i:02000}");
+            let _: i64 = redis::cmd("ZADD")
+                .arg(key)
+                .arg(i)
+                .arg(m)
+                .query(&mut c)
+                .unwrap();
+        }
+        let got: Vec<String> = q(&mut c, &["ZRANDMEMBER", key, "-500"]);
+        assert_eq!(got.len(), 500);
+        let err = redis::cmd("ZRANDMEMBER")
+            .arg(key)
+            .arg(-600)
+            .query::<Vec<String>>(&mut c)
+            .unwrap_err();
+        assert_eq!(
+            err.detail(),
+            Some("count is too large for a reply"),
+            "{key}"
+        );
+        let got: Vec<String> = q(&mut c, &["ZRANDMEMBER", key, "-300", "WITHSCORES"]);
+        assert_eq!(got.len(), 600);
+    }
     let pong: String = q(&mut c, &["PING"]);
     assert_eq!(pong, "PONG");
 }
@@ -520,3 +559,90 @@ const SET_INPUTS_RESP3: Steps = &[
     ("ZRANGESTORE {d}u {b}sl 0 -1", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
     ("ZMPOP 1 {b}sl MIN", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
 ];
+
+#[test]
+fn zset_operations_copy_a_key_once_however_often_named() {
+    // ZUNION/ZINTER/ZDIFF copied their inputs once per naming (and built a lookup table per
+    // naming): one big sorted set named 200 times cost 200 copies. Now the namings share one
+    // copy and one table. Replies checked against redis-server; keys "a" and "b" are on
+    // different shards.
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    let _: i64 = q(&mut c, &["ZADD", "a", "1", "x", "2", "y", "3", "z"]);
+    let _: i64 = q(&mut c, &["ZADD", "b", "5", "y", "6", "w"]);
+    let _: i64 = q(&mut c, &["SADD", "s", "x", "w", "q"]);
+    let got: Vec<String> = q(
+        &mut c,
+        &["ZUNION", "5", "a", "b", "a", "s", "a", "WITHSCORES"],
+    );
+    assert_eq!(got, ["q", "1", "x", "4", "w", "7", "z", "9", "y", "11"]);
+    let got: Vec<String> = q(&mut c, &["ZINTER", "4", "a", "a", "b", "a", "WITHSCORES"]);
+    assert_eq!(got, ["y", "11"]);
+    let got: Vec<String> = q(
+        &mut c,
+        &[
+            "ZINTER",
+            "3",
+            "a",
+            "a",
+            "a",
+            "WEIGHTS",
+            "1",
+            "2",
+            "3",
+            "WITHSCORES",
+        ],
+    );
+    assert_eq!(got, ["x", "6", "y", "12", "z", "18"]);
+    let got: Vec<String> = q(&mut c, &["ZDIFF", "3", "a", "b", "b", "WITHSCORES"]);
+    assert_eq!(got, ["x", "1", "z", "3"]);
+    let got: Vec<String> = q(&mut c, &["ZDIFF", "2", "a", "a"]);
+    assert!(got.is_empty());
+    let n: i64 = q(&mut c, &["ZINTERCARD", "3", "a", "a", "a", "LIMIT", "2"]);
+    assert_eq!(n, 2);
+    let n: i64 = q(
+        &mut c,
+        &[
+            "ZUNIONSTORE",
+            "d",
+            "4",
+            "a",
+            "a",
+            "nokey",
+            "b",
+            "WEIGHTS",
+            "1",
+            "1",
+            "1",
+            "2",
+        ],
+    );
+    assert_eq!(n, 4);
+    let got: Vec<String> = q(&mut c, &["ZRANGE", "d", "0", "-1", "WITHSCORES"]);
+    assert_eq!(got, ["x", "2", "z", "6", "w", "12", "y", "14"]);
+    // One big input named 200 times.
+    for i in (0..20_000).step_by(1000) {
+        let mut add = redis::cmd("ZADD");
+        add.arg("big");
+        for j in i..i + 1000 {
+            add.arg(j).arg(j);
+        }
+        let _: i64 = add.query(&mut c).unwrap();
+    }
+    let mut inter = redis::cmd("ZINTERCARD");
+    inter.arg(200);
+    let mut union = redis::cmd("ZUNIONSTORE");
+    union.arg("u").arg(200);
+    for _ in 0..200 {
+        inter.arg("big");
+        union.arg("big");
+    }
+    let n: i64 = inter.query(&mut c).unwrap();
+    assert_eq!(n, 20_000);
+    let n: i64 = union.query(&mut c).unwrap();
+    assert_eq!(n, 20_000);
+    let top: Vec<String> = q(&mut c, &["ZRANGE", "u", "-1", "-1", "WITHSCORES"]);
+    assert_eq!(top, ["19999", "3999800"]);
+    let pong: String = q(&mut c, &["PING"]);
+    assert_eq!(pong, "PONG");
+}

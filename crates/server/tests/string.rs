@@ -678,6 +678,113 @@ fn bitop_across_shards() {
     run(&mut s.raw(), BITOP);
 }
 
+/// BITOP folds each shard's sources where they live (no copy per source): operands of
+/// different lengths, repeated, missing or of another type, on 4 shards ({a} and {b} keys are
+/// on different shards; checked against redis-server).
+const BITOP_FOLDS: Steps = &[
+    ("SET {a}1 \\xf0\\x0f\\xff", b"+OK\r\n"),
+    ("SET {b}1 \\xff", b"+OK\r\n"),
+    ("SET {a}2 \\x3c\\xff", b"+OK\r\n"),
+    ("BITOP AND d {a}1 {b}1 {a}2", b":3\r\n"),
+    ("GET d", b"$3\r\n\x30\x00\x00\r\n"),
+    ("BITOP AND d {a}1 {a}2 {a}1 {a}1", b":3\r\n"),
+    ("GET d", b"$3\r\n\x30\x0f\x00\r\n"),
+    ("BITOP AND d {b}1 {a}1 nokey", b":3\r\n"),
+    ("GET d", b"$3\r\n\x00\x00\x00\r\n"),
+    ("BITOP OR d {b}1 {a}2 {a}1", b":3\r\n"),
+    ("GET d", b"$3\r\n\xff\xff\xff\r\n"),
+    ("BITOP XOR d {a}1 {b}1 {a}2 {b}1 {b}1", b":3\r\n"),
+    ("GET d", b"$3\r\n\x33\xf0\xff\r\n"),
+    ("BITOP XOR d {a}2 {a}2 nokey {b}nokey", b":2\r\n"),
+    ("GET d", b"$2\r\n\x00\x00\r\n"),
+    ("BITOP NOT d {b}1", b":1\r\n"),
+    ("GET d", b"$1\r\n\x00\r\n"),
+    ("RPUSH {b}l x", b":1\r\n"),
+    (
+        "BITOP OR d {a}1 {b}l",
+        b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+    ),
+    (
+        "BITOP OR d {b}l {a}1 {a}2",
+        b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+    ),
+    ("GET d", b"$1\r\n\x00\r\n"),
+    ("BITOP AND d nokey {b}nokey", b":0\r\n"),
+    ("EXISTS d", b":0\r\n"),
+];
+
+#[test]
+fn bitop_folds_sources_where_they_live() {
+    let s = Server::start(&["--threads", "4"]);
+    run(&mut s.raw(), BITOP_FOLDS);
+    // One big key named many times: each source used to be copied before the operation
+    // (500 copies of 1 MiB here; of 100 MB, a short command exhausted memory). Now each
+    // shard folds its sources in place into one buffer.
+    let mut c = s.client();
+    let _: i64 = redis::cmd("SETBIT")
+        .arg("big")
+        .arg((1 << 23) - 1)
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    let mut cmd = redis::cmd("BITOP");
+    cmd.arg("XOR").arg("dst");
+    for _ in 0..501 {
+        cmd.arg("big");
+    }
+    let n: i64 = cmd.query(&mut c).unwrap();
+    assert_eq!(n, 1 << 20);
+    let ones: i64 = redis::cmd("BITCOUNT").arg("dst").query(&mut c).unwrap();
+    assert_eq!(ones, 1);
+    let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+    assert_eq!(pong, "PONG");
+}
+
+/// With proto-max-bulk-len raised past what any machine holds, a string grown within it
+/// fails to allocate: the command answers an error and changes nothing (redis-server aborts).
+const GROWTH_PAST_MEMORY: Steps = &[
+    (
+        "CONFIG SET proto-max-bulk-len 9223372036854775807",
+        b"+OK\r\n",
+    ),
+    (
+        "SETRANGE k 9000000000000000000 x",
+        b"-ERR Insufficient memory, failed allocating the string\r\n",
+    ),
+    ("EXISTS k", b":0\r\n"),
+    ("SET s abc", b"+OK\r\n"),
+    (
+        "SETRANGE s 9000000000000000000 x",
+        b"-ERR Insufficient memory, failed allocating the string\r\n",
+    ),
+    (
+        "SETBIT s 9223372036854775807 1",
+        b"-ERR Insufficient memory, failed allocating the string\r\n",
+    ),
+    (
+        "BITFIELD s SET u8 9223372036854775800 1",
+        b"-ERR Insufficient memory, failed allocating the string\r\n",
+    ),
+    ("GET s", b"$3\r\nabc\r\n"),
+    (
+        "SETBIT b 9223372036854775807 1",
+        b"-ERR Insufficient memory, failed allocating the string\r\n",
+    ),
+    (
+        "BITFIELD b SET u8 9223372036854775800 1",
+        b"-ERR Insufficient memory, failed allocating the string\r\n",
+    ),
+    ("EXISTS b", b":0\r\n"),
+    ("GETBIT b 9223372036854775807", b":0\r\n"),
+    ("PING", b"+PONG\r\n"),
+];
+
+#[test]
+fn string_growth_past_memory_is_an_error() {
+    let s = Server::start(&[]);
+    run(&mut s.raw(), GROWTH_PAST_MEMORY);
+}
+
 #[test]
 fn bitfield_and_bitfield_ro() {
     let s = Server::start(&[]);

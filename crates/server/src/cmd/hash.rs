@@ -12,7 +12,7 @@
 //! hash with the active cycle.
 
 use super::string::ld;
-use super::{eq, parse_int, Reg, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
+use super::{eq, parse_int, random_samples, Reg, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
 use crate::notify::{notify, GENERIC, HASH};
 use crate::shard::ShardCtx;
 use darner_engine::db::Event;
@@ -396,11 +396,6 @@ fn hincrbyfloat(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     w.bulk(&text);
 }
 
-/// The most elements a negative HRANDFIELD count may ask for. Redis has no limit but would
-/// build a reply of that size; a reply is built in memory here, so a bound keeps a huge
-/// count from exhausting it.
-const MAX_RANDOM_REPLY: u64 = 1 << 24;
-
 /// A small generator seeded from the shard's, so that a command can draw many numbers while
 /// it borrows the database.
 struct Rng(u64);
@@ -457,6 +452,7 @@ fn hrandfield(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     if withvalues && !(-i64::MAX / 2..=i64::MAX / 2).contains(&count) {
         return w.error(b"ERR value is out of range");
     }
+    let max_bytes = ctx.proto_max_bulk_len();
     let mut db = ctx.db();
     lazy_expire(&mut db, args[1], Fields::All);
     let h = match read(&mut db, args[1]) {
@@ -471,23 +467,20 @@ fn hrandfield(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     }
     let flat = |n: u64| if withvalues && !resp3 { n * 2 } else { n } as usize;
     if count < 0 || want == 1 {
-        // Samples with repetition.
-        if want > MAX_RANDOM_REPLY {
-            return w.error(b"ERR value is out of range");
-        }
-        w.array(flat(want));
+        // Samples with repetition: a reply bounded by super::random_samples.
+        let head = |w: &mut ReplyWriter| w.array(flat(want));
         if let HashRef::Pack { .. } = h {
             // A linear listpack: index a snapshot instead of walking it per sample.
             let all: Vec<(&[u8], &[u8])> = h.iter().collect();
-            for _ in 0..want {
+            random_samples(w, want, max_bytes, head, |w| {
                 let (k, v) = all[(rng.next() % size) as usize];
                 pair(w, k, v, withvalues, resp3);
-            }
+            });
         } else {
-            for _ in 0..want {
+            random_samples(w, want, max_bytes, head, |w| {
                 let (k, v) = h.random(|| rng.next()).expect("not empty");
                 pair(w, k, v, withvalues, resp3);
-            }
+            });
         }
         return;
     }

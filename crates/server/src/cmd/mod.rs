@@ -206,6 +206,43 @@ pub const ERR_OVERFLOW: &[u8] = b"ERR increment or decrement would overflow";
 pub const ERR_NO_SUCH_KEY: &[u8] = b"ERR no such key";
 pub const ERR_DB_INDEX: &[u8] = b"ERR DB index is out of range";
 
+/// The most samples a reply of random picks with repetition may hold: SRANDMEMBER,
+/// HRANDFIELD and ZRANDMEMBER with a negative count. Redis has no bound and builds whatever
+/// reply the count asks for (`SRANDMEMBER s -10000000000` exhausts its memory); a reply is
+/// built in memory here, so a larger count is refused with [`ERR_RANDOM_TOO_LARGE`].
+pub const MAX_RANDOM_SAMPLES: u64 = 1 << 24;
+
+/// The reply to a count of random samples beyond [`MAX_RANDOM_SAMPLES`], or whose reply would
+/// pass `proto-max-bulk-len` bytes (see [`random_samples`]).
+pub const ERR_RANDOM_TOO_LARGE: &[u8] = b"ERR count is too large for a reply";
+
+/// Writes a reply of `n` random samples with repetition: `header` writes the aggregate's
+/// header and `sample` one sample. A count above [`MAX_RANDOM_SAMPLES`] is refused before
+/// anything is written; a reply that grows past `max_bytes` (`proto-max-bulk-len`: a few
+/// big members drawn many times) is taken back and refused with the same error, so neither
+/// can make the server allocate without bound.
+pub fn random_samples(
+    w: &mut ReplyWriter,
+    n: u64,
+    max_bytes: u64,
+    header: impl FnOnce(&mut ReplyWriter),
+    mut sample: impl FnMut(&mut ReplyWriter),
+) {
+    if n > MAX_RANDOM_SAMPLES {
+        return w.error(ERR_RANDOM_TOO_LARGE);
+    }
+    let start = w.out.len();
+    header(w);
+    for _ in 0..n {
+        sample(w);
+        if (w.out.len() - start) as u64 > max_bytes {
+            w.out.truncate(start);
+            w.out.shrink_to_fit();
+            return w.error(ERR_RANDOM_TOO_LARGE);
+        }
+    }
+}
+
 /// Parses a Redis integer argument (string2ll rules).
 pub fn parse_int(b: &[u8]) -> Option<i64> {
     darner_resp::parse_i64_strict(b)

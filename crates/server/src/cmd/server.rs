@@ -278,10 +278,18 @@ fn debug(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         }
         if eq(sub, "sleep") {
             // Redis blocks its (only) thread: here the connection's thread sleeps, and with it
-            // its shard and its other clients.
-            let secs = strtod(&args[2]);
-            if secs.is_finite() && secs > 0.0 {
-                std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(1e12)));
+            // its shard and its other clients. In slices, so that a shutdown (SIGTERM, or
+            // SHUTDOWN from a client of another thread) is not held up until the end.
+            if let Some(d) = sleep_time(strtod(&args[2])) {
+                let until = std::time::Instant::now() + d;
+                let shared = tx.shared();
+                while !shared.shutdown.load(Ordering::Relaxed) {
+                    let left = until.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    std::thread::sleep(left.min(std::time::Duration::from_millis(100)));
+                }
             }
             with_writer(resp3, |w| w.ok())
         } else if eq(sub, "set-active-expire") {
@@ -306,6 +314,18 @@ fn debug(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             with_writer(resp3, |w| subcommand_error(w, &args[0], sub))
         }
     })
+}
+
+/// How long DEBUG SLEEP sleeps, as Redis computes it: `(long long)(seconds * 1e6)`
+/// microseconds, and nothing when that is not positive. A time of 2^63 microseconds or more,
+/// an infinity or NaN converts to LLONG_MIN on x86-64 and Redis returns at once; so does
+/// Darner (it used to sleep 10^12 seconds: that thread's clients never heard again).
+fn sleep_time(secs: f64) -> Option<std::time::Duration> {
+    let us = secs * 1e6;
+    // NaN is in no range.
+    (1.0..9_223_372_036_854_775_808.0)
+        .contains(&us)
+        .then(|| std::time::Duration::from_micros(us as u64))
 }
 
 fn debug_help(w: &mut ReplyWriter, command: &[u8]) {
@@ -391,6 +411,29 @@ fn debug_object(e: &Entry, clock: darner_engine::Clock) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sleep_time_is_redis_conversion() {
+        use std::time::Duration;
+        assert_eq!(sleep_time(0.2), Some(Duration::from_millis(200)));
+        assert_eq!(sleep_time(0.0000015), Some(Duration::from_micros(1)));
+        assert_eq!(sleep_time(0.0000005), None);
+        for none in [
+            0.0,
+            -1.0,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            1e300,
+            9.3e12,
+        ] {
+            assert_eq!(sleep_time(none), None, "{none}");
+        }
+        assert_eq!(
+            sleep_time(9.2e12),
+            Some(Duration::from_secs(9_200_000_000_000))
+        );
+    }
 
     #[test]
     fn strtod_prefixes() {

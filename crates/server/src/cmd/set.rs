@@ -27,7 +27,7 @@ use bytes::Bytes;
 use darner_engine::types::{Limits, Set};
 use darner_engine::{glob_match, Entry, Value, ValueRef};
 use darner_resp::ReplyWriter;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 pub fn register(r: &mut Reg) {
     r.key("sadd", sadd);
@@ -244,7 +244,8 @@ fn srandmember(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         Some(i64::MIN) => return w.error(ERR_RANDOM_RANGE),
         Some(l) => l,
     };
-    let (count, uniq) = (l.unsigned_abs() as usize, l >= 0);
+    let (count, uniq) = (l.unsigned_abs(), l >= 0);
+    let max_bytes = ctx.proto_max_bulk_len();
     let s = match read(ctx, args[1]) {
         Ok(None) => return w.array(0),
         Ok(Some(s)) => s,
@@ -254,15 +255,20 @@ fn srandmember(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         return w.array(0);
     }
     if !uniq || count == 1 {
-        // Members may repeat. No reservation: the reply grows as it is written.
-        w.array(count);
-        for _ in 0..count {
-            if let Some(m) = s.random(rng.next()) {
-                w.bulk(&m);
-            }
-        }
-        return;
+        // Members may repeat: the reply's size is the count's, not the set's, so it is
+        // bounded (see super::random_samples).
+        return super::random_samples(
+            w,
+            count,
+            max_bytes,
+            |w| w.array(count as usize),
+            |w| match s.random(rng.next()) {
+                Some(m) => w.bulk(&m),
+                None => w.null(),
+            },
+        );
     }
+    let count = count as usize;
     if count >= s.len() {
         w.array(s.len());
         s.for_each(|m| w.bulk(m));
@@ -656,7 +662,9 @@ async fn multi(tx: &Tx, want: Want, keys: Vec<Bytes>, dst: Option<Bytes>) -> Vec
     if !matches!(want, Want::Reply(Op::Union) | Want::Store(Op::Union)) {
         return filtered(tx, want, keys, dst).await;
     }
-    // A union across shards: each shard sends copies of its sets.
+    // A union across shards: each shard sends copies of its sets, one of each key however
+    // often it is named (`first_of` below points the repeats at it): naming one big set many
+    // times must not multiply the memory.
     let groups = super::generic::by_shard(tx, &keys);
     let hops: Vec<_> = groups
         .into_iter()
@@ -664,9 +672,12 @@ async fn multi(tx: &Tx, want: Want, keys: Vec<Bytes>, dst: Option<Bytes>) -> Vec
             let ks: Vec<(usize, Bytes)> = idx.iter().map(|&i| (i, keys[i].clone())).collect();
             tx.run(s, move |ctx| {
                 let mut out: Vec<(usize, Result<Option<Set>, ()>)> = Vec::new();
+                let mut copied: HashSet<Bytes> = HashSet::new();
                 for (i, k) in ks {
-                    let got = read(ctx, &k).map(|s| s.cloned());
-                    out.push((i, got));
+                    if copied.insert(k.clone()) {
+                        let got = read(ctx, &k).map(|s| s.cloned());
+                        out.push((i, got));
+                    }
                 }
                 out
             })
@@ -686,11 +697,13 @@ async fn multi(tx: &Tx, want: Want, keys: Vec<Bytes>, dst: Option<Bytes>) -> Vec
         return write_outcome(resp3, Outcome::Wrong);
     }
     let lim = tx.shared().config.hot.limits();
-    // A key named twice was copied twice: point both at one copy so the identity checks
-    // (SDIFF of a key with itself, SINTER skipping itself) see one set.
+    // A key named again was copied once, at its first index: point every naming at that
+    // copy (by a map: a search per key would be quadratic in the number of keys).
+    let mut first: HashMap<&Bytes, usize> = HashMap::with_capacity(keys.len());
     let first_of: Vec<usize> = keys
         .iter()
-        .map(|k| keys.iter().position(|x| x == k).unwrap_or(0))
+        .enumerate()
+        .map(|(i, k)| *first.entry(k).or_insert(i))
         .collect();
     let sets: Vec<Option<&Set>> = first_of.iter().map(|&i| owned[i].as_ref()).collect();
     let outcome = evaluate(want, &sets, &same, &lim);

@@ -882,10 +882,6 @@ fn zpopmax(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 
 // ---- ZRANDMEMBER -----------------------------------------------------------------------------
 
-/// The largest reply ZRANDMEMBER builds with a negative count (repetitions allowed), in
-/// elements: Redis would stream an unbounded reply; this server refuses one it cannot hold.
-const RANDMEMBER_MAX_REPLY: u64 = 16 << 20;
-
 fn zrandmember(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     if args.len() == 2 {
         let r = ctx.shard.random();
@@ -916,6 +912,7 @@ fn zrandmember(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         return w.error(b"ERR value is out of range");
     }
     let seed = ctx.shard.random();
+    let max_bytes = ctx.proto_max_bulk_len();
     let mut db = ctx.db();
     let z = match read(&mut db, args[1]) {
         Err(()) => return w.error(ERR_WRONGTYPE),
@@ -945,23 +942,20 @@ fn zrandmember(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         }
     };
     if l < 0 || count == 1 {
-        if count > RANDMEMBER_MAX_REPLY {
-            return w.error(b"ERR count is too large for a reply");
-        }
-        let count = count as usize;
-        head(w, count);
+        // Samples with repetition: a reply bounded by super::random_samples.
+        let header = |w: &mut ReplyWriter| head(w, count as usize);
         if size <= 512 {
             // Small: index a decoded copy (no per-pick decode).
             let all = z.to_vec();
-            for _ in 0..count {
+            super::random_samples(w, count, max_bytes, header, |w| {
                 let (m, s) = &all[rng.below(size)];
                 item(w, m, *s);
-            }
+            });
         } else {
-            for _ in 0..count {
+            super::random_samples(w, count, max_bytes, header, |w| {
                 let i = rng.below(size);
                 z.range(i, i + 1, false, |m, s| item(w, m, s));
-            }
+            });
         }
         return;
     }

@@ -49,6 +49,22 @@ pub fn register(r: &mut Reg) {
 
 const ERR_WRONGTYPE: &[u8] = super::ERR_WRONGTYPE;
 const ERR_TOO_BIG: &[u8] = b"ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+/// The reply when growing a string within proto-max-bulk-len fails for memory (a
+/// proto-max-bulk-len raised past what the machine holds). Redis aborts the process there.
+const ERR_NO_MEMORY: &[u8] = b"ERR Insufficient memory, failed allocating the string";
+
+/// Grows `s` to `len` bytes with zeros (SETRANGE, SETBIT, BITFIELD); false, with `s`
+/// unchanged, when the memory cannot be had, so that the command answers [`ERR_NO_MEMORY`]
+/// instead of the allocator aborting the server.
+fn grow_zeroed(s: &mut Vec<u8>, len: usize) -> bool {
+    if let Some(more) = len.checked_sub(s.len()) {
+        if s.try_reserve_exact(more).is_err() {
+            return false;
+        }
+        s.resize(len, 0);
+    }
+    true
+}
 
 // ---- shared helpers -------------------------------------------------------------------------
 
@@ -628,7 +644,10 @@ fn setrange(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let (off, end) = (offset as usize, offset as usize + val.len());
     match cur {
         None => {
-            let mut v = vec![0u8; end];
+            let mut v = Vec::new();
+            if !grow_zeroed(&mut v, end) {
+                return w.error(ERR_NO_MEMORY);
+            }
             v[off..].copy_from_slice(val);
             ctx.db().set(raw_entry(key, v, None, lru));
             notify(ctx, STRING, "setrange", key);
@@ -640,8 +659,8 @@ fn setrange(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
                 return w.error(ERR_WRONGTYPE); // unreachable: checked above
             };
             let s = e.str_mut();
-            if s.len() < end {
-                s.resize(end, 0);
+            if !grow_zeroed(s, end) {
+                return w.error(ERR_NO_MEMORY);
             }
             s[off..end].copy_from_slice(val);
             w.int(s.len() as i64);

@@ -17,6 +17,7 @@ use crate::notify::{notify, GENERIC, ZSET};
 use bytes::Bytes;
 use darner_engine::{DbView, Entry, Value, ValueRef};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 pub fn register(r: &mut Reg) {
     r.tx("zunion", Locks::Keys, zunion);
@@ -33,11 +34,13 @@ pub fn register(r: &mut Reg) {
 /// Elements copied off a shard, in set order.
 type Items = Vec<(Vec<u8>, f64)>;
 
-/// One input of a set operation, copied off its shard.
+/// One input of a set operation, copied off its shard: once per key, however often the
+/// command names it (the namings share the copy).
+#[derive(Clone)]
 enum Src {
     Missing,
     WrongType,
-    Items(Vec<(Vec<u8>, f64)>),
+    Items(Arc<Items>),
 }
 
 /// One input of ZUNION/ZINTER/ZDIFF/ZINTERCARD as Redis's `zuiNext` sees it: a sorted set's
@@ -48,15 +51,33 @@ fn read_input(db: &mut DbView<'_>, key: &[u8]) -> Src {
     match db.get(key) {
         None => Src::Missing,
         Some(e) => match e.value() {
-            ValueRef::ZSet(z) => Src::Items(z.to_vec()),
+            ValueRef::ZSet(z) => Src::Items(Arc::new(z.to_vec())),
             ValueRef::Set(s) => {
                 let mut items = Vec::with_capacity(s.len());
                 s.for_each(|m| items.push((m.to_vec(), 1.0)));
-                Src::Items(items)
+                Src::Items(Arc::new(items))
             }
             _ => Src::WrongType,
         },
     }
+}
+
+/// One lookup table per distinct input (a key named many times shares its copy, and its
+/// table), and for each input the index of its table.
+#[allow(clippy::type_complexity)]
+fn lookup_tables(inputs: &[(Arc<Items>, f64)]) -> (Vec<HashMap<&[u8], f64>>, Vec<usize>) {
+    let mut built: HashMap<*const Items, usize> = HashMap::new();
+    let mut tables: Vec<HashMap<&[u8], f64>> = Vec::new();
+    let which = inputs
+        .iter()
+        .map(|(v, _)| {
+            *built.entry(Arc::as_ptr(v)).or_insert_with(|| {
+                tables.push(v.iter().map(|(m, s)| (&m[..], *s)).collect());
+                tables.len() - 1
+            })
+        })
+        .collect();
+    (tables, which)
 }
 
 /// Reads every key (one hop per shard, all hops in flight at once), in argument order.
@@ -67,8 +88,13 @@ async fn read_sources(tx: &Tx, keys: &[Bytes]) -> Vec<Src> {
             let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
             let hop = tx.run(s, move |ctx| {
                 let mut db = ctx.db();
+                let mut read: HashMap<&Bytes, Src> = HashMap::new();
                 ks.iter()
-                    .map(|k| read_input(&mut db, k))
+                    .map(|k| {
+                        read.entry(k)
+                            .or_insert_with(|| read_input(&mut db, k))
+                            .clone()
+                    })
                     .collect::<Vec<Src>>()
             });
             (idx, hop)
@@ -218,12 +244,12 @@ fn set_op(tx: Tx, args: Vec<Bytes>, op: Op, store_to: bool, card_only: bool) -> 
             }
         }
         // Inputs as (items, weight); missing keys are empty.
-        let mut inputs: Vec<(Items, f64)> = srcs
+        let mut inputs: Vec<(Arc<Items>, f64)> = srcs
             .into_iter()
             .zip(weights)
             .map(|(s, w)| match s {
                 Src::Items(v) => (v, w),
-                _ => (Vec::new(), w),
+                _ => (Arc::default(), w),
             })
             .collect();
         let mut result: Vec<(Vec<u8>, f64)> = Vec::new();
@@ -232,10 +258,7 @@ fn set_op(tx: Tx, args: Vec<Bytes>, op: Op, store_to: bool, card_only: bool) -> 
             Op::Inter => {
                 inputs.sort_by_key(|i| i.0.len());
                 if !inputs[0].0.is_empty() {
-                    let maps: Vec<HashMap<&[u8], f64>> = inputs[1..]
-                        .iter()
-                        .map(|(v, _)| v.iter().map(|(m, s)| (&m[..], *s)).collect())
-                        .collect();
+                    let (tables, which) = lookup_tables(&inputs[1..]);
                     let w0 = inputs[0].1;
                     for (m, s) in inputs[0].0.iter().rev() {
                         let mut score = w0 * s;
@@ -243,8 +266,8 @@ fn set_op(tx: Tx, args: Vec<Bytes>, op: Op, store_to: bool, card_only: bool) -> 
                             score = 0.0;
                         }
                         let mut all = true;
-                        for (k, map) in maps.iter().enumerate() {
-                            match map.get(&m[..]) {
+                        for (k, &t) in which.iter().enumerate() {
+                            match tables[t].get(&m[..]) {
                                 Some(v) => aggregate(&mut score, v * inputs[k + 1].1, aggr),
                                 None => {
                                     all = false;
@@ -286,10 +309,7 @@ fn set_op(tx: Tx, args: Vec<Bytes>, op: Op, store_to: bool, card_only: bool) -> 
                 result = acc.into_iter().collect();
             }
             Op::Diff => {
-                let others: Vec<HashMap<&[u8], ()>> = inputs[1..]
-                    .iter()
-                    .map(|(v, _)| v.iter().map(|(m, _)| (&m[..], ())).collect())
-                    .collect();
+                let (others, _) = lookup_tables(&inputs[1..]);
                 result = inputs[0]
                     .0
                     .iter()

@@ -1,7 +1,8 @@
 //! Bitmap commands: SETBIT, GETBIT, BITCOUNT, BITPOS, BITOP, BITFIELD, BITFIELD_RO
 //! (Redis 7.2's bitops.c: argument checks in the same order, the same range arithmetic).
 
-use super::{cstr, fetch_strings, is_str, kw, max_len, raw_entry, Fetched, ERR_WRONGTYPE};
+use super::{cstr, grow_zeroed, is_str, kw, max_len, raw_entry, ERR_NO_MEMORY, ERR_WRONGTYPE};
+use crate::cmd::generic::by_shard;
 use crate::cmd::{parse_int, Locks, Reg, TxFuture, ERR_NOT_INT, ERR_SYNTAX};
 use crate::exec::Tx;
 use crate::notify::{notify, GENERIC, STRING};
@@ -54,7 +55,10 @@ fn setbit(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
     match db.get_mut_quiet(key) {
         None => {
-            let mut v = vec![0u8; byte + 1];
+            let mut v = Vec::new();
+            if !grow_zeroed(&mut v, byte + 1) {
+                return w.error(ERR_NO_MEMORY);
+            }
             v[byte] = on << shift;
             db.set(raw_entry(key, v, None, lru));
             notify(ctx, STRING, "setbit", key);
@@ -64,8 +68,8 @@ fn setbit(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         Some(e) => {
             let s = e.str_mut();
             let grew = s.len() <= byte;
-            if grew {
-                s.resize(byte + 1, 0);
+            if !grow_zeroed(s, byte + 1) {
+                return w.error(ERR_NO_MEMORY);
             }
             let old = (s[byte] >> shift) & 1;
             let changed = grew || old != on;
@@ -333,31 +337,47 @@ fn bitop(tx: Tx, args: Vec<Bytes>) -> TxFuture {
                 w.error(b"ERR BITOP NOT must be called with a single source key.")
             });
         }
-        let mut srcs = Vec::with_capacity(args.len() - 3);
-        for v in fetch_strings(&tx, &args[3..]).await {
-            match v {
-                Fetched::Missing => srcs.push(Vec::new()),
-                Fetched::WrongType => {
-                    return crate::cmd::with_writer(resp3, |w| w.error(ERR_WRONGTYPE))
-                }
-                Fetched::Str(s) => srcs.push(s),
+        // Each shard folds its own sources into one buffer, reading them in place: the
+        // memory is one buffer per shard, however many sources (or copies of one big key)
+        // the command names. The folds are combined here in the same way (the operations
+        // are associative and commutative, with shorter operands padded with zeros).
+        let keys = &args[3..];
+        let hops: Vec<_> = by_shard(&tx, keys)
+            .into_iter()
+            .map(|(s, idx)| {
+                let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
+                tx.run(s, move |ctx| {
+                    let mut db = ctx.db();
+                    let mut acc: Option<Vec<u8>> = None;
+                    for k in &ks {
+                        let src = match db.get(k) {
+                            None => &[][..],
+                            Some(e) if !is_str(e) => return Err(()),
+                            Some(e) => e.str_value(),
+                        };
+                        fold(op, &mut acc, src);
+                    }
+                    Ok(acc.unwrap_or_default())
+                })
+            })
+            .collect();
+        let mut res: Option<Vec<u8>> = None;
+        let mut wrongtype = false;
+        for hop in hops {
+            match hop.await {
+                Ok(part) if wrongtype => drop(part),
+                Ok(part) => match res {
+                    None => res = Some(part),
+                    Some(_) => fold(op, &mut res, &part),
+                },
+                Err(()) => wrongtype = true,
             }
         }
-        let maxlen = srcs.iter().map(Vec::len).max().unwrap_or(0);
-        let mut res = srcs[0].clone();
-        res.resize(maxlen, 0);
-        for src in &srcs[1..] {
-            let n = src.len();
-            match op {
-                BitOp::And => {
-                    res[..n].iter_mut().zip(src).for_each(|(r, s)| *r &= s);
-                    res[n..].fill(0);
-                }
-                BitOp::Or => res[..n].iter_mut().zip(src).for_each(|(r, s)| *r |= s),
-                BitOp::Xor => res[..n].iter_mut().zip(src).for_each(|(r, s)| *r ^= s),
-                BitOp::Not => {}
-            }
+        if wrongtype {
+            return crate::cmd::with_writer(resp3, |w| w.error(ERR_WRONGTYPE));
         }
+        let mut res = res.unwrap_or_default();
+        let maxlen = res.len();
         if op == BitOp::Not {
             res.iter_mut().for_each(|r| *r = !*r);
         }
@@ -378,6 +398,29 @@ fn bitop(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         .await;
         crate::cmd::with_writer(resp3, |w| w.int(maxlen as i64))
     })
+}
+
+/// Folds one BITOP source into `acc` (None before the first): the result is as long as the
+/// longest source, and a shorter source counts as padded with zero bytes.
+fn fold(op: BitOp, acc: &mut Option<Vec<u8>>, src: &[u8]) {
+    let Some(res) = acc else {
+        *acc = Some(src.to_vec());
+        return;
+    };
+    let n = src.len();
+    if res.len() < n {
+        // The earlier sources were shorter: zeros there.
+        res.resize(n, 0);
+    }
+    match op {
+        BitOp::And => {
+            res[..n].iter_mut().zip(src).for_each(|(r, s)| *r &= s);
+            res[n..].fill(0);
+        }
+        BitOp::Or => res[..n].iter_mut().zip(src).for_each(|(r, s)| *r |= s),
+        BitOp::Xor => res[..n].iter_mut().zip(src).for_each(|(r, s)| *r ^= s),
+        BitOp::Not => {}
+    }
 }
 
 // ---- BITFIELD -------------------------------------------------------------------------------
@@ -610,7 +653,10 @@ fn bitfield_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ro:
     let mut db = ctx.db();
     match db.get_mut_quiet(key) {
         None => {
-            let mut v = vec![0u8; need];
+            let mut v = Vec::new();
+            if !grow_zeroed(&mut v, need) {
+                return w.error(ERR_NO_MEMORY);
+            }
             w.array(ops.len());
             let changes = run_ops(&mut v, &ops, true, w);
             db.set(raw_entry(key, v, None, lru));
@@ -622,8 +668,8 @@ fn bitfield_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ro:
         Some(e) => {
             let s = e.str_mut();
             let grew = s.len() < need;
-            if grew {
-                s.resize(need, 0);
+            if !grow_zeroed(s, need) {
+                return w.error(ERR_NO_MEMORY);
             }
             w.array(ops.len());
             let changes = run_ops(s, &ops, grew, w);
