@@ -31,6 +31,9 @@ DEFAULT_BIN = os.path.join(REPO_ROOT, "target", "release", "darner")
 # Arguments only darner understands (name -> number of values).
 DARNER_ONLY_ARGS = {"--threads": 1}
 REDIS_EXTRA_ARGS = ["--save", "", "--appendonly", "no", "--enable-debug-command", "yes"]
+# Redis 7 refuses DEBUG unless enable-debug-command allows it, and so does darner; the suites
+# use DEBUG (SLEEP, SET-ACTIVE-EXPIRE, OBJECT). Given first, so a test's own setting wins.
+DARNER_TEST_ARGS = ["--enable-debug-command", "yes"]
 
 STARTUP_TIMEOUT = float(os.environ.get("DARNER_STARTUP_TIMEOUT", "20"))
 FORBIDDEN_PORTS = {6379, 6380, 16379}
@@ -128,6 +131,8 @@ class Server:
         args = list(self.user_args)
         if self.is_redis:
             args = strip_darner_only(args) + REDIS_EXTRA_ARGS
+        else:
+            args = DARNER_TEST_ARGS + args
         if self.add_port and port is not None:
             cmd += ["--port", str(port), "--bind", "127.0.0.1"]
         cmd += args

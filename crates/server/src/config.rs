@@ -53,6 +53,8 @@ pub struct Hot {
     pub protected_mode: AtomicBool,
     pub active_expire_effort: AtomicI64,
     pub loglevel: AtomicU8,
+    /// enable-debug-command: 0 no, 1 yes, 2 local (an index into [`PROTECTED_ACTION`]).
+    pub enable_debug_command: AtomicU8,
     pub tcp_keepalive: AtomicI64,
     /// requirepass; empty means none.
     pub requirepass: RwLock<String>,
@@ -118,6 +120,8 @@ pub const LOG_NOTICE: u8 = 2;
 pub const LOG_WARNING: u8 = 3;
 pub const LOG_NOTHING: u8 = 4;
 const LOGLEVELS: &[&str] = &["debug", "verbose", "notice", "warning", "nothing"];
+/// Redis's values for the protected-action directives (enable-debug-command).
+pub const PROTECTED_ACTION: &[&str] = &["no", "yes", "local"];
 
 fn set_i(a: &AtomicI64) -> impl Fn(&str) -> Result<(), String> + '_ {
     move |v| {
@@ -212,6 +216,22 @@ pub static TABLE: &[Directive] = &[
         apply: |h, v| {
             *h.requirepass.write().unwrap() = v.to_string();
             h.has_password.store(!v.is_empty(), Ordering::Relaxed);
+            Ok(())
+        },
+    },
+    Directive {
+        // Redis 7: DEBUG is refused unless this says yes (or local, for loopback clients).
+        // Set at start-up only, as in Redis.
+        name: "enable-debug-command",
+        kind: Kind::Enum(PROTECTED_ACTION),
+        default: "no",
+        mutable: false,
+        apply: |h, v| {
+            let i = PROTECTED_ACTION
+                .iter()
+                .position(|o| o.eq_ignore_ascii_case(v))
+                .unwrap_or(0);
+            h.enable_debug_command.store(i as u8, Ordering::Relaxed);
             Ok(())
         },
     },
@@ -616,6 +636,7 @@ impl Config {
                 protected_mode: AtomicBool::new(true),
                 active_expire_effort: AtomicI64::new(1),
                 loglevel: AtomicU8::new(LOG_NOTICE),
+                enable_debug_command: AtomicU8::new(0),
                 tcp_keepalive: AtomicI64::new(300),
                 requirepass: RwLock::new(String::new()),
                 has_password: AtomicBool::new(false),

@@ -49,6 +49,8 @@ pub struct ClientState {
     pub lib_ver: String,
     pub addr: String,
     pub laddr: String,
+    /// Connected from the loopback interface (what `enable-debug-command local` allows).
+    pub local: bool,
     pub fd: i32,
     pub no_evict: bool,
     pub no_touch: bool,

@@ -940,6 +940,49 @@ fn shutdown_save_force_exits_anyway() {
 
 // ---- DEBUG ----
 
+const DEBUG_REFUSED: &[u8] = b"-ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.\r\n";
+
+#[test]
+fn debug_is_refused_unless_enable_debug_command_allows_it() {
+    // Redis 7's default: refused, counted as a rejected call, and a queued DEBUG aborts EXEC.
+    let s = Server::start(&["--enable-debug-command", "no"]);
+    let mut r = s.raw();
+    r.roundtrip(&cmd(&[b"DEBUG", b"SLEEP", b"0"]), DEBUG_REFUSED);
+    r.roundtrip(
+        &cmd(&[b"CONFIG", b"GET", b"enable-debug-command"]),
+        b"*2\r\n$20\r\nenable-debug-command\r\n$2\r\nno\r\n",
+    );
+    r.roundtrip(
+        &cmd(&[b"CONFIG", b"SET", b"enable-debug-command", b"yes"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'enable-debug-command') - can't set immutable config\r\n",
+    );
+    r.roundtrip(&cmd(&[b"MULTI"]), b"+OK\r\n");
+    r.roundtrip(&cmd(&[b"DEBUG", b"SLEEP", b"0"]), DEBUG_REFUSED);
+    r.roundtrip(
+        &cmd(&[b"EXEC"]),
+        b"-EXECABORT Transaction discarded because of previous errors.\r\n",
+    );
+    let stats = ask_str(&mut r, &[b"INFO", b"commandstats"]);
+    assert!(stats.contains("cmdstat_debug:calls=0,"), "{stats}");
+    assert!(stats.contains("rejected_calls=2,"), "{stats}");
+    drop(s);
+    // "local": a client on the loopback interface may; "yes": anyone may.
+    for v in ["local", "yes"] {
+        let s = Server::start(&["--enable-debug-command", v]);
+        let mut r = s.raw();
+        r.roundtrip(&cmd(&[b"DEBUG", b"SLEEP", b"0"]), b"+OK\r\n");
+    }
+    // Any other value stops start-up, as in Redis.
+    let out = Command::new(env!("CARGO_BIN_EXE_darner"))
+        .args(["--port", "0", "--enable-debug-command", "maybe"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("enable-debug-command"), "{text}");
+}
+
 #[test]
 fn debug_subcommands() {
     let s = Server::start(&["--threads", "2"]);

@@ -31,6 +31,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const WAKER: Token = Token(usize::MAX);
+/// Redis's reply to DEBUG while `enable-debug-command` does not allow it.
+const ERR_DEBUG_NOT_ALLOWED: &[u8] = b"ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
 const LISTENER_BASE: usize = usize::MAX - 64;
 /// Stop reading a client's requests while this much output waits for it (backpressure: a
 /// client that does not read cannot make the server buffer without bound).
@@ -303,6 +305,7 @@ impl Worker {
                 authenticated,
                 addr: peer.to_string(),
                 laddr,
+                local: peer.ip().is_loopback(),
                 fd,
                 created_ms: Shared::now_ms(),
                 last_cmd: "NULL",
@@ -676,6 +679,22 @@ impl Worker {
         self.reply_error_now(c, msg);
     }
 
+    /// Whether connection `c` may run a protected command (DEBUG): `enable-debug-command`
+    /// yes, or local and the client connected from the loopback interface (Redis's rule).
+    fn protected_allowed(&self, c: usize) -> bool {
+        match self
+            .shared
+            .config
+            .hot
+            .enable_debug_command
+            .load(Ordering::Relaxed)
+        {
+            1 => true,
+            2 => self.conns[c].state.local,
+            _ => false,
+        }
+    }
+
     fn dispatch(&mut self, c: usize, args: &[&[u8]], owner: Owner<'_>) {
         bump(&self.shared.stats[self.id].commands, 1);
         // Look the command up.
@@ -719,6 +738,11 @@ impl Worker {
         }
         if !self.conns[c].state.authenticated && !spec.has(flags::NO_AUTH) {
             self.reject(c, Some(spec), b"NOAUTH Authentication required.");
+            return;
+        }
+        if spec.has(flags::PROTECTED) && !self.protected_allowed(c) {
+            bump(&self.shared.stats[self.id].cmd[cmd.id].rejected, 1);
+            self.reject(c, Some(spec), ERR_DEBUG_NOT_ALLOWED);
             return;
         }
         let conn = &mut self.conns[c];

@@ -43,6 +43,10 @@ impl Server {
                 "127.0.0.1".into(),
                 "--loglevel".into(),
                 "warning".into(),
+                // Redis 7 refuses DEBUG unless this allows it; the tests use DEBUG. Before the
+                // test's own arguments, which win.
+                "--enable-debug-command".into(),
+                "yes".into(),
             ];
             if !extra.contains(&"--threads") {
                 args.extend(["--threads".into(), "2".into()]);
