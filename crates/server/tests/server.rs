@@ -1124,3 +1124,40 @@ fn sigterm_is_not_held_up_by_debug_sleep() {
     let _ = child.wait();
     assert!(exited, "darner still running 5 s after SIGTERM");
 }
+
+#[test]
+fn commands_run_by_exec_count_in_commandstats_errorstats_and_the_slowlog() {
+    // As Redis's call() for each queued command: calls, failures, errors and slow log
+    // entries, keys on both shards; EXEC itself is never slow-logged.
+    let s = Server::start(&["--slowlog-log-slower-than", "0"]);
+    let mut r = s.raw();
+    r.roundtrip(&cmd(&[b"MULTI"]), b"+OK\r\n");
+    for c in [
+        &[&b"SET"[..], b"{a}k", b"1"][..],
+        &[b"INCR", b"{a}k"],
+        &[b"HSET", b"{a}k", b"f", b"v"],
+        &[b"SET", b"{b}k", b"x"],
+    ] {
+        r.roundtrip(&cmd(c), b"+QUEUED\r\n");
+    }
+    let _ = ask_str(&mut r, &[b"EXEC"]);
+    let stats = ask_str(&mut r, &[b"INFO", b"commandstats"]);
+    for want in [
+        "cmdstat_set:calls=2,",
+        "cmdstat_incr:calls=1,",
+        "cmdstat_hset:calls=1,",
+        "cmdstat_exec:calls=1,",
+    ] {
+        assert!(stats.contains(want), "{want} in {stats}");
+    }
+    let hset = stats
+        .lines()
+        .find(|l| l.starts_with("cmdstat_hset:"))
+        .unwrap();
+    assert!(hset.ends_with("failed_calls=1"), "{hset}");
+    let errors = ask_str(&mut r, &[b"INFO", b"errorstats"]);
+    assert!(errors.contains("errorstat_WRONGTYPE:count=1"), "{errors}");
+    let log = ask_str(&mut r, &[b"SLOWLOG", b"GET", b"100"]);
+    assert!(log.contains("HSET") && log.contains("INCR"), "{log}");
+    assert!(!log.contains("EXEC"), "{log}");
+}

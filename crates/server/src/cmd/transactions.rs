@@ -212,7 +212,12 @@ fn exec(tx: Tx, _args: Vec<Bytes>) -> TxFuture {
         }
         let mut out = super::with_writer(resp3, |w| w.array(queue.len()));
         for (cmd, args) in queue {
-            let reply = run_in_tx(&tx, cmd, args).await;
+            // Each queued command counts in INFO commandstats / errorstats and the slow log,
+            // as in Redis (EXEC itself is never slow-logged).
+            let started = std::time::Instant::now();
+            let reply = run_in_tx(&tx, cmd, args.clone()).await;
+            let us = started.elapsed().as_micros() as u64;
+            crate::worker::record_in_exec(tx.shared(), cmd, us, &reply, &args, &tx.client());
             out.extend_from_slice(&reply);
         }
         out

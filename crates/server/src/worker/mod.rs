@@ -22,8 +22,8 @@ use mio::{Events, Interest, Poll, Token};
 use smallvec::SmallVec;
 
 mod stats;
-pub use stats::calibrate_clock;
 use stats::{account, monitor_line, record, record_stats, slowlog_push, Lap};
+pub use stats::{calibrate_clock, record_in_exec};
 use std::io::{ErrorKind, Write};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;

@@ -141,6 +141,22 @@ pub(super) fn record_stats(
     None
 }
 
+/// Records a command that ran inside EXEC, as Redis's `call` does for each queued command:
+/// its call and time, a failure with its error, and a slow log entry when slow. (EXEC runs on
+/// the client's thread, whose counters these are.)
+pub fn record_in_exec(
+    shared: &Shared,
+    cmd: &Command,
+    us: u64,
+    reply: &[u8],
+    args: &[Bytes],
+    state: &ClientState,
+) {
+    let err = (reply.first() == Some(&b'-')).then_some(reply);
+    let thread = THREAD.with(|t| t.get());
+    record_stats(shared, thread, cmd, us, err, &cmd::views(args), Some(state));
+}
+
 /// Adds a slow log entry (newest first, trimmed to slowlog-max-len).
 pub(super) fn slowlog_push(shared: &Shared, us: u64, args: &[&[u8]], state: Option<&ClientState>) {
     let max = shared.config.hot.slowlog_max_len.load(Ordering::Relaxed) as usize;
