@@ -71,6 +71,8 @@ pub enum Msg {
     Release { tx: TxId },
     /// Run `f` with access to this thread's connections (CLIENT LIST, KILL, ...).
     Thread { f: ThreadFn },
+    /// CLIENT UNPAUSE: run the commands held by CLIENT PAUSE now.
+    Unpaused,
     /// A hop's result for a task of this thread.
     HopDone {
         task: usize,

@@ -791,3 +791,27 @@ fn reset_restores_a_fresh_connection() {
         b"-ERR wrong number of arguments for 'reset' command\r\n",
     );
 }
+
+#[test]
+fn client_unpause_releases_held_commands_at_once() {
+    // With one cron tick a second, a release left to the cron would take up to a second;
+    // UNPAUSE tells every thread at once (as Redis releases them in the same call).
+    let s = Server::start(&["--hz", "1"]);
+    let mut a = s.raw();
+    let mut held: Vec<Raw> = (0..4).map(|_| s.raw()).collect();
+    a.roundtrip(&cmd(&[b"CLIENT", b"PAUSE", b"60000", b"ALL"]), b"+OK\r\n");
+    for (i, b) in held.iter_mut().enumerate() {
+        b.send(&cmd(&[b"SET", format!("k{i}").as_bytes(), b"v"]));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let t0 = Instant::now();
+    a.roundtrip(&cmd(&[b"CLIENT", b"UNPAUSE"]), b"+OK\r\n");
+    for b in &mut held {
+        b.roundtrip(b"", b"+OK\r\n");
+    }
+    assert!(
+        t0.elapsed() < Duration::from_millis(300),
+        "released after {:?}",
+        t0.elapsed()
+    );
+}

@@ -427,9 +427,13 @@ fn client_pause(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 }
 
 fn client_unpause(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
-    // Held commands are retried by each thread's cron.
     ctx.shared.pause_until.store(0, Ordering::Relaxed);
     ctx.shared.pause_writes_only.store(false, Ordering::Relaxed);
+    // Every thread runs its held commands at once (a pause that times out is released by
+    // each thread's cron, within 1/hz, as Redis's serverCron does).
+    for t in 0..ctx.shared.threads {
+        crate::exec::post(ctx.shared, t, crate::msg::Msg::Unpaused);
+    }
     w.ok();
 }
 

@@ -1186,6 +1186,16 @@ impl Worker {
                     }
                 }
             }
+            Msg::Unpaused => {
+                // CLIENT UNPAUSE: held commands run now, not at the next cron tick.
+                let held: Vec<usize> = self
+                    .conns
+                    .iter()
+                    .filter(|(_, c)| c.paused.is_some())
+                    .map(|(k, _)| k)
+                    .collect();
+                self.retry_paused(held);
+            }
             Msg::Thread { f } => {
                 let mut ctx = ThreadCtx {
                     id: self.id,
@@ -2011,9 +2021,17 @@ impl Worker {
         for k in close {
             self.close(k);
         }
+        self.retry_paused(retry);
+        self.pump();
+        self.flush_dirty();
+    }
+
+    /// Dispatches again the commands CLIENT PAUSE held for connections `ks` (those still
+    /// paused are held again).
+    fn retry_paused(&mut self, ks: Vec<usize>) {
         self.now_ms = Shared::now_ms();
-        for k in retry {
-            if let Some(args) = self.conns[k].paused.take() {
+        for k in ks {
+            if let Some(args) = self.conns.get_mut(k).and_then(|c| c.paused.take()) {
                 self.dispatch(k, &cmd::views(&args), Owner::Owned(&args));
                 if self.conns.get(k).is_some_and(|c| c.paused.is_none()) {
                     self.resume.push(k);
@@ -2022,8 +2040,6 @@ impl Worker {
                 self.dirty.push(k);
             }
         }
-        self.pump();
-        self.flush_dirty();
     }
 }
 
