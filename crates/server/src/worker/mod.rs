@@ -159,19 +159,31 @@ impl Worker {
             self.loop_now = Instant::now();
             self.now_ms = Shared::now_ms();
             exec::fire_timers(self.loop_now);
+            // Read every ready socket first, start loading the keys their first requests
+            // name, then run the requests: unpipelined clients' table lookups overlap their
+            // cache misses instead of taking them one after another.
+            let mut filled: SmallVec<[(usize, bool); 64]> = SmallVec::new();
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => {}
                     Token(t) if t >= LISTENER_BASE => self.accept(t - LISTENER_BASE),
                     Token(c) => {
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                            self.read(c, ev.is_read_closed() || ev.is_error());
+                            if let Some(eof) = self.fill(c, ev.is_read_closed() || ev.is_error()) {
+                                filled.push((c, eof));
+                            }
                         }
                         if ev.is_writable() {
                             self.dirty.push(c);
                         }
                     }
                 }
+            }
+            if filled.len() > 1 {
+                self.prefetch_first_keys(&filled);
+            }
+            for (c, eof) in filled {
+                self.after_fill(c, eof);
             }
             // Connections that had more input than one turn's budget get another turn.
             for c in std::mem::take(&mut self.more_input) {
@@ -330,20 +342,27 @@ impl Worker {
 
     // ---- reading and parsing ----
 
-    /// Reads what the socket has. `closing`: the event reported the peer's FIN, so read on
-    /// until end of file instead of stopping at the first short read.
+    /// Reads what the socket has and runs the requests. `closing`: the event reported the
+    /// peer's FIN, so read on until end of file instead of stopping at the first short read.
     fn read(&mut self, c: usize, closing: bool) {
+        if let Some(eof) = self.fill(c, closing) {
+            self.after_fill(c, eof);
+        }
+    }
+
+    /// The reading half of [`Worker::read`]: fills the connection's buffer from its socket.
+    /// Returns whether the peer closed, or None when there is nothing more to do for `c`
+    /// (gone, paused, or closed for an oversized query buffer).
+    fn fill(&mut self, c: usize, closing: bool) -> Option<bool> {
         let limit = self
             .shared
             .config
             .hot
             .client_query_buffer_limit
             .load(Ordering::Relaxed) as usize;
-        let Some(conn) = self.conns.get_mut(c) else {
-            return;
-        };
+        let conn = self.conns.get_mut(c)?;
         if conn.read_paused {
-            return;
+            return None;
         }
         let mut eof = false;
         let mut total = 0;
@@ -363,7 +382,7 @@ impl Worker {
                     String::from_utf8_lossy(&conn.rbuf[..conn.rbuf.len().min(64)])
                 ));
                 self.close(c);
-                return;
+                return None;
             }
             let need = conn
                 .parser
@@ -405,6 +424,11 @@ impl Worker {
         if total > 0 {
             conn.last_interaction = self.loop_now;
         }
+        Some(eof)
+    }
+
+    /// The running half of [`Worker::read`]: runs what was read, then handles the peer's EOF.
+    fn after_fill(&mut self, c: usize, eof: bool) {
         self.process(c);
         if eof {
             if let Some(conn) = self.conns.get_mut(c) {
@@ -576,6 +600,27 @@ impl Worker {
         }
         self.send_batches();
         self.dirty.push(c);
+    }
+
+    /// Starts loading the table buckets of the keys that the first buffered request of each of
+    /// `conns` names (its second argument, found without a full parse: a wrong guess only
+    /// costs a prefetch), when they are on this thread's shard; then their entries.
+    fn prefetch_first_keys(&self, conns: &[(usize, bool)]) {
+        let mut hashes: SmallVec<[(usize, u64); 64]> = SmallVec::new();
+        for &(c, _) in conns {
+            let Some(conn) = self.conns.get(c) else {
+                continue;
+            };
+            if let Some(key) = first_key(&conn.rbuf) {
+                if cmd::shard_of(key, self.shared.threads) == self.id {
+                    let db = conn.state.db;
+                    hashes.push((db, self.shard.dbs[db].prefetch(key)));
+                }
+            }
+        }
+        for (db, h) in hashes {
+            self.shard.dbs[db].prefetch_entry(h);
+        }
     }
 
     /// Starts loading the table buckets of a pipeline's keys on this thread's shard before its
@@ -2043,6 +2088,31 @@ impl Worker {
     }
 }
 
+/// The second argument of the first request in `buf` when it is a RESP array (the key of
+/// most commands), read without allocating; None for anything else or an incomplete one.
+fn first_key(buf: &[u8]) -> Option<&[u8]> {
+    // "<prefix><digits>\r\n" at `at`: the number and where the next item starts.
+    fn header(buf: &[u8], at: usize, prefix: u8) -> Option<(usize, usize)> {
+        if *buf.get(at)? != prefix {
+            return None;
+        }
+        let mut n = 0usize;
+        let mut p = at + 1;
+        while p < buf.len() && buf[p].is_ascii_digit() && p - at <= 18 {
+            n = n * 10 + (buf[p] - b'0') as usize;
+            p += 1;
+        }
+        (p > at + 1 && buf.get(p..p + 2)? == b"\r\n").then_some((n, p + 2))
+    }
+    let (count, p) = header(buf, 0, b'*')?;
+    if count < 2 {
+        return None;
+    }
+    let (name_len, p) = header(buf, p, b'$')?;
+    let (key_len, p) = header(buf, p.checked_add(name_len)?.checked_add(2)?, b'$')?;
+    buf.get(p..p.checked_add(key_len)?)
+}
+
 /// Takes the "skip this reply" decision for the command being dispatched (CLIENT REPLY).
 fn take_suppress(state: &mut ClientState) -> bool {
     state.force_reply = false;
@@ -2166,5 +2236,35 @@ mod tests {
         assert_eq!(contained("ok", || 7), Some(7));
         let r: Option<()> = contained("boom", || panic!("deliberate"));
         assert!(r.is_none());
+    }
+}
+
+#[cfg(test)]
+mod first_key_tests {
+    use super::first_key;
+
+    #[test]
+    fn finds_the_second_argument_of_a_complete_array_only() {
+        assert_eq!(
+            first_key(b"*2\r\n$3\r\nGET\r\n$3\r\nkey\r\n"),
+            Some(&b"key"[..])
+        );
+        assert_eq!(
+            first_key(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*2\r\n"),
+            Some(&b"k"[..])
+        );
+        assert_eq!(first_key(b"*2\r\n$3\r\nGET\r\n$0\r\n\r\n"), Some(&b""[..]));
+        for bad in [
+            &b""[..],
+            b"PING\r\n",
+            b"*1\r\n$4\r\nPING\r\n",
+            b"*2\r\n$3\r\nGET\r\n$3\r\nke",
+            b"*2\r\n$3\r\nGET\r\n",
+            b"*2\r\n$99999999999999999999\r\nGET",
+            b"*2\r\n$-1\r\n",
+            b"*x\r\n",
+        ] {
+            assert_eq!(first_key(bad), None, "{bad:?}");
+        }
     }
 }
