@@ -242,43 +242,64 @@ impl Entry {
         self.tagged.as_ptr().map_addr(|a| a & !TAG_MASK)
     }
 
-    /// Length of the block, read from its header.
-    fn block_len(&self) -> usize {
-        let flags = self.flags();
+    /// Reads one of the header's varints at `*pos` (a position the header itself leads to),
+    /// advancing `*pos`; for the lengths that locate the rest before the block's length is
+    /// known.
+    fn header_varint(&self, pos: &mut usize) -> usize {
         let p = self.base();
-        let read_varint = |pos: &mut usize| {
-            let mut v = 0usize;
-            let mut shift = 0;
-            loop {
-                // SAFETY: the block was written by `build` with a consistent header; varints are
-                // read byte by byte and never past the end the header itself implies.
-                let byte = unsafe { *p.add(*pos) };
-                *pos += 1;
-                v |= ((byte & 0x7f) as usize) << shift;
-                if byte & 0x80 == 0 {
-                    return v;
-                }
-                shift += 7;
+        let mut v = 0usize;
+        let mut shift = 0;
+        loop {
+            // SAFETY: the block was written by `build` (or `pack_splice`) with a consistent
+            // header; varints are read byte by byte and never past the end the header itself
+            // implies.
+            let byte = unsafe { *p.add(*pos) };
+            *pos += 1;
+            v |= ((byte & 0x7f) as usize) << shift;
+            if byte & 0x80 == 0 {
+                return v;
             }
-        };
+            shift += 7;
+        }
+    }
+
+    /// Where the payload starts: past the clock, the expiry and the key.
+    fn payload_start(&self) -> usize {
         let mut pos = EXPIRE_AT;
-        if flags & HAS_EXPIRE != 0 {
+        if self.flags() & HAS_EXPIRE != 0 {
             pos += 8;
         }
-        let klen = read_varint(&mut pos);
-        pos += klen;
-        match flags & (HEAP | PACK) {
+        let klen = self.header_varint(&mut pos);
+        pos + klen
+    }
+
+    /// Length of the block, read from its header.
+    fn block_len(&self) -> usize {
+        let mut pos = self.payload_start();
+        match self.flags() & (HEAP | PACK) {
             HEAP => pos + 8,
             k if k == HEAP | PACK => {
-                read_varint(&mut pos);
-                let blen = read_varint(&mut pos);
+                self.header_varint(&mut pos);
+                let blen = self.header_varint(&mut pos);
                 pos + blen
             }
             _ => {
-                let vlen = read_varint(&mut pos);
+                let vlen = self.header_varint(&mut pos);
                 pos + vlen
             }
         }
+    }
+
+    /// The inline listpack's header, in one pass: (offset of its first varint, that varint
+    /// (pairs << 1 | listpackex), the length of the pairs, offset of the pairs, which end the
+    /// block).
+    fn pack_header(&self) -> (usize, usize, usize, usize) {
+        debug_assert!(self.is_pack());
+        let meta_at = self.payload_start();
+        let mut pos = meta_at;
+        let meta = self.header_varint(&mut pos);
+        let blen = self.header_varint(&mut pos);
+        (meta_at, meta, blen, pos)
     }
 
     /// Whether the payload is a pointer to a boxed [`Value`].
@@ -296,12 +317,12 @@ impl Entry {
         if !self.is_pack() {
             return None;
         }
-        let b = self.block();
-        let mut p = self.payload_at(b);
-        let meta = get_varint(b, &mut p);
-        let blen = get_varint(b, &mut p);
+        let (_, meta, blen, at) = self.pack_header();
+        // SAFETY: the pairs are the block's last `blen` bytes, from `at` (see `build`): within
+        // the live allocation this entry owns; the borrow is tied to &self.
+        let buf = unsafe { std::slice::from_raw_parts(self.base().add(at), blen) };
         Some(HashRef::Pack {
-            buf: &b[p..p + blen],
+            buf,
             len: (meta >> 1) as u32,
             ex: meta & 1 != 0,
         })
@@ -607,28 +628,17 @@ impl Entry {
         Some(HashMut { entry: self })
     }
 
-    /// Where the inline listpack is: (offset of its header, its "listpackex" flag, the length
-    /// of its pairs, offset of its pairs). The pairs end the block.
-    fn pack_layout(&self) -> (usize, bool, usize, usize) {
-        debug_assert!(self.is_pack());
-        let b = self.block();
-        let meta_at = self.payload_at(b);
-        let mut p = meta_at;
-        let meta = get_varint(b, &mut p);
-        let blen = get_varint(b, &mut p);
-        (meta_at, meta & 1 != 0, blen, p)
-    }
-
     /// The inline listpack's pairs, to overwrite in place.
     fn pack_bytes_mut(&mut self) -> &mut [u8] {
-        let (.., blen, at) = self.pack_layout();
-        &mut self.block_mut()[at..at + blen]
+        let (.., blen, at) = self.pack_header();
+        // SAFETY: as in `pack`; &mut self makes the borrow exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.base().add(at), blen) }
     }
 
     /// Marks the inline listpack "listpackex": the flag is the low bit of its header's first
     /// varint, so the header keeps its length.
     fn pack_mark_ex(&mut self) {
-        let (meta_at, ..) = self.pack_layout();
+        let (meta_at, ..) = self.pack_header();
         self.block_mut()[meta_at] |= 1;
     }
 
@@ -638,8 +648,8 @@ impl Entry {
     /// resized with `realloc` only when its size changes: grown before the moves, shrunk after
     /// them. Returns the pairs.
     fn pack_splice(&mut self, at: usize, remove: usize, insert: usize, len: u32) -> &mut [u8] {
-        let old_size = self.block_len();
-        let (meta_at, ex, blen, lp_at) = self.pack_layout();
+        let (meta_at, old_meta, blen, lp_at) = self.pack_header();
+        let old_size = lp_at + blen;
         // Everything that can fail is checked before the first byte moves: a panic midway
         // would leave a header that does not describe the block.
         assert!(
@@ -647,11 +657,11 @@ impl Entry {
             "splice outside the listpack"
         );
         let new_blen = blen - remove + insert;
-        let meta = pack_meta(len, ex);
+        let meta = pack_meta(len, old_meta & 1 != 0);
         let new_lp_at = meta_at + varint_len(meta) + varint_len(new_blen);
         let new_size = new_lp_at + new_blen;
         Layout::from_size_align(new_size, ALIGN).expect("entry size");
-        debug_assert_eq!(lp_at + blen, old_size);
+        debug_assert_eq!(self.block_len(), old_size);
         #[cfg(test)]
         let before = self.base();
         if new_size > old_size {

@@ -277,10 +277,11 @@ pub(crate) trait HashStore {
     /// Redis's `hashTypeTryConversion`: converts a listpack hash before a write if any of the
     /// strings about to be written is longer than `hash-max-listpack-value`.
     fn convert_for<'a>(&mut self, limits: &Limits, args: impl IntoIterator<Item = &'a [u8]>) {
-        if matches!(self.view(), HashRef::Pack { .. })
-            && args
-                .into_iter()
-                .any(|a| a.len() > limits.hash_max_listpack_value)
+        // The lengths first: they are usually short, and the view costs a header read.
+        if args
+            .into_iter()
+            .any(|a| a.len() > limits.hash_max_listpack_value)
+            && matches!(self.view(), HashRef::Pack { .. })
         {
             self.convert();
         }
@@ -388,7 +389,7 @@ fn set_with<S: HashStore + ?Sized>(
     limits: &Limits,
 ) -> bool {
     s.convert_for(limits, [field, value]);
-    let new = match s.table_mut() {
+    match s.table_mut() {
         Some(t) => {
             let expiry = match ttl {
                 Ttl::Keep => t.get(field).and_then(|(_, e)| e),
@@ -396,18 +397,25 @@ fn set_with<S: HashStore + ?Sized>(
             };
             t.insert(field, value, expiry)
         }
-        None => pack_set(s, field, value, ttl),
-    };
-    if s.view().len() > limits.hash_max_listpack_entries {
-        s.convert();
+        None => {
+            let (new, len) = pack_set(s, field, value, ttl);
+            if len > limits.hash_max_listpack_entries {
+                s.convert();
+            }
+            new
+        }
     }
-    new
 }
 
 /// [`set_with`] on a listpack: a value of the same length (and a TTL kept as a TTL)
 /// overwritten in place, any other update re-encodes the pair where it is, a new pair goes at
-/// the end (Redis's order).
-fn pack_set<S: HashStore + ?Sized>(s: &mut S, field: &[u8], value: &[u8], ttl: Ttl) -> bool {
+/// the end (Redis's order). Returns whether the field is new, and the number of pairs.
+fn pack_set<S: HashStore + ?Sized>(
+    s: &mut S,
+    field: &[u8],
+    value: &[u8],
+    ttl: Ttl,
+) -> (bool, usize) {
     let HashRef::Pack { buf, len, .. } = s.view() else {
         unreachable!("pack_set of a table")
     };
@@ -425,14 +433,14 @@ fn pack_set<S: HashStore + ?Sized>(s: &mut S, field: &[u8], value: &[u8], ttl: T
                 let b = s.splice(slot.start, slot.end - slot.start, n, len);
                 put_pair(&mut b[slot.start..slot.start + n], field, value, expiry);
             }
-            false
+            (false, len as usize)
         }
         None => {
             let expiry = ttl.resolve(None);
             let (at, n) = (buf.len(), pack_size(field, value, expiry));
             let b = s.splice(at, 0, n, len + 1);
             put_pair(&mut b[at..at + n], field, value, expiry);
-            true
+            (true, len as usize + 1)
         }
     }
 }
