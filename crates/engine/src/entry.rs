@@ -645,8 +645,8 @@ impl Entry {
     /// [`HashStore::splice`] on the inline listpack, inside the block: the pairs after the
     /// change move by the difference, the header's varints (pair count, length) are rewritten
     /// (their length may change, which moves the pairs before `at` too), and the block is
-    /// resized with `realloc` only when its size changes: grown before the moves, shrunk after
-    /// them. Returns the pairs.
+    /// resized only when its size changes ([`Entry::resize_block`]: realloc, or a fresh block
+    /// of a smaller size class): grown before the moves, shrunk after them. Returns the pairs.
     fn pack_splice(&mut self, at: usize, remove: usize, insert: usize, len: u32) -> &mut [u8] {
         let (meta_at, old_meta, blen, lp_at) = self.pack_header();
         let old_size = lp_at + blen;
@@ -715,19 +715,49 @@ impl Entry {
 
     /// Reallocates the block from `old` to `new` bytes (both its exact sizes), keeping its
     /// first `min(old, new)` bytes and zeroing any added; the flags stay.
+    ///
+    /// A block that shrinks into a smaller allocator size class (see [`set_size_classes`])
+    /// moves to a fresh block of that class instead, as `build` would size it: realloc keeps
+    /// a block that still fits (mimalloc does while the new size is at least half the old
+    /// block), so a hash that lost half its fields to HDEL would keep its bigger block, and
+    /// its memory would depend on its history.
     fn resize_block(&mut self, old: usize, new: usize) {
         let flags = self.flags();
         let layout = Layout::from_size_align(old, ALIGN).expect("entry size");
         let new_layout = Layout::from_size_align(new, ALIGN).expect("entry size");
-        // SAFETY: base() was allocated by the global allocator with `layout`: `build` and
-        // every earlier resize allocate blocks of exactly their header's length (`old`, which
-        // the caller read before changing the header) with ALIGN. `new` is non-zero (a block
-        // holds at least the clock) and `new_layout` proved it does not overflow when rounded
-        // up to ALIGN. realloc keeps ALIGN, so the low tag bits stay free.
-        let raw = unsafe { std::alloc::realloc(self.base(), layout, new) };
-        if raw.is_null() {
-            std::alloc::handle_alloc_error(new_layout);
-        }
+        let raw = if new < old && !same_size_class(old, new) {
+            // SAFETY: new_layout is not zero-sized (a block holds at least the clock).
+            let raw = unsafe { std::alloc::alloc(new_layout) };
+            if raw.is_null() {
+                std::alloc::handle_alloc_error(new_layout);
+            }
+            // SAFETY: the old block is valid for `old` > `new` bytes and the fresh one for
+            // `new`; they are distinct allocations. The old block was allocated with `layout`
+            // (as below) and is freed once, here, after its bytes were copied; the entry
+            // points at the fresh one from now on.
+            unsafe {
+                std::ptr::copy_nonoverlapping(self.base(), raw, new);
+                std::alloc::dealloc(self.base(), layout);
+            }
+            #[cfg(test)]
+            splice_paths::note_shrink(false);
+            raw
+        } else {
+            #[cfg(test)]
+            if new < old {
+                splice_paths::note_shrink(true);
+            }
+            // SAFETY: base() was allocated by the global allocator with `layout`: `build` and
+            // every earlier resize allocate blocks of exactly their header's length (`old`,
+            // which the caller read before changing the header) with ALIGN. `new` is non-zero
+            // and `new_layout` proved it does not overflow when rounded up to ALIGN. realloc
+            // keeps ALIGN, so the low tag bits stay free.
+            let raw = unsafe { std::alloc::realloc(self.base(), layout, new) };
+            if raw.is_null() {
+                std::alloc::handle_alloc_error(new_layout);
+            }
+            raw
+        };
         if new > old {
             // SAFETY: raw is valid for `new` bytes; the `new - old` bytes past `old` are
             // within it and not yet initialised.
@@ -810,6 +840,24 @@ fn pack_meta(len: u32, ex: bool) -> usize {
     ((len as usize) << 1) | usize::from(ex)
 }
 
+/// The global allocator's size class of an allocation of n bytes (what it really reserves
+/// for it), if the program said (see [`set_size_classes`]).
+static SIZE_CLASSES: std::sync::OnceLock<fn(usize) -> usize> = std::sync::OnceLock::new();
+
+/// Tells the entries the global allocator's size classes: `good_size(n)` is how many bytes an
+/// allocation of n bytes really takes (mimalloc's `mi_good_size`). A block that shrinks
+/// within its class is then resized in place (realloc); without it, every shrink moves the
+/// block to a fresh exact-size allocation. The first call wins.
+pub fn set_size_classes(good_size: fn(usize) -> usize) {
+    let _ = SIZE_CLASSES.set(good_size);
+}
+
+/// Whether blocks of `a` and `b` bytes take the same allocator size class (false when the
+/// classes are unknown).
+fn same_size_class(a: usize, b: usize) -> bool {
+    SIZE_CLASSES.get().is_some_and(|f| f(a) == f(b))
+}
+
 /// Which paths of [`Entry::pack_splice`] ran on this thread, so that the tests can check
 /// they exercised every one.
 #[cfg(test)]
@@ -824,11 +872,13 @@ mod splice_paths {
     pub const HEADER_SHRANK: u32 = 16;
     pub const TAIL_FIRST: u32 = 32;
     pub const HEAD_FIRST: u32 = 64;
-    /// realloc returned another address.
+    /// The block moved (realloc or a fresh block).
     pub const MOVED: u32 = 128;
-    /// realloc resized the block where it was.
-    pub const RESIZED_IN_PLACE: u32 = 256;
-    pub const ALL: u32 = 511;
+    /// A shrink within the allocator's size class (realloc).
+    pub const SHRINK_SAME_CLASS: u32 = 256;
+    /// A shrink into a smaller class (a fresh block).
+    pub const SHRINK_NEW_CLASS: u32 = 512;
+    pub const ALL: u32 = 1023;
 
     thread_local! {
         static SEEN: Cell<u32> = const { Cell::new(0) };
@@ -846,10 +896,19 @@ mod splice_paths {
             Ordering::Equal => 0,
         };
         bits |= if tail_first { TAIL_FIRST } else { HEAD_FIRST };
-        if size != Ordering::Equal {
-            bits |= if moved { MOVED } else { RESIZED_IN_PLACE };
+        if moved {
+            bits |= MOVED;
         }
         SEEN.with(|s| s.set(s.get() | bits));
+    }
+
+    pub fn note_shrink(same_class: bool) {
+        let bit = if same_class {
+            SHRINK_SAME_CLASS
+        } else {
+            SHRINK_NEW_CLASS
+        };
+        SEEN.with(|s| s.set(s.get() | bit));
     }
 
     /// The paths seen since the last call.
@@ -1519,6 +1578,12 @@ mod tests {
         Ok(())
     }
 
+    /// Size classes for the tests: 16-byte steps (the first call in the process wins; every
+    /// test that cares installs the same).
+    fn test_size_classes() {
+        set_size_classes(|n| n.next_multiple_of(16));
+    }
+
     fn model_limits() -> impl Strategy<Value = Limits> {
         let entries = prop_oneof![Just(4usize), Just(20), Just(63), Just(100)];
         let value = prop_oneof![Just(64usize), Just(20_000)];
@@ -1543,16 +1608,19 @@ mod tests {
             long_key in any::<bool>(),
             key_ttl in proptest::option::of(0i64..1000),
         ) {
+            test_size_classes();
             run_model(&ops, &l, long_key, key_ttl)?;
         }
     }
 
     /// Every path of `Entry::pack_splice`, each taken on purpose (and checked against the
-    /// model): the block grown (moved by realloc), shrunk (in place), kept at its size while
-    /// the pair changes; the header's length varint one byte longer and shorter; the pairs
-    /// after the change moved first (growth) or last (shrink).
+    /// model): the block grown (moved by realloc), shrunk within its size class (realloc) and
+    /// into a smaller one (a fresh block), kept at its size while the pair changes; the
+    /// header's length varint one byte longer and shorter; the pairs after the change moved
+    /// first (growth) or last (shrink).
     #[test]
     fn inline_hash_splice_takes_every_path() {
+        test_size_classes();
         let l = Limits::default();
         let f16 = 2; // model_field(2) is 16 bytes: a long pair header
         let mut ops = vec![
@@ -1565,6 +1633,8 @@ mod tests {
         ops.extend((0..12).map(|i| Op::Set(i * 4 + 1, 2)));
         // A pair in the middle grows and shrinks (the pairs after it move right, then left).
         ops.extend([Op::Set(5, 6), Op::Set(5, 1)]);
+        // A shorter value by one byte: the same 16-byte class (test_size_classes).
+        ops.extend([Op::Set(9, 5), Op::Set(9, 4)]);
         // Back under 128 bytes: the varint shrinks with the block.
         ops.extend((0..12).map(|i| Op::Remove(i * 4 + 1)));
         splice_paths::take();
