@@ -30,20 +30,27 @@
 //! The block's length is not stored: it is recomputed from the header. That keeps the table
 //! slot at 8 bytes instead of 16 for a fat pointer.
 //!
-//! **Small hashes inline.** A million 10-field hashes is the typical "object per key" cache,
-//! and there the boxed `Value` (32 bytes) was a fifth of the cost. A listpack hash is
-//! therefore kept inside the entry's block: `hash:00000001` with ten `member:<j> -> <number>`
-//! pairs is ONE 128-byte block (2 clock + 14 key + 2 header + ~109 pairs) plus the table slot,
-//! about 153 bytes a key against Redis's 207. Readers get a [`HashRef`] borrowed from the
-//! block. A write goes through [`Entry::hash_mut`]: the guard rebuilds an owned [`Hash`] from
-//! the bytes, the command changes it, and dropping the guard writes the new listpack back into
-//! a fresh block (or, once it converted, boxes the table). That is one extra copy of a buffer
-//! of at most a few KiB per write command, in exchange for one allocation per key instead of
-//! three. A read-only guard (a type check, nothing expired) leaves the block untouched, and a
-//! change that keeps the listpack's length is written back in place. The copy costs a
-//! single-key HSET loop ~15-20% (docs/benchmarks.md); editing the listpack directly inside
-//! the block (the pair functions of types/hash.rs working on a `&mut [u8]` region, growing the
-//! block with `realloc`) would remove it.
+//! **Small hashes inline.** A million 10-field hashes is the typical "object per key" cache, and
+//! there the boxed `Value` (32 bytes) was a fifth of the cost. A listpack hash is therefore kept
+//! inside the entry's block: `hash:00000001` with ten `member:<j> -> <number>` pairs is ONE
+//! 128-byte block (2 clock + 14 key + 2 header + ~109 pairs) plus the table slot, about 153 bytes a
+//! key against Redis's 207. Readers get a [`HashRef`] borrowed from the block. Writers get a
+//! [`HashMut`] from [`Entry::hash_mut`], which edits the listpack where it is: types/hash.rs writes
+//! the hash operations once over a `HashStore` (an owned [`Hash`](enum@Hash), or this block), and
+//! their listpack edits are splices. A value replaced by one of the same length is overwritten in
+//! place; any other change (a longer or shorter value, a new pair appended at the end as Redis
+//! does, a pair removed, a TTL added or dropped, expired pairs compacted) moves the bytes after it
+//! and resizes the block only when its size changes (`Entry::pack_splice`): `realloc` to grow, and
+//! to shrink within the allocator's size class; a shrink into a smaller class moves to a fresh
+//! exact-size block instead, since realloc would keep the bigger one (mimalloc does while the new
+//! size is at least half) and memory per key would then depend on the key's history (the server
+//! tells the engine mimalloc's classes: [`set_size_classes`]). The header's varints (pair count,
+//! byte length) may change length too, which shifts the pairs: the same pass moves them. Past the
+//! listpack limits the hash becomes a boxed table, as before. The first version of this layout
+//! copied the listpack into an owned `Hash` and back on every write command (15-20% of a single-key
+//! HSET loop); editing in place removed that: docs/benchmarks.md ("Speed of the small-hash path")
+//! has the figures, e.g. the server's instructions per request -10% for that loop, -14% for HSETs
+//! growing 100k hashes, -16% for HINCRBY, against the copying version.
 
 use crate::types::dense::DenseTable;
 use crate::types::hash::HashStore;
@@ -928,7 +935,7 @@ fn put_varint(b: &mut [u8], pos: &mut usize, mut v: usize) {
     *pos += 1;
 }
 
-/// A hash being written (see [`Entry::hash_mut`]): [`Hash`]'s reads and writes. A small
+/// A hash being written (see [`Entry::hash_mut`]): [`Hash`](enum@Hash)'s reads and writes. A small
 /// hash is edited inside the entry's block, where it stays (types/hash.rs's `HashStore`
 /// with [`Entry`]'s listpack primitives): a same-length update in place, anything else by
 /// moving the pairs after the change and resizing the block with `realloc` when its size
@@ -978,7 +985,7 @@ impl HashStore for HashMut<'_> {
     }
 }
 
-/// The same reads and writes as [`Hash`]'s (see there).
+/// The same reads and writes as [`Hash`](enum@Hash)'s (see there).
 impl HashMut<'_> {
     pub fn view(&self) -> HashRef<'_> {
         HashStore::view(self)
