@@ -30,22 +30,31 @@
 //! The block's length is not stored: it is recomputed from the header. That keeps the table
 //! slot at 8 bytes instead of 16 for a fat pointer.
 //!
-//! **Small hashes inline.** A million 10-field hashes is the typical "object per key" cache,
-//! and there the boxed `Value` (32 bytes) was a fifth of the cost. A listpack hash is
-//! therefore kept inside the entry's block: `hash:00000001` with ten `member:<j> -> <number>`
-//! pairs is ONE 128-byte block (2 clock + 14 key + 2 header + ~109 pairs) plus the table slot,
-//! about 153 bytes a key against Redis's 207. Readers get a [`HashRef`] borrowed from the
-//! block. A write goes through [`Entry::hash_mut`]: the guard rebuilds an owned [`Hash`] from
-//! the bytes, the command changes it, and dropping the guard writes the new listpack back into
-//! a fresh block (or, once it converted, boxes the table). That is one extra copy of a buffer
-//! of at most a few KiB per write command, in exchange for one allocation per key instead of
-//! three. A read-only guard (a type check, nothing expired) leaves the block untouched, and a
-//! change that keeps the listpack's length is written back in place. The copy costs a
-//! single-key HSET loop ~15-20% (docs/benchmarks.md); editing the listpack directly inside
-//! the block (the pair functions of types/hash.rs working on a `&mut [u8]` region, growing the
-//! block with `realloc`) would remove it.
+//! **Small hashes inline.** A million 10-field hashes is the typical "object per key" cache, and
+//! there the boxed `Value` (32 bytes) was a fifth of the cost. A listpack hash is therefore kept
+//! inside the entry's block: `hash:00000001` with ten `member:<j> -> <number>` pairs is ONE
+//! 128-byte block (2 clock + 14 key + 2 header + ~109 pairs) plus the table slot, about 153 bytes a
+//! key against Redis's 207. Readers get a [`HashRef`] borrowed from the block. Writers get a
+//! [`HashMut`] from [`Entry::hash_mut`], which edits the listpack where it is: types/hash.rs writes
+//! the hash operations once over a `HashStore` (an owned [`Hash`](enum@Hash), or this block), and
+//! their listpack edits are splices. A value replaced by one of the same length is overwritten in
+//! place; any other change (a longer or shorter value, a new pair appended at the end as Redis
+//! does, a pair removed, a TTL added or dropped, expired pairs compacted) moves the bytes after it
+//! and resizes the block only when its size changes (`Entry::pack_splice`): `realloc` to grow, and
+//! to shrink within the allocator's size class; a shrink into a smaller class moves to a fresh
+//! exact-size block instead, since realloc would keep the bigger one (mimalloc does while the new
+//! size is at least half) and memory per key would then depend on the key's history (the server
+//! tells the engine mimalloc's classes: [`set_size_classes`]). The header's varints (pair count,
+//! byte length) may change length too, which shifts the pairs: the same pass moves them. Past the
+//! listpack limits the hash becomes a boxed table, as before. The first version of this layout
+//! copied the listpack into an owned `Hash` and back on every write command (15-20% of a single-key
+//! HSET loop); editing in place removed that: docs/benchmarks.md ("Speed of the small-hash path")
+//! has the figures, e.g. the server's instructions per request -10% for that loop, -14% for HSETs
+//! growing 100k hashes, -16% for HINCRBY, against the copying version.
 
-use crate::types::{Hash, HashRef, List, Set, ZSet};
+use crate::types::dense::DenseTable;
+use crate::types::hash::HashStore;
+use crate::types::{Hash, HashRef, Limits, List, Set, ZSet};
 pub use crate::value::{Value, ValueType};
 use std::alloc::Layout;
 use std::ptr::NonNull;
@@ -240,43 +249,64 @@ impl Entry {
         self.tagged.as_ptr().map_addr(|a| a & !TAG_MASK)
     }
 
-    /// Length of the block, read from its header.
-    fn block_len(&self) -> usize {
-        let flags = self.flags();
+    /// Reads one of the header's varints at `*pos` (a position the header itself leads to),
+    /// advancing `*pos`; for the lengths that locate the rest before the block's length is
+    /// known.
+    fn header_varint(&self, pos: &mut usize) -> usize {
         let p = self.base();
-        let read_varint = |pos: &mut usize| {
-            let mut v = 0usize;
-            let mut shift = 0;
-            loop {
-                // SAFETY: the block was written by `build` with a consistent header; varints are
-                // read byte by byte and never past the end the header itself implies.
-                let byte = unsafe { *p.add(*pos) };
-                *pos += 1;
-                v |= ((byte & 0x7f) as usize) << shift;
-                if byte & 0x80 == 0 {
-                    return v;
-                }
-                shift += 7;
+        let mut v = 0usize;
+        let mut shift = 0;
+        loop {
+            // SAFETY: the block was written by `build` (or `pack_splice`) with a consistent
+            // header; varints are read byte by byte and never past the end the header itself
+            // implies.
+            let byte = unsafe { *p.add(*pos) };
+            *pos += 1;
+            v |= ((byte & 0x7f) as usize) << shift;
+            if byte & 0x80 == 0 {
+                return v;
             }
-        };
+            shift += 7;
+        }
+    }
+
+    /// Where the payload starts: past the clock, the expiry and the key.
+    fn payload_start(&self) -> usize {
         let mut pos = EXPIRE_AT;
-        if flags & HAS_EXPIRE != 0 {
+        if self.flags() & HAS_EXPIRE != 0 {
             pos += 8;
         }
-        let klen = read_varint(&mut pos);
-        pos += klen;
-        match flags & (HEAP | PACK) {
+        let klen = self.header_varint(&mut pos);
+        pos + klen
+    }
+
+    /// Length of the block, read from its header.
+    fn block_len(&self) -> usize {
+        let mut pos = self.payload_start();
+        match self.flags() & (HEAP | PACK) {
             HEAP => pos + 8,
             k if k == HEAP | PACK => {
-                read_varint(&mut pos);
-                let blen = read_varint(&mut pos);
+                self.header_varint(&mut pos);
+                let blen = self.header_varint(&mut pos);
                 pos + blen
             }
             _ => {
-                let vlen = read_varint(&mut pos);
+                let vlen = self.header_varint(&mut pos);
                 pos + vlen
             }
         }
+    }
+
+    /// The inline listpack's header, in one pass: (offset of its first varint, that varint
+    /// (pairs << 1 | listpackex), the length of the pairs, offset of the pairs, which end the
+    /// block).
+    fn pack_header(&self) -> (usize, usize, usize, usize) {
+        debug_assert!(self.is_pack());
+        let meta_at = self.payload_start();
+        let mut pos = meta_at;
+        let meta = self.header_varint(&mut pos);
+        let blen = self.header_varint(&mut pos);
+        (meta_at, meta, blen, pos)
     }
 
     /// Whether the payload is a pointer to a boxed [`Value`].
@@ -294,12 +324,12 @@ impl Entry {
         if !self.is_pack() {
             return None;
         }
-        let b = self.block();
-        let mut p = self.payload_at(b);
-        let meta = get_varint(b, &mut p);
-        let blen = get_varint(b, &mut p);
+        let (_, meta, blen, at) = self.pack_header();
+        // SAFETY: the pairs are the block's last `blen` bytes, from `at` (see `build`): within
+        // the live allocation this entry owns; the borrow is tied to &self.
+        let buf = unsafe { std::slice::from_raw_parts(self.base().add(at), blen) };
         Some(HashRef::Pack {
-            buf: &b[p..p + blen],
+            buf,
             len: (meta >> 1) as u32,
             ex: meta & 1 != 0,
         })
@@ -588,46 +618,161 @@ impl Entry {
     }
 
     /// The hash value, for writing: None for another type. A listpack hash kept inline is
-    /// rebuilt as a [`Hash`] for the guard's lifetime and put back into the block when the
-    /// guard drops (only if it changed); a table is written in place.
+    /// edited inside this entry's block (see [`HashMut`]); a table is written in place.
     pub fn hash_mut(&mut self) -> Option<HashMut<'_>> {
-        let inline = match self.pack() {
-            Some(HashRef::Pack { buf, len, ex }) => Some(Hash::from_pack(buf, len, ex)),
-            _ if self.value_type() == ValueType::Hash => None,
-            _ => return None,
-        };
-        Some(HashMut {
-            entry: self,
-            inline,
-        })
+        if !self.is_pack() {
+            match self.heap() {
+                // A listpack that `value_mut` moved out of line goes back inline first.
+                Some(Value::Hash(Hash::Pack { .. })) => {
+                    if let Value::Hash(h) = *self.take_heap() {
+                        self.store_hash(h);
+                    }
+                }
+                Some(Value::Hash(_)) => {}
+                _ => return None,
+            }
+        }
+        Some(HashMut { entry: self })
     }
 
-    /// Writes a listpack over the inline one when the block keeps its layout (same byte
-    /// length, same header size: an update of a value by one of the same length, HINCRBY
-    /// 1 -> 2): no allocation. Returns false, changing nothing, otherwise.
-    fn overwrite_pack(&mut self, buf: &[u8], len: u32, ex: bool) -> bool {
-        if !self.is_pack() {
-            return false;
+    /// The inline listpack's pairs, to overwrite in place.
+    fn pack_bytes_mut(&mut self) -> &mut [u8] {
+        let (.., blen, at) = self.pack_header();
+        // SAFETY: as in `pack`; &mut self makes the borrow exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.base().add(at), blen) }
+    }
+
+    /// Marks the inline listpack "listpackex": the flag is the low bit of its header's first
+    /// varint, so the header keeps its length.
+    fn pack_mark_ex(&mut self) {
+        let (meta_at, ..) = self.pack_header();
+        self.block_mut()[meta_at] |= 1;
+    }
+
+    /// [`HashStore::splice`] on the inline listpack, inside the block: the pairs after the
+    /// change move by the difference, the header's varints (pair count, length) are rewritten
+    /// (their length may change, which moves the pairs before `at` too), and the block is
+    /// resized only when its size changes ([`Entry::resize_block`]: realloc, or a fresh block
+    /// of a smaller size class): grown before the moves, shrunk after them. Returns the pairs.
+    fn pack_splice(&mut self, at: usize, remove: usize, insert: usize, len: u32) -> &mut [u8] {
+        let (meta_at, old_meta, blen, lp_at) = self.pack_header();
+        let old_size = lp_at + blen;
+        // Everything that can fail is checked before the first byte moves: a panic midway
+        // would leave a header that does not describe the block.
+        assert!(
+            at <= blen && remove <= blen - at,
+            "splice outside the listpack"
+        );
+        let new_blen = blen - remove + insert;
+        let meta = pack_meta(len, old_meta & 1 != 0);
+        let new_lp_at = meta_at + varint_len(meta) + varint_len(new_blen);
+        let new_size = new_lp_at + new_blen;
+        Layout::from_size_align(new_size, ALIGN).expect("entry size");
+        debug_assert_eq!(self.block_len(), old_size);
+        #[cfg(test)]
+        let before = self.base();
+        if new_size > old_size {
+            self.resize_block(old_size, new_size);
         }
-        let flags = self.flags();
-        let b = self.block_mut();
-        let meta_at = parts_of(b, flags).key_end;
+        let span = old_size.max(new_size);
+        // SAFETY: the block is now `span` bytes long (grown above, or shrunk only below), all
+        // initialised (`resize_block` zeroes what it adds), and &mut self makes the access
+        // exclusive. The header is inconsistent until the varints below are written, so the
+        // length is not read from it.
+        let b = unsafe { std::slice::from_raw_parts_mut(self.base(), span) };
+        // The pairs before the change (with the bytes at `at` that stay) move with the start of
+        // the pairs; those after it, by the difference too.
+        let head = lp_at..lp_at + at + remove.min(insert);
+        let tail = lp_at + at + remove..old_size;
+        let tail_to = new_lp_at + at + insert;
+        // Whichever part moves towards the other goes second, so that neither overwrites the
+        // other before it moved: the destinations never overlap (head ends at or before
+        // `tail_to`); a tail moving right lands past the head's source, and a head moving
+        // right while the tail does not ends at or before the tail's source.
+        let tail_first = tail_to > tail.start;
+        if tail_first {
+            b.copy_within(tail, tail_to);
+            if new_lp_at != lp_at {
+                b.copy_within(head, new_lp_at);
+            }
+        } else {
+            if new_lp_at != lp_at {
+                b.copy_within(head, new_lp_at);
+            }
+            if tail_to != tail.start {
+                b.copy_within(tail, tail_to);
+            }
+        }
         let mut p = meta_at;
-        let old_meta = get_varint(b, &mut p);
-        let blen = get_varint(b, &mut p);
-        let meta = pack_meta(len, ex);
-        if blen != buf.len() || varint_len(old_meta) != varint_len(meta) {
-            return false;
+        put_varint(b, &mut p, meta);
+        put_varint(b, &mut p, new_blen);
+        debug_assert_eq!(p, new_lp_at);
+        if new_size < old_size {
+            self.resize_block(old_size, new_size);
         }
-        let (mut v, mut at) = (meta, meta_at);
-        while v >= 0x80 {
-            b[at] = (v as u8) | 0x80;
-            v >>= 7;
-            at += 1;
+        #[cfg(test)]
+        splice_paths::note(
+            new_size.cmp(&old_size),
+            new_lp_at.cmp(&lp_at),
+            tail_first,
+            self.base() != before,
+        );
+        &mut self.block_mut()[new_lp_at..]
+    }
+
+    /// Reallocates the block from `old` to `new` bytes (both its exact sizes), keeping its
+    /// first `min(old, new)` bytes and zeroing any added; the flags stay.
+    ///
+    /// A block that shrinks into a smaller allocator size class (see [`set_size_classes`])
+    /// moves to a fresh block of that class instead, as `build` would size it: realloc keeps
+    /// a block that still fits (mimalloc does while the new size is at least half the old
+    /// block), so a hash that lost half its fields to HDEL would keep its bigger block, and
+    /// its memory would depend on its history.
+    fn resize_block(&mut self, old: usize, new: usize) {
+        let flags = self.flags();
+        let layout = Layout::from_size_align(old, ALIGN).expect("entry size");
+        let new_layout = Layout::from_size_align(new, ALIGN).expect("entry size");
+        let raw = if new < old && !same_size_class(old, new) {
+            // SAFETY: new_layout is not zero-sized (a block holds at least the clock).
+            let raw = unsafe { std::alloc::alloc(new_layout) };
+            if raw.is_null() {
+                std::alloc::handle_alloc_error(new_layout);
+            }
+            // SAFETY: the old block is valid for `old` > `new` bytes and the fresh one for
+            // `new`; they are distinct allocations. The old block was allocated with `layout`
+            // (as below) and is freed once, here, after its bytes were copied; the entry
+            // points at the fresh one from now on.
+            unsafe {
+                std::ptr::copy_nonoverlapping(self.base(), raw, new);
+                std::alloc::dealloc(self.base(), layout);
+            }
+            #[cfg(test)]
+            splice_paths::note_shrink(false);
+            raw
+        } else {
+            #[cfg(test)]
+            if new < old {
+                splice_paths::note_shrink(true);
+            }
+            // SAFETY: base() was allocated by the global allocator with `layout`: `build` and
+            // every earlier resize allocate blocks of exactly their header's length (`old`,
+            // which the caller read before changing the header) with ALIGN. `new` is non-zero
+            // and `new_layout` proved it does not overflow when rounded up to ALIGN. realloc
+            // keeps ALIGN, so the low tag bits stay free.
+            let raw = unsafe { std::alloc::realloc(self.base(), layout, new) };
+            if raw.is_null() {
+                std::alloc::handle_alloc_error(new_layout);
+            }
+            raw
+        };
+        if new > old {
+            // SAFETY: raw is valid for `new` bytes; the `new - old` bytes past `old` are
+            // within it and not yet initialised.
+            unsafe { raw.add(old).write_bytes(0, new - old) };
         }
-        b[at] = v as u8;
-        b[p..p + blen].copy_from_slice(buf);
-        true
+        let tagged = raw.map_addr(|a| a | flags as usize);
+        // SAFETY: raw is non-null (checked above) and the tag only sets low bits.
+        self.tagged = unsafe { NonNull::new_unchecked(tagged) };
     }
 
     /// Stores `hash` as this entry's value: inline when it is a listpack, boxed otherwise.
@@ -702,78 +847,222 @@ fn pack_meta(len: u32, ex: bool) -> usize {
     ((len as usize) << 1) | usize::from(ex)
 }
 
-/// A hash being written (see [`Entry::hash_mut`]); derefs to the [`Hash`].
+/// The global allocator's size class of an allocation of n bytes (what it really reserves
+/// for it), if the program said (see [`set_size_classes`]).
+static SIZE_CLASSES: std::sync::OnceLock<fn(usize) -> usize> = std::sync::OnceLock::new();
+
+/// Tells the entries the global allocator's size classes: `good_size(n)` is how many bytes an
+/// allocation of n bytes really takes (mimalloc's `mi_good_size`). A block that shrinks
+/// within its class is then resized in place (realloc); without it, every shrink moves the
+/// block to a fresh exact-size allocation. The first call wins.
+pub fn set_size_classes(good_size: fn(usize) -> usize) {
+    let _ = SIZE_CLASSES.set(good_size);
+}
+
+/// Whether blocks of `a` and `b` bytes take the same allocator size class (false when the
+/// classes are unknown).
+fn same_size_class(a: usize, b: usize) -> bool {
+    SIZE_CLASSES.get().is_some_and(|f| f(a) == f(b))
+}
+
+/// Which paths of [`Entry::pack_splice`] ran on this thread, so that the tests can check
+/// they exercised every one.
+#[cfg(test)]
+mod splice_paths {
+    use std::cell::Cell;
+    use std::cmp::Ordering;
+
+    pub const GROW: u32 = 1;
+    pub const SHRINK: u32 = 2;
+    pub const SAME_SIZE: u32 = 4;
+    pub const HEADER_GREW: u32 = 8;
+    pub const HEADER_SHRANK: u32 = 16;
+    pub const TAIL_FIRST: u32 = 32;
+    pub const HEAD_FIRST: u32 = 64;
+    /// The block moved (realloc or a fresh block).
+    pub const MOVED: u32 = 128;
+    /// A shrink within the allocator's size class (realloc).
+    pub const SHRINK_SAME_CLASS: u32 = 256;
+    /// A shrink into a smaller class (a fresh block).
+    pub const SHRINK_NEW_CLASS: u32 = 512;
+    pub const ALL: u32 = 1023;
+
+    thread_local! {
+        static SEEN: Cell<u32> = const { Cell::new(0) };
+    }
+
+    pub fn note(size: Ordering, header: Ordering, tail_first: bool, moved: bool) {
+        let mut bits = match size {
+            Ordering::Greater => GROW,
+            Ordering::Less => SHRINK,
+            Ordering::Equal => SAME_SIZE,
+        };
+        bits |= match header {
+            Ordering::Greater => HEADER_GREW,
+            Ordering::Less => HEADER_SHRANK,
+            Ordering::Equal => 0,
+        };
+        bits |= if tail_first { TAIL_FIRST } else { HEAD_FIRST };
+        if moved {
+            bits |= MOVED;
+        }
+        SEEN.with(|s| s.set(s.get() | bits));
+    }
+
+    pub fn note_shrink(same_class: bool) {
+        let bit = if same_class {
+            SHRINK_SAME_CLASS
+        } else {
+            SHRINK_NEW_CLASS
+        };
+        SEEN.with(|s| s.set(s.get() | bit));
+    }
+
+    /// The paths seen since the last call.
+    pub fn take() -> u32 {
+        SEEN.with(|s| s.replace(0))
+    }
+}
+
+/// Writes `v` as a varint into `b` at `*pos`, advancing `*pos`.
+fn put_varint(b: &mut [u8], pos: &mut usize, mut v: usize) {
+    while v >= 0x80 {
+        b[*pos] = (v as u8) | 0x80;
+        v >>= 7;
+        *pos += 1;
+    }
+    b[*pos] = v as u8;
+    *pos += 1;
+}
+
+/// A hash being written (see [`Entry::hash_mut`]): [`Hash`](enum@Hash)'s reads and writes. A small
+/// hash is edited inside the entry's block, where it stays (types/hash.rs's `HashStore`
+/// with [`Entry`]'s listpack primitives): a same-length update in place, anything else by
+/// moving the pairs after the change and resizing the block with `realloc` when its size
+/// changes. Past the listpack limits the hash becomes a boxed table, written in place from
+/// then on. Dropping the guard has nothing left to do.
 pub struct HashMut<'a> {
     entry: &'a mut Entry,
-    /// The rebuilt listpack of an inline hash; None: the hash is boxed in the entry.
-    inline: Option<Hash>,
 }
 
-impl std::ops::Deref for HashMut<'_> {
-    type Target = Hash;
-    fn deref(&self) -> &Hash {
-        match &self.inline {
+impl HashStore for HashMut<'_> {
+    fn view(&self) -> HashRef<'_> {
+        match self.entry.pack() {
             Some(h) => h,
             None => match self.entry.heap() {
-                Some(Value::Hash(h)) => h,
+                Some(Value::Hash(h)) => h.view(),
                 _ => unreachable!("hash_mut checked the type"),
             },
         }
     }
-}
 
-impl std::ops::DerefMut for HashMut<'_> {
-    fn deref_mut(&mut self) -> &mut Hash {
-        match &mut self.inline {
-            Some(h) => h,
-            None => match self.entry.value_mut() {
-                Some(Value::Hash(h)) => h,
-                _ => unreachable!("hash_mut checked the type"),
-            },
+    fn table_mut(&mut self) -> Option<&mut DenseTable> {
+        if self.entry.is_pack() {
+            return None;
         }
+        match self.entry.heap_mut() {
+            Some(Value::Hash(Hash::Table(t))) => Some(t),
+            _ => unreachable!("hash_mut checked the type and put a listpack inline"),
+        }
+    }
+
+    fn pack_mut(&mut self) -> &mut [u8] {
+        self.entry.pack_bytes_mut()
+    }
+
+    fn splice(&mut self, at: usize, remove: usize, insert: usize, len: u32) -> &mut [u8] {
+        self.entry.pack_splice(at, remove, insert, len)
+    }
+
+    fn mark_ex(&mut self) {
+        if self.entry.is_pack() {
+            self.entry.pack_mark_ex();
+        }
+    }
+
+    fn store_table(&mut self, table: DenseTable) {
+        self.entry.store_hash(Hash::Table(Box::new(table)));
     }
 }
 
-impl Drop for HashMut<'_> {
-    fn drop(&mut self) {
-        match self.inline.take() {
-            Some(h) => {
-                // A read-only use (a type check, nothing expired) costs no rebuild, nor does
-                // a change that keeps the listpack's length.
-                if same_pack(self.entry.pack(), &h) {
-                    return;
-                }
-                if let Hash::Pack { buf, len, ex } = &h {
-                    if self.entry.overwrite_pack(buf, *len, *ex) {
-                        return;
-                    }
-                }
-                self.entry.store_hash(h);
-            }
-            None => {
-                // A listpack that `value_mut` moved out of line goes back inline.
-                if matches!(self.entry.heap(), Some(Value::Hash(Hash::Pack { .. }))) {
-                    if let Value::Hash(h) = *self.entry.take_heap() {
-                        self.entry.store_hash(h);
-                    }
-                }
-            }
-        }
+/// The same reads and writes as [`Hash`](enum@Hash)'s (see there).
+impl HashMut<'_> {
+    pub fn view(&self) -> HashRef<'_> {
+        HashStore::view(self)
     }
-}
 
-/// Whether an inline listpack has exactly `h`'s bytes and flags.
-fn same_pack(inline: Option<HashRef<'_>>, h: &Hash) -> bool {
-    match (inline, h.view()) {
-        (
-            Some(HashRef::Pack { buf, len, ex }),
-            HashRef::Pack {
-                buf: b2,
-                len: l2,
-                ex: e2,
-            },
-        ) => buf == b2 && len == l2 && ex == e2,
-        _ => false,
+    pub fn len(&self) -> usize {
+        self.view().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn encoding(&self) -> &'static str {
+        self.view().encoding()
+    }
+
+    pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
+        self.view().get(field)
+    }
+
+    pub fn contains(&self, field: &[u8]) -> bool {
+        self.get(field).is_some()
+    }
+
+    pub fn has_ttls(&self) -> bool {
+        self.view().has_ttls()
+    }
+
+    pub fn expiry_of(&self, field: &[u8]) -> Option<Option<i64>> {
+        self.view().expiry_of(field)
+    }
+
+    pub fn convert_for<'a>(&mut self, limits: &Limits, args: impl IntoIterator<Item = &'a [u8]>) {
+        HashStore::convert_for(self, limits, args)
+    }
+
+    pub fn set(&mut self, field: &[u8], value: &[u8], limits: &Limits) -> bool {
+        HashStore::set(self, field, value, limits)
+    }
+
+    pub fn set_keep_ttl(&mut self, field: &[u8], value: &[u8], limits: &Limits) -> bool {
+        HashStore::set_keep_ttl(self, field, value, limits)
+    }
+
+    pub fn set_expiring(
+        &mut self,
+        field: &[u8],
+        value: &[u8],
+        expiry_ms: i64,
+        limits: &Limits,
+    ) -> bool {
+        HashStore::set_expiring(self, field, value, expiry_ms, limits)
+    }
+
+    pub fn remove(&mut self, field: &[u8]) -> bool {
+        HashStore::remove(self, field)
+    }
+
+    pub fn mark_ex(&mut self) {
+        HashStore::mark_ex(self)
+    }
+
+    pub fn set_expiry(&mut self, field: &[u8], expiry: Option<i64>) -> bool {
+        HashStore::set_expiry(self, field, expiry)
+    }
+
+    pub fn expire_field(&mut self, field: &[u8], now_ms: i64) -> bool {
+        HashStore::expire_field(self, field, now_ms)
+    }
+
+    pub fn remove_all_expired(&mut self, now_ms: i64) -> usize {
+        HashStore::remove_all_expired(self, now_ms)
+    }
+
+    pub fn remove_expired(&mut self, now_ms: i64, max_buckets: usize) -> usize {
+        HashStore::remove_expired(self, now_ms, max_buckets)
     }
 }
 
@@ -926,7 +1215,7 @@ mod tests {
         }
         assert!(c.is_boxed());
         assert_eq!(c.encoding(), "listpackex");
-        drop(c.hash_mut());
+        let _ = c.hash_mut();
         assert!(c.is_pack());
         let ValueRef::Hash(h) = c.value() else {
             panic!("a hash")
@@ -985,6 +1274,388 @@ mod tests {
                 prop_assert_eq!(h.get(k), Some(&v[..]));
             }
         }
+    }
+
+    /// One step of [`inline_hash_edits_match_a_model`]: what a hash command (or the expiry
+    /// machinery) does to an inline hash. Fields and values are indices into the pools below.
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// HSET / HMSET.
+        Set(usize, usize),
+        /// HSETNX: a set only when the field is missing.
+        SetNx(usize, usize),
+        /// HINCRBY: read, add, set keeping the TTL.
+        Incr(usize, i64),
+        /// HSETEX ... KEEPTTL.
+        SetKeep(usize, usize),
+        /// HSETEX EX: value and TTL.
+        SetExpiring(usize, usize, i64),
+        /// HDEL.
+        Remove(usize),
+        /// HEXPIRE (marks the hash "listpackex" first, as Redis 7.4 does).
+        Expire(usize, i64),
+        /// HPERSIST.
+        Persist(usize),
+        /// Lazy expiry of one named field.
+        ExpireField(usize, i64),
+        /// Lazy expiry of every field (HLEN, HGETALL).
+        RemoveAllExpired(i64),
+        /// The active cycle's field sweep.
+        Sweep(i64),
+        /// EXPIRE / PERSIST of the key: the block is rebuilt around the listpack.
+        KeyTtl(Option<i64>),
+        /// A guard taken and dropped unused (a type check).
+        Guard,
+    }
+
+    /// Field names around the pair header's limits (15/16 bytes) and past the value limit.
+    fn model_field(i: usize) -> Vec<u8> {
+        let mut f = format!("f{i}").into_bytes();
+        match i % 4 {
+            0 => {}
+            1 => f.resize(15, b'.'),
+            2 => f.resize(16, b'-'),
+            _ => f.resize(if i % 8 == 3 { 40 } else { 70 }, b'+'),
+        }
+        f
+    }
+
+    /// Values around the short header (7/8 bytes), the default value limit (64/65), the
+    /// listpack's 128-byte length varint and, twice, its 16 KiB one.
+    fn model_value(i: usize) -> Vec<u8> {
+        match i {
+            0 => Vec::new(),
+            1 => b"7".to_vec(),
+            2 => b"1234567".to_vec(),
+            3 => b"12345678".to_vec(),
+            4 => b"-0".to_vec(),
+            5 => b"007".to_vec(),
+            6 => vec![b'x'; 63],
+            7 => vec![b'y'; 64],
+            8 => vec![b'z'; 65],
+            9 => vec![b'w'; 200],
+            _ => vec![b'v'; 9000],
+        }
+    }
+
+    fn model_op() -> impl Strategy<Value = Op> {
+        let f = 0usize..90;
+        let v = 0usize..11;
+        let t = 0i64..60;
+        prop_oneof![
+            8 => (f.clone(), v.clone()).prop_map(|(f, v)| Op::Set(f, v)),
+            1 => (f.clone(), v.clone()).prop_map(|(f, v)| Op::SetNx(f, v)),
+            3 => (f.clone(), -200i64..200).prop_map(|(f, by)| Op::Incr(f, by)),
+            1 => (f.clone(), v.clone()).prop_map(|(f, v)| Op::SetKeep(f, v)),
+            2 => (f.clone(), v, t.clone()).prop_map(|(f, v, t)| Op::SetExpiring(f, v, t)),
+            4 => f.clone().prop_map(Op::Remove),
+            2 => (f.clone(), t.clone()).prop_map(|(f, t)| Op::Expire(f, t)),
+            1 => f.clone().prop_map(Op::Persist),
+            1 => (f, t.clone()).prop_map(|(f, t)| Op::ExpireField(f, t)),
+            1 => t.clone().prop_map(Op::RemoveAllExpired),
+            1 => t.prop_map(Op::Sweep),
+            1 => proptest::option::of(0i64..1000).prop_map(Op::KeyTtl),
+            1 => Just(Op::Guard),
+        ]
+    }
+
+    /// The model: the pairs in listpack order (Redis's: a new field at the end, an update in
+    /// place), each with its TTL, plus whether the hash is "listpackex" or a table by now.
+    #[derive(Default)]
+    struct Model {
+        pairs: Vec<(Vec<u8>, Vec<u8>, Option<i64>)>,
+        ex: bool,
+        table: bool,
+    }
+
+    impl Model {
+        fn at(&self, f: &[u8]) -> Option<usize> {
+            self.pairs.iter().position(|p| p.0 == f)
+        }
+
+        /// A set, converting as `Hash` does (a long string before, too many pairs after).
+        fn set(&mut self, f: &[u8], v: &[u8], ttl: Option<Option<i64>>, l: &Limits) -> bool {
+            if f.len().max(v.len()) > l.hash_max_listpack_value {
+                self.table = true;
+            }
+            let new = match self.at(f) {
+                Some(i) => {
+                    let p = &mut self.pairs[i];
+                    p.1 = v.to_vec();
+                    if let Some(t) = ttl {
+                        p.2 = t;
+                    }
+                    false
+                }
+                None => {
+                    self.pairs.push((f.to_vec(), v.to_vec(), ttl.flatten()));
+                    true
+                }
+            };
+            if self.pairs.len() > l.hash_max_listpack_entries {
+                self.table = true;
+            }
+            new
+        }
+
+        fn remove_due(&mut self, now: i64) -> usize {
+            if !self.table && !self.ex {
+                return 0;
+            }
+            let before = self.pairs.len();
+            self.pairs.retain(|p| p.2.is_none_or(|e| e > now));
+            before - self.pairs.len()
+        }
+    }
+
+    /// Applies `op` to a hash through `HashStore` (the inline entry's guard, or an owned
+    /// `Hash` as the reference) and to the model; returns what the write returned.
+    fn apply_op<S: HashStore + ?Sized>(h: &mut S, op: &Op, l: &Limits) -> Option<i64> {
+        match *op {
+            Op::Set(f, v) => Some(h.set(&model_field(f), &model_value(v), l) as i64),
+            Op::SetNx(f, v) => {
+                let f = model_field(f);
+                if h.view().contains(&f) {
+                    return Some(0);
+                }
+                Some(h.set(&f, &model_value(v), l) as i64)
+            }
+            Op::Incr(f, by) => {
+                let f = model_field(f);
+                let old = match h.view().get(&f) {
+                    None => 0,
+                    Some(v) => match std::str::from_utf8(v).ok()?.parse::<i64>() {
+                        Ok(n) if n.to_string().as_bytes() == v => n,
+                        _ => return None,
+                    },
+                };
+                let new = (old + by).to_string();
+                h.set_keep_ttl(&f, new.as_bytes(), l);
+                Some(old + by)
+            }
+            Op::SetKeep(f, v) => Some(h.set_keep_ttl(&model_field(f), &model_value(v), l) as i64),
+            Op::SetExpiring(f, v, t) => {
+                Some(h.set_expiring(&model_field(f), &model_value(v), t, l) as i64)
+            }
+            Op::Remove(f) => Some(h.remove(&model_field(f)) as i64),
+            Op::Expire(f, t) => {
+                h.mark_ex();
+                Some(h.set_expiry(&model_field(f), Some(t)) as i64)
+            }
+            Op::Persist(f) => Some(h.set_expiry(&model_field(f), None) as i64),
+            Op::ExpireField(f, t) => Some(h.expire_field(&model_field(f), t) as i64),
+            Op::RemoveAllExpired(t) => Some(h.remove_all_expired(t) as i64),
+            Op::Sweep(t) => Some(h.remove_expired(t, 1 << 20) as i64),
+            Op::KeyTtl(_) | Op::Guard => None,
+        }
+    }
+
+    fn apply_model(m: &mut Model, op: &Op, l: &Limits) -> Option<i64> {
+        match *op {
+            Op::Set(f, v) => Some(m.set(&model_field(f), &model_value(v), Some(None), l) as i64),
+            Op::SetNx(f, v) => {
+                let f = model_field(f);
+                if m.at(&f).is_some() {
+                    return Some(0);
+                }
+                Some(m.set(&f, &model_value(v), Some(None), l) as i64)
+            }
+            Op::Incr(f, by) => {
+                let f = model_field(f);
+                let old = match m.at(&f) {
+                    None => 0,
+                    Some(i) => {
+                        let v = &m.pairs[i].1;
+                        match std::str::from_utf8(v).ok()?.parse::<i64>() {
+                            Ok(n) if n.to_string().as_bytes() == &v[..] => n,
+                            _ => return None,
+                        }
+                    }
+                };
+                m.set(&f, (old + by).to_string().as_bytes(), None, l);
+                Some(old + by)
+            }
+            Op::SetKeep(f, v) => Some(m.set(&model_field(f), &model_value(v), None, l) as i64),
+            Op::SetExpiring(f, v, t) => {
+                m.ex = true;
+                Some(m.set(&model_field(f), &model_value(v), Some(Some(t)), l) as i64)
+            }
+            Op::Remove(f) => {
+                let i = m.at(&model_field(f));
+                Some(i.map(|i| m.pairs.remove(i)).is_some() as i64)
+            }
+            Op::Expire(f, t) => {
+                m.ex = true;
+                let i = m.at(&model_field(f));
+                Some(i.map(|i| m.pairs[i].2 = Some(t)).is_some() as i64)
+            }
+            Op::Persist(f) => {
+                let i = m.at(&model_field(f));
+                Some(i.map(|i| m.pairs[i].2 = None).is_some() as i64)
+            }
+            Op::ExpireField(f, t) => {
+                let i = m.at(&model_field(f));
+                match i {
+                    Some(i) if m.pairs[i].2.is_some_and(|e| e <= t) => {
+                        m.pairs.remove(i);
+                        Some(1)
+                    }
+                    _ => Some(0),
+                }
+            }
+            Op::RemoveAllExpired(t) | Op::Sweep(t) => Some(m.remove_due(t) as i64),
+            Op::KeyTtl(_) | Op::Guard => None,
+        }
+    }
+
+    /// Runs one op sequence on an inline-hash entry, an owned `Hash` and the model, checking
+    /// after every step that all three agree (pairs, order, TTLs, encoding) and that the
+    /// entry's block is byte for byte the block a fresh build of the same listpack makes.
+    fn run_model(
+        ops: &[Op],
+        l: &Limits,
+        long_key: bool,
+        key_ttl: Option<i64>,
+    ) -> Result<(), TestCaseError> {
+        let key = if long_key {
+            vec![b'K'; 200]
+        } else {
+            b"k".to_vec()
+        };
+        let mut e = Entry::new_value(&key, Value::Hash(Hash::new()), key_ttl, 9);
+        let mut owned = Hash::new();
+        let mut m = Model::default();
+        let mut ttl = key_ttl;
+        for op in ops {
+            let want = apply_model(&mut m, op, l);
+            let got = match op {
+                Op::KeyTtl(t) => {
+                    ttl = *t;
+                    e.set_expire(ttl);
+                    None
+                }
+                Op::Guard => {
+                    let _ = e.hash_mut();
+                    None
+                }
+                _ => apply_op(&mut e.hash_mut().unwrap(), op, l),
+            };
+            prop_assert_eq!(got, want, "{:?}", op);
+            prop_assert_eq!(apply_op(&mut owned, op, l), want, "{:?}", op);
+            // The entry keeps its key, TTL and clock.
+            prop_assert_eq!((e.key(), e.expire(), e.clock()), (&key[..], ttl, 9));
+            let ValueRef::Hash(h) = e.value() else {
+                panic!("a hash")
+            };
+            let enc = match (m.table, m.ex) {
+                (true, _) => "hashtable",
+                (false, true) => "listpackex",
+                (false, false) => "listpack",
+            };
+            prop_assert_eq!((h.encoding(), owned.encoding()), (enc, enc), "{:?}", op);
+            prop_assert_eq!(e.is_pack(), !m.table);
+            prop_assert_eq!(h.len(), m.pairs.len());
+            let got: Vec<(Vec<u8>, Vec<u8>, Option<i64>)> = h
+                .iter_ttl()
+                .map(|(k, v, t)| (k.to_vec(), v.to_vec(), t))
+                .collect();
+            if m.table {
+                let as_map = |p: &[(Vec<u8>, Vec<u8>, Option<i64>)]| {
+                    p.iter()
+                        .map(|(k, v, t)| (k.clone(), (v.clone(), *t)))
+                        .collect::<std::collections::BTreeMap<_, _>>()
+                };
+                prop_assert_eq!(as_map(&got), as_map(&m.pairs));
+                prop_assert_eq!(h, owned.view());
+            } else {
+                // Listpack order is Redis's, and the bytes are the owned listpack's.
+                prop_assert_eq!(&got, &m.pairs);
+                prop_assert_eq!(h.memory(), owned.memory());
+                let (HashRef::Pack { buf, .. }, HashRef::Pack { buf: b2, .. }) = (h, owned.view())
+                else {
+                    panic!("two listpacks")
+                };
+                prop_assert_eq!(buf, b2);
+                // Exactly the block `build` makes for this listpack: same header, same size.
+                let fresh = e.clone_as(&key);
+                prop_assert_eq!(e.block(), fresh.block());
+                prop_assert_eq!(e.memory(), fresh.memory());
+            }
+        }
+        Ok(())
+    }
+
+    /// Size classes for the tests: 16-byte steps (the first call in the process wins; every
+    /// test that cares installs the same).
+    fn test_size_classes() {
+        set_size_classes(|n| n.next_multiple_of(16));
+    }
+
+    fn model_limits() -> impl Strategy<Value = Limits> {
+        let entries = prop_oneof![Just(4usize), Just(20), Just(63), Just(100)];
+        let value = prop_oneof![Just(64usize), Just(20_000)];
+        (entries, value).prop_map(|(entries, value)| Limits {
+            hash_max_listpack_entries: entries,
+            hash_max_listpack_value: value,
+            ..Limits::default()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(192))]
+        /// Random HSET / HSETNX / HINCRBY / HDEL / field TTL / lazy and active expiry
+        /// sequences on an inline-hash entry match a model (and an owned `Hash`) after every
+        /// step, through conversion to a table; the block grows and shrinks (past the 128-byte
+        /// and 16 KiB listpack lengths and the 64-pair count, where the header's varints change
+        /// length), with a short or long key, with or without a key TTL.
+        #[test]
+        fn inline_hash_edits_match_a_model(
+            ops in proptest::collection::vec(model_op(), 0..300),
+            l in model_limits(),
+            long_key in any::<bool>(),
+            key_ttl in proptest::option::of(0i64..1000),
+        ) {
+            test_size_classes();
+            run_model(&ops, &l, long_key, key_ttl)?;
+        }
+    }
+
+    /// Every path of `Entry::pack_splice`, each taken on purpose (and checked against the
+    /// model): the block grown (moved by realloc), shrunk within its size class (realloc) and
+    /// into a smaller one (a fresh block), kept at its size while the pair changes; the
+    /// header's length varint one byte longer and shorter; the pairs after the change moved
+    /// first (growth) or last (shrink).
+    #[test]
+    fn inline_hash_splice_takes_every_path() {
+        test_size_classes();
+        let l = Limits::default();
+        let f16 = 2; // model_field(2) is 16 bytes: a long pair header
+        let mut ops = vec![
+            // Same size: an empty value with a TTL (3 + 16 + 0 + 8 bytes) becomes an 8-byte
+            // value without one (3 + 16 + 8).
+            Op::SetExpiring(f16, 0, 50),
+            Op::Set(f16, 3),
+        ];
+        // Past 128 bytes of pairs: the length varint grows (and the block with it).
+        ops.extend((0..12).map(|i| Op::Set(i * 4 + 1, 2)));
+        // A pair in the middle grows and shrinks (the pairs after it move right, then left).
+        ops.extend([Op::Set(5, 6), Op::Set(5, 1)]);
+        // A shorter value by one byte: the same 16-byte class (test_size_classes).
+        ops.extend([Op::Set(9, 5), Op::Set(9, 4)]);
+        // Back under 128 bytes: the varint shrinks with the block.
+        ops.extend((0..12).map(|i| Op::Remove(i * 4 + 1)));
+        splice_paths::take();
+        // Another block allocated right after the entry's makes realloc move it to grow.
+        let _neighbour = Entry::new_str(b"n", &[0; 40], None, false, 0);
+        run_model(&ops, &l, false, None).unwrap();
+        let big = [Op::Set(0, 10), Op::Set(4, 10), Op::Remove(0), Op::Remove(4)];
+        let l = Limits {
+            hash_max_listpack_value: 20_000,
+            ..l
+        };
+        run_model(&big, &l, true, Some(5)).unwrap();
+        let seen = splice_paths::take();
+        assert_eq!(seen, splice_paths::ALL, "paths seen: {seen:#b}");
     }
 
     #[test]

@@ -112,6 +112,14 @@ pub fn release_free_pages() {
     unsafe { libmimalloc_sys::mi_collect(false) }
 }
 
+/// mimalloc's size class of an allocation of `n` bytes: what it really reserves. Given to the
+/// engine at start-up (`darner_engine::entry::set_size_classes`), so that a keyspace block
+/// that shrinks into a smaller class moves there, as a fresh block would be sized.
+pub fn good_size(n: usize) -> usize {
+    // SAFETY: mi_good_size computes on its argument only; it reads and writes no memory.
+    unsafe { libmimalloc_sys::mi_good_size(n) }
+}
+
 /// Resident set size from /proc (0 where unavailable).
 pub fn rss() -> usize {
     std::fs::read_to_string("/proc/self/statm")

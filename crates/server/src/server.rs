@@ -59,6 +59,7 @@ fn in_use_probe(addr: SocketAddr) -> std::io::Result<()> {
 }
 
 pub fn run(config: Config, executable: String, config_file: String) -> Result<(), String> {
+    darner_engine::entry::set_size_classes(crate::alloc::good_size);
     let threads = match config.get_i64("threads") {
         0 => std::thread::available_parallelism()
             .map(|n| n.get())

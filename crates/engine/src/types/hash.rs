@@ -54,12 +54,16 @@ impl Default for Hash {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+/// Writes `v` as a varint at the start of `out`; returns its length.
+fn put_varint(out: &mut [u8], mut v: usize) -> usize {
+    let mut n = 0;
     while v >= 0x80 {
-        out.push((v as u8) | 0x80);
+        out[n] = (v as u8) | 0x80;
         v >>= 7;
+        n += 1;
     }
-    out.push(v as u8);
+    out[n] = v as u8;
+    n + 1
 }
 
 fn get_varint(b: &[u8], p: &mut usize) -> usize {
@@ -156,18 +160,23 @@ fn pack_find(b: &[u8], field: &[u8]) -> Option<PackSlot> {
 }
 
 /// Whether a pair fits the one-byte short header.
-fn is_short(field: &[u8], value: &[u8], expiry: Option<i64>) -> bool {
-    field.len() < 16 && value.len() < 8 && expiry.is_none()
+fn is_short(klen: usize, vlen: usize, expiry: bool) -> bool {
+    klen < 16 && vlen < 8 && !expiry
+}
+
+/// Encoded size of a pair's header.
+fn header_len(klen: usize, vlen: usize, expiry: bool) -> usize {
+    if is_short(klen, vlen, expiry) {
+        1
+    } else {
+        1 + varint_len(klen) + varint_len((vlen << 1) | usize::from(expiry))
+    }
 }
 
 /// Encoded size of a pair.
 fn pack_size(field: &[u8], value: &[u8], expiry: Option<i64>) -> usize {
-    let body = field.len() + value.len();
-    if is_short(field, value, expiry) {
-        return 1 + body;
-    }
-    let vmeta = (value.len() << 1) | usize::from(expiry.is_some());
-    1 + varint_len(field.len()) + varint_len(vmeta) + body + 8 * usize::from(expiry.is_some())
+    let (k, v, e) = (field.len(), value.len(), expiry.is_some());
+    header_len(k, v, e) + k + v + 8 * usize::from(e)
 }
 
 fn varint_len(mut v: usize) -> usize {
@@ -179,38 +188,26 @@ fn varint_len(mut v: usize) -> usize {
     n
 }
 
-fn pack_encode(out: &mut Vec<u8>, field: &[u8], value: &[u8], expiry: Option<i64>) {
-    if is_short(field, value, expiry) {
-        out.push(((field.len() as u8) << 3) | value.len() as u8);
-    } else {
-        out.push(LONG);
-        put_varint(out, field.len() as u64);
-        put_varint(
-            out,
-            ((value.len() as u64) << 1) | u64::from(expiry.is_some()),
-        );
+/// Writes a pair's header at the start of `out`; returns its length ([`header_len`]).
+fn put_header(out: &mut [u8], klen: usize, vlen: usize, expiry: bool) -> usize {
+    if is_short(klen, vlen, expiry) {
+        out[0] = ((klen as u8) << 3) | vlen as u8;
+        return 1;
     }
-    out.extend_from_slice(field);
-    out.extend_from_slice(value);
-    if let Some(e) = expiry {
-        out.extend_from_slice(&e.to_le_bytes());
-    }
+    out[0] = LONG;
+    let n = 1 + put_varint(&mut out[1..], klen);
+    n + put_varint(&mut out[n..], (vlen << 1) | usize::from(expiry))
 }
 
-/// Replaces the pair at `s` with (field, value, expiry), keeping its position.
-fn pack_replace(buf: &mut Box<[u8]>, s: PackSlot, field: &[u8], value: &[u8], expiry: Option<i64>) {
-    if s.val.1 - s.val.0 == value.len() && s.expiry.is_some() == expiry.is_some() {
-        buf[s.val.0..s.val.1].copy_from_slice(value);
-        if let Some(e) = expiry {
-            buf[s.val.1..s.val.1 + 8].copy_from_slice(&e.to_le_bytes());
-        }
-        return;
+/// Writes a pair into `out`, which is [`pack_size`] bytes long.
+fn put_pair(out: &mut [u8], field: &[u8], value: &[u8], expiry: Option<i64>) {
+    let h = put_header(out, field.len(), value.len(), expiry.is_some());
+    let (k, v) = (h + field.len(), h + field.len() + value.len());
+    out[h..k].copy_from_slice(field);
+    out[k..v].copy_from_slice(value);
+    if let Some(e) = expiry {
+        out[v..v + 8].copy_from_slice(&e.to_le_bytes());
     }
-    let mut enc = Vec::with_capacity(pack_size(field, value, expiry));
-    pack_encode(&mut enc, field, value, expiry);
-    let mut v = std::mem::take(buf).into_vec();
-    v.splice(s.start..s.end, enc);
-    *buf = v.into_boxed_slice();
 }
 
 /// Iterator over a hash's (field, value) pairs.
@@ -233,6 +230,333 @@ impl<'a> Iterator for Iter<'a> {
             }
             Iter::Table(it) => it.next(),
         }
+    }
+}
+
+// ---- Writing a hash where it is stored ----------------------------------------------------
+
+/// A hash being written, wherever it is stored: an owned [`Hash`], or a keyspace entry whose
+/// block holds a small hash's listpack inline (`entry::HashMut`). The write operations are
+/// written once, as this trait's provided methods, on top of a few primitives. A listpack is
+/// edited where it is: a value replaced by one of the same length (or a TTL by another TTL)
+/// is overwritten in place; anything else is one [`HashStore::splice`], which moves the pairs
+/// after the change and resizes the storage by the difference. The whole listpack is never
+/// copied into a second buffer.
+pub(crate) trait HashStore {
+    /// The hash, read-only.
+    fn view(&self) -> HashRef<'_>;
+    /// The table, if the hash is one (None: a listpack).
+    fn table_mut(&mut self) -> Option<&mut DenseTable>;
+    /// A listpack's pairs, to overwrite in place (for a listpack only).
+    fn pack_mut(&mut self) -> &mut [u8];
+    /// Resizes a listpack's pairs around byte `at` (for a listpack only): the bytes from
+    /// `at + remove` to the end move to `at + insert`, the `min(remove, insert)` bytes at `at`
+    /// stay, and the pair count becomes `len`. Returns the pairs; the bytes of
+    /// `at + min(remove, insert) .. at + insert` are the caller's to write (their content is
+    /// unspecified).
+    fn splice(&mut self, at: usize, remove: usize, insert: usize, len: u32) -> &mut [u8];
+    /// Makes a listpack "listpackex" (a no-op for a table).
+    fn mark_ex(&mut self);
+    /// Replaces the listpack with `table` (the conversion).
+    fn store_table(&mut self, table: DenseTable);
+
+    /// Converts to the hashtable encoding (no-op if already there).
+    fn convert(&mut self) {
+        if let HashRef::Pack { buf, .. } = self.view() {
+            let mut t = DenseTable::new();
+            let mut p = 0;
+            while p < buf.len() {
+                let s = pack_next(buf, p);
+                t.insert(&buf[s.key.0..s.key.1], &buf[s.val.0..s.val.1], s.expiry);
+                p = s.end;
+            }
+            self.store_table(t);
+        }
+    }
+
+    /// Redis's `hashTypeTryConversion`: converts a listpack hash before a write if any of the
+    /// strings about to be written is longer than `hash-max-listpack-value`.
+    fn convert_for<'a>(&mut self, limits: &Limits, args: impl IntoIterator<Item = &'a [u8]>) {
+        // The lengths first: they are usually short, and the view costs a header read.
+        if args
+            .into_iter()
+            .any(|a| a.len() > limits.hash_max_listpack_value)
+            && matches!(self.view(), HashRef::Pack { .. })
+        {
+            self.convert();
+        }
+    }
+
+    /// See [`Hash::set`].
+    fn set(&mut self, field: &[u8], value: &[u8], limits: &Limits) -> bool {
+        set_with(self, field, value, Ttl::Clear, limits)
+    }
+
+    /// See [`Hash::set_keep_ttl`].
+    fn set_keep_ttl(&mut self, field: &[u8], value: &[u8], limits: &Limits) -> bool {
+        set_with(self, field, value, Ttl::Keep, limits)
+    }
+
+    /// See [`Hash::set_expiring`].
+    fn set_expiring(
+        &mut self,
+        field: &[u8],
+        value: &[u8],
+        expiry_ms: i64,
+        limits: &Limits,
+    ) -> bool {
+        self.mark_ex();
+        set_with(self, field, value, Ttl::At(expiry_ms), limits)
+    }
+
+    /// See [`Hash::remove`].
+    fn remove(&mut self, field: &[u8]) -> bool {
+        match self.view() {
+            HashRef::Pack { buf, len, .. } => match pack_find(buf, field) {
+                Some(s) => {
+                    self.splice(s.start, s.end - s.start, 0, len - 1);
+                    true
+                }
+                None => false,
+            },
+            HashRef::Table(_) => self.table_mut().is_some_and(|t| t.remove(field).is_some()),
+        }
+    }
+
+    /// See [`Hash::set_expiry`].
+    fn set_expiry(&mut self, field: &[u8], expiry: Option<i64>) -> bool {
+        match self.view() {
+            HashRef::Pack { buf, len, .. } => match pack_find(buf, field) {
+                Some(s) => {
+                    pack_set_expiry(self, s, len, expiry);
+                    true
+                }
+                None => false,
+            },
+            HashRef::Table(_) => self
+                .table_mut()
+                .is_some_and(|t| t.set_expiry(field, expiry)),
+        }
+    }
+
+    /// See [`Hash::expire_field`].
+    fn expire_field(&mut self, field: &[u8], now_ms: i64) -> bool {
+        let due = self
+            .view()
+            .expiry_of(field)
+            .flatten()
+            .is_some_and(|e| e <= now_ms);
+        due && self.remove(field)
+    }
+
+    /// See [`Hash::remove_all_expired`].
+    fn remove_all_expired(&mut self, now_ms: i64) -> usize {
+        match self.view() {
+            HashRef::Pack { ex: false, .. } => 0,
+            HashRef::Pack { len, .. } => pack_remove_expired(self, len, now_ms),
+            HashRef::Table(_) => match self.table_mut() {
+                // O(1) unless some field may really be due: HLEN, HGETALL ... on a big hash
+                // with TTLs sweep it only when something expired (or a bound went stale).
+                Some(t) if t.may_have_expired(now_ms) => {
+                    // Buckets never merge, so one step over as many buckets as there are
+                    // visits each exactly once.
+                    let n = t.buckets();
+                    t.remove_expired(now_ms, n).len()
+                }
+                _ => 0,
+            },
+        }
+    }
+
+    /// See [`Hash::remove_expired`].
+    fn remove_expired(&mut self, now_ms: i64, max_buckets: usize) -> usize {
+        match self.view() {
+            HashRef::Pack { .. } => self.remove_all_expired(now_ms),
+            HashRef::Table(_) => self
+                .table_mut()
+                .map_or(0, |t| t.remove_expired(now_ms, max_buckets).len()),
+        }
+    }
+}
+
+/// Sets `field` to `value`, its TTL as `ttl` says; converts past the listpack limits.
+/// Returns true if the field is new.
+fn set_with<S: HashStore + ?Sized>(
+    s: &mut S,
+    field: &[u8],
+    value: &[u8],
+    ttl: Ttl,
+    limits: &Limits,
+) -> bool {
+    s.convert_for(limits, [field, value]);
+    match s.table_mut() {
+        Some(t) => {
+            let expiry = match ttl {
+                Ttl::Keep => t.get(field).and_then(|(_, e)| e),
+                _ => ttl.resolve(None),
+            };
+            t.insert(field, value, expiry)
+        }
+        None => {
+            let (new, len) = pack_set(s, field, value, ttl);
+            if len > limits.hash_max_listpack_entries {
+                s.convert();
+            }
+            new
+        }
+    }
+}
+
+/// [`set_with`] on a listpack: a value of the same length (and a TTL kept as a TTL)
+/// overwritten in place, any other update re-encodes the pair where it is, a new pair goes at
+/// the end (Redis's order). Returns whether the field is new, and the number of pairs.
+fn pack_set<S: HashStore + ?Sized>(
+    s: &mut S,
+    field: &[u8],
+    value: &[u8],
+    ttl: Ttl,
+) -> (bool, usize) {
+    let HashRef::Pack { buf, len, .. } = s.view() else {
+        unreachable!("pack_set of a table")
+    };
+    match pack_find(buf, field) {
+        Some(slot) => {
+            let expiry = ttl.resolve(slot.expiry);
+            if slot.val.1 - slot.val.0 == value.len() && slot.expiry.is_some() == expiry.is_some() {
+                let b = s.pack_mut();
+                b[slot.val.0..slot.val.1].copy_from_slice(value);
+                if let Some(e) = expiry {
+                    b[slot.val.1..slot.end].copy_from_slice(&e.to_le_bytes());
+                }
+            } else {
+                let n = pack_size(field, value, expiry);
+                let b = s.splice(slot.start, slot.end - slot.start, n, len);
+                put_pair(&mut b[slot.start..slot.start + n], field, value, expiry);
+            }
+            (false, len as usize)
+        }
+        None => {
+            let expiry = ttl.resolve(None);
+            let (at, n) = (buf.len(), pack_size(field, value, expiry));
+            let b = s.splice(at, 0, n, len + 1);
+            put_pair(&mut b[at..at + n], field, value, expiry);
+            (true, len as usize + 1)
+        }
+    }
+}
+
+/// Sets or clears the TTL of the listpack pair at `slot` (of `len` pairs). A TTL replaced by
+/// a TTL is overwritten in place; otherwise the pair's header and its 8 expiry bytes change
+/// around its field and value, which are moved inside the storage rather than copied out.
+fn pack_set_expiry<S: HashStore + ?Sized>(
+    s: &mut S,
+    slot: PackSlot,
+    len: u32,
+    expiry: Option<i64>,
+) {
+    if slot.expiry.is_some() == expiry.is_some() {
+        if let Some(e) = expiry {
+            s.pack_mut()[slot.val.1..slot.end].copy_from_slice(&e.to_le_bytes());
+        }
+        return;
+    }
+    let at = slot.start;
+    let (klen, vlen) = (slot.key.1 - slot.key.0, slot.val.1 - slot.val.0);
+    let body = klen + vlen;
+    let (h, h2) = (slot.key.0 - at, header_len(klen, vlen, expiry.is_some()));
+    let remove = slot.end - at;
+    let insert = h2 + body + 8 * usize::from(expiry.is_some());
+    let b = if insert <= remove {
+        // Shrinking: the body moves to its new offset first, within the old pair, since the
+        // splice keeps only the first `insert` bytes.
+        s.pack_mut().copy_within(at + h..at + h + body, at + h2);
+        s.splice(at, remove, insert, len)
+    } else {
+        // Growing: the splice keeps the whole old pair, then the body moves.
+        let b = s.splice(at, remove, insert, len);
+        b.copy_within(at + h..at + h + body, at + h2);
+        b
+    };
+    put_header(&mut b[at..], klen, vlen, expiry.is_some());
+    if let Some(e) = expiry {
+        b[at + h2 + body..at + insert].copy_from_slice(&e.to_le_bytes());
+    }
+}
+
+/// Removes a listpack's (of `len` pairs) fields due at `now_ms`: the pairs that stay are
+/// moved down over the others in place, then one splice cuts the end. Returns how many went.
+fn pack_remove_expired<S: HashStore + ?Sized>(s: &mut S, len: u32, now_ms: i64) -> usize {
+    let b = s.pack_mut();
+    let (mut p, mut w, mut gone) = (0, 0, 0);
+    while p < b.len() {
+        let slot = pack_next(b, p);
+        if slot.expiry.is_some_and(|e| e <= now_ms) {
+            gone += 1;
+        } else {
+            // `w` never passes `slot.start`: the pairs still to read are left intact.
+            if w != slot.start {
+                b.copy_within(slot.start..slot.end, w);
+            }
+            w += slot.end - slot.start;
+        }
+        p = slot.end;
+    }
+    let total = b.len();
+    if gone > 0 {
+        s.splice(w, total - w, 0, len - gone as u32);
+    }
+    gone
+}
+
+impl HashStore for Hash {
+    fn view(&self) -> HashRef<'_> {
+        Hash::view(self)
+    }
+
+    fn table_mut(&mut self) -> Option<&mut DenseTable> {
+        match self {
+            Hash::Table(t) => Some(t),
+            Hash::Pack { .. } => None,
+        }
+    }
+
+    fn pack_mut(&mut self) -> &mut [u8] {
+        match self {
+            Hash::Pack { buf, .. } => buf,
+            Hash::Table(_) => unreachable!("pack_mut of a table"),
+        }
+    }
+
+    fn splice(&mut self, at: usize, remove: usize, insert: usize, len: u32) -> &mut [u8] {
+        let Hash::Pack { buf, len: n, .. } = self else {
+            unreachable!("splice of a table")
+        };
+        let old = buf.len();
+        if insert != remove {
+            // Exact size: a small hash pays for its bytes only.
+            let mut v = std::mem::take(buf).into_vec();
+            if insert > remove {
+                v.reserve_exact(insert - remove);
+                v.resize(old - remove + insert, 0);
+                v.copy_within(at + remove..old, at + insert);
+            } else {
+                v.copy_within(at + remove..old, at + insert);
+                v.truncate(old - remove + insert);
+            }
+            *buf = v.into_boxed_slice();
+        }
+        *n = len;
+        buf
+    }
+
+    fn mark_ex(&mut self) {
+        if let Hash::Pack { ex, .. } = self {
+            *ex = true;
+        }
+    }
+
+    fn store_table(&mut self, table: DenseTable) {
+        *self = Hash::Table(Box::new(table));
     }
 }
 
@@ -274,40 +598,25 @@ impl Hash {
 
     /// Converts to the hashtable encoding (no-op if already there).
     pub fn convert(&mut self) {
-        if let Hash::Pack { buf, .. } = self {
-            let mut t = DenseTable::new();
-            let mut p = 0;
-            while p < buf.len() {
-                let s = pack_next(buf, p);
-                t.insert(&buf[s.key.0..s.key.1], &buf[s.val.0..s.val.1], s.expiry);
-                p = s.end;
-            }
-            *self = Hash::Table(Box::new(t));
-        }
+        HashStore::convert(self)
     }
 
     /// Redis's `hashTypeTryConversion`: converts a listpack hash before a write if any of the
     /// strings about to be written is longer than `hash-max-listpack-value`.
     pub fn convert_for<'a>(&mut self, limits: &Limits, args: impl IntoIterator<Item = &'a [u8]>) {
-        if matches!(self, Hash::Pack { .. })
-            && args
-                .into_iter()
-                .any(|a| a.len() > limits.hash_max_listpack_value)
-        {
-            self.convert();
-        }
+        HashStore::convert_for(self, limits, args)
     }
 
     /// Sets `field` to `value`, removing any TTL it had (HSET). Returns true if the field is
     /// new.
     pub fn set(&mut self, field: &[u8], value: &[u8], limits: &Limits) -> bool {
-        self.set_inner(field, value, Ttl::Clear, limits)
+        HashStore::set(self, field, value, limits)
     }
 
     /// Sets `field` to `value`, keeping the TTL of an existing field (HINCRBY, HINCRBYFLOAT, as
     /// Redis 7.4's `HASH_SET_KEEP_TTL`). Returns true if the field is new.
     pub fn set_keep_ttl(&mut self, field: &[u8], value: &[u8], limits: &Limits) -> bool {
-        self.set_inner(field, value, Ttl::Keep, limits)
+        HashStore::set_keep_ttl(self, field, value, limits)
     }
 
     /// Sets `field` to `value` expiring at `expiry_ms` (unix ms), whatever TTL it had (HSETEX).
@@ -319,59 +628,12 @@ impl Hash {
         expiry_ms: i64,
         limits: &Limits,
     ) -> bool {
-        self.mark_ex();
-        self.set_inner(field, value, Ttl::At(expiry_ms), limits)
-    }
-
-    fn set_inner(&mut self, field: &[u8], value: &[u8], ttl: Ttl, limits: &Limits) -> bool {
-        self.convert_for(limits, [field, value]);
-        let new = match self {
-            Hash::Pack { buf, len, .. } => match pack_find(buf, field) {
-                Some(s) => {
-                    let expiry = ttl.resolve(s.expiry);
-                    pack_replace(buf, s, field, value, expiry);
-                    false
-                }
-                None => {
-                    let expiry = ttl.resolve(None);
-                    // Exact size: a small hash pays for its bytes only.
-                    let mut v = std::mem::take(buf).into_vec();
-                    v.reserve_exact(pack_size(field, value, expiry));
-                    pack_encode(&mut v, field, value, expiry);
-                    *buf = v.into_boxed_slice();
-                    *len += 1;
-                    true
-                }
-            },
-            Hash::Table(t) => {
-                let expiry = match ttl {
-                    Ttl::Keep => t.get(field).and_then(|(_, e)| e),
-                    _ => ttl.resolve(None),
-                };
-                t.insert(field, value, expiry)
-            }
-        };
-        if self.len() > limits.hash_max_listpack_entries {
-            self.convert();
-        }
-        new
+        HashStore::set_expiring(self, field, value, expiry_ms, limits)
     }
 
     /// Removes `field`. Returns whether it was there.
     pub fn remove(&mut self, field: &[u8]) -> bool {
-        match self {
-            Hash::Pack { buf, len, .. } => match pack_find(buf, field) {
-                Some(s) => {
-                    let mut v = std::mem::take(buf).into_vec();
-                    v.drain(s.start..s.end);
-                    *buf = v.into_boxed_slice();
-                    *len -= 1;
-                    true
-                }
-                None => false,
-            },
-            Hash::Table(t) => t.remove(field).is_some(),
-        }
+        HashStore::remove(self, field)
     }
 
     /// Every (field, value): insertion order for a listpack, table order otherwise.
@@ -399,9 +661,7 @@ impl Hash {
     /// Switches a listpack hash to "listpackex" (Redis 7.4 does so whenever an HEXPIRE-family
     /// command runs on it). A no-op for a table.
     pub fn mark_ex(&mut self) {
-        if let Hash::Pack { ex, .. } = self {
-            *ex = true;
-        }
+        HashStore::mark_ex(self)
     }
 
     /// `None`: no such field; `Some(None)`: no TTL; `Some(Some(ms))`: expires at `ms`.
@@ -411,65 +671,19 @@ impl Hash {
 
     /// Sets or clears the TTL of a present field. Returns false if the field is absent.
     pub fn set_expiry(&mut self, field: &[u8], expiry: Option<i64>) -> bool {
-        match self {
-            Hash::Pack { buf, .. } => match pack_find(buf, field) {
-                Some(s) => {
-                    let value = buf[s.val.0..s.val.1].to_vec();
-                    pack_replace(buf, s, field, &value, expiry);
-                    true
-                }
-                None => false,
-            },
-            Hash::Table(t) => t.set_expiry(field, expiry),
-        }
+        HashStore::set_expiry(self, field, expiry)
     }
 
     /// Removes `field` if its TTL is at or before `now_ms`. Returns whether it did.
     pub fn expire_field(&mut self, field: &[u8], now_ms: i64) -> bool {
-        if self.expiry_of(field).flatten().is_some_and(|e| e <= now_ms) {
-            self.remove(field)
-        } else {
-            false
-        }
+        HashStore::expire_field(self, field, now_ms)
     }
 
     /// Removes every field whose TTL is at or before `now_ms` (O(n) for a listpack with TTLs;
     /// for a table O(1) unless a field may be due, see `DenseTable::may_have_expired`).
     /// Returns how many it removed.
     pub fn remove_all_expired(&mut self, now_ms: i64) -> usize {
-        match self {
-            Hash::Pack { ex: false, .. } => 0,
-            Hash::Pack { buf, len, .. } => {
-                let mut out = Vec::with_capacity(buf.len());
-                let mut gone = 0;
-                let mut p = 0;
-                while p < buf.len() {
-                    let s = pack_next(buf, p);
-                    if s.expiry.is_some_and(|e| e <= now_ms) {
-                        gone += 1;
-                    } else {
-                        out.extend_from_slice(&buf[s.start..s.end]);
-                    }
-                    p = s.end;
-                }
-                if gone > 0 {
-                    *buf = out.into_boxed_slice();
-                    *len -= gone as u32;
-                }
-                gone
-            }
-            Hash::Table(t) => {
-                // O(1) unless some field may really be due: HLEN, HGETALL ... on a big hash
-                // with TTLs sweep it only when something expired (or a bound went stale).
-                if !t.may_have_expired(now_ms) {
-                    return 0;
-                }
-                // Buckets never merge, so one step over as many buckets as there are visits
-                // each exactly once.
-                let n = t.buckets();
-                t.remove_expired(now_ms, n).len()
-            }
-        }
+        HashStore::remove_all_expired(self, now_ms)
     }
 
     /// Every (field, value, expiry).
@@ -491,10 +705,7 @@ impl Hash {
     /// `max_buckets` buckets of a table (a listpack hash is swept whole) and removes fields
     /// whose expiry is at or before `now_ms`. Returns how many it removed.
     pub fn remove_expired(&mut self, now_ms: i64, max_buckets: usize) -> usize {
-        match self {
-            Hash::Pack { .. } => self.remove_all_expired(now_ms),
-            Hash::Table(t) => t.remove_expired(now_ms, max_buckets).len(),
-        }
+        HashStore::remove_expired(self, now_ms, max_buckets)
     }
 }
 
@@ -518,7 +729,8 @@ impl Hash {
     }
 
     /// A listpack hash from its parts (see [`HashRef::Pack`]): the keyspace entry keeps a
-    /// small hash's buffer inside its own block and rebuilds the `Hash` for a write.
+    /// small hash's buffer inside its own block and rebuilds the `Hash` when `value_mut`
+    /// moves it out of line.
     pub fn from_pack(buf: &[u8], len: u32, ex: bool) -> Hash {
         Hash::Pack {
             buf: buf.into(),

@@ -24,7 +24,8 @@ const MAX_FIELD_TTL_SECS: i64 = 1 << 26;
 /// none is left (the hash commands' lazy field expiry). Anything else is left alone.
 fn expire_hash_fields(db: &mut DbView<'_>, key: &[u8], fields: &[&[u8]]) {
     let now = db.now_ms();
-    // Checked on the borrowed view first: `hash_mut` copies a small hash out of its entry.
+    // Checked on the borrowed view first: a hash without field TTLs (the usual case) is
+    // left alone after one lookup.
     let entry = db
         .get_mut_quiet(key)
         .filter(|e| matches!(e.value(), ValueRef::Hash(h) if h.has_ttls()));

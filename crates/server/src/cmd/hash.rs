@@ -68,7 +68,8 @@ enum Fields<'a> {
 /// (one lookup).
 fn lazy_expire(db: &mut DbView<'_>, key: &[u8], fields: Fields<'_>) {
     let now = db.now_ms();
-    // Checked on the borrowed view first: `hash_mut` copies a small hash out of its entry.
+    // Checked on the borrowed view first: a hash without field TTLs (the usual case) is
+    // left alone after one lookup.
     let entry = db
         .get_mut_quiet(key)
         .filter(|e| matches!(e.value(), ValueRef::Hash(h) if h.has_ttls()));
@@ -129,7 +130,7 @@ fn read<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<Option<HashRef<'a>>, W
 }
 
 /// A hash to modify. Quiet: the caller signals WATCHers once it has changed something.
-/// A small hash lives inside its entry: the guard puts it back when dropped.
+/// A small hash is edited inside its entry (see `darner_engine::entry::HashMut`).
 fn write<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<Option<HashMut<'a>>, WrongType> {
     match db.get_mut_quiet(key) {
         None => Ok(None),
@@ -171,7 +172,6 @@ fn hset_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, name: &
     for pair in args[2..].chunks(2) {
         created += i64::from(h.set(pair[0], pair[1], &limits));
     }
-    drop(h);
     db.signal(args[1]);
     notify(ctx, HASH, "hset", args[1]);
     if name == "hset" {
@@ -201,7 +201,6 @@ fn hsetnx(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         return w.int(0);
     }
     h.set(args[2], args[3], &limits);
-    drop(h);
     db.signal(args[1]);
     notify(ctx, HASH, "hset", args[1]);
     w.int(1);
@@ -357,7 +356,6 @@ fn hincrby(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut h = write_or_create(&mut db, args[1]).unwrap_or_else(|_| unreachable!("checked type"));
     // Redis 7.4 keeps the field's TTL on an increment (HASH_SET_KEEP_TTL).
     h.set_keep_ttl(args[2], new.to_string().as_bytes(), &limits);
-    drop(h);
     db.signal(args[1]);
     notify(ctx, HASH, "hincrby", args[1]);
     w.int(new);
@@ -390,7 +388,6 @@ fn hincrbyfloat(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     ld::format(sum, &mut text);
     let mut h = write_or_create(&mut db, args[1]).unwrap_or_else(|_| unreachable!("checked type"));
     h.set_keep_ttl(args[2], &text, &limits);
-    drop(h);
     db.signal(args[1]);
     notify(ctx, HASH, "hincrbyfloat", args[1]);
     w.bulk(&text);
@@ -744,7 +741,6 @@ fn hexpire_generic(
     }
     let with_ttls = h.has_ttls();
     let empty = h.is_empty();
-    drop(h);
     if empty {
         db.remove(args[1]);
     } else if changed {
@@ -854,7 +850,6 @@ fn hpersist(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             }
         });
     }
-    drop(h);
     if changed {
         db.signal(args[1]);
         notify(ctx, HASH, "hpersist", args[1]);
@@ -894,7 +889,6 @@ fn hgetdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         deleted = true;
     }
     let empty = h.is_empty();
-    drop(h);
     if empty {
         db.remove(args[1]);
     } else if deleted {
@@ -1002,7 +996,6 @@ fn hgetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         _ => "hexpire",
     };
     let empty = h.is_empty();
-    drop(h);
     if empty {
         db.remove(args[1]);
         notify(ctx, HASH, event, args[1]);
@@ -1195,7 +1188,6 @@ fn hsetex_redis(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         }
     }
     let empty = h.is_empty();
-    drop(h);
     if empty {
         db.remove(key);
     } else {
@@ -1265,7 +1257,6 @@ fn hsetex_dragonfly(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ttl
         }
         created += i64::from(!exists);
     }
-    drop(h);
     if changed {
         db.signal(key);
     }
