@@ -541,12 +541,32 @@ impl<'a> DbView<'a> {
 
     /// A live entry; updates its access clock and the hit/miss counters.
     pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
+        self.lookup(key, true)
+    }
+
+    /// Like [`DbView::get`], but the members of a set whose TTL passed are left in place
+    /// (no pass over the set): for a caller that reads named members only and skips the
+    /// expired ones itself ([`crate::types::Set::contains_at`]). SISMEMBER on a big set
+    /// with member TTLs would otherwise scan the whole set each time a member came due.
+    pub fn get_point(&mut self, key: &[u8]) -> Option<&Entry> {
+        self.lookup(key, false)
+    }
+
+    /// [`DbView::get_point`], with the lifetime of the view's database.
+    pub fn into_get_point(mut self, key: &[u8]) -> Option<&'a Entry> {
+        self.get_point(key)?;
+        let db: &'a Db = self.db;
+        db.table.get(key)
+    }
+
+    fn lookup(&mut self, key: &[u8], sweep_members: bool) -> Option<&Entry> {
         let (touch, lru, now) = (self.clock.touch, self.clock.lru, self.clock.now_ms);
         let db = &mut *self.db;
         match db.table.find_live(key, now, &db.pinned) {
             Found::Live(e) => {
                 // Why the registry test: a database without field TTLs pays one comparison.
-                if !db.field_ttl_keys.is_empty()
+                if sweep_members
+                    && !db.field_ttl_keys.is_empty()
                     && !is_pinned(&db.pinned, key)
                     && expire_members(
                         e,
@@ -916,6 +936,40 @@ mod tests {
         assert_eq!(n, 500);
         assert_eq!(db.len(), 500);
         assert_eq!(db.expires(), 0);
+    }
+
+    #[test]
+    fn point_reads_of_a_set_leave_expired_members_for_later() {
+        use crate::types::{Limits, Set};
+        use crate::value::Value;
+        let mut set = Set::new();
+        for i in 0..1000 {
+            set.insert(format!("m{i}").as_bytes(), &Limits::default());
+        }
+        set.insert_expiring(b"short", 10, false);
+        let mut db = Db::new();
+        {
+            let mut v = db.view(Clock::at(0));
+            v.set(Entry::new_value(b"s", Value::Set(set), None, 0));
+            v.note_field_ttls(b"s");
+        }
+        let len = |db: &mut Db, point: bool| {
+            let mut v = db.view(Clock::at(20));
+            let e = if point {
+                v.get_point(b"s")
+            } else {
+                v.get(b"s")
+            };
+            match e.unwrap().value() {
+                crate::entry::ValueRef::Set(s) => (s.len(), s.contains_at(b"short", 20)),
+                _ => unreachable!(),
+            }
+        };
+        // The member is due: a point read sees it as gone without touching the set...
+        assert_eq!(len(&mut db, true), (1001, false));
+        // ...a whole-set read removes it.
+        assert_eq!(len(&mut db, false), (1000, false));
+        assert_eq!(db.expired_fields, 1);
     }
 
     #[test]

@@ -70,6 +70,20 @@ fn read<'a>(ctx: &'a mut ShardCtx, key: &[u8]) -> Result<Option<&'a Set>, ()> {
     }
 }
 
+/// Like [`read`], for commands that read named members only (SISMEMBER, SMISMEMBER): members
+/// past their TTL stay in place and the caller skips them ([`Set::contains_at`]), so a big
+/// set with member TTLs is not scanned whenever one of them comes due; the active cycle and
+/// the next whole-set read remove them.
+fn read_point<'a>(ctx: &'a mut ShardCtx, key: &[u8]) -> Result<Option<&'a Set>, ()> {
+    match ctx.db().into_get_point(key) {
+        None => Ok(None),
+        Some(e) => match e.value() {
+            ValueRef::Set(s) => Ok(Some(s)),
+            _ => Err(()),
+        },
+    }
+}
+
 fn set_of(e: &Entry) -> Result<&Set, ()> {
     match e.value() {
         ValueRef::Set(s) => Ok(s),
@@ -157,18 +171,20 @@ fn scard(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 }
 
 fn sismember(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
-    match read(ctx, args[1]) {
-        Ok(s) => w.int(s.is_some_and(|s| s.contains(args[2])) as i64),
+    let now = ctx.clock.now_ms;
+    match read_point(ctx, args[1]) {
+        Ok(s) => w.int(s.is_some_and(|s| s.contains_at(args[2], now)) as i64),
         Err(()) => w.error(ERR_WRONGTYPE),
     }
 }
 
 fn smismember(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
-    match read(ctx, args[1]) {
+    let now = ctx.clock.now_ms;
+    match read_point(ctx, args[1]) {
         Ok(s) => {
             w.array(args.len() - 2);
             for m in &args[2..] {
-                w.int(s.is_some_and(|s| s.contains(m)) as i64);
+                w.int(s.is_some_and(|s| s.contains_at(m, now)) as i64);
             }
         }
         Err(()) => w.error(ERR_WRONGTYPE),

@@ -185,19 +185,24 @@ fn exec(tx: Tx, _args: Vec<Bytes>) -> TxFuture {
             });
         }
         // WATCH: a write or expiry since WATCH set the flag; a key that existed then and has
-        // logically expired now (not yet reclaimed) also counts as changed.
+        // logically expired now (not yet reclaimed) also counts as changed, and so do set
+        // members past their TTL that no command removed yet (SISMEMBER skips them without
+        // removing them): the lookup below removes them, which sets the flag.
         let watched = std::mem::take(&mut tx.client().watched);
-        let mut aborted = tx
-            .client()
-            .watch_flag
-            .as_ref()
-            .is_some_and(|f| f.load(Ordering::Relaxed));
+        let flagged = |tx: &Tx| {
+            tx.client()
+                .watch_flag
+                .as_ref()
+                .is_some_and(|f| f.load(Ordering::Relaxed))
+        };
+        let mut aborted = flagged(&tx);
         if !aborted {
             for wk in watched.iter().filter(|w| w.existed) {
                 let (db, key) = (wk.db, wk.key.clone());
                 let expired = tx
                     .run(tx.shard_of(&wk.key), move |ctx| {
-                        ctx.db_at(db).expired_in_place(&key)
+                        let mut view = ctx.db_at(db);
+                        view.expired_in_place(&key) || view.peek(&key).is_none()
                     })
                     .await;
                 if expired {
@@ -205,6 +210,7 @@ fn exec(tx: Tx, _args: Vec<Bytes>) -> TxFuture {
                     break;
                 }
             }
+            aborted = aborted || flagged(&tx);
         }
         tx.client().unwatch();
         if aborted {

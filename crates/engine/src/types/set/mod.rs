@@ -312,6 +312,15 @@ impl Set {
         }
     }
 
+    /// Whether `m` is a member whose TTL, if any, is after `now_ms` (for reads of named
+    /// members that leave expired ones in place: `DbView::get_point`).
+    pub fn contains_at(&self, m: &[u8], now_ms: i64) -> bool {
+        match self {
+            Set::Expiring(t) => t.get(m).is_some_and(|(_, e)| e.is_none_or(|e| e > now_ms)),
+            s => s.contains(m),
+        }
+    }
+
     pub fn contains(&self, m: &[u8]) -> bool {
         match self {
             Set::Ints(v) => canonical_int(m).is_some_and(|i| v.binary_search(&i).is_ok()),
