@@ -187,14 +187,23 @@ mod tests {
                 // for alignment, grown with realloc under the same layout and freed once.
                 unsafe {
                     let z = a.alloc_zeroed(l);
-                    assert!(!z.is_null() && z as usize % align == 0, "{size} {align}");
+                    assert!(
+                        !z.is_null() && (z as usize).is_multiple_of(align),
+                        "{size} {align}"
+                    );
                     assert!(std::slice::from_raw_parts(z, size).iter().all(|&b| b == 0));
                     a.dealloc(z, l);
                     let p = a.alloc(l);
-                    assert!(!p.is_null() && p as usize % align == 0, "{size} {align}");
+                    assert!(
+                        !p.is_null() && (p as usize).is_multiple_of(align),
+                        "{size} {align}"
+                    );
                     std::ptr::write_bytes(p, 0xa5, size);
                     let q = a.realloc(p, l, size * 3);
-                    assert!(!q.is_null() && q as usize % align == 0, "{size} {align}");
+                    assert!(
+                        !q.is_null() && (q as usize).is_multiple_of(align),
+                        "{size} {align}"
+                    );
                     assert!(std::slice::from_raw_parts(q, size)
                         .iter()
                         .all(|&b| b == 0xa5));
