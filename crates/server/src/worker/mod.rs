@@ -389,7 +389,11 @@ impl Worker {
                 .bytes_needed()
                 .unwrap_or(0)
                 .clamp(READ_CHUNK, 1 << 20);
-            if conn.rbuf.capacity() - conn.rbuf.len() < READ_CHUNK {
+            // Each batch's bytes are split off the front of the buffer, so its spare room
+            // shrinks by what was consumed; reclaiming it (BytesMut::reserve) waits until a
+            // quarter of a chunk is left rather than running after every request.
+            let spare = conn.rbuf.capacity() - conn.rbuf.len();
+            if spare < READ_CHUNK / 4 || (need > READ_CHUNK && spare < need) {
                 conn.rbuf.reserve(need);
             }
             let spare = conn.rbuf.spare_capacity_mut();
@@ -513,10 +517,11 @@ impl Worker {
             // Parse a batch: several requests only once authenticated (AUTH changes the
             // limits that apply to the requests after it).
             let max = if auth { 256 } else { 1 };
-            let mut requests: Vec<(darner_resp::Request, usize)> = Vec::new();
+            let mut requests: SmallVec<[(darner_resp::Request, usize); 4]> = SmallVec::new();
             let mut off = 0;
             let mut error = None;
-            while requests.len() < max {
+            // (A parse of no new bytes could only say "incomplete": not asked.)
+            while requests.len() < max && off < conn.rbuf.len() {
                 match conn.parser.parse(&conn.rbuf[off..], &limits) {
                     Ok(Some(req)) => {
                         let at = off;
@@ -540,7 +545,8 @@ impl Worker {
             if requests.len() > 1 {
                 self.prefetch_keys(c, &requests, &frozen);
             }
-            let mut batch = requests.into_iter();
+            // Drained in place: moving the batch (inline array included) would copy it.
+            let mut batch = requests.drain(..);
             for (req, at) in batch.by_ref() {
                 if !req.args.is_empty() {
                     // Borrowed views of the frozen batch: a command that runs inline (most do)
@@ -585,7 +591,8 @@ impl Worker {
                 self.conns[c].protocol_error = Some(e);
                 break;
             }
-            if !parsed_any {
+            // Nothing left to parse (the usual end of an unpipelined request).
+            if !parsed_any || self.conns[c].rbuf.is_empty() {
                 break;
             }
         }
