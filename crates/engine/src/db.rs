@@ -174,6 +174,12 @@ fn expire_members(
         return false;
     }
     let emptied = match e.value_mut() {
+        // Every member due: the set goes whole as an expired key (its members are freed in
+        // steps with it, not removed one by one here).
+        Some(Value::Set(s)) if s.all_due(now_ms) => {
+            *expired_fields += s.len() as u64;
+            true
+        }
         Some(Value::Set(s)) if s.due(now_ms) => {
             // `due` may be a stale bound: then nothing goes and nothing is signalled.
             let gone = s.remove_all_expired(now_ms);
@@ -193,6 +199,27 @@ fn expire_members(
         e.set_expire(Some(now_ms.saturating_sub(1)));
     }
     emptied
+}
+
+/// Whether every field of the hash, or member of the set, in `e` has a TTL that has passed
+/// (O(1); false when unsure).
+fn all_elements_due(e: &Entry, now_ms: i64) -> bool {
+    use crate::ValueRef;
+    match e.value() {
+        ValueRef::Hash(h) => h.all_due(now_ms),
+        ValueRef::Set(s) => s.all_due(now_ms),
+        _ => false,
+    }
+}
+
+/// How many fields or members the hash or set in `e` holds.
+fn element_count(e: &Entry) -> usize {
+    use crate::ValueRef;
+    match e.value() {
+        ValueRef::Hash(h) => h.len(),
+        ValueRef::Set(s) => s.len(),
+        _ => 0,
+    }
 }
 
 /// Whether the value of `e` has hash fields or set members with a TTL (such a key belongs in
@@ -323,6 +350,11 @@ impl Db {
                 continue;
             }
             let (gone, empty, keep) = match self.table.get_mut(&key) {
+                // Every field (member) due: the value goes whole, freed in steps from the
+                // graveyard like an expired key's.
+                Some(e) if !e.is_expired(now_ms) && all_elements_due(e, now_ms) => {
+                    (element_count(e), true, false)
+                }
                 // Through the guard: a small hash stays inline in its entry.
                 Some(e)
                     if !e.is_expired(now_ms) && e.value_type() == crate::value::ValueType::Hash =>
@@ -544,10 +576,10 @@ impl<'a> DbView<'a> {
         self.lookup(key, true)
     }
 
-    /// Like [`DbView::get`], but the members of a set whose TTL passed are left in place
-    /// (no pass over the set): for a caller that reads named members only and skips the
-    /// expired ones itself ([`crate::types::Set::contains_at`]). SISMEMBER on a big set
-    /// with member TTLs would otherwise scan the whole set each time a member came due.
+    /// Like [`DbView::get`], but the members of a set whose TTL passed are left in place: for
+    /// a caller that reads named members only and skips the expired ones itself
+    /// ([`crate::types::Set::contains_at`]), so that SISMEMBER pays nothing for members
+    /// that came due (their removal is the active cycle's or the next whole-set read's).
     pub fn get_point(&mut self, key: &[u8]) -> Option<&Entry> {
         self.lookup(key, false)
     }

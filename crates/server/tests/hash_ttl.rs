@@ -616,3 +616,97 @@ fn expired_fields_count_as_absent() {
         ],
     );
 }
+
+/// Field TTLs on a big hash (the hashtable encoding), observed through reads while the active
+/// cycle is off: fields due at different times leave exactly when due (the table finds them
+/// through its expiry index, dense.rs), and a hash all of whose fields are due goes whole
+/// with Redis 7.4's events, `hexpired` then `del`.
+#[test]
+fn big_hash_fields_expire_exactly_and_a_fully_due_hash_goes_whole() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    let q = |c: &mut redis::Connection, args: &[&str]| -> redis::Value {
+        redis::cmd(args[0]).arg(&args[1..]).query(c).unwrap()
+    };
+    q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    q(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Ehg"]);
+    let fields: Vec<String> = (0..2000).map(|i| format!("f{i}")).collect();
+    for key in ["stag", "all"] {
+        let mut hset = redis::cmd("HSET");
+        hset.arg(key);
+        for f in &fields {
+            hset.arg(f).arg("v");
+        }
+        let _: i64 = hset.query(&mut c).unwrap();
+    }
+    // stag: a quarter due in 500 ms, a quarter in 1 s, half never (wide margins: the first
+    // reads below must come before the first TTL on a busy machine).
+    for (rem, ms) in [(0, "500"), (1, "1000")] {
+        let mut hpexpire = redis::cmd("HPEXPIRE");
+        let due: Vec<&String> = fields
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 4 == rem)
+            .map(|(_, f)| f)
+            .collect();
+        hpexpire
+            .arg("stag")
+            .arg(ms)
+            .arg("FIELDS")
+            .arg(due.len())
+            .arg(&due);
+        let _: Vec<i64> = hpexpire.query(&mut c).unwrap();
+    }
+    // all: every field due in 500 ms.
+    let _: Vec<i64> = redis::cmd("HPEXPIRE")
+        .arg("all")
+        .arg(500)
+        .arg("FIELDS")
+        .arg(fields.len())
+        .arg(&fields)
+        .query(&mut c)
+        .unwrap();
+    let mut sub = s.client();
+    let mut ps = sub.as_pubsub();
+    ps.psubscribe("__keyevent@0__:*").unwrap();
+    ps.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+
+    let live = |c: &mut redis::Connection, keep: &dyn Fn(usize) -> bool| {
+        let want: std::collections::BTreeSet<String> = fields
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| keep(*i))
+            .map(|(_, f)| f.clone())
+            .collect();
+        let got: std::collections::BTreeSet<String> =
+            redis::cmd("HKEYS").arg("stag").query(c).unwrap();
+        assert_eq!(got, want);
+        let n: usize = redis::cmd("HLEN").arg("stag").query(c).unwrap();
+        assert_eq!(n, want.len());
+    };
+    live(&mut c, &|_| true);
+    std::thread::sleep(Duration::from_millis(650));
+    live(&mut c, &|i| i % 4 != 0);
+    let n: i64 = redis::cmd("HLEN").arg("all").query(&mut c).unwrap();
+    assert_eq!(n, 0);
+    let e: i64 = redis::cmd("EXISTS").arg("all").query(&mut c).unwrap();
+    assert_eq!(e, 0);
+    std::thread::sleep(Duration::from_millis(500));
+    live(&mut c, &|i| i % 4 >= 2);
+
+    let mut events = Vec::new();
+    while events.len() < 4 {
+        let m = ps.get_message().expect("an event within 5 s");
+        let payload: String = m.get_payload().unwrap();
+        events.push(format!("{} {payload}", m.get_channel_name()));
+    }
+    assert_eq!(
+        events,
+        [
+            "__keyevent@0__:hexpired stag",
+            "__keyevent@0__:hexpired all",
+            "__keyevent@0__:del all",
+            "__keyevent@0__:hexpired stag",
+        ]
+    );
+}

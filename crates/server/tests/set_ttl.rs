@@ -399,3 +399,42 @@ fn member_expiry_signals_watchers() {
         ],
     );
 }
+
+/// Member TTLs on a big set, observed through reads while the active cycle is off: members
+/// leave exactly when due, and a set all of whose members are due goes whole.
+#[test]
+fn big_set_members_expire_exactly_and_a_fully_due_set_goes_whole() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    let _: () = q(&mut c, "DEBUG SET-ACTIVE-EXPIRE 0");
+    let all: Vec<String> = (0..2000).map(|i| format!("m{i}")).collect();
+    let due: Vec<&String> = all.iter().step_by(2).collect();
+    let kept: Vec<&String> = all.iter().skip(1).step_by(2).collect();
+    let _: i64 = redis::cmd("SADDEX")
+        .arg("whole")
+        .arg(1)
+        .arg(&all)
+        .query(&mut c)
+        .unwrap();
+    let _: i64 = redis::cmd("SADDEX")
+        .arg("half")
+        .arg(1)
+        .arg(&due)
+        .query(&mut c)
+        .unwrap();
+    let _: i64 = redis::cmd("SADD")
+        .arg("half")
+        .arg(&kept)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(q::<usize>(&mut c, "SCARD half"), 2000);
+    wait_until(
+        || q::<usize>(&mut c, "SCARD half") == 1000,
+        "the TTL'd half to go",
+    );
+    let want: BTreeSet<String> = kept.iter().map(|m| m.to_string()).collect();
+    assert_eq!(members(&mut c, "half"), want);
+    assert_eq!(q::<usize>(&mut c, "SCARD whole"), 0);
+    assert_eq!(q::<i64>(&mut c, "EXISTS whole"), 0);
+    assert_eq!(q::<i64>(&mut c, "EXISTS half"), 1);
+}

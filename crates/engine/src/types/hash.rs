@@ -356,10 +356,10 @@ pub(crate) trait HashStore {
             HashRef::Pack { len, .. } => pack_remove_expired(self, len, now_ms),
             HashRef::Table(_) => match self.table_mut() {
                 // O(1) unless some field may really be due: HLEN, HGETALL ... on a big hash
-                // with TTLs sweep it only when something expired (or a bound went stale).
+                // with TTLs then visit the buckets holding due fields, found through the
+                // table's expiry index (never a pass over the table).
                 Some(t) if t.may_have_expired(now_ms) => {
-                    // Buckets never merge, so one step over as many buckets as there are
-                    // visits each exactly once.
+                    // As many visits as there are buckets: nothing due is left.
                     let n = t.buckets();
                     t.remove_expired(now_ms, n).len()
                 }
@@ -679,8 +679,9 @@ impl Hash {
         HashStore::expire_field(self, field, now_ms)
     }
 
-    /// Removes every field whose TTL is at or before `now_ms` (O(n) for a listpack with TTLs;
-    /// for a table O(1) unless a field may be due, see `DenseTable::may_have_expired`).
+    /// Removes every field whose TTL is at or before `now_ms` (O(n) for a listpack with TTLs,
+    /// which is small; for a table O(1) unless a field may be due, then proportional to the
+    /// buckets holding due fields: see dense.rs).
     /// Returns how many it removed.
     pub fn remove_all_expired(&mut self, now_ms: i64) -> usize {
         HashStore::remove_all_expired(self, now_ms)
@@ -830,6 +831,13 @@ impl<'a> HashRef<'a> {
             }
             HashRef::Table(t) => t.random(rand).map(|(k, v, _)| (k, v)),
         }
+    }
+
+    /// Whether every field of a big hash has a TTL at or before `now_ms` (O(1); false when
+    /// unsure, and for a listpack, which is small): the hash may then go whole, as an
+    /// expired key does, instead of field by field.
+    pub fn all_due(self, now_ms: i64) -> bool {
+        matches!(self, HashRef::Table(t) if t.all_due(now_ms))
     }
 
     /// Whether any field carries a TTL (false: no expiry check is needed).

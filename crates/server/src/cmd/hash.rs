@@ -68,12 +68,19 @@ enum Fields<'a> {
 /// (one lookup).
 fn lazy_expire(db: &mut DbView<'_>, key: &[u8], fields: Fields<'_>) {
     let now = db.now_ms();
+    let Some(entry) = db.get_mut_quiet(key) else {
+        return;
+    };
     // Checked on the borrowed view first: a hash without field TTLs (the usual case) is
-    // left alone after one lookup.
-    let entry = db
-        .get_mut_quiet(key)
-        .filter(|e| matches!(e.value(), ValueRef::Hash(h) if h.has_ttls()));
-    let (gone, empty) = match entry.and_then(|e| e.hash_mut()) {
+    // left alone after one lookup. A big hash all of whose fields are due goes whole, as an
+    // expired key would (freed in steps, see lazyfree.rs), not field by field on the
+    // request path.
+    let all_due = match entry.value() {
+        ValueRef::Hash(h) if h.has_ttls() => matches!(fields, Fields::All) && h.all_due(now),
+        _ => return,
+    };
+    let (gone, empty) = match entry.hash_mut() {
+        _ if all_due => (1, true),
         Some(mut h) => {
             let gone = match fields {
                 Fields::Some(fs) => fs.iter().filter(|f| h.expire_field(f, now)).count(),
@@ -94,7 +101,7 @@ fn lazy_expire(db: &mut DbView<'_>, key: &[u8], fields: Fields<'_>) {
         db.record_event(Event::FieldsExpired, key);
     }
     if empty {
-        db.remove(key);
+        db.delete(key);
         db.record_event(Event::Deleted, key);
     } else if gone > 0 {
         db.signal(key);

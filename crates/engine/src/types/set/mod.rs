@@ -32,9 +32,9 @@
 //! table costs about one byte more than in a [`MemberTable`] (its empty value's length).
 //! Measured through INFO memory, 100,000 11-byte members: 17 bytes a member in a plain
 //! hashtable set, 24 when SADDEX gave each a TTL. The
-//! table counts its TTLs and keeps a lower bound of them, so "is any member due?" is O(1); a
-//! pass that removes the due members is O(n), as for hashes, and the active cycle removes
-//! them a few buckets at a time. A set without TTLs is untouched: same three encodings, same
+//! table counts its TTLs and indexes them by bucket, so "is any member due?" is O(1) and
+//! removing the due members visits only the buckets that hold them (dense.rs), as for
+//! hashes; the active cycle removes them a few buckets at a time. A set without TTLs is untouched: same three encodings, same
 //! 32-byte `Set`, and a database holding no field TTLs does not even look at its sets for
 //! them. OBJECT ENCODING reports "hashtable", as Dragonfly does (it converts an intset or
 //! listpack to its hash table on SADDEX). The set stays in this encoding when its last TTL
@@ -530,9 +530,9 @@ impl Set {
         t.insert(m, b"", Some(at))
     }
 
-    /// One bounded step of the active cycle: visits up to `max_buckets` buckets of the table
-    /// (resuming where the last step stopped) and removes their members whose TTL is at or
-    /// before `now_ms`. Returns how many it removed.
+    /// One bounded step of the active cycle: visits up to `max_buckets` of the table's
+    /// buckets that hold members whose TTL is at or before `now_ms`, and removes those.
+    /// Returns how many it removed.
     pub fn remove_expired(&mut self, now_ms: i64, max_buckets: usize) -> usize {
         match self {
             Set::Expiring(t) => t.remove_expired(now_ms, max_buckets).len(),
@@ -540,8 +540,15 @@ impl Set {
         }
     }
 
+    /// Whether every member has a TTL at or before `now_ms` (O(1); false when unsure): the
+    /// set may then go whole, as an expired key does, instead of member by member.
+    pub fn all_due(&self, now_ms: i64) -> bool {
+        matches!(self, Set::Expiring(t) if t.all_due(now_ms))
+    }
+
     /// Removes every member whose TTL is at or before `now_ms`: O(1) unless one may be due
-    /// ([`Set::due`]), then one pass over the table. Returns how many it removed.
+    /// ([`Set::due`]), then a visit of the buckets that hold due members. Returns how many
+    /// it removed.
     pub fn remove_all_expired(&mut self, now_ms: i64) -> usize {
         match self {
             Set::Expiring(t) if t.may_have_expired(now_ms) => {
