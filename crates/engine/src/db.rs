@@ -893,6 +893,13 @@ impl<'a> DbView<'a> {
         self.db.touch(key);
     }
 
+    /// False when no hash or set of this database has field (member) TTLs: every hash and set
+    /// that has them is in the active cycle's registry ([`DbView::note_field_ttls`]), so an
+    /// empty registry lets a command skip its lazy field-expiry lookup.
+    pub fn may_have_field_ttls(&self) -> bool {
+        !self.db.field_ttl_keys.is_empty()
+    }
+
     /// Notes that the hash at `key` has fields with a TTL, so that the active cycle sweeps it.
     pub fn note_field_ttls(&mut self, key: &[u8]) {
         let db = &mut *self.db;

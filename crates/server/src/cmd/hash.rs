@@ -67,6 +67,10 @@ enum Fields<'a> {
 /// key when none is left. A missing key, another type or a hash without TTLs is left alone
 /// (one lookup).
 fn lazy_expire(db: &mut DbView<'_>, key: &[u8], fields: Fields<'_>) {
+    // A database without field TTLs (the usual case) is not even looked up.
+    if !db.may_have_field_ttls() {
+        return;
+    }
     let now = db.now_ms();
     let Some(entry) = db.get_mut_quiet(key) else {
         return;
