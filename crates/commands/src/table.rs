@@ -15408,115 +15408,46 @@ pub static COMMANDS: [CommandSpec; 205] = [
     },
 ];
 
+/// The longest top-level command name.
+const LONGEST_NAME: usize = 20;
+
+/// Open-addressing index of [`COMMANDS`] by [`name_hash`] (linear probing;
+/// `u16::MAX`: empty).
+static TOP_INDEX: [u16; 1024] = [u16::MAX, u16::MAX, u16::MAX, u16::MAX, 25, 82, 100, 113, 3, 136, 184, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 35, 98, u16::MAX, 102, u16::MAX, 97, u16::MAX, 169, u16::MAX, u16::MAX, u16::MAX, 160, u16::MAX, 147, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 191, u16::MAX, 89, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 43, u16::MAX, u16::MAX, u16::MAX, 40, 149, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 128, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 156, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 139, u16::MAX, u16::MAX, 115, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 65, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 109, u16::MAX, 13, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 106, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 96, u16::MAX, 54, u16::MAX, u16::MAX, u16::MAX, 9, u16::MAX, 87, 143, 172, u16::MAX, 153, 135, 183, u16::MAX, u16::MAX, u16::MAX, 122, 108, u16::MAX, u16::MAX, 125, u16::MAX, 21, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 124, u16::MAX, u16::MAX, u16::MAX, 163, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 46, 162, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 55, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 4, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 81, u16::MAX, 67, u16::MAX, u16::MAX, 198, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 129, 61, 117, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 104, u16::MAX, u16::MAX, 15, 101, u16::MAX, u16::MAX, 142, 148, 47, 62, 174, 39, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 152, u16::MAX, u16::MAX, 200, u16::MAX, u16::MAX, 180, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 166, u16::MAX, u16::MAX, u16::MAX, 151, u16::MAX, u16::MAX, u16::MAX, 56, u16::MAX, u16::MAX, u16::MAX, 195, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 71, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 33, u16::MAX, u16::MAX, 155, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 177, u16::MAX, u16::MAX, 110, u16::MAX, u16::MAX, u16::MAX, 12, 94, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 137, 11, 14, 10, 26, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 5, u16::MAX, 31, 197, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 52, u16::MAX, u16::MAX, u16::MAX, 29, 17, 24, u16::MAX, u16::MAX, 93, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 202, u16::MAX, 133, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 141, u16::MAX, u16::MAX, u16::MAX, 34, 140, u16::MAX, 48, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 18, 68, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 119, 192, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 80, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 28, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 138, u16::MAX, 201, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 146, 105, 127, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 126, 49, 130, 168, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 1, u16::MAX, 164, 72, u16::MAX, 170, u16::MAX, 23, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 181, u16::MAX, u16::MAX, 76, u16::MAX, u16::MAX, u16::MAX, 111, u16::MAX, u16::MAX, 175, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 88, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 84, 190, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 92, 203, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 123, 59, 150, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 58, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 77, 66, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 44, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 99, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 188, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 90, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 196, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 178, u16::MAX, u16::MAX, u16::MAX, 53, u16::MAX, u16::MAX, u16::MAX, 185, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 91, 64, 165, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 2, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 8, 173, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 189, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 158, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 107, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 199, u16::MAX, u16::MAX, u16::MAX, 121, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 134, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 27, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 182, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 73, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 7, u16::MAX, 41, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 86, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 159, 45, u16::MAX, u16::MAX, u16::MAX, 50, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 154, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 116, 194, u16::MAX, 186, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 20, 57, 95, 145, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 103, u16::MAX, u16::MAX, u16::MAX, 63, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 0, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 30, 118, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 131, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 32, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 42, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 78, u16::MAX, u16::MAX, 70, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 204, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 37, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 132, u16::MAX, u16::MAX, 38, u16::MAX, u16::MAX, u16::MAX, 19, u16::MAX, 179, u16::MAX, 79, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 74, u16::MAX, 60, u16::MAX, 176, u16::MAX, u16::MAX, u16::MAX, 161, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 51, 85, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 144, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 114, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 69, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 83, u16::MAX, 167, 171, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 6, u16::MAX, u16::MAX, u16::MAX, 120, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 16, 112, 22, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 157, u16::MAX, u16::MAX, u16::MAX, 36, u16::MAX, u16::MAX, u16::MAX, 75, u16::MAX, 193, u16::MAX, u16::MAX, 187, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX];
+
+/// FNV-1a (64-bit) of an already lowercase name.
+#[inline]
+fn name_hash(lower: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in lower {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
 /// Index into [`COMMANDS`] of the top-level command called `name`
-/// (ASCII case-insensitive). Buckets by (length, first letter).
+/// (ASCII case-insensitive).
 #[inline]
 pub(crate) fn find_top(name: &[u8]) -> Option<usize> {
-    let first = name.first()?.to_ascii_lowercase();
-    let candidates: &[u16] = match (name.len(), first) {
-        (3, b'd') => &[23],
-        (3, b'g') => &[45],
-        (3, b'l') => &[86],
-        (3, b's') => &[137],
-        (3, b't') => &[167],
-        (4, b'a') => &[1],
-        (4, b'c') => &[18],
-        (4, b'd') => &[21],
-        (4, b'e') => &[25, 26],
-        (4, b'h') => &[51, 57, 64, 74, 78],
-        (4, b'i') => &[80, 83],
-        (4, b'k') => &[84],
-        (4, b'l') => &[89, 92, 93, 97, 98],
-        (4, b'm') => &[100, 102, 103],
-        (4, b'p') => &[114, 117],
-        (4, b'q') => &[121],
-        (4, b'r') => &[126],
-        (4, b's') => &[130, 132, 151, 153, 156],
-        (4, b't') => &[165, 168],
-        (4, b'z') => &[173, 193],
-        (5, b'b') => &[5, 9, 10],
-        (5, b'd') => &[20],
-        (5, b'g') => &[48],
-        (5, b'h') => &[52, 63, 65, 66, 71, 73, 79],
-        (5, b'l') => &[90, 91, 94, 99],
-        (5, b'm') => &[105],
-        (5, b'p') => &[111],
-        (5, b'r') => &[125, 128],
-        (5, b's') => &[133, 134, 139, 140, 150, 157],
-        (5, b't') => &[166],
-        (5, b'w') => &[172],
-        (5, b'z') => &[174, 176, 183, 192, 201],
-        (6, b'a') => &[0],
-        (6, b'b') => &[6, 7, 8, 12],
-        (6, b'c') => &[15, 17],
-        (6, b'd') => &[19, 22],
-        (6, b'e') => &[27, 28],
-        (6, b'g') => &[35, 38, 46, 47, 50],
-        (6, b'h') => &[60, 75, 76],
-        (6, b'i') => &[81],
-        (6, b'l') => &[87, 95, 96],
-        (6, b'm') => &[104],
-        (6, b'o') => &[106],
-        (6, b'p') => &[115, 119],
-        (6, b'r') => &[123, 129],
-        (6, b's') => &[131, 136, 138, 143, 159, 161, 162],
-        (6, b'u') => &[169],
-        (6, b'z') => &[175, 179, 188, 202, 203],
-        (7, b'c') => &[16],
-        (7, b'd') => &[24],
-        (7, b'f') => &[34],
-        (7, b'g') => &[36, 37],
-        (7, b'h') => &[53, 54, 58, 59, 61, 77],
-        (7, b'l') => &[88],
-        (7, b'm') => &[101],
-        (7, b'p') => &[107, 108, 112, 113, 118],
-        (7, b's') => &[147, 152],
-        (7, b'u') => &[171],
-        (7, b'z') => &[178, 184, 185, 186],
-        (8, b'b') => &[2, 3, 13, 14],
-        (8, b'e') => &[29],
-        (8, b'f') => &[32, 33],
-        (8, b'g') => &[49],
-        (8, b'h') => &[67, 68],
-        (8, b'l') => &[85],
-        (8, b'r') => &[124],
-        (8, b's') => &[141, 142, 148, 154],
-        (8, b'z') => &[200],
-        (9, b'g') => &[39, 43],
-        (9, b'h') => &[55],
-        (9, b'p') => &[109],
-        (9, b'r') => &[122, 127],
-        (9, b's') => &[146, 160],
-        (9, b'z') => &[182, 197],
-        (10, b'b') => &[11],
-        (10, b'e') => &[30],
-        (10, b'h') => &[69, 72],
-        (10, b'p') => &[116],
-        (10, b's') => &[135, 144, 149, 158],
-        (10, b'z') => &[177, 180],
-        (11, b'b') => &[4],
-        (11, b'f') => &[31],
-        (11, b'h') => &[56],
-        (11, b'i') => &[82],
-        (11, b'p') => &[110],
-        (11, b's') => &[145, 155, 163],
-        (11, b'u') => &[170],
-        (11, b'z') => &[181, 187, 189, 191, 204],
-        (12, b'g') => &[40],
-        (12, b'h') => &[62, 70],
-        (12, b'p') => &[120],
-        (12, b's') => &[164],
-        (13, b'z') => &[190],
-        (14, b'g') => &[44],
-        (14, b'z') => &[194, 198],
-        (15, b'z') => &[195],
-        (16, b'z') => &[196, 199],
-        (17, b'g') => &[41],
-        (20, b'g') => &[42],
-        _ => return None,
-    };
-    candidates
-        .iter()
-        .map(|&i| usize::from(i))
-        .find(|&i| COMMANDS[i].name.as_bytes().eq_ignore_ascii_case(name))
+    if name.is_empty() || name.len() > LONGEST_NAME {
+        return None;
+    }
+    let mut buf = [0u8; LONGEST_NAME];
+    let lower = &mut buf[..name.len()];
+    for (d, s) in lower.iter_mut().zip(name) {
+        *d = s.to_ascii_lowercase();
+    }
+    let h = name_hash(lower);
+    let mask = TOP_INDEX.len() - 1;
+    let mut j = ((h ^ (h >> 32)) as usize) & mask;
+    loop {
+        let i = TOP_INDEX[j];
+        if i == u16::MAX {
+            return None;
+        }
+        if COMMANDS[usize::from(i)].name.as_bytes() == &*lower {
+            return Some(usize::from(i));
+        }
+        j = (j + 1) & mask;
+    }
 }

@@ -779,6 +779,41 @@ fn lookup_is_case_insensitive() {
     assert!(lookup(b"\xff\xfe").is_none());
     assert!(lookup(b"{et").is_none()); // non-letter first byte
     assert!(lookup(b"xadd").is_none()); // not implemented yet
+    assert!(lookup(b"georadiusbymember_rox").is_none()); // longer than every name
+    assert!(lookup(&[b'g'; 300]).is_none());
+}
+
+/// The hashed index agrees with a scan of the table for every name in any case and for
+/// every one-byte variation of each name (wrong letter, a byte appended or dropped).
+#[test]
+fn lookup_agrees_with_a_scan() {
+    let scan = |name: &[u8]| {
+        all()
+            .iter()
+            .find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
+            .map(|c| c.full_name)
+    };
+    for c in all() {
+        let name = c.name.as_bytes();
+        let upper = c.name.to_ascii_uppercase();
+        assert_eq!(
+            lookup(upper.as_bytes()).map(|s| s.full_name),
+            Some(c.full_name)
+        );
+        for i in 0..name.len() {
+            for b in [b'a', b'z', b'_', b'|', 0, 0xff, name[i] ^ 0x20] {
+                let mut v = name.to_vec();
+                v[i] = b;
+                assert_eq!(lookup(&v).map(|s| s.full_name), scan(&v), "{v:?}");
+            }
+            let mut dropped = name.to_vec();
+            dropped.remove(i);
+            assert_eq!(lookup(&dropped).map(|s| s.full_name), scan(&dropped));
+        }
+        let mut longer = name.to_vec();
+        longer.push(b's');
+        assert_eq!(lookup(&longer).map(|s| s.full_name), scan(&longer));
+    }
 }
 
 #[test]
