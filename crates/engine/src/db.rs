@@ -118,6 +118,9 @@ impl Event {
 #[derive(Default)]
 struct Events {
     wanted: Option<Arc<AtomicU32>>,
+    /// Set when an event is recorded (shared by the databases of one shard, so that the
+    /// end of a loop turn learns with one load whether any of them has events).
+    recorded: Option<Arc<AtomicBool>>,
     log: Vec<(Event, Box<[u8]>)>,
 }
 
@@ -127,6 +130,9 @@ impl Events {
         if let Some(w) = &self.wanted {
             if w.load(Ordering::Relaxed) & ev.bit() != 0 {
                 self.log.push((ev, key.into()));
+                if let Some(r) = &self.recorded {
+                    r.store(true, Ordering::Relaxed);
+                }
             }
         }
     }
@@ -498,9 +504,11 @@ impl Db {
 
 impl Db {
     /// Has this database record the [`Event`]s whose bits are set in `wanted` (the server
-    /// keeps the mask current as its configuration changes).
-    pub fn record_events(&mut self, wanted: Arc<AtomicU32>) {
+    /// keeps the mask current as its configuration changes), and set `recorded` when it
+    /// records one (the caller clears it when it takes the events).
+    pub fn record_events(&mut self, wanted: Arc<AtomicU32>, recorded: Arc<AtomicBool>) {
         self.signals.events.wanted = Some(wanted);
+        self.signals.events.recorded = Some(recorded);
     }
 
     /// Whether `ev` is recorded now.
@@ -1209,7 +1217,7 @@ mod tests {
         db.view(Clock::at(0)).set(s(b"a", b"v", Some(5)));
         assert!(ev(&mut db).is_empty(), "unbound: nothing recorded");
         let mask = Arc::new(AtomicU32::new(0));
-        db.record_events(mask.clone());
+        db.record_events(mask.clone(), Default::default());
         db.view(Clock::at(0)).set(s(b"b", b"v", None));
         assert!(ev(&mut db).is_empty(), "bound, nothing wanted");
         let all = Event::Expired.bit() | Event::New.bit() | Event::Miss.bit();

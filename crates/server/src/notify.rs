@@ -203,6 +203,12 @@ fn publish(shared: &Shared, f: u32, db: usize, event: &str, key: &[u8]) {
 /// keys, misses, hash fields expired by the active cycle), oldest first. Called before each
 /// of a command's own notifications and once per event-loop turn.
 pub fn flush(shared: &Shared, shard: &mut Shard) {
+    // One load at the end of a loop turn when nothing was recorded (not a look at each of
+    // the 16 databases).
+    if !shard.events_recorded.load(Ordering::Relaxed) {
+        return;
+    }
+    shard.events_recorded.store(false, Ordering::Relaxed);
     let f = flags(shared);
     for (i, db) in shard.dbs.iter_mut().enumerate() {
         let Some(events) = db.take_events() else {
@@ -240,7 +246,10 @@ pub fn done(ctx: &mut ShardCtx) {
 /// Makes the shard's databases record the engine events the configuration asks for.
 pub fn attach(shared: &Shared, shard: &mut Shard) {
     for db in &mut shard.dbs {
-        db.record_events(shared.config.hot.notify_events.clone());
+        db.record_events(
+            shared.config.hot.notify_events.clone(),
+            shard.events_recorded.clone(),
+        );
     }
 }
 

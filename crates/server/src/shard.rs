@@ -36,6 +36,8 @@ pub struct Shard {
     pub streams: crate::stream::Streams,
     /// Big values and flushed tables being freed in steps (lazyfree.rs).
     pub dying: crate::lazyfree::Dying,
+    /// Set by the databases when they record a keyspace event (notify.rs takes them).
+    pub events_recorded: std::sync::Arc<std::sync::atomic::AtomicBool>,
     rng: u64,
 }
 
@@ -48,6 +50,7 @@ impl Shard {
             tracking: Default::default(),
             streams: Default::default(),
             dying: Default::default(),
+            events_recorded: Default::default(),
             rng: 0x9E37_79B9_7F4A_7C15
                 ^ ((id as u64 + 1) * 0x2545_F491_4F6C_DD1D)
                 ^ Shared::now_us() as u64,

@@ -149,11 +149,17 @@ impl Shared {
         }
     }
 
+    /// Unix time in milliseconds. Read once per loop turn: one vDSO call, no `SystemTime`
+    /// arithmetic (a subtraction and a Result per call in std).
     pub fn now_ms() -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0)
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime only writes the timespec it is given, which lives on this
+        // stack frame; CLOCK_REALTIME exists on every Linux. Tested by `now_ms_is_unix_time`.
+        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+        ts.tv_sec as i64 * 1000 + ts.tv_nsec as i64 / 1_000_000
     }
 
     pub fn now_us() -> i64 {
@@ -187,5 +193,19 @@ impl Shared {
     pub fn paused(&self, now: i64, is_write: bool) -> bool {
         let until = self.pause_until.load(Ordering::Relaxed);
         until != 0 && now < until && (is_write || !self.pause_writes_only.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn now_ms_is_unix_time() {
+        let std_ms = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+        };
+        let before = std_ms(std::time::SystemTime::now());
+        let ours = super::Shared::now_ms();
+        let after = std_ms(std::time::SystemTime::now());
+        assert!(before <= ours && ours <= after, "{before} {ours} {after}");
     }
 }

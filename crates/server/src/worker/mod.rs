@@ -65,7 +65,8 @@ pub struct Worker {
     /// Connections with output to write or input to resume.
     dirty: Vec<usize>,
     resume: Vec<usize>,
-    last_cron: Instant,
+    /// When the cron runs next (one period, 1000/hz ms, after it last ran).
+    next_cron: Instant,
     cron_count: u64,
     /// Unix ms, read once per batch of requests (commands of one read share a clock, as the
     /// commands of one call share Redis's cached time).
@@ -105,7 +106,7 @@ impl Worker {
             exec: Executor::default(),
             dirty: Vec::new(),
             resume: Vec::new(),
-            last_cron: Instant::now(),
+            next_cron: Instant::now(),
             cron_count: 0,
             now_ms: Shared::now_ms(),
             lap: Lap::start(),
@@ -142,8 +143,7 @@ impl Worker {
             let timeout = if busy {
                 Duration::ZERO
             } else {
-                let cron =
-                    period.saturating_sub(self.loop_now.saturating_duration_since(self.last_cron));
+                let cron = self.next_cron.saturating_duration_since(self.loop_now);
                 // Blocked clients' timeouts (ms precision) may come before the next cron.
                 match exec::next_timer() {
                     Some(at) => cron.min(at.saturating_duration_since(Instant::now())),
@@ -182,7 +182,7 @@ impl Worker {
             if filled.len() > 1 {
                 self.prefetch_first_keys(&filled);
             }
-            for (c, eof) in filled {
+            for &(c, eof) in filled.iter() {
                 self.after_fill(c, eof);
             }
             // Connections that had more input than one turn's budget get another turn.
@@ -196,8 +196,8 @@ impl Worker {
                 crate::blocking::serve_ready(&mut self.shard, &self.shared, self.now_ms);
                 self.pump();
             }
-            if self.loop_now.saturating_duration_since(self.last_cron) >= period {
-                self.last_cron = self.loop_now;
+            if self.loop_now >= self.next_cron {
+                self.next_cron = self.loop_now + period;
                 self.cron();
             }
             // Keyspace events the engine recorded this turn (expiry, lazy and active).
@@ -1103,10 +1103,16 @@ impl Worker {
     fn pump(&mut self) {
         loop {
             let mut progress = false;
-            self.shared.inboxes[self.id]
-                .notified
-                .store(false, Ordering::Release);
-            while let Ok(m) = self.rx.try_recv() {
+            // Every sender sets `notified` after its message is in the channel (and wakes
+            // this thread when it flips it), so a clear flag means nothing to receive yet:
+            // the usual turn of an unpipelined client skips the channel. A message whose
+            // flag lands just after this load wakes the next turn.
+            let inbox = &self.shared.inboxes[self.id];
+            let mail = inbox.notified.load(Ordering::Acquire);
+            if mail {
+                inbox.notified.store(false, Ordering::Release);
+            }
+            while let Some(m) = if mail { self.rx.try_recv().ok() } else { None } {
                 self.handle(m);
                 // What handling `m` posted to this thread goes before the next message from
                 // another thread, which it may have caused (a keyspace notification published
