@@ -159,7 +159,7 @@ impl Shared {
         // SAFETY: clock_gettime only writes the timespec it is given, which lives on this
         // stack frame; CLOCK_REALTIME exists on every Linux. Tested by `now_ms_is_unix_time`.
         unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-        ts.tv_sec as i64 * 1000 + ts.tv_nsec as i64 / 1_000_000
+        ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
     }
 
     pub fn now_us() -> i64 {
