@@ -2,9 +2,11 @@
 streams over one small key space), compared with the reference redis-server.
 
 Each example is a random command stream run on fresh connections to darner and to the
-reference (after FLUSHALL), in RESP2 or RESP3.  Small encoding thresholds are set on both
+reference (after FLUSHALL), in RESP2 or RESP3.  Small encoding thresholds (mostly 4 entries,
+sometimes 2, 1 or 0; values of 8 bytes; list-max-listpack-size 4, 1, -1 or -2) are set on both
 servers before every stream so that listpack/intset <-> hashtable/skiplist/quicklist
-conversions happen often; the module restores the defaults when it ends.
+conversions happen often; the module restores the defaults when it ends.  After each stream
+a full HSCAN/SSCAN/ZSCAN (COUNT 2) of every key must yield the same elements on both.
 
 Replies are compared byte for byte, except:
   * replies whose order Redis leaves unspecified (HKEYS, HGETALL, SMEMBERS, SINTER, ...)
@@ -46,13 +48,17 @@ SETTINGS = settings(max_examples=_FUZZ_N or 150, deadline=None, derandomize=not 
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 # Small limits on both servers; set-max-listpack-* do not exist in 7.0 (its error is ignored).
-SMALL_LIMITS = [
-    ("hash-max-listpack-entries", "4"), ("hash-max-listpack-value", "8"),
-    ("set-max-intset-entries", "4"), ("set-max-listpack-entries", "4"), ("set-max-listpack-value", "8"),
-    ("zset-max-listpack-entries", "4"), ("zset-max-listpack-value", "8"),
-    ("list-max-listpack-size", "4"),
-    ("hz", "100"),  # the reference times blocked clients out on its cron: 10 ms, not 100 ms
-]
+def small_limits(n, list_size):
+    """Entry limits n (values: 8 bytes) and list-max-listpack-size list_size."""
+    n = str(n)
+    return [
+        ("hash-max-listpack-entries", n), ("hash-max-listpack-value", "8"),
+        ("set-max-intset-entries", n), ("set-max-listpack-entries", n), ("set-max-listpack-value", "8"),
+        ("zset-max-listpack-entries", n), ("zset-max-listpack-value", "8"),
+        ("list-max-listpack-size", str(list_size)),
+        ("hz", "100"),  # the reference times blocked clients out on its cron: 10 ms, not 100 ms
+    ]
+
 DEFAULT_LIMITS = [
     ("hash-max-listpack-entries", "128"), ("hash-max-listpack-value", "64"),
     ("set-max-intset-entries", "512"), ("set-max-listpack-entries", "128"), ("set-max-listpack-value", "64"),
@@ -189,8 +195,8 @@ def _why(step, d, f, prev_d, prev_f):
     return "differs"
 
 
-def _run(darner, ref, cmds, proto):
-    prelude = [["HELLO", str(proto)], ["FLUSHALL"]] + [["CONFIG", "SET", n, v] for n, v in SMALL_LIMITS]
+def _run(darner, ref, cmds, proto, limits=small_limits(4, 4)):
+    prelude = [["HELLO", str(proto)], ["FLUSHALL"]] + [["CONFIG", "SET", n, v] for n, v in limits]
     out = []
     for srv in (darner, ref):
         with RawConn("127.0.0.1", srv.port) as c:
@@ -201,14 +207,30 @@ def _run(darner, ref, cmds, proto):
     return out
 
 
-def check(darner, ref, seq, proto, tail=()):
+def _fit(c, n):
+    """SADD/ZADD cut to at most n members (at least one): 7.2 converts a set given more than
+    the limit up front, 7.0 member by member."""
+    n = max(n, 1)
+    if c[0] == b"SADD":
+        return c[:2 + n]
+    if c[0] == b"ZADD":
+        i = 2
+        while i < len(c) and c[i] in (b"NX", b"XX", b"GT", b"LT", b"CH", b"INCR"):
+            i += 1
+        return c[:i + 2 * n]
+    return c
+
+
+def check(darner, ref, seq, conf, tail=()):
+    """Run seq + tail under conf = (protocol, entry limit, list-max-listpack-size); compare."""
+    proto, n, list_size = conf
     cmds = []
     for c in list(seq) + list(tail):
-        c = [x for x in c if x is not None]
+        c = _fit([x for x in c if x is not None], n)
         if c[0] == b"OBJECT":
             cmds.append([b"TYPE", c[2]])
         cmds.append(c)
-    d, f = _run(darner, ref, cmds, proto)
+    d, f = _run(darner, ref, cmds, proto, small_limits(n, list_size))
     queued = None
     for i, step in enumerate(cmds):
         name = bytes(step[0]).upper()
@@ -220,9 +242,37 @@ def check(darner, ref, seq, proto, tail=()):
             queued.append(step)
         why = _why(step, d[i], f[i], d[i - 1] if i else None, f[i - 1] if i else None)
         if why:
-            pytest.fail("RESP%d step %d %s: %s\n darner: %s\n redis : %s\nwhole stream:\n%s" % (
-                proto, i, fmt_args(step), why, fmt_reply(d[i]), fmt_reply(f[i]),
+            pytest.fail("RESP%d, limits %d/%d, step %d %s: %s\n darner: %s\n redis : %s\nwhole stream:\n%s" % (
+                proto, n, list_size, i, fmt_args(step), why, fmt_reply(d[i]), fmt_reply(f[i]),
                 "\n".join(fmt_args(c) for c in cmds)), pytrace=False)
+    ds, fs = _scanned(darner.port, proto), _scanned(ref.port, proto)
+    if ds != fs:
+        pytest.fail("RESP%d, limits %d/%d: full HSCAN/SSCAN/ZSCAN iterations differ\n darner: %r\n redis : %r\n"
+                    "whole stream:\n%s" % (proto, n, list_size, ds, fs, "\n".join(fmt_args(c) for c in cmds)), pytrace=False)
+
+
+_SCAN = {b"hash": b"HSCAN", b"set": b"SSCAN", b"zset": b"ZSCAN"}
+
+
+def _scanned(port, proto):
+    """key -> the elements (field/value, member/score pairs) a full *SCAN COUNT 2 iteration yields."""
+    out = {}
+    with RawConn("127.0.0.1", port) as c:
+        c.call("HELLO", str(proto))
+        for k in KEYS:
+            cmd = _SCAN.get(c.call("TYPE", k).value)
+            if cmd is None:
+                continue
+            seen, cursor = set(), b"0"
+            for _ in range(1000):
+                rep = c.call(cmd, k, cursor, "COUNT", "2")
+                cursor = rep.value[0].value
+                items = [_canon(x) for x in rep.value[1].value]
+                seen.update(zip(items[0::2], items[1::2]) if cmd != b"SSCAN" else items)
+                if cursor == b"0":
+                    break
+            out[k] = sorted(seen)
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -231,7 +281,8 @@ def check(darner, ref, seq, proto, tail=()):
 
 KEYS = [b"a", b"b", b"c", b"{t}x", b"{t}y"]
 key = st.sampled_from(KEYS)
-proto_st = st.sampled_from([2, 3])
+# (protocol, entry limits, list-max-listpack-size): mostly 4 entries, sometimes 1 or 0
+conf_st = st.tuples(st.sampled_from([2, 3]), st.sampled_from([4, 4, 4, 2, 1, 0]), st.sampled_from([4, 4, 1, -1, -2]))
 
 
 def opt(strategy):
@@ -454,46 +505,46 @@ def commands(family, max_size):
 # the tests
 # ---------------------------------------------------------------------------
 
-@given(cmds=commands(hash_cmds + generic_cmds[:2], 40), proto=proto_st)
+@given(cmds=commands(hash_cmds + generic_cmds[:2], 40), conf=conf_st)
 @SETTINGS
-def test_fuzz_hash_sequences(darner, redis_ref, cmds, proto):
-    check(darner, redis_ref, cmds, proto, TAIL + [(b"HGETALL", k) for k in KEYS])
+def test_fuzz_hash_sequences(darner, redis_ref, cmds, conf):
+    check(darner, redis_ref, cmds, conf, TAIL + [(b"HGETALL", k) for k in KEYS])
 
 
-@given(cmds=commands(list_cmds + generic_cmds[:2], 40), proto=proto_st)
+@given(cmds=commands(list_cmds + generic_cmds[:2], 40), conf=conf_st)
 @SETTINGS
-def test_fuzz_list_sequences(darner, redis_ref, cmds, proto):
-    check(darner, redis_ref, cmds, proto, TAIL + [(b"LRANGE", k, b"0", b"-1") for k in KEYS])
+def test_fuzz_list_sequences(darner, redis_ref, cmds, conf):
+    check(darner, redis_ref, cmds, conf, TAIL + [(b"LRANGE", k, b"0", b"-1") for k in KEYS])
 
 
-@given(cmds=commands(set_cmds + generic_cmds[:2], 40), proto=proto_st)
+@given(cmds=commands(set_cmds + generic_cmds[:2], 40), conf=conf_st)
 @SETTINGS
-def test_fuzz_set_sequences(darner, redis_ref, cmds, proto):
-    check(darner, redis_ref, cmds, proto, TAIL + [(b"SMEMBERS", k) for k in KEYS])
+def test_fuzz_set_sequences(darner, redis_ref, cmds, conf):
+    check(darner, redis_ref, cmds, conf, TAIL + [(b"SMEMBERS", k) for k in KEYS])
 
 
-@given(cmds=commands(zset_cmds + generic_cmds[:2], 40), proto=proto_st)
+@given(cmds=commands(zset_cmds + generic_cmds[:2], 40), conf=conf_st)
 @SETTINGS
-def test_fuzz_sorted_set_sequences(darner, redis_ref, cmds, proto):
-    check(darner, redis_ref, cmds, proto, TAIL + [(b"ZRANGE", k, b"0", b"-1", b"WITHSCORES") for k in KEYS])
+def test_fuzz_sorted_set_sequences(darner, redis_ref, cmds, conf):
+    check(darner, redis_ref, cmds, conf, TAIL + [(b"ZRANGE", k, b"0", b"-1", b"WITHSCORES") for k in KEYS])
 
 
-@given(cmds=commands(zset_lex_cmds + generic_cmds[:2], 40), proto=proto_st)
+@given(cmds=commands(zset_lex_cmds + generic_cmds[:2], 40), conf=conf_st)
 @SETTINGS
-def test_fuzz_sorted_set_lex_sequences(darner, redis_ref, cmds, proto):
-    check(darner, redis_ref, cmds, proto, TAIL + [(b"ZRANGE", k, b"0", b"-1", b"WITHSCORES") for k in KEYS])
+def test_fuzz_sorted_set_lex_sequences(darner, redis_ref, cmds, conf):
+    check(darner, redis_ref, cmds, conf, TAIL + [(b"ZRANGE", k, b"0", b"-1", b"WITHSCORES") for k in KEYS])
 
 
-@given(cmds=commands(hash_cmds + list_cmds + set_cmds + zset_cmds + generic_cmds * 3, 50), proto=proto_st)
+@given(cmds=commands(hash_cmds + list_cmds + set_cmds + zset_cmds + generic_cmds * 3, 50), conf=conf_st)
 @SETTINGS
-def test_fuzz_mixed_type_sequences(darner, redis_ref, cmds, proto):
-    check(darner, redis_ref, cmds, proto, TAIL + [(b"OBJECT", b"ENCODING", k) for k in KEYS])
+def test_fuzz_mixed_type_sequences(darner, redis_ref, cmds, conf):
+    check(darner, redis_ref, cmds, conf, TAIL + [(b"OBJECT", b"ENCODING", k) for k in KEYS])
 
 
 @given(cmds=st.lists(st.one_of(*(hash_cmds + list_cmds + set_cmds + zset_cmds + generic_cmds)), min_size=1, max_size=15),
-       proto=proto_st)
+       conf=conf_st)
 @SETTINGS
-def test_fuzz_mixed_type_transactions(darner, redis_ref, cmds, proto):
+def test_fuzz_mixed_type_transactions(darner, redis_ref, cmds, conf):
     """The same commands inside MULTI/EXEC (keys on both shards): the same EXEC reply."""
-    check(darner, redis_ref, [(b"MULTI",)] + cmds + [(b"EXEC",)], proto,
+    check(darner, redis_ref, [(b"MULTI",)] + cmds + [(b"EXEC",)], conf,
           TAIL + [(b"OBJECT", b"ENCODING", k) for k in KEYS])
