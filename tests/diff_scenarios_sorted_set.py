@@ -327,3 +327,18 @@ def _random_ops(seed, entries):
 for _seed, _entries in [(1, 128), (2, 6), (3, 0), (4, 12)]:
     SCENARIOS["sorted_set_random_%d" % _seed] = [lambda s=_seed, e=_entries: _random_ops(s, e)]
     CLEANUP["sorted_set_random_%d" % _seed] = _RESTORE_LIMITS
+
+
+# Found by tests/test_fuzz_collections.py: a listpack stores -0 as the integer 0, also when a
+# later member of the same ZADD converts the set (too many members, or one too long); only a
+# skiplist keeps the sign.
+SCENARIOS["sorted_set_negative_zero_conversion"] = [
+    ("CONFIG", "SET", "zset-max-listpack-entries", "4"), ("CONFIG", "SET", "zset-max-listpack-value", "8"),
+    ("ZADD", "nz1", "-0", "b", "0", "longmember_x"), ("ZRANGE", "nz1", "0", "-1", "WITHSCORES"),
+    ("ZSCORE", "nz1", "b"), ("OBJECT", "ENCODING", "nz1"),
+    ("ZADD", "nz2", "0", "a"), ("ZADD", "nz2", "-0", "b", "0", "longmember_x"), ("ZSCORE", "nz2", "b"),
+    ("ZADD", "nz3", "1", "a", "2", "b"), ("ZADD", "nz3", "-0", "c", "3", "d", "4", "e"), ("ZSCORE", "nz3", "c"),
+    ("OBJECT", "ENCODING", "nz3"), ("ZADD", "nz3", "-0", "f"), ("ZSCORE", "nz3", "f"),
+    ("ZADD", "nz4", "INCR", "-0", "m"), ("ZSCORE", "nz4", "m"),
+] + _RESTORE_LIMITS
+CLEANUP["sorted_set_negative_zero_conversion"] = _RESTORE_LIMITS

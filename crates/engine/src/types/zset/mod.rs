@@ -249,7 +249,9 @@ impl ZSet {
                     v.remove(p);
                 }
                 let at = v.partition_point(|e| e.1 < new || (e.1 == new && &e.0[..] < m));
-                v.insert(at, (m.to_vec(), new));
+                // Stored as the listpack stores it (-0 becomes 0), so that a conversion later in
+                // this same command carries the stored score, not the argument.
+                v.insert(at, (m.to_vec(), new + 0.0));
                 out.push(if cur.is_some() {
                     Added::Updated(new)
                 } else {
@@ -629,6 +631,33 @@ mod tests {
         let mut z = ZSet::new();
         z.add(&[b'x'; 64], 1.0, AddFlags::default(), &Limits::default());
         assert_eq!(z.encoding(), "listpack");
+    }
+
+    #[test]
+    fn negative_zero_loses_its_sign_in_a_listpack_even_if_the_same_batch_converts() {
+        let lim = limits(3);
+        let f = AddFlags::default();
+        // Redis's listpack stores -0 as the integer 0; converting later in the same ZADD
+        // (a member too many, or one too long) carries the stored 0.
+        for last in [&b"d"[..], &[b'x'; 65][..]] {
+            let mut z = ZSet::new();
+            z.add_many(
+                &[(b"a", 1.0), (b"b", -0.0), (b"c", 2.0), (last, 3.0)],
+                f,
+                &lim,
+            );
+            assert_eq!(z.encoding(), "skiplist");
+            assert!(z.score(b"b").unwrap().is_sign_positive());
+        }
+        // A skiplist keeps the sign.
+        let mut z = ZSet::new();
+        z.add_many(
+            &[(b"a", 1.0), (b"b", 2.0), (b"c", 2.0), (b"d", 3.0)],
+            f,
+            &lim,
+        );
+        z.add_many(&[(b"e", -0.0)], f, &lim);
+        assert!(z.score(b"e").unwrap().is_sign_negative());
     }
 
     #[test]
