@@ -143,6 +143,42 @@ pub fn release_free_pages() {
     unsafe { libmimalloc_sys::mi_collect(false) }
 }
 
+/// mimalloc v3's `mi_option_purge_delay`: its place in the C enum `mi_option_e` (the sys
+/// crate's constants skip it). `purge_delay_option_is_the_documented_one` checks it.
+const PURGE_DELAY: ffi::mi_option_t = 15;
+
+/// How many shards are freeing big values in steps, and mimalloc's purge delay from before
+/// the first of them started.
+static BULK_FREEING: std::sync::Mutex<(usize, std::ffi::c_long)> = std::sync::Mutex::new((0, 0));
+
+/// Called when a shard starts freeing a big value in steps (lazyfree.rs), paired with
+/// [`end_bulk_free`]. Why: mimalloc gives freed pages back to the system ("purges" them) a
+/// second after they were freed (its `purge_delay`, 1000 ms in this version), so a big value
+/// freed in steps was purged all at once by the once-a-second collect after the last step:
+/// 13-28 ms in one loop turn for a 10M-field hash (`madvise` of ~650 MB). While a shard frees in
+/// steps, pages are purged as they empty, inside the steps' time budget.
+pub fn begin_bulk_free() {
+    let mut g = BULK_FREEING.lock().unwrap_or_else(|e| e.into_inner());
+    if g.0 == 0 {
+        // SAFETY: mi_option_get/set read and write one option word; any value is allowed.
+        unsafe {
+            g.1 = ffi::mi_option_get(PURGE_DELAY);
+            ffi::mi_option_set(PURGE_DELAY, 0);
+        }
+    }
+    g.0 += 1;
+}
+
+/// See [`begin_bulk_free`]: the last shard to finish puts the purge delay back.
+pub fn end_bulk_free() {
+    let mut g = BULK_FREEING.lock().unwrap_or_else(|e| e.into_inner());
+    g.0 = g.0.saturating_sub(1);
+    if g.0 == 0 {
+        // SAFETY: as in begin_bulk_free.
+        unsafe { ffi::mi_option_set(PURGE_DELAY, g.1) };
+    }
+}
+
 /// mimalloc's size class of an allocation of `n` bytes: what it really reserves. Given to the
 /// engine at start-up (`darner_engine::entry::set_size_classes`), so that a keyspace block
 /// that shrinks into a smaller class moves there, as a fresh block would be sized.
@@ -212,6 +248,36 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn purge_delay_option_is_the_documented_one() {
+        // The option at this index must be the purge delay: this mimalloc's default for it is
+        // 1000 ms (options.c). (The test binary does not set MIMALLOC_PURGE_DELAY.)
+        // SAFETY: reading an option has no preconditions.
+        let v = unsafe { libmimalloc_sys::mi_option_get(super::PURGE_DELAY) };
+        assert_eq!(v, 1000);
+        super::begin_bulk_free();
+        super::begin_bulk_free();
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { libmimalloc_sys::mi_option_get(super::PURGE_DELAY) },
+            0
+        );
+        super::end_bulk_free();
+        assert_eq!(
+            unsafe { libmimalloc_sys::mi_option_get(super::PURGE_DELAY) },
+            0
+        );
+        super::end_bulk_free();
+        assert_eq!(
+            unsafe { libmimalloc_sys::mi_option_get(super::PURGE_DELAY) },
+            1000
+        );
+        let blocks: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; 256 << 10]).collect();
+        super::begin_bulk_free();
+        drop(blocks);
+        super::end_bulk_free();
     }
 
     #[test]

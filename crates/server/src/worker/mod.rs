@@ -67,6 +67,8 @@ pub struct Worker {
     resume: Vec<usize>,
     /// When the cron runs next (one period, 1000/hz ms, after it last ran).
     next_cron: Instant,
+    /// This shard is freeing big values in steps (see `alloc::begin_bulk_free`).
+    bulk_freeing: bool,
     cron_count: u64,
     /// Unix ms, read once per batch of requests (commands of one read share a clock, as the
     /// commands of one call share Redis's cached time).
@@ -107,6 +109,7 @@ impl Worker {
             dirty: Vec::new(),
             resume: Vec::new(),
             next_cron: Instant::now(),
+            bulk_freeing: false,
             cron_count: 0,
             now_ms: Shared::now_ms(),
             lap: Lap::start(),
@@ -1647,9 +1650,17 @@ impl Worker {
             }
         }
         if !self.shard.dying.is_empty() {
+            if !self.bulk_freeing {
+                self.bulk_freeing = true;
+                crate::alloc::begin_bulk_free();
+            }
             self.shard
                 .dying
                 .step(&self.shared.metrics, crate::lazyfree::STEP_TIME);
+        }
+        if self.bulk_freeing && self.shard.dying.is_empty() {
+            self.bulk_freeing = false;
+            crate::alloc::end_bulk_free();
         }
     }
 
