@@ -50,6 +50,16 @@ fn main() {
         eprintln!("Can't open the log file: {e}");
         std::process::exit(1);
     }
+    if cfg.get("disable-thp").as_deref() == Some("yes") {
+        // SAFETY: PR_SET_THP_DISABLE only sets a flag of this process (inherited by its
+        // threads); the call takes plain integers and touches no memory of ours.
+        // Exercised by every end-to-end test (it is the default); checked through
+        // /proc/PID/status by crates/server/tests/server.rs.
+        let r = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+        if r != 0 {
+            log::warning("Failed to disable transparent huge pages for this process");
+        }
+    }
     log::notice("oO0OoO0OoO0Oo Darner is starting oO0OoO0OoO0Oo");
     log::notice(&format!(
         "Darner version={DARNER_VERSION}, redis_version={REDIS_COMPAT_VERSION}, bits=64, pid={}, just started",

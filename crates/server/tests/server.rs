@@ -1161,3 +1161,29 @@ fn commands_run_by_exec_count_in_commandstats_errorstats_and_the_slowlog() {
     assert!(log.contains("HSET") && log.contains("INCR"), "{log}");
     assert!(!log.contains("EXEC"), "{log}");
 }
+
+/// `disable-thp yes` (the default, as in Redis) turns transparent huge pages off for the
+/// process; `no` leaves the system's setting.
+#[test]
+fn disable_thp_turns_huge_pages_off_for_the_process() {
+    let thp = |s: &Server| -> Option<String> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", s.pid())).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("THP_enabled:").map(|v| v.trim().to_string()))
+    };
+    let on = Server::start(&[]);
+    let Some(v) = thp(&on) else {
+        return; // a kernel without the field (before 5.0): nothing to observe
+    };
+    assert_eq!(v, "0");
+    let off = Server::start(&["--disable-thp", "no"]);
+    if std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+        assert_eq!(thp(&off).as_deref(), Some("1"));
+    }
+    let mut r = on.raw();
+    r.roundtrip(
+        &cmd(&[b"CONFIG", b"GET", b"disable-thp"]),
+        b"*2\r\n$11\r\ndisable-thp\r\n$3\r\nyes\r\n",
+    );
+}

@@ -32,6 +32,11 @@ fn free_port() -> u16 {
 }
 
 impl Server {
+    /// The server process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Starts darner with `--threads 2` and the extra arguments.
     pub fn start(extra: &[&str]) -> Server {
         for _ in 0..5 {
