@@ -519,6 +519,28 @@ impl RequestParser {
     }
 }
 
+/// The second argument of the first request in `buf` (the key of most commands) when its
+/// headers and that argument are buffered, read without parsing the rest or allocating;
+/// `None` for anything else (inline, incomplete, a header the fast path does not take). For
+/// a guess ahead of the real parse (the server prefetches that key's table bucket): the
+/// parser, not this, decides what the request is.
+pub fn peek_second_arg(buf: &[u8]) -> Option<&[u8]> {
+    let header = |at: usize, prefix: u8| -> Option<(usize, usize)> {
+        if *buf.get(at)? != prefix {
+            return None;
+        }
+        let (v, cr) = RequestParser::fast_header(buf, at)?;
+        Some((usize::try_from(v).ok()?, cr + 2))
+    };
+    let (count, p) = header(0, b'*')?;
+    if count < 2 {
+        return None;
+    }
+    let (name_len, p) = header(p, b'$')?;
+    let (key_len, p) = header(p.checked_add(name_len)?.checked_add(2)?, b'$')?;
+    buf.get(p..p.checked_add(key_len)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1066,5 +1088,38 @@ mod tests {
         let mut p = RequestParser::new();
         assert_eq!(p.parse(b"*2\r\n$3\r", &l).unwrap(), None);
         let _ = p.parse(b"\r\r\r\r\r\r\r", &l);
+    }
+}
+
+#[cfg(test)]
+mod peek_tests {
+    use super::peek_second_arg;
+
+    #[test]
+    fn finds_the_second_argument_of_a_complete_array_only() {
+        assert_eq!(
+            peek_second_arg(b"*2\r\n$3\r\nGET\r\n$3\r\nkey\r\n"),
+            Some(&b"key"[..])
+        );
+        assert_eq!(
+            peek_second_arg(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*2\r\n"),
+            Some(&b"k"[..])
+        );
+        assert_eq!(
+            peek_second_arg(b"*2\r\n$3\r\nGET\r\n$0\r\n\r\n"),
+            Some(&b""[..])
+        );
+        for bad in [
+            &b""[..],
+            b"PING\r\n",
+            b"*1\r\n$4\r\nPING\r\n",
+            b"*2\r\n$3\r\nGET\r\n$3\r\nke",
+            b"*2\r\n$3\r\nGET\r\n",
+            b"*2\r\n$99999999999999999999\r\nGET",
+            b"*2\r\n$-1\r\n",
+            b"*x\r\n",
+        ] {
+            assert_eq!(peek_second_arg(bad), None, "{bad:?}");
+        }
     }
 }

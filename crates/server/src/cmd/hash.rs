@@ -83,23 +83,24 @@ fn lazy_expire(db: &mut DbView<'_>, key: &[u8], fields: Fields<'_>) {
         ValueRef::Hash(h) if h.has_ttls() => matches!(fields, Fields::All) && h.all_due(now),
         _ => return,
     };
-    let (gone, empty) = match entry.hash_mut() {
-        _ if all_due => (1, true),
-        Some(mut h) => {
-            let gone = match fields {
-                Fields::Some(fs) => fs.iter().filter(|f| h.expire_field(f, now)).count(),
-                Fields::Pairs(fs) => fs
-                    .iter()
-                    .step_by(2)
-                    .filter(|f| h.expire_field(f, now))
-                    .count(),
-                Fields::All => h.remove_all_expired(now),
-            };
-            (gone, h.is_empty())
-        }
-        _ => return,
+    // (removed any, left empty): a wholly due hash is not edited, it goes below.
+    let (gone, empty) = if all_due {
+        (true, true)
+    } else if let Some(mut h) = entry.hash_mut() {
+        let gone = match fields {
+            Fields::Some(fs) => fs.iter().filter(|f| h.expire_field(f, now)).count(),
+            Fields::Pairs(fs) => fs
+                .iter()
+                .step_by(2)
+                .filter(|f| h.expire_field(f, now))
+                .count(),
+            Fields::All => h.remove_all_expired(now),
+        };
+        (gone > 0, h.is_empty())
+    } else {
+        return;
     };
-    if gone > 0 {
+    if gone {
         // Published before the command's own events (Redis 7.4: `hexpired`, then `del` for
         // a hash left empty).
         db.record_event(Event::FieldsExpired, key);
@@ -107,7 +108,7 @@ fn lazy_expire(db: &mut DbView<'_>, key: &[u8], fields: Fields<'_>) {
     if empty {
         db.delete(key);
         db.record_event(Event::Deleted, key);
-    } else if gone > 0 {
+    } else if gone {
         db.signal(key);
     }
 }

@@ -621,7 +621,7 @@ impl Worker {
             let Some(conn) = self.conns.get(c) else {
                 continue;
             };
-            if let Some(key) = first_key(&conn.rbuf) {
+            if let Some(key) = darner_resp::peek_second_arg(&conn.rbuf) {
                 if cmd::shard_of(key, self.shared.threads) == self.id {
                     let db = conn.state.db;
                     hashes.push((db, self.shard.dbs[db].prefetch(key)));
@@ -1111,19 +1111,18 @@ impl Worker {
             // the usual turn of an unpipelined client skips the channel. A message whose
             // flag lands just after this load wakes the next turn.
             let inbox = &self.shared.inboxes[self.id];
-            let mail = inbox.notified.load(Ordering::Acquire);
-            if mail {
+            if inbox.notified.load(Ordering::Acquire) {
                 inbox.notified.store(false, Ordering::Release);
-            }
-            while let Some(m) = if mail { self.rx.try_recv().ok() } else { None } {
-                self.handle(m);
-                // What handling `m` posted to this thread goes before the next message from
-                // another thread, which it may have caused (a keyspace notification published
-                // by a batch precedes what the batch's reply lets a client send).
-                while let Some(m) = LOCAL.with(|l| l.borrow_mut().pop_front()) {
+                while let Ok(m) = self.rx.try_recv() {
                     self.handle(m);
+                    // What handling `m` posted to this thread goes before the next message
+                    // from another thread, which it may have caused (a keyspace notification
+                    // published by a batch precedes what the batch's reply lets a client send).
+                    while let Some(m) = LOCAL.with(|l| l.borrow_mut().pop_front()) {
+                        self.handle(m);
+                    }
+                    progress = true;
                 }
-                progress = true;
             }
             while let Some(m) = LOCAL.with(|l| l.borrow_mut().pop_front()) {
                 self.handle(m);
@@ -2112,31 +2111,6 @@ impl Worker {
     }
 }
 
-/// The second argument of the first request in `buf` when it is a RESP array (the key of
-/// most commands), read without allocating; None for anything else or an incomplete one.
-fn first_key(buf: &[u8]) -> Option<&[u8]> {
-    // "<prefix><digits>\r\n" at `at`: the number and where the next item starts.
-    fn header(buf: &[u8], at: usize, prefix: u8) -> Option<(usize, usize)> {
-        if *buf.get(at)? != prefix {
-            return None;
-        }
-        let mut n = 0usize;
-        let mut p = at + 1;
-        while p < buf.len() && buf[p].is_ascii_digit() && p - at <= 18 {
-            n = n * 10 + (buf[p] - b'0') as usize;
-            p += 1;
-        }
-        (p > at + 1 && buf.get(p..p + 2)? == b"\r\n").then_some((n, p + 2))
-    }
-    let (count, p) = header(buf, 0, b'*')?;
-    if count < 2 {
-        return None;
-    }
-    let (name_len, p) = header(buf, p, b'$')?;
-    let (key_len, p) = header(buf, p.checked_add(name_len)?.checked_add(2)?, b'$')?;
-    buf.get(p..p.checked_add(key_len)?)
-}
-
 /// Takes the "skip this reply" decision for the command being dispatched (CLIENT REPLY).
 fn take_suppress(state: &mut ClientState) -> bool {
     state.force_reply = false;
@@ -2260,35 +2234,5 @@ mod tests {
         assert_eq!(contained("ok", || 7), Some(7));
         let r: Option<()> = contained("boom", || panic!("deliberate"));
         assert!(r.is_none());
-    }
-}
-
-#[cfg(test)]
-mod first_key_tests {
-    use super::first_key;
-
-    #[test]
-    fn finds_the_second_argument_of_a_complete_array_only() {
-        assert_eq!(
-            first_key(b"*2\r\n$3\r\nGET\r\n$3\r\nkey\r\n"),
-            Some(&b"key"[..])
-        );
-        assert_eq!(
-            first_key(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*2\r\n"),
-            Some(&b"k"[..])
-        );
-        assert_eq!(first_key(b"*2\r\n$3\r\nGET\r\n$0\r\n\r\n"), Some(&b""[..]));
-        for bad in [
-            &b""[..],
-            b"PING\r\n",
-            b"*1\r\n$4\r\nPING\r\n",
-            b"*2\r\n$3\r\nGET\r\n$3\r\nke",
-            b"*2\r\n$3\r\nGET\r\n",
-            b"*2\r\n$99999999999999999999\r\nGET",
-            b"*2\r\n$-1\r\n",
-            b"*x\r\n",
-        ] {
-            assert_eq!(first_key(bad), None, "{bad:?}");
-        }
     }
 }
