@@ -107,9 +107,13 @@ impl Flow {
 const STEP_TIME: std::time::Duration = std::time::Duration::from_micros(200);
 /// ...checked every this many elements...
 const CHECK_EVERY: usize = 256;
-/// ...and at most this many elements or bytes (values may be big).
+/// ...and at most this many elements or bytes (values may be big). The chunk is written to
+/// the client's socket in the same loop turn, and that costs about as much as producing it
+/// (measured on loopback: ~1.2 µs per KB), so the byte bound caps the turn's second half: with
+/// 512 KB a 10M-element LRANGE had turns of 0.7 ms (0.2 ms producing, 0.5 ms sending), with
+/// 128 KB they stay near 0.35 ms.
 const STEP_ELEMS: usize = 16384;
-const STEP_BYTES: usize = 512 << 10;
+const STEP_BYTES: usize = 128 << 10;
 
 /// Where a stream's reply goes.
 #[derive(Clone, Copy, Debug)]
@@ -415,7 +419,9 @@ pub fn step(shard: &mut Shard, shared: &crate::shared::Shared, now_ms: i64) -> b
     }
     s.flow.ready.store(false, Ordering::Release);
     let first = !s.started;
-    let mut out = Vec::with_capacity(64 << 10);
+    // Room for a whole step (plus the element that crosses the bound), so no step copies its
+    // chunk while growing it.
+    let mut out = Vec::with_capacity(STEP_BYTES + (16 << 10));
     let finished = produce(&mut s, shard, now_ms, &mut out);
     crate::exec::post(
         shared,
