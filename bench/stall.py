@@ -9,8 +9,11 @@ the operation; the hash is reloaded between operations. The "idle" operation doe
 a second: its row is the machine's own noise floor. The whole-collection reads of the
 other types run on a value of the same size: SMEMBERS of a set of N UUIDs, LRANGE 0 -1 of a
 list of N UUIDs, ZRANGE 0 -1 WITHSCORES of a sorted set of N UUIDs scored 0..N-1. Printed per server and operation:
-the probe's p50, p99.9 and max latency during the operation, and how long the operation took
-for the client that sent it.
+the probe's p50, p99.9 and max latency during the operation, how long the operation took
+for the client that sent it, and, for darner, its own longest event loop turn from the start of
+the operation to a second after it (INFO's `darner_eventloop_duration_max` after a CONFIG
+RESETSTAT): the longest any client could have waited behind other work, apart from the
+machine's own noise, which the probe's max also contains.
 
 Servers bind 127.0.0.1 on free ports, every step is bounded, and both servers are stopped
 whatever happens.
@@ -23,7 +26,7 @@ every probed key on one shard, the hardest case for darner).
 
 Usage: bench/stall.py [--darner target/release/darner] [--threads 2] [--fields 1000000]
                       [--ops idle,hgetall,smembers,lrange,zrange,del,unlink,expire,flushall]
-                      [--pin]
+                      [--pin] [--servers darner,redis]
 """
 import argparse
 import multiprocessing as mp
@@ -91,6 +94,30 @@ class Conn:
         self.s.sendall(command(*args))
         return self.reply()
 
+    def call_bulk(self, *args):
+        """Sends a command whose reply is a bulk string and returns its bytes."""
+        self.s.sendall(command(*args))
+        line = self._line()
+        if line[:1] != b"$":
+            raise ValueError("expected a bulk reply, got %r" % line)
+        n = int(line[1:])
+        while len(self.buf) < n + 2:
+            chunk = self.s.recv(1 << 16)
+            if not chunk:
+                raise ConnectionError("closed")
+            self.buf += chunk
+        body, self.buf = self.buf[:n], self.buf[n + 2:]
+        return body
+
+
+def longest_turn_us(c):
+    """darner's longest event loop turn since the last CONFIG RESETSTAT (INFO stats), or None
+    for a server that does not report it (redis)."""
+    for line in c.call_bulk("INFO", "stats").decode().splitlines():
+        if line.startswith("darner_eventloop_duration_max:"):
+            return int(line.split(":", 1)[1])
+    return None
+
 
 # The value each operation runs on: (write command, length command, whole-read command).
 KINDS = {
@@ -155,6 +182,8 @@ def run_op(port, op, key, probe_keys, nice_reader=False):
     p.start()
     time.sleep(0.5)  # the probe's own warm-up
     c = Conn(port)
+    # The server's own view of the stall (darner): its longest loop turn from here on.
+    c.call("CONFIG", "RESETSTAT")
     t0 = time.perf_counter()
     if op in READS:
         kind = READS[op][0]
@@ -196,7 +225,7 @@ def run_op(port, op, key, probe_keys, nice_reader=False):
     stop.set()
     lat = out.get(timeout=60)
     p.join(10)
-    return took, lat
+    return took, lat, longest_turn_us(c)
 
 
 def main():
@@ -237,7 +266,7 @@ def main():
               f"uuid4s; probe: GET on 16 other keys, "
               f"one at a time; darner --threads {args.threads}"
               + ("; servers on core 0, probe and client on core 1" if args.pin else ""))
-        print(f"{'server':<8}{'operation':<10}{'op ms':>10}{'probe p50 µs':>14}{'p99.9 µs':>12}{'max µs':>12}{'GETs':>9}")
+        print(f"{'server':<8}{'operation':<10}{'op ms':>10}{'probe p50 µs':>14}{'p99.9 µs':>12}{'max µs':>12}{'GETs':>9}{'turn max µs':>15}")
         key = "big"
         probe_keys = ["probe:%d" % i for i in range(16)]
         for name, port, _ in servers:
@@ -250,9 +279,10 @@ def main():
                 if op == "flushall":
                     # FLUSHALL takes the probe keys too: the probe then reads misses, still a GET.
                     pass
-                took, lat = run_op(port, op, key, probe_keys, nice_reader=args.pin)
+                took, lat, turn = run_op(port, op, key, probe_keys, nice_reader=args.pin)
+                turn = "-" if turn is None else f"{turn:,}"
                 print(f"{name:<8}{op:<10}{took:>10.1f}{pct(lat, 0.5):>14.0f}{pct(lat, 0.999):>12.0f}"
-                      f"{max(lat) if lat else 0:>12.0f}{len(lat):>9}", flush=True)
+                      f"{max(lat) if lat else 0:>12.0f}{len(lat):>9}{turn:>15}", flush=True)
                 if op == "flushall":
                     for k in probe_keys:
                         c.call("SET", k, "v" * 16)

@@ -47,6 +47,11 @@ pub struct ThreadStats {
     pub keyspace_hits: AtomicU64,
     pub keyspace_misses: AtomicU64,
     pub total_error_replies: AtomicU64,
+    /// Turns of the thread's event loop, the time they took (µs; from the end of the wait for
+    /// events to the end of the turn: Redis's `eventloop_duration_sum`), and the longest one.
+    pub eventloop_cycles: AtomicU64,
+    pub eventloop_usec: AtomicU64,
+    pub eventloop_max_usec: AtomicU64,
     pub clients: AtomicI64,
     pub cmd: Vec<CmdStat>,
 }
@@ -65,6 +70,9 @@ impl ThreadStats {
             &self.keyspace_hits,
             &self.keyspace_misses,
             &self.total_error_replies,
+            &self.eventloop_cycles,
+            &self.eventloop_usec,
+            &self.eventloop_max_usec,
         ] {
             a.store(0, Ordering::Relaxed);
         }

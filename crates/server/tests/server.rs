@@ -834,6 +834,47 @@ fn config_resetstat_zeroes_statistics() {
     assert_eq!(field(&after, "connected_clients"), "1");
 }
 
+#[test]
+fn info_reports_the_event_loop_and_its_longest_turn() {
+    let s = Server::start(&["--threads", "2", "--enable-debug-command", "yes"]);
+    let mut r = s.raw();
+    let num = |i: &str, name: &str| -> u64 { field(i, name).parse().unwrap() };
+    let first = info(&mut r, &["stats"]);
+    r.roundtrip(&cmd(&[b"PING"]), b"+PONG\r\n");
+    let second = info(&mut r, &["stats"]);
+    // Each request above ended a turn of this connection's thread.
+    assert!(num(&second, "eventloop_cycles") >= num(&first, "eventloop_cycles") + 2);
+    assert!(num(&second, "eventloop_duration_sum") >= num(&first, "eventloop_duration_sum"));
+    for name in [
+        "instantaneous_eventloop_cycles_per_sec",
+        "instantaneous_eventloop_duration_usec",
+    ] {
+        num(&second, name);
+    }
+    // DEBUG SLEEP holds its thread's turn: the longest turn and the commands' time see it.
+    r.roundtrip(&cmd(&[b"DEBUG", b"SLEEP", b"0.05"]), b"+OK\r\n");
+    let slept = info(&mut r, &["stats"]);
+    assert!(
+        num(&slept, "darner_eventloop_duration_max") >= 50_000,
+        "{slept}"
+    );
+    assert!(
+        num(&slept, "eventloop_duration_cmd_sum") >= 50_000,
+        "{slept}"
+    );
+    assert!(num(&slept, "eventloop_duration_sum") >= 50_000, "{slept}");
+    r.roundtrip(&cmd(&[b"CONFIG", b"RESETSTAT"]), b"+OK\r\n");
+    let reset = info(&mut r, &["stats"]);
+    assert!(
+        num(&reset, "darner_eventloop_duration_max") < 50_000,
+        "{reset}"
+    );
+    assert!(
+        num(&reset, "eventloop_duration_cmd_sum") < 50_000,
+        "{reset}"
+    );
+}
+
 // ---- MONITOR ----
 
 #[test]

@@ -214,12 +214,25 @@ impl Worker {
             }
             self.flush_dirty();
             self.bury_graveyards();
+            self.count_turn();
         }
         // Shutdown: close every client.
         let ids: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
         for c in ids {
             self.flush(c);
             self.close(c);
+        }
+    }
+
+    /// Counts the turn that ends now (INFO's `eventloop_*` fields): its time runs from the
+    /// end of the wait for events, so sleeping is not counted.
+    fn count_turn(&self) {
+        let usec = self.loop_now.elapsed().as_micros() as u64;
+        let st = &self.shared.stats[self.id];
+        bump(&st.eventloop_cycles, 1);
+        bump(&st.eventloop_usec, usec);
+        if usec > st.eventloop_max_usec.load(Ordering::Relaxed) {
+            st.eventloop_max_usec.store(usec, Ordering::Relaxed);
         }
     }
 

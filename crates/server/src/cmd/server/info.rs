@@ -30,12 +30,22 @@ pub fn register(r: &mut Reg) {
 const SAMPLES: usize = 16;
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
-/// Per-second rates, sampled every 100 ms and averaged over the last 16 samples (as Redis's
-/// `instantaneous_*` fields are): commands, input bytes, output bytes.
+/// What the samples follow: commands, input bytes, output bytes, event loop turns (per-second
+/// rates), and the event loop's time per turn.
+const COMMANDS: usize = 0;
+const NET_INPUT: usize = 1;
+const NET_OUTPUT: usize = 2;
+const LOOP_TURNS: usize = 3;
+const LOOP_USEC_PER_TURN: usize = 4;
+const SAMPLED: usize = 5;
+
+/// Sampled every 100 ms and averaged over the last 16 samples (as Redis's `instantaneous_*`
+/// fields are): per-second rates of counters, and the event loop's µs per turn (the time
+/// counter's growth over the turn counter's in each sample, as Redis computes it).
 #[derive(Default)]
 struct Samples {
-    last: Option<(Instant, [u64; 3])>,
-    rates: [[f64; SAMPLES]; 3],
+    last: Option<(Instant, [u64; SAMPLED])>,
+    rates: [[f64; SAMPLES]; SAMPLED],
     next: usize,
 }
 
@@ -74,21 +84,29 @@ pub fn cron(shared: &Shared) {
     let m = &shared.metrics;
     m.note_memory();
     let now = Instant::now();
-    let cur = [
-        shared.sum(|t| &t.commands),
-        shared.sum(|t| &t.net_input),
-        shared.sum(|t| &t.net_output),
-    ];
+    let mut cur = [0; SAMPLED];
+    cur[COMMANDS] = shared.sum(|t| &t.commands);
+    cur[NET_INPUT] = shared.sum(|t| &t.net_input);
+    cur[NET_OUTPUT] = shared.sum(|t| &t.net_output);
+    cur[LOOP_TURNS] = shared.sum(|t| &t.eventloop_cycles);
+    cur[LOOP_USEC_PER_TURN] = shared.sum(|t| &t.eventloop_usec);
     let mut s = m.samples.lock().unwrap();
     match s.last {
         Some((at, _)) if now.duration_since(at) < SAMPLE_EVERY => {}
         Some((at, prev)) => {
             let secs = now.duration_since(at).as_secs_f64();
             let i = s.next;
-            for k in 0..3 {
-                // After CONFIG RESETSTAT the counters restart from zero: count that as none.
-                s.rates[k][i] = cur[k].saturating_sub(prev[k]) as f64 / secs;
+            // After CONFIG RESETSTAT the counters restart from zero: count that as none.
+            let grew = |k: usize| cur[k].saturating_sub(prev[k]) as f64;
+            for k in [COMMANDS, NET_INPUT, NET_OUTPUT, LOOP_TURNS] {
+                s.rates[k][i] = grew(k) / secs;
             }
+            let turns = grew(LOOP_TURNS);
+            s.rates[LOOP_USEC_PER_TURN][i] = if turns > 0.0 {
+                grew(LOOP_USEC_PER_TURN) / turns
+            } else {
+                0.0
+            };
             s.next = (i + 1) % SAMPLES;
             s.last = Some((now, cur));
         }
@@ -457,11 +475,17 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                     shared.sum(|t| &t.connections)
                 );
                 line!("total_commands_processed:{}", shared.sum(|t| &t.commands));
-                line!("instantaneous_ops_per_sec:{}", m.rate(0).round() as u64);
+                line!(
+                    "instantaneous_ops_per_sec:{}",
+                    m.rate(COMMANDS).round() as u64
+                );
                 line!("total_net_input_bytes:{}", shared.sum(|t| &t.net_input));
                 line!("total_net_output_bytes:{}", shared.sum(|t| &t.net_output));
-                line!("instantaneous_input_kbps:{:.2}", m.rate(1) / 1024.0);
-                line!("instantaneous_output_kbps:{:.2}", m.rate(2) / 1024.0);
+                line!("instantaneous_input_kbps:{:.2}", m.rate(NET_INPUT) / 1024.0);
+                line!(
+                    "instantaneous_output_kbps:{:.2}",
+                    m.rate(NET_OUTPUT) / 1024.0
+                );
                 line!(
                     "rejected_connections:{}",
                     shared.sum(|t| &t.rejected_connections)
@@ -493,6 +517,36 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                     "total_error_replies:{}",
                     shared.sum(|t| &t.total_error_replies)
                 );
+                // The event loop: turns and their time summed over the threads (a turn's time
+                // runs from the end of its wait for events); commands' time as in commandstats.
+                line!("eventloop_cycles:{}", shared.sum(|t| &t.eventloop_cycles));
+                line!(
+                    "eventloop_duration_sum:{}",
+                    shared.sum(|t| &t.eventloop_usec)
+                );
+                let cmd_usec: u64 = registry()
+                    .list
+                    .iter()
+                    .map(|c| cmd_totals(shared, c.id)[1])
+                    .sum();
+                line!("eventloop_duration_cmd_sum:{cmd_usec}");
+                line!(
+                    "instantaneous_eventloop_cycles_per_sec:{}",
+                    m.rate(LOOP_TURNS).round() as u64
+                );
+                line!(
+                    "instantaneous_eventloop_duration_usec:{}",
+                    m.rate(LOOP_USEC_PER_TURN).round() as u64
+                );
+                // Darner's own: the longest turn of any thread since start or CONFIG
+                // RESETSTAT, in µs: how long a client could have waited behind other work.
+                let max = shared
+                    .stats
+                    .iter()
+                    .map(|t| t.eventloop_max_usec.load(Ordering::Relaxed))
+                    .max()
+                    .unwrap_or(0);
+                line!("darner_eventloop_duration_max:{max}");
             }
             REPLICATION => {
                 line!("role:master");
