@@ -69,6 +69,7 @@
 use crate::cmd::Command;
 use crate::msg::{BatchItem, Completion, ConnRef, Msg, TxId};
 use crate::shard::{Shard, ShardCtx};
+use darner_engine::types::ListSeek;
 use darner_engine::{Clock, ValueRef};
 use darner_resp::ReplyWriter;
 use std::collections::{HashSet, VecDeque};
@@ -156,6 +157,8 @@ struct Stream {
     done: usize,
     /// Where a hash or set resumes (its bucket); None once it ended.
     cursor: Option<usize>,
+    /// Where a list's next step starts looking for its first element.
+    list_seek: ListSeek,
     started: bool,
 }
 
@@ -330,6 +333,7 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
         total,
         done: 0,
         cursor: Some(0),
+        list_seek: ListSeek::default(),
         started: false,
     });
     true
@@ -514,7 +518,10 @@ fn produce(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) ->
             }
         }
         (Kind::List { start }, Some(ValueRef::List(l))) => {
-            for v in l.iter_from(start + s.done).take(owed) {
+            for v in l
+                .iter_from_near(start + s.done, &mut s.list_seek)
+                .take(owed)
+            {
                 w.bulk(v);
                 n += 1;
                 if enough(n, w.out.len()) {

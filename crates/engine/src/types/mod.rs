@@ -16,7 +16,7 @@ pub mod set;
 pub mod zset;
 
 pub use hash::{Hash, HashRef};
-pub use list::List;
+pub use list::{List, ListSeek};
 pub use set::Set;
 pub use zset::ZSet;
 
