@@ -64,12 +64,15 @@ class Conn:
         line, self.buf = self.buf.split(b"\r\n", 1)
         return line
 
-    def _skip(self, n):
+    def _fill(self, n):
         while len(self.buf) < n:
             chunk = self.s.recv(max(1 << 20, n - len(self.buf)))
             if not chunk:
                 raise ConnectionError("closed")
             self.buf += chunk
+
+    def _skip(self, n):
+        self._fill(n)
         self.buf = self.buf[n:]
 
     def reply(self):
@@ -101,11 +104,7 @@ class Conn:
         if line[:1] != b"$":
             raise ValueError("expected a bulk reply, got %r" % line)
         n = int(line[1:])
-        while len(self.buf) < n + 2:
-            chunk = self.s.recv(1 << 16)
-            if not chunk:
-                raise ConnectionError("closed")
-            self.buf += chunk
+        self._fill(n + 2)
         body, self.buf = self.buf[:n], self.buf[n + 2:]
         return body
 

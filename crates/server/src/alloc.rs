@@ -78,11 +78,8 @@ unsafe impl GlobalAlloc for Counting {
             } else {
                 ffi::mi_malloc_aligned(l.size(), l.align())
             }
-        } as *mut u8;
-        if !p.is_null() {
-            add(l.size() as isize);
-        }
-        p
+        };
+        counted(p, l.size() as isize)
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         add(-(l.size() as isize));
@@ -97,11 +94,8 @@ unsafe impl GlobalAlloc for Counting {
             } else {
                 ffi::mi_zalloc_aligned(l.size(), l.align())
             }
-        } as *mut u8;
-        if !p.is_null() {
-            add(l.size() as isize);
-        }
-        p
+        };
+        counted(p, l.size() as isize)
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: `p` is a live block of layout `l` from this allocator; the new block keeps
@@ -112,12 +106,18 @@ unsafe impl GlobalAlloc for Counting {
             } else {
                 ffi::mi_realloc_aligned(p as *mut c_void, new_size, l.align())
             }
-        } as *mut u8;
-        if !q.is_null() {
-            add(new_size as isize - l.size() as isize);
-        }
-        q
+        };
+        counted(q, new_size as isize - l.size() as isize)
     }
+}
+
+/// Counts `grown` bytes for a block an allocation path returned; a null result (nothing
+/// allocated, the old block untouched) counts nothing and is passed on.
+fn counted(p: *mut c_void, grown: isize) -> *mut u8 {
+    if !p.is_null() {
+        add(grown);
+    }
+    p as *mut u8
 }
 
 /// Bytes currently allocated by the process through Rust's allocator.

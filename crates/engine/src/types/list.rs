@@ -698,17 +698,16 @@ impl List {
             return self.iter_from(i);
         }
         let (mut k, mut first) = (seek.node, seek.first);
-        if k >= self.nodes.len() || first > i {
-            (k, first) = (0, usize::MAX); // no usable seek
-        } else {
+        if first <= i {
             while k < self.nodes.len() && i >= first + self.nodes[k].count {
                 first += self.nodes[k].count;
                 k += 1;
             }
         }
-        if k >= self.nodes.len() || first == usize::MAX {
-            let (kk, j) = self.locate(i);
-            (k, first) = (kk, i - j);
+        if k >= self.nodes.len() || first > i {
+            // No usable seek: walk from the nearer end.
+            let (node, j) = self.locate(i);
+            (k, first) = (node, i - j);
         }
         *seek = ListSeek { node: k, first };
         Iter {

@@ -30,13 +30,13 @@ pub fn register(r: &mut Reg) {
 const SAMPLES: usize = 16;
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
-/// What the samples follow: commands, input bytes, output bytes, event loop turns (per-second
-/// rates), and the event loop's time per turn.
+/// What the samples follow: the counters of commands, input bytes, output bytes and event loop
+/// turns (sampled as per-second rates), and of the event loop's µs (sampled as µs per turn).
 const COMMANDS: usize = 0;
 const NET_INPUT: usize = 1;
 const NET_OUTPUT: usize = 2;
 const LOOP_TURNS: usize = 3;
-const LOOP_USEC_PER_TURN: usize = 4;
+const LOOP_USEC: usize = 4;
 const SAMPLED: usize = 5;
 
 /// Sampled every 100 ms and averaged over the last 16 samples (as Redis's `instantaneous_*`
@@ -89,7 +89,7 @@ pub fn cron(shared: &Shared) {
     cur[NET_INPUT] = shared.sum(|t| &t.net_input);
     cur[NET_OUTPUT] = shared.sum(|t| &t.net_output);
     cur[LOOP_TURNS] = shared.sum(|t| &t.eventloop_cycles);
-    cur[LOOP_USEC_PER_TURN] = shared.sum(|t| &t.eventloop_usec);
+    cur[LOOP_USEC] = shared.sum(|t| &t.eventloop_usec);
     let mut s = m.samples.lock().unwrap();
     match s.last {
         Some((at, _)) if now.duration_since(at) < SAMPLE_EVERY => {}
@@ -102,8 +102,8 @@ pub fn cron(shared: &Shared) {
                 s.rates[k][i] = grew(k) / secs;
             }
             let turns = grew(LOOP_TURNS);
-            s.rates[LOOP_USEC_PER_TURN][i] = if turns > 0.0 {
-                grew(LOOP_USEC_PER_TURN) / turns
+            s.rates[LOOP_USEC][i] = if turns > 0.0 {
+                grew(LOOP_USEC) / turns
             } else {
                 0.0
             };
@@ -536,7 +536,7 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 );
                 line!(
                     "instantaneous_eventloop_duration_usec:{}",
-                    m.rate(LOOP_USEC_PER_TURN).round() as u64
+                    m.rate(LOOP_USEC).round() as u64
                 );
                 // Darner's own: the longest turn of any thread since start or CONFIG
                 // RESETSTAT, in µs: how long a client could have waited behind other work.
