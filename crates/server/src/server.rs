@@ -60,6 +60,8 @@ fn in_use_probe(addr: SocketAddr) -> std::io::Result<()> {
 
 pub fn run(config: Config, executable: String, config_file: String) -> Result<(), String> {
     darner_engine::entry::set_size_classes(crate::alloc::good_size);
+    // The command timer's tick rate takes 20 ms to measure: now, not in the first command.
+    crate::worker::calibrate_clock();
     let threads = match config.get_i64("threads") {
         0 => std::thread::available_parallelism()
             .map(|n| n.get())

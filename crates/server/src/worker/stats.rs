@@ -35,8 +35,9 @@ pub(super) fn ticks() -> u64 {
 }
 
 /// Microseconds per tick, measured once against the monotonic clock (20 ms).
+static RATE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+
 pub(super) fn us_per_tick() -> f64 {
-    static RATE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
     *RATE.get_or_init(|| {
         let (t0, k0) = (Instant::now(), ticks());
         std::thread::sleep(Duration::from_millis(20));
@@ -46,9 +47,15 @@ pub(super) fn us_per_tick() -> f64 {
     })
 }
 
-/// Measures the tick rate before the threads start, so no command pays for it.
+/// Measures the tick rate before the threads start, so no command pays for it (the first
+/// command after start-up used to wait the 20 ms, holding its thread's loop that long).
 pub fn calibrate_clock() {
     us_per_tick();
+}
+
+/// Whether [`calibrate_clock`] has run.
+pub(super) fn clock_calibrated() -> bool {
+    RATE.get().is_some()
 }
 
 pub(super) fn monitor_line(state: &ClientState, args: &[&[u8]]) -> Arc<Vec<u8>> {
