@@ -1,13 +1,16 @@
 //! Load for bench/tracking.py, against one server (darner or redis-server):
 //!
-//! `tracking-load PORT CLIENTS SECONDS TRACKING(0|1) KEYS WRITES_PER_SEC PROBES`
+//! `tracking-load PORT CLIENTS SECONDS TRACKING(0|1) KEYS WRITES_PER_SEC PROBES [LOAD]`
 //!
 //! CLIENTS connections (RESP3; with TRACKING=1 each turns CLIENT TRACKING on) send unpipelined
 //! GETs of random keys among KEYS for SECONDS; one writer SETs random keys at WRITES_PER_SEC (so
 //! tracking clients receive invalidations, which they read and count); meanwhile a probe
 //! measures invalidation latency PROBES times: a tracking connection reads a key, another
 //! connection writes it, and the time from sending the write to receiving the invalidation is
-//! recorded. Prints one line: `gets=N secs=S pushes=P lat_p50_us=.. lat_p99_us=.. lat_max_us=..`.
+//! recorded. With LOAD (a nice value, 0 to 19, or `idle` for the SCHED_IDLE class), the GET
+//! and writer threads lower their own priority while the probe keeps the process's: on a machine where the load shares the server's
+//! cores, the probe then measures the server's path rather than its own wait behind 50 busy
+//! load threads for a core. Prints one line: `gets=N secs=S pushes=P lat_p50_us=.. lat_p99_us=.. lat_max_us=..`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -71,6 +74,30 @@ fn connect(port: u16, tracking: bool) -> (TcpStream, BufReader<TcpStream>) {
     (w, r)
 }
 
+/// Lowers the calling thread's priority: `Some(n)`, nice n (Linux keeps the nice value per
+/// thread); `None`, the SCHED_IDLE class (runs only when nothing else wants the core).
+fn lower_this_thread(load: Option<i32>) {
+    #[repr(C)]
+    struct SchedParam {
+        priority: i32,
+    }
+    extern "C" {
+        fn setpriority(which: i32, who: u32, prio: i32) -> i32;
+        fn sched_setscheduler(pid: i32, policy: i32, param: *const SchedParam) -> i32;
+    }
+    const SCHED_IDLE: i32 = 5;
+    let rc = match load {
+        Some(0) => return,
+        // SAFETY: setpriority takes plain integers and touches no memory of ours;
+        // PRIO_PROCESS (0) with who = 0 names the calling thread on Linux.
+        Some(nice) => unsafe { setpriority(0, 0, nice) },
+        // SAFETY: the parameter block lives on this stack frame for the call, which only
+        // reads it; pid 0 names the calling thread.
+        None => unsafe { sched_setscheduler(0, SCHED_IDLE, &SchedParam { priority: 0 }) },
+    };
+    assert_eq!(rc, 0, "lowering the load thread's priority to {load:?} failed");
+}
+
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -90,6 +117,11 @@ fn main() {
     let keys: u64 = a[5].parse().unwrap();
     let writes_per_sec: u64 = a[6].parse().unwrap();
     let probes: usize = a[7].parse().unwrap();
+    let load: Option<i32> = match a.get(8).map(String::as_str) {
+        None => Some(0),
+        Some("idle") => None,
+        Some(n) => Some(n.parse().unwrap()),
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let gets = Arc::new(AtomicU64::new(0));
     let pushes = Arc::new(AtomicU64::new(0));
@@ -98,6 +130,7 @@ fn main() {
     for c in 0..clients {
         let (stop, gets, pushes) = (stop.clone(), gets.clone(), pushes.clone());
         handles.push(std::thread::spawn(move || {
+            lower_this_thread(load);
             let (mut w, mut r) = connect(port, tracking);
             let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (c as u64 + 1));
             let (mut n, mut p) = (0u64, 0u64);
@@ -117,6 +150,7 @@ fn main() {
     if writes_per_sec > 0 {
         let stop = stop.clone();
         handles.push(std::thread::spawn(move || {
+            lower_this_thread(load);
             let (mut w, mut r) = connect(port, false);
             let mut rng = Rng(42);
             let gap = Duration::from_secs_f64(1.0 / writes_per_sec as f64);
