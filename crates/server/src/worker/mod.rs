@@ -34,6 +34,8 @@ const WAKER: Token = Token(usize::MAX);
 /// Redis's reply to DEBUG while `enable-debug-command` does not allow it.
 const ERR_DEBUG_NOT_ALLOWED: &[u8] = b"ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
 const LISTENER_BASE: usize = usize::MAX - 64;
+/// The loop's alarm clock (the cron and blocked clients' timeouts).
+const ALARM: Token = Token(LISTENER_BASE - 1);
 /// Stop reading a client's requests while this much output waits for it (backpressure: a
 /// client that does not read cannot make the server buffer without bound).
 const OUTPUT_BACKPRESSURE: usize = 64 << 20;
@@ -67,6 +69,8 @@ pub struct Worker {
     resume: Vec<usize>,
     /// When the cron runs next (one period, 1000/hz ms, after it last ran).
     next_cron: Instant,
+    /// Rings when the cron or a timer is due, so that an idle loop sleeps without a timeout.
+    alarm: crate::sys::Alarm,
     /// This shard is freeing big values in steps (see `alloc::begin_bulk_free`).
     bulk_freeing: bool,
     cron_count: u64,
@@ -113,6 +117,7 @@ impl Worker {
             dirty: Vec::new(),
             resume: Vec::new(),
             next_cron: Instant::now(),
+            alarm: crate::sys::Alarm::new()?,
             bulk_freeing: false,
             cron_count: 0,
             now_ms: Shared::now_ms(),
@@ -123,6 +128,11 @@ impl Worker {
             stop: false,
         };
         crate::notify::attach(&w.shared, &mut w.shard);
+        w.poll.registry().register(
+            &mut mio::unix::SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&w.alarm)),
+            ALARM,
+            Interest::READABLE,
+        )?;
         for (i, l) in w.listeners.iter_mut().enumerate() {
             w.poll
                 .registry()
@@ -147,17 +157,24 @@ impl Worker {
                 .load(Ordering::Relaxed)
                 .clamp(1, 500) as u64;
             let period = Duration::from_millis(1000 / hz);
+            // Idle, the thread sleeps without a timeout (see `sys::Alarm`): the alarm rings for
+            // the cron or the nearest timer (blocked clients' timeouts, ms precision).
             let timeout = if busy {
-                Duration::ZERO
+                Some(Duration::ZERO)
             } else {
-                let cron = self.next_cron.saturating_duration_since(self.loop_now);
-                // Blocked clients' timeouts (ms precision) may come before the next cron.
-                match exec::next_timer() {
-                    Some(at) => cron.min(at.saturating_duration_since(Instant::now())),
-                    None => cron,
+                // The turn's clock, a little behind: the alarm may ring that much late.
+                let now = self.loop_now;
+                let due = exec::next_timer().map_or(self.next_cron, |t| t.min(self.next_cron));
+                if due <= now {
+                    Some(Duration::ZERO)
+                } else {
+                    match self.alarm.set(due, now) {
+                        Ok(()) => None,
+                        Err(_) => Some(due - now),
+                    }
                 }
             };
-            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != ErrorKind::Interrupted {
                     log::warning(&format!("poll failed: {e}"));
                 }
@@ -173,6 +190,7 @@ impl Worker {
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => {}
+                    ALARM => self.alarm.rang(),
                     Token(t) if t >= LISTENER_BASE => self.accept(t - LISTENER_BASE),
                     Token(c) => {
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
