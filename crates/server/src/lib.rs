@@ -31,7 +31,8 @@
 //! - `notify.rs`: keyspace notifications (`notify-keyspace-events`), published over Pub/Sub.
 //! - `lazyfree.rs`: big values freed off the request path, in steps between requests.
 //! - `log.rs`: Redis-format logging; `alloc.rs`: the counting global allocator; `sys.rs`: the
-//!   request path's `recv` and `send`, made as direct system calls.
+//!   request path's `recv` and `send`, made as direct system calls, and the loop's alarm clock
+//!   (an idle thread sleeps without a timeout; the alarm rings for the cron and timers).
 
 pub mod alloc;
 pub mod blocking;
