@@ -60,8 +60,6 @@ fn in_use_probe(addr: SocketAddr) -> std::io::Result<()> {
 
 pub fn run(config: Config, executable: String, config_file: String) -> Result<(), String> {
     darner_engine::entry::set_size_classes(crate::alloc::good_size);
-    // The command timer's tick rate takes 20 ms to measure: now, not in the first command.
-    crate::worker::calibrate_clock();
     let threads = match config.get_i64("threads") {
         0 => std::thread::available_parallelism()
             .map(|n| n.get())
@@ -194,6 +192,10 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         "Ready to accept connections tcp on {}",
         bound.join(", ")
     ));
+    // The command timer's tick rate takes 20 ms to measure: now, not in the first command.
+    // After the listeners (connections wait in their backlog meanwhile), so that start-up
+    // holds the port no later than before.
+    crate::worker::calibrate_clock();
     let mut handles = Vec::new();
     for (i, ((poll, ls), rx)) in polls.into_iter().zip(per_thread).zip(receivers).enumerate() {
         let shared = shared.clone();

@@ -98,10 +98,6 @@ impl Worker {
         listeners: Vec<TcpListener>,
         rx: Receiver<Msg>,
     ) -> std::io::Result<Worker> {
-        debug_assert!(
-            stats::clock_calibrated(),
-            "calibrate_clock runs before the threads start"
-        );
         let mut w = Worker {
             id,
             shard: Shard::new(id, shared.databases),

@@ -34,28 +34,25 @@ pub(super) fn ticks() -> u64 {
     ORIGIN.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
-/// Microseconds per tick, measured once against the monotonic clock (20 ms).
+/// Microseconds per tick, measured once against the monotonic clock (20 ms) by
+/// [`calibrate_clock`].
 static RATE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
 
 pub(super) fn us_per_tick() -> f64 {
-    *RATE.get_or_init(|| {
+    // Measuring here, in the first command, would hold that command's thread 20 ms.
+    *RATE.get().expect("calibrate_clock runs at start-up")
+}
+
+/// Measures the tick rate: at start-up, before the threads start, so no command pays for it
+/// (the first command after start-up used to wait the 20 ms, holding its thread's loop).
+pub fn calibrate_clock() {
+    RATE.get_or_init(|| {
         let (t0, k0) = (Instant::now(), ticks());
         std::thread::sleep(Duration::from_millis(20));
         let (t1, k1) = (Instant::now(), ticks());
         let ticks = k1.saturating_sub(k0).max(1) as f64;
         (t1 - t0).as_secs_f64() * 1e6 / ticks
-    })
-}
-
-/// Measures the tick rate before the threads start, so no command pays for it (the first
-/// command after start-up used to wait the 20 ms, holding its thread's loop that long).
-pub fn calibrate_clock() {
-    us_per_tick();
-}
-
-/// Whether [`calibrate_clock`] has run.
-pub(super) fn clock_calibrated() -> bool {
-    RATE.get().is_some()
+    });
 }
 
 pub(super) fn monitor_line(state: &ClientState, args: &[&[u8]]) -> Arc<Vec<u8>> {
