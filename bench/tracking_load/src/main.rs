@@ -74,9 +74,17 @@ fn connect(port: u16, tracking: bool) -> (TcpStream, BufReader<TcpStream>) {
     (w, r)
 }
 
-/// Lowers the calling thread's priority: `Some(n)`, nice n (Linux keeps the nice value per
-/// thread); `None`, the SCHED_IDLE class (runs only when nothing else wants the core).
-fn lower_this_thread(load: Option<i32>) {
+/// How the load threads run.
+#[derive(Clone, Copy, Debug)]
+enum LoadSched {
+    /// At this nice value (Linux keeps the nice value per thread).
+    Nice(i32),
+    /// In the SCHED_IDLE class: only when nothing else wants the core.
+    Idle,
+}
+
+/// Puts the calling thread in `load`'s scheduling.
+fn lower_this_thread(load: LoadSched) {
     #[repr(C)]
     struct SchedParam {
         priority: i32,
@@ -87,13 +95,13 @@ fn lower_this_thread(load: Option<i32>) {
     }
     const SCHED_IDLE: i32 = 5;
     let rc = match load {
-        Some(0) => return,
+        LoadSched::Nice(0) => return,
         // SAFETY: setpriority takes plain integers and touches no memory of ours;
         // PRIO_PROCESS (0) with who = 0 names the calling thread on Linux.
-        Some(nice) => unsafe { setpriority(0, 0, nice) },
+        LoadSched::Nice(nice) => unsafe { setpriority(0, 0, nice) },
         // SAFETY: the parameter block lives on this stack frame for the call, which only
         // reads it; pid 0 names the calling thread.
-        None => unsafe { sched_setscheduler(0, SCHED_IDLE, &SchedParam { priority: 0 }) },
+        LoadSched::Idle => unsafe { sched_setscheduler(0, SCHED_IDLE, &SchedParam { priority: 0 }) },
     };
     assert_eq!(rc, 0, "lowering the load thread's priority to {load:?} failed");
 }
@@ -117,10 +125,10 @@ fn main() {
     let keys: u64 = a[5].parse().unwrap();
     let writes_per_sec: u64 = a[6].parse().unwrap();
     let probes: usize = a[7].parse().unwrap();
-    let load: Option<i32> = match a.get(8).map(String::as_str) {
-        None => Some(0),
-        Some("idle") => None,
-        Some(n) => Some(n.parse().unwrap()),
+    let load = match a.get(8).map(String::as_str) {
+        None => LoadSched::Nice(0),
+        Some("idle") => LoadSched::Idle,
+        Some(n) => LoadSched::Nice(n.parse().unwrap()),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let gets = Arc::new(AtomicU64::new(0));
