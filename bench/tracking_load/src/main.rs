@@ -101,9 +101,14 @@ fn lower_this_thread(load: LoadSched) {
         LoadSched::Nice(nice) => unsafe { setpriority(0, 0, nice) },
         // SAFETY: the parameter block lives on this stack frame for the call, which only
         // reads it; pid 0 names the calling thread.
-        LoadSched::Idle => unsafe { sched_setscheduler(0, SCHED_IDLE, &SchedParam { priority: 0 }) },
+        LoadSched::Idle => unsafe {
+            sched_setscheduler(0, SCHED_IDLE, &SchedParam { priority: 0 })
+        },
     };
-    assert_eq!(rc, 0, "lowering the load thread's priority to {load:?} failed");
+    assert_eq!(
+        rc, 0,
+        "lowering the load thread's priority to {load:?} failed"
+    );
 }
 
 struct Rng(u64);
@@ -165,7 +170,8 @@ fn main() {
             let mut next = Instant::now();
             while !stop.load(Ordering::Relaxed) {
                 let k = format!("key:{}", rng.next() % keys);
-                w.write_all(&cmd(&[b"SET", k.as_bytes(), b"value"])).unwrap();
+                w.write_all(&cmd(&[b"SET", k.as_bytes(), b"value"]))
+                    .unwrap();
                 read_frame(&mut r).unwrap();
                 next += gap;
                 if let Some(d) = next.checked_duration_since(Instant::now()) {
@@ -189,7 +195,10 @@ fn main() {
             ww.write_all(&cmd(&[b"SET", k.as_bytes(), b"v"])).unwrap();
             read_frame(&mut wr).unwrap();
             // The next frame on the probe connection is the invalidation.
-            assert!(read_frame(&mut pr).unwrap(), "expected an invalidation push");
+            assert!(
+                read_frame(&mut pr).unwrap(),
+                "expected an invalidation push"
+            );
             lat.push(t0.elapsed().as_micros() as u64);
             std::thread::sleep(gap);
         }
