@@ -63,7 +63,13 @@ struct Signals {
     /// Client tracking is in use on this shard: every written key is noted in `written`
     /// for the server to invalidate ([`Db::take_written`]).
     collect: bool,
-    written: Vec<Box<[u8]>>,
+    /// The same, set by another thread at any moment (a client turning on broadcast
+    /// tracking): a write that starts after that client's +OK must be noted even if this
+    /// thread has not run since ([`Db::collect_written_while`]).
+    collect_shared: Arc<AtomicBool>,
+    /// Written keys, each with whether its TTL removed it (an expiry has no writer: a NOLOOP
+    /// client whose read found the key expired is still told).
+    written: Vec<(Box<[u8]>, bool)>,
     /// Keyspace events for the server's notifications ([`Db::take_events`]).
     events: Events,
 }
@@ -82,8 +88,17 @@ impl Signals {
         if !self.blocked.is_empty() && self.blocked.contains(key) {
             self.ready.push(key.into());
         }
-        if self.collect {
-            self.written.push(key.into());
+        if self.collect || self.collect_shared.load(Ordering::Acquire) {
+            self.written.push((key.into(), false));
+        }
+    }
+
+    /// [`Signals::touch`] for a key (or fields) removed by its TTL.
+    fn touch_expired(&mut self, key: &[u8]) {
+        let before = self.written.len();
+        self.touch(key);
+        if let Some(w) = self.written.get_mut(before) {
+            w.1 = true;
         }
     }
 }
@@ -157,7 +172,7 @@ fn reclaimed(
     *expires -= 1;
     *expired_total += 1;
     bury(graveyard, e);
-    signals.touch(key);
+    signals.touch_expired(key);
     signals.events.record(Event::Expired, key);
 }
 
@@ -197,7 +212,7 @@ fn expire_members(
         }
         _ => return false,
     };
-    signals.touch(key);
+    signals.touch_expired(key);
     if emptied {
         if e.expire().is_none() {
             *expires += 1;
@@ -398,7 +413,7 @@ impl Db {
                 }
             }
             if gone > 0 {
-                self.touch(&key);
+                self.signals.touch_expired(&key);
             }
             if keep && !empty {
                 self.field_sweep_at += 1;
@@ -427,8 +442,15 @@ impl Db {
         }
     }
 
-    /// Keys written (changed, deleted or expired) since the last call, while collecting.
-    pub fn take_written(&mut self) -> Vec<Box<[u8]>> {
+    /// Also notes written keys while `flag` is set, whatever [`Db::collect_written`] says: a
+    /// flag another thread may set at any moment, and the write after it is still noted.
+    pub fn collect_written_while(&mut self, flag: Arc<AtomicBool>) {
+        self.signals.collect_shared = flag;
+    }
+
+    /// Keys written (changed, deleted or expired) since the last call, while collecting, each
+    /// with whether its TTL removed it.
+    pub fn take_written(&mut self) -> Vec<(Box<[u8]>, bool)> {
         std::mem::take(&mut self.signals.written)
     }
 
@@ -494,7 +516,7 @@ impl Db {
         self.expires -= n;
         self.expired_total += n as u64;
         for e in expired_keys {
-            self.touch(e.key());
+            self.signals.touch_expired(e.key());
             self.signals.events.record(Event::Expired, e.key());
             bury(&mut self.graveyard, e);
         }

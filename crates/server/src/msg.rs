@@ -105,6 +105,9 @@ pub enum Msg {
     /// Tracking invalidations for connections of this thread (tracking.rs).
     Invalidate {
         what: crate::tracking::Invalid,
+        /// From a shard's table (default mode): a client now in BCAST mode ignores it, as
+        /// Redis does (it read those keys before switching).
+        table: bool,
         /// Each connection, with the sequence number of the reply its push must follow (its
         /// own write), or None: after every reply it is owed.
         conns: Vec<(ConnRef, Option<u64>)>,

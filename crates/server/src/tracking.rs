@@ -24,7 +24,7 @@
 //! the redirect broken. FLUSHDB/FLUSHALL empty every table and send every tracking client one
 //! invalidation with a null key list.
 //!
-//! The table is bounded by `tracking-table-max-keys` (shared evenly by the shards): over it,
+//! The table is bounded by `tracking-table-max-keys`, a limit for the whole server: over it,
 //! the cron invalidates keys until it is back under. A client that disconnects or turns
 //! tracking off is forgotten from every shard's table by the cron, one part per tick (the
 //! table is split into parts so that this never scans it all at once).
@@ -35,8 +35,8 @@ use bytes::Bytes;
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
 
 /// A client's tracking settings (CLIENT TRACKING ON ...); absent while tracking is off.
 #[derive(Clone, Debug, Default)]
@@ -227,6 +227,10 @@ pub struct Prefixes {
     map: RwLock<HashMap<Bytes, Vec<Reader>>>,
     /// Distinct prefixes (lets writes skip the map when there are none).
     count: AtomicUsize,
+    /// Some prefix exists: every shard's databases note written keys while this is set, from
+    /// the moment it is set (`Db::collect_written_while`), so a write sent after a client's
+    /// CLIENT TRACKING ... BCAST has answered +OK is broadcast whatever thread runs it.
+    active: Arc<AtomicBool>,
 }
 
 impl Prefixes {
@@ -242,6 +246,7 @@ impl Prefixes {
         }
         v.retain(|x| x.id != r.id);
         v.push(r);
+        self.active.store(true, Ordering::Release);
     }
 
     pub fn remove(&self, prefix: &[u8], id: u64) {
@@ -251,8 +256,22 @@ impl Prefixes {
             if v.is_empty() {
                 m.remove(prefix);
                 self.count.fetch_sub(1, Ordering::Relaxed);
+                if m.is_empty() {
+                    self.active.store(false, Ordering::Release);
+                }
             }
         }
+    }
+
+    /// The flag that is set while some prefix exists, for the databases to watch.
+    pub fn active_flag(&self) -> Arc<AtomicBool> {
+        self.active.clone()
+    }
+
+    /// Whether some prefix exists (an acquire load: sees a prefix added by another thread
+    /// before the write being looked at).
+    pub fn active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
     }
 
     /// The prefixes `key` starts with.

@@ -124,6 +124,10 @@ impl Worker {
             stop: false,
         };
         crate::notify::attach(&w.shared, &mut w.shard);
+        let bcast = w.shared.tracking.prefixes.active_flag();
+        for db in &mut w.shard.dbs {
+            db.collect_written_while(bcast.clone());
+        }
         w.poll.registry().register(
             &mut mio::unix::SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&w.alarm)),
             ALARM,
@@ -988,7 +992,7 @@ impl Worker {
                     drop(ctx);
                     // Writes first (a read that expired the key invalidates earlier reads),
                     // then this read is recorded.
-                    if self.shard.tracking.collecting {
+                    if self.shard.tracking.collecting || self.shared.tracking.prefixes.active() {
                         let writer = track.map(|(r, _)| crate::tracking::Writer {
                             id: r.id,
                             noloop: r.noloop,
@@ -1355,9 +1359,9 @@ impl Worker {
                     self.dirty.push(k);
                 }
             }
-            Msg::Invalidate { what, conns } => {
+            Msg::Invalidate { what, table, conns } => {
                 for (cr, after) in conns {
-                    self.invalidate_conn(cr, &what, after);
+                    self.invalidate_conn(cr, &what, table, after);
                 }
             }
             Msg::InvalidateRedirected { what, conn } => {
@@ -1380,7 +1384,7 @@ impl Worker {
                     })
                     .collect();
                 for cr in ids {
-                    self.invalidate_conn(cr, &crate::tracking::Invalid::All, None);
+                    self.invalidate_conn(cr, &crate::tracking::Invalid::All, false, None);
                 }
             }
             Msg::TrackingForget { id } => self.shard.tracking.forget(id),
@@ -1451,23 +1455,39 @@ impl Worker {
     /// of the turn.
     fn drain_written(&mut self, writer: Option<crate::tracking::Writer>) {
         if !self.shard.tracking.collecting {
-            return;
+            // A prefix added by another thread since this shard last looked: its databases
+            // noted the writes already (the shared flag), so from now on they are drained.
+            if !self.shared.tracking.prefixes.active() {
+                return;
+            }
+            crate::tracking::collect(&mut self.shard, true);
         }
         let prefixes = self.shared.tracking.prefixes.count() > 0;
         for db in 0..self.shard.dbs.len() {
             if !self.shard.dbs[db].has_written() {
                 continue;
             }
-            for k in self.shard.dbs[db].take_written() {
+            for (k, expired) in self.shard.dbs[db].take_written() {
                 if let Some(readers) = self.shard.tracking.take(&k) {
                     self.invalidate_readers(&k, &readers, writer);
                 }
                 if prefixes {
+                    // An expiry has no writer: NOLOOP does not hide it (Redis: the key is
+                    // deleted on behalf of no client).
+                    let by = match writer {
+                        Some(w) if w.noloop && !expired => w.id,
+                        _ => 0,
+                    };
                     for p in self.shared.tracking.prefixes.matching(&k) {
-                        self.shard.tracking.bcast.entry(p).or_default().insert(
-                            Bytes::copy_from_slice(&k),
-                            writer.filter(|w| w.noloop).map_or(0, |w| w.id),
-                        );
+                        let keys = self.shard.tracking.bcast.entry(p).or_default();
+                        let k = Bytes::copy_from_slice(&k);
+                        // Once an expiry or another client's write is due, it stays due.
+                        match keys.get(&k) {
+                            Some(0) => {}
+                            _ => {
+                                keys.insert(k, by);
+                            }
+                        }
                     }
                 }
             }
@@ -1478,7 +1498,9 @@ impl Worker {
     /// turn's broadcast messages, and whether the shard keeps noting writes.
     fn tracking_turn(&mut self) {
         self.drain_written(None);
-        if !self.shard.tracking.bcast.is_empty() {
+        // A transaction's broadcast keys leave together when it releases the shard (its
+        // steps may span several turns; Redis sends what one command changed in one message).
+        if !self.shard.tracking.bcast.is_empty() && self.lock.holder.is_none() {
             for (prefix, keys) in std::mem::take(&mut self.shard.tracking.bcast) {
                 for r in self.shared.tracking.prefixes.readers(&prefix) {
                     let ks: Vec<Bytes> = keys
@@ -1492,6 +1514,7 @@ impl Worker {
                             r.thread,
                             Msg::Invalidate {
                                 what: crate::tracking::Invalid::Keys(ks),
+                                table: false,
                                 conns: vec![(r.conn, None)],
                             },
                         );
@@ -1524,7 +1547,7 @@ impl Worker {
             }
             let after = own.and_then(|w| w.at).map(|(_, seq)| seq);
             if r.thread == self.id {
-                self.invalidate_conn(r.conn, &what, after);
+                self.invalidate_conn(r.conn, &what, true, after);
                 continue;
             }
             match remote.iter_mut().find(|(t, _)| *t == r.thread) {
@@ -1538,6 +1561,7 @@ impl Worker {
                 t,
                 Msg::Invalidate {
                     what: what.clone(),
+                    table: true,
                     conns,
                 },
             );
@@ -1550,6 +1574,7 @@ impl Worker {
         &mut self,
         cr: ConnRef,
         what: &crate::tracking::Invalid,
+        table: bool,
         after: Option<u64>,
     ) {
         let Some(conn) = self
@@ -1563,6 +1588,9 @@ impl Worker {
         let Some(t) = conn.state.tracking.as_mut() else {
             return;
         };
+        if table && t.bcast {
+            return;
+        }
         if t.redirect != 0 {
             let target = self
                 .shared
@@ -2052,15 +2080,25 @@ impl Worker {
             crate::alloc::release_free_pages();
         }
         // Client tracking: purge clients that stopped tracking, one part of the table per
-        // tick; keep the table under tracking-table-max-keys (this shard's even share).
+        // tick; keep the whole server's table under tracking-table-max-keys. The shards'
+        // counts are published at the end of each turn; the excess is taken from the
+        // highest shard down (a shard evicts what the shards above it cannot cover), so two
+        // shards that look at the same counts never both evict the same excess.
         self.shard.tracking.sweep_step();
-        let max = hot.tracking_table_max_keys.load(Ordering::Relaxed);
-        if max > 0 {
-            let limit = (max as usize).div_ceil(self.shared.threads);
-            let over = self.shard.tracking.keys().saturating_sub(limit);
-            for (k, readers) in self.shard.tracking.evict(over.min(100_000)) {
+        let max = hot.tracking_table_max_keys.load(Ordering::Relaxed) as usize;
+        if max > 0 && !self.shard.tracking.is_empty() {
+            let own = self.shard.tracking.keys();
+            let shared = self.shared.clone();
+            let counts = &shared.tracking.keys;
+            let count = |j: usize| counts[j].load(Ordering::Relaxed);
+            let above: usize = (self.id + 1..counts.len()).map(count).sum();
+            let below: usize = (0..self.id).map(count).sum();
+            let excess = (own + above + below).saturating_sub(max);
+            let mine = excess.saturating_sub(above).min(own);
+            for (k, readers) in self.shard.tracking.evict(mine.min(100_000)) {
                 self.invalidate_readers(&k, &readers, None);
             }
+            counts[self.id].store(self.shard.tracking.keys(), Ordering::Relaxed);
         }
         // Active expiry: bounded by time (25% of a tick at effort 1, like Redis) and by entries.
         if self.shared.active_expire_enabled.load(Ordering::Relaxed) && self.lock.holder.is_none() {

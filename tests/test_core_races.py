@@ -1,0 +1,165 @@
+"""Ordering and race regressions found by outside test suites (issue 11, items 1-5).
+
+Each test repeats its scenario over fresh connections: with `--threads 2` a connection lands
+on either thread (SO_REUSEPORT) and a key on either shard, so the cross-thread cases are all
+visited. Waits are bounded by deadlines, never fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+TRIES = 30
+
+
+def _push_keys(reply):
+    """The keys of an `invalidate` push (None for a null invalidation)."""
+    assert reply.kind == ">", reply
+    v = reply.py()
+    assert v[0] == b"invalidate", reply
+    return v[1]
+
+
+def _invalidated(conn, timeout=2.0):
+    """Every key of the invalidation pushes that arrive within `timeout` (the first one
+    waited for, the rest: whatever is already there shortly after)."""
+    keys = list(_push_keys(conn.read_reply(timeout)) or [])
+    rest = conn.pending(0.05)
+    if rest:
+        conn.reader.feed(rest)
+        while True:
+            r = conn.reader.get()
+            if r is None:
+                break
+            keys += _push_keys(r) or []
+    return keys
+
+
+def test_bcast_covers_a_write_sent_right_after_ok(darner, raw):
+    """Issue 11.1: every write that starts after CLIENT TRACKING's +OK is broadcast."""
+    for i in range(TRIES):
+        x, y = raw(), raw()
+        x.call("HELLO", "3")
+        ok = x.call("CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "user:", "PREFIX", "sess:")
+        assert ok.py() == b"OK"
+        assert y.call("SET", f"user:{i}", "a").py() == b"OK"
+        assert _invalidated(x) == [f"user:{i}".encode()], i
+        x.close()
+        y.close()
+
+
+def test_a_second_tracking_on_adds_a_prefix_for_the_next_write(darner, raw):
+    for i in range(TRIES):
+        x, y = raw(), raw()
+        x.call("HELLO", "3")
+        assert x.call("CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "a:").py() == b"OK"
+        assert x.call("CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "b:").py() == b"OK"
+        assert y.call("SET", f"b:{i}", "v").py() == b"OK"
+        assert _invalidated(x) == [f"b:{i}".encode()], i
+        x.close()
+        y.close()
+
+
+@pytest.mark.parametrize("mode", [(), ("OPTIN",), ("OPTOUT",), ("REDIRECT",)])
+def test_default_modes_cover_a_write_right_after_the_read(darner, raw, mode):
+    for i in range(TRIES):
+        x, y = raw(), raw()
+        x.call("HELLO", "3")
+        target = x
+        args = list(mode)
+        if mode == ("REDIRECT",):
+            target = raw()
+            target.call("HELLO", "3")
+            args = ["REDIRECT", target.call("CLIENT", "ID").py()]
+        assert x.call("CLIENT", "TRACKING", "on", *args).py() == b"OK"
+        if mode == ("OPTIN",):
+            assert x.call("CLIENT", "CACHING", "yes").py() == b"OK"
+        key = f"k:{i}:{'-'.join(map(str, mode))}"
+        x.call("GET", key)
+        assert y.call("SET", key, "v").py() == b"OK"
+        assert _invalidated(target) == [key.encode()], i
+        for c in {id(x): x, id(y): y, id(target): target}.values():
+            c.close()
+
+
+def test_bcast_client_gets_no_per_key_push_for_keys_read_before(darner, raw):
+    """Issue 11.2: keys read in default mode, then OFF and ON BCAST: a later write sends only
+    the broadcast message, not the old per-key invalidation as well."""
+    x, y = raw(), raw()
+    x.call("HELLO", "3")
+    x.call("CLIENT", "TRACKING", "on")
+    keys = [f"old:{i}".encode() for i in range(20)]
+    for k in keys:
+        x.call("GET", k)
+    x.call("CLIENT", "TRACKING", "off")
+    x.call("CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "old:")
+    for k in keys:
+        y.call("SET", k, "v")
+    got = []
+    deadline = time.monotonic() + 5
+    while sorted(got) != sorted(keys) and time.monotonic() < deadline:
+        got += _invalidated(x)
+    assert sorted(got) == sorted(keys)
+    assert x.pending(0.3) == b""
+
+
+def test_bcast_sends_a_transactions_keys_of_one_prefix_in_one_message(darner, raw):
+    """Issue 11.2: what one MULTI/EXEC changes under one prefix (keys of one slot, so one
+    shard) leaves in one message per prefix, as in Redis."""
+    for i in range(TRIES):
+        x, y = raw(), raw()
+        x.call("HELLO", "3")
+        x.call("CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "a:", "PREFIX", "b:")
+        y.call("MULTI")
+        for k in ("a:1{t}", "a:2{t}", "b:1{t}", "b:2{t}"):
+            y.call("INCR", k)
+        assert len(y.call("EXEC").py()) == 4
+        first = sorted(_push_keys(x.read_reply(2)))
+        second = sorted(_push_keys(x.read_reply(2)))
+        assert sorted([first, second]) == [[b"a:1{t}", b"a:2{t}"], [b"b:1{t}", b"b:2{t}"]], i
+        assert x.pending(0.05) == b""
+        x.close()
+        y.close()
+
+
+def test_bcast_noloop_is_told_of_a_key_its_own_read_found_expired(darner, raw):
+    """Issue 11.2: an expiry has no writer, so NOLOOP does not hide it (Redis sends one)."""
+    x, y = raw(), raw()
+    x.call("HELLO", "3")
+    x.call("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    try:
+        x.call("CLIENT", "TRACKING", "on", "BCAST", "NOLOOP", "PREFIX", "exp:")
+        for i in range(10):
+            k = f"exp:{i}"
+            y.call("SET", k, "v", "PX", "1")
+            assert _invalidated(x) == [k.encode()]
+            time.sleep(0.005)
+            assert x.call("GET", k).py() is None
+            assert _invalidated(x) == [k.encode()], i
+    finally:
+        x.call("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+
+
+def test_tracking_table_max_keys_is_a_limit_for_the_whole_server(darner, raw):
+    """Issue 11.2: with tracking-table-max-keys 1 one key stays tracked (not one per shard)."""
+    x = raw()
+    x.call("HELLO", "3")
+    x.call("CLIENT", "TRACKING", "on")
+    # Keys on both shards (the session server has two threads): enough names to be sure.
+    keys = [f"m:{i}" for i in range(8)]
+    for k in keys:
+        x.call("GET", k)
+    try:
+        x.call("CONFIG", "SET", "tracking-table-max-keys", "1")
+        got = []
+        deadline = time.monotonic() + 5
+        while len(got) < len(keys) - 1 and time.monotonic() < deadline:
+            got += _invalidated(x, timeout=deadline - time.monotonic())
+        assert len(got) == len(keys) - 1
+        assert x.pending(0.5) == b""
+        info = x.call("INFO", "stats").py().decode()
+        assert "tracking_total_keys:1\r\n" in info
+    finally:
+        x.call("CONFIG", "SET", "tracking-table-max-keys", "1000000")
