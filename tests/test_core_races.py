@@ -163,3 +163,95 @@ def test_tracking_table_max_keys_is_a_limit_for_the_whole_server(darner, raw):
         assert "tracking_total_keys:1\r\n" in info
     finally:
         x.call("CONFIG", "SET", "tracking-table-max-keys", "1000000")
+
+
+# ---- issue 11.4: transactions and expiry ----
+
+@pytest.fixture
+def no_active_expire(darner, raw):
+    c = raw()
+    c.call("FLUSHALL")
+    c.call("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    try:
+        yield c
+    finally:
+        c.call("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+
+
+def _expired_in_place(c, *keys):
+    for k in keys:
+        assert c.call("SET", k, "v", "PX", "1").py() == b"OK"
+    time.sleep(0.01)
+
+
+def _exec(c, *commands):
+    assert c.call("MULTI").py() == b"OK"
+    for cmd in commands:
+        assert c.call(*cmd).py() == b"QUEUED"
+    return c.call("EXEC").py()
+
+
+@pytest.mark.parametrize("between", [None, "EXISTS", "FLUSHDB", "GET"])
+def test_watch_of_a_key_already_expired_does_not_fail_exec(no_active_expire, between):
+    c = no_active_expire
+    for i in range(10):
+        key = f"w:{i}"
+        _expired_in_place(c, key)
+        assert c.call("WATCH", key).py() == b"OK"
+        if between == "FLUSHDB":
+            c.call("FLUSHDB")
+        elif between:
+            c.call(between, key)
+        assert _exec(c, ("SET", f"other:{i}", "x")) == [b"OK"], (between, i)
+
+
+def test_watch_of_a_live_key_that_expires_before_exec_fails_it(no_active_expire):
+    c = no_active_expire
+    c.call("SET", "live", "v", "PX", "50")
+    assert c.call("WATCH", "live").py() == b"OK"
+    time.sleep(0.1)
+    assert _exec(c, ("SET", "other", "x")) is None
+
+
+def test_watch_of_an_expired_key_set_again_fails_exec(no_active_expire, raw):
+    c = no_active_expire
+    _expired_in_place(c, "again")
+    assert c.call("WATCH", "again").py() == b"OK"
+    assert raw().call("SET", "again", "new").py() == b"OK"
+    assert _exec(c, ("GET", "again")) is None
+
+
+def test_the_clock_stands_still_inside_exec(darner, raw):
+    c = raw()
+    for i in range(3):
+        key = f"frozen:{i}"
+        got = _exec(c, ("SET", key, "v", "PX", "1"), ("DEBUG", "SLEEP", "0.05"), ("GET", key))
+        assert got == [b"OK", b"OK", b"v"]
+        assert c.call("GET", key).py() is None
+
+
+def _scan_all(c, *options):
+    cursor, seen = b"0", []
+    while True:
+        cursor, batch = c.call("SCAN", cursor, "COUNT", 1000, *options).py()
+        seen += batch
+        if cursor == b"0":
+            return seen
+
+
+@pytest.mark.parametrize("options", [(), ("TYPE", "string"), ("MATCH", "e:*")])
+def test_scan_deletes_the_expired_keys_it_visits(no_active_expire, options):
+    c = no_active_expire
+    _expired_in_place(c, *[f"e:{i}" for i in range(20)])
+    c.call("SET", "kept", "1")
+    assert c.call("DBSIZE").py() == 21
+    seen = _scan_all(c, *options)
+    assert all(not k.startswith(b"e:") for k in seen)
+    assert c.call("DBSIZE").py() == 1
+
+
+def test_scan_leaves_expired_keys_its_pattern_does_not_match(no_active_expire):
+    c = no_active_expire
+    _expired_in_place(c, *[f"x:{i}" for i in range(10)])
+    _scan_all(c, "MATCH", "nomatch*")
+    assert c.call("DBSIZE").py() == 10

@@ -56,7 +56,7 @@ fn bury(graveyard: &mut Vec<Entry>, e: Entry) {
 /// (BLPOP and friends; the server keeps them, this only knows which keys have some).
 #[derive(Default)]
 struct Signals {
-    watchers: HashMap<Box<[u8]>, Vec<WatchFlag>>,
+    watchers: HashMap<Box<[u8]>, Vec<Watch>>,
     blocked: HashSet<Box<[u8]>>,
     /// Keys with blocked clients written since the server last looked ([`Db::take_ready`]).
     ready: Vec<Box<[u8]>>,
@@ -74,17 +74,30 @@ struct Signals {
     events: Events,
 }
 
+/// One client's WATCH of a key.
+struct Watch {
+    flag: WatchFlag,
+    /// The key was present but past its TTL when WATCHed: its removal by expiry (or a
+    /// flush) is no change (Redis: the key did not logically exist, and still does not).
+    expired: bool,
+}
+
 impl Signals {
     /// Marks the clients WATCHing `key` dirty (and forgets them: one write is enough), and
     /// notes the key as ready when clients are blocked on it.
     fn touch(&mut self, key: &[u8]) {
         if !self.watchers.is_empty() {
-            if let Some(flags) = self.watchers.remove(key) {
-                for f in flags {
-                    f.store(true, Ordering::Relaxed);
+            if let Some(list) = self.watchers.remove(key) {
+                for w in list {
+                    w.flag.store(true, Ordering::Relaxed);
                 }
             }
         }
+        self.touch_others(key);
+    }
+
+    /// What a write signals besides WATCH: blocked clients' readiness, tracking.
+    fn touch_others(&mut self, key: &[u8]) {
         if !self.blocked.is_empty() && self.blocked.contains(key) {
             self.ready.push(key.into());
         }
@@ -95,10 +108,34 @@ impl Signals {
 
     /// [`Signals::touch`] for a key (or fields) removed by its TTL.
     fn touch_expired(&mut self, key: &[u8]) {
+        if !self.watchers.is_empty() {
+            self.expire_watches(key);
+        }
         let before = self.written.len();
-        self.touch(key);
+        self.touch_others(key);
         if let Some(w) = self.written.get_mut(before) {
             w.1 = true;
+        }
+    }
+
+    /// The watches of `key` when it goes by its TTL (or by a flush): a client that WATCHed it
+    /// when it was already past its TTL sees no change and from now on watches an absent key;
+    /// every other watcher is marked dirty and forgotten.
+    fn expire_watches(&mut self, key: &[u8]) {
+        let Some(list) = self.watchers.get_mut(key) else {
+            return;
+        };
+        list.retain_mut(|w| {
+            if w.expired {
+                w.expired = false;
+                true
+            } else {
+                w.flag.store(true, Ordering::Relaxed);
+                false
+            }
+        });
+        if list.is_empty() {
+            self.watchers.remove(key);
         }
     }
 }
@@ -466,18 +503,26 @@ impl Db {
         self.signals.touch(key);
     }
 
-    /// Registers a WATCH on `key`.
-    pub fn watch(&mut self, key: &[u8], flag: WatchFlag) {
+    /// Registers a WATCH on `key` and tells whether the key is live at `now_ms`. Nothing is
+    /// removed: a key past its TTL stays until something else finds it, and its removal by
+    /// expiry will be no change for this watch (Redis's rule).
+    pub fn watch(&mut self, key: &[u8], flag: WatchFlag, now_ms: i64) -> bool {
+        let (live, expired) = match self.table.get(key) {
+            Some(e) if e.is_expired(now_ms) => (false, true),
+            Some(_) => (true, false),
+            None => (false, false),
+        };
         let list = self.signals.watchers.entry(key.into()).or_default();
         // Drop registrations of clients that are gone or already unwatched.
-        list.retain(|f| Arc::strong_count(f) > 1);
-        list.push(flag);
+        list.retain(|w| Arc::strong_count(&w.flag) > 1);
+        list.push(Watch { flag, expired });
+        live
     }
 
     /// Forgets watches whose clients are gone (called from the periodic cycle).
     pub fn prune_watchers(&mut self) {
         self.signals.watchers.retain(|_, list| {
-            list.retain(|f| Arc::strong_count(f) > 1);
+            list.retain(|w| Arc::strong_count(&w.flag) > 1);
             !list.is_empty()
         });
     }
@@ -489,7 +534,9 @@ impl Db {
             let keys: Vec<Box<[u8]>> = self.signals.watchers.keys().cloned().collect();
             for k in keys {
                 if self.table.get(&k).is_some() {
-                    self.touch(&k);
+                    // A watch of a key that was already past its TTL sees no change.
+                    self.signals.expire_watches(&k);
+                    self.signals.touch_others(&k);
                 }
             }
         }
@@ -880,6 +927,20 @@ impl<'a> DbView<'a> {
         })
     }
 
+    /// [`DbView::scan`], also showing the entries past their TTL (`true`): SCAN removes
+    /// those it visits that match its pattern, as Redis does.
+    pub fn scan_with_expired(
+        &self,
+        cursor: u64,
+        count: usize,
+        mut f: impl FnMut(&Entry, bool),
+    ) -> u64 {
+        let now = self.clock.now_ms;
+        self.db
+            .table
+            .scan(cursor, count, |e| f(e, e.is_expired(now)))
+    }
+
     /// Every live entry (KEYS).
     pub fn for_each(&self, mut f: impl FnMut(&Entry)) {
         let now = self.clock.now_ms;
@@ -1062,13 +1123,13 @@ mod tests {
     fn watchers_see_writes_and_expiry() {
         let mut db = Db::new();
         let f = WatchFlag::default();
-        db.watch(b"k", f.clone());
+        db.watch(b"k", f.clone(), 0);
         db.view(Clock::at(0)).get(b"k");
         assert!(!f.load(Ordering::Relaxed));
         db.view(Clock::at(0)).set(s(b"k", b"v", Some(5)));
         assert!(f.load(Ordering::Relaxed));
         let g = WatchFlag::default();
-        db.watch(b"k", g.clone());
+        db.watch(b"k", g.clone(), 0);
         db.active_expire(6, 100);
         assert!(g.load(Ordering::Relaxed));
     }
@@ -1093,7 +1154,7 @@ mod tests {
         let mut db = Db::new();
         db.view(Clock::at(0)).set(s(b"k", b"v", Some(50)));
         let f = WatchFlag::default();
-        db.watch(b"k", f.clone());
+        db.watch(b"k", f.clone(), 0);
         {
             let mut v = db.view(Clock::at(10));
             v.get_mut_quiet(b"k").unwrap().str_mut().push(b'!');
@@ -1143,7 +1204,7 @@ mod tests {
         // Stored with member TTLs: registered for the sweep.
         assert_eq!(db.field_ttl_hashes(), 1);
         let f = WatchFlag::default();
-        db.watch(b"s", f.clone());
+        db.watch(b"s", f.clone(), 0);
         assert_eq!(members(&mut db, 99, b"s").unwrap().len(), 3);
         assert!(!f.load(Ordering::Relaxed));
         assert_eq!(
@@ -1186,7 +1247,7 @@ mod tests {
             assert!(s.set_expiry(b"a", Some(500)));
         }
         let f = WatchFlag::default();
-        db.watch(b"s", f.clone());
+        db.watch(b"s", f.clone(), 0);
         assert_eq!(members(&mut db, 200, b"s").unwrap().len(), 2);
         assert!(!f.load(Ordering::Relaxed));
         assert_eq!(members(&mut db, 500, b"s"), Some(vec![b"b".to_vec()]));

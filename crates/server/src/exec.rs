@@ -293,6 +293,9 @@ struct TxInner {
     nested: Cell<bool>,
     /// The client as a tracking reader, when this transaction's reads are to be recorded.
     track: Cell<Option<crate::tracking::Reader>>,
+    /// The time every step sees (EXEC: one instant for the whole transaction, as Redis's
+    /// command time snapshot; a key does not expire between two queued commands).
+    frozen_ms: Cell<Option<i64>>,
 }
 
 /// A transaction: the handle multi-shard commands use to reach shards.
@@ -310,7 +313,13 @@ impl Tx {
             client: RefCell::new(client),
             nested: Cell::new(false),
             track: Cell::new(None),
+            frozen_ms: Cell::new(None),
         }))
+    }
+
+    /// Makes every later step of this transaction see `now_ms` as the time.
+    pub fn freeze_clock(&self, now_ms: i64) {
+        self.0.frozen_ms.set(Some(now_ms));
     }
 
     /// The reader to record this transaction's reads for (client tracking), if any.
@@ -386,7 +395,11 @@ impl Tx {
                 at: None,
             })
         };
+        let frozen = self.0.frozen_ms.get();
         let job: crate::msg::ShardFn = Box::new(move |ctx: &mut ShardCtx| {
+            if let Some(ms) = frozen {
+                ctx.clock.now_ms = ms;
+            }
             let r = f(ctx);
             // The hop's keyspace events leave before its result can (notify.rs).
             crate::notify::done(ctx);

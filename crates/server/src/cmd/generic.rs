@@ -419,22 +419,33 @@ fn scan(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             let (next, keys, visited): (u64, Vec<Bytes>, usize) = tx
                 .run(shard as usize, move |ctx| {
                     let mut out = Vec::new();
+                    let mut expired = Vec::new();
                     let mut visited = 0;
-                    let next = ctx.db().scan(pos, budget, |e| {
+                    let next = ctx.db().scan_with_expired(pos, budget, |e, gone| {
                         visited += 1;
+                        if let Some(p) = &pattern {
+                            if !glob_match(p, e.key(), false) {
+                                return;
+                            }
+                        }
+                        // Redis deletes the expired keys it visits that match the pattern
+                        // (with or without TYPE), as a read of them would.
+                        if gone {
+                            expired.push(Bytes::copy_from_slice(e.key()));
+                            return;
+                        }
                         if let Some(t) = &type_name {
                             // An unknown type name matches nothing (Redis 7.2 does not refuse it).
                             if !t.eq_ignore_ascii_case(e.value_type().name().as_bytes()) {
                                 return;
                             }
                         }
-                        if let Some(p) = &pattern {
-                            if !glob_match(p, e.key(), false) {
-                                return;
-                            }
-                        }
                         out.push(Bytes::copy_from_slice(e.key()));
                     });
+                    let mut db = ctx.db();
+                    for k in &expired {
+                        db.exists(k);
+                    }
                     (next, out, visited)
                 })
                 .await;

@@ -69,8 +69,8 @@ fn watch(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             .map(|key| {
                 let (k, f) = (key.clone(), flag.clone());
                 tx.run(tx.shard_of(key), move |ctx| {
-                    ctx.shard.dbs[db].watch(&k, f);
-                    ctx.db().exists(&k)
+                    let now = ctx.now_ms();
+                    ctx.shard.dbs[db].watch(&k, f, now)
                 })
             })
             .collect();
@@ -188,6 +188,9 @@ fn exec(tx: Tx, _args: Vec<Bytes>) -> TxFuture {
         // logically expired now (not yet reclaimed) also counts as changed, and so do set
         // members past their TTL that no command removed yet (SISMEMBER skips them without
         // removing them): the lookup below removes them, which sets the flag.
+        // One time for the whole transaction (Redis's command time snapshot): a key set with
+        // a TTL by one queued command does not expire before the next one reads it.
+        tx.freeze_clock(crate::shared::Shared::now_ms());
         let watched = std::mem::take(&mut tx.client().watched);
         let flagged = |tx: &Tx| {
             tx.client()
