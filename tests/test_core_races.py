@@ -255,3 +255,62 @@ def test_scan_leaves_expired_keys_its_pattern_does_not_match(no_active_expire):
     _expired_in_place(c, *[f"x:{i}" for i in range(10)])
     _scan_all(c, "MATCH", "nomatch*")
     assert c.call("DBSIZE").py() == 10
+
+
+# ---- issue 11.3: Pub/Sub replies ----
+
+def _reply_off_transcript(server, proto):
+    x, y = server.raw(), server.raw()
+    try:
+        x.call("HELLO", proto)
+        out = []
+        for mode in ("OFF", "SKIP"):
+            x.send("CLIENT", "REPLY", mode)
+            x.send("SUBSCRIBE", "c1", "c2")
+            x.send("PSUBSCRIBE", "p*")
+            x.send("SSUBSCRIBE", "s1")
+            out.append(x.pending(0.3))
+            y.call("PUBLISH", "c1", "m")
+            out.append(x.pending(0.3))
+            x.send("UNSUBSCRIBE", "c1", "c2")
+            x.send("PUNSUBSCRIBE")
+            x.send("SUNSUBSCRIBE", "s1")
+            x.send("UNSUBSCRIBE")  # with nothing subscribed
+            out.append(x.pending(0.3))
+            x.send("CLIENT", "REPLY", "ON")
+            out.append(x.pending(0.3))
+        return out
+    finally:
+        x.close()
+        y.close()
+
+
+@pytest.mark.parametrize("proto", ["2", "3"])
+def test_subscribe_confirmations_are_sent_under_client_reply_off_and_skip(darner, redis_ref, proto):
+    got = _reply_off_transcript(darner, proto)
+    assert got == _reply_off_transcript(redis_ref, proto)
+    assert got[0].count(b"subscribe") == 4
+
+
+def _push(*items):
+    return b">%d\r\n" % len(items) + b"".join(b"$%d\r\n%s\r\n" % (len(i), i) for i in items)
+
+
+@pytest.mark.darner_only
+def test_a_message_to_the_publisher_follows_publish_reply(darner, raw):
+    """Redis 7.2: the push of a message a RESP3 client publishes to itself comes after
+    PUBLISH's reply, and after EXEC's whole reply inside MULTI (7.0 put it before)."""
+    x = raw()
+    x.call("HELLO", "3")
+    x.call("SUBSCRIBE", "self")
+    x.send("PUBLISH", "self", "hello")
+    assert x.read_raw(len(b":1\r\n") + len(_push(b"message", b"self", b"hello"))) == (
+        b":1\r\n" + _push(b"message", b"self", b"hello"))
+    x.send("MULTI")
+    x.send("PUBLISH", "self", "a")
+    x.send("PUBLISH", "self", "b")
+    x.send("EXEC")
+    want = (b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n:1\r\n:1\r\n"
+            + _push(b"message", b"self", b"a") + _push(b"message", b"self", b"b"))
+    assert x.read_raw(len(want)) == want
+    assert x.pending(0.1) == b""

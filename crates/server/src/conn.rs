@@ -78,6 +78,10 @@ pub struct ClientState {
     pub conn: crate::msg::ConnRef,
     pub created_ms: i64,
     pub last_cmd: &'static str,
+    /// Pushes to this client made by its own running command (a PUBLISH to a channel it is
+    /// subscribed to, also inside EXEC): sent right after that command's reply, as Redis 7.2
+    /// does, not inside it.
+    pub own_pushes: Vec<u8>,
 }
 
 impl ClientState {

@@ -56,7 +56,19 @@ fn sunsubscribe(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 }
 
 fn publish_kind(ctx: &mut ConnCtx, kind: Kind, args: &[&[u8]], w: &mut ReplyWriter) {
-    let n = pubsub::publish(ctx.shared, kind, args[1], args[2], Some((ctx.client.id, w)));
+    // A message to the publisher itself follows PUBLISH's reply (and EXEC's, inside MULTI).
+    let mut own = std::mem::take(&mut ctx.client.own_pushes);
+    let n = {
+        let mut ow = ReplyWriter::new(&mut own, ctx.client.resp3);
+        pubsub::publish(
+            ctx.shared,
+            kind,
+            args[1],
+            args[2],
+            Some((ctx.client.id, &mut ow)),
+        )
+    };
+    ctx.client.own_pushes = own;
     w.int(n as i64);
 }
 

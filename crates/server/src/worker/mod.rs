@@ -1126,10 +1126,26 @@ impl Worker {
             &conn.state,
             args,
         );
-        // CLIENT REPLY ON / RESET turned replies back on: their own reply is sent.
-        let suppress = suppress && !conn.state.force_reply;
+        // CLIENT REPLY ON / RESET turned replies back on: their own reply is sent. Pub/Sub
+        // confirmations are pushes, which CLIENT REPLY OFF / SKIP do not silence (Redis 7.2).
+        let suppress = suppress
+            && !conn.state.force_reply
+            && !matches!(
+                cmd.spec.full_name,
+                "subscribe"
+                    | "psubscribe"
+                    | "ssubscribe"
+                    | "unsubscribe"
+                    | "punsubscribe"
+                    | "sunsubscribe"
+            );
         let seq = conn.expect(suppress);
         conn.deliver(seq, out);
+        if !conn.state.own_pushes.is_empty() {
+            let pushes = std::mem::take(&mut conn.state.own_pushes);
+            conn.push(pushes, Some(seq));
+            self.dirty.push(c);
+        }
         if conn.state.close_after_reply {
             conn.closing = true;
         }
@@ -1332,6 +1348,11 @@ impl Worker {
                     }
                     cn.in_tx = false;
                     cn.deliver(seq, reply);
+                    if !cn.state.own_pushes.is_empty() {
+                        let pushes = std::mem::take(&mut cn.state.own_pushes);
+                        cn.push(pushes, Some(seq));
+                        self.dirty.push(conn.idx as usize);
+                    }
                     if cn.state.close_after_reply {
                         cn.closing = true;
                     }
