@@ -314,3 +314,64 @@ def test_a_message_to_the_publisher_follows_publish_reply(darner, raw):
             + _push(b"message", b"self", b"a") + _push(b"message", b"self", b"b"))
     assert x.read_raw(len(want)) == want
     assert x.pending(0.1) == b""
+
+
+# ---- issue 11.5: a write's reply leaves after what it woke ----
+
+def _crc16(data: bytes) -> int:
+    crc = 0
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def _slot(key: str) -> int:
+    k = key.encode()
+    s = k.find(b"{")
+    if s >= 0:
+        e = k.find(b"}", s + 1)
+        if e > s + 1:
+            k = k[s + 1:e]
+    return _crc16(k) % 16384
+
+
+def _pair_on_two_shards(prefix):
+    """A source and a destination key in different shards of a 2-thread server."""
+    src = f"{prefix}:src"
+    for i in range(100):
+        dst = f"{prefix}:dst{i}"
+        if _slot(src) % 2 != _slot(dst) % 2:
+            return src, dst
+    raise AssertionError("no pair")
+
+
+@pytest.mark.parametrize("command", ["BLMOVE", "BRPOPLPUSH"])
+def test_a_served_move_across_shards_is_done_before_the_writers_reply(darner, raw, command):
+    """A WATCH on the destination taken after the push's reply must not see the move land
+    later (Redis: the blocked client is served before the writer's reply is sent)."""
+    src, dst = _pair_on_two_shards(command.lower())
+    blocked, writer = raw(), raw()
+    failures = 0
+    for i in range(60):
+        writer.call("DEL", src, dst)
+        if command == "BLMOVE":
+            blocked.send("BLMOVE", src, dst, "LEFT", "RIGHT", "0")
+        else:
+            blocked.send("BRPOPLPUSH", src, dst, "0")
+        # Wait until the client is blocked (INFO blocked_clients), then push.
+        deadline = time.monotonic() + 5
+        while b"blocked_clients:1\r\n" not in writer.call("INFO", "clients").py():
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        assert writer.call("LPUSH", src, f"v{i}").py() == 1
+        writer.call("WATCH", dst)
+        assert writer.call("LRANGE", dst, "0", "-1").py() == [f"v{i}".encode()], i
+        writer.call("MULTI")
+        writer.call("LLEN", dst)
+        if writer.call("EXEC").py() is None:
+            failures += 1
+        assert blocked.read_reply(5).py() == f"v{i}".encode()
+    assert failures == 0

@@ -15,10 +15,17 @@
 //! exactly one of "served", "timed out" and "cancelled" happens. The task then removes its
 //! registrations from the other keys.
 //!
-//! Deviation: a BLMOVE / BRPOPLPUSH whose source and destination live on different shards
-//! takes the element on the source's shard and pushes it in a second step, so for a moment the
-//! element is in neither list. (Redis Cluster requires both keys in one slot, and one slot is
-//! always one shard here, so cluster-style clients never see this.)
+//! Keys are served right after the command that wrote them, before its reply leaves (Redis
+//! serves them after each command too): a client that has seen a write's reply sees what that
+//! write woke as done. A BLMOVE / BRPOPLPUSH whose destination lives on another shard takes the
+//! element on the source's shard and pushes it in a second step ([`BlockOp::second_step`]): a
+//! task on the serving thread that hops to the destination's shard. The serving step returns
+//! these tasks ([`Mover`]); the worker holds the writer's reply until they are done (an
+//! output fence on an inline writer's connection, or the batch result held back), so no
+//! client that saw the reply can see the destination change afterwards. For a moment the
+//! element is in neither list, which only the two lists' own readers could notice. (Redis
+//! Cluster requires both keys in one slot, and one slot is always one shard here, so
+//! cluster-style clients never see even that.)
 
 use crate::exec::{self, Tx, THREAD};
 use crate::msg::Completion;
@@ -57,7 +64,30 @@ pub trait BlockOp: Send + Sync {
     /// Takes what the waiter asked for from `key` (`ready` just said yes) and returns it,
     /// encoded as the command wants to see it in [`Outcome::Served`].
     fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8>;
+
+    /// Work that serving leaves for other shards, given what [`BlockOp::serve`] returned:
+    /// `Ok` (the default) when the payload is final, else the step that finishes the work
+    /// and yields the final payload (run as a task on the serving thread).
+    fn second_step(&self, _at: StepAt, payload: Vec<u8>) -> Result<Vec<u8>, SecondStep> {
+        Ok(payload)
+    }
 }
+
+/// Where a served waiter's second step runs from: its database and protocol, the key that
+/// served it, and the server.
+pub struct StepAt<'a> {
+    pub shared: &'a Arc<Shared>,
+    pub key: &'a [u8],
+    pub db: usize,
+    pub resp3: bool,
+}
+
+/// The rest of a served command's work on other shards; yields the waiter's payload.
+pub type SecondStep = Pin<Box<dyn Future<Output = Vec<u8>>>>;
+
+/// A served waiter's second step and its delivery, as a task for the serving thread: the
+/// writes that woke it reply only after it is done.
+pub type Mover = Pin<Box<dyn Future<Output = ()>>>;
 
 /// How a wait ended.
 pub enum Outcome {
@@ -104,6 +134,13 @@ pub struct Registry {
     keys: HashMap<DbKey, std::collections::VecDeque<Arc<Waiter>>>,
 }
 
+impl Registry {
+    /// No client is blocked on this shard's keys.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
 fn register(ctx: &mut ShardCtx, keys: &[Bytes], w: &Arc<Waiter>) {
     for k in keys {
         ctx.shard.dbs[w.db].block_on(k);
@@ -130,10 +167,13 @@ fn unregister(shard: &mut Shard, db: usize, keys: &[Bytes], id: u64) {
 }
 
 /// Serves the waiters of every key made ready since the last call (the worker calls this when
-/// the shard holds no transaction lock).
-pub fn serve_ready(shard: &mut Shard, shared: &Arc<Shared>, now_ms: i64) {
+/// the shard holds no transaction lock). Returns the second steps of the waiters served that
+/// still have work on other shards, for the worker to run before the writers' replies leave.
+#[must_use]
+pub fn serve_ready(shard: &mut Shard, shared: &Arc<Shared>, now_ms: i64) -> Vec<Mover> {
+    let mut movers = Vec::new();
     if shard.blocked.keys.is_empty() {
-        return;
+        return movers;
     }
     // Serving writes (a pop, a BLMOVE's push) may make more keys ready: go on until none is.
     loop {
@@ -144,16 +184,24 @@ pub fn serve_ready(shard: &mut Shard, shared: &Arc<Shared>, now_ms: i64) {
             };
             any = true;
             for key in ready {
-                serve_key(shard, shared, db, &key, now_ms);
+                serve_key(shard, shared, db, &key, now_ms, &mut movers);
             }
         }
         if !any {
             break;
         }
     }
+    movers
 }
 
-fn serve_key(shard: &mut Shard, shared: &Arc<Shared>, db: usize, key: &[u8], now_ms: i64) {
+fn serve_key(
+    shard: &mut Shard,
+    shared: &Arc<Shared>,
+    db: usize,
+    key: &[u8],
+    now_ms: i64,
+    movers: &mut Vec<Mover>,
+) {
     let slot = (db, Box::<[u8]>::from(key));
     loop {
         let Some(w) = shard
@@ -189,14 +237,23 @@ fn serve_key(shard: &mut Shard, shared: &Arc<Shared>, db: usize, key: &[u8], now
         // (notify.rs) before the result leaves for the client.
         drop(ctx);
         pop_front(shard, &slot);
-        exec::complete(
+        let at = StepAt {
             shared,
-            w.done,
-            Outcome::Served {
-                key: Bytes::copy_from_slice(key),
-                payload,
-            },
-        );
+            key,
+            db,
+            resp3: w.resp3,
+        };
+        let key = Bytes::copy_from_slice(key);
+        match w.op.second_step(at, payload) {
+            Ok(payload) => exec::complete(shared, w.done, Outcome::Served { key, payload }),
+            Err(step) => {
+                let (shared, done) = (shared.clone(), w.done);
+                movers.push(Box::pin(async move {
+                    let payload = step.await;
+                    exec::complete(&shared, done, Outcome::Served { key, payload });
+                }));
+            }
+        }
     }
     if shard.blocked.keys.get(&slot).is_none_or(|q| q.is_empty()) {
         shard.blocked.keys.remove(&slot);

@@ -171,6 +171,10 @@ pub struct Conn {
     pub out: Vec<u8>,
     /// How much of `out` has been written to the socket.
     pub out_pos: usize,
+    /// Output from this offset on waits (a write whose woken BLMOVE still pushes on another
+    /// shard: its reply leaves once that is done, blocking.rs), while `fences` are up.
+    pub fence: Option<usize>,
+    pub fences: u32,
     pub next_seq: u64,
     pub done_seq: u64,
     /// Replies for sequence numbers done_seq.. (None: not arrived yet); bool: suppressed.
@@ -319,5 +323,24 @@ impl Conn {
     /// Bytes waiting to be written.
     pub fn out_len(&self) -> usize {
         self.out.len() - self.out_pos
+    }
+
+    /// Holds back the output from offset `at` of `out` on (and all output added later) until
+    /// every fence set is lifted.
+    pub fn set_fence(&mut self, at: usize) {
+        self.fence = Some(self.fence.map_or(at, |f| f.min(at)));
+        self.fences += 1;
+    }
+
+    pub fn lift_fence(&mut self) {
+        self.fences = self.fences.saturating_sub(1);
+        if self.fences == 0 {
+            self.fence = None;
+        }
+    }
+
+    /// Where the output that may be sent now ends.
+    pub fn sendable_end(&self) -> usize {
+        self.fence.map_or(self.out.len(), |f| f.min(self.out.len()))
     }
 }

@@ -261,6 +261,38 @@ pub fn fire_timers(now: Instant) {
 }
 
 /// Sends a hop's result back to the task waiting for it.
+/// Runs `f` on `shard` (in database `db`) for a task that is no transaction: it queues behind
+/// whatever lock the shard has, like a single-shard command. Call from inside a task.
+pub fn run_on<R, F>(shared: &Arc<Shared>, shard: usize, db: usize, resp3: bool, f: F) -> Hop<R>
+where
+    R: Send + 'static,
+    F: FnOnce(&mut ShardCtx) -> R + Send + 'static,
+{
+    let done = new_completion();
+    let back = shared.clone();
+    let job: crate::msg::ShardFn = Box::new(move |ctx: &mut ShardCtx| {
+        let r = f(ctx);
+        crate::notify::done(ctx);
+        complete(&back, done, r);
+    });
+    post(
+        shared,
+        shard,
+        Msg::Run {
+            tx: None,
+            db,
+            resp3,
+            writer: None,
+            f: job,
+        },
+    );
+    Hop {
+        slot: done.slot,
+        ready: None,
+        _r: PhantomData,
+    }
+}
+
 pub fn complete<R: Send + 'static>(shared: &Shared, done: Completion, r: R) {
     post(
         shared,

@@ -79,6 +79,8 @@ pub enum Msg {
         slot: usize,
         result: Box<dyn Any + Send>,
     },
+    /// A fence on a connection's output is lifted (blocking.rs: what its write woke is done).
+    Unfence { conn: ConnRef },
     /// A finished transaction task's reply for a connection of this thread.
     TxDone {
         conn: ConnRef,

@@ -218,7 +218,9 @@ impl Worker {
             if self.lock.free() {
                 // Keys written this turn may serve blocked clients (blocking.rs); their
                 // results go to tasks on this or other threads.
-                crate::blocking::serve_ready(&mut self.shard, &self.shared, self.now_ms);
+                let movers =
+                    crate::blocking::serve_ready(&mut self.shard, &self.shared, self.now_ms);
+                self.spawn_movers(movers, None);
                 self.pump();
             }
             if self.loop_now >= self.next_cron {
@@ -342,6 +344,8 @@ impl Worker {
             parser: RequestParser::new(),
             out: Vec::new(),
             out_pos: 0,
+            fence: None,
+            fences: 0,
             next_seq: 0,
             done_seq: 0,
             pending: Default::default(),
@@ -1000,6 +1004,21 @@ impl Worker {
                         });
                         self.drain_written(writer);
                     }
+                    // Blocked clients this write woke are served before its reply leaves;
+                    // a BLMOVE pushing on another shard holds that reply (blocking.rs).
+                    if !self.shard.blocked.is_empty() {
+                        let movers =
+                            crate::blocking::serve_ready(&mut self.shard, &self.shared, now);
+                        if !movers.is_empty() {
+                            let conn = &mut self.conns[c];
+                            conn.set_fence(if direct { at } else { conn.out.len() });
+                            let cr = ConnRef {
+                                idx: c as u32,
+                                gen: conn.gen,
+                            };
+                            self.spawn_movers(movers, Some((self.id, Msg::Unfence { conn: cr })));
+                        }
+                    }
                     if let Some((r, true)) = track {
                         self.remember_keys(spec, args, r);
                     }
@@ -1330,6 +1349,12 @@ impl Worker {
                 exec::fill_slot(slot, result);
                 self.exec.wake(task);
             }
+            Msg::Unfence { conn } => {
+                if let Some(cn) = self.conn_mut(conn) {
+                    cn.lift_fence();
+                    self.dirty.push(conn.idx as usize);
+                }
+            }
             Msg::TxDone {
                 conn,
                 seq,
@@ -1645,6 +1670,7 @@ impl Worker {
     }
 
     fn exec_batch(&mut self, from: usize, items: Vec<BatchItem>) {
+        let mut held: Vec<crate::blocking::Mover> = Vec::new();
         let mut buf = Vec::new();
         let mut done = Vec::with_capacity(items.len());
         let now = Shared::now_ms();
@@ -1680,7 +1706,8 @@ impl Worker {
             };
             if crate::stream::candidate(it.cmd) {
                 // A list written in this batch may have blocked clients to serve first.
-                crate::blocking::serve_ready(ctx.shard, &self.shared, now);
+                let movers = crate::blocking::serve_ready(ctx.shard, &self.shared, now);
+                held.extend(movers);
             }
             if crate::stream::try_start(&mut ctx, it.cmd, &views, dest) {
                 drop(ctx);
@@ -1715,9 +1742,43 @@ impl Worker {
             let slow = slow.map(|us| Box::new((us, it.args)));
             done.push((it.conn, it.seq, start_at as u32, buf.len() as u32, slow));
         }
-        if !done.is_empty() {
-            post(&self.shared, from, Msg::BatchDone { buf, items: done });
+        // Blocked clients these writes woke are served before the batch's replies leave; a
+        // BLMOVE's push on another shard holds the replies until it is done (blocking.rs).
+        if self.lock.free() {
+            held.extend(crate::blocking::serve_ready(
+                &mut self.shard,
+                &self.shared,
+                now,
+            ));
         }
+        if done.is_empty() {
+            self.spawn_movers(held, None);
+        } else if held.is_empty() {
+            post(&self.shared, from, Msg::BatchDone { buf, items: done });
+        } else {
+            let batch = Msg::BatchDone { buf, items: done };
+            self.spawn_movers(held, Some((from, batch)));
+        }
+    }
+
+    /// Runs the second steps of served blocked clients (blocking.rs) as a task; when they
+    /// are all done, posts `then` (a held reply, or a fence's lift) to its thread.
+    fn spawn_movers(&mut self, movers: Vec<crate::blocking::Mover>, then: Option<(usize, Msg)>) {
+        if movers.is_empty() {
+            if let Some((t, m)) = then {
+                post(&self.shared, t, m);
+            }
+            return;
+        }
+        let shared = self.shared.clone();
+        self.exec.spawn(async move {
+            for m in movers {
+                m.await;
+            }
+            if let Some((t, m)) = then {
+                post(&shared, t, m);
+            }
+        });
     }
 
     /// Moves the big values that left the keyspace this turn into the shard's freeing queue,
@@ -1796,7 +1857,8 @@ impl Worker {
         }
         // Clients blocked on keys written earlier in this turn are served first (blocking.rs),
         // so that no pop changes a list once it is streamed.
-        crate::blocking::serve_ready(&mut self.shard, &self.shared, self.now_ms);
+        let movers = crate::blocking::serve_ready(&mut self.shard, &self.shared, self.now_ms);
+        self.spawn_movers(movers, None);
         let conn = &mut self.conns[c];
         let dest = crate::stream::Dest {
             thread: self.id,
@@ -1970,8 +2032,9 @@ impl Worker {
             return;
         };
         let mut written = 0;
-        while conn.out_pos < conn.out.len() {
-            match crate::sys::send(&conn.sock, &conn.out[conn.out_pos..]) {
+        let end = conn.sendable_end();
+        while conn.out_pos < end {
+            match crate::sys::send(&conn.sock, &conn.out[conn.out_pos..end]) {
                 Ok(0) => break,
                 Ok(n) => {
                     conn.out_pos += n;
@@ -1989,13 +2052,16 @@ impl Worker {
         if conn.out_pos == conn.out.len() {
             conn.out.clear();
             conn.out_pos = 0;
+            if conn.fence.is_some() {
+                conn.fence = Some(0);
+            }
             if conn.out.capacity() > 1 << 20 {
                 conn.out = Vec::new();
             }
         }
         // Ask for writable events only while output is stuck: with them always on, every ACK
         // of a reply would wake the loop for nothing (edge-triggered EPOLLOUT).
-        let stuck = conn.out_pos < conn.out.len();
+        let stuck = conn.out_pos < conn.sendable_end();
         if stuck != conn.want_write {
             let interest = if stuck {
                 Interest::READABLE | Interest::WRITABLE

@@ -123,13 +123,21 @@ pub(super) fn blmpop(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 }
 
 /// BLMOVE / BRPOPLPUSH served from `src`. With the destination on the same shard the whole
-/// move happens there (the reply is final); otherwise the element is taken (payload: `b'E'`
-/// then the element) and the task pushes it.
+/// move happens there; otherwise the element is taken there and pushed by the second step (on
+/// the destination's shard; back into the source, and WRONGTYPE, if the destination turned out
+/// to hold another type). Either way the waiter gets its final reply (`b'R'` then the reply).
 struct MoveOp {
     dst: Bytes,
-    same_shard: bool,
+    dst_shard: usize,
+    src_shard: usize,
     from_left: bool,
     to_left: bool,
+}
+
+impl MoveOp {
+    fn same_shard(&self) -> bool {
+        self.src_shard == self.dst_shard
+    }
 }
 
 impl BlockOp for MoveOp {
@@ -138,7 +146,7 @@ impl BlockOp for MoveOp {
     }
 
     fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8> {
-        if self.same_shard {
+        if self.same_shard() {
             let moved = lmove_local(ctx, key, &self.dst, self.from_left, self.to_left);
             let mut out = vec![b'R'];
             let mut w = ReplyWriter::new(&mut out, ctx.resp3);
@@ -159,9 +167,55 @@ impl BlockOp for MoveOp {
         // Across shards the pop's events leave now and the push's from the destination's
         // thread later (Redis publishes the push first).
         notify_removed(ctx, key, pop_event(self.from_left), gone);
-        let mut out = vec![b'E'];
-        out.extend_from_slice(&v);
-        out
+        v
+    }
+
+    fn second_step(
+        &self,
+        at: blocking::StepAt,
+        element: Vec<u8>,
+    ) -> Result<Vec<u8>, blocking::SecondStep> {
+        if self.same_shard() {
+            return Ok(element);
+        }
+        let (shared, db, resp3) = (at.shared.clone(), at.db, at.resp3);
+        let src = Bytes::copy_from_slice(at.key);
+        let (dst, to_left, from_left) = (self.dst.clone(), self.to_left, self.from_left);
+        let (dst_shard, src_shard) = (self.dst_shard, self.src_shard);
+        Err(Box::pin(async move {
+            let v = element.clone();
+            let pushed = crate::exec::run_on(&shared, dst_shard, db, resp3, move |ctx| {
+                let fill = fill(ctx);
+                let bytes = added_bytes(&v, false);
+                let ok = push_into(&mut ctx.db(), &dst, &[&v], bytes, to_left, false, fill).is_ok();
+                if ok {
+                    crate::notify::notify(ctx, crate::notify::LIST, push_event(to_left), &dst);
+                }
+                ok
+            })
+            .await;
+            let mut out = vec![b'R'];
+            if pushed {
+                ReplyWriter::new(&mut out, resp3).bulk(&element);
+                return out;
+            }
+            crate::exec::run_on(&shared, src_shard, db, resp3, move |ctx| {
+                let fill = fill(ctx);
+                let bytes = added_bytes(&element, false);
+                let _ = push_into(
+                    &mut ctx.db(),
+                    &src,
+                    &[&element],
+                    bytes,
+                    from_left,
+                    false,
+                    fill,
+                );
+            })
+            .await;
+            ReplyWriter::new(&mut out, resp3).error(ERR_WRONGTYPE);
+            out
+        }))
     }
 }
 
@@ -188,47 +242,19 @@ async fn bmove(
     if tx.nested() {
         return with_writer(resp3, |w| w.null());
     }
-    let same_shard = tx.shard_of(&src) == tx.shard_of(&dst);
     let op = MoveOp {
         dst: dst.clone(),
-        same_shard,
+        dst_shard: tx.shard_of(&dst),
+        src_shard: tx.shard_of(&src),
         from_left,
         to_left,
     };
-    let payload = match blocking::block(tx, std::slice::from_ref(&src), Arc::new(op), timeout).await
-    {
-        Some(Outcome::Served { payload, .. }) => payload,
-        _ => return with_writer(resp3, |w| w.null_array()),
-    };
-    if payload.first() == Some(&b'R') {
-        return payload[1..].to_vec();
+    match blocking::block(tx, std::slice::from_ref(&src), Arc::new(op), timeout).await {
+        Some(Outcome::Served { payload, .. }) if payload.first() == Some(&b'R') => {
+            payload[1..].to_vec()
+        }
+        _ => with_writer(resp3, |w| w.null_array()),
     }
-    // Cross-shard: push the element taken from the source; if the destination turned out to
-    // hold another type, put the element back where it came from and report the error.
-    let v = payload[1..].to_vec();
-    let v2 = v.clone();
-    let pushed = tx
-        .run(tx.shard_of(&dst), move |ctx| {
-            let fill = fill(ctx);
-            let bytes = added_bytes(&v2, false);
-            let ok = push_into(&mut ctx.db(), &dst, &[&v2], bytes, to_left, false, fill).is_ok();
-            if ok {
-                crate::notify::notify(ctx, crate::notify::LIST, push_event(to_left), &dst);
-            }
-            ok
-        })
-        .await;
-    if pushed {
-        return with_writer(resp3, |w| w.bulk(&v));
-    }
-    let v2 = v.clone();
-    tx.run(tx.shard_of(&src), move |ctx| {
-        let fill = fill(ctx);
-        let bytes = added_bytes(&v2, false);
-        let _ = push_into(&mut ctx.db(), &src, &[&v2], bytes, from_left, false, fill);
-    })
-    .await;
-    with_writer(resp3, |w| w.error(ERR_WRONGTYPE))
 }
 
 pub(super) fn blmove(tx: Tx, args: Vec<Bytes>) -> TxFuture {
