@@ -102,3 +102,21 @@ SCENARIOS["debug_misc_subcommands"] = [
 ]
 CLEANUP["debug_misc_subcommands"] = [("DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "reset"),
                                      ("DEBUG", "REPLYBUFFER", "RESIZING", "1")]
+
+SCENARIOS["pfdebug_pfselftest"] = [
+    ("PFDEBUG", "ENCODING", "nokey"), ("PFDEBUG", "FOO", "nokey"),
+    ("SET", "s", "not an hll"), ("PFDEBUG", "ENCODING", "s"), ("LPUSH", "l", "x"),
+    ("PFDEBUG", "ENCODING", "l"),
+    ("PFADD", "h", "a", "b", "c"), ("PFDEBUG", "ENCODING", "h"), ("PFDEBUG", "DECODE", "h"),
+    ("PFDEBUG", "foo", "h"), ("PFDEBUG", "ENCODING"), ("PFDEBUG", "ENCODING", "h", "x"),
+    ("PFADD", "h2", *["e%d" % i for i in range(100)]), ("PFDEBUG", "DECODE", "h2"),
+    # GETREG turns a sparse value dense, as TODENSE does (1 when it converted, then 0).
+    ("PFDEBUG", "GETREG", "h"), ("PFDEBUG", "ENCODING", "h"), ("GET", "h"),
+    ("PFDEBUG", "DECODE", "h"), ("PFDEBUG", "TODENSE", "h"),
+    ("PFDEBUG", "TODENSE", "h2"), ("PFDEBUG", "TODENSE", "h2"), ("GET", "h2"),
+    ("PFCOUNT", "h2"), ("PFDEBUG", "getreg", "h2"),
+    # A sparse value whose opcodes do not cover the registers.
+    ("SET", "bad", b"HYLL\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x40\x01"),
+    ("PFDEBUG", "DECODE", "bad"), ("PFDEBUG", "GETREG", "bad"), ("PFDEBUG", "TODENSE", "bad"),
+    ("PFSELFTEST",), ("PFSELFTEST", "x"),
+]
