@@ -120,3 +120,28 @@ SCENARIOS["pfdebug_pfselftest"] = [
     ("PFDEBUG", "DECODE", "bad"), ("PFDEBUG", "GETREG", "bad"), ("PFDEBUG", "TODENSE", "bad"),
     ("PFSELFTEST",), ("PFSELFTEST", "x"),
 ]
+
+# MODULE: the reference refuses LOAD/LOADEX/UNLOAD (enable-module-command is off), as darner.
+SCENARIOS["module_commands"] = [
+    ("MODULE", "LIST"), T("MODULE", "HELP"), ("MODULE", "LOAD", "/nonexistent/mod.so"),
+    ("MODULE", "LOADEX", "/nonexistent/mod.so", "CONFIG", "a", "b"),
+    ("MODULE", "UNLOAD", "mod"), ("MODULE", "FOO"), ("MODULE",), ("MODULE", "LIST", "x"),
+    ("MODULE", "LOAD"), ("MODULE", "UNLOAD"),
+]
+
+SCENARIOS["memory_commands"] = [
+    ("SET", "k", "v"), ("RPUSH", "l", "a", "b"),
+    T("MEMORY", "USAGE", "k"), T("MEMORY", "USAGE", "l", "SAMPLES", "0"),
+    T("MEMORY", "USAGE", "l", "samples", "5"), ("MEMORY", "USAGE", "nokey"),
+    ("MEMORY", "USAGE", "k", "SAMPLES", "-1"), ("MEMORY", "USAGE", "k", "SAMPLES", "x"),
+    ("MEMORY", "USAGE", "k", "SAMPLES"), ("MEMORY", "USAGE", "k", "FOO"),
+    ("MEMORY", "USAGE", "nokey", "SAMPLES", "x"), ("MEMORY", "USAGE"),
+    T("MEMORY", "STATS"), T("MEMORY", "DOCTOR"), T("MEMORY", "MALLOC-STATS"),
+    ("MEMORY", "PURGE"), T("MEMORY", "HELP"), ("MEMORY", "FOO"), ("MEMORY", "STATS", "x"),
+]
+
+SCENARIOS["lolwut_errors"] = [
+    ("LOLWUT", "VERSION", "x"), ("LOLWUT", "VERSION", "5", "x"),
+    ("LOLWUT", "VERSION", "5", "10", "1.5"), T("LOLWUT"), T("LOLWUT", "VERSION"),
+    T("LOLWUT", "VERSION", "5", "1", "1", "1"),
+]

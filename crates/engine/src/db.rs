@@ -293,6 +293,11 @@ impl Db {
         self.expires
     }
 
+    /// Bytes of the keyspace table's own structure (see [`Table::overhead`]).
+    pub fn table_overhead(&self) -> usize {
+        self.table.overhead()
+    }
+
     /// Every entry present, logically expired ones not yet reclaimed included, without
     /// touching anything (DEBUG DIGEST, which in Redis walks the table as it is).
     pub fn entries(&self) -> impl Iterator<Item = &Entry> {

@@ -5,6 +5,9 @@
 //! - `server/info.rs`: INFO, CONFIG RESETSTAT and the sampled metrics INFO reports.
 //! - `server/config.rs`: CONFIG GET / SET / REWRITE / HELP.
 //! - `server/debug.rs`: DEBUG and its subcommands (DIGEST, PROTOCOL, OBJECT, SLEEP, ...).
+//! - `server/lolwut.rs`: LOLWUT.
+//! - `server/memory.rs`: MEMORY USAGE / STATS / DOCTOR / MALLOC-STATS / PURGE / HELP.
+//! - `server/module.rs`: MODULE (no module is ever loaded).
 //! - this file: the rest, and the HELP reply shared by the server commands.
 //!
 //! Where a command needs every shard (DBSIZE, FLUSHALL, INFO's keyspace) it is a `Tx` handler
@@ -14,6 +17,9 @@ mod command;
 mod config;
 mod debug;
 mod info;
+mod lolwut;
+mod memory;
+mod module;
 
 pub use info::{cron, Metrics};
 
@@ -42,6 +48,9 @@ pub fn register(r: &mut Reg) {
     r.conn("monitor", monitor);
     r.conn("shutdown", shutdown);
     debug::register(r);
+    lolwut::register(r);
+    memory::register(r);
+    module::register(r);
 }
 
 /// Writes a HELP reply the way Redis's `addReplyHelp` shapes it: a header naming the command

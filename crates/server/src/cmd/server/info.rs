@@ -65,7 +65,8 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    fn note_memory(&self) -> (usize, usize) {
+    /// The memory in use now and the peak (which it updates).
+    pub fn note_memory(&self) -> (usize, usize) {
         let used = alloc::used_memory();
         let peak = self.mem_peak.fetch_max(used, Ordering::Relaxed).max(used);
         (used, peak)
