@@ -25,8 +25,7 @@ fn lolwut(_: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         rest = &args[3..];
     }
     let v = version.as_bytes();
-    let schotter = (v[0] == b'5' && v[1] == b'.' && v[2] != b'9')
-        || (v[0] == b'4' && v[1] == b'.' && v[2] == b'9');
+    let schotter = v[1] == b'.' && matches!((v[0], v[2] == b'9'), (b'5', false) | (b'4', true));
     if !schotter {
         let text = format!("Redis ver. {}\n", crate::REDIS_COMPAT_VERSION);
         return w.verbatim(b"txt", text.as_bytes());
