@@ -47,6 +47,13 @@ pub(crate) struct Segment {
     tombs: usize,
 }
 
+impl Segment {
+    /// Bytes this segment's buckets take (MEMORY STATS' table overhead).
+    pub(crate) fn memory(&self) -> usize {
+        self.buckets.capacity() * std::mem::size_of::<Bucket>() + std::mem::size_of::<Segment>()
+    }
+}
+
 fn tag_of(sh: u64) -> u8 {
     0x80 | (sh >> 57) as u8
 }

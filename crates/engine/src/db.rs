@@ -345,6 +345,23 @@ impl Db {
         self.expires
     }
 
+    /// Bytes of the keyspace table's own structure (see [`Table::overhead`]).
+    pub fn table_overhead(&self) -> usize {
+        self.table.overhead()
+    }
+
+    /// Every entry present, logically expired ones not yet reclaimed included, without
+    /// touching anything (DEBUG DIGEST, which in Redis walks the table as it is).
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.table.iter()
+    }
+
+    /// The entry of `key` if present, even logically expired, without touching it (DEBUG
+    /// DIGEST-VALUE works on logically expired keys in Redis).
+    pub fn entry_raw(&self, key: &[u8]) -> Option<&Entry> {
+        self.table.get(key)
+    }
+
     /// Notes that clients are blocked on `key` (writes to it will make it ready).
     pub fn block_on(&mut self, key: &[u8]) {
         if !self.signals.blocked.contains(key) {

@@ -103,6 +103,17 @@ impl Default for Table {
 }
 
 impl Table {
+    /// Bytes the table itself takes (directory, segments and their buckets), not counting
+    /// the entries it points to: MEMORY STATS' `overhead.hashtable.main`.
+    pub fn overhead(&self) -> usize {
+        self.dir.capacity() * 4
+            + self
+                .segments
+                .iter()
+                .map(|s| s.table.memory() + 4)
+                .sum::<usize>()
+    }
+
     /// Empties a table that is being thrown away (a flushed database) one segment at a time,
     /// from the back: hands the entries of the last `segments` segments to `f` and frees
     /// those segments. Returns true once nothing is left. The table is only fit to be dropped

@@ -356,6 +356,27 @@ pub fn format_double(v: f64, out: &mut Vec<u8>) {
         write_i64(l, out);
         return;
     }
+    fpconv_finite(v, out);
+}
+
+/// Appends the text of Redis's bundled `fpconv_dtoa` for `v`: what [`format_double`] writes
+/// but without its integer shortcut, so integral values past 10^17 or so come out in
+/// scientific form (`1e+18`, where `format_double` writes `1000000000000000000`). DEBUG
+/// DIGEST formats sorted-set scores this way.
+pub fn format_fpconv(v: f64, out: &mut Vec<u8>) {
+    if v.is_nan() {
+        out.extend_from_slice(b"nan");
+    } else if v.is_infinite() {
+        out.extend_from_slice(if v > 0.0 { b"inf" } else { b"-inf" });
+    } else if v == 0.0 {
+        out.extend_from_slice(if v.is_sign_negative() { b"-0" } else { b"0" });
+    } else {
+        fpconv_finite(v, out);
+    }
+}
+
+/// Grisu2's digits of a finite non-zero `v`, laid out as fpconv does.
+fn fpconv_finite(v: f64, out: &mut Vec<u8>) {
     let mut digits = [0u8; 20];
     let (n, k) = crate::grisu::grisu2(v, &mut digits);
     let neg = v < 0.0;
@@ -697,5 +718,37 @@ mod tests {
         let mut o = Vec::new();
         write_u64(u64::MAX, &mut o);
         assert_eq!(o, u64::MAX.to_string().as_bytes());
+    }
+
+    #[test]
+    fn fpconv_has_no_integer_shortcut() {
+        let f = |v: f64| {
+            let mut o = Vec::new();
+            format_fpconv(v, &mut o);
+            String::from_utf8(o).unwrap()
+        };
+        // Same text as format_double where the shortcut does not apply or agrees.
+        for (v, s) in [
+            (1.5, "1.5"),
+            (0.1, "0.1"),
+            (3.0, "3"),
+            (-12.0, "-12"),
+            (0.0, "0"),
+            (-0.0, "-0"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (1e100, "1e+100"),
+            (1.5e-7, "1.5e-7"),
+        ] {
+            let mut d = Vec::new();
+            format_double(v, &mut d);
+            assert_eq!(f(v), String::from_utf8(d).unwrap(), "{v}");
+            assert_eq!(f(v), s);
+        }
+        // Large integers: fpconv's scientific layout.
+        assert_eq!(f(1e18), "1e+18");
+        let mut d = Vec::new();
+        format_double(1e18, &mut d);
+        assert_eq!(d, b"1000000000000000000");
     }
 }

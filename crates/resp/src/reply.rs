@@ -130,6 +130,17 @@ impl<'a> ReplyWriter<'a> {
         self.header(if self.resp3 { b'>' } else { b'*' }, len);
     }
 
+    /// RESP3 `|pairs\r\n`: an attribute (out-of-band metadata) of `pairs` key/value pairs,
+    /// which must follow, then the reply it annotates. RESP2 has no attributes: there this
+    /// writes nothing, and the caller must not write the pairs either (Redis sends RESP2
+    /// clients the plain reply alone).
+    #[inline]
+    pub fn attribute(&mut self, pairs: usize) {
+        if self.resp3 {
+            self.header(b'|', pairs);
+        }
+    }
+
     /// A double, formatted by [`crate::format_double`]: RESP3 `,repr\r\n`,
     /// RESP2 a bulk string of the same text (`$3\r\n3.5\r\n`, `$3\r\ninf\r\n`).
     pub fn double(&mut self, v: f64) {
@@ -237,6 +248,21 @@ mod tests {
             b"-ERR a b c\r\n",
         );
         check(|w| w.error(b""), b"-\r\n", b"-\r\n");
+    }
+
+    #[test]
+    fn attribute_bignum_verbatim() {
+        check(|w| w.attribute(1), b"", b"|1\r\n");
+        check(
+            |w| w.big_number(b"1234567999999999999999999999999999999"),
+            b"$37\r\n1234567999999999999999999999999999999\r\n",
+            b"(1234567999999999999999999999999999999\r\n",
+        );
+        check(
+            |w| w.verbatim(b"txt", b"This is a verbatim\nstring"),
+            b"$25\r\nThis is a verbatim\nstring\r\n",
+            b"=29\r\ntxt:This is a verbatim\nstring\r\n",
+        );
     }
 
     #[test]

@@ -129,6 +129,20 @@ pub fn used_memory() -> usize {
         .max(0) as usize
 }
 
+/// Memory in use once the server was set up, before any client (MEMORY STATS'
+/// `startup.allocated`).
+static STARTUP: AtomicUsize = AtomicUsize::new(0);
+
+/// Records the memory in use at start-up (see [`startup_memory`]).
+pub fn mark_startup() {
+    STARTUP.store(used_memory(), Ordering::Relaxed);
+}
+
+/// The memory in use when the server had started (0 before that).
+pub fn startup_memory() -> usize {
+    STARTUP.load(Ordering::Relaxed)
+}
+
 /// Gives the pages that freed blocks left empty back to the system, for this thread's heap.
 /// Called by each worker's cron about once a second. Why: mimalloc returns empty pages to the
 /// system as a side effect of later allocations, so a thread that went idle right after a
@@ -141,6 +155,32 @@ pub fn release_free_pages() {
     // SAFETY: mi_collect only walks and trims the calling thread's own heap; it has no
     // preconditions and touches no memory the program still uses.
     unsafe { libmimalloc_sys::mi_collect(false) }
+}
+
+/// MEMORY PURGE, on each thread: collects this thread's heap thoroughly (`force`: abandoned
+/// pages, delayed frees and purges too), giving every empty page back to the system now.
+pub fn purge() {
+    // SAFETY: as in release_free_pages; force only makes the walk thorough.
+    unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
+/// MEMORY MALLOC-STATS: mimalloc's statistics report, as it prints it.
+pub fn malloc_stats() -> String {
+    unsafe extern "C" fn collect(msg: *const std::ffi::c_char, arg: *mut c_void) {
+        // SAFETY: mimalloc passes a NUL-terminated message and our own `arg`, a live
+        // `*mut String` for the duration of mi_stats_print_out.
+        unsafe {
+            let out = &mut *(arg as *mut String);
+            out.push_str(&std::ffi::CStr::from_ptr(msg).to_string_lossy());
+        }
+    }
+    let mut out = String::new();
+    // SAFETY: the callback only appends to `out`, which outlives the call; mimalloc calls it
+    // synchronously, on this thread, before returning.
+    unsafe {
+        libmimalloc_sys::mi_stats_print_out(Some(collect), &mut out as *mut String as *mut c_void)
+    };
+    out
 }
 
 /// mimalloc v3's `mi_option_purge_delay`: its place in the C enum `mi_option_e` (the sys

@@ -55,6 +55,8 @@ pub struct Hot {
     pub loglevel: AtomicU8,
     /// enable-debug-command: 0 no, 1 yes, 2 local (an index into [`PROTECTED_ACTION`]).
     pub enable_debug_command: AtomicU8,
+    /// enable-module-command: the same values, for MODULE LOAD / LOADEX / UNLOAD.
+    pub enable_module_command: AtomicU8,
     pub tcp_keepalive: AtomicI64,
     /// requirepass; empty means none.
     pub requirepass: RwLock<String>,
@@ -232,6 +234,22 @@ pub static TABLE: &[Directive] = &[
                 .position(|o| o.eq_ignore_ascii_case(v))
                 .unwrap_or(0);
             h.enable_debug_command.store(i as u8, Ordering::Relaxed);
+            Ok(())
+        },
+    },
+    Directive {
+        // Redis 7: MODULE LOAD / LOADEX / UNLOAD are refused unless this allows them (Darner
+        // then still loads nothing: see cmd/server/module.rs). Start-up only, as in Redis.
+        name: "enable-module-command",
+        kind: Kind::Enum(PROTECTED_ACTION),
+        default: "no",
+        mutable: false,
+        apply: |h, v| {
+            let i = PROTECTED_ACTION
+                .iter()
+                .position(|o| o.eq_ignore_ascii_case(v))
+                .unwrap_or(0);
+            h.enable_module_command.store(i as u8, Ordering::Relaxed);
             Ok(())
         },
     },
@@ -648,6 +666,7 @@ impl Config {
                 active_expire_effort: AtomicI64::new(1),
                 loglevel: AtomicU8::new(LOG_NOTICE),
                 enable_debug_command: AtomicU8::new(0),
+                enable_module_command: AtomicU8::new(0),
                 tcp_keepalive: AtomicI64::new(300),
                 requirepass: RwLock::new(String::new()),
                 has_password: AtomicBool::new(false),

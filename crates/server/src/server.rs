@@ -188,6 +188,7 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
     log::notice(&format!(
         "Server initialized with {threads} thread(s), one shard each"
     ));
+    crate::alloc::mark_startup();
     log::notice(&format!(
         "Ready to accept connections tcp on {}",
         bound.join(", ")

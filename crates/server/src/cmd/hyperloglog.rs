@@ -1,4 +1,4 @@
-//! HyperLogLog commands: PFADD, PFCOUNT, PFMERGE.
+//! HyperLogLog commands: PFADD, PFCOUNT, PFMERGE, and the testing ones PFDEBUG and PFSELFTEST.
 //!
 //! A HyperLogLog is a string value in Redis's byte format (darner_engine::types::hll), so these
 //! commands read and edit string entries. PFADD touches one key and runs on its shard. PFCOUNT
@@ -9,7 +9,7 @@
 //! write for WATCH.
 
 use super::generic::by_shard;
-use super::{Locks, Reg, TxFuture, ERR_WRONGTYPE};
+use super::{eq, ConnCtx, Locks, Reg, TxFuture, ERR_WRONGTYPE};
 use crate::exec::Tx;
 use crate::notify::{notify, STRING};
 use crate::shard::ShardCtx;
@@ -23,6 +23,8 @@ pub fn register(r: &mut Reg) {
     r.key("pfadd", pfadd);
     r.tx("pfcount", Locks::Keys, pfcount);
     r.tx("pfmerge", Locks::Keys, pfmerge);
+    r.key("pfdebug", pfdebug);
+    r.conn("pfselftest", pfselftest);
 }
 
 fn max_sparse(ctx: &ShardCtx) -> usize {
@@ -235,4 +237,77 @@ fn pfmerge(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         })
         .await
     })
+}
+
+/// PFDEBUG <GETREG|DECODE|ENCODING|TODENSE> key. GETREG and TODENSE turn a sparse value
+/// dense in place (as Redis does; not a write for WATCH, as in Redis). The key's checks come
+/// before the subcommand's.
+fn pfdebug(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let (sub, key) = (args[1], args[2]);
+    let mut db = ctx.db();
+    let Some(e) = db.get_mut_quiet(key) else {
+        return w.error(b"ERR The specified key does not exist");
+    };
+    if let Err(err) = check(e) {
+        return w.error(err);
+    }
+    if eq(sub, "getreg") {
+        let v = e.str_mut();
+        if hll::to_dense(v).is_err() {
+            return w.error(hll::ERR_CORRUPT);
+        }
+        match hll::registers(v) {
+            Ok(regs) => {
+                w.array(REGISTERS);
+                for &r in regs.iter() {
+                    w.int(r as i64);
+                }
+            }
+            Err(_) => w.error(hll::ERR_CORRUPT),
+        }
+    } else if eq(sub, "decode") {
+        let v = e.str_value();
+        if !hll::is_sparse(v) {
+            return w.error(b"ERR HLL encoding is not sparse");
+        }
+        w.bulk(hll::decode_sparse(v).as_bytes());
+    } else if eq(sub, "encoding") {
+        w.simple(if hll::is_sparse(e.str_value()) {
+            b"sparse"
+        } else {
+            b"dense"
+        });
+    } else if eq(sub, "todense") {
+        if !hll::is_sparse(e.str_value()) {
+            return w.int(0);
+        }
+        if hll::to_dense(e.str_mut()).is_err() {
+            return w.error(hll::ERR_CORRUPT);
+        }
+        w.int(1);
+    } else {
+        let msg = format!(
+            "ERR Unknown PFDEBUG subcommand '{}'",
+            String::from_utf8_lossy(&sub[..sub.len().min(128)])
+        );
+        w.error(msg.as_bytes());
+    }
+}
+
+/// PFSELFTEST: Redis's self-test of the register code and of the estimator's error (see
+/// `hll::selftest`). Like Redis, it keeps the connection's thread busy while it runs (a
+/// fraction of a second).
+fn pfselftest(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
+    let max = ctx
+        .shared
+        .config
+        .hot
+        .hll_sparse_max_bytes
+        .load(Ordering::Relaxed)
+        .max(0) as usize;
+    let seed = crate::shared::Shared::now_us() as u64 | 1;
+    match hll::selftest(seed, max) {
+        Ok(()) => w.ok(),
+        Err(e) => w.error(e.as_bytes()),
+    }
 }

@@ -4,6 +4,10 @@
 //! - `server/command.rs`: COMMAND and its subcommands (the command table as Redis prints it).
 //! - `server/info.rs`: INFO, CONFIG RESETSTAT and the sampled metrics INFO reports.
 //! - `server/config.rs`: CONFIG GET / SET / REWRITE / HELP.
+//! - `server/debug.rs`: DEBUG and its subcommands (DIGEST, PROTOCOL, OBJECT, SLEEP, ...).
+//! - `server/lolwut.rs`: LOLWUT.
+//! - `server/memory.rs`: MEMORY USAGE / STATS / DOCTOR / MALLOC-STATS / PURGE / HELP.
+//! - `server/module.rs`: MODULE (no module is ever loaded).
 //! - this file: the rest, and the HELP reply shared by the server commands.
 //!
 //! Where a command needs every shard (DBSIZE, FLUSHALL, INFO's keyspace) it is a `Tx` handler
@@ -11,7 +15,11 @@
 
 mod command;
 mod config;
+mod debug;
 mod info;
+mod lolwut;
+mod memory;
+mod module;
 
 pub use info::{cron, Metrics};
 
@@ -21,7 +29,6 @@ use crate::log;
 use crate::shared::Shared;
 use bytes::Bytes;
 use darner_engine::table::Table;
-use darner_engine::Entry;
 use darner_resp::ReplyWriter;
 use std::sync::atomic::Ordering;
 
@@ -40,10 +47,10 @@ pub fn register(r: &mut Reg) {
     r.conn("slowlog|help", slowlog_help);
     r.conn("monitor", monitor);
     r.conn("shutdown", shutdown);
-    // DEBUG is a plain command in the table (no subcommand specs, no key specs), so it parses
-    // its own subcommand; it is a `Tx` handler because DEBUG OBJECT must hop to the key's
-    // shard, which the dispatcher cannot find from DEBUG's (absent) key specs.
-    r.tx("debug", Locks::None, debug);
+    debug::register(r);
+    lolwut::register(r);
+    memory::register(r);
+    module::register(r);
 }
 
 /// Writes a HELP reply the way Redis's `addReplyHelp` shapes it: a header naming the command
@@ -262,211 +269,4 @@ fn shutdown(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     }
     // Success: no reply, the connection closes with the server (as in Redis).
     crate::server::shutdown(ctx.shared);
-}
-
-// ---- DEBUG ----
-
-fn debug(tx: Tx, args: Vec<Bytes>) -> TxFuture {
-    Box::pin(async move {
-        let resp3 = tx.resp3();
-        let sub = &args[1];
-        if eq(sub, "help") && args.len() == 2 {
-            return with_writer(resp3, |w| debug_help(w, &args[0]));
-        }
-        if args.len() != 3 {
-            return with_writer(resp3, |w| subcommand_error(w, &args[0], sub));
-        }
-        if eq(sub, "sleep") {
-            // Redis blocks its (only) thread: here the connection's thread sleeps, and with it
-            // its shard and its other clients. In slices, so that a shutdown (SIGTERM, or
-            // SHUTDOWN from a client of another thread) is not held up until the end.
-            if let Some(d) = sleep_time(strtod(&args[2])) {
-                let until = std::time::Instant::now() + d;
-                let shared = tx.shared();
-                while !shared.shutdown.load(Ordering::Relaxed) {
-                    let left = until.saturating_duration_since(std::time::Instant::now());
-                    if left.is_zero() {
-                        break;
-                    }
-                    std::thread::sleep(left.min(std::time::Duration::from_millis(100)));
-                }
-            }
-            with_writer(resp3, |w| w.ok())
-        } else if eq(sub, "set-active-expire") {
-            // atoi, like Redis: anything that does not start with a non-zero number disables.
-            let on = strtod(&args[2]) as i64 != 0;
-            tx.shared()
-                .active_expire_enabled
-                .store(on, Ordering::Relaxed);
-            with_writer(resp3, |w| w.ok())
-        } else if eq(sub, "object") {
-            let key = args[2].clone();
-            tx.run(tx.shard_of(&key), move |ctx| {
-                let clock = ctx.clock;
-                let line = ctx.db().peek(&key).map(|e| debug_object(e, clock));
-                with_writer(ctx.resp3, |w| match line {
-                    Some(l) => w.simple(l.as_bytes()),
-                    None => w.error(super::ERR_NO_SUCH_KEY),
-                })
-            })
-            .await
-        } else {
-            with_writer(resp3, |w| subcommand_error(w, &args[0], sub))
-        }
-    })
-}
-
-/// How long DEBUG SLEEP sleeps, as Redis computes it: `(long long)(seconds * 1e6)`
-/// microseconds, and nothing when that is not positive. A time of 2^63 microseconds or more,
-/// an infinity or NaN converts to LLONG_MIN on x86-64 and Redis returns at once; so does
-/// Darner (it used to sleep 10^12 seconds: that thread's clients never heard again).
-fn sleep_time(secs: f64) -> Option<std::time::Duration> {
-    let us = secs * 1e6;
-    // NaN is in no range.
-    (1.0..9_223_372_036_854_775_808.0)
-        .contains(&us)
-        .then(|| std::time::Duration::from_micros(us as u64))
-}
-
-fn debug_help(w: &mut ReplyWriter, command: &[u8]) {
-    help_reply(
-        w,
-        command,
-        &[
-            "OBJECT <key>",
-            "    Show internal details of the value stored at <key>.",
-            "SET-ACTIVE-EXPIRE <0|1>",
-            "    Turn the periodic reclaiming of expired keys off (0) or on (1).",
-            "SLEEP <seconds>",
-            "    Block the connection's thread for <seconds> (a decimal number).",
-        ],
-    );
-}
-
-/// C's strtod on the longest numeric prefix (0 when there is none), as DEBUG's arguments are
-/// read by Redis.
-fn strtod(b: &[u8]) -> f64 {
-    let s = String::from_utf8_lossy(&b[..b.len().min(64)]);
-    let s = s.trim_start();
-    (1..=s.len())
-        .rev()
-        .filter(|&n| s.is_char_boundary(n))
-        .find_map(|n| s[..n].parse::<f64>().ok())
-        .unwrap_or(0.0)
-}
-
-/// RDB's length prefix size.
-fn rdb_len_size(n: usize) -> usize {
-    match n {
-        0..=63 => 1,
-        64..=16383 => 2,
-        _ if n as u64 <= u32::MAX as u64 => 5,
-        _ => 9,
-    }
-}
-
-/// The size of a string in an RDB file: the integer encodings (1 + 1/2/4 bytes) for numbers
-/// that fit 32 bits, else a length prefix and the bytes. (Redis would also try LZF on values
-/// over 20 bytes; this reports their uncompressed size.)
-fn rdb_string_size(v: &[u8]) -> usize {
-    if v.len() <= 11 {
-        if let Some(n) = super::parse_int(v) {
-            if i8::try_from(n).is_ok() {
-                return 2;
-            } else if i16::try_from(n).is_ok() {
-                return 3;
-            } else if i32::try_from(n).is_ok() {
-                return 5;
-            }
-        }
-    }
-    rdb_len_size(v.len()) + v.len()
-}
-
-fn debug_object(e: &Entry, clock: darner_engine::Clock) -> String {
-    let encoding = e.encoding();
-    let is_string = e.value_type() == darner_engine::ValueType::String;
-    // Redis shares the integers 0..9999 between keys: it reports them with the "shared"
-    // reference count.
-    let shared = is_string
-        && encoding == "int"
-        && super::parse_int(e.str_value()).is_some_and(|n| (0..10000).contains(&n));
-    // A collection's serialized length is not computed (no RDB yet): its memory stands in.
-    let serialized = if is_string {
-        rdb_string_size(e.str_value())
-    } else {
-        e.memory()
-    };
-    format!(
-        "Value at:{:p} refcount:{} encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",
-        e as *const Entry,
-        if shared { i32::MAX } else { 1 },
-        encoding,
-        serialized,
-        e.clock(),
-        clock.idle_secs(e.clock())
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sleep_time_is_redis_conversion() {
-        use std::time::Duration;
-        assert_eq!(sleep_time(0.2), Some(Duration::from_millis(200)));
-        assert_eq!(sleep_time(0.0000015), Some(Duration::from_micros(1)));
-        assert_eq!(sleep_time(0.0000005), None);
-        for none in [
-            0.0,
-            -1.0,
-            f64::NAN,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            1e300,
-            9.3e12,
-        ] {
-            assert_eq!(sleep_time(none), None, "{none}");
-        }
-        assert_eq!(
-            sleep_time(9.2e12),
-            Some(Duration::from_secs(9_200_000_000_000))
-        );
-    }
-
-    #[test]
-    fn strtod_prefixes() {
-        assert_eq!(strtod(b"0.5"), 0.5);
-        assert_eq!(strtod(b"  2abc"), 2.0);
-        assert_eq!(strtod(b"x"), 0.0);
-        assert_eq!(strtod(b""), 0.0);
-        assert_eq!(strtod(b"-1"), -1.0);
-        assert_eq!(strtod("1é".as_bytes()), 1.0);
-    }
-
-    #[test]
-    fn rdb_sizes() {
-        assert_eq!(rdb_string_size(b"v"), 2);
-        assert_eq!(rdb_string_size(b"123"), 2);
-        assert_eq!(rdb_string_size(b"1000"), 3);
-        assert_eq!(rdb_string_size(b"100000"), 5);
-        assert_eq!(rdb_string_size(b"1234567890123"), 14);
-        assert_eq!(rdb_string_size(b"0123"), 5);
-        assert_eq!(rdb_string_size(&[b'a'; 100]), 102);
-    }
-
-    #[test]
-    fn encodings() {
-        let e = |v: &[u8]| Entry::new_str(b"k", v, None, false, 0);
-        assert_eq!(e(b"123").string_encoding(), "int");
-        assert_eq!(e(b"-9223372036854775808").string_encoding(), "int");
-        assert_eq!(e(b"0123").string_encoding(), "embstr");
-        assert_eq!(e(&[b'a'; 44]).string_encoding(), "embstr");
-        assert_eq!(e(&[b'a'; 45]).string_encoding(), "raw");
-        assert_eq!(
-            Entry::new_str(b"k", b"1", None, true, 0).string_encoding(),
-            "raw"
-        );
-    }
 }

@@ -33,6 +33,8 @@ use std::time::{Duration, Instant};
 const WAKER: Token = Token(usize::MAX);
 /// Redis's reply to DEBUG while `enable-debug-command` does not allow it.
 const ERR_DEBUG_NOT_ALLOWED: &[u8] = b"ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
+/// Redis's reply to MODULE LOAD / LOADEX / UNLOAD while `enable-module-command` does not allow it.
+const ERR_MODULE_NOT_ALLOWED: &[u8] = b"ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
 const LISTENER_BASE: usize = usize::MAX - 64;
 /// The loop's alarm clock (the cron and blocked clients' timeouts).
 const ALARM: Token = Token(LISTENER_BASE - 1);
@@ -773,16 +775,17 @@ impl Worker {
         self.reply_error_now(c, msg);
     }
 
-    /// Whether connection `c` may run a protected command (DEBUG): `enable-debug-command`
-    /// yes, or local and the client connected from the loopback interface (Redis's rule).
-    fn protected_allowed(&self, c: usize) -> bool {
-        match self
-            .shared
-            .config
-            .hot
-            .enable_debug_command
-            .load(Ordering::Relaxed)
-        {
+    /// Whether connection `c` may run a protected command: DEBUG by `enable-debug-command`,
+    /// MODULE LOAD/LOADEX/UNLOAD by `enable-module-command`; yes, or local and the client
+    /// connected from the loopback interface (Redis's rule).
+    fn protected_allowed(&self, c: usize, module: bool) -> bool {
+        let hot = &self.shared.config.hot;
+        let setting = if module {
+            &hot.enable_module_command
+        } else {
+            &hot.enable_debug_command
+        };
+        match setting.load(Ordering::Relaxed) {
             1 => true,
             2 => self.conns[c].state.local,
             _ => false,
@@ -834,10 +837,18 @@ impl Worker {
             self.reject(c, Some(spec), b"NOAUTH Authentication required.");
             return;
         }
-        if spec.has(flags::PROTECTED) && !self.protected_allowed(c) {
-            bump(&self.shared.stats[self.id].cmd[cmd.id].rejected, 1);
-            self.reject(c, Some(spec), ERR_DEBUG_NOT_ALLOWED);
-            return;
+        if spec.has(flags::PROTECTED) {
+            let module = spec.full_name.starts_with("module|");
+            if !self.protected_allowed(c, module) {
+                bump(&self.shared.stats[self.id].cmd[cmd.id].rejected, 1);
+                let msg = if module {
+                    ERR_MODULE_NOT_ALLOWED
+                } else {
+                    ERR_DEBUG_NOT_ALLOWED
+                };
+                self.reject(c, Some(spec), msg);
+                return;
+            }
         }
         let conn = &mut self.conns[c];
         // RESP2 subscribe mode: only the commands that manage subscriptions (Redis's rule).

@@ -58,12 +58,15 @@ pub struct Metrics {
     pub lazyfree_pending: AtomicU64,
     pub lazyfreed: AtomicU64,
     samples: Mutex<Samples>,
-    /// run_id and master_replid: random, fixed for the life of the process.
-    ids: OnceLock<(String, String)>,
+    /// run_id: random, fixed for the life of the process.
+    run_id: OnceLock<String>,
+    /// master_replid: random, drawn at start and again by DEBUG CHANGE-REPL-ID.
+    replid: Mutex<Option<String>>,
 }
 
 impl Metrics {
-    fn note_memory(&self) -> (usize, usize) {
+    /// The memory in use now and the peak (which it updates).
+    pub fn note_memory(&self) -> (usize, usize) {
         let used = alloc::used_memory();
         let peak = self.mem_peak.fetch_max(used, Ordering::Relaxed).max(used);
         (used, peak)
@@ -74,8 +77,21 @@ impl Metrics {
         s.rates[which].iter().sum::<f64>() / SAMPLES as f64
     }
 
-    fn ids(&self) -> &(String, String) {
-        self.ids.get_or_init(|| (random_hex40(1), random_hex40(2)))
+    fn run_id(&self) -> &str {
+        self.run_id.get_or_init(|| random_hex40(1))
+    }
+
+    fn replid(&self) -> String {
+        self.replid
+            .lock()
+            .unwrap()
+            .get_or_insert_with(|| random_hex40(2))
+            .clone()
+    }
+
+    /// DEBUG CHANGE-REPL-ID: a new master_replid.
+    pub fn change_replid(&self) {
+        *self.replid.lock().unwrap() = Some(random_hex40(3));
     }
 }
 
@@ -359,7 +375,7 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 line!("multiplexing_api:epoll");
                 line!("process_id:{}", std::process::id());
                 line!("process_supervised:no");
-                line!("run_id:{}", shared.metrics.ids().0);
+                line!("run_id:{}", shared.metrics.run_id());
                 line!("tcp_port:{}", shared.tcp_port);
                 line!("server_time_usec:{now_us}");
                 line!("uptime_in_seconds:{uptime}");
@@ -552,7 +568,7 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 line!("role:master");
                 line!("connected_slaves:0");
                 line!("master_failover_state:no-failover");
-                line!("master_replid:{}", shared.metrics.ids().1);
+                line!("master_replid:{}", shared.metrics.replid());
                 line!("master_replid2:0000000000000000000000000000000000000000");
                 line!("master_repl_offset:0");
                 line!("second_repl_offset:-1");
