@@ -210,7 +210,10 @@ mod tests {
         assert_eq!(decompress(&[0, b'a', 0x20, 1], 20), Err(Error::Corrupt));
         // More than announced, less than announced.
         assert_eq!(decompress(&[1, b'a', b'b'], 1), Err(Error::Length));
-        assert_eq!(decompress(&[0, b'a', 0xE0, 255, 0], 100), Err(Error::Length));
+        assert_eq!(
+            decompress(&[0, b'a', 0xE0, 255, 0], 100),
+            Err(Error::Length)
+        );
         assert_eq!(decompress(&[1, b'a', b'b'], 3), Err(Error::Length));
         // A huge claimed length does not make a huge allocation.
         let mut out = Vec::new();

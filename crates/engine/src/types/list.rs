@@ -1468,13 +1468,20 @@ mod tests {
             let e = format!("element-{}", i % 100).into_bytes();
             l.grow_check(e.len(), 1, -2, 1);
             l.push(&e, i % 3 == 0, -2);
-            if i % 3 == 0 { m.push_front(e) } else { m.push_back(e) }
+            if i % 3 == 0 {
+                m.push_front(e)
+            } else {
+                m.push_back(e)
+            }
         }
         l.check();
         let info = l.quicklist_info().unwrap();
         assert!(info.compressed);
         assert_eq!(info.compressed_nodes, info.nodes - 2, "{info:?}");
-        assert!(info.compressed_bytes * 4 < info.uncompressed_size, "{info:?}");
+        assert!(
+            info.compressed_bytes * 4 < info.uncompressed_size,
+            "{info:?}"
+        );
         let plain = {
             let mut p = List::new();
             for e in &m {
@@ -1483,7 +1490,12 @@ mod tests {
             }
             p
         };
-        assert!(l.memory() * 2 < plain.memory(), "{} vs {}", l.memory(), plain.memory());
+        assert!(
+            l.memory() * 2 < plain.memory(),
+            "{} vs {}",
+            l.memory(),
+            plain.memory()
+        );
         assert!(l == plain);
         // Edits in the middle: LSET, LINSERT (with splits), LREM, LTRIM.
         for k in [5_000, 9_999, 12_345] {
@@ -1508,11 +1520,15 @@ mod tests {
         assert_eq!(all, m.iter().cloned().collect::<Vec<_>>());
         let mut seek = ListSeek::default();
         for at in (0..m.len()).step_by(997) {
-            let got: Vec<Vec<u8>> = l.iter_from_near(at, &mut seek).take(10).map(Cow::into_owned).collect();
+            let got: Vec<Vec<u8>> = l
+                .iter_from_near(at, &mut seek)
+                .take(10)
+                .map(Cow::into_owned)
+                .collect();
             assert_eq!(got, m.iter().skip(at).take(10).cloned().collect::<Vec<_>>());
         }
         while l.len() > 10 {
-            l.pop(l.len() % 2 == 0);
+            l.pop(l.len().is_multiple_of(2));
         }
         l.check();
         assert_eq!(l.quicklist_info().unwrap().compressed_nodes, 0);
