@@ -532,7 +532,6 @@ pub static UNBUILT: &[(&str, &[&str])] = &[
     ("io-threads", &["1"]),
     ("unixsocket", &[]),
     ("tls-port", &["0"]),
-    ("list-compress-depth", &["0"]),
 ];
 
 /// Parses a byte count with Redis's units: b, k, kb, m, mb, g, gb (case-insensitive).

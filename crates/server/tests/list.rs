@@ -679,6 +679,15 @@ fn list_compress_depth_compresses_inner_nodes() {
     assert_eq!(all, want);
     // 50 copies of element-7 went from before it.
     assert_eq!(all[49_950..49_952], ["inserted", "changed"]);
+    // The directive on the command line (it used to be refused as unbuilt).
+    let s = Server::start(&["--list-compress-depth", "2"]);
+    let mut c = s.client();
+    let depth: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("list-compress-depth")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(depth, ["list-compress-depth", "2"]);
 }
 
 #[test]

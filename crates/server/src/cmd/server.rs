@@ -350,9 +350,6 @@ fn debug_help(w: &mut ReplyWriter, command: &[u8]) {
         &[
             "OBJECT <key>",
             "    Show internal details of the value stored at <key>.",
-            "QUICKLIST-PACKED-THRESHOLD <size>",
-            "    Sets the threshold for elements to be inserted as plain vs packed nodes",
-            "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
             "SET-ACTIVE-EXPIRE <0|1>",
             "    Turn the periodic reclaiming of expired keys off (0) or on (1).",
             "SLEEP <seconds>",
