@@ -141,7 +141,7 @@ mod tests {
         let mut h = Hash::new();
         let mut s = Set::default();
         let mut l = List::default();
-        l.grow_check(1 << 20, 5000, lim.list_max_listpack_size);
+        l.grow_check(1 << 20, 5000, lim.list_max_listpack_size, 0);
         let mut z = ZSet::new();
         for i in 0..5000 {
             let m = format!("member:{i}");

@@ -78,7 +78,7 @@ pub struct Hot {
 
 /// The directives that decide when a small collection leaves its compact encoding, in the
 /// order of `Hot::encodings`, with Redis's defaults.
-pub const ENCODING_DIRECTIVES: [(&str, i64); 8] = [
+pub const ENCODING_DIRECTIVES: [(&str, i64); 9] = [
     ("hash-max-listpack-entries", 128),
     ("hash-max-listpack-value", 64),
     ("set-max-intset-entries", 512),
@@ -87,6 +87,7 @@ pub const ENCODING_DIRECTIVES: [(&str, i64); 8] = [
     ("zset-max-listpack-entries", 128),
     ("zset-max-listpack-value", 64),
     ("list-max-listpack-size", -2),
+    ("list-compress-depth", 0),
 ];
 
 impl Hot {
@@ -103,6 +104,7 @@ impl Hot {
             zset_max_listpack_entries: u(5),
             zset_max_listpack_value: u(6),
             list_max_listpack_size: v(7),
+            list_compress_depth: u(8),
         }
     }
 }
@@ -449,6 +451,16 @@ pub static TABLE: &[Directive] = &[
         mutable: true,
         apply: |h, v| set_encoding(h, "list-max-listpack-size", v),
     },
+    Directive {
+        name: "list-compress-depth",
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        default: "0",
+        mutable: true,
+        apply: |h, v| set_encoding(h, "list-compress-depth", v),
+    },
     // Accepted for compatibility: Darner frees big values in the background whatever the
     // value (lazyfree.rs), which is what "yes" asks for and better than what "no" does.
     Directive {
@@ -538,7 +550,6 @@ pub static UNBUILT: &[(&str, &[&str])] = &[
     ("io-threads", &["1"]),
     ("unixsocket", &[]),
     ("tls-port", &["0"]),
-    ("list-compress-depth", &["0"]),
 ];
 
 /// Parses a byte count with Redis's units: b, k, kb, m, mb, g, gb (case-insensitive).

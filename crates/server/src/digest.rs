@@ -60,7 +60,7 @@ pub fn value_digest(e: &Entry, d: &mut Digest) {
         ValueRef::Str(s) => mix(d, s),
         ValueRef::List(l) => {
             for el in l.iter() {
-                mix(d, el);
+                mix(d, &el);
             }
         }
         ValueRef::Set(s) => s.for_each(|m| xor(d, m)),

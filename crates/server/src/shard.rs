@@ -79,6 +79,12 @@ pub struct ShardCtx<'a> {
 
 impl<'a> ShardCtx<'a> {
     /// The command's database, as of this command's clock.
+    /// Records that this write command call changed nothing (Redis does not count it in
+    /// `server.dirty`, so INFO's rdb_changes_since_last_save leaves it out).
+    pub fn unchanged_write(&self) {
+        crate::shared::bump(&self.shared.stats[self.shard.id].unchanged_writes, 1);
+    }
+
     pub fn db(&mut self) -> DbView<'_> {
         let c = self.clock;
         self.shard.dbs[self.db].view(c)

@@ -47,6 +47,9 @@ pub struct ThreadStats {
     pub keyspace_hits: AtomicU64,
     pub keyspace_misses: AtomicU64,
     pub total_error_replies: AtomicU64,
+    /// Successful calls of write commands that changed nothing (a SETBIT of the bit's own
+    /// value...): INFO's rdb_changes_since_last_save leaves them out, as Redis does.
+    pub unchanged_writes: AtomicU64,
     /// Turns of the thread's event loop, the time they took (µs; from the end of the wait for
     /// events to the end of the turn: Redis's `eventloop_duration_sum`), and the longest one.
     pub eventloop_cycles: AtomicU64,
@@ -70,6 +73,7 @@ impl ThreadStats {
             &self.keyspace_hits,
             &self.keyspace_misses,
             &self.total_error_replies,
+            &self.unchanged_writes,
             &self.eventloop_cycles,
             &self.eventloop_usec,
             &self.eventloop_max_usec,

@@ -522,7 +522,7 @@ fn produce(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) ->
                 .iter_from_near(start + s.done, &mut s.list_seek)
                 .take(owed)
             {
-                w.bulk(v);
+                w.bulk(&v);
                 n += 1;
                 if enough(n, w.out.len()) {
                     break;

@@ -552,3 +552,189 @@ fn huge_counts_and_long_lists() {
     let e: i64 = redis::cmd("EXISTS").arg("l").query(&mut c).unwrap();
     assert_eq!(e, 0);
 }
+
+/// A DEBUG OBJECT field's value.
+fn debug_field(c: &mut redis::Connection, key: &str, field: &str) -> String {
+    let line: String = redis::cmd("DEBUG").arg("OBJECT").arg(key).query(c).unwrap();
+    line.split(' ')
+        .find_map(|kv| kv.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in {line}"))
+        .to_string()
+}
+
+fn used_memory(c: &mut redis::Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("memory").query(c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn list_compress_depth_compresses_inner_nodes() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    let depth: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("list-compress-depth")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(depth, ["list-compress-depth", "0"]);
+    let items: Vec<String> = (0..100_000)
+        .map(|i| format!("element-{}", i % 1000))
+        .collect();
+    // The same list without compression, then with depth 1 (a list keeps the depth it had
+    // when it became a quicklist, as in Redis).
+    let m0 = used_memory(&mut c);
+    let _: i64 = redis::cmd("RPUSH")
+        .arg("plain")
+        .arg(&items)
+        .query(&mut c)
+        .unwrap();
+    let m1 = used_memory(&mut c);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("list-compress-depth")
+        .arg("1")
+        .query(&mut c)
+        .unwrap();
+    let _: i64 = redis::cmd("RPUSH")
+        .arg("z")
+        .arg(&items)
+        .query(&mut c)
+        .unwrap();
+    let m2 = used_memory(&mut c);
+    let (plain, packed) = (m1 - m0, m2 - m1);
+    assert!(
+        packed * 3 < plain,
+        "compressed {packed} bytes, plain {plain}"
+    );
+    assert_eq!(debug_field(&mut c, "plain", "ql_compressed"), "0");
+    assert_eq!(debug_field(&mut c, "z", "ql_compressed"), "1");
+    let enc: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg("z")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(enc, "quicklist");
+    // Same node layout and sizes, whatever the compression.
+    for f in [
+        "ql_nodes",
+        "ql_avg_node",
+        "ql_listpack_max",
+        "ql_uncompressed_size",
+    ] {
+        assert_eq!(
+            debug_field(&mut c, "plain", f),
+            debug_field(&mut c, "z", f),
+            "{f}"
+        );
+    }
+    // Reads and edits in the middle, and a streamed LRANGE over the whole list.
+    for i in [0i64, 49_999, 77_777, -1] {
+        let v: String = redis::cmd("LINDEX").arg("z").arg(i).query(&mut c).unwrap();
+        let w: String = redis::cmd("LINDEX")
+            .arg("plain")
+            .arg(i)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(v, w);
+    }
+    for key in ["plain", "z"] {
+        let _: () = redis::cmd("LSET")
+            .arg(key)
+            .arg(50_000)
+            .arg("changed")
+            .query(&mut c)
+            .unwrap();
+        let _: i64 = redis::cmd("LINSERT")
+            .arg(key)
+            .arg("BEFORE")
+            .arg("changed")
+            .arg("inserted")
+            .query(&mut c)
+            .unwrap();
+        let _: i64 = redis::cmd("LREM")
+            .arg(key)
+            .arg(0)
+            .arg("element-7")
+            .query(&mut c)
+            .unwrap();
+    }
+    let all: Vec<String> = redis::cmd("LRANGE")
+        .arg("z")
+        .arg(0)
+        .arg(-1)
+        .query(&mut c)
+        .unwrap();
+    let want: Vec<String> = redis::cmd("LRANGE")
+        .arg("plain")
+        .arg(0)
+        .arg(-1)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(all.len(), 100_000 - 100 + 1);
+    assert_eq!(all, want);
+    // 50 copies of element-7 went from before it.
+    assert_eq!(all[49_950..49_952], ["inserted", "changed"]);
+    // The directive on the command line (it used to be refused as unbuilt).
+    let s = Server::start(&["--list-compress-depth", "2"]);
+    let mut c = s.client();
+    let depth: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("list-compress-depth")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(depth, ["list-compress-depth", "2"]);
+}
+
+#[test]
+fn debug_quicklist_packed_threshold_gives_big_elements_their_own_node() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    let err = b"-ERR argument must be a memory value bigger than 1 and smaller than 4gb\r\n";
+    for bad in ["5gb", "abc", "-1", "4293918721"] {
+        send(
+            &mut r,
+            &format!("DEBUG QUICKLIST-PACKED-THRESHOLD {bad}"),
+            err,
+        );
+    }
+    send(
+        &mut r,
+        "DEBUG QUICKLIST-PACKED-THRESHOLD 4293918720",
+        b"+OK\r\n",
+    );
+    send(&mut r, "DEBUG QUICKLIST-PACKED-THRESHOLD 100", b"+OK\r\n");
+    send(&mut r, "CONFIG SET list-max-listpack-size 4", b"+OK\r\n");
+    // Nodes of 4: [a b c d] [e f g h] [i j].
+    send(&mut r, "RPUSH l a b c d e f g h i j", b":10\r\n");
+    let (x, y, z) = ("x".repeat(150), "y".repeat(150), "z".repeat(120));
+    // x and y go alone; k cannot join x's plain node: 6 nodes.
+    send(&mut r, &format!("RPUSH l {x} k"), b":12\r\n");
+    send(&mut r, &format!("LPUSH l {y}"), b":13\r\n");
+    let mut c = s.client();
+    assert_eq!(debug_field(&mut c, "l", "ql_nodes"), "6");
+    // Plain nodes count their element's bytes: 3 + 1 listpacks (7 + 3 per entry) and 300.
+    assert_eq!(debug_field(&mut c, "l", "ql_uncompressed_size"), "361");
+    // z inside [a b c d]: split around it, 8 nodes.
+    send(&mut r, &format!("LINSERT l AFTER b {z}"), b":14\r\n");
+    assert_eq!(debug_field(&mut c, "l", "ql_nodes"), "8");
+    let all: Vec<String> = redis::cmd("LRANGE")
+        .arg("l")
+        .arg(0)
+        .arg(-1)
+        .query(&mut c)
+        .unwrap();
+    let want: Vec<&str> = vec![
+        &y, "a", "b", &z, "c", "d", "e", "f", "g", "h", "i", "j", &x, "k",
+    ];
+    assert_eq!(all, want);
+    // Back to the 1 GiB default: x and k join [i j].
+    send(&mut r, "DEBUG QUICKLIST-PACKED-THRESHOLD 0", b"+OK\r\n");
+    send(&mut r, "RPUSH m a b c d e f g h i j", b":10\r\n");
+    send(&mut r, &format!("RPUSH m {x} k"), b":12\r\n");
+    assert_eq!(debug_field(&mut c, "m", "ql_nodes"), "3");
+}

@@ -1089,11 +1089,16 @@ fn debug_subcommands() {
     let help = ask_str(&mut r, &[b"debug", b"help"]);
     assert!(
         help.starts_with(
-            "*30\r\n+DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n"
+            "*32\r\n+DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n"
         ),
         "{help}"
     );
-    for sub in ["+DIGEST\r\n", "+PROTOCOL <type>\r\n", "+ERROR <string>\r\n"] {
+    for sub in [
+        "+DIGEST\r\n",
+        "+PROTOCOL <type>\r\n",
+        "+ERROR <string>\r\n",
+        "+QUICKLIST-PACKED-THRESHOLD <size>\r\n",
+    ] {
         assert!(help.contains(sub), "{sub} in {help}");
     }
     r.roundtrip(&cmd(&[b"DEBUG", b"SET-ACTIVE-EXPIRE", b"1"]), b"+OK\r\n");

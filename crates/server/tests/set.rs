@@ -723,3 +723,67 @@ fn sunion_across_shards_of_many_and_repeated_keys() {
     let pong: String = redis::cmd("PING").query(&mut c).unwrap();
     assert_eq!(pong, "PONG");
 }
+
+/// Redis 7.2's t_set.c: SINTERSTORE's result becomes an intset when all its members are
+/// integers and it fits one, even when it passed through a hash table (the smallest input
+/// set was big); SUNIONSTORE/SDIFFSTORE build from an intset, which takes a small
+/// non-integer result as a listpack (7.0, without set listpacks, answers hashtable).
+#[test]
+fn set_stores_choose_redis_encodings_for_big_inputs() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    let ints = |r: std::ops::Range<usize>, step: usize| -> Vec<String> {
+        r.step_by(step).map(|i| i.to_string()).collect()
+    };
+    let words = |p: &str, n: usize| -> Vec<String> { (0..n).map(|i| format!("{p}{i}")).collect() };
+    sadd(
+        &mut c,
+        "{k}big1",
+        &[ints(0..3000, 1), words("s", 300)].concat(),
+    );
+    sadd(
+        &mut c,
+        "{k}big2",
+        &[ints(0..3000, 10), words("t", 300)].concat(),
+    );
+    sadd(
+        &mut c,
+        "{k}big3",
+        &[ints(0..3000, 2), words("s", 50)].concat(),
+    );
+    sadd(&mut c, "{k}sm1", &words("a", 3));
+    sadd(&mut c, "{k}sm2", &[words("a", 2), ints(1..4, 1)].concat());
+    let store = |c: &mut Connection, op: &str, keys: &[&str]| -> i64 {
+        let mut q = redis::cmd(op);
+        q.arg("{k}d");
+        for k in keys {
+            q.arg(format!("{{k}}{k}"));
+        }
+        q.query(c).unwrap()
+    };
+    for (op, keys, n, enc) in [
+        // 300 integers out of two hash tables: an intset.
+        ("SINTERSTORE", &["big1", "big2"][..], 300, "intset"),
+        // 1500 integers and 50 words: too many for a listpack.
+        ("SINTERSTORE", &["big1", "big3"], 1550, "hashtable"),
+        // Two words: a listpack.
+        ("SINTERSTORE", &["sm1", "sm2"], 2, "listpack"),
+        // Three sets, the smallest a hash table: 300 integers again.
+        ("SINTERSTORE", &["big3", "big1", "big2"], 300, "intset"),
+        ("SUNIONSTORE", &["sm1", "sm2"], 6, "listpack"),
+        ("SDIFFSTORE", &["sm2", "sm1"], 3, "intset"),
+        ("SDIFFSTORE", &["big2", "big1"], 300, "hashtable"),
+    ] {
+        assert_eq!(store(&mut c, op, keys), n, "{op} {keys:?}");
+        assert_eq!(encoding(&mut c, "{k}d"), enc, "{op} {keys:?}");
+    }
+    // An all-integer intersection past set-max-intset-entries stays a hash table.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("set-max-intset-entries")
+        .arg("100")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(store(&mut c, "SINTERSTORE", &["big1", "big2"]), 300);
+    assert_eq!(encoding(&mut c, "{k}d"), "hashtable");
+}

@@ -1071,3 +1071,65 @@ fn appends_grow_in_place_and_large_values_round_trip() {
         .unwrap();
     assert_eq!(pos, (1 << 23) + 1); // 'e' = 0b01100101
 }
+
+fn rdb_changes(c: &mut redis::Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("persistence").query(c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Redis 7.2's bitops.c and t_string.c: a SETBIT of the bit's own value, a BITFIELD whose
+/// writes leave every field as it was (or that only reads), and a SETRANGE of nothing change
+/// nothing: no dirty count, no keyspace event, no WATCH invalidation.
+#[test]
+fn writes_that_change_nothing_are_not_changes() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    let mut r = s.raw();
+    let q = |c: &mut redis::Connection, line: &str| -> redis::Value {
+        let mut cmd = redis::cmd(line.split(' ').next().unwrap());
+        for a in line.split(' ').skip(1) {
+            cmd.arg(if a == "''" { "" } else { a });
+        }
+        cmd.query(c).unwrap()
+    };
+    q(&mut c, "SETBIT s 3 1");
+    q(&mut c, "CONFIG SET notify-keyspace-events KA");
+    r.roundtrip(
+        &cmd(&[b"SUBSCRIBE", b"__keyspace@0__:s"]),
+        b"*3\r\n$9\r\nsubscribe\r\n$16\r\n__keyspace@0__:s\r\n:1\r\n",
+    );
+    let mut w = s.client();
+    q(&mut w, "WATCH s");
+    let before = rdb_changes(&mut c);
+    for line in [
+        "SETBIT s 3 1",
+        "SETBIT s 4 0",
+        "BITFIELD s SET u8 0 16",
+        "BITFIELD s GET u8 0",
+        "BITFIELD s INCRBY u4 0 0",
+        "BITFIELD_RO s GET u8 0",
+        "SETRANGE s 0 ''",
+        "SETRANGE nokey 0 ''",
+    ] {
+        q(&mut c, line);
+        assert_eq!(rdb_changes(&mut c), before, "{line}");
+    }
+    q(&mut w, "MULTI");
+    q(&mut w, "GET s");
+    let done: redis::Value = redis::cmd("EXEC").query(&mut w).unwrap();
+    assert_ne!(
+        done,
+        redis::Value::Nil,
+        "EXEC aborted by a write that changed nothing"
+    );
+    // A real change counts, and its event is the first the subscriber hears.
+    q(&mut c, "SETBIT s 4 1");
+    assert_eq!(rdb_changes(&mut c), before + 1);
+    let event = b"*3\r\n$7\r\nmessage\r\n$16\r\n__keyspace@0__:s\r\n$6\r\nsetbit\r\n";
+    assert_eq!(r.read_n(event.len()), event);
+}

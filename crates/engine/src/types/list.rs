@@ -23,11 +23,70 @@
 //!   t_list.c: conversions only in `grow_check` and `shrink_check`, called by the commands at
 //!   the points where Redis calls them).
 //!
+//! - compression (`list-compress-depth` d > 0, Redis's quicklist rule): the d nodes at each end
+//!   stay plain, every node between them is kept LZF-compressed ([`crate::lzf`]) when its bytes
+//!   are at least `MIN_COMPRESS_BYTES` and compression saves more than `MIN_COMPRESS_IMPROVE`.
+//!   The ends, where pushes and pops happen, are never compressed; an inner node is
+//!   decompressed to be edited and compressed again after, and readers decompress a copy of
+//!   the node they are in (one node at a time: a streamed LRANGE stays bounded per step).
+//! - big elements (Redis's "plain nodes"): in a quicklist, an element of at least the packed
+//!   threshold (1 GiB, `DEBUG QUICKLIST-PACKED-THRESHOLD`) gets a node of its own that nothing
+//!   joins, with Redis 7.2's rules for pushes, inserts and LSET.
+//!
 //! Complexity: push/pop at either end O(1) amortized; index access O(nodes + node size),
 //! walking from the nearer end of the list and of the node; LRANGE O(start offset + count);
 //! middle insertion/removal O(nodes + node size).
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::lzf;
+
+/// One element as a reader sees it: borrowed from a plain node, copied out of a compressed one.
+pub type Elem<'a> = Cow<'a, [u8]>;
+
+/// Redis's MIN_COMPRESS_BYTES: a smaller node is not worth compressing.
+const MIN_COMPRESS_BYTES: usize = 48;
+/// Redis's MIN_COMPRESS_IMPROVE: compression must save more than this many bytes.
+const MIN_COMPRESS_IMPROVE: usize = 8;
+/// Redis's COMPRESS_MAX (16 bits of depth).
+const COMPRESS_MAX: usize = (1 << 16) - 1;
+/// Redis's default packed threshold: elements from 1 GiB on get a node of their own.
+const PACKED_THRESHOLD_DEFAULT: usize = 1 << 30;
+
+/// The size from which an element goes into a plain node (process-wide, as Redis's static).
+static PACKED_THRESHOLD: AtomicUsize = AtomicUsize::new(PACKED_THRESHOLD_DEFAULT);
+
+/// DEBUG QUICKLIST-PACKED-THRESHOLD (Redis's `quicklistSetPackedThreshold`): 0 restores the
+/// default; above 4 GiB - 1 MiB is refused (false).
+pub fn set_packed_threshold(sz: u64) -> bool {
+    if sz > (1u64 << 32) - (1 << 20) {
+        return false;
+    }
+    let sz = if sz == 0 {
+        PACKED_THRESHOLD_DEFAULT
+    } else {
+        sz as usize
+    };
+    PACKED_THRESHOLD.store(sz, Ordering::Relaxed);
+    true
+}
+
+#[cfg(test)]
+thread_local! {
+    /// A unit test's own threshold: tests run on parallel threads, the static is shared.
+    static TEST_THRESHOLD: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Redis's `isLargeElement`.
+fn is_large(len: usize) -> bool {
+    #[cfg(test)]
+    if let Some(t) = TEST_THRESHOLD.with(std::cell::Cell::get) {
+        return len >= t;
+    }
+    len >= PACKED_THRESHOLD.load(Ordering::Relaxed)
+}
 
 /// Redis listpack header (total bytes u32 + count u16) and end marker.
 const LP_OVERHEAD: usize = 7;
@@ -198,7 +257,9 @@ fn read_back(buf: &[u8], q: usize) -> (usize, usize) {
     }
 }
 
-/// One node: a run of encoded elements in `buf[start..]`.
+/// One node: a run of encoded elements in `buf[start..]`, or, when `zlen > 0`, those
+/// elements' `zlen` bytes LZF-compressed in `buf` (and `start` 0). Only [`List`] compresses
+/// nodes; every `Node` method but `pack`/`unpack`/`unpacked` expects a plain one.
 #[derive(Clone, Debug, Default)]
 struct Node {
     buf: Vec<u8>,
@@ -206,6 +267,10 @@ struct Node {
     count: usize,
     /// The size of this node as a Redis listpack (decides splits and encodings).
     lp: usize,
+    /// Bytes of the elements when compressed, 0 when not.
+    zlen: usize,
+    /// Redis's plain node: one big element that no other element joins.
+    plain: bool,
 }
 
 impl Node {
@@ -217,7 +282,77 @@ impl Node {
     }
 
     fn bytes(&self) -> &[u8] {
+        debug_assert_eq!(self.zlen, 0);
         &self.buf[self.start..]
+    }
+
+    fn compressed(&self) -> bool {
+        self.zlen > 0
+    }
+
+    /// Bytes of the elements, compressed or not.
+    fn raw_len(&self) -> usize {
+        if self.compressed() {
+            self.zlen
+        } else {
+            self.buf.len() - self.start
+        }
+    }
+
+    /// Redis's `node->sz`: the listpack's bytes, or a plain node's element length.
+    fn redis_size(&self) -> usize {
+        if !self.plain {
+            return self.lp;
+        }
+        // raw = len + 2 * varint_len(len), which grows with len: one h fits.
+        let raw = self.raw_len();
+        (1..=10)
+            .map(|h| raw.saturating_sub(2 * h))
+            .find(|&l| enc_size(l) == raw)
+            .unwrap_or(raw)
+    }
+
+    /// Compresses the node if that pays (Redis's `__quicklistCompressNode` rule, applied to
+    /// this node's own bytes). Returns whether it is compressed.
+    fn pack(&mut self) -> bool {
+        if self.compressed() {
+            return true;
+        }
+        let raw = &self.buf[self.start..];
+        if raw.len() < MIN_COMPRESS_BYTES {
+            return false;
+        }
+        // Worth it only when compressed + MIN_COMPRESS_IMPROVE < raw.
+        match lzf::compress(raw, raw.len() - MIN_COMPRESS_IMPROVE - 1) {
+            Some(z) => {
+                self.zlen = raw.len();
+                // An exact-size block (see `seal`).
+                self.buf = z.as_slice().to_vec();
+                self.start = 0;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A plain copy of a compressed node (for readers, which cannot change the list).
+    fn unpacked(&self) -> Node {
+        let mut buf = Vec::new();
+        lzf::decompress_into(&self.buf, self.zlen, &mut buf)
+            .expect("a node this list compressed itself");
+        Node {
+            buf,
+            start: 0,
+            zlen: 0,
+            ..*self
+        }
+    }
+
+    /// Decompresses the node in place (before an edit).
+    fn unpack(&mut self) {
+        if self.compressed() {
+            *self = self.unpacked();
+        }
     }
 
     /// Byte range of the element whose encoding starts at absolute offset `p`, and where the
@@ -453,13 +588,13 @@ impl Node {
 
     /// Redis's `_quicklistNodeAllowInsert` for an element of `len` bytes.
     fn allow_insert(&self, fill: Fill, len: usize) -> bool {
-        !fill.exceeds(self.lp + len + SIZE_ESTIMATE_OVERHEAD, self.count + 1)
+        !self.plain && !fill.exceeds(self.lp + len + SIZE_ESTIMATE_OVERHEAD, self.count + 1)
     }
 }
 
 /// Redis's `_quicklistNodeAllowMerge`.
 fn allow_merge(a: &Node, b: &Node, fill: Fill) -> bool {
-    !fill.exceeds(a.lp + b.lp - LP_OVERHEAD, a.count + b.count)
+    !a.plain && !b.plain && !fill.exceeds(a.lp + b.lp - LP_OVERHEAD, a.count + b.count)
 }
 
 /// A list value.
@@ -470,6 +605,23 @@ pub struct List {
     /// Redis's encoding: true for "quicklist" (nodes bounded by the fill), false for
     /// "listpack" (a single node, checked as a whole before each growth).
     quick: bool,
+    /// `list-compress-depth` when the list became a quicklist (Redis keeps it in the
+    /// quicklist from then on): nodes `[depth, nodes - depth)` are kept compressed.
+    depth: usize,
+}
+
+/// What DEBUG OBJECT shows of a quicklist (Redis's `ql_*` fields).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuicklistInfo {
+    pub nodes: usize,
+    pub len: usize,
+    /// Whether the list compresses its inner nodes (depth > 0).
+    pub compressed: bool,
+    /// Redis's bytes of all nodes uncompressed (listpack sizes, a plain node's element).
+    pub uncompressed_size: usize,
+    /// Nodes now compressed and the bytes they take (not in Redis's line).
+    pub compressed_nodes: usize,
+    pub compressed_bytes: usize,
 }
 
 impl PartialEq for List {
@@ -521,24 +673,41 @@ impl List {
         self.nodes.len()
     }
 
+    /// DEBUG OBJECT's quicklist fields (None for a listpack).
+    pub fn quicklist_info(&self) -> Option<QuicklistInfo> {
+        if !self.quick {
+            return None;
+        }
+        let packed = self.nodes.iter().filter(|n| n.compressed());
+        Some(QuicklistInfo {
+            nodes: self.nodes.len(),
+            len: self.len,
+            compressed: self.depth != 0,
+            uncompressed_size: self.nodes.iter().map(Node::redis_size).sum(),
+            compressed_nodes: packed.clone().count(),
+            compressed_bytes: packed.map(|n| n.buf.len()).sum(),
+        })
+    }
+
     /// Redis's growth check (`listTypeTryConvertListpack`), to call BEFORE adding `count`
     /// elements of `bytes` total length: a listpack that would pass the limit becomes a
-    /// quicklist.
-    pub fn grow_check(&mut self, bytes: usize, count: usize, fill: i64) {
+    /// quicklist, which keeps `depth` (`list-compress-depth`) as its compression depth.
+    pub fn grow_check(&mut self, bytes: usize, count: usize, fill: i64, depth: usize) {
         if self.quick {
             return;
         }
         let lp = self.nodes.front().map_or(LP_OVERHEAD, |n| n.lp);
         if Fill::new(fill).exceeds(lp.saturating_add(bytes), self.len.saturating_add(count)) {
             self.quick = true;
+            self.depth = depth.min(COMPRESS_MAX);
         }
     }
 
     /// Redis's shrink check (`listTypeTryConvertQuicklist` with `shrinking`), to call AFTER
     /// removing elements from a list that is still not empty: one node under half the limit
-    /// becomes a listpack again.
+    /// becomes a listpack again (not a plain node).
     pub fn shrink_check(&mut self, fill: i64) {
-        if !self.quick || self.nodes.len() > 1 {
+        if !self.quick || self.nodes.len() > 1 || self.nodes.front().is_some_and(|n| n.plain) {
             return;
         }
         let f = Fill::new(fill);
@@ -560,33 +729,80 @@ impl List {
         }
     }
 
+    /// Whether `k` is an inner node, which compression keeps compressed.
+    fn is_inner(&self, k: usize) -> bool {
+        self.depth > 0 && k >= self.depth && k + self.depth < self.nodes.len()
+    }
+
+    /// Puts node `k` in the state compression wants.
+    fn fix(&mut self, k: usize) {
+        if self.is_inner(k) {
+            self.nodes[k].pack();
+        } else {
+            self.nodes[k].unpack();
+        }
+    }
+
+    /// After a change in the node layout (Redis's `__quicklistCompress`): the nodes near both
+    /// ends, and those within 2 of `around` (an edited node), get the state their place
+    /// wants (whether a node is inner depends on its distance to the nearer end, which a change
+    /// moves across `depth` only for nodes this close to an end). A node compresses when it becomes inner, not on every push to an end node.
+    fn settle(&mut self, around: Option<usize>) {
+        if self.depth == 0 {
+            return;
+        }
+        // Depth + 2 from each end: an insertion adds at most two nodes at once.
+        let n = self.nodes.len();
+        let e = (self.depth + 2).min(n);
+        for k in 0..e {
+            self.fix(k);
+        }
+        for k in n - e..n {
+            self.fix(k);
+        }
+        if let Some(c) = around {
+            for k in c.saturating_sub(2)..(c + 3).min(n) {
+                self.fix(k);
+            }
+        }
+    }
+
+    /// A new node holding `e` alone (a plain node when `e` is large).
+    fn single(e: &[u8], plain: bool) -> Node {
+        let mut n = Node::new();
+        n.push_back(e);
+        n.plain = plain;
+        n
+    }
+
     /// Pushes at the head (`left`) or tail. Call [`List::grow_check`] first.
     pub fn push(&mut self, e: &[u8], left: bool, fill: i64) {
         let f = self.fill_for_push(fill);
-        let ok = if left {
-            self.nodes
-                .front()
-                .is_some_and(|n| n.allow_insert(f, e.len()))
-        } else {
-            self.nodes
-                .back()
-                .is_some_and(|n| n.allow_insert(f, e.len()))
-        };
+        let large = self.quick && is_large(e.len());
+        let ok = !large
+            && if left {
+                self.nodes
+                    .front()
+                    .is_some_and(|n| n.allow_insert(f, e.len()))
+            } else {
+                self.nodes
+                    .back()
+                    .is_some_and(|n| n.allow_insert(f, e.len()))
+            };
         if !ok {
-            let mut n = Node::new();
+            let n = List::single(e, large);
             if left {
                 if let Some(old) = self.nodes.front_mut() {
                     old.seal();
                 }
-                n.push_front(e);
                 self.nodes.push_front(n);
             } else {
                 if let Some(old) = self.nodes.back_mut() {
                     old.seal();
                 }
-                n.push_back(e);
                 self.nodes.push_back(n);
             }
+            self.settle(None);
         } else if left {
             self.nodes[0].push_front(e);
         } else {
@@ -604,6 +820,7 @@ impl List {
             let v = n.pop_front();
             if n.count == 0 {
                 self.nodes.pop_front();
+                self.settle(None);
             }
             v
         } else {
@@ -611,6 +828,7 @@ impl List {
             let v = n.pop_back();
             if n.count == 0 {
                 self.nodes.pop_back();
+                self.settle(None);
             }
             v
         };
@@ -660,12 +878,36 @@ impl List {
         (0..len).contains(&i).then_some(i as usize)
     }
 
-    pub fn get(&self, i: usize) -> Option<&[u8]> {
+    pub fn get(&self, i: usize) -> Option<Elem<'_>> {
         if i >= self.len {
             return None;
         }
         let (k, j) = self.locate(i);
-        Some(self.nodes[k].get(j))
+        let n = &self.nodes[k];
+        Some(if n.compressed() {
+            Cow::Owned(n.unpacked().get(j).to_vec())
+        } else {
+            Cow::Borrowed(n.get(j))
+        })
+    }
+
+    /// A reader's view of node `k`: a decompressed copy when it is compressed.
+    fn open(&self, k: usize) -> Option<Node> {
+        let n = &self.nodes[k];
+        n.compressed().then(|| n.unpacked())
+    }
+
+    /// An iterator from element `j` of node `k`, for `left` elements.
+    fn iter_at(&self, k: usize, j: usize, left: usize) -> Iter<'_> {
+        let open = self.open(k);
+        let pos = open.as_ref().unwrap_or(&self.nodes[k]).offset_of(j);
+        Iter {
+            list: self,
+            node: k,
+            pos,
+            left,
+            open,
+        }
     }
 
     /// Elements from `i` towards the tail.
@@ -676,15 +918,11 @@ impl List {
                 node: self.nodes.len(),
                 pos: 0,
                 left: 0,
+                open: None,
             };
         }
         let (k, j) = self.locate(i);
-        Iter {
-            list: self,
-            node: k,
-            pos: self.nodes[k].offset_of(j),
-            left: self.len - i,
-        }
+        self.iter_at(k, j, self.len - i)
     }
 
     /// [`List::iter_from`] for a reader that comes back for the next elements (a streamed
@@ -693,6 +931,7 @@ impl List {
     /// end of the list over up to half of them (a 10M-element list has ~50,000 nodes). A
     /// `seek` that does not fit (default, or `i` before it) falls back to `iter_from`'s walk.
     /// The list must not have changed since the last call with this `seek` (streams pin it).
+    /// A call decompresses at most the nodes it reads (one at a time).
     pub fn iter_from_near(&self, i: usize, seek: &mut ListSeek) -> Iter<'_> {
         if i >= self.len {
             return self.iter_from(i);
@@ -710,12 +949,7 @@ impl List {
             (k, first) = (node, i - j);
         }
         *seek = ListSeek { node: k, first };
-        Iter {
-            list: self,
-            node: k,
-            pos: self.nodes[k].offset_of(i - first),
-            left: self.len - i,
-        }
+        self.iter_at(k, i - first, self.len - i)
     }
 
     pub fn iter(&self) -> Iter<'_> {
@@ -730,15 +964,19 @@ impl List {
                 node: 0,
                 pos: 0,
                 left: 0,
+                open: None,
             };
         }
         let (k, j) = self.locate(i);
-        let n = &self.nodes[k];
+        let open = self.open(k);
+        let n = open.as_ref().unwrap_or(&self.nodes[k]);
+        let pos = n.elem_at(n.offset_of(j)).2;
         RevIter {
             list: self,
             node: k,
-            pos: n.elem_at(n.offset_of(j)).2,
+            pos,
             left: i + 1,
+            open,
         }
     }
 
@@ -747,46 +985,75 @@ impl List {
     }
 
     /// Replaces element `i` (in range), in its node whatever the node's size afterwards (as
-    /// Redis 7.2's `quicklistReplaceEntry` does below its 1 GiB "plain node" threshold). Call
+    /// Redis 7.2's `quicklistReplaceEntry` does), except where a plain node is involved: a
+    /// large element replacing a packed one gets a plain node of its own, a small one
+    /// replacing a plain node goes where an insertion after it would. Call
     /// [`List::grow_check`] before (LSET does, even for an index out of range) and
     /// [`List::shrink_check`] after.
-    pub fn set(&mut self, i: usize, e: &[u8]) {
+    pub fn set(&mut self, i: usize, e: &[u8], fill: i64) {
         let (k, j) = self.locate(i);
-        self.nodes[k].replace(j, e);
+        let large = self.quick && is_large(e.len());
+        let plain = self.nodes[k].plain;
+        if plain == large {
+            // In place: a packed element by a packed one, a plain node's by another large one.
+            self.nodes[k].unpack();
+            self.nodes[k].replace(j, e);
+            self.settle(Some(k));
+        } else {
+            // Insert the new value after the old one, then drop the old one.
+            self.insert(i, e, true, fill);
+            self.remove_at(i);
+        }
     }
 
     /// Inserts `e` before (or, with `after`, after) element `pivot` (in range), with Redis's
     /// rules for where it goes when the node is full (`_quicklistInsert`): into the node, at
-    /// the end of the neighbour, in a new node, or into a split of the node. Call
+    /// the end of the neighbour, in a new node, or into a split of the node; a large element
+    /// gets a plain node next to the node, or between the two halves of a split. Call
     /// [`List::grow_check`] first.
     pub fn insert(&mut self, pivot: usize, e: &[u8], after: bool, fill: i64) {
         let f = self.fill_for_push(fill);
         let (k, j) = self.locate(pivot);
-        let full = !self.nodes[k].allow_insert(f, e.len());
+        self.nodes[k].unpack();
         let count = self.nodes[k].count;
+        let at_tail = after && j + 1 == count;
+        let at_head = !after && j == 0;
+        if self.quick && is_large(e.len()) {
+            if self.nodes[k].plain || at_tail || at_head {
+                self.nodes
+                    .insert(if after { k + 1 } else { k }, List::single(e, true));
+            } else {
+                // Split around the pivot: [..s), the plain node, [s..].
+                let s = if after { j + 1 } else { j };
+                let tail = self.nodes[k].split_off(s);
+                self.nodes.insert(k + 1, List::single(e, true));
+                self.nodes.insert(k + 2, tail);
+            }
+            self.len += 1;
+            self.settle(Some(k));
+            return;
+        }
+        let full = !self.nodes[k].allow_insert(f, e.len());
         if !full {
             self.nodes[k].insert(if after { j + 1 } else { j }, e);
-        } else if after && j + 1 == count {
+        } else if at_tail {
             if k + 1 < self.nodes.len() && self.nodes[k + 1].allow_insert(f, e.len()) {
+                self.nodes[k + 1].unpack();
                 self.nodes[k + 1].push_front(e);
             } else {
-                let mut n = Node::new();
-                n.push_back(e);
-                self.nodes.insert(k + 1, n);
+                self.nodes.insert(k + 1, List::single(e, false));
             }
-        } else if !after && j == 0 {
+        } else if at_head {
             if k > 0 && self.nodes[k - 1].allow_insert(f, e.len()) {
+                self.nodes[k - 1].unpack();
                 self.nodes[k - 1].push_back(e);
             } else {
-                let mut n = Node::new();
-                n.push_back(e);
-                self.nodes.insert(k, n);
+                self.nodes.insert(k, List::single(e, false));
             }
         } else if after {
             // Split: the node keeps [0..=j]; [j+1..] goes to a new node after it, headed by e.
             let tail = self.nodes[k].split_off(j + 1);
-            let mut n = Node::new();
-            n.push_back(e);
+            let mut n = List::single(e, false);
             n.append(tail);
             self.nodes.insert(k + 1, n);
             self.merge_around(k, f);
@@ -799,6 +1066,15 @@ impl List {
             self.merge_around(k + 1, f);
         }
         self.len += 1;
+        self.settle(Some(k));
+    }
+
+    /// Appends node `b` to node `a` (its left neighbour), both decompressed.
+    fn merge_into(&mut self, a: usize, b: usize) {
+        let mut nb = self.nodes.remove(b).expect("in range");
+        nb.unpack();
+        self.nodes[a].unpack();
+        self.nodes[a].append(nb);
     }
 
     /// Redis's `_quicklistMergeNodes` around node `c`.
@@ -806,25 +1082,21 @@ impl List {
         let mut c = c;
         // prev_prev + prev
         if c >= 2 && allow_merge(&self.nodes[c - 2], &self.nodes[c - 1], f) {
-            let b = self.nodes.remove(c - 1).expect("in range");
-            self.nodes[c - 2].append(b);
+            self.merge_into(c - 2, c - 1);
             c -= 1;
         }
         // next + next_next
         if c + 2 < self.nodes.len() && allow_merge(&self.nodes[c + 1], &self.nodes[c + 2], f) {
-            let b = self.nodes.remove(c + 2).expect("in range");
-            self.nodes[c + 1].append(b);
+            self.merge_into(c + 1, c + 2);
         }
         // prev + center
         if c >= 1 && allow_merge(&self.nodes[c - 1], &self.nodes[c], f) {
-            let b = self.nodes.remove(c).expect("in range");
-            self.nodes[c - 1].append(b);
+            self.merge_into(c - 1, c);
             c -= 1;
         }
         // center (or the merge result) + next
         if c + 1 < self.nodes.len() && allow_merge(&self.nodes[c], &self.nodes[c + 1], f) {
-            let b = self.nodes.remove(c + 1).expect("in range");
-            self.nodes[c].append(b);
+            self.merge_into(c, c + 1);
         }
     }
 
@@ -832,15 +1104,18 @@ impl List {
     /// Redis, which keeps the layout of a list that shrinks).
     pub fn remove_at(&mut self, i: usize) {
         let (k, j) = self.locate(i);
+        self.nodes[k].unpack();
         self.nodes[k].remove(j);
         if self.nodes[k].count == 0 {
             self.nodes.remove(k);
         }
         self.len -= 1;
+        self.settle(Some(k));
     }
 
     /// LREM: removes up to `count` elements equal to `e` (0: all), from the head or, when
-    /// `from_tail`, from the tail. Returns how many went.
+    /// `from_tail`, from the tail. Returns how many went. A compressed node is read from a
+    /// decompressed copy, which replaces it only when something went.
     pub fn remove_eq(&mut self, e: &[u8], count: usize, from_tail: bool) -> usize {
         let mut removed = 0;
         let order: Vec<usize> = if from_tail {
@@ -848,6 +1123,7 @@ impl List {
         } else {
             (0..self.nodes.len()).collect()
         };
+        let mut touched = false;
         for k in order {
             let budget = if count == 0 {
                 usize::MAX
@@ -857,10 +1133,27 @@ impl List {
             if budget == 0 {
                 break;
             }
-            removed += self.nodes[k].remove_eq(e, budget, from_tail);
+            let hits = match self.open(k) {
+                None => self.nodes[k].remove_eq(e, budget, from_tail),
+                Some(mut n) => {
+                    let hits = n.remove_eq(e, budget, from_tail);
+                    if hits > 0 {
+                        self.nodes[k] = n;
+                    }
+                    hits
+                }
+            };
+            touched |= hits > 0;
+            removed += hits;
         }
+        let before = self.nodes.len();
         self.nodes.retain(|n| n.count > 0);
         self.len -= removed;
+        if touched || self.nodes.len() != before {
+            for k in 0..self.nodes.len() {
+                self.fix(k);
+            }
+        }
         removed
     }
 
@@ -868,6 +1161,7 @@ impl List {
     pub fn trim(&mut self, left: usize, right: usize) {
         self.remove_front(left);
         self.remove_back(right);
+        self.settle(None);
     }
 
     fn remove_front(&mut self, mut n: usize) {
@@ -879,6 +1173,7 @@ impl List {
                 n -= front.count;
                 self.nodes.pop_front();
             } else {
+                front.unpack();
                 front.remove_range(0, n);
                 n = 0;
             }
@@ -894,6 +1189,7 @@ impl List {
                 n -= back.count;
                 self.nodes.pop_back();
             } else {
+                back.unpack();
                 let c = back.count;
                 back.remove_range(c - n, n);
                 n = 0;
@@ -904,8 +1200,24 @@ impl List {
     #[cfg(test)]
     fn check(&self) {
         let mut total = 0;
-        for n in &self.nodes {
+        for (k, n) in self.nodes.iter().enumerate() {
             assert!(n.count > 0, "empty node");
+            if n.compressed() {
+                assert!(self.is_inner(k), "compressed end node {k}");
+            } else if self.is_inner(k) && n.buf.len() - n.start >= MIN_COMPRESS_BYTES {
+                // An inner node left plain must be one that does not compress well.
+                let raw = n.bytes();
+                assert!(
+                    lzf::compress(raw, raw.len() - MIN_COMPRESS_IMPROVE - 1).is_none(),
+                    "inner node {k} of {} left uncompressed",
+                    self.nodes.len()
+                );
+            }
+            if n.plain {
+                assert!(self.quick && n.count == 1);
+            }
+            let open = self.open(k);
+            let n = open.as_ref().unwrap_or(n);
             let mut p = n.start;
             let mut lp = LP_OVERHEAD;
             for _ in 0..n.count {
@@ -924,7 +1236,6 @@ impl List {
     }
 }
 
-/// Forward iterator over a list's elements.
 /// Where [`List::iter_from_near`] starts its walk: a node and the index of its first element.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ListSeek {
@@ -932,30 +1243,50 @@ pub struct ListSeek {
     first: usize,
 }
 
+/// Forward iterator over a list's elements.
 pub struct Iter<'a> {
     list: &'a List,
     node: usize,
     pos: usize,
     left: usize,
+    /// The current node decompressed, when it is compressed.
+    open: Option<Node>,
 }
 
 impl<'a> Iterator for Iter<'a> {
-    type Item = &'a [u8];
+    type Item = Elem<'a>;
 
-    fn next(&mut self) -> Option<&'a [u8]> {
+    fn next(&mut self) -> Option<Elem<'a>> {
         if self.left == 0 {
             return None;
         }
-        let mut n = &self.list.nodes[self.node];
-        if self.pos >= n.buf.len() {
+        let list: &'a List = self.list;
+        let end = match &self.open {
+            Some(o) => o.buf.len(),
+            None => list.nodes[self.node].buf.len(),
+        };
+        if self.pos >= end {
             self.node += 1;
-            n = &self.list.nodes[self.node];
-            self.pos = n.start;
+            self.open = list.open(self.node);
+            self.pos = match &self.open {
+                Some(o) => o.start,
+                None => list.nodes[self.node].start,
+            };
         }
-        let (a, b, next) = n.elem_at(self.pos);
-        self.pos = next;
         self.left -= 1;
-        Some(&n.buf[a..b])
+        Some(match &self.open {
+            Some(o) => {
+                let (a, b, next) = o.elem_at(self.pos);
+                self.pos = next;
+                Cow::Owned(o.buf[a..b].to_vec())
+            }
+            None => {
+                let n = &list.nodes[self.node];
+                let (a, b, next) = n.elem_at(self.pos);
+                self.pos = next;
+                Cow::Borrowed(&n.buf[a..b])
+            }
+        })
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -970,26 +1301,42 @@ pub struct RevIter<'a> {
     /// End of the next element to return.
     pos: usize,
     left: usize,
+    /// The current node decompressed, when it is compressed.
+    open: Option<Node>,
 }
 
 impl<'a> Iterator for RevIter<'a> {
-    type Item = &'a [u8];
+    type Item = Elem<'a>;
 
-    fn next(&mut self) -> Option<&'a [u8]> {
+    fn next(&mut self) -> Option<Elem<'a>> {
         if self.left == 0 {
             return None;
         }
-        let mut n = &self.list.nodes[self.node];
-        if self.pos <= n.start {
+        let list: &'a List = self.list;
+        let start = match &self.open {
+            Some(o) => o.start,
+            None => list.nodes[self.node].start,
+        };
+        if self.pos <= start {
             self.node -= 1;
-            n = &self.list.nodes[self.node];
-            self.pos = n.buf.len();
+            self.open = list.open(self.node);
+            self.pos = match &self.open {
+                Some(o) => o.buf.len(),
+                None => list.nodes[self.node].buf.len(),
+            };
         }
-        let (len, t) = read_back(&n.buf, self.pos);
-        let v = &n.buf[self.pos - t - len..self.pos - t];
-        self.pos -= 2 * t + len;
         self.left -= 1;
-        Some(v)
+        let buf: &[u8] = match &self.open {
+            Some(o) => &o.buf,
+            None => &list.nodes[self.node].buf,
+        };
+        let (len, t) = read_back(buf, self.pos);
+        let (a, b) = (self.pos - t - len, self.pos - t);
+        self.pos -= 2 * t + len;
+        Some(match &self.open {
+            Some(o) => Cow::Owned(o.buf[a..b].to_vec()),
+            None => Cow::Borrowed(&list.nodes[self.node].buf[a..b]),
+        })
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -1005,7 +1352,7 @@ mod tests {
 
     fn push_all(l: &mut List, items: &[&[u8]], left: bool, fill: i64) {
         let bytes = items.iter().map(|i| i.len()).sum();
-        l.grow_check(bytes, items.len(), fill);
+        l.grow_check(bytes, items.len(), fill, 0);
         for i in items {
             l.push(i, left, fill);
         }
@@ -1090,14 +1437,14 @@ mod tests {
             vec![1u8; 70_000],
         ];
         for i in &items {
-            l.grow_check(i.len(), 1, -1);
+            l.grow_check(i.len(), 1, -1, 0);
             l.push(i, false, -1);
         }
         l.check();
-        assert_eq!(l.iter().map(<[u8]>::to_vec).collect::<Vec<_>>(), items);
+        assert_eq!(l.iter().map(Cow::into_owned).collect::<Vec<_>>(), items);
         let mut rev = items.clone();
         rev.reverse();
-        assert_eq!(l.iter_rev().map(<[u8]>::to_vec).collect::<Vec<_>>(), rev);
+        assert_eq!(l.iter_rev().map(Cow::into_owned).collect::<Vec<_>>(), rev);
     }
 
     #[test]
@@ -1105,7 +1452,7 @@ mod tests {
         let mut l = List::new();
         for i in 0..100_000u32 {
             let v = format!("v{i:07}");
-            l.grow_check(v.len(), 1, -2);
+            l.grow_check(v.len(), 1, -2, 0);
             l.push(v.as_bytes(), i % 2 == 0, -2);
         }
         l.check();
@@ -1113,9 +1460,123 @@ mod tests {
         assert!(per < 8.0 + 4.0, "{per} bytes per 8-byte element");
     }
 
+    #[test]
+    fn inner_nodes_compress_and_stay_readable_and_editable() {
+        let mut l = List::new();
+        let mut m: VecDeque<Vec<u8>> = VecDeque::new();
+        for i in 0..20_000u32 {
+            let e = format!("element-{}", i % 100).into_bytes();
+            l.grow_check(e.len(), 1, -2, 1);
+            l.push(&e, i % 3 == 0, -2);
+            if i % 3 == 0 {
+                m.push_front(e)
+            } else {
+                m.push_back(e)
+            }
+        }
+        l.check();
+        let info = l.quicklist_info().unwrap();
+        assert!(info.compressed);
+        assert_eq!(info.compressed_nodes, info.nodes - 2, "{info:?}");
+        assert!(
+            info.compressed_bytes * 4 < info.uncompressed_size,
+            "{info:?}"
+        );
+        let plain = {
+            let mut p = List::new();
+            for e in &m {
+                p.grow_check(e.len(), 1, -2, 0);
+                p.push(e, false, -2);
+            }
+            p
+        };
+        assert!(
+            l.memory() * 2 < plain.memory(),
+            "{} vs {}",
+            l.memory(),
+            plain.memory()
+        );
+        assert!(l == plain);
+        // Edits in the middle: LSET, LINSERT (with splits), LREM, LTRIM.
+        for k in [5_000, 9_999, 12_345] {
+            l.set(k, b"changed", -2);
+            m[k] = b"changed".to_vec();
+            l.insert(k, b"new", true, -2);
+            m.insert(k + 1, b"new".to_vec());
+            l.check();
+        }
+        assert_eq!(l.remove_eq(b"element-7", 50, false), 50);
+        let mut gone = 0;
+        m.retain(|e| {
+            let hit = gone < 50 && e == b"element-7";
+            gone += hit as usize;
+            !hit
+        });
+        l.trim(3_000, 2_000);
+        m.drain(..3_000);
+        m.truncate(m.len() - 2_000);
+        l.check();
+        let all: Vec<Vec<u8>> = l.iter().map(Cow::into_owned).collect();
+        assert_eq!(all, m.iter().cloned().collect::<Vec<_>>());
+        let mut seek = ListSeek::default();
+        for at in (0..m.len()).step_by(997) {
+            let got: Vec<Vec<u8>> = l
+                .iter_from_near(at, &mut seek)
+                .take(10)
+                .map(Cow::into_owned)
+                .collect();
+            assert_eq!(got, m.iter().skip(at).take(10).cloned().collect::<Vec<_>>());
+        }
+        while l.len() > 10 {
+            l.pop(l.len().is_multiple_of(2));
+        }
+        l.check();
+        assert_eq!(l.quicklist_info().unwrap().compressed_nodes, 0);
+    }
+
+    #[test]
+    fn large_elements_get_plain_nodes_in_a_quicklist() {
+        TEST_THRESHOLD.with(|t| t.set(Some(100)));
+        let big = vec![b'x'; 150];
+        // A listpack keeps a large element inside.
+        let mut l = List::new();
+        push_all(&mut l, &[b"a", &big, b"b"], false, 128);
+        assert_eq!((l.encoding(), l.node_count()), ("listpack", 1));
+        // In a quicklist it goes alone, and nothing joins it.
+        let mut l = List::new();
+        l.grow_check(0, 1000, 4, 0);
+        push_all(&mut l, &[b"a", b"b"], false, 4);
+        push_all(&mut l, &[&big], false, 4);
+        push_all(&mut l, &[b"c"], false, 4);
+        push_all(&mut l, &[&big], true, 4);
+        assert_eq!(l.node_count(), 4);
+        let info = l.quicklist_info().unwrap();
+        // Plain nodes count their element's bytes.
+        assert_eq!(info.uncompressed_size, 150 + (7 + 3 + 3) + 150 + (7 + 3));
+        // Insert a large one inside a packed node: split around it.
+        l.insert(1, &big, true, 4); // after "a"
+        assert_eq!(l.node_count(), 6);
+        // LSET a small value over a plain node, and a large one over a packed element.
+        l.set(0, b"small", 4);
+        l.set(3, &big, 4);
+        l.check();
+        let all: Vec<Vec<u8>> = l.iter().map(Cow::into_owned).collect();
+        let want: Vec<&[u8]> = vec![b"small", b"a", &big, &big, &big, b"c"];
+        assert_eq!(all, want.iter().map(|e| e.to_vec()).collect::<Vec<_>>());
+        // A single plain node does not turn back into a listpack.
+        let mut l = List::new();
+        l.grow_check(0, 1000, 4, 0);
+        push_all(&mut l, &[&big], false, 4);
+        l.shrink_check(4);
+        assert_eq!(l.encoding(), "quicklist");
+        TEST_THRESHOLD.with(|t| t.set(None));
+    }
+
     #[derive(Debug, Clone)]
     enum Op {
         Push(bool, Vec<u8>),
+        /// The same element n times (fills nodes with compressible bytes).
+        PushRun(bool, Vec<u8>, usize),
         Pop(bool, usize),
         Set(i64, Vec<u8>),
         Insert(usize, bool, Vec<u8>),
@@ -1135,6 +1596,7 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             6 => (any::<bool>(), elem()).prop_map(|(l, e)| Op::Push(l, e)),
+            1 => (any::<bool>(), elem(), 1usize..60).prop_map(|(l, e, n)| Op::PushRun(l, e, n)),
             2 => (any::<bool>(), 0usize..5).prop_map(|(l, n)| Op::Pop(l, n)),
             2 => (-40i64..40, elem()).prop_map(|(i, e)| Op::Set(i, e)),
             3 => (0usize..100, any::<bool>(), elem()).prop_map(|(i, a, e)| Op::Insert(i, a, e)),
@@ -1149,13 +1611,14 @@ mod tests {
         #[test]
         fn reads_that_come_back_see_what_iter_from_sees(
             fill in prop_oneof![Just(1i64), Just(3), Just(-1)],
+            depth in 0usize..3,
             len in 0usize..600,
             starts in prop::collection::vec((0usize..700, 1usize..40), 1..30),
         ) {
             let mut l = List::new();
             for i in 0..len {
                 let e = format!("e{i}");
-                l.grow_check(e.len(), 1, fill);
+                l.grow_check(e.len(), 1, fill, depth);
                 l.push(e.as_bytes(), false, fill);
             }
             // Forward steps (as a stream takes them) and arbitrary jumps, one seek for all.
@@ -1163,8 +1626,8 @@ mod tests {
             let mut at = 0;
             for (jump, take) in starts {
                 for i in [at, jump] {
-                    let near: Vec<&[u8]> = l.iter_from_near(i, &mut seek).take(take).collect();
-                    let far: Vec<&[u8]> = l.iter_from(i).take(take).collect();
+                    let near: Vec<Elem> = l.iter_from_near(i, &mut seek).take(take).collect();
+                    let far: Vec<Elem> = l.iter_from(i).take(take).collect();
                     prop_assert_eq!(near, far, "from {}", i);
                 }
                 at += take;
@@ -1176,17 +1639,27 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(300))]
         #[test]
         fn behaves_like_a_vecdeque(
-            fill in prop_oneof![Just(1i64), Just(3), Just(8), Just(-1)],
+            fill in prop_oneof![Just(1i64), Just(3), Just(8), Just(16), Just(-1)],
+            depth in prop_oneof![2 => Just(0usize), 2 => Just(1), 1 => Just(2), 1 => Just(5)],
+            threshold in prop_oneof![3 => Just(None), 1 => Just(Some(100usize)), 1 => Just(Some(1))],
             ops in prop::collection::vec(op(), 1..200),
         ) {
+            TEST_THRESHOLD.with(|t| t.set(threshold));
             let mut l = List::new();
             let mut m: VecDeque<Vec<u8>> = VecDeque::new();
             for o in ops {
                 match o {
                     Op::Push(left, e) => {
-                        l.grow_check(e.len(), 1, fill);
+                        l.grow_check(e.len(), 1, fill, depth);
                         l.push(&e, left, fill);
                         if left { m.push_front(e) } else { m.push_back(e) }
+                    }
+                    Op::PushRun(left, e, n) => {
+                        l.grow_check(e.len() * n, n, fill, depth);
+                        for _ in 0..n {
+                            l.push(&e, left, fill);
+                            if left { m.push_front(e.clone()) } else { m.push_back(e.clone()) }
+                        }
                     }
                     Op::Pop(left, n) => {
                         let got = l.pop_many(left, n);
@@ -1197,15 +1670,15 @@ mod tests {
                         if !l.is_empty() { l.shrink_check(fill) }
                     }
                     Op::Set(i, e) => {
-                        l.grow_check(e.len(), 1, fill);
+                        l.grow_check(e.len(), 1, fill, depth);
                         if let Some(i) = l.index(i) {
-                            l.set(i, &e);
+                            l.set(i, &e, fill);
                             m[i] = e;
                             l.shrink_check(fill);
                         }
                     }
                     Op::Insert(i, after, e) => {
-                        l.grow_check(e.len(), 1, fill);
+                        l.grow_check(e.len(), 1, fill, depth);
                         if !m.is_empty() {
                             let i = i % m.len();
                             l.insert(i, &e, after, fill);
@@ -1244,13 +1717,15 @@ mod tests {
                     for n in &l.nodes { prop_assert!(n.count <= fill as usize); }
                 }
             }
-            let all: Vec<Vec<u8>> = l.iter().map(<[u8]>::to_vec).collect();
+            let all: Vec<Vec<u8>> = l.iter().map(Cow::into_owned).collect();
             prop_assert_eq!(&all, &m.iter().cloned().collect::<Vec<_>>());
-            let rev: Vec<Vec<u8>> = l.iter_rev().map(<[u8]>::to_vec).collect();
+            let rev: Vec<Vec<u8>> = l.iter_rev().map(Cow::into_owned).collect();
             prop_assert_eq!(rev, m.iter().rev().cloned().collect::<Vec<_>>());
             for (i, v) in m.iter().enumerate() {
-                prop_assert_eq!(l.get(i), Some(&v[..]));
-                prop_assert_eq!(l.iter_from(i).next(), Some(&v[..]));
+                let (got, first) = (l.get(i).map(Cow::into_owned), l.iter_from(i).next());
+                prop_assert_eq!(got.as_ref(), Some(v));
+                let first = first.map(Cow::into_owned);
+                prop_assert_eq!(first.as_ref(), Some(v));
                 prop_assert_eq!(l.iter_rev_from(i).count(), i + 1);
             }
         }

@@ -16,7 +16,7 @@ pub mod set;
 pub mod zset;
 
 pub use hash::{Hash, HashRef};
-pub use list::{List, ListSeek};
+pub use list::{List, ListSeek, QuicklistInfo};
 pub use set::Set;
 pub use zset::ZSet;
 
@@ -33,6 +33,8 @@ pub struct Limits {
     pub zset_max_listpack_value: usize,
     /// Positive: entries per list node; -1..-5: node size 4, 8, 16, 32, 64 KiB.
     pub list_max_listpack_size: i64,
+    /// Nodes at each end of a quicklist kept uncompressed (0: no compression).
+    pub list_compress_depth: usize,
 }
 
 impl Default for Limits {
@@ -46,6 +48,7 @@ impl Default for Limits {
             zset_max_listpack_entries: 128,
             zset_max_listpack_value: 64,
             list_max_listpack_size: -2,
+            list_compress_depth: 0,
         }
     }
 }

@@ -235,9 +235,17 @@ fn load(ctx: &mut ShardCtx, key: &[u8], o: LoadOpts) -> Result<Loaded, ()> {
             let take = (end - start + 1) as usize;
             if o.desc {
                 let from = (n - start - 1) as usize;
-                elems.extend(l.iter_rev_from(from).take(take).map(<[u8]>::to_vec));
+                elems.extend(
+                    l.iter_rev_from(from)
+                        .take(take)
+                        .map(std::borrow::Cow::into_owned),
+                );
             } else {
-                elems.extend(l.iter_from(start as usize).take(take).map(<[u8]>::to_vec));
+                elems.extend(
+                    l.iter_from(start as usize)
+                        .take(take)
+                        .map(std::borrow::Cow::into_owned),
+                );
             }
             end -= start;
             start = 0;
@@ -245,7 +253,7 @@ fn load(ctx: &mut ShardCtx, key: &[u8], o: LoadOpts) -> Result<Loaded, ()> {
         Some(ValueRef::List(_)) if dontsort => {}
         Some(ValueRef::List(l)) => {
             elems.reserve(l.len());
-            elems.extend(l.iter().map(<[u8]>::to_vec));
+            elems.extend(l.iter().map(std::borrow::Cow::into_owned));
         }
         Some(ValueRef::Set(s)) => {
             elems.reserve(s.len());
@@ -564,7 +572,8 @@ async fn sort_generic(tx: Tx, args: Vec<Bytes>, readonly: bool) -> Vec<u8> {
 /// STORE: the result replaces the destination as a new list (no TTL), or an empty result
 /// deletes it.
 fn store_list(ctx: &mut ShardCtx, dst: &[u8], items: Vec<Vec<u8>>) {
-    let fill = ctx.limits().list_max_listpack_size;
+    let lim = ctx.limits();
+    let (fill, depth) = (lim.list_max_listpack_size, lim.list_compress_depth);
     let mut db = ctx.db();
     if items.is_empty() {
         if db.delete(dst) {
@@ -576,7 +585,7 @@ fn store_list(ctx: &mut ShardCtx, dst: &[u8], items: Vec<Vec<u8>>) {
     // Redis 7.2 builds a quicklist and converts it to a listpack when it fits in one: the
     // same outcome as a growth check for the whole result.
     let bytes = items.iter().map(Vec::len).sum();
-    l.grow_check(bytes, items.len(), fill);
+    l.grow_check(bytes, items.len(), fill, depth);
     for e in &items {
         l.push(e, false, fill);
     }

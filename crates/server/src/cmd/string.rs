@@ -636,6 +636,7 @@ fn setrange(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     };
     if val.is_empty() {
         // Nothing to write: the current length, and no modification at all.
+        ctx.unchanged_write();
         return w.int(cur.unwrap_or(0) as i64);
     }
     if !len_ok(ctx, offset, val.len() as u64) {

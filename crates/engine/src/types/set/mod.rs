@@ -254,22 +254,24 @@ impl Set {
         }
     }
 
-    /// A listpack of canonical integers becomes an intset when it fits one (Redis's
-    /// maybeConvertToIntset, used for SINTERSTORE's result).
+    /// A listpack or hash table of canonical integers becomes an intset when it fits one
+    /// (Redis 7.2's maybeConvertToIntset on SINTERSTORE's result, whatever its encoding).
     pub fn compact_ints(&mut self, lim: &Limits) {
-        let Set::Pack(p) = self else { return };
-        if p.n > intset_max(lim) {
+        // A listpack or a hash table (a result past set-max-listpack-entries); not a set
+        // with member TTLs, which an intset cannot hold.
+        if !matches!(self, Set::Pack(_) | Set::Table(_)) || self.len() > intset_max(lim) {
             return;
         }
-        let mut v = Vec::with_capacity(p.n);
-        for m in p.iter() {
-            match canonical_int(m) {
-                Some(i) => v.push(i),
-                None => return,
-            }
+        let mut v = Vec::with_capacity(self.len());
+        let mut all = true;
+        self.for_each(|m| match canonical_int(m) {
+            Some(i) if all => v.push(i),
+            _ => all = false,
+        });
+        if all {
+            v.sort_unstable();
+            *self = Set::Ints(v);
         }
-        v.sort_unstable();
-        *self = Set::Ints(v);
     }
 
     fn convert_to_table(&mut self) {

@@ -51,9 +51,20 @@ mod blocking;
 const ERR_OUT_OF_RANGE: &[u8] = b"ERR index out of range";
 const ERR_MUST_BE_POSITIVE: &[u8] = b"ERR value is out of range, must be positive";
 
-/// `list-max-listpack-size` in force.
-fn fill(ctx: &ShardCtx) -> i64 {
-    ctx.limits().list_max_listpack_size
+/// The list directives in force: `list-max-listpack-size`, and `list-compress-depth` (which
+/// a list takes when it becomes a quicklist).
+#[derive(Clone, Copy)]
+pub(crate) struct Conf {
+    pub fill: i64,
+    pub depth: usize,
+}
+
+fn fill(ctx: &ShardCtx) -> Conf {
+    let lim = ctx.limits();
+    Conf {
+        fill: lim.list_max_listpack_size,
+        depth: lim.list_compress_depth,
+    }
 }
 
 /// What Redis's C code sees of an argument it compares with `strcasecmp`: the bytes before
@@ -105,11 +116,11 @@ fn wrong_type(db: &mut DbView<'_>, key: &[u8]) -> bool {
 
 /// After a removal: deletes an emptied list, or gives it Redis's chance to become a listpack.
 /// Returns whether the list was deleted.
-pub(crate) fn removed(db: &mut DbView<'_>, key: &[u8], fill: i64) -> bool {
+pub(crate) fn removed(db: &mut DbView<'_>, key: &[u8], conf: Conf) -> bool {
     let empty = match list_mut(db, key) {
         Ok(Some(l)) => {
             if !l.is_empty() {
-                l.shrink_check(fill);
+                l.shrink_check(conf.fill);
             }
             l.is_empty()
         }
@@ -139,13 +150,13 @@ pub(crate) fn push_into(
     added_bytes: usize,
     left: bool,
     xx: bool,
-    fill: i64,
+    conf: Conf,
 ) -> Result<usize, ()> {
     match list_mut(db, key)? {
         Some(l) => {
-            l.grow_check(added_bytes, elems.len(), fill);
+            l.grow_check(added_bytes, elems.len(), conf.fill, conf.depth);
             for e in elems {
-                l.push(e, left, fill);
+                l.push(e, left, conf.fill);
             }
             let n = l.len();
             db.signal(key);
@@ -154,9 +165,9 @@ pub(crate) fn push_into(
         None if xx => Ok(0),
         None => {
             let mut l = List::new();
-            l.grow_check(added_bytes, elems.len(), fill);
+            l.grow_check(added_bytes, elems.len(), conf.fill, conf.depth);
             for e in elems {
-                l.push(e, left, fill);
+                l.push(e, left, conf.fill);
             }
             let n = l.len();
             let lru = db.clock.lru;
@@ -314,7 +325,7 @@ fn lrange(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             Some((s, e)) => {
                 w.array(e - s + 1);
                 for v in l.iter_from(s).take(e - s + 1) {
-                    w.bulk(v);
+                    w.bulk(&v);
                 }
             }
         },
@@ -331,7 +342,7 @@ fn lindex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         |l, w| match super::parse_int(idx) {
             None => w.error(ERR_NOT_INT),
             Some(i) => match l.index(i).and_then(|i| l.get(i)) {
-                Some(v) => w.bulk(v),
+                Some(v) => w.bulk(&v),
                 None => w.null(),
             },
         },
@@ -353,12 +364,12 @@ fn lset(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         return w.error(ERR_NOT_INT);
     };
     // Redis converts for the new value before it knows the index is valid.
-    l.grow_check(val.len(), 1, fill);
+    l.grow_check(val.len(), 1, fill.fill, fill.depth);
     let Some(i) = l.index(i) else {
         return w.error(ERR_OUT_OF_RANGE);
     };
-    l.set(i, val);
-    l.shrink_check(fill);
+    l.set(i, val, fill.fill);
+    l.shrink_check(fill.fill);
     db.signal(key);
     notify(ctx, LIST, "lset", key);
     w.ok();
@@ -381,11 +392,11 @@ fn linsert(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         Ok(Some(l)) => l,
     };
     // As Redis: the conversion is decided before the pivot is searched for.
-    l.grow_check(val.len(), 1, fill);
-    let Some(at) = l.iter().position(|e| e == pivot) else {
+    l.grow_check(val.len(), 1, fill.fill, fill.depth);
+    let Some(at) = l.iter().position(|e| *e == *pivot) else {
         return w.int(-1);
     };
-    l.insert(at, val, after, fill);
+    l.insert(at, val, after, fill.fill);
     let n = l.len();
     db.signal(key);
     notify(ctx, LIST, "linsert", key);
@@ -495,7 +506,7 @@ fn lpos(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         |l, w| {
             let len = l.len();
             let limit = if maxlen == 0 { len } else { maxlen.min(len) };
-            let it: Box<dyn Iterator<Item = &[u8]>> = if from_tail {
+            let it: Box<dyn Iterator<Item = darner_engine::types::list::Elem>> = if from_tail {
                 Box::new(l.iter_rev())
             } else {
                 Box::new(l.iter())

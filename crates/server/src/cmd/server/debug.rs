@@ -37,11 +37,26 @@ fn debug(tx: Tx, args: Vec<Bytes>) -> TxFuture {
                 .active_expire_enabled
                 .store(on, Ordering::Relaxed);
             with_writer(resp3, |w| w.ok())
+        } else if eq(sub, "quicklist-packed-threshold") && n == 3 {
+            // Redis's memtoull, then quicklistSetPackedThreshold's limits. The threshold is
+            // process-wide, as in Redis.
+            let sz = std::str::from_utf8(&args[2])
+                .ok()
+                .and_then(crate::config::memtoull);
+            with_writer(resp3, |w| {
+                match sz.filter(|&s| darner_engine::types::list::set_packed_threshold(s)) {
+                    Some(_) => w.ok(),
+                    None => w.error(
+                        b"ERR argument must be a memory value bigger than 1 and smaller than 4gb",
+                    ),
+                }
+            })
         } else if eq(sub, "object") && n == 3 {
             let key = args[2].clone();
             tx.run(tx.shard_of(&key), move |ctx| {
                 let clock = ctx.clock;
-                let line = ctx.db().peek(&key).map(|e| debug_object(e, clock));
+                let fill = ctx.limits().list_max_listpack_size;
+                let line = ctx.db().peek(&key).map(|e| debug_object(e, clock, fill));
                 with_writer(ctx.resp3, |w| match line {
                     Some(l) => w.simple(l.as_bytes()),
                     None => w.error(ERR_NO_SUCH_KEY),
@@ -117,6 +132,8 @@ fn debug_help(w: &mut ReplyWriter, command: &[u8]) {
             "    Accepted for compatibility (Darner's reply buffers are not resized by a cron).",
             "REPLYBUFFER RESIZING <0|1>",
             "    Accepted for compatibility (Darner's reply buffers are not resized by a cron).",
+            "QUICKLIST-PACKED-THRESHOLD <size>",
+            "    Elements of a list at least <size> bytes long get a node of their own.",
             "SET-ACTIVE-EXPIRE <0|1>",
             "    Turn the periodic reclaiming of expired keys off (0) or on (1).",
             "SLEEP <seconds>",
@@ -278,7 +295,7 @@ fn listpack_lines(key: &[u8], e: &Entry) -> Vec<String> {
     let mut items: Vec<String> = Vec::new();
     match e.value() {
         ValueRef::Str(_) => {}
-        ValueRef::List(l) => items.extend(l.iter().map(repr)),
+        ValueRef::List(l) => items.extend(l.iter().map(|e| repr(&e))),
         ValueRef::Set(s) => s.for_each(|m| items.push(repr(m))),
         ValueRef::ZSet(z) => z.for_each(|m, s| {
             items.push(repr(m));
@@ -425,7 +442,8 @@ fn rdb_string_size(v: &[u8]) -> usize {
     rdb_len_size(v.len()) + v.len()
 }
 
-fn debug_object(e: &Entry, clock: darner_engine::Clock) -> String {
+/// DEBUG OBJECT's line; `fill` (`list-max-listpack-size`) is a quicklist's `ql_listpack_max`.
+fn debug_object(e: &Entry, clock: darner_engine::Clock, fill: i64) -> String {
     let encoding = e.encoding();
     let is_string = e.value_type() == darner_engine::ValueType::String;
     // Redis shares the integers 0..9999 between keys: it reports them with the "shared"
@@ -439,14 +457,30 @@ fn debug_object(e: &Entry, clock: darner_engine::Clock) -> String {
     } else {
         e.memory()
     };
+    // A quicklist's fields, as Redis's debug.c adds them.
+    let ql = match e.value() {
+        darner_engine::ValueRef::List(l) => l.quicklist_info().map(|q| {
+            format!(
+                " ql_nodes:{} ql_avg_node:{:.2} ql_listpack_max:{} ql_compressed:{} \
+                 ql_uncompressed_size:{}",
+                q.nodes,
+                q.len as f64 / q.nodes.max(1) as f64,
+                fill,
+                q.compressed as u8,
+                q.uncompressed_size
+            )
+        }),
+        _ => None,
+    };
     format!(
-        "Value at:{:p} refcount:{} encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",
+        "Value at:{:p} refcount:{} encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}{}",
         e as *const Entry,
         if shared { i32::MAX } else { 1 },
         encoding,
         serialized,
         e.clock(),
-        clock.idle_secs(e.clock())
+        clock.idle_secs(e.clock()),
+        ql.unwrap_or_default()
     )
 }
 

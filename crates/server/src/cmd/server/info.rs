@@ -455,7 +455,13 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
             }
             PERSISTENCE => {
                 // No persistence yet: every change since start is unsaved. Approximated by the
-                // successful calls of write commands (Redis counts changed keys).
+                // successful calls of write commands (Redis counts changed keys), less those
+                // that said they changed nothing (ShardCtx::unchanged_write).
+                let unchanged: u64 = shared
+                    .stats
+                    .iter()
+                    .map(|s| s.unchanged_writes.load(Ordering::Relaxed))
+                    .sum();
                 let changes: u64 = registry()
                     .list
                     .iter()
@@ -464,7 +470,8 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                         let t = cmd_totals(shared, c.id);
                         t[0].saturating_sub(t[3])
                     })
-                    .sum();
+                    .sum::<u64>()
+                    .saturating_sub(unchanged);
                 line!("loading:0");
                 line!("async_loading:0");
                 line!("rdb_changes_since_last_save:{changes}");

@@ -80,6 +80,8 @@ fn setbit(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             if changed {
                 db.signal(key);
                 notify(ctx, STRING, "setbit", key);
+            } else {
+                ctx.unchanged_write();
             }
             w.int(old as i64);
         }
@@ -643,6 +645,10 @@ fn bitfield_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ro:
         for op in &ops {
             w.int(get_field(s, op));
         }
+        if !ro {
+            // BITFIELD (a write command) with only GETs.
+            ctx.unchanged_write();
+        }
         return;
     }
     if ro {
@@ -676,6 +682,8 @@ fn bitfield_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ro:
             if changes > 0 {
                 db.signal(key);
                 notify(ctx, STRING, "setbit", key);
+            } else {
+                ctx.unchanged_write();
             }
         }
     }
