@@ -1556,7 +1556,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                             Arg {
                                                 name: "normal",
                                                 kind: "pure-token",
-                                                token: Some("normal"),
+                                                token: Some("NORMAL"),
                                                 flags: &[],
                                                 key_spec_index: -1,
                                                 display: None,
@@ -1567,7 +1567,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                             Arg {
                                                 name: "master",
                                                 kind: "pure-token",
-                                                token: Some("master"),
+                                                token: Some("MASTER"),
                                                 flags: &[],
                                                 key_spec_index: -1,
                                                 display: None,
@@ -1578,7 +1578,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                             Arg {
                                                 name: "primary",
                                                 kind: "pure-token",
-                                                token: Some("primary"),
+                                                token: Some("PRIMARY"),
                                                 flags: &[],
                                                 key_spec_index: -1,
                                                 display: None,
@@ -1589,7 +1589,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                             Arg {
                                                 name: "slave",
                                                 kind: "pure-token",
-                                                token: Some("slave"),
+                                                token: Some("SLAVE"),
                                                 flags: &[],
                                                 key_spec_index: -1,
                                                 display: None,
@@ -1600,7 +1600,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                             Arg {
                                                 name: "replica",
                                                 kind: "pure-token",
-                                                token: Some("replica"),
+                                                token: Some("REPLICA"),
                                                 flags: &[],
                                                 key_spec_index: -1,
                                                 display: None,
@@ -1611,7 +1611,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                             Arg {
                                                 name: "pubsub",
                                                 kind: "pure-token",
-                                                token: Some("pubsub"),
+                                                token: Some("PUBSUB"),
                                                 flags: &[],
                                                 key_spec_index: -1,
                                                 display: None,
@@ -1737,7 +1737,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                             Arg {
                                 name: "normal",
                                 kind: "pure-token",
-                                token: Some("normal"),
+                                token: Some("NORMAL"),
                                 flags: &[],
                                 key_spec_index: -1,
                                 display: None,
@@ -1748,7 +1748,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                             Arg {
                                 name: "master",
                                 kind: "pure-token",
-                                token: Some("master"),
+                                token: Some("MASTER"),
                                 flags: &[],
                                 key_spec_index: -1,
                                 display: None,
@@ -1759,7 +1759,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                             Arg {
                                 name: "replica",
                                 kind: "pure-token",
-                                token: Some("replica"),
+                                token: Some("REPLICA"),
                                 flags: &[],
                                 key_spec_index: -1,
                                 display: None,
@@ -1770,7 +1770,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                             Arg {
                                 name: "pubsub",
                                 kind: "pure-token",
-                                token: Some("pubsub"),
+                                token: Some("PUBSUB"),
                                 flags: &[],
                                 key_spec_index: -1,
                                 display: None,
@@ -2067,7 +2067,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                             Arg {
                                 name: "libname",
                                 kind: "string",
-                                token: Some("lib-name"),
+                                token: Some("LIB-NAME"),
                                 flags: &[],
                                 key_spec_index: -1,
                                 display: None,
@@ -2078,7 +2078,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                             Arg {
                                 name: "libver",
                                 kind: "string",
-                                token: Some("lib-ver"),
+                                token: Some("LIB-VER"),
                                 flags: &[],
                                 key_spec_index: -1,
                                 display: None,
@@ -3695,7 +3695,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "m",
                         kind: "pure-token",
-                        token: Some("m"),
+                        token: Some("M"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -3706,7 +3706,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "km",
                         kind: "pure-token",
-                        token: Some("km"),
+                        token: Some("KM"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -3717,7 +3717,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "ft",
                         kind: "pure-token",
-                        token: Some("ft"),
+                        token: Some("FT"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -3728,7 +3728,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "mi",
                         kind: "pure-token",
-                        token: Some("mi"),
+                        token: Some("MI"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -3910,7 +3910,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "m",
                         kind: "pure-token",
-                        token: Some("m"),
+                        token: Some("M"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -3921,7 +3921,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "km",
                         kind: "pure-token",
-                        token: Some("km"),
+                        token: Some("KM"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -3932,7 +3932,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "ft",
                         kind: "pure-token",
-                        token: Some("ft"),
+                        token: Some("FT"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -3943,7 +3943,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "mi",
                         kind: "pure-token",
-                        token: Some("mi"),
+                        token: Some("MI"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4168,7 +4168,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "m",
                         kind: "pure-token",
-                        token: Some("m"),
+                        token: Some("M"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4179,7 +4179,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "km",
                         kind: "pure-token",
-                        token: Some("km"),
+                        token: Some("KM"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4190,7 +4190,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "ft",
                         kind: "pure-token",
-                        token: Some("ft"),
+                        token: Some("FT"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4201,7 +4201,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "mi",
                         kind: "pure-token",
-                        token: Some("mi"),
+                        token: Some("MI"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4383,7 +4383,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "m",
                         kind: "pure-token",
-                        token: Some("m"),
+                        token: Some("M"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4394,7 +4394,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "km",
                         kind: "pure-token",
-                        token: Some("km"),
+                        token: Some("KM"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4405,7 +4405,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "ft",
                         kind: "pure-token",
-                        token: Some("ft"),
+                        token: Some("FT"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4416,7 +4416,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "mi",
                         kind: "pure-token",
-                        token: Some("mi"),
+                        token: Some("MI"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4630,7 +4630,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "m",
                         kind: "pure-token",
-                        token: Some("m"),
+                        token: Some("M"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4641,7 +4641,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "km",
                         kind: "pure-token",
-                        token: Some("km"),
+                        token: Some("KM"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4652,7 +4652,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "ft",
                         kind: "pure-token",
-                        token: Some("ft"),
+                        token: Some("FT"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4663,7 +4663,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                     Arg {
                         name: "mi",
                         kind: "pure-token",
-                        token: Some("mi"),
+                        token: Some("MI"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4909,7 +4909,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                     Arg {
                                         name: "m",
                                         kind: "pure-token",
-                                        token: Some("m"),
+                                        token: Some("M"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -4920,7 +4920,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                     Arg {
                                         name: "km",
                                         kind: "pure-token",
-                                        token: Some("km"),
+                                        token: Some("KM"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -4931,7 +4931,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                     Arg {
                                         name: "ft",
                                         kind: "pure-token",
-                                        token: Some("ft"),
+                                        token: Some("FT"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -4942,7 +4942,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                     Arg {
                                         name: "mi",
                                         kind: "pure-token",
-                                        token: Some("mi"),
+                                        token: Some("MI"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -4999,7 +4999,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                     Arg {
                                         name: "m",
                                         kind: "pure-token",
-                                        token: Some("m"),
+                                        token: Some("M"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5010,7 +5010,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                     Arg {
                                         name: "km",
                                         kind: "pure-token",
-                                        token: Some("km"),
+                                        token: Some("KM"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5021,7 +5021,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                     Arg {
                                         name: "ft",
                                         kind: "pure-token",
-                                        token: Some("ft"),
+                                        token: Some("FT"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5032,7 +5032,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                     Arg {
                                         name: "mi",
                                         kind: "pure-token",
-                                        token: Some("mi"),
+                                        token: Some("MI"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5294,7 +5294,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                     Arg {
                                         name: "m",
                                         kind: "pure-token",
-                                        token: Some("m"),
+                                        token: Some("M"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5305,7 +5305,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                     Arg {
                                         name: "km",
                                         kind: "pure-token",
-                                        token: Some("km"),
+                                        token: Some("KM"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5316,7 +5316,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                     Arg {
                                         name: "ft",
                                         kind: "pure-token",
-                                        token: Some("ft"),
+                                        token: Some("FT"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5327,7 +5327,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                     Arg {
                                         name: "mi",
                                         kind: "pure-token",
-                                        token: Some("mi"),
+                                        token: Some("MI"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5384,7 +5384,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                     Arg {
                                         name: "m",
                                         kind: "pure-token",
-                                        token: Some("m"),
+                                        token: Some("M"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5395,7 +5395,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                     Arg {
                                         name: "km",
                                         kind: "pure-token",
-                                        token: Some("km"),
+                                        token: Some("KM"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5406,7 +5406,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                     Arg {
                                         name: "ft",
                                         kind: "pure-token",
-                                        token: Some("ft"),
+                                        token: Some("FT"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5417,7 +5417,7 @@ pub static COMMANDS: [CommandSpec; 205] = [
                                     Arg {
                                         name: "mi",
                                         kind: "pure-token",
-                                        token: Some("mi"),
+                                        token: Some("MI"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
