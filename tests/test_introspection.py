@@ -53,3 +53,111 @@ def test_command_docs_geo_unit_tokens_match_redis(darner, redis_ref, cmd):
     # The argument names of the shared specs are not always Redis's; the tokens are what
     # clients and tools match on.
     assert [t for _, t in got] == [t for _, t in _tokens(ref)]
+
+
+# ---------------------------------------------------------------------------
+# config aliases
+# ---------------------------------------------------------------------------
+
+ALIASES = {
+    "hash-max-ziplist-entries": "hash-max-listpack-entries",
+    "hash-max-ziplist-value": "hash-max-listpack-value",
+    "zset-max-ziplist-entries": "zset-max-listpack-entries",
+    "zset-max-ziplist-value": "zset-max-listpack-value",
+    "list-max-ziplist-size": "list-max-listpack-size",
+}
+
+
+def test_config_aliases_are_listed_and_set_like_redis(darner_factory, redis_ref):
+    srv = darner_factory()
+    for c in (srv.client(), redis_ref.client()):
+        listed = c.execute_command("CONFIG", "GET", "*")
+        for alias, name in ALIASES.items():
+            # CONFIG GET * lists the alias under its own name, with the directive's value.
+            assert listed[alias.encode()] == listed[name.encode()], (c, alias)
+        assert c.execute_command("CONFIG", "SET", "zset-max-ziplist-entries", "7") == b"OK"
+        assert c.execute_command("CONFIG", "GET", "zset-max-listpack-entries") == \
+            {b"zset-max-listpack-entries": b"7"}
+        # A plain name is answered under the name as typed.
+        assert c.execute_command("CONFIG", "GET", "ZSET-MAX-ZIPLIST-ENTRIES") == \
+            {b"ZSET-MAX-ZIPLIST-ENTRIES": b"7"}
+        # An alias and its directive in one SET are two parameters (the later value wins).
+        assert c.execute_command("CONFIG", "SET", "zset-max-ziplist-entries", "8",
+                                 "zset-max-listpack-entries", "9") == b"OK"
+        assert c.execute_command("CONFIG", "GET", "zset-max-ziplist-entries") == \
+            {b"zset-max-ziplist-entries": b"9"}
+    ours, ref = srv.client(), redis_ref.client()
+    assert ours.execute_command("CONFIG", "GET", "*ziplist*").keys() == \
+        ref.execute_command("CONFIG", "GET", "*ziplist*").keys()
+    for args in (("hash-max-ziplist-value", "abc"), ("list-max-ziplist-size", "x"),
+                 ("list-max-ziplist-entries", "1")):
+        assert err(ours, "CONFIG", "SET", *args) == err(ref, "CONFIG", "SET", *args)
+
+
+def test_config_aliases_work_in_the_config_file_and_on_the_command_line(darner_factory, tmp_path):
+    import harness
+    port = harness.free_port()
+    conf = tmp_path / "darner.conf"
+    # list-max-ziplist-entries is a directive Redis 7.2 reads and ignores.
+    conf.write_text("port %d\nbind 127.0.0.1\nhash-max-ziplist-entries 2\n"
+                    "list-max-ziplist-entries 512\n" % port)
+    srv = darner_factory.server("--zset-max-ziplist-value", "5", threads=1, config_file=str(conf),
+                                port=port, add_port=False)
+    srv.start()
+    c = srv.client()
+    assert c.execute_command("CONFIG", "GET", "hash-max-listpack-entries") == \
+        {b"hash-max-listpack-entries": b"2"}
+    assert c.execute_command("CONFIG", "GET", "zset-max-listpack-value") == \
+        {b"zset-max-listpack-value": b"5"}
+    c.hset("h", mapping={"a": 1, "b": 2})
+    assert c.object("encoding", "h") == b"listpack"
+    c.hset("h", "c", 3)
+    assert c.object("encoding", "h") == b"hashtable"
+    c.zadd("z", {"short": 1})
+    assert c.object("encoding", "z") == b"listpack"
+    c.zadd("z", {"longer-than-five": 2})
+    assert c.object("encoding", "z") == b"skiplist"
+
+
+# ---------------------------------------------------------------------------
+# CONFIG SET's errors
+# ---------------------------------------------------------------------------
+
+CONFIG_SET_ERRORS = [
+    ("daemonize", "no"),
+    ("daemonize", "yes"),
+    ("databases", "4"),
+    ("enable-debug-command", "no"),
+    ("cluster-enabled", "no"),
+    ("io-threads", "1"),
+    ("replicaof", "no one"),
+    ("nosuch", "1"),
+    ("maxclients", "10", "maxclients", "20"),
+    ("nosuch", "1", "daemonize", "no"),
+    ("daemonize", "no", "nosuch", "1"),
+    ("maxclients", "5", "databases", "4"),
+    ("maxclients", "abc"),
+    ("hz", "10", "maxclients", "abc"),
+    ("protected-mode", "maybe"),
+    ("maxclients",),
+]
+
+
+@pytest.mark.parametrize("args", CONFIG_SET_ERRORS, ids=lambda a: " ".join(a))
+def test_config_set_errors_match_redis(darner, redis_ref, args):
+    ours = err(darner.client(), "CONFIG", "SET", *args)
+    assert ours == err(redis_ref.client(), "CONFIG", "SET", *args)
+
+
+def test_config_set_failure_rolls_back_every_parameter(darner, redis_ref):
+    for c in (darner.client(), redis_ref.client()):
+        c.config_set("maxclients", "100")
+        c.config_set("timeout", "0")
+        e = err(c, "CONFIG", "SET", "maxclients", "200", "timeout", "7", "hz", "nope")
+        assert "possibly related to argument 'hz'" in e
+        assert c.config_get("maxclients") == {"maxclients": "100"}
+        assert c.config_get("timeout") == {"timeout": "0"}
+        assert c.execute_command("CONFIG", "SET", "maxclients", "200", "timeout", "7") == b"OK"
+        assert c.config_get("timeout") == {"timeout": "7"}
+        c.config_set("maxclients", "10000")
+        c.config_set("timeout", "0")

@@ -363,7 +363,7 @@ pub static TABLE: &[Directive] = &[
     },
     Directive {
         name: "hash-max-listpack-value",
-        kind: Kind::Int {
+        kind: Kind::Memory {
             min: 0,
             max: i64::MAX,
         },
@@ -413,7 +413,7 @@ pub static TABLE: &[Directive] = &[
     },
     Directive {
         name: "zset-max-listpack-value",
-        kind: Kind::Int {
+        kind: Kind::Memory {
             min: 0,
             max: i64::MAX,
         },
@@ -509,6 +509,17 @@ fn store_notify(h: &Hot, f: u32) {
 
 /// Redis directives for features not built yet, with the values that mean "off" (accepted,
 /// because they describe what Darner does). Anything else is refused at start-up.
+/// Of these, the ones Redis cannot change at run time: CONFIG SET answers "can't set immutable
+/// config" for them, whatever the value, as Redis does.
+pub static UNBUILT_IMMUTABLE: &[&str] = &[
+    "cluster-enabled",
+    "replicaof",
+    "slaveof",
+    "daemonize",
+    "io-threads",
+    "unixsocket",
+];
+
 pub static UNBUILT: &[(&str, &[&str])] = &[
     ("appendonly", &["no"]),
     ("save", &[""]),
@@ -626,8 +637,37 @@ pub struct Config {
     pub file: Option<std::path::PathBuf>,
 }
 
+/// The other names Redis 7.2 keeps for directives of the table (its config.c aliases, from
+/// when listpacks were ziplists), as (alias, directive). They work wherever the directive
+/// does: config file, command line, CONFIG SET; CONFIG GET answers them under their own name
+/// and lists them in `CONFIG GET *`, as Redis does.
+pub static ALIASES: &[(&str, &str)] = &[
+    ("hash-max-ziplist-entries", "hash-max-listpack-entries"),
+    ("hash-max-ziplist-value", "hash-max-listpack-value"),
+    ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
+    ("zset-max-ziplist-value", "zset-max-listpack-value"),
+    ("list-max-ziplist-size", "list-max-listpack-size"),
+];
+
+/// Directives Redis 7.2 still reads in a config file (with one value) and ignores, having no
+/// meaning any more; CONFIG SET does not know them.
+const DEPRECATED: &[&str] = &[
+    "list-max-ziplist-entries",
+    "list-max-ziplist-value",
+    "lua-replicate-commands",
+];
+
+/// The index in [`TABLE`] of a directive, by its name or one of its [`ALIASES`].
 pub fn find(name: &str) -> Option<usize> {
-    TABLE.iter().position(|d| d.name.eq_ignore_ascii_case(name))
+    TABLE
+        .iter()
+        .position(|d| d.name.eq_ignore_ascii_case(name))
+        .or_else(|| {
+            let (_, primary) = ALIASES
+                .iter()
+                .find(|(alias, _)| alias.eq_ignore_ascii_case(name))?;
+            TABLE.iter().position(|d| d.name == *primary)
+        })
 }
 
 impl Config {
@@ -902,9 +942,13 @@ fn apply_directive(cfg: &Config, words: &[String]) -> Result<(), String> {
              refusing to start with '{name} {v}'"
         ));
     }
+    if DEPRECATED.contains(&name.as_str()) && values.len() == 1 {
+        return Ok(());
+    }
     let idx =
         find(&name).ok_or_else(|| "Bad directive or wrong number of arguments".to_string())?;
     let d = &TABLE[idx];
+    let name = d.name;
     let multi =
         matches!(d.kind, Kind::Special) && (name == "bind" || name == "client-output-buffer-limit");
     if values.is_empty() || (!multi && values.len() != 1) {
@@ -919,7 +963,7 @@ fn apply_directive(cfg: &Config, words: &[String]) -> Result<(), String> {
         cfg.values.lock().unwrap()[idx] = values[0].clone();
         return Ok(());
     }
-    cfg.set(&name, &values.join(" "), true)
+    cfg.set(name, &values.join(" "), true)
 }
 
 /// Builds the configuration from an optional file and `--name value ...` arguments, in that
