@@ -161,3 +161,119 @@ def test_config_set_failure_rolls_back_every_parameter(darner, redis_ref):
         assert c.config_get("timeout") == {"timeout": "7"}
         c.config_set("maxclients", "10000")
         c.config_set("timeout", "0")
+
+
+# ---------------------------------------------------------------------------
+# LATENCY
+# ---------------------------------------------------------------------------
+
+def _resp(server, *args):
+    """A reply as plain Python data, read raw (redis-py rewrites some of these replies)."""
+    with server.raw() as c:
+        return c.call(*args).py()
+
+
+@pytest.fixture
+def latency_pair(darner_factory, redis_ref):
+    """A fresh darner and the reference, both with the latency monitor at 10 ms."""
+    ours = darner_factory()
+    servers = (ours, redis_ref)
+    for s in servers:
+        _resp(s, "CONFIG", "SET", "latency-monitor-threshold", "10")
+        _resp(s, "LATENCY", "RESET")
+        _resp(s, "CONFIG", "RESETSTAT")
+    yield servers
+    for s in servers:
+        _resp(s, "CONFIG", "SET", "latency-monitor-threshold", "0",
+              "latency-tracking", "yes", "latency-tracking-info-percentiles", "50 99 99.9")
+        _resp(s, "LATENCY", "RESET")
+
+
+def _digits(text: bytes) -> bytes:
+    import re
+    return re.sub(rb"\d+", b"N", text)
+
+
+def test_latency_monitor_records_slow_commands_like_redis(latency_pair):
+    got = {}
+    for s in latency_pair:
+        assert _resp(s, "LATENCY", "LATEST") == []
+        _resp(s, "DEBUG", "SLEEP", "0.03")
+        _resp(s, "PING")
+        latest = _resp(s, "LATENCY", "LATEST")
+        assert len(latest) == 1 and latest[0][0] == b"command", latest
+        _, when, last, high = latest[0]
+        assert 30 <= last == high < 1000 and abs(when - time.time()) < 5
+        history = _resp(s, "LATENCY", "HISTORY", "command")
+        assert history == [[when, last]]
+        got[s] = (
+            _digits(_resp(s, "LATENCY", "GRAPH", "command")),
+            _resp(s, "LATENCY", "HISTORY", "nosuch"),
+            _resp(s, "LATENCY", "GRAPH", "nosuch"),
+            _resp(s, "LATENCY", "RESET", "nosuch", "command"),
+            _resp(s, "LATENCY", "LATEST"),
+        )
+    ours, ref = got.values()
+    assert ours == ref
+    assert ours[3] == 1 and ours[4] == []
+
+
+def test_latency_monitor_off_records_nothing(latency_pair):
+    for s in latency_pair:
+        _resp(s, "CONFIG", "SET", "latency-monitor-threshold", "0")
+        _resp(s, "DEBUG", "SLEEP", "0.02")
+        assert _resp(s, "LATENCY", "LATEST") == []
+        doctor = _resp(s, "LATENCY", "DOCTOR")
+        assert isinstance(doctor, bytes) and doctor
+
+
+REDIS_BUCKETS = {1, 2, 4, 8, 16, 33, 66, 132, 264, 528, 1056, 2113, 4227, 8454, 16908,
+                 33816, 67633, 135266, 270532, 541065}
+
+
+def test_latency_histogram_shape_matches_redis(latency_pair):
+    got = []
+    for s in latency_pair:
+        with s.raw() as c:
+            for i in range(100):
+                c.send("SET", "k%d" % i, "v")
+            c.read_replies(100)
+        flat = _resp(s, "LATENCY", "HISTOGRAM", "set", "nosuch", "config")
+        # RESP2 maps are flat arrays.
+        h = dict(zip(flat[::2], flat[1::2]))
+        body = dict(zip(h[b"set"][::2], h[b"set"][1::2]))
+        assert body[b"calls"] == 100
+        buckets = body[b"histogram_usec"]
+        keys, counts = buckets[::2], buckets[1::2]
+        assert set(keys) <= REDIS_BUCKETS and counts[-1] == 100
+        assert counts == sorted(counts) and len(set(counts)) == len(counts)
+        assert b"config|resetstat" in h and b"config|get" not in h
+        got.append((sorted(h), list(body)))
+        assert _resp(s, "LATENCY", "HISTOGRAM", "nosuch") == []
+    assert got[0] == got[1]
+
+
+def test_latency_tracking_and_info_latencystats(latency_pair):
+    import re
+    for s in latency_pair:
+        _resp(s, "SET", "a", "1")
+        _resp(s, "GET", "a")
+        info = _resp(s, "INFO", "latencystats").decode()
+        assert info.startswith("# Latencystats\r\n")
+        line = re.search(r"^latency_percentiles_usec_get:(.*)\r$", info, re.M)
+        assert line and re.fullmatch(r"p50=\d+\.\d{3},p99=\d+\.\d{3},p99\.9=\d+\.\d{3}",
+                                     line.group(1)), info
+        assert "latencystats" not in _resp(s, "INFO").decode().lower()
+        assert "# Latencystats" in _resp(s, "INFO", "everything").decode()
+        _resp(s, "CONFIG", "SET", "latency-tracking-info-percentiles", "0 99.90 100")
+        assert _resp(s, "CONFIG", "GET", "latency-tracking-info-percentiles") == \
+            [b"latency-tracking-info-percentiles", b"0 99.9 100"]
+        info = _resp(s, "INFO", "latencystats").decode()
+        assert re.search(r"^latency_percentiles_usec_get:p0=\d+\.\d{3},p99\.9=\d+\.\d{3},"
+                         r"p100=\d+\.\d{3}\r$", info, re.M), info
+        # Off: no histograms are kept, and INFO lists none.
+        _resp(s, "CONFIG", "SET", "latency-tracking", "no")
+        _resp(s, "CONFIG", "RESETSTAT")
+        _resp(s, "GET", "a")
+        assert _resp(s, "LATENCY", "HISTOGRAM", "get") == []
+        assert _resp(s, "INFO", "latencystats") == b"# Latencystats\r\n"

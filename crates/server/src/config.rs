@@ -48,6 +48,10 @@ pub struct Hot {
     pub client_query_buffer_limit: AtomicI64,
     pub slowlog_log_slower_than: AtomicI64,
     pub slowlog_max_len: AtomicI64,
+    /// latency-monitor-threshold in milliseconds (0: the latency monitor is off).
+    pub latency_monitor_threshold: AtomicI64,
+    /// latency-tracking: per-command latency histograms (LATENCY HISTOGRAM, INFO latencystats).
+    pub latency_tracking: AtomicBool,
     /// Keys client tracking may remember, all shards together (0: no limit).
     pub tracking_table_max_keys: AtomicI64,
     pub protected_mode: AtomicBool,
@@ -342,6 +346,33 @@ pub static TABLE: &[Directive] = &[
         apply: |h, v| set_i(&h.slowlog_max_len)(v),
     },
     Directive {
+        name: "latency-monitor-threshold",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "0",
+        mutable: true,
+        apply: |h, v| set_i(&h.latency_monitor_threshold)(v),
+    },
+    Directive {
+        name: "latency-tracking",
+        kind: Kind::Bool,
+        default: "yes",
+        mutable: true,
+        apply: |h, v| {
+            h.latency_tracking.store(bool_value(v), Ordering::Relaxed);
+            Ok(())
+        },
+    },
+    Directive {
+        name: "latency-tracking-info-percentiles",
+        kind: Kind::Special,
+        default: "50 99 99.9",
+        mutable: true,
+        apply: |_, v| percentiles(v).map(|_| ()),
+    },
+    Directive {
         name: "tracking-table-max-keys",
         kind: Kind::Int {
             min: 0,
@@ -494,6 +525,33 @@ pub static TABLE: &[Directive] = &[
         apply: apply_notify,
     },
 ];
+
+/// The percentiles of latency-tracking-info-percentiles: numbers from 0 to 100 separated by
+/// single spaces, or "" for none.
+pub fn percentiles(v: &str) -> Result<Vec<f64>, String> {
+    if v.is_empty() {
+        return Ok(Vec::new());
+    }
+    v.split(' ')
+        .map(|p| {
+            let n = darner_resp::parse_f64_strict(p.as_bytes())
+                .ok_or("Invalid latency-tracking-info-percentiles parameters")?;
+            if !(0.0..=100.0).contains(&n) {
+                return Err(
+                    "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                        .to_string(),
+                );
+            }
+            Ok(n)
+        })
+        .collect()
+}
+
+/// A percentile as Redis writes one: `%f` with the trailing zeros (and point) removed.
+pub fn percentile_text(p: f64) -> String {
+    let s = format!("{p:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
 
 fn apply_notify(h: &Hot, v: &str) -> Result<(), String> {
     let f = crate::notify::parse(v).ok_or(crate::notify::ERR_FLAGS)?;
@@ -683,6 +741,8 @@ impl Config {
                 client_query_buffer_limit: AtomicI64::new(1 << 30),
                 slowlog_log_slower_than: AtomicI64::new(10000),
                 slowlog_max_len: AtomicI64::new(128),
+                latency_monitor_threshold: AtomicI64::new(0),
+                latency_tracking: AtomicBool::new(true),
                 tracking_table_max_keys: AtomicI64::new(1_000_000),
                 protected_mode: AtomicBool::new(true),
                 active_expire_effort: AtomicI64::new(1),
@@ -786,6 +846,12 @@ impl Config {
                     let f = crate::notify::parse(value).ok_or(crate::notify::ERR_FLAGS)?;
                     notify_flags = Some(f);
                     crate::notify::render(f)
+                } else if d.name == "latency-tracking-info-percentiles" {
+                    percentiles(value)?
+                        .into_iter()
+                        .map(percentile_text)
+                        .collect::<Vec<_>>()
+                        .join(" ")
                 } else if d.name == "bind" {
                     if value.split_whitespace().count() == 0 {
                         return Err("Invalid bind address".into());
@@ -949,8 +1015,11 @@ fn apply_directive(cfg: &Config, words: &[String]) -> Result<(), String> {
         find(&name).ok_or_else(|| "Bad directive or wrong number of arguments".to_string())?;
     let d = &TABLE[idx];
     let name = d.name;
-    let multi =
-        matches!(d.kind, Kind::Special) && (name == "bind" || name == "client-output-buffer-limit");
+    let multi = matches!(d.kind, Kind::Special)
+        && matches!(
+            name,
+            "bind" | "client-output-buffer-limit" | "latency-tracking-info-percentiles"
+        );
     if values.is_empty() || (!multi && values.len() != 1) {
         return Err("Bad directive or wrong number of arguments".into());
     }

@@ -40,6 +40,7 @@ pub mod cmd;
 pub mod config;
 pub mod conn;
 pub mod exec;
+pub mod latency;
 pub mod lazyfree;
 pub mod log;
 pub mod msg;

@@ -32,6 +32,8 @@ pub struct CmdStat {
     pub usec: AtomicU64,
     pub rejected: AtomicU64,
     pub failed: AtomicU64,
+    /// Latency histogram (latency-tracking).
+    pub hist: crate::latency::Hist,
 }
 
 /// Counters of one thread; the owner updates them with relaxed load+store (no contention),
@@ -80,6 +82,7 @@ impl ThreadStats {
             for a in [&c.calls, &c.usec, &c.rejected, &c.failed] {
                 a.store(0, Ordering::Relaxed);
             }
+            c.hist.reset();
         }
     }
 }
@@ -121,6 +124,8 @@ pub struct Shared {
     pub shutdown: AtomicBool,
     pub slowlog: Mutex<std::collections::VecDeque<SlowlogEntry>>,
     pub slowlog_next_id: AtomicU64,
+    /// The latency monitor's events (LATENCY LATEST, HISTORY, ...).
+    pub latency: crate::latency::Monitor,
     pub errorstats: Mutex<std::collections::BTreeMap<String, u64>>,
     pub monitors: AtomicUsize,
     /// CLIENT PAUSE: end time in unix ms (0 = not paused) and whether only writes are paused.

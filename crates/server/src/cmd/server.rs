@@ -12,6 +12,7 @@
 mod command;
 mod config;
 mod info;
+mod latency;
 
 pub use info::{cron, Metrics};
 
@@ -29,6 +30,7 @@ pub fn register(r: &mut Reg) {
     command::register(r);
     config::register(r);
     info::register(r);
+    latency::register(r);
     r.tx("dbsize", Locks::None, dbsize);
     r.tx("flushdb", Locks::All, flushdb);
     r.tx("flushall", Locks::All, flushall);

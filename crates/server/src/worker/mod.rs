@@ -2070,7 +2070,8 @@ impl Worker {
                 .load(Ordering::Relaxed)
                 .clamp(1, 10) as u64;
             let budget_us = 1_000_000 * (25 + 2 * (effort - 1)) / hz / 100;
-            let deadline = Instant::now() + Duration::from_micros(budget_us);
+            let started = Instant::now();
+            let deadline = started + Duration::from_micros(budget_us);
             let max_visit = 20_000 * effort as usize;
             for db in &mut self.shard.dbs {
                 let mut visited_total = 0;
@@ -2096,6 +2097,9 @@ impl Worker {
                     left -= visited.min(left);
                 }
             }
+            // The latency monitor's "expire-cycle" event, as Redis times its active cycle.
+            let us = started.elapsed().as_micros() as u64;
+            crate::latency::monitor(&self.shared, "expire-cycle", us);
         }
         if self.cron_count.is_multiple_of(100) {
             for db in &mut self.shard.dbs {

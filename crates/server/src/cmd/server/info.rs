@@ -146,12 +146,13 @@ const COMMANDSTATS: u16 = 1 << 8;
 const ERRORSTATS: u16 = 1 << 9;
 const CLUSTER: u16 = 1 << 10;
 const KEYSPACE: u16 = 1 << 11;
-const ALL: u16 = (1 << 12) - 1;
-/// Redis 7's default set: everything but commandstats (and latencystats, not built).
-const DEFAULT: u16 = ALL & !COMMANDSTATS;
+const LATENCYSTATS: u16 = 1 << 12;
+const ALL: u16 = (1 << 13) - 1;
+/// Redis 7's default set: everything but commandstats and latencystats.
+const DEFAULT: u16 = ALL & !COMMANDSTATS & !LATENCYSTATS;
 
 /// Section names as INFO takes them, in the order INFO prints them.
-const SECTIONS: [(&str, &str, u16); 12] = [
+const SECTIONS: [(&str, &str, u16); 13] = [
     ("server", "Server", SERVER),
     ("clients", "Clients", CLIENTS),
     ("memory", "Memory", MEMORY),
@@ -162,6 +163,7 @@ const SECTIONS: [(&str, &str, u16); 12] = [
     ("modules", "Modules", MODULES),
     ("commandstats", "Commandstats", COMMANDSTATS),
     ("errorstats", "Errorstats", ERRORSTATS),
+    ("latencystats", "Latencystats", LATENCYSTATS),
     ("cluster", "Cluster", CLUSTER),
     ("keyspace", "Keyspace", KEYSPACE),
 ];
@@ -316,6 +318,15 @@ fn cmd_totals(shared: &Shared, id: usize) -> [u64; 4] {
         }
     }
     t
+}
+
+/// A command's latency histogram summed over threads.
+pub fn latency_counts(shared: &Shared, id: usize) -> crate::latency::Counts {
+    let mut counts = crate::latency::Counts::new();
+    for s in &shared.stats {
+        s.cmd[id].hist.add_to(&mut counts.0);
+    }
+    counts
 }
 
 fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) -> String {
@@ -589,6 +600,34 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
             ERRORSTATS => {
                 for (prefix, n) in shared.errorstats.lock().unwrap().iter() {
                     line!("errorstat_{prefix}:count={n}");
+                }
+            }
+            LATENCYSTATS if hot.latency_tracking.load(Ordering::Relaxed) => {
+                let wanted = crate::config::percentiles(
+                    &shared
+                        .config
+                        .get("latency-tracking-info-percentiles")
+                        .unwrap_or_default(),
+                )
+                .unwrap_or_default();
+                for c in &registry().list {
+                    let counts = latency_counts(shared, c.id);
+                    if counts.total() == 0 {
+                        continue;
+                    }
+                    let _ = write!(s, "latency_percentiles_usec_{}:", c.spec.full_name);
+                    for (i, p) in wanted.iter().enumerate() {
+                        if i > 0 {
+                            s.push(',');
+                        }
+                        let _ = write!(
+                            s,
+                            "p{}={:.3}",
+                            crate::config::percentile_text(*p),
+                            counts.percentile_us(*p)
+                        );
+                    }
+                    s.push_str("\r\n");
                 }
             }
             CLUSTER => line!("cluster_enabled:0"),
