@@ -277,3 +277,96 @@ def test_latency_tracking_and_info_latencystats(latency_pair):
         _resp(s, "GET", "a")
         assert _resp(s, "LATENCY", "HISTOGRAM", "get") == []
         assert _resp(s, "INFO", "latencystats") == b"# Latencystats\r\n"
+
+
+# ---------------------------------------------------------------------------
+# INFO's fields
+# ---------------------------------------------------------------------------
+
+# The fields of Redis's INFO that Darner reports, by section. Every name is checked against a
+# live redis-server's INFO too, so a misspelt name fails. (Fields Darner leaves out: the
+# jemalloc allocator_* figures, used_memory_overhead/_startup/_dataset, expired_stale_perc,
+# total_reads/writes_processed, reply_buffer_*, used_cpu_*_main_thread.)
+INFO_FIELDS = {
+    "Server": """redis_version redis_git_sha1 redis_git_dirty redis_build_id redis_mode os
+        arch_bits monotonic_clock multiplexing_api atomicvar_api gcc_version process_id
+        process_supervised run_id tcp_port server_time_usec uptime_in_seconds uptime_in_days
+        hz configured_hz lru_clock executable config_file io_threads_active""",
+    "Clients": """connected_clients cluster_connections maxclients
+        client_recent_max_input_buffer client_recent_max_output_buffer blocked_clients
+        tracking_clients clients_in_timeout_table""",
+    "Memory": """used_memory used_memory_human used_memory_rss used_memory_rss_human
+        used_memory_peak used_memory_peak_human used_memory_peak_perc used_memory_lua
+        used_memory_vm_eval used_memory_lua_human used_memory_scripts_eval
+        number_of_cached_scripts number_of_functions number_of_libraries
+        used_memory_vm_functions used_memory_vm_total used_memory_vm_total_human
+        used_memory_functions used_memory_scripts used_memory_scripts_human
+        total_system_memory total_system_memory_human maxmemory maxmemory_human
+        maxmemory_policy mem_fragmentation_ratio mem_fragmentation_bytes
+        mem_not_counted_for_evict mem_replication_backlog mem_total_replication_buffers
+        mem_clients_slaves mem_cluster_links mem_aof_buffer mem_allocator
+        active_defrag_running lazyfree_pending_objects lazyfreed_objects""",
+    "Persistence": """loading async_loading current_cow_peak current_cow_size
+        current_cow_size_age current_fork_perc current_save_keys_processed
+        current_save_keys_total rdb_changes_since_last_save rdb_bgsave_in_progress
+        rdb_last_save_time rdb_last_bgsave_status rdb_last_bgsave_time_sec
+        rdb_current_bgsave_time_sec rdb_saves rdb_last_cow_size rdb_last_load_keys_expired
+        rdb_last_load_keys_loaded aof_enabled aof_rewrite_in_progress aof_rewrite_scheduled
+        aof_last_rewrite_time_sec aof_current_rewrite_time_sec aof_last_bgrewrite_status
+        aof_rewrites aof_rewrites_consecutive_failures aof_last_write_status
+        aof_last_cow_size module_fork_in_progress module_fork_last_cow_size""",
+    "Stats": """total_connections_received total_commands_processed instantaneous_ops_per_sec
+        total_net_input_bytes total_net_output_bytes total_net_repl_input_bytes
+        total_net_repl_output_bytes instantaneous_input_kbps instantaneous_output_kbps
+        instantaneous_input_repl_kbps instantaneous_output_repl_kbps rejected_connections
+        sync_full sync_partial_ok sync_partial_err expired_keys
+        expired_time_cap_reached_count expire_cycle_cpu_milliseconds evicted_keys
+        evicted_clients total_eviction_exceeded_time current_eviction_exceeded_time
+        keyspace_hits keyspace_misses pubsub_channels pubsub_patterns pubsubshard_channels
+        latest_fork_usec total_forks migrate_cached_sockets slave_expires_tracked_keys
+        active_defrag_hits active_defrag_misses active_defrag_key_hits
+        active_defrag_key_misses total_active_defrag_time current_active_defrag_time
+        tracking_total_keys tracking_total_items tracking_total_prefixes
+        unexpected_error_replies total_error_replies dump_payload_sanitizations
+        io_threaded_reads_processed io_threaded_writes_processed""",
+    "Replication": """role connected_slaves master_failover_state master_replid
+        master_replid2 master_repl_offset second_repl_offset repl_backlog_active
+        repl_backlog_size repl_backlog_first_byte_offset repl_backlog_histlen""",
+    "CPU": "used_cpu_sys used_cpu_user used_cpu_sys_children used_cpu_user_children",
+    "Cluster": "cluster_enabled",
+}
+
+# Redis 7.2's fields that its 7.0 (the reference installed here) does not have yet.
+INFO_FIELDS_72 = {
+    "Server": "listener0",
+    "Clients": """pubsub_clients watching_clients total_watched_keys total_blocking_keys
+        total_blocking_keys_on_nokey""",
+    "Stats": """eventloop_cycles eventloop_duration_sum eventloop_duration_cmd_sum
+        instantaneous_eventloop_cycles_per_sec instantaneous_eventloop_duration_usec""",
+}
+
+
+def _info_names(text: bytes) -> dict:
+    sections, cur = {}, None
+    for line in text.decode().split("\r\n"):
+        if line.startswith("# "):
+            cur = sections.setdefault(line[2:], [])
+        elif line and cur is not None:
+            cur.append(line.split(":", 1)[0])
+    return sections
+
+
+def test_info_carries_redis_fields(darner, redis_ref):
+    _resp(darner, "SET", "info-k", "v")
+    ours = _info_names(_resp(darner, "INFO", "everything"))
+    ref = _info_names(_resp(redis_ref, "INFO", "everything"))
+    for section, names in INFO_FIELDS.items():
+        for name in names.split():
+            assert name in ref[section], "not a field of redis-server's %s: %s" % (section, name)
+            assert name in ours.get(section, []), "INFO %s lacks %s" % (section, name)
+    for section, names in INFO_FIELDS_72.items():
+        for name in names.split():
+            assert name in ours.get(section, []), "INFO %s lacks %s" % (section, name)
+    # Keyspace, errorstats and commandstats have one line per database, error or command.
+    assert any(n.startswith("db") for n in ours["Keyspace"])
+    assert any(n.startswith("cmdstat_set") for n in ours["Commandstats"])

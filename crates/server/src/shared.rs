@@ -46,6 +46,9 @@ pub struct ThreadStats {
     pub net_input: AtomicU64,
     pub net_output: AtomicU64,
     pub expired_keys: AtomicU64,
+    /// The active expiry cycle: µs spent in it, and the times it stopped at its time limit.
+    pub expire_cycle_usec: AtomicU64,
+    pub expire_cycle_time_cap: AtomicU64,
     pub keyspace_hits: AtomicU64,
     pub keyspace_misses: AtomicU64,
     pub total_error_replies: AtomicU64,
@@ -69,6 +72,8 @@ impl ThreadStats {
             &self.net_input,
             &self.net_output,
             &self.expired_keys,
+            &self.expire_cycle_usec,
+            &self.expire_cycle_time_cap,
             &self.keyspace_hits,
             &self.keyspace_misses,
             &self.total_error_replies,

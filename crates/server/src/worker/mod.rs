@@ -2073,12 +2073,17 @@ impl Worker {
             let started = Instant::now();
             let deadline = started + Duration::from_micros(budget_us);
             let max_visit = 20_000 * effort as usize;
+            let mut capped = false;
             for db in &mut self.shard.dbs {
                 let mut visited_total = 0;
                 loop {
                     let (visited, expired) = db.active_expire(now, 1000);
                     visited_total += visited;
-                    if visited == 0 || Instant::now() >= deadline {
+                    if visited == 0 {
+                        break;
+                    }
+                    if Instant::now() >= deadline {
+                        capped = true;
                         break;
                     }
                     let plenty = expired * 10 > visited;
@@ -2100,6 +2105,9 @@ impl Worker {
             // The latency monitor's "expire-cycle" event, as Redis times its active cycle.
             let us = started.elapsed().as_micros() as u64;
             crate::latency::monitor(&self.shared, "expire-cycle", us);
+            let st = &self.shared.stats[self.id];
+            bump(&st.expire_cycle_usec, us);
+            bump(&st.expire_cycle_time_cap, capped as u64);
         }
         if self.cron_count.is_multiple_of(100) {
             for db in &mut self.shard.dbs {
