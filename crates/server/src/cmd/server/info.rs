@@ -781,7 +781,10 @@ mod tests {
         assert_eq!(parse_sections(&b(&["ALL"])), ALL);
         assert_eq!(parse_sections(&b(&["cpu", "Server"])), CPU | SERVER);
         assert_eq!(parse_sections(&b(&["nosuch"])), 0);
-        assert_eq!(parse_sections(&b(&["default", "commandstats"])), ALL);
+        assert_eq!(
+            parse_sections(&b(&["default", "commandstats", "latencystats"])),
+            ALL
+        );
     }
 
     #[test]
