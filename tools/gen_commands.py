@@ -383,7 +383,11 @@ def emit_args(args, indent):
         out.append(f"{pad}    Arg {{")
         out.append(f"{pad}        name: {rs_str(a['name'])},")
         out.append(f"{pad}        kind: {rs_str(a['type'])},")
-        out.append(f"{pad}        token: {rs_opt_str(a.get('token'))},")
+        # Redis 7.2's specs spell every token in upper case; the shared specs (Valkey's) have
+        # some in lower case (the GEO units m/km/ft/mi, CLIENT KILL/LIST's client types,
+        # CLIENT SETINFO's LIB-NAME/LIB-VER), which COMMAND DOCS would then show.
+        token = a.get("token")
+        out.append(f"{pad}        token: {rs_opt_str(token.upper() if token else token)},")
         out.append(f"{pad}        flags: {rs_str_slice(flags)},")
         out.append(f"{pad}        key_spec_index: {a.get('key_spec_index', -1)},")
         out.append(f"{pad}        display: {rs_opt_str(a.get('display'))},")

@@ -5,10 +5,10 @@
 use crate::{acl, flags, Arg, BeginSearch, CommandSpec, FindKeys, KeySpec};
 
 /// Number of top-level commands in [`COMMANDS`].
-pub const COMMAND_COUNT: usize = 210;
+pub const COMMAND_COUNT: usize = 211;
 
 /// All top-level commands, sorted by name.
-pub static COMMANDS: [CommandSpec; 210] = [
+pub static COMMANDS: [CommandSpec; 211] = [
     CommandSpec {
         name: "append",
         full_name: "append",
@@ -1556,7 +1556,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                             Arg {
                                                 name: "normal",
                                                 kind: "pure-token",
-                                                token: Some("normal"),
+                                                token: Some("NORMAL"),
                                                 flags: &[],
                                                 key_spec_index: -1,
                                                 display: None,
@@ -1567,7 +1567,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                             Arg {
                                                 name: "master",
                                                 kind: "pure-token",
-                                                token: Some("master"),
+                                                token: Some("MASTER"),
                                                 flags: &[],
                                                 key_spec_index: -1,
                                                 display: None,
@@ -1578,7 +1578,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                             Arg {
                                                 name: "primary",
                                                 kind: "pure-token",
-                                                token: Some("primary"),
+                                                token: Some("PRIMARY"),
                                                 flags: &[],
                                                 key_spec_index: -1,
                                                 display: None,
@@ -1589,7 +1589,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                             Arg {
                                                 name: "slave",
                                                 kind: "pure-token",
-                                                token: Some("slave"),
+                                                token: Some("SLAVE"),
                                                 flags: &[],
                                                 key_spec_index: -1,
                                                 display: None,
@@ -1600,7 +1600,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                             Arg {
                                                 name: "replica",
                                                 kind: "pure-token",
-                                                token: Some("replica"),
+                                                token: Some("REPLICA"),
                                                 flags: &[],
                                                 key_spec_index: -1,
                                                 display: None,
@@ -1611,7 +1611,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                             Arg {
                                                 name: "pubsub",
                                                 kind: "pure-token",
-                                                token: Some("pubsub"),
+                                                token: Some("PUBSUB"),
                                                 flags: &[],
                                                 key_spec_index: -1,
                                                 display: None,
@@ -1737,7 +1737,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                             Arg {
                                 name: "normal",
                                 kind: "pure-token",
-                                token: Some("normal"),
+                                token: Some("NORMAL"),
                                 flags: &[],
                                 key_spec_index: -1,
                                 display: None,
@@ -1748,7 +1748,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                             Arg {
                                 name: "master",
                                 kind: "pure-token",
-                                token: Some("master"),
+                                token: Some("MASTER"),
                                 flags: &[],
                                 key_spec_index: -1,
                                 display: None,
@@ -1759,7 +1759,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                             Arg {
                                 name: "replica",
                                 kind: "pure-token",
-                                token: Some("replica"),
+                                token: Some("REPLICA"),
                                 flags: &[],
                                 key_spec_index: -1,
                                 display: None,
@@ -1770,7 +1770,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                             Arg {
                                 name: "pubsub",
                                 kind: "pure-token",
-                                token: Some("pubsub"),
+                                token: Some("PUBSUB"),
                                 flags: &[],
                                 key_spec_index: -1,
                                 display: None,
@@ -2067,7 +2067,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                             Arg {
                                 name: "libname",
                                 kind: "string",
-                                token: Some("lib-name"),
+                                token: Some("LIB-NAME"),
                                 flags: &[],
                                 key_spec_index: -1,
                                 display: None,
@@ -2078,7 +2078,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                             Arg {
                                 name: "libver",
                                 kind: "string",
-                                token: Some("lib-ver"),
+                                token: Some("LIB-VER"),
                                 flags: &[],
                                 key_spec_index: -1,
                                 display: None,
@@ -3695,7 +3695,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "m",
                         kind: "pure-token",
-                        token: Some("m"),
+                        token: Some("M"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -3706,7 +3706,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "km",
                         kind: "pure-token",
-                        token: Some("km"),
+                        token: Some("KM"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -3717,7 +3717,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "ft",
                         kind: "pure-token",
-                        token: Some("ft"),
+                        token: Some("FT"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -3728,7 +3728,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "mi",
                         kind: "pure-token",
-                        token: Some("mi"),
+                        token: Some("MI"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -3910,7 +3910,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "m",
                         kind: "pure-token",
-                        token: Some("m"),
+                        token: Some("M"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -3921,7 +3921,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "km",
                         kind: "pure-token",
-                        token: Some("km"),
+                        token: Some("KM"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -3932,7 +3932,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "ft",
                         kind: "pure-token",
-                        token: Some("ft"),
+                        token: Some("FT"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -3943,7 +3943,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "mi",
                         kind: "pure-token",
-                        token: Some("mi"),
+                        token: Some("MI"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4168,7 +4168,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "m",
                         kind: "pure-token",
-                        token: Some("m"),
+                        token: Some("M"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4179,7 +4179,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "km",
                         kind: "pure-token",
-                        token: Some("km"),
+                        token: Some("KM"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4190,7 +4190,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "ft",
                         kind: "pure-token",
-                        token: Some("ft"),
+                        token: Some("FT"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4201,7 +4201,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "mi",
                         kind: "pure-token",
-                        token: Some("mi"),
+                        token: Some("MI"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4383,7 +4383,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "m",
                         kind: "pure-token",
-                        token: Some("m"),
+                        token: Some("M"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4394,7 +4394,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "km",
                         kind: "pure-token",
-                        token: Some("km"),
+                        token: Some("KM"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4405,7 +4405,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "ft",
                         kind: "pure-token",
-                        token: Some("ft"),
+                        token: Some("FT"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4416,7 +4416,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "mi",
                         kind: "pure-token",
-                        token: Some("mi"),
+                        token: Some("MI"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4630,7 +4630,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "m",
                         kind: "pure-token",
-                        token: Some("m"),
+                        token: Some("M"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4641,7 +4641,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "km",
                         kind: "pure-token",
-                        token: Some("km"),
+                        token: Some("KM"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4652,7 +4652,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "ft",
                         kind: "pure-token",
-                        token: Some("ft"),
+                        token: Some("FT"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4663,7 +4663,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                     Arg {
                         name: "mi",
                         kind: "pure-token",
-                        token: Some("mi"),
+                        token: Some("MI"),
                         flags: &[],
                         key_spec_index: -1,
                         display: None,
@@ -4909,7 +4909,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                     Arg {
                                         name: "m",
                                         kind: "pure-token",
-                                        token: Some("m"),
+                                        token: Some("M"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -4920,7 +4920,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                     Arg {
                                         name: "km",
                                         kind: "pure-token",
-                                        token: Some("km"),
+                                        token: Some("KM"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -4931,7 +4931,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                     Arg {
                                         name: "ft",
                                         kind: "pure-token",
-                                        token: Some("ft"),
+                                        token: Some("FT"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -4942,7 +4942,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                     Arg {
                                         name: "mi",
                                         kind: "pure-token",
-                                        token: Some("mi"),
+                                        token: Some("MI"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -4999,7 +4999,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                     Arg {
                                         name: "m",
                                         kind: "pure-token",
-                                        token: Some("m"),
+                                        token: Some("M"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5010,7 +5010,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                     Arg {
                                         name: "km",
                                         kind: "pure-token",
-                                        token: Some("km"),
+                                        token: Some("KM"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5021,7 +5021,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                     Arg {
                                         name: "ft",
                                         kind: "pure-token",
-                                        token: Some("ft"),
+                                        token: Some("FT"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5032,7 +5032,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                     Arg {
                                         name: "mi",
                                         kind: "pure-token",
-                                        token: Some("mi"),
+                                        token: Some("MI"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5294,7 +5294,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                     Arg {
                                         name: "m",
                                         kind: "pure-token",
-                                        token: Some("m"),
+                                        token: Some("M"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5305,7 +5305,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                     Arg {
                                         name: "km",
                                         kind: "pure-token",
-                                        token: Some("km"),
+                                        token: Some("KM"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5316,7 +5316,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                     Arg {
                                         name: "ft",
                                         kind: "pure-token",
-                                        token: Some("ft"),
+                                        token: Some("FT"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5327,7 +5327,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                     Arg {
                                         name: "mi",
                                         kind: "pure-token",
-                                        token: Some("mi"),
+                                        token: Some("MI"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5384,7 +5384,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                     Arg {
                                         name: "m",
                                         kind: "pure-token",
-                                        token: Some("m"),
+                                        token: Some("M"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5395,7 +5395,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                     Arg {
                                         name: "km",
                                         kind: "pure-token",
-                                        token: Some("km"),
+                                        token: Some("KM"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5406,7 +5406,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                     Arg {
                                         name: "ft",
                                         kind: "pure-token",
-                                        token: Some("ft"),
+                                        token: Some("FT"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -5417,7 +5417,7 @@ pub static COMMANDS: [CommandSpec; 210] = [
                                     Arg {
                                         name: "mi",
                                         kind: "pure-token",
-                                        token: Some("mi"),
+                                        token: Some("MI"),
                                         flags: &[],
                                         key_spec_index: -1,
                                         display: None,
@@ -8210,6 +8210,215 @@ pub static COMMANDS: [CommandSpec; 210] = [
         doc_flags: &[],
         args: &[],
         subcommands: &[],
+    },
+    CommandSpec {
+        name: "latency",
+        full_name: "latency",
+        arity: -2,
+        flags: 0,
+        flag_names: &[],
+        acl_flags: acl::SLOW,
+        acl_categories: &["@slow"],
+        first_key: 0,
+        last_key: 0,
+        step: 0,
+        key_specs: &[],
+        tips: &[],
+        group: "server",
+        since: "2.8.13",
+        deprecated_since: None,
+        doc_flags: &[],
+        args: &[],
+        subcommands: &[
+            CommandSpec {
+                name: "doctor",
+                full_name: "latency|doctor",
+                arity: 2,
+                flags: flags::ADMIN | flags::NOSCRIPT | flags::LOADING | flags::STALE,
+                flag_names: &["admin", "noscript", "loading", "stale"],
+                acl_flags: acl::ADMIN | acl::SLOW | acl::DANGEROUS,
+                acl_categories: &["@admin", "@slow", "@dangerous"],
+                first_key: 0,
+                last_key: 0,
+                step: 0,
+                key_specs: &[],
+                tips: &["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"],
+                group: "server",
+                since: "2.8.13",
+                deprecated_since: None,
+                doc_flags: &[],
+                args: &[],
+                subcommands: &[],
+            },
+            CommandSpec {
+                name: "graph",
+                full_name: "latency|graph",
+                arity: 3,
+                flags: flags::ADMIN | flags::NOSCRIPT | flags::LOADING | flags::STALE,
+                flag_names: &["admin", "noscript", "loading", "stale"],
+                acl_flags: acl::ADMIN | acl::SLOW | acl::DANGEROUS,
+                acl_categories: &["@admin", "@slow", "@dangerous"],
+                first_key: 0,
+                last_key: 0,
+                step: 0,
+                key_specs: &[],
+                tips: &["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"],
+                group: "server",
+                since: "2.8.13",
+                deprecated_since: None,
+                doc_flags: &[],
+                args: &[
+                    Arg {
+                        name: "event",
+                        kind: "string",
+                        token: None,
+                        flags: &[],
+                        key_spec_index: -1,
+                        display: None,
+                        since: None,
+                        deprecated_since: None,
+                        children: &[],
+                    },
+                ],
+                subcommands: &[],
+            },
+            CommandSpec {
+                name: "help",
+                full_name: "latency|help",
+                arity: 2,
+                flags: flags::LOADING | flags::STALE,
+                flag_names: &["loading", "stale"],
+                acl_flags: acl::SLOW,
+                acl_categories: &["@slow"],
+                first_key: 0,
+                last_key: 0,
+                step: 0,
+                key_specs: &[],
+                tips: &[],
+                group: "server",
+                since: "2.8.13",
+                deprecated_since: None,
+                doc_flags: &[],
+                args: &[],
+                subcommands: &[],
+            },
+            CommandSpec {
+                name: "histogram",
+                full_name: "latency|histogram",
+                arity: -2,
+                flags: flags::ADMIN | flags::NOSCRIPT | flags::LOADING | flags::STALE,
+                flag_names: &["admin", "noscript", "loading", "stale"],
+                acl_flags: acl::ADMIN | acl::SLOW | acl::DANGEROUS,
+                acl_categories: &["@admin", "@slow", "@dangerous"],
+                first_key: 0,
+                last_key: 0,
+                step: 0,
+                key_specs: &[],
+                tips: &["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"],
+                group: "server",
+                since: "7.0.0",
+                deprecated_since: None,
+                doc_flags: &[],
+                args: &[
+                    Arg {
+                        name: "COMMAND",
+                        kind: "string",
+                        token: None,
+                        flags: &["optional", "multiple"],
+                        key_spec_index: -1,
+                        display: None,
+                        since: None,
+                        deprecated_since: None,
+                        children: &[],
+                    },
+                ],
+                subcommands: &[],
+            },
+            CommandSpec {
+                name: "history",
+                full_name: "latency|history",
+                arity: 3,
+                flags: flags::ADMIN | flags::NOSCRIPT | flags::LOADING | flags::STALE,
+                flag_names: &["admin", "noscript", "loading", "stale"],
+                acl_flags: acl::ADMIN | acl::SLOW | acl::DANGEROUS,
+                acl_categories: &["@admin", "@slow", "@dangerous"],
+                first_key: 0,
+                last_key: 0,
+                step: 0,
+                key_specs: &[],
+                tips: &["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"],
+                group: "server",
+                since: "2.8.13",
+                deprecated_since: None,
+                doc_flags: &[],
+                args: &[
+                    Arg {
+                        name: "event",
+                        kind: "string",
+                        token: None,
+                        flags: &[],
+                        key_spec_index: -1,
+                        display: None,
+                        since: None,
+                        deprecated_since: None,
+                        children: &[],
+                    },
+                ],
+                subcommands: &[],
+            },
+            CommandSpec {
+                name: "latest",
+                full_name: "latency|latest",
+                arity: 2,
+                flags: flags::ADMIN | flags::NOSCRIPT | flags::LOADING | flags::STALE,
+                flag_names: &["admin", "noscript", "loading", "stale"],
+                acl_flags: acl::ADMIN | acl::SLOW | acl::DANGEROUS,
+                acl_categories: &["@admin", "@slow", "@dangerous"],
+                first_key: 0,
+                last_key: 0,
+                step: 0,
+                key_specs: &[],
+                tips: &["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"],
+                group: "server",
+                since: "2.8.13",
+                deprecated_since: None,
+                doc_flags: &[],
+                args: &[],
+                subcommands: &[],
+            },
+            CommandSpec {
+                name: "reset",
+                full_name: "latency|reset",
+                arity: -2,
+                flags: flags::ADMIN | flags::NOSCRIPT | flags::LOADING | flags::STALE,
+                flag_names: &["admin", "noscript", "loading", "stale"],
+                acl_flags: acl::ADMIN | acl::SLOW | acl::DANGEROUS,
+                acl_categories: &["@admin", "@slow", "@dangerous"],
+                first_key: 0,
+                last_key: 0,
+                step: 0,
+                key_specs: &[],
+                tips: &["request_policy:all_nodes", "response_policy:agg_sum"],
+                group: "server",
+                since: "2.8.13",
+                deprecated_since: None,
+                doc_flags: &[],
+                args: &[
+                    Arg {
+                        name: "event",
+                        kind: "string",
+                        token: None,
+                        flags: &["optional", "multiple"],
+                        key_spec_index: -1,
+                        display: None,
+                        since: None,
+                        deprecated_since: None,
+                        children: &[],
+                    },
+                ],
+                subcommands: &[],
+            },
+        ],
     },
     CommandSpec {
         name: "lcs",
@@ -15889,7 +16098,7 @@ const LONGEST_NAME: usize = 20;
 
 /// Open-addressing index of [`COMMANDS`] by [`name_hash`] (linear probing;
 /// `u16::MAX`: empty).
-static TOP_INDEX: [u16; 1024] = [u16::MAX, u16::MAX, u16::MAX, u16::MAX, 25, 82, 102, 117, 3, 141, 189, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 35, 99, u16::MAX, 105, u16::MAX, 98, u16::MAX, 174, u16::MAX, u16::MAX, u16::MAX, 165, u16::MAX, 152, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 196, u16::MAX, 89, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 43, u16::MAX, u16::MAX, u16::MAX, 40, 154, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 118, u16::MAX, u16::MAX, 133, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 161, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 144, u16::MAX, u16::MAX, 120, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 65, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 112, u16::MAX, 13, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 109, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 101, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 97, u16::MAX, 54, u16::MAX, u16::MAX, u16::MAX, 9, u16::MAX, 87, 148, 177, u16::MAX, 158, 140, 188, u16::MAX, u16::MAX, u16::MAX, 127, 111, u16::MAX, u16::MAX, 130, u16::MAX, 21, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 129, u16::MAX, u16::MAX, u16::MAX, 168, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 46, 167, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 55, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 4, 116, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 81, u16::MAX, 67, u16::MAX, u16::MAX, 203, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 134, 61, 122, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 107, u16::MAX, u16::MAX, 15, 104, u16::MAX, u16::MAX, 147, 153, 47, 62, 179, 39, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 103, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 157, u16::MAX, u16::MAX, 205, u16::MAX, u16::MAX, 185, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 171, u16::MAX, u16::MAX, u16::MAX, 156, u16::MAX, u16::MAX, u16::MAX, 56, u16::MAX, u16::MAX, u16::MAX, 200, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 71, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 33, u16::MAX, u16::MAX, 160, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 182, u16::MAX, u16::MAX, 113, u16::MAX, u16::MAX, u16::MAX, 12, 95, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 142, 11, 14, 10, 26, 92, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 5, u16::MAX, 31, 202, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 52, u16::MAX, u16::MAX, u16::MAX, 29, 17, 24, u16::MAX, u16::MAX, 94, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 207, u16::MAX, 138, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 146, u16::MAX, u16::MAX, u16::MAX, 34, 145, u16::MAX, 48, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 18, 68, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 124, 197, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 80, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 28, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 143, u16::MAX, 206, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 151, 108, 132, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 131, 49, 135, 173, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 1, u16::MAX, 169, 72, u16::MAX, 175, u16::MAX, 23, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 186, u16::MAX, u16::MAX, 76, u16::MAX, u16::MAX, u16::MAX, 114, u16::MAX, u16::MAX, 180, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 88, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 84, 195, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 93, 208, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 128, 59, 155, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 58, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 77, 66, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 44, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 100, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 193, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 90, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 201, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 183, u16::MAX, u16::MAX, u16::MAX, 53, u16::MAX, u16::MAX, u16::MAX, 190, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 91, 64, 170, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 2, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 8, 178, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 194, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 163, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 110, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 204, u16::MAX, u16::MAX, u16::MAX, 126, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 139, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 27, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 187, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 73, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 7, u16::MAX, 41, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 86, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 164, 45, u16::MAX, u16::MAX, u16::MAX, 50, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 159, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 121, 199, u16::MAX, 191, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 20, 57, 96, 150, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 106, u16::MAX, u16::MAX, u16::MAX, 63, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 0, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 30, 123, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 136, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 32, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 42, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 78, u16::MAX, u16::MAX, 70, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 209, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 37, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 137, u16::MAX, u16::MAX, 38, u16::MAX, u16::MAX, u16::MAX, 19, u16::MAX, 184, u16::MAX, 79, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 74, u16::MAX, 60, u16::MAX, 181, u16::MAX, u16::MAX, u16::MAX, 166, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 51, 85, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 149, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 119, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 69, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 83, u16::MAX, 172, 176, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 6, u16::MAX, u16::MAX, u16::MAX, 125, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 16, 115, 22, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 162, u16::MAX, u16::MAX, u16::MAX, 36, u16::MAX, u16::MAX, u16::MAX, 75, u16::MAX, 198, u16::MAX, u16::MAX, 192, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX];
+static TOP_INDEX: [u16; 1024] = [u16::MAX, u16::MAX, u16::MAX, u16::MAX, 25, 82, 103, 118, 3, 142, 190, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 35, 100, u16::MAX, 106, u16::MAX, 99, u16::MAX, 175, u16::MAX, u16::MAX, u16::MAX, 166, u16::MAX, 153, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 197, u16::MAX, 90, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 43, u16::MAX, u16::MAX, u16::MAX, 40, 155, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 119, u16::MAX, u16::MAX, 134, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 162, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 145, u16::MAX, u16::MAX, 121, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 65, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 113, u16::MAX, 13, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 110, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 102, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 98, u16::MAX, 54, u16::MAX, u16::MAX, u16::MAX, 9, u16::MAX, 88, 149, 178, u16::MAX, 159, 141, 189, u16::MAX, u16::MAX, u16::MAX, 128, 112, u16::MAX, u16::MAX, 131, u16::MAX, 21, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 130, u16::MAX, u16::MAX, u16::MAX, 169, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 46, 168, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 55, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 4, 117, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 81, u16::MAX, 67, u16::MAX, u16::MAX, 204, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 135, 61, 123, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 108, u16::MAX, u16::MAX, 15, 105, u16::MAX, u16::MAX, 148, 154, 47, 62, 180, 39, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 104, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 158, u16::MAX, u16::MAX, 206, u16::MAX, u16::MAX, 186, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 172, u16::MAX, u16::MAX, u16::MAX, 157, u16::MAX, u16::MAX, u16::MAX, 56, u16::MAX, u16::MAX, u16::MAX, 201, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 71, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 33, u16::MAX, u16::MAX, 161, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 183, u16::MAX, u16::MAX, 114, u16::MAX, u16::MAX, u16::MAX, 12, 96, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 143, 11, 14, 10, 26, 93, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 5, u16::MAX, 31, 203, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 52, u16::MAX, u16::MAX, u16::MAX, 29, 17, 24, u16::MAX, u16::MAX, 95, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 208, u16::MAX, 139, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 147, u16::MAX, u16::MAX, u16::MAX, 34, 146, u16::MAX, 48, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 18, 68, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 125, 198, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 80, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 28, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 144, u16::MAX, 207, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 152, 109, 133, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 132, 49, 136, 174, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 1, u16::MAX, 170, 72, u16::MAX, 176, u16::MAX, 23, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 187, u16::MAX, u16::MAX, 76, u16::MAX, u16::MAX, u16::MAX, 115, u16::MAX, u16::MAX, 181, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 89, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 84, 196, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 94, 209, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 129, 59, 156, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 58, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 77, 66, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 44, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 101, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 194, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 91, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 202, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 184, u16::MAX, u16::MAX, u16::MAX, 53, u16::MAX, u16::MAX, u16::MAX, 191, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 92, 64, 171, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 2, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 8, 179, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 195, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 164, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 111, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 205, u16::MAX, u16::MAX, u16::MAX, 127, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 140, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 27, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 188, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 73, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 7, u16::MAX, 41, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 87, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 165, 45, u16::MAX, u16::MAX, u16::MAX, 50, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 160, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 122, 200, u16::MAX, 192, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 20, 57, 97, 151, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 107, u16::MAX, u16::MAX, u16::MAX, 63, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 0, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 30, 124, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 137, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 32, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 42, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 78, u16::MAX, u16::MAX, 70, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 210, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 37, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 138, u16::MAX, u16::MAX, 38, u16::MAX, u16::MAX, u16::MAX, 19, u16::MAX, 185, u16::MAX, 79, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 74, u16::MAX, 60, u16::MAX, 182, u16::MAX, u16::MAX, u16::MAX, 167, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 51, 85, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 150, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 120, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 86, u16::MAX, u16::MAX, 69, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 83, u16::MAX, 173, 177, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 6, u16::MAX, u16::MAX, u16::MAX, 126, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 16, 116, 22, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 163, u16::MAX, u16::MAX, u16::MAX, 36, u16::MAX, u16::MAX, u16::MAX, 75, u16::MAX, 199, u16::MAX, u16::MAX, 193, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX];
 
 /// FNV-1a (64-bit) of an already lowercase name.
 #[inline]

@@ -48,6 +48,10 @@ pub struct Hot {
     pub client_query_buffer_limit: AtomicI64,
     pub slowlog_log_slower_than: AtomicI64,
     pub slowlog_max_len: AtomicI64,
+    /// latency-monitor-threshold in milliseconds (0: the latency monitor is off).
+    pub latency_monitor_threshold: AtomicI64,
+    /// latency-tracking: per-command latency histograms (LATENCY HISTOGRAM, INFO latencystats).
+    pub latency_tracking: AtomicBool,
     /// Keys client tracking may remember, all shards together (0: no limit).
     pub tracking_table_max_keys: AtomicI64,
     pub protected_mode: AtomicBool,
@@ -362,6 +366,33 @@ pub static TABLE: &[Directive] = &[
         apply: |h, v| set_i(&h.slowlog_max_len)(v),
     },
     Directive {
+        name: "latency-monitor-threshold",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "0",
+        mutable: true,
+        apply: |h, v| set_i(&h.latency_monitor_threshold)(v),
+    },
+    Directive {
+        name: "latency-tracking",
+        kind: Kind::Bool,
+        default: "yes",
+        mutable: true,
+        apply: |h, v| {
+            h.latency_tracking.store(bool_value(v), Ordering::Relaxed);
+            Ok(())
+        },
+    },
+    Directive {
+        name: "latency-tracking-info-percentiles",
+        kind: Kind::Special,
+        default: "50 99 99.9",
+        mutable: true,
+        apply: |_, v| percentiles(v).map(|_| ()),
+    },
+    Directive {
         name: "tracking-table-max-keys",
         kind: Kind::Int {
             min: 0,
@@ -383,7 +414,7 @@ pub static TABLE: &[Directive] = &[
     },
     Directive {
         name: "hash-max-listpack-value",
-        kind: Kind::Int {
+        kind: Kind::Memory {
             min: 0,
             max: i64::MAX,
         },
@@ -433,7 +464,7 @@ pub static TABLE: &[Directive] = &[
     },
     Directive {
         name: "zset-max-listpack-value",
-        kind: Kind::Int {
+        kind: Kind::Memory {
             min: 0,
             max: i64::MAX,
         },
@@ -525,6 +556,33 @@ pub static TABLE: &[Directive] = &[
     },
 ];
 
+/// The percentiles of latency-tracking-info-percentiles: numbers from 0 to 100 separated by
+/// single spaces, or "" for none.
+pub fn percentiles(v: &str) -> Result<Vec<f64>, String> {
+    if v.is_empty() {
+        return Ok(Vec::new());
+    }
+    v.split(' ')
+        .map(|p| {
+            let n = darner_resp::parse_f64_strict(p.as_bytes())
+                .ok_or("Invalid latency-tracking-info-percentiles parameters")?;
+            if !(0.0..=100.0).contains(&n) {
+                return Err(
+                    "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                        .to_string(),
+                );
+            }
+            Ok(n)
+        })
+        .collect()
+}
+
+/// A percentile as Redis writes one: `%f` with the trailing zeros (and point) removed.
+pub fn percentile_text(p: f64) -> String {
+    let s = format!("{p:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 fn apply_notify(h: &Hot, v: &str) -> Result<(), String> {
     let f = crate::notify::parse(v).ok_or(crate::notify::ERR_FLAGS)?;
     store_notify(h, f);
@@ -539,6 +597,17 @@ fn store_notify(h: &Hot, f: u32) {
 
 /// Redis directives for features not built yet, with the values that mean "off" (accepted,
 /// because they describe what Darner does). Anything else is refused at start-up.
+/// Of these, the ones Redis cannot change at run time: CONFIG SET answers "can't set immutable
+/// config" for them, whatever the value, as Redis does.
+pub static UNBUILT_IMMUTABLE: &[&str] = &[
+    "cluster-enabled",
+    "replicaof",
+    "slaveof",
+    "daemonize",
+    "io-threads",
+    "unixsocket",
+];
+
 pub static UNBUILT: &[(&str, &[&str])] = &[
     ("appendonly", &["no"]),
     ("save", &[""]),
@@ -655,8 +724,37 @@ pub struct Config {
     pub file: Option<std::path::PathBuf>,
 }
 
+/// The other names Redis 7.2 keeps for directives of the table (its config.c aliases, from
+/// when listpacks were ziplists), as (alias, directive). They work wherever the directive
+/// does: config file, command line, CONFIG SET; CONFIG GET answers them under their own name
+/// and lists them in `CONFIG GET *`, as Redis does.
+pub static ALIASES: &[(&str, &str)] = &[
+    ("hash-max-ziplist-entries", "hash-max-listpack-entries"),
+    ("hash-max-ziplist-value", "hash-max-listpack-value"),
+    ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
+    ("zset-max-ziplist-value", "zset-max-listpack-value"),
+    ("list-max-ziplist-size", "list-max-listpack-size"),
+];
+
+/// Directives Redis 7.2 still reads in a config file (with one value) and ignores, having no
+/// meaning any more; CONFIG SET does not know them.
+const DEPRECATED: &[&str] = &[
+    "list-max-ziplist-entries",
+    "list-max-ziplist-value",
+    "lua-replicate-commands",
+];
+
+/// The index in [`TABLE`] of a directive, by its name or one of its [`ALIASES`].
 pub fn find(name: &str) -> Option<usize> {
-    TABLE.iter().position(|d| d.name.eq_ignore_ascii_case(name))
+    TABLE
+        .iter()
+        .position(|d| d.name.eq_ignore_ascii_case(name))
+        .or_else(|| {
+            let (_, primary) = ALIASES
+                .iter()
+                .find(|(alias, _)| alias.eq_ignore_ascii_case(name))?;
+            TABLE.iter().position(|d| d.name == *primary)
+        })
 }
 
 impl Config {
@@ -672,6 +770,8 @@ impl Config {
                 client_query_buffer_limit: AtomicI64::new(1 << 30),
                 slowlog_log_slower_than: AtomicI64::new(10000),
                 slowlog_max_len: AtomicI64::new(128),
+                latency_monitor_threshold: AtomicI64::new(0),
+                latency_tracking: AtomicBool::new(true),
                 tracking_table_max_keys: AtomicI64::new(1_000_000),
                 protected_mode: AtomicBool::new(true),
                 active_expire_effort: AtomicI64::new(1),
@@ -776,6 +876,12 @@ impl Config {
                     let f = crate::notify::parse(value).ok_or(crate::notify::ERR_FLAGS)?;
                     notify_flags = Some(f);
                     crate::notify::render(f)
+                } else if d.name == "latency-tracking-info-percentiles" {
+                    percentiles(value)?
+                        .into_iter()
+                        .map(percentile_text)
+                        .collect::<Vec<_>>()
+                        .join(" ")
                 } else if d.name == "bind" {
                     if value.split_whitespace().count() == 0 {
                         return Err("Invalid bind address".into());
@@ -932,11 +1038,18 @@ fn apply_directive(cfg: &Config, words: &[String]) -> Result<(), String> {
              refusing to start with '{name} {v}'"
         ));
     }
+    if DEPRECATED.contains(&name.as_str()) && values.len() == 1 {
+        return Ok(());
+    }
     let idx =
         find(&name).ok_or_else(|| "Bad directive or wrong number of arguments".to_string())?;
     let d = &TABLE[idx];
-    let multi =
-        matches!(d.kind, Kind::Special) && (name == "bind" || name == "client-output-buffer-limit");
+    let name = d.name;
+    let multi = matches!(d.kind, Kind::Special)
+        && matches!(
+            name,
+            "bind" | "client-output-buffer-limit" | "latency-tracking-info-percentiles"
+        );
     if values.is_empty() || (!multi && values.len() != 1) {
         return Err("Bad directive or wrong number of arguments".into());
     }
@@ -949,7 +1062,7 @@ fn apply_directive(cfg: &Config, words: &[String]) -> Result<(), String> {
         cfg.values.lock().unwrap()[idx] = values[0].clone();
         return Ok(());
     }
-    cfg.set(&name, &values.join(" "), true)
+    cfg.set(name, &values.join(" "), true)
 }
 
 /// Builds the configuration from an optional file and `--name value ...` arguments, in that

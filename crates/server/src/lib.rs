@@ -41,6 +41,7 @@ pub mod config;
 pub mod conn;
 pub mod digest;
 pub mod exec;
+pub mod latency;
 pub mod lazyfree;
 pub mod log;
 pub mod msg;

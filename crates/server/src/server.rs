@@ -147,6 +147,7 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         shutdown: AtomicBool::new(false),
         slowlog: Mutex::new(Default::default()),
         slowlog_next_id: AtomicU64::new(0),
+        latency: Default::default(),
         errorstats: Mutex::new(Default::default()),
         monitors: AtomicUsize::new(0),
         pause_until: AtomicI64::new(0),

@@ -32,6 +32,8 @@ pub struct CmdStat {
     pub usec: AtomicU64,
     pub rejected: AtomicU64,
     pub failed: AtomicU64,
+    /// Latency histogram (latency-tracking).
+    pub hist: crate::latency::Hist,
 }
 
 /// Counters of one thread; the owner updates them with relaxed load+store (no contention),
@@ -44,6 +46,9 @@ pub struct ThreadStats {
     pub net_input: AtomicU64,
     pub net_output: AtomicU64,
     pub expired_keys: AtomicU64,
+    /// The active expiry cycle: µs spent in it, and the times it stopped at its time limit.
+    pub expire_cycle_usec: AtomicU64,
+    pub expire_cycle_time_cap: AtomicU64,
     pub keyspace_hits: AtomicU64,
     pub keyspace_misses: AtomicU64,
     pub total_error_replies: AtomicU64,
@@ -70,6 +75,8 @@ impl ThreadStats {
             &self.net_input,
             &self.net_output,
             &self.expired_keys,
+            &self.expire_cycle_usec,
+            &self.expire_cycle_time_cap,
             &self.keyspace_hits,
             &self.keyspace_misses,
             &self.total_error_replies,
@@ -84,6 +91,7 @@ impl ThreadStats {
             for a in [&c.calls, &c.usec, &c.rejected, &c.failed] {
                 a.store(0, Ordering::Relaxed);
             }
+            c.hist.reset();
         }
     }
 }
@@ -125,6 +133,8 @@ pub struct Shared {
     pub shutdown: AtomicBool,
     pub slowlog: Mutex<std::collections::VecDeque<SlowlogEntry>>,
     pub slowlog_next_id: AtomicU64,
+    /// The latency monitor's events (LATENCY LATEST, HISTORY, ...).
+    pub latency: crate::latency::Monitor,
     pub errorstats: Mutex<std::collections::BTreeMap<String, u64>>,
     pub monitors: AtomicUsize,
     /// CLIENT PAUSE: end time in unix ms (0 = not paused) and whether only writes are paused.

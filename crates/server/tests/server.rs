@@ -710,6 +710,7 @@ fn info_sections_and_values() {
     assert_eq!(titles(&info(&mut r, &["default"])), default);
     let mut all = default.to_vec();
     all.insert(8, "# Commandstats");
+    all.insert(10, "# Latencystats");
     assert_eq!(titles(&info(&mut r, &["all"])), all);
     assert_eq!(titles(&info(&mut r, &["everything"])), all);
     // Any order in, Redis's order out; unknown names ignored.

@@ -17,6 +17,7 @@ mod command;
 mod config;
 mod debug;
 mod info;
+mod latency;
 mod lolwut;
 mod memory;
 mod module;
@@ -36,6 +37,7 @@ pub fn register(r: &mut Reg) {
     command::register(r);
     config::register(r);
     info::register(r);
+    latency::register(r);
     r.tx("dbsize", Locks::None, dbsize);
     r.tx("flushdb", Locks::All, flushdb);
     r.tx("flushall", Locks::All, flushall);

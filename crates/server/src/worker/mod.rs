@@ -2206,14 +2206,20 @@ impl Worker {
                 .load(Ordering::Relaxed)
                 .clamp(1, 10) as u64;
             let budget_us = 1_000_000 * (25 + 2 * (effort - 1)) / hz / 100;
-            let deadline = Instant::now() + Duration::from_micros(budget_us);
+            let started = Instant::now();
+            let deadline = started + Duration::from_micros(budget_us);
             let max_visit = 20_000 * effort as usize;
+            let mut capped = false;
             for db in &mut self.shard.dbs {
                 let mut visited_total = 0;
                 loop {
                     let (visited, expired) = db.active_expire(now, 1000);
                     visited_total += visited;
-                    if visited == 0 || Instant::now() >= deadline {
+                    if visited == 0 {
+                        break;
+                    }
+                    if Instant::now() >= deadline {
+                        capped = true;
                         break;
                     }
                     let plenty = expired * 10 > visited;
@@ -2232,6 +2238,12 @@ impl Worker {
                     left -= visited.min(left);
                 }
             }
+            // The latency monitor's "expire-cycle" event, as Redis times its active cycle.
+            let us = started.elapsed().as_micros() as u64;
+            crate::latency::monitor(&self.shared, "expire-cycle", us);
+            let st = &self.shared.stats[self.id];
+            bump(&st.expire_cycle_usec, us);
+            bump(&st.expire_cycle_time_cap, capped as u64);
         }
         if self.cron_count.is_multiple_of(100) {
             for db in &mut self.shard.dbs {

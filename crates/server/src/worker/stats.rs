@@ -126,6 +126,18 @@ pub(super) fn record_stats(
     let st = &shared.stats[thread].cmd[cmd.id];
     bump(&st.calls, 1);
     bump(&st.usec, us);
+    let hot = &shared.config.hot;
+    if hot.latency_tracking.load(Ordering::Relaxed) {
+        st.hist.record(us);
+    }
+    if hot.latency_monitor_threshold.load(Ordering::Relaxed) > 0 {
+        let event = if cmd.spec.has(flags::FAST) {
+            "fast-command"
+        } else {
+            "command"
+        };
+        crate::latency::monitor(shared, event, us);
+    }
     if let Some(e) = err {
         bump(&st.failed, 1);
         bump(&shared.stats[thread].total_error_replies, 1);

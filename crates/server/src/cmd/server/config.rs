@@ -5,7 +5,7 @@
 //! accepts exactly those values and refuses others, naming the directive.
 
 use crate::cmd::{ConnCtx, Reg};
-use crate::config::{self, Kind, TABLE, UNBUILT};
+use crate::config::{self, Kind, ALIASES, TABLE, UNBUILT, UNBUILT_IMMUTABLE};
 use crate::log;
 use darner_resp::ReplyWriter;
 use std::sync::Mutex;
@@ -21,42 +21,75 @@ pub fn register(r: &mut Reg) {
 /// SET is all-or-nothing for other SETs too, and a REWRITE never sees half of one.
 static CONFIG_LOCK: Mutex<()> = Mutex::new(());
 
-/// A directive CONFIG knows: a working one (index into `TABLE`) or an unbuilt one (index into
-/// `UNBUILT`).
+/// A directive CONFIG knows: a working one (index into `TABLE`), another name of one (index
+/// into `ALIASES`) or an unbuilt one (index into `UNBUILT`). An alias is a directive of its
+/// own to CONFIG, as in Redis: `CONFIG GET *` lists it, and one CONFIG SET may name both it
+/// and its directive (the later value wins).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Directive {
     Table(usize),
+    Alias(usize),
     Unbuilt(usize),
 }
 
 impl Directive {
     fn find(name: &str) -> Option<Directive> {
-        config::find(name).map(Directive::Table).or_else(|| {
-            UNBUILT
-                .iter()
-                .position(|(n, _)| n.eq_ignore_ascii_case(name))
-                .map(Directive::Unbuilt)
-        })
+        let by_name = |n: &&str| n.eq_ignore_ascii_case(name);
+        TABLE
+            .iter()
+            .position(|d| by_name(&d.name))
+            .map(Directive::Table)
+            .or_else(|| {
+                ALIASES
+                    .iter()
+                    .position(|(n, _)| by_name(n))
+                    .map(Directive::Alias)
+            })
+            .or_else(|| {
+                UNBUILT
+                    .iter()
+                    .position(|(n, _)| by_name(n))
+                    .map(Directive::Unbuilt)
+            })
     }
 
     fn name(self) -> &'static str {
         match self {
             Directive::Table(i) => TABLE[i].name,
+            Directive::Alias(i) => ALIASES[i].0,
             Directive::Unbuilt(i) => UNBUILT[i].0,
         }
     }
 
-    fn value(self, cfg: &config::Config) -> String {
+    /// The table row this directive sets, if it is a working one.
+    fn row(self) -> Option<usize> {
         match self {
-            Directive::Table(i) => cfg.get_index(i),
+            Directive::Table(i) => Some(i),
+            Directive::Alias(i) => config::find(ALIASES[i].1),
+            Directive::Unbuilt(_) => None,
+        }
+    }
+
+    fn mutable(self) -> bool {
+        match self {
+            Directive::Unbuilt(i) => !UNBUILT_IMMUTABLE.contains(&UNBUILT[i].0),
+            d => d.row().is_some_and(|i| TABLE[i].mutable),
+        }
+    }
+
+    fn value(self, cfg: &config::Config) -> String {
+        match (self, self.row()) {
+            (_, Some(i)) => cfg.get_index(i),
             // The "feature off" value, which is what the server does.
-            Directive::Unbuilt(i) => UNBUILT[i].1.first().unwrap_or(&"").to_string(),
+            (Directive::Unbuilt(i), _) => UNBUILT[i].1.first().unwrap_or(&"").to_string(),
+            _ => String::new(),
         }
     }
 
     fn all() -> impl Iterator<Item = Directive> {
         (0..TABLE.len())
             .map(Directive::Table)
+            .chain((0..ALIASES.len()).map(Directive::Alias))
             .chain((0..UNBUILT.len()).map(Directive::Unbuilt))
     }
 }
@@ -105,8 +138,8 @@ fn set(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             )
         })
         .collect();
-    // First pass: every name must be known (the first unknown one is reported), settable and
-    // not given twice; nothing is changed yet.
+    // First pass: every name must be known, settable and not given twice; the first name
+    // that is not, in argument order, is the one reported (as Redis does). Nothing is changed.
     let fail = |w: &mut ReplyWriter, name: &str, why: &str| {
         w.error(
             format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
@@ -114,42 +147,32 @@ fn set(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         )
     };
     let mut targets: Vec<Directive> = Vec::with_capacity(pairs.len());
-    let mut unknown: Option<&str> = None;
-    let mut refused: Option<(&str, &str)> = None;
     for (name, _) in &pairs {
         let Some(d) = Directive::find(name) else {
-            unknown = unknown.or(Some(name));
-            continue;
+            return w.error(
+                format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'")
+                    .as_bytes(),
+            );
         };
-        if refused.is_none() {
-            if matches!(d, Directive::Table(i) if !TABLE[i].mutable) {
-                refused = Some((name, "can't set immutable config"));
-            } else if targets.contains(&d) {
-                refused = Some((name, "duplicate parameter"));
-            }
+        if !d.mutable() {
+            return fail(w, name, "can't set immutable config");
+        }
+        if targets.contains(&d) {
+            return fail(w, name, "duplicate parameter");
         }
         targets.push(d);
-    }
-    if let Some(name) = unknown {
-        return w.error(
-            format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'")
-                .as_bytes(),
-        );
-    }
-    if let Some((name, why)) = refused {
-        return fail(w, name, why);
     }
     // Second pass: set each, undoing the ones already set if one fails.
     let mut done: Vec<(usize, String)> = Vec::new();
     for (d, (_, value)) in targets.iter().zip(&pairs) {
         let result =
-            match *d {
-                Directive::Table(i) => {
+            match (*d, d.row()) {
+                (_, Some(i)) => {
                     let old = cfg.get_index(i);
                     cfg.set(TABLE[i].name, value, false)
                         .map(|()| done.push((i, old)))
                 }
-                Directive::Unbuilt(i) => {
+                (Directive::Unbuilt(i), _) => {
                     if UNBUILT[i].1.iter().any(|ok| ok.eq_ignore_ascii_case(value)) {
                         Ok(())
                     } else {
@@ -157,6 +180,7 @@ fn set(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
                         .to_string())
                     }
                 }
+                (_, None) => Ok(()),
             };
         if let Err(why) = result {
             for (i, old) in done.into_iter().rev() {

@@ -162,12 +162,13 @@ const COMMANDSTATS: u16 = 1 << 8;
 const ERRORSTATS: u16 = 1 << 9;
 const CLUSTER: u16 = 1 << 10;
 const KEYSPACE: u16 = 1 << 11;
-const ALL: u16 = (1 << 12) - 1;
-/// Redis 7's default set: everything but commandstats (and latencystats, not built).
-const DEFAULT: u16 = ALL & !COMMANDSTATS;
+const LATENCYSTATS: u16 = 1 << 12;
+const ALL: u16 = (1 << 13) - 1;
+/// Redis 7's default set: everything but commandstats and latencystats.
+const DEFAULT: u16 = ALL & !COMMANDSTATS & !LATENCYSTATS;
 
 /// Section names as INFO takes them, in the order INFO prints them.
-const SECTIONS: [(&str, &str, u16); 12] = [
+const SECTIONS: [(&str, &str, u16); 13] = [
     ("server", "Server", SERVER),
     ("clients", "Clients", CLIENTS),
     ("memory", "Memory", MEMORY),
@@ -178,6 +179,7 @@ const SECTIONS: [(&str, &str, u16); 12] = [
     ("modules", "Modules", MODULES),
     ("commandstats", "Commandstats", COMMANDSTATS),
     ("errorstats", "Errorstats", ERRORSTATS),
+    ("latencystats", "Latencystats", LATENCYSTATS),
     ("cluster", "Cluster", CLUSTER),
     ("keyspace", "Keyspace", KEYSPACE),
 ];
@@ -334,6 +336,24 @@ fn cmd_totals(shared: &Shared, id: usize) -> [u64; 4] {
     t
 }
 
+/// redis_build_id: a hex digest of the version (FNV-1a), fixed per build like Redis's.
+fn build_id() -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in crate::DARNER_VERSION.bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// A command's latency histogram summed over threads.
+pub fn latency_counts(shared: &Shared, id: usize) -> crate::latency::Counts {
+    let mut counts = crate::latency::Counts::new();
+    for s in &shared.stats {
+        s.cmd[id].hist.add_to(&mut counts.0);
+    }
+    counts
+}
+
 fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) -> String {
     let mut s = String::with_capacity(4096);
     let mut first = true;
@@ -368,11 +388,16 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 line!("darner_version:{}", crate::DARNER_VERSION);
                 line!("redis_git_sha1:00000000");
                 line!("redis_git_dirty:0");
+                line!("redis_build_id:{}", build_id());
                 line!("redis_mode:standalone");
                 line!("os:{os}");
                 line!("arch_bits:{}", usize::BITS);
                 line!("monotonic_clock:POSIX clock_gettime");
                 line!("multiplexing_api:epoll");
+                // Rust's atomics follow the C11 memory model; Redis prints 0.0.0 when not
+                // built by GCC.
+                line!("atomicvar_api:c11-builtin");
+                line!("gcc_version:0.0.0");
                 line!("process_id:{}", std::process::id());
                 line!("process_supervised:no");
                 line!("run_id:{}", shared.metrics.run_id());
@@ -382,6 +407,8 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 line!("uptime_in_days:{}", uptime / 86400);
                 line!("hz:{hz}");
                 line!("configured_hz:{}", shared.config.get_i64("hz"));
+                // Redis's LRU clock: seconds, modulo 2^24.
+                line!("lru_clock:{}", (now_us / 1_000_000) & ((1 << 24) - 1));
                 line!("executable:{}", shared.executable);
                 line!("config_file:{}", shared.config_file);
                 line!("io_threads_active:0");
@@ -434,6 +461,20 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                     "used_memory_peak_perc:{:.2}%",
                     used as f64 * 100.0 / peak.max(1) as f64
                 );
+                // No scripting yet: no Lua VM, no scripts, no functions.
+                line!("used_memory_lua:0");
+                line!("used_memory_vm_eval:0");
+                line!("used_memory_lua_human:0B");
+                line!("used_memory_scripts_eval:0");
+                line!("number_of_cached_scripts:0");
+                line!("number_of_functions:0");
+                line!("number_of_libraries:0");
+                line!("used_memory_vm_functions:0");
+                line!("used_memory_vm_total:0");
+                line!("used_memory_vm_total_human:0B");
+                line!("used_memory_functions:0");
+                line!("used_memory_scripts:0");
+                line!("used_memory_scripts_human:0B");
                 line!("total_system_memory:{sys}");
                 line!("total_system_memory_human:{}", human(sys));
                 line!("maxmemory:0");
@@ -443,7 +484,16 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                     "mem_fragmentation_ratio:{:.2}",
                     rss as f64 / used.max(1) as f64
                 );
+                line!("mem_fragmentation_bytes:{}", rss as i64 - used as i64);
+                // No AOF, no replicas, no replication backlog, no cluster bus.
+                line!("mem_not_counted_for_evict:0");
+                line!("mem_replication_backlog:0");
+                line!("mem_total_replication_buffers:0");
+                line!("mem_clients_slaves:0");
+                line!("mem_cluster_links:0");
+                line!("mem_aof_buffer:0");
                 line!("mem_allocator:mimalloc");
+                line!("active_defrag_running:0");
                 line!(
                     "lazyfree_pending_objects:{}",
                     shared.metrics.lazyfree_pending.load(Ordering::Relaxed)
@@ -476,11 +526,21 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 line!("async_loading:0");
                 line!("rdb_changes_since_last_save:{changes}");
                 line!("rdb_bgsave_in_progress:0");
+                // No fork, ever: no save in progress, no copy-on-write.
+                line!("current_cow_peak:0");
+                line!("current_cow_size:0");
+                line!("current_cow_size_age:0");
+                line!("current_fork_perc:0.00");
+                line!("current_save_keys_processed:0");
+                line!("current_save_keys_total:0");
                 line!("rdb_last_save_time:{}", shared.started_unix);
                 line!("rdb_last_bgsave_status:ok");
                 line!("rdb_last_bgsave_time_sec:-1");
                 line!("rdb_current_bgsave_time_sec:-1");
                 line!("rdb_saves:0");
+                line!("rdb_last_cow_size:0");
+                line!("rdb_last_load_keys_expired:0");
+                line!("rdb_last_load_keys_loaded:0");
                 line!("aof_enabled:0");
                 line!("aof_rewrite_in_progress:0");
                 line!("aof_rewrite_scheduled:0");
@@ -488,7 +548,11 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 line!("aof_current_rewrite_time_sec:-1");
                 line!("aof_last_bgrewrite_status:ok");
                 line!("aof_rewrites:0");
+                line!("aof_rewrites_consecutive_failures:0");
                 line!("aof_last_write_status:ok");
+                line!("aof_last_cow_size:0");
+                line!("module_fork_in_progress:0");
+                line!("module_fork_last_cow_size:0");
             }
             STATS => {
                 let m = &shared.metrics;
@@ -504,11 +568,15 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 );
                 line!("total_net_input_bytes:{}", shared.sum(|t| &t.net_input));
                 line!("total_net_output_bytes:{}", shared.sum(|t| &t.net_output));
+                line!("total_net_repl_input_bytes:0");
+                line!("total_net_repl_output_bytes:0");
                 line!("instantaneous_input_kbps:{:.2}", m.rate(NET_INPUT) / 1024.0);
                 line!(
                     "instantaneous_output_kbps:{:.2}",
                     m.rate(NET_OUTPUT) / 1024.0
                 );
+                line!("instantaneous_input_repl_kbps:0.00");
+                line!("instantaneous_output_repl_kbps:0.00");
                 line!(
                     "rejected_connections:{}",
                     shared.sum(|t| &t.rejected_connections)
@@ -517,8 +585,19 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 line!("sync_partial_ok:0");
                 line!("sync_partial_err:0");
                 line!("expired_keys:{}", sum(|s| s.expired));
+                line!(
+                    "expired_time_cap_reached_count:{}",
+                    shared.sum(|t| &t.expire_cycle_time_cap)
+                );
+                line!(
+                    "expire_cycle_cpu_milliseconds:{}",
+                    shared.sum(|t| &t.expire_cycle_usec) / 1000
+                );
                 line!("evicted_keys:0");
                 line!("evicted_clients:0");
+                // No maxmemory (so no eviction), MIGRATE, replicas or active defrag yet.
+                line!("total_eviction_exceeded_time:0");
+                line!("current_eviction_exceeded_time:0");
                 line!("keyspace_hits:{}", sum(|s| s.hits));
                 line!("keyspace_misses:{}", sum(|s| s.misses));
                 use crate::pubsub::Kind;
@@ -530,6 +609,14 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 );
                 line!("latest_fork_usec:0");
                 line!("total_forks:0");
+                line!("migrate_cached_sockets:0");
+                line!("slave_expires_tracked_keys:0");
+                line!("active_defrag_hits:0");
+                line!("active_defrag_misses:0");
+                line!("active_defrag_key_hits:0");
+                line!("active_defrag_key_misses:0");
+                line!("total_active_defrag_time:0");
+                line!("current_active_defrag_time:0");
                 line!("tracking_total_keys:{}", shared.tracking.total_keys());
                 line!("tracking_total_items:{}", shared.tracking.total_items());
                 line!(
@@ -540,6 +627,12 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                     "total_error_replies:{}",
                     shared.sum(|t| &t.total_error_replies)
                 );
+                // Errors in what a master or the AOF sent, and sanitized RESTORE payloads:
+                // neither exists here.
+                line!("unexpected_error_replies:0");
+                line!("dump_payload_sanitizations:0");
+                line!("io_threaded_reads_processed:0");
+                line!("io_threaded_writes_processed:0");
                 // The event loop: turns and their time summed over the threads (a turn's time
                 // runs from the end of its wait for events); commands' time as in commandstats.
                 line!("eventloop_cycles:{}", shared.sum(|t| &t.eventloop_cycles));
@@ -614,6 +707,34 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                     line!("errorstat_{prefix}:count={n}");
                 }
             }
+            LATENCYSTATS if hot.latency_tracking.load(Ordering::Relaxed) => {
+                let wanted = crate::config::percentiles(
+                    &shared
+                        .config
+                        .get("latency-tracking-info-percentiles")
+                        .unwrap_or_default(),
+                )
+                .unwrap_or_default();
+                for c in &registry().list {
+                    let counts = latency_counts(shared, c.id);
+                    if counts.total() == 0 {
+                        continue;
+                    }
+                    let _ = write!(s, "latency_percentiles_usec_{}:", c.spec.full_name);
+                    for (i, p) in wanted.iter().enumerate() {
+                        if i > 0 {
+                            s.push(',');
+                        }
+                        let _ = write!(
+                            s,
+                            "p{}={:.3}",
+                            crate::config::percentile_text(*p),
+                            counts.percentile_us(*p)
+                        );
+                    }
+                    s.push_str("\r\n");
+                }
+            }
             CLUSTER => line!("cluster_enabled:0"),
             KEYSPACE => {
                 for db in 0..shared.databases {
@@ -683,7 +804,10 @@ mod tests {
         assert_eq!(parse_sections(&b(&["ALL"])), ALL);
         assert_eq!(parse_sections(&b(&["cpu", "Server"])), CPU | SERVER);
         assert_eq!(parse_sections(&b(&["nosuch"])), 0);
-        assert_eq!(parse_sections(&b(&["default", "commandstats"])), ALL);
+        assert_eq!(
+            parse_sections(&b(&["default", "commandstats", "latencystats"])),
+            ALL
+        );
     }
 
     #[test]
