@@ -177,9 +177,10 @@ fn resp2_subscribe_mode_and_resp3_pushes() {
         b">3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n",
     );
     r3.roundtrip(&cmd(&[b"GET", b"k"]), b"_\r\n");
+    // Redis 7.2: the message to the publisher itself follows PUBLISH's reply.
     r3.roundtrip(
         &cmd(&[b"PUBLISH", b"c", b"self"]),
-        b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$4\r\nself\r\n:1\r\n",
+        b":1\r\n>3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$4\r\nself\r\n",
     );
 }
 
