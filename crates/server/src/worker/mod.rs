@@ -408,16 +408,6 @@ impl Worker {
                 self.more_input.push(c);
                 break;
             }
-            if conn.rbuf.len() > limit {
-                log::notice(&format!(
-                    "Closing client that reached max query buffer length: id={} addr={} (qbuf initial bytes: {:?})",
-                    conn.state.id,
-                    conn.state.addr,
-                    String::from_utf8_lossy(&conn.rbuf[..conn.rbuf.len().min(64)])
-                ));
-                self.close(c);
-                return None;
-            }
             let need = conn
                 .parser
                 .bytes_needed()
@@ -443,6 +433,20 @@ impl Worker {
                     // SAFETY: the kernel initialized n bytes at the end of the buffer.
                     unsafe { conn.rbuf.set_len(conn.rbuf.len() + n) };
                     total += n;
+                    // Checked after every read (as Redis does), not before the next one: the
+                    // read that crosses the limit may be the last the peer causes, and
+                    // edge-triggered readiness brings no further turn for this connection.
+                    if conn.rbuf.len() > limit {
+                        log::notice(&format!(
+                            "Closing client that reached max query buffer length: id={} addr={} (qbuf initial bytes: {:?})",
+                            conn.state.id,
+                            conn.state.addr,
+                            String::from_utf8_lossy(&conn.rbuf[..conn.rbuf.len().min(64)])
+                        ));
+                        bump(&self.shared.stats[self.id].net_input, total as u64);
+                        self.close(c);
+                        return None;
+                    }
                     // A short read drained the socket: data arriving later raises a new
                     // edge-triggered event, so the extra read that would only say
                     // WouldBlock is skipped (one syscall less per request when unpipelined).
