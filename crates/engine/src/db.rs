@@ -7,7 +7,7 @@
 use crate::entry::Entry;
 use crate::table::{Found, Table, Upsert, SCAN_END};
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::Arc;
 
 /// A WATCHing client's dirty flag; set when any watched key is modified.
@@ -39,6 +39,8 @@ pub struct Db {
     /// Keys that expiry leaves alone for now, TTL passed or not: a streamed reply is reading
     /// them (the server's stream.rs; few at a time, so a list). See [`Db::pin`].
     pinned: Vec<Box<[u8]>>,
+    /// Until when (unix ms) expiry is frozen, shared with the server ([`Db::freeze_expiry_until`]).
+    frozen_until: Option<Arc<AtomicI64>>,
 }
 
 /// Values whose freeing costs more than this many element frees go to the graveyard (Redis's
@@ -136,6 +138,14 @@ impl Events {
             }
         }
     }
+}
+
+/// Whether expiry is frozen at `now_ms` ([`Db::freeze_expiry_until`]).
+#[inline]
+fn frozen_at(frozen_until: &Option<Arc<AtomicI64>>, now_ms: i64) -> bool {
+    frozen_until
+        .as_ref()
+        .is_some_and(|f| now_ms < f.load(Ordering::Relaxed))
 }
 
 /// Whether `key` is pinned ([`Db::pin`]): one emptiness test when nothing is.
@@ -344,6 +354,9 @@ impl Db {
         use crate::value::Value;
         let mut visited = 0;
         let mut removed = 0;
+        if frozen_at(&self.frozen_until, now_ms) {
+            return (0, 0);
+        }
         while visited < keys && !self.field_ttl_keys.is_empty() {
             if self.field_sweep_at >= self.field_ttl_keys.len() {
                 self.field_sweep_at = 0;
@@ -479,7 +492,7 @@ impl Db {
     /// One step of the active expiry cycle: removes expired keys from about `budget` entries.
     /// Returns (entries visited, keys expired).
     pub fn active_expire(&mut self, now_ms: i64, budget: usize) -> (usize, usize) {
-        if self.expires == 0 {
+        if self.expires == 0 || frozen_at(&self.frozen_until, now_ms) {
             return (0, 0);
         }
         let mut expired_keys: Vec<Entry> = Vec::new();
@@ -506,6 +519,14 @@ impl Db {
     /// Has this database record the [`Event`]s whose bits are set in `wanted` (the server
     /// keeps the mask current as its configuration changes), and set `recorded` when it
     /// records one (the caller clears it when it takes the events).
+    /// Binds the time (unix ms, shared with the server) until which expiry is frozen: while
+    /// it is ahead, a key whose TTL passed is neither removed on access (it reads as
+    /// missing) nor by the active cycle, so nothing is written (CLIENT PAUSE, as Redis
+    /// freezes expiry during a pause).
+    pub fn freeze_expiry_until(&mut self, until: Arc<AtomicI64>) {
+        self.frozen_until = Some(until);
+    }
+
     pub fn record_events(&mut self, wanted: Arc<AtomicU32>, recorded: Arc<AtomicBool>) {
         self.signals.events.wanted = Some(wanted);
         self.signals.events.recorded = Some(recorded);
@@ -546,7 +567,10 @@ impl<'a> DbView<'a> {
     fn live(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let now = self.clock.now_ms;
         let db = &mut *self.db;
-        match db.table.find_live(key, now, &db.pinned) {
+        match db
+            .table
+            .find_live(key, now, &db.pinned, |t| frozen_at(&db.frozen_until, t))
+        {
             Found::Live(e) => {
                 // Why the registry test: a database without field TTLs pays one comparison.
                 if !db.field_ttl_keys.is_empty()
@@ -564,7 +588,7 @@ impl<'a> DbView<'a> {
                 }
                 Some(e)
             }
-            Found::Missing => None,
+            Found::Missing | Found::Frozen => None,
             Found::Expired(e) => {
                 reclaimed(
                     &mut db.expires,
@@ -602,7 +626,10 @@ impl<'a> DbView<'a> {
     fn lookup(&mut self, key: &[u8], sweep_members: bool) -> Option<&Entry> {
         let (touch, lru, now) = (self.clock.touch, self.clock.lru, self.clock.now_ms);
         let db = &mut *self.db;
-        match db.table.find_live(key, now, &db.pinned) {
+        match db
+            .table
+            .find_live(key, now, &db.pinned, |t| frozen_at(&db.frozen_until, t))
+        {
             Found::Live(e) => {
                 // Why the registry test: a database without field TTLs pays one comparison.
                 if sweep_members
@@ -626,7 +653,7 @@ impl<'a> DbView<'a> {
                 }
                 Some(e)
             }
-            Found::Missing => {
+            Found::Missing | Found::Frozen => {
                 db.misses += 1;
                 db.signals.events.record(Event::Miss, key);
                 None
@@ -661,7 +688,10 @@ impl<'a> DbView<'a> {
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let (lru, now) = (self.clock.lru, self.clock.now_ms);
         let db = &mut *self.db;
-        match db.table.find_live(key, now, &db.pinned) {
+        match db
+            .table
+            .find_live(key, now, &db.pinned, |t| frozen_at(&db.frozen_until, t))
+        {
             Found::Live(e) => {
                 // Why the registry test: a database without field TTLs pays one comparison.
                 if !db.field_ttl_keys.is_empty()
@@ -681,7 +711,7 @@ impl<'a> DbView<'a> {
                 e.set_clock(lru);
                 Some(e)
             }
-            Found::Missing => None,
+            Found::Missing | Found::Frozen => None,
             Found::Expired(e) => {
                 reclaimed(
                     &mut db.expires,

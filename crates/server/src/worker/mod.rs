@@ -124,6 +124,10 @@ impl Worker {
             stop: false,
         };
         crate::notify::attach(&w.shared, &mut w.shard);
+        // A CLIENT PAUSE freezes expiry, as in Redis (nothing is written while paused).
+        for db in &mut w.shard.dbs {
+            db.freeze_expiry_until(w.shared.pause_until.clone());
+        }
         w.poll.registry().register(
             &mut mio::unix::SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&w.alarm)),
             ALARM,
@@ -904,10 +908,15 @@ impl Worker {
         }
         // CLIENT PAUSE holds commands back (all, or only writes).
         let now = self.now_ms;
-        let is_write =
-            spec.has(flags::WRITE) || (spec.full_name == "exec" && multi_has_writes(&conn.state));
+        // Writes and commands that may replicate (PUBLISH, PFCOUNT, ...), and EXEC of a
+        // transaction holding one, as Redis 7.2 holds them.
+        let is_write = spec.has(flags::WRITE)
+            || spec.has(flags::MAY_REPLICATE)
+            || (spec.full_name == "exec" && multi_has_writes(&conn.state));
         if self.shared.paused(now, is_write) && !matches!(spec.full_name, "client|unpause") {
             conn.paused = Some(owner.own(args));
+            // Counted as blocked (INFO blocked_clients), as Redis counts postponed clients.
+            crate::blocking::BLOCKED_CLIENTS.fetch_add(1, Ordering::Relaxed);
             return;
         }
         if let Handler::Key(_) = cmd.handler {
@@ -2036,6 +2045,9 @@ impl Worker {
             // A blocked client that goes away stops waiting (its task then cleans up).
             crate::blocking::cancel(&self.shared, conn.state.id);
         }
+        if conn.paused.is_some() {
+            crate::blocking::BLOCKED_CLIENTS.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     // ---- periodic work ----
@@ -2135,6 +2147,7 @@ impl Worker {
         self.now_ms = Shared::now_ms();
         for k in ks {
             if let Some(args) = self.conns.get_mut(k).and_then(|c| c.paused.take()) {
+                crate::blocking::BLOCKED_CLIENTS.fetch_sub(1, Ordering::Relaxed);
                 self.dispatch(k, &cmd::views(&args), Owner::Owned(&args));
                 if self.conns.get(k).is_some_and(|c| c.paused.is_none()) {
                     self.resume.push(k);
@@ -2162,10 +2175,10 @@ fn take_suppress(state: &mut ClientState) -> bool {
 }
 
 fn multi_has_writes(state: &ClientState) -> bool {
-    state
-        .multi
-        .as_ref()
-        .is_some_and(|q| q.iter().any(|(c, _)| c.spec.has(flags::WRITE)))
+    state.multi.as_ref().is_some_and(|q| {
+        q.iter()
+            .any(|(c, _)| c.spec.has(flags::WRITE) || c.spec.has(flags::MAY_REPLICATE))
+    })
 }
 
 /// The bytes of `b` as C's `%.Ns` prints them: up to the first NUL, at most `max` bytes.
