@@ -198,6 +198,9 @@ async fn bmove(
     let payload = match blocking::block(tx, std::slice::from_ref(&src), Arc::new(op), timeout).await
     {
         Some(Outcome::Served { payload, .. }) => payload,
+        Some(Outcome::Unblocked { error: true }) => {
+            return with_writer(resp3, |w| w.error(blocking::ERR_UNBLOCKED))
+        }
         _ => return with_writer(resp3, |w| w.null_array()),
     };
     if payload.first() == Some(&b'R') {

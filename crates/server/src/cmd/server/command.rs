@@ -478,6 +478,7 @@ pub fn summary(full_name: &str) -> Option<&'static str> {
         "client|id" => "Returns this connection's unique id.",
         "client|info" => "Describes this connection.",
         "client|kill" => "Closes the connections that match the given filters.",
+        "client|unblock" => "Ends the wait of a client blocked on keys.",
         "client|tracking" => "Turns server-assisted client-side caching on or off for the connection.",
         "client|caching" => "Says whether the next command's reads are tracked (OPTIN/OPTOUT modes).",
         "client|getredir" => "Returns the id of the client invalidations are redirected to.",
