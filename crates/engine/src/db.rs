@@ -473,6 +473,64 @@ impl Db {
         });
     }
 
+    /// SWAPDB: exchanges the keys of `a` and `b` (with their TTL and field-TTL bookkeeping).
+    /// What belongs to the database index stays: WATCHes, blocked clients, statistics. As in
+    /// Redis, a watched key of either database whose value changes under its name (it is
+    /// live in either database at `now_ms`) marks its watchers dirty, and a key that clients
+    /// are blocked on and that now exists is signalled ready (the server serves them if its
+    /// type suits them).
+    pub fn swap(a: &mut Db, b: &mut Db, now_ms: i64) {
+        let touched_a = a.watched_live_in(a, b, now_ms);
+        let touched_b = b.watched_live_in(b, a, now_ms);
+        a.mark_watchers(touched_a);
+        b.mark_watchers(touched_b);
+        std::mem::swap(&mut a.table, &mut b.table);
+        std::mem::swap(&mut a.expires, &mut b.expires);
+        std::mem::swap(&mut a.sweep_at, &mut b.sweep_at);
+        std::mem::swap(&mut a.field_ttl_keys, &mut b.field_ttl_keys);
+        std::mem::swap(&mut a.field_ttl_set, &mut b.field_ttl_set);
+        std::mem::swap(&mut a.field_sweep_at, &mut b.field_sweep_at);
+        a.signal_blocked_present();
+        b.signal_blocked_present();
+    }
+
+    /// SWAPDB of a database with itself (Redis allows it): its watched keys that are live
+    /// count as changed.
+    pub fn swap_with_itself(&mut self, now_ms: i64) {
+        let touched = self.watched_live_in(self, self, now_ms);
+        self.mark_watchers(touched);
+    }
+
+    /// The keys watched in `self` that are live in `x` or in `y`.
+    fn watched_live_in(&self, x: &Db, y: &Db, now_ms: i64) -> Vec<Box<[u8]>> {
+        let live = |db: &Db, k: &[u8]| db.table.get(k).is_some_and(|e| !e.is_expired(now_ms));
+        self.signals
+            .watchers
+            .keys()
+            .filter(|k| live(x, k) || live(y, k))
+            .cloned()
+            .collect()
+    }
+
+    fn mark_watchers(&mut self, keys: Vec<Box<[u8]>>) {
+        for k in keys {
+            if let Some(flags) = self.signals.watchers.remove(&k) {
+                for f in flags {
+                    f.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Signals ready every key with blocked clients that exists now.
+    fn signal_blocked_present(&mut self) {
+        for k in &self.signals.blocked {
+            if self.table.get(k).is_some() {
+                self.signals.ready.push(k.clone());
+            }
+        }
+    }
+
     /// Empties the database, marking watchers of existing keys dirty. Returns the old table so
     /// the caller can free a big one off the request path.
     pub fn flush(&mut self) -> Table {

@@ -524,6 +524,7 @@ pub fn summary(full_name: &str) -> Option<&'static str> {
         "fieldttl" => "Returns the remaining TTL of a hash field or set member (Dragonfly).",
         "flushall" => "Deletes every key of every database.",
         "flushdb" => "Deletes every key of the selected database.",
+        "swapdb" => "Swaps the keys of two databases.",
         "geoadd" => "Adds points (longitude, latitude, member) to a geospatial index.",
         "geodist" => "Returns the distance between two points of a geospatial index.",
         "geohash" => "Returns the standard geohash strings of points.",
