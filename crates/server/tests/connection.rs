@@ -931,3 +931,65 @@ fn client_pause_freezes_expiry() {
     until_info(&mut a, "expired_keys", "2");
     a.roundtrip(&cmd(&[b"DBSIZE"]), b":0\r\n");
 }
+
+/// The CLIENT LIST line of client `id`.
+fn client_line(r: &mut Raw, id: i64) -> String {
+    let id = id.to_string();
+    text_of(&call(r, &cmd(&[b"CLIENT", b"LIST", b"ID", id.as_bytes()])))
+}
+
+#[test]
+fn client_list_qbuf_counts_requests_read_but_held() {
+    // A pipeline whose first command CLIENT PAUSE holds: the held command's arguments are its
+    // argv-mem, the request behind it is still in the query buffer (as in Redis).
+    let s = Server::start(&[]);
+    let mut a = s.raw();
+    let mut b = s.raw();
+    let id = client_id(&mut b);
+    a.roundtrip(&cmd(&[b"CLIENT", b"PAUSE", b"60000", b"WRITE"]), b"+OK\r\n");
+    let get = cmd(&[b"GET", b"a"]);
+    let mut pipeline = cmd(&[b"SET", b"a", b"1"]);
+    pipeline.extend_from_slice(&get);
+    b.send(&pipeline);
+    until_info(&mut a, "blocked_clients", "1");
+    let line = client_line(&mut a, id);
+    assert_eq!(field(&line, "qbuf"), get.len().to_string(), "{line}");
+    assert_eq!(field(&line, "argv-mem"), "5", "{line}");
+    a.roundtrip(&cmd(&[b"CLIENT", b"UNPAUSE"]), b"+OK\r\n");
+    b.roundtrip(b"", b"+OK\r\n$1\r\n1\r\n");
+    let line = client_line(&mut a, id);
+    assert_eq!(field(&line, "qbuf"), "0", "{line}");
+    assert_eq!(field(&line, "argv-mem"), "0", "{line}");
+}
+
+#[test]
+fn an_idle_query_buffer_shrinks_after_a_huge_command() {
+    let s = Server::start(&[]);
+    let mut a = s.raw();
+    let mut big = s.raw();
+    let id = client_id(&mut big);
+    let members: Vec<Vec<u8>> = (0..100_000).map(|i| format!("m{i}").into_bytes()).collect();
+    let mut args: Vec<&[u8]> = vec![b"SADD", b"s"];
+    args.extend(members.iter().map(|m| &m[..]));
+    big.roundtrip(&cmd(&args), b":100000\r\n");
+    let line = client_line(&mut a, id);
+    let free: usize = field(&line, "qbuf-free").parse().unwrap();
+    assert!(free > 100_000, "the buffer grew for the command: {line}");
+    // As Redis's cron: once the client is idle (2 s), the buffer's spare room goes back.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let line = client_line(&mut a, id);
+        let free: usize = field(&line, "qbuf-free").parse().unwrap();
+        let tot: usize = field(&line, "tot-mem").parse().unwrap();
+        if free < 16 * 1024 && tot < 64 * 1024 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the query buffer stays big: {line}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The connection works as before.
+    big.roundtrip(&cmd(&[b"SCARD", b"s"]), b":100000\r\n");
+}

@@ -918,6 +918,59 @@ fn monitor_sees_commands_of_other_clients() {
     c.roundtrip(&cmd(&[b"SET", b"x", b"y"]), b"+OK\r\n");
 }
 
+#[test]
+fn monitor_shows_the_commands_run_inside_multi_exec() {
+    // As Redis: MULTI, then each queued command once EXEC ran it (with the database it
+    // left selected), then EXEC; a command queued and discarded is never shown.
+    let s = Server::start(&["--threads", "2"]);
+    let mut m = s.raw();
+    m.roundtrip(&cmd(&[b"MONITOR"]), b"+OK\r\n");
+    let mut c = s.raw();
+    let addr = c.s.local_addr().unwrap().to_string();
+    for (req, reply) in [
+        (&[&b"MULTI"[..]][..], "+OK\r\n"),
+        (&[b"DISCARD"], "+OK\r\n"),
+        (&[b"MULTI"], "+OK\r\n"),
+        (&[b"SET", b"k", b"v"], "+QUEUED\r\n"),
+        (&[b"SELECT", b"2"], "+QUEUED\r\n"),
+        (&[b"GET", b"k"], "+QUEUED\r\n"),
+        (&[b"EXEC"], "*3\r\n+OK\r\n+OK\r\n$-1\r\n"),
+        (&[b"PING"], "+PONG\r\n"),
+    ] {
+        assert_eq!(ask_str(&mut c, req), reply, "{req:?}");
+    }
+    let want: Vec<String> = [
+        "0 \"MULTI\"",
+        "0 \"DISCARD\"",
+        "0 \"MULTI\"",
+        "0 \"SET\" \"k\" \"v\"",
+        "2 \"SELECT\" \"2\"",
+        "2 \"GET\" \"k\"",
+        "2 \"EXEC\"",
+        "2 \"PING\"",
+    ]
+    .iter()
+    .map(|l| {
+        let (db, cmd) = l.split_once(' ').unwrap();
+        format!("[{db} {addr}] {cmd}")
+    })
+    .collect();
+    let mut got = String::new();
+    let mut buf = [0u8; 4096];
+    while got.matches("\r\n").count() < want.len() {
+        match m.s.read(&mut buf) {
+            Ok(0) | Err(_) => panic!("monitor stream cut short: {got:?}"),
+            Ok(k) => got.push_str(&String::from_utf8_lossy(&buf[..k])),
+        }
+    }
+    let lines: Vec<&str> = got
+        .split("\r\n")
+        .filter(|l| !l.is_empty())
+        .map(|l| &l[l.find(' ').unwrap() + 1..])
+        .collect();
+    assert_eq!(lines, want);
+}
+
 // ---- SHUTDOWN ----
 
 #[test]

@@ -723,9 +723,10 @@ pub struct ConnStats {
 
 impl ConnStats {
     pub fn of(conn: &Conn) -> ConnStats {
+        let (qbuf, qbuf_free) = conn.query_buffer();
         ConnStats {
-            qbuf: conn.rbuf.len(),
-            qbuf_free: conn.rbuf.capacity() - conn.rbuf.len(),
+            qbuf,
+            qbuf_free,
             rbs: conn.out.capacity(),
             rbp: conn.out.len(),
             obl: conn.out_len(),
@@ -737,7 +738,11 @@ impl ConnStats {
                 .sum(),
             idle_secs: conn.last_interaction.elapsed().as_secs(),
             writing: conn.out_len() > 0,
-            argv_mem: 0,
+            // A command held by CLIENT PAUSE keeps its arguments (as Redis's argv).
+            argv_mem: conn
+                .paused
+                .as_ref()
+                .map_or(0, |a| a.iter().map(|x| x.len()).sum()),
         }
     }
 }

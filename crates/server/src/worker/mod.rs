@@ -22,8 +22,8 @@ use mio::{Events, Interest, Poll, Token};
 use smallvec::SmallVec;
 
 mod stats;
-use stats::{account, monitor_line, record, record_stats, slowlog_push, Lap};
-pub use stats::{calibrate_clock, record_in_exec};
+use stats::{account, record, record_stats, slowlog_push, Lap};
+pub use stats::{calibrate_clock, feed_monitors, record_in_exec};
 use std::io::{ErrorKind, Write};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
@@ -924,15 +924,9 @@ impl Worker {
                 return;
             }
         }
-        let conn = &self.conns[c];
-        if self.shared.monitors.load(Ordering::Relaxed) > 0
-            && !spec.has(flags::SKIP_MONITOR)
-            && !spec.has(flags::ADMIN)
-        {
-            let line = monitor_line(&conn.state, &cmd::connection::redact(spec.full_name, args));
-            for t in 0..self.shared.threads {
-                post(&self.shared, t, Msg::Monitor { line: line.clone() });
-            }
+        // EXEC shows after its commands, as in Redis (cmd/transactions.rs).
+        if spec.full_name != "exec" {
+            feed_monitors(&self.shared, spec, &self.conns[c].state, args);
         }
         match cmd.handler {
             Handler::Conn(f) => self.run_conn(c, cmd, f, args),
@@ -2135,6 +2129,9 @@ impl Worker {
         }
         for k in close {
             self.close(k);
+        }
+        for (_, conn) in self.conns.iter_mut() {
+            conn.shrink_idle_query_buffer(self.loop_now);
         }
         self.retry_paused(retry);
         self.pump();
