@@ -287,7 +287,9 @@ fn client_unblock_ends_waits_on_any_thread() {
     let s = Server::start(&["--threads", "4"]);
     let mut admin = s.client();
     // Enough connections that some are on other threads than the admin's.
-    let waits: [(&[&[u8]], Option<&str>, &[u8]); 8] = [
+    // (the blocking command, CLIENT UNBLOCK's reason, the blocked client's reply)
+    type Wait<'a> = (&'a [&'a [u8]], Option<&'a str>, &'a [u8]);
+    let waits: [Wait; 8] = [
         (&[b"BLPOP", b"k1", b"k2", b"0"], None, b"*-1\r\n"),
         (&[b"BRPOP", b"k3", b"0"], Some("TIMEOUT"), b"*-1\r\n"),
         (
