@@ -160,6 +160,37 @@ def test_client_query_buffer_limit(darner_factory):
         assert c.call("ECHO", b"z" * 500000).value == b"z" * 500000
 
 
+def _qbuf(admin, client_id):
+    line = admin.call("CLIENT", "LIST", "ID", str(client_id)).value
+    if isinstance(line, bytes):
+        line = line.decode()
+    fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+    return int(fields["qbuf"])
+
+
+def test_query_buffer_limit_crossed_by_the_last_read(darner_factory):
+    """The read that takes the query buffer past client-query-buffer-limit closes the
+    connection even when the client sends nothing after it (edge-triggered readiness gives
+    no later turn to notice it)."""
+    limit = 1024 * 1024
+    srv = darner_factory("--client-query-buffer-limit", "1mb")
+    head = b"*2\r\n$4\r\nECHO\r\n$3000000\r\n"
+    with srv.raw(timeout=10) as c, srv.raw() as admin:
+        cid = c.call("CLIENT", "ID").value
+        first = limit - 1000
+        c.send_raw(head + b"x" * (first - len(head)))
+        # Wait until the server has read all of it (still under the limit)...
+        deadline = time.monotonic() + 10
+        while _qbuf(admin, cid) < first - len(head):
+            assert time.monotonic() < deadline, "the server did not read the request"
+            time.sleep(0.01)
+        # ... then cross the limit with one small write, the last one.
+        c.send_raw(b"x" * 2000)
+        got = c.wait_closed(5)
+        assert got == b"", got[:100]
+    assert_server_alive(srv)
+
+
 def test_unauthenticated_limits(darner_factory):
     """Unauthenticated clients may not send big multibulk/bulk headers (Redis 7)."""
     srv = darner_factory("--requirepass", "secret")

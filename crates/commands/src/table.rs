@@ -5,10 +5,10 @@
 use crate::{acl, flags, Arg, BeginSearch, CommandSpec, FindKeys, KeySpec};
 
 /// Number of top-level commands in [`COMMANDS`].
-pub const COMMAND_COUNT: usize = 211;
+pub const COMMAND_COUNT: usize = 212;
 
 /// All top-level commands, sorted by name.
-pub static COMMANDS: [CommandSpec; 211] = [
+pub static COMMANDS: [CommandSpec; 212] = [
     CommandSpec {
         name: "append",
         full_name: "append",
@@ -2262,6 +2262,72 @@ pub static COMMANDS: [CommandSpec; 211] = [
                 deprecated_since: None,
                 doc_flags: &[],
                 args: &[],
+                subcommands: &[],
+            },
+            CommandSpec {
+                name: "unblock",
+                full_name: "client|unblock",
+                arity: -3,
+                flags: flags::ADMIN | flags::NOSCRIPT | flags::LOADING | flags::STALE | flags::SENTINEL,
+                flag_names: &["admin", "noscript", "loading", "stale"],
+                acl_flags: acl::ADMIN | acl::SLOW | acl::DANGEROUS | acl::CONNECTION,
+                acl_categories: &["@admin", "@slow", "@dangerous", "@connection"],
+                first_key: 0,
+                last_key: 0,
+                step: 0,
+                key_specs: &[],
+                tips: &[],
+                group: "connection",
+                since: "5.0.0",
+                deprecated_since: None,
+                doc_flags: &[],
+                args: &[
+                    Arg {
+                        name: "client-id",
+                        kind: "integer",
+                        token: None,
+                        flags: &[],
+                        key_spec_index: -1,
+                        display: None,
+                        since: None,
+                        deprecated_since: None,
+                        children: &[],
+                    },
+                    Arg {
+                        name: "unblock-type",
+                        kind: "oneof",
+                        token: None,
+                        flags: &["optional"],
+                        key_spec_index: -1,
+                        display: None,
+                        since: None,
+                        deprecated_since: None,
+                        children: &[
+                            Arg {
+                                name: "timeout",
+                                kind: "pure-token",
+                                token: Some("TIMEOUT"),
+                                flags: &[],
+                                key_spec_index: -1,
+                                display: None,
+                                since: None,
+                                deprecated_since: None,
+                                children: &[],
+                            },
+                            Arg {
+                                name: "error",
+                                kind: "pure-token",
+                                token: Some("ERROR"),
+                                flags: &[],
+                                key_spec_index: -1,
+                                display: None,
+                                since: None,
+                                deprecated_since: None,
+                                children: &[],
+                            },
+                        ],
+                    },
+                ],
                 subcommands: &[],
             },
             CommandSpec {
@@ -13388,6 +13454,49 @@ pub static COMMANDS: [CommandSpec; 211] = [
         subcommands: &[],
     },
     CommandSpec {
+        name: "swapdb",
+        full_name: "swapdb",
+        arity: 3,
+        flags: flags::WRITE | flags::FAST,
+        flag_names: &["write", "fast"],
+        acl_flags: acl::KEYSPACE | acl::WRITE | acl::FAST | acl::DANGEROUS,
+        acl_categories: &["@keyspace", "@write", "@fast", "@dangerous"],
+        first_key: 0,
+        last_key: 0,
+        step: 0,
+        key_specs: &[],
+        tips: &[],
+        group: "server",
+        since: "4.0.0",
+        deprecated_since: None,
+        doc_flags: &[],
+        args: &[
+            Arg {
+                name: "index1",
+                kind: "integer",
+                token: None,
+                flags: &[],
+                key_spec_index: -1,
+                display: None,
+                since: None,
+                deprecated_since: None,
+                children: &[],
+            },
+            Arg {
+                name: "index2",
+                kind: "integer",
+                token: None,
+                flags: &[],
+                key_spec_index: -1,
+                display: None,
+                since: None,
+                deprecated_since: None,
+                children: &[],
+            },
+        ],
+        subcommands: &[],
+    },
+    CommandSpec {
         name: "time",
         full_name: "time",
         arity: 1,
@@ -16098,7 +16207,7 @@ const LONGEST_NAME: usize = 20;
 
 /// Open-addressing index of [`COMMANDS`] by [`name_hash`] (linear probing;
 /// `u16::MAX`: empty).
-static TOP_INDEX: [u16; 1024] = [u16::MAX, u16::MAX, u16::MAX, u16::MAX, 25, 82, 103, 118, 3, 142, 190, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 35, 100, u16::MAX, 106, u16::MAX, 99, u16::MAX, 175, u16::MAX, u16::MAX, u16::MAX, 166, u16::MAX, 153, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 197, u16::MAX, 90, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 43, u16::MAX, u16::MAX, u16::MAX, 40, 155, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 119, u16::MAX, u16::MAX, 134, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 162, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 145, u16::MAX, u16::MAX, 121, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 65, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 113, u16::MAX, 13, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 110, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 102, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 98, u16::MAX, 54, u16::MAX, u16::MAX, u16::MAX, 9, u16::MAX, 88, 149, 178, u16::MAX, 159, 141, 189, u16::MAX, u16::MAX, u16::MAX, 128, 112, u16::MAX, u16::MAX, 131, u16::MAX, 21, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 130, u16::MAX, u16::MAX, u16::MAX, 169, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 46, 168, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 55, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 4, 117, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 81, u16::MAX, 67, u16::MAX, u16::MAX, 204, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 135, 61, 123, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 108, u16::MAX, u16::MAX, 15, 105, u16::MAX, u16::MAX, 148, 154, 47, 62, 180, 39, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 104, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 158, u16::MAX, u16::MAX, 206, u16::MAX, u16::MAX, 186, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 172, u16::MAX, u16::MAX, u16::MAX, 157, u16::MAX, u16::MAX, u16::MAX, 56, u16::MAX, u16::MAX, u16::MAX, 201, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 71, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 33, u16::MAX, u16::MAX, 161, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 183, u16::MAX, u16::MAX, 114, u16::MAX, u16::MAX, u16::MAX, 12, 96, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 143, 11, 14, 10, 26, 93, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 5, u16::MAX, 31, 203, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 52, u16::MAX, u16::MAX, u16::MAX, 29, 17, 24, u16::MAX, u16::MAX, 95, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 208, u16::MAX, 139, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 147, u16::MAX, u16::MAX, u16::MAX, 34, 146, u16::MAX, 48, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 18, 68, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 125, 198, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 80, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 28, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 144, u16::MAX, 207, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 152, 109, 133, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 132, 49, 136, 174, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 1, u16::MAX, 170, 72, u16::MAX, 176, u16::MAX, 23, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 187, u16::MAX, u16::MAX, 76, u16::MAX, u16::MAX, u16::MAX, 115, u16::MAX, u16::MAX, 181, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 89, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 84, 196, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 94, 209, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 129, 59, 156, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 58, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 77, 66, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 44, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 101, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 194, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 91, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 202, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 184, u16::MAX, u16::MAX, u16::MAX, 53, u16::MAX, u16::MAX, u16::MAX, 191, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 92, 64, 171, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 2, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 8, 179, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 195, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 164, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 111, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 205, u16::MAX, u16::MAX, u16::MAX, 127, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 140, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 27, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 188, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 73, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 7, u16::MAX, 41, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 87, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 165, 45, u16::MAX, u16::MAX, u16::MAX, 50, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 160, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 122, 200, u16::MAX, 192, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 20, 57, 97, 151, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 107, u16::MAX, u16::MAX, u16::MAX, 63, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 0, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 30, 124, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 137, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 32, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 42, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 78, u16::MAX, u16::MAX, 70, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 210, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 37, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 138, u16::MAX, u16::MAX, 38, u16::MAX, u16::MAX, u16::MAX, 19, u16::MAX, 185, u16::MAX, 79, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 74, u16::MAX, 60, u16::MAX, 182, u16::MAX, u16::MAX, u16::MAX, 167, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 51, 85, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 150, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 120, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 86, u16::MAX, u16::MAX, 69, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 83, u16::MAX, 173, 177, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 6, u16::MAX, u16::MAX, u16::MAX, 126, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 16, 116, 22, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 163, u16::MAX, u16::MAX, u16::MAX, 36, u16::MAX, u16::MAX, u16::MAX, 75, u16::MAX, 199, u16::MAX, u16::MAX, 193, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX];
+static TOP_INDEX: [u16; 1024] = [u16::MAX, u16::MAX, u16::MAX, u16::MAX, 25, 82, 103, 118, 3, 142, 191, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 35, 100, u16::MAX, 106, u16::MAX, 99, u16::MAX, 176, u16::MAX, u16::MAX, u16::MAX, 166, u16::MAX, 153, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 198, u16::MAX, 90, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 43, u16::MAX, u16::MAX, u16::MAX, 40, 155, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 119, u16::MAX, u16::MAX, 134, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 162, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 145, u16::MAX, u16::MAX, 121, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 65, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 113, u16::MAX, 13, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 110, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 102, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 98, u16::MAX, 54, u16::MAX, u16::MAX, u16::MAX, 9, u16::MAX, 88, 149, 179, u16::MAX, 159, 141, 190, u16::MAX, u16::MAX, u16::MAX, 128, 112, u16::MAX, u16::MAX, 131, u16::MAX, 21, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 130, u16::MAX, u16::MAX, u16::MAX, 169, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 46, 168, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 55, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 4, 117, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 81, u16::MAX, 67, u16::MAX, u16::MAX, 205, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 135, 61, 123, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 108, u16::MAX, u16::MAX, 15, 105, u16::MAX, u16::MAX, 148, 154, 47, 62, 181, 39, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 104, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 158, u16::MAX, u16::MAX, 207, u16::MAX, u16::MAX, 187, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 173, u16::MAX, u16::MAX, u16::MAX, 157, u16::MAX, u16::MAX, u16::MAX, 56, u16::MAX, u16::MAX, u16::MAX, 202, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 71, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 33, u16::MAX, u16::MAX, 161, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 184, u16::MAX, u16::MAX, 114, u16::MAX, u16::MAX, u16::MAX, 12, 96, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 143, 11, 14, 10, 26, 93, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 5, u16::MAX, 31, 204, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 52, u16::MAX, u16::MAX, u16::MAX, 29, 17, 24, u16::MAX, u16::MAX, 95, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 209, u16::MAX, 139, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 147, u16::MAX, u16::MAX, u16::MAX, 34, 146, u16::MAX, 48, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 18, 68, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 125, 199, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 80, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 28, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 144, u16::MAX, 208, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 152, 109, 133, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 132, 49, 136, 175, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 1, u16::MAX, 170, 72, u16::MAX, 177, u16::MAX, 23, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 188, u16::MAX, u16::MAX, 76, u16::MAX, u16::MAX, u16::MAX, 115, u16::MAX, u16::MAX, 182, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 89, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 84, 197, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 94, 210, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 129, 59, 156, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 58, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 77, 66, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 44, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 101, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 195, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 91, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 203, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 185, u16::MAX, u16::MAX, u16::MAX, 53, u16::MAX, u16::MAX, u16::MAX, 192, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 92, 64, 172, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 2, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 8, 180, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 196, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 164, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 111, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 206, u16::MAX, u16::MAX, u16::MAX, 127, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 140, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 27, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 189, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 73, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 7, u16::MAX, 41, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 87, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 165, 45, u16::MAX, u16::MAX, u16::MAX, 50, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 160, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 122, 201, u16::MAX, 193, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 20, 57, 97, 151, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 107, u16::MAX, u16::MAX, u16::MAX, 63, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 0, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 30, 124, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 137, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 32, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 42, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 78, u16::MAX, u16::MAX, 70, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 211, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 37, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 138, u16::MAX, u16::MAX, 38, u16::MAX, u16::MAX, u16::MAX, 19, u16::MAX, 186, u16::MAX, 79, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 74, u16::MAX, 60, u16::MAX, 183, u16::MAX, u16::MAX, u16::MAX, 167, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 51, 85, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 150, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 120, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 86, u16::MAX, u16::MAX, 69, u16::MAX, u16::MAX, u16::MAX, 171, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 83, u16::MAX, 174, 178, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 6, u16::MAX, u16::MAX, u16::MAX, 126, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 16, 116, 22, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 163, u16::MAX, u16::MAX, u16::MAX, 36, u16::MAX, u16::MAX, u16::MAX, 75, u16::MAX, 200, u16::MAX, u16::MAX, 194, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX];
 
 /// FNV-1a (64-bit) of an already lowercase name.
 #[inline]

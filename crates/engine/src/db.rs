@@ -7,7 +7,7 @@
 use crate::entry::Entry;
 use crate::table::{Found, Table, Upsert, SCAN_END};
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::Arc;
 
 /// A WATCHing client's dirty flag; set when any watched key is modified.
@@ -39,6 +39,8 @@ pub struct Db {
     /// Keys that expiry leaves alone for now, TTL passed or not: a streamed reply is reading
     /// them (the server's stream.rs; few at a time, so a list). See [`Db::pin`].
     pinned: Vec<Box<[u8]>>,
+    /// Until when (unix ms) expiry is frozen, shared with the server ([`Db::freeze_expiry_until`]).
+    frozen_until: Option<Arc<AtomicI64>>,
 }
 
 /// Values whose freeing costs more than this many element frees go to the graveyard (Redis's
@@ -188,6 +190,14 @@ impl Events {
             }
         }
     }
+}
+
+/// Whether expiry is frozen at `now_ms` ([`Db::freeze_expiry_until`]).
+#[inline]
+fn frozen_at(frozen_until: &Option<Arc<AtomicI64>>, now_ms: i64) -> bool {
+    frozen_until
+        .as_ref()
+        .is_some_and(|f| now_ms < f.load(Ordering::Relaxed))
 }
 
 /// Whether `key` is pinned ([`Db::pin`]): one emptiness test when nothing is.
@@ -413,6 +423,9 @@ impl Db {
         use crate::value::Value;
         let mut visited = 0;
         let mut removed = 0;
+        if frozen_at(&self.frozen_until, now_ms) {
+            return (0, 0);
+        }
         while visited < keys && !self.field_ttl_keys.is_empty() {
             if self.field_sweep_at >= self.field_ttl_keys.len() {
                 self.field_sweep_at = 0;
@@ -544,6 +557,64 @@ impl Db {
         });
     }
 
+    /// SWAPDB: exchanges the keys of `a` and `b` (with their TTL and field-TTL bookkeeping).
+    /// What belongs to the database index stays: WATCHes, blocked clients, statistics. As in
+    /// Redis, a watched key of either database whose value changes under its name (it is
+    /// live in either database at `now_ms`) marks its watchers dirty, and a key that clients
+    /// are blocked on and that now exists is signalled ready (the server serves them if its
+    /// type suits them).
+    pub fn swap(a: &mut Db, b: &mut Db, now_ms: i64) {
+        let touched_a = a.watched_live_in(a, b, now_ms);
+        let touched_b = b.watched_live_in(b, a, now_ms);
+        a.mark_watchers(touched_a);
+        b.mark_watchers(touched_b);
+        std::mem::swap(&mut a.table, &mut b.table);
+        std::mem::swap(&mut a.expires, &mut b.expires);
+        std::mem::swap(&mut a.sweep_at, &mut b.sweep_at);
+        std::mem::swap(&mut a.field_ttl_keys, &mut b.field_ttl_keys);
+        std::mem::swap(&mut a.field_ttl_set, &mut b.field_ttl_set);
+        std::mem::swap(&mut a.field_sweep_at, &mut b.field_sweep_at);
+        a.signal_blocked_present();
+        b.signal_blocked_present();
+    }
+
+    /// SWAPDB of a database with itself (Redis allows it): its watched keys that are live
+    /// count as changed.
+    pub fn swap_with_itself(&mut self, now_ms: i64) {
+        let touched = self.watched_live_in(self, self, now_ms);
+        self.mark_watchers(touched);
+    }
+
+    /// The keys watched in `self` that are live in `x` or in `y`.
+    fn watched_live_in(&self, x: &Db, y: &Db, now_ms: i64) -> Vec<Box<[u8]>> {
+        let live = |db: &Db, k: &[u8]| db.table.get(k).is_some_and(|e| !e.is_expired(now_ms));
+        self.signals
+            .watchers
+            .keys()
+            .filter(|k| live(x, k) || live(y, k))
+            .cloned()
+            .collect()
+    }
+
+    fn mark_watchers(&mut self, keys: Vec<Box<[u8]>>) {
+        for k in keys {
+            if let Some(list) = self.signals.watchers.remove(&k) {
+                for w in list {
+                    w.flag.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Signals ready every key with blocked clients that exists now.
+    fn signal_blocked_present(&mut self) {
+        for k in &self.signals.blocked {
+            if self.table.get(k).is_some() {
+                self.signals.ready.push(k.clone());
+            }
+        }
+    }
+
     /// Empties the database, marking watchers of existing keys dirty. Returns the old table so
     /// the caller can free a big one off the request path.
     pub fn flush(&mut self) -> Table {
@@ -565,7 +636,7 @@ impl Db {
     /// One step of the active expiry cycle: removes expired keys from about `budget` entries.
     /// Returns (entries visited, keys expired).
     pub fn active_expire(&mut self, now_ms: i64, budget: usize) -> (usize, usize) {
-        if self.expires == 0 {
+        if self.expires == 0 || frozen_at(&self.frozen_until, now_ms) {
             return (0, 0);
         }
         let mut expired_keys: Vec<Entry> = Vec::new();
@@ -592,6 +663,14 @@ impl Db {
     /// Has this database record the [`Event`]s whose bits are set in `wanted` (the server
     /// keeps the mask current as its configuration changes), and set `recorded` when it
     /// records one (the caller clears it when it takes the events).
+    /// Binds the time (unix ms, shared with the server) until which expiry is frozen: while
+    /// it is ahead, a key whose TTL passed is neither removed on access (it reads as
+    /// missing) nor by the active cycle, so nothing is written (CLIENT PAUSE, as Redis
+    /// freezes expiry during a pause).
+    pub fn freeze_expiry_until(&mut self, until: Arc<AtomicI64>) {
+        self.frozen_until = Some(until);
+    }
+
     pub fn record_events(&mut self, wanted: Arc<AtomicU32>, recorded: Arc<AtomicBool>) {
         self.signals.events.wanted = Some(wanted);
         self.signals.events.recorded = Some(recorded);
@@ -632,7 +711,10 @@ impl<'a> DbView<'a> {
     fn live(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let now = self.clock.now_ms;
         let db = &mut *self.db;
-        match db.table.find_live(key, now, &db.pinned) {
+        match db
+            .table
+            .find_live(key, now, &db.pinned, |t| frozen_at(&db.frozen_until, t))
+        {
             Found::Live(e) => {
                 // Why the registry test: a database without field TTLs pays one comparison.
                 if !db.field_ttl_keys.is_empty()
@@ -650,7 +732,7 @@ impl<'a> DbView<'a> {
                 }
                 Some(e)
             }
-            Found::Missing => None,
+            Found::Missing | Found::Frozen => None,
             Found::Expired(e) => {
                 reclaimed(
                     &mut db.expires,
@@ -688,7 +770,10 @@ impl<'a> DbView<'a> {
     fn lookup(&mut self, key: &[u8], sweep_members: bool) -> Option<&Entry> {
         let (touch, lru, now) = (self.clock.touch, self.clock.lru, self.clock.now_ms);
         let db = &mut *self.db;
-        match db.table.find_live(key, now, &db.pinned) {
+        match db
+            .table
+            .find_live(key, now, &db.pinned, |t| frozen_at(&db.frozen_until, t))
+        {
             Found::Live(e) => {
                 // Why the registry test: a database without field TTLs pays one comparison.
                 if sweep_members
@@ -712,7 +797,7 @@ impl<'a> DbView<'a> {
                 }
                 Some(e)
             }
-            Found::Missing => {
+            Found::Missing | Found::Frozen => {
                 db.misses += 1;
                 db.signals.events.record(Event::Miss, key);
                 None
@@ -747,7 +832,10 @@ impl<'a> DbView<'a> {
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let (lru, now) = (self.clock.lru, self.clock.now_ms);
         let db = &mut *self.db;
-        match db.table.find_live(key, now, &db.pinned) {
+        match db
+            .table
+            .find_live(key, now, &db.pinned, |t| frozen_at(&db.frozen_until, t))
+        {
             Found::Live(e) => {
                 // Why the registry test: a database without field TTLs pays one comparison.
                 if !db.field_ttl_keys.is_empty()
@@ -767,7 +855,7 @@ impl<'a> DbView<'a> {
                 e.set_clock(lru);
                 Some(e)
             }
-            Found::Missing => None,
+            Found::Missing | Found::Frozen => None,
             Found::Expired(e) => {
                 reclaimed(
                     &mut db.expires,

@@ -81,6 +81,9 @@ pub enum Found<'a> {
     Live(&'a mut Entry),
     /// The key was there but had expired; it has been removed and is handed back.
     Expired(Entry),
+    /// The key has expired but expiry is frozen (CLIENT PAUSE): it stays, and reads as
+    /// missing.
+    Frozen,
     Missing,
 }
 
@@ -196,7 +199,15 @@ impl Table {
     /// Finds `key` for a command running at `now_ms`, removing it first if it has expired
     /// (unless it is one of the `pinned` keys, which stay while something reads them): one
     /// hash and one probe on the hot path (GET, SET's lookup, INCR).
-    pub fn find_live(&mut self, key: &[u8], now_ms: i64, pinned: &[Box<[u8]>]) -> Found<'_> {
+    /// While `frozen(now_ms)` says so, an expired key is left in place ([`Found::Frozen`]);
+    /// it is asked only when the key has expired.
+    pub fn find_live(
+        &mut self,
+        key: &[u8],
+        now_ms: i64,
+        pinned: &[Box<[u8]>],
+        frozen: impl FnOnce(i64) -> bool,
+    ) -> Found<'_> {
         let h = hash_key(key);
         let s = self.segment_of(h);
         let seg = &mut self.segments[s].table;
@@ -204,6 +215,9 @@ impl Table {
             return Found::Missing;
         };
         if seg.at(p).is_expired(now_ms) && !pinned.iter().any(|k| **k == *key) {
+            if frozen(now_ms) {
+                return Found::Frozen;
+            }
             self.len -= 1;
             Found::Expired(seg.take(p))
         } else {

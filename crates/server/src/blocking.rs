@@ -95,7 +95,12 @@ pub enum Outcome {
     Served { key: Bytes, payload: Vec<u8> },
     /// The client disconnected (or was killed).
     Cancelled,
+    /// CLIENT UNBLOCK ended the wait: as a timeout would, or (`error`) with an error.
+    Unblocked { error: bool },
 }
+
+/// The reply of a wait ended by CLIENT UNBLOCK ... ERROR.
+pub const ERR_UNBLOCKED: &[u8] = b"UNBLOCKED client unblocked via CLIENT UNBLOCK";
 
 /// One blocked client, registered on every key it waits for.
 pub struct Waiter {
@@ -277,6 +282,21 @@ pub fn cancel(shared: &Shared, id: u64) {
     }
 }
 
+/// CLIENT UNBLOCK: ends the wait of client `id` if it is blocked on keys on this thread (its
+/// connection's thread, where its task runs), as its timeout would or with an error. Whether
+/// it was blocked. A client held by CLIENT PAUSE is not blocked here (Redis 7.2 does not
+/// unblock paused clients either).
+pub fn unblock(shared: &Shared, id: u64, error: bool) -> bool {
+    let w = BLOCKED.with(|b| b.borrow().get(&id).cloned());
+    match w {
+        Some(w) if w.claim() => {
+            exec::complete(shared, w.done, Outcome::Unblocked { error });
+            true
+        }
+        _ => false,
+    }
+}
+
 /// Parses a blocking command's timeout (seconds, fractions allowed; 0 = forever) as Redis's
 /// getTimeoutFromObjectOrReply does.
 pub fn parse_timeout(arg: &[u8]) -> Result<Option<Duration>, &'static [u8]> {
@@ -438,7 +458,10 @@ pub async fn pop_or_block(
     }
     match block(tx, &keys, op, timeout).await {
         Some(Outcome::Served { payload, .. }) => payload,
-        // Timed out (or the client went away: nobody reads this).
+        Some(Outcome::Unblocked { error: true }) => {
+            crate::cmd::with_writer(resp3, |w| w.error(ERR_UNBLOCKED))
+        }
+        // Timed out, unblocked as by a timeout (or the client went away: nobody reads this).
         _ => crate::cmd::with_writer(resp3, |w| w.null_array()),
     }
 }

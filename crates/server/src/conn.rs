@@ -17,7 +17,7 @@ use darner_engine::WatchFlag;
 use mio::net::TcpStream;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ReplyMode {
@@ -204,7 +204,46 @@ pub struct Conn {
     pub after: Vec<(u64, Vec<u8>)>,
 }
 
+/// A query buffer idle this long gives back its spare room (Redis: 2 s).
+const QUERY_BUFFER_IDLE: Duration = Duration::from_secs(2);
+
+/// The bytes a request takes in RESP (`*N`, then `$len` and the bytes of each argument).
+fn resp_len(args: &[Bytes]) -> usize {
+    let digits = |n: usize| n.checked_ilog10().unwrap_or(0) as usize + 1;
+    3 + digits(args.len())
+        + args
+            .iter()
+            .map(|a| 5 + digits(a.len()) + a.len())
+            .sum::<usize>()
+}
+
 impl Conn {
+    /// The query buffer as CLIENT LIST shows it: (qbuf, qbuf-free). Bytes read and not yet
+    /// run: those not parsed yet, and the requests parsed but held (MULTI/EXEC task, stream
+    /// wait), counted as they came in RESP; free: the buffer's spare room.
+    pub fn query_buffer(&self) -> (usize, usize) {
+        let held: usize = self.parsed.iter().map(|a| resp_len(a)).sum();
+        (
+            self.rbuf.len() + held,
+            self.rbuf.capacity() - self.rbuf.len(),
+        )
+    }
+
+    /// Gives back the query buffer's spare room once the client has sent nothing for
+    /// [`QUERY_BUFFER_IDLE`] (Redis's clientsCronResizeQueryBuffer): a connection that once
+    /// sent one huge command does not keep its big buffer. What is buffered is kept.
+    pub fn shrink_idle_query_buffer(&mut self, now: Instant) {
+        let spare = self.rbuf.capacity() - self.rbuf.len();
+        if spare > 4096 && now.saturating_duration_since(self.last_interaction) > QUERY_BUFFER_IDLE
+        {
+            self.rbuf = if self.rbuf.is_empty() {
+                BytesMut::new()
+            } else {
+                BytesMut::from(&self.rbuf[..])
+            };
+        }
+    }
+
     /// Records a reply for `seq`; moves every reply that is now in order to the output.
     pub fn deliver(&mut self, seq: u64, reply: Vec<u8>) {
         if seq < self.done_seq {

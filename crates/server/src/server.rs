@@ -150,7 +150,7 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         latency: Default::default(),
         errorstats: Mutex::new(Default::default()),
         monitors: AtomicUsize::new(0),
-        pause_until: AtomicI64::new(0),
+        pause_until: Arc::new(AtomicI64::new(0)),
         pause_writes_only: AtomicBool::new(false),
         active_expire_enabled: AtomicBool::new(true),
         tcp_port: port,

@@ -138,7 +138,8 @@ pub struct Shared {
     pub errorstats: Mutex<std::collections::BTreeMap<String, u64>>,
     pub monitors: AtomicUsize,
     /// CLIENT PAUSE: end time in unix ms (0 = not paused) and whether only writes are paused.
-    pub pause_until: AtomicI64,
+    /// (Shared with every database, whose expiry it freezes: `Db::freeze_expiry_until`.)
+    pub pause_until: Arc<AtomicI64>,
     pub pause_writes_only: AtomicBool,
     pub active_expire_enabled: AtomicBool,
     pub tcp_port: u16,

@@ -270,3 +270,116 @@ fn sorted_set_pops_wake_on_zadd() {
     );
     assert_eq!(q(&mut pusher, &["ZCARD", "r1"]), Value::Int(1));
 }
+
+/// The id of the connection behind `r` (CLIENT ID over the raw socket).
+fn raw_id(r: &mut common::Raw) -> String {
+    r.send(&cmd(&[b"CLIENT", b"ID"]));
+    let got = r.read_n(3);
+    let mut line = got;
+    while !line.ends_with(b"\r\n") {
+        line.extend(r.read_n(1));
+    }
+    String::from_utf8(line[1..line.len() - 2].to_vec()).unwrap()
+}
+
+#[test]
+fn client_unblock_ends_waits_on_any_thread() {
+    let s = Server::start(&["--threads", "4"]);
+    let mut admin = s.client();
+    // Enough connections that some are on other threads than the admin's.
+    // (the blocking command, CLIENT UNBLOCK's reason, the blocked client's reply)
+    type Wait<'a> = (&'a [&'a [u8]], Option<&'a str>, &'a [u8]);
+    let waits: [Wait; 8] = [
+        (&[b"BLPOP", b"k1", b"k2", b"0"], None, b"*-1\r\n"),
+        (&[b"BRPOP", b"k3", b"0"], Some("TIMEOUT"), b"*-1\r\n"),
+        (
+            &[b"BLMOVE", b"k4", b"d", b"LEFT", b"RIGHT", b"0"],
+            Some("timeout"),
+            b"*-1\r\n",
+        ),
+        (&[b"BZPOPMIN", b"z1", b"0"], None, b"*-1\r\n"),
+        (
+            &[b"BLMPOP", b"0", b"1", b"k5", b"LEFT"],
+            Some("ERROR"),
+            UNBLOCKED,
+        ),
+        (
+            &[b"BRPOPLPUSH", b"k6", b"d", b"0"],
+            Some("error"),
+            UNBLOCKED,
+        ),
+        (
+            &[b"BZMPOP", b"0", b"1", b"z2", b"MIN"],
+            Some("ERROR"),
+            UNBLOCKED,
+        ),
+        (&[b"BZPOPMAX", b"z3", b"0"], None, b"*-1\r\n"),
+    ];
+    const UNBLOCKED: &[u8] = b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n";
+    let mut conns = Vec::new();
+    for (i, (args, _, _)) in waits.iter().enumerate() {
+        let mut r = s.raw();
+        let id = raw_id(&mut r);
+        r.send(&cmd(args));
+        until_blocked(&mut admin, i as i64 + 1);
+        conns.push((r, id));
+    }
+    for (i, ((r, id), (_, how, reply))) in conns.iter_mut().zip(waits.iter()).enumerate() {
+        let mut args = vec!["CLIENT", "UNBLOCK", id.as_str()];
+        args.extend(how.iter());
+        assert_eq!(q(&mut admin, &args), Value::Int(1), "{args:?}");
+        assert_eq!(r.read_n(reply.len()), reply.to_vec(), "{args:?}");
+        until_blocked(&mut admin, (waits.len() - i - 1) as i64);
+        // No longer blocked: nothing to unblock.
+        assert_eq!(
+            q(&mut admin, &["CLIENT", "UNBLOCK", id.as_str()]),
+            Value::Int(0)
+        );
+        // The connection goes on, and its old wait took nothing.
+        r.roundtrip(&cmd(&[b"PING"]), b"+PONG\r\n");
+    }
+    assert_eq!(q(&mut admin, &["RPUSH", "k1", "x"]), Value::Int(1));
+    assert_eq!(q(&mut admin, &["LLEN", "k1"]), Value::Int(1));
+    // Clients that are not blocked, or do not exist.
+    let me = q(&mut admin, &["CLIENT", "ID"]);
+    let Value::Int(me) = me else { panic!() };
+    let me = me.to_string();
+    assert_eq!(q(&mut admin, &["CLIENT", "UNBLOCK", &me]), Value::Int(0));
+    assert_eq!(
+        q(&mut admin, &["CLIENT", "UNBLOCK", "999999"]),
+        Value::Int(0)
+    );
+    assert_eq!(q(&mut admin, &["CLIENT", "UNBLOCK", "-3"]), Value::Int(0));
+    let err = redis::cmd("CLIENT")
+        .arg(&["UNBLOCK", &me, "later"])
+        .query::<Value>(&mut admin)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+        "{err}"
+    );
+}
+
+#[test]
+fn client_unblock_leaves_clients_held_by_client_pause() {
+    // As Redis 7.2: a client held by CLIENT PAUSE is not blocked on keys.
+    let s = Server::start(&[]);
+    let mut admin = s.client();
+    let mut r = s.raw();
+    let id = raw_id(&mut r);
+    assert_eq!(
+        q(&mut admin, &["CLIENT", "PAUSE", "10000", "WRITE"]),
+        Value::Okay
+    );
+    r.send(&cmd(&[b"SET", b"x", b"1"]));
+    // Held (INFO counts it as blocked, as Redis does).
+    until_blocked(&mut admin, 1);
+    assert_eq!(q(&mut admin, &["CLIENT", "UNBLOCK", &id]), Value::Int(0));
+    assert_eq!(
+        q(&mut admin, &["CLIENT", "UNBLOCK", &id, "ERROR"]),
+        Value::Int(0)
+    );
+    assert_eq!(q(&mut admin, &["CLIENT", "UNPAUSE"]), Value::Okay);
+    assert_eq!(r.read_n(5), b"+OK\r\n");
+}

@@ -815,3 +815,181 @@ fn client_unpause_releases_held_commands_at_once() {
         t0.elapsed()
     );
 }
+
+/// A field of INFO (all sections).
+fn info_field(r: &mut Raw, name: &str) -> String {
+    let text = text_of(&call(r, &cmd(&[b"INFO", b"everything"])));
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in INFO"))
+        .trim()
+        .to_string()
+}
+
+/// Waits (at most 5 s) until INFO's `name` reads `want`.
+fn until_info(r: &mut Raw, name: &str, want: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let got = info_field(r, name);
+        if got == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} stays {got}, not {want}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn client_pause_counts_held_clients_as_blocked() {
+    let s = Server::start(&["--threads", "4"]);
+    let mut a = s.raw();
+    let mut held: Vec<Raw> = (0..3).map(|_| s.raw()).collect();
+    a.roundtrip(&cmd(&[b"CLIENT", b"PAUSE", b"60000", b"WRITE"]), b"+OK\r\n");
+    for (i, b) in held.iter_mut().enumerate() {
+        b.send(&cmd(&[b"SET", format!("k{i}").as_bytes(), b"v"]));
+    }
+    // As Redis counts postponed clients.
+    until_info(&mut a, "blocked_clients", "3");
+    a.roundtrip(&cmd(&[b"CLIENT", b"UNPAUSE"]), b"+OK\r\n");
+    for b in &mut held {
+        b.roundtrip(b"", b"+OK\r\n");
+    }
+    until_info(&mut a, "blocked_clients", "0");
+    // A held client that goes away is no longer counted.
+    a.roundtrip(&cmd(&[b"CLIENT", b"PAUSE", b"60000", b"WRITE"]), b"+OK\r\n");
+    let mut gone = s.raw();
+    gone.send(&cmd(&[b"DEL", b"k0"]));
+    until_info(&mut a, "blocked_clients", "1");
+    drop(gone);
+    a.roundtrip(&cmd(&[b"CLIENT", b"UNPAUSE"]), b"+OK\r\n");
+    until_info(&mut a, "blocked_clients", "0");
+}
+
+#[test]
+fn client_pause_write_holds_publish_spublish_pfcount_and_their_exec() {
+    // Redis 7.2 holds the commands flagged write or may-replicate, and an EXEC that holds one.
+    let s = Server::start(&[]);
+    let mut a = s.raw();
+    let mut sub = s.raw();
+    sub.roundtrip(
+        &cmd(&[b"SUBSCRIBE", b"ch"]),
+        b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n",
+    );
+    let mut m = s.raw();
+    m.roundtrip(&cmd(&[b"MULTI"]), b"+OK\r\n");
+    m.roundtrip(&cmd(&[b"PUBLISH", b"ch", b"m2"]), b"+QUEUED\r\n");
+    a.roundtrip(&cmd(&[b"CLIENT", b"PAUSE", b"60000", b"WRITE"]), b"+OK\r\n");
+    let mut held: Vec<Raw> = (0..3).map(|_| s.raw()).collect();
+    held[0].send(&cmd(&[b"PUBLISH", b"ch", b"m1"]));
+    held[1].send(&cmd(&[b"SPUBLISH", b"sch", b"m"]));
+    held[2].send(&cmd(&[b"PFCOUNT", b"h"]));
+    m.send(&cmd(&[b"EXEC"]));
+    until_info(&mut a, "blocked_clients", "4");
+    // Reads go on.
+    a.roundtrip(&cmd(&[b"GET", b"k"]), b"$-1\r\n");
+    a.roundtrip(&cmd(&[b"CLIENT", b"UNPAUSE"]), b"+OK\r\n");
+    held[0].roundtrip(b"", b":1\r\n");
+    held[1].roundtrip(b"", b":0\r\n");
+    held[2].roundtrip(b"", b":0\r\n");
+    m.roundtrip(b"", b"*1\r\n:1\r\n");
+    let (m1, m2) = (
+        "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nm1\r\n",
+        "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nm2\r\n",
+    );
+    let got = lossy(&sub.read_n(m1.len() + m2.len()));
+    assert!(
+        got == format!("{m1}{m2}") || got == format!("{m2}{m1}"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn client_pause_freezes_expiry() {
+    // As Redis: while paused, a key whose TTL passed reads as missing but is not deleted
+    // (lazily or by the active cycle), so nothing is written; it goes after the pause.
+    let s = Server::start(&["--hz", "100"]);
+    let mut a = s.raw();
+    a.roundtrip(&cmd(&[b"SET", b"k", b"v", b"PX", b"100"]), b"+OK\r\n");
+    a.roundtrip(&cmd(&[b"SET", b"k2", b"v", b"PX", b"100"]), b"+OK\r\n");
+    a.roundtrip(&cmd(&[b"CLIENT", b"PAUSE", b"60000", b"WRITE"]), b"+OK\r\n");
+    // Until the TTL has passed (a read of a live key answers its value).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while call(&mut a, &cmd(&[b"GET", b"k"])) != b"$-1\r\n" {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    a.roundtrip(&cmd(&[b"EXISTS", b"k", b"k2"]), b":0\r\n");
+    a.roundtrip(&cmd(&[b"PTTL", b"k2"]), b":-2\r\n");
+    a.roundtrip(&cmd(&[b"KEYS", b"*"]), b"*0\r\n");
+    // Many cron ticks (hz 100) later, both keys are still there, none counted expired.
+    std::thread::sleep(Duration::from_millis(300));
+    a.roundtrip(&cmd(&[b"DBSIZE"]), b":2\r\n");
+    assert_eq!(info_field(&mut a, "expired_keys"), "0");
+    a.roundtrip(&cmd(&[b"CLIENT", b"UNPAUSE"]), b"+OK\r\n");
+    a.roundtrip(&cmd(&[b"GET", b"k"]), b"$-1\r\n");
+    // The active cycle takes the other one.
+    until_info(&mut a, "expired_keys", "2");
+    a.roundtrip(&cmd(&[b"DBSIZE"]), b":0\r\n");
+}
+
+/// The CLIENT LIST line of client `id`.
+fn client_line(r: &mut Raw, id: i64) -> String {
+    let id = id.to_string();
+    text_of(&call(r, &cmd(&[b"CLIENT", b"LIST", b"ID", id.as_bytes()])))
+}
+
+#[test]
+fn client_list_qbuf_counts_requests_read_but_held() {
+    // A pipeline whose first command CLIENT PAUSE holds: the held command's arguments are its
+    // argv-mem, the request behind it is still in the query buffer (as in Redis).
+    let s = Server::start(&[]);
+    let mut a = s.raw();
+    let mut b = s.raw();
+    let id = client_id(&mut b);
+    a.roundtrip(&cmd(&[b"CLIENT", b"PAUSE", b"60000", b"WRITE"]), b"+OK\r\n");
+    let get = cmd(&[b"GET", b"a"]);
+    let mut pipeline = cmd(&[b"SET", b"a", b"1"]);
+    pipeline.extend_from_slice(&get);
+    b.send(&pipeline);
+    until_info(&mut a, "blocked_clients", "1");
+    let line = client_line(&mut a, id);
+    assert_eq!(field(&line, "qbuf"), get.len().to_string(), "{line}");
+    assert_eq!(field(&line, "argv-mem"), "5", "{line}");
+    a.roundtrip(&cmd(&[b"CLIENT", b"UNPAUSE"]), b"+OK\r\n");
+    b.roundtrip(b"", b"+OK\r\n$1\r\n1\r\n");
+    let line = client_line(&mut a, id);
+    assert_eq!(field(&line, "qbuf"), "0", "{line}");
+    assert_eq!(field(&line, "argv-mem"), "0", "{line}");
+}
+
+#[test]
+fn an_idle_query_buffer_shrinks_after_a_huge_command() {
+    let s = Server::start(&[]);
+    let mut a = s.raw();
+    let mut big = s.raw();
+    let id = client_id(&mut big);
+    let members: Vec<Vec<u8>> = (0..100_000).map(|i| format!("m{i}").into_bytes()).collect();
+    let mut args: Vec<&[u8]> = vec![b"SADD", b"s"];
+    args.extend(members.iter().map(|m| &m[..]));
+    big.roundtrip(&cmd(&args), b":100000\r\n");
+    let line = client_line(&mut a, id);
+    let free: usize = field(&line, "qbuf-free").parse().unwrap();
+    assert!(free > 100_000, "the buffer grew for the command: {line}");
+    // As Redis's cron: once the client is idle (2 s), the buffer's spare room goes back.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let line = client_line(&mut a, id);
+        let free: usize = field(&line, "qbuf-free").parse().unwrap();
+        let tot: usize = field(&line, "tot-mem").parse().unwrap();
+        if free < 16 * 1024 && tot < 64 * 1024 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the query buffer stays big: {line}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The connection works as before.
+    big.roundtrip(&cmd(&[b"SCARD", b"s"]), b":100000\r\n");
+}

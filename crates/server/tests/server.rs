@@ -919,6 +919,59 @@ fn monitor_sees_commands_of_other_clients() {
     c.roundtrip(&cmd(&[b"SET", b"x", b"y"]), b"+OK\r\n");
 }
 
+#[test]
+fn monitor_shows_the_commands_run_inside_multi_exec() {
+    // As Redis: MULTI, then each queued command once EXEC ran it (with the database it
+    // left selected), then EXEC; a command queued and discarded is never shown.
+    let s = Server::start(&["--threads", "2"]);
+    let mut m = s.raw();
+    m.roundtrip(&cmd(&[b"MONITOR"]), b"+OK\r\n");
+    let mut c = s.raw();
+    let addr = c.s.local_addr().unwrap().to_string();
+    for (req, reply) in [
+        (&[&b"MULTI"[..]][..], "+OK\r\n"),
+        (&[b"DISCARD"], "+OK\r\n"),
+        (&[b"MULTI"], "+OK\r\n"),
+        (&[b"SET", b"k", b"v"], "+QUEUED\r\n"),
+        (&[b"SELECT", b"2"], "+QUEUED\r\n"),
+        (&[b"GET", b"k"], "+QUEUED\r\n"),
+        (&[b"EXEC"], "*3\r\n+OK\r\n+OK\r\n$-1\r\n"),
+        (&[b"PING"], "+PONG\r\n"),
+    ] {
+        assert_eq!(ask_str(&mut c, req), reply, "{req:?}");
+    }
+    let want: Vec<String> = [
+        "0 \"MULTI\"",
+        "0 \"DISCARD\"",
+        "0 \"MULTI\"",
+        "0 \"SET\" \"k\" \"v\"",
+        "2 \"SELECT\" \"2\"",
+        "2 \"GET\" \"k\"",
+        "2 \"EXEC\"",
+        "2 \"PING\"",
+    ]
+    .iter()
+    .map(|l| {
+        let (db, cmd) = l.split_once(' ').unwrap();
+        format!("[{db} {addr}] {cmd}")
+    })
+    .collect();
+    let mut got = String::new();
+    let mut buf = [0u8; 4096];
+    while got.matches("\r\n").count() < want.len() {
+        match m.s.read(&mut buf) {
+            Ok(0) | Err(_) => panic!("monitor stream cut short: {got:?}"),
+            Ok(k) => got.push_str(&String::from_utf8_lossy(&buf[..k])),
+        }
+    }
+    let lines: Vec<&str> = got
+        .split("\r\n")
+        .filter(|l| !l.is_empty())
+        .map(|l| &l[l.find(' ').unwrap() + 1..])
+        .collect();
+    assert_eq!(lines, want);
+}
+
 // ---- SHUTDOWN ----
 
 #[test]
@@ -1236,4 +1289,183 @@ fn disable_thp_turns_huge_pages_off_for_the_process() {
         &cmd(&[b"CONFIG", b"GET", b"disable-thp"]),
         b"*2\r\n$11\r\ndisable-thp\r\n$3\r\nyes\r\n",
     );
+}
+
+#[test]
+fn swapdb_swaps_two_databases_on_every_shard() {
+    let s = Server::start(&["--threads", "4"]);
+    let mut r = s.raw();
+    for i in 0..40 {
+        let (k, m) = (format!("k{i}"), format!("m{i}"));
+        ask(
+            &mut r,
+            &cmd(&[b"SET", k.as_bytes(), b"zero", b"EX", b"1000"]),
+        );
+        ask(&mut r, &cmd(&[b"SELECT", b"1"]));
+        ask(&mut r, &cmd(&[b"SET", m.as_bytes(), b"one"]));
+        ask(&mut r, &cmd(&[b"SELECT", b"0"]));
+    }
+    assert_eq!(ask_str(&mut r, &[b"SWAPDB", b"0", b"1"]), "+OK\r\n");
+    assert_eq!(ask_str(&mut r, &[b"DBSIZE"]), ":40\r\n");
+    for i in 0..40 {
+        let (k, m) = (format!("k{i}"), format!("m{i}"));
+        assert_eq!(ask_str(&mut r, &[b"GET", m.as_bytes()]), "$3\r\none\r\n");
+        assert_eq!(ask_str(&mut r, &[b"EXISTS", k.as_bytes()]), ":0\r\n");
+    }
+    ask(&mut r, &cmd(&[b"SELECT", b"1"]));
+    for i in 0..40 {
+        let k = format!("k{i}");
+        assert_eq!(ask_str(&mut r, &[b"GET", k.as_bytes()]), "$4\r\nzero\r\n");
+        let ttl = ask_str(&mut r, &[b"TTL", k.as_bytes()]);
+        assert!(ttl == ":1000\r\n" || ttl.starts_with(":99"), "{ttl}");
+    }
+    let ks = info(&mut r, &["keyspace"]);
+    assert!(ks.contains("db0:keys=40,expires=0"), "{ks}");
+    assert!(ks.contains("db1:keys=40,expires=40"), "{ks}");
+    // A database with itself, and a swap back.
+    assert_eq!(ask_str(&mut r, &[b"SWAPDB", b"3", b"3"]), "+OK\r\n");
+    assert_eq!(ask_str(&mut r, &[b"SWAPDB", b"1", b"0"]), "+OK\r\n");
+    assert_eq!(ask_str(&mut r, &[b"GET", b"m0"]), "$3\r\none\r\n");
+    for (args, reply) in [
+        (
+            &[&b"SWAPDB"[..], b"x", b"1"][..],
+            "-ERR invalid first DB index\r\n",
+        ),
+        (
+            &[b"SWAPDB", b"1", b"1.5"],
+            "-ERR invalid second DB index\r\n",
+        ),
+        (
+            &[b"SWAPDB", b"4294967296", b"1"],
+            "-ERR invalid first DB index\r\n",
+        ),
+        (
+            &[b"SWAPDB", b"0", b"16"],
+            "-ERR DB index is out of range\r\n",
+        ),
+        (
+            &[b"SWAPDB", b"-1", b"0"],
+            "-ERR DB index is out of range\r\n",
+        ),
+        (
+            &[b"SWAPDB", b"0"],
+            "-ERR wrong number of arguments for 'swapdb' command\r\n",
+        ),
+    ] {
+        assert_eq!(ask_str(&mut r, args), reply, "{args:?}");
+    }
+}
+
+#[test]
+fn swapdb_is_atomic_across_shards() {
+    // Keys on every shard hold "a" in db 0 and "b" in db 1; while SWAPDB runs over and over,
+    // a multi-shard read never sees some shards swapped and others not.
+    let s = Server::start(&["--threads", "4"]);
+    let mut r = s.raw();
+    let keys: Vec<String> = (0..32).map(|i| format!("key:{i}")).collect();
+    for db in [b"0", b"1"] {
+        ask(&mut r, &cmd(&[b"SELECT", db]));
+        let v: &[u8] = if db == b"0" { b"a" } else { b"b" };
+        for k in &keys {
+            ask(&mut r, &cmd(&[b"SET", k.as_bytes(), v]));
+        }
+    }
+    let port = s.port;
+    let swapper = std::thread::spawn(move || {
+        let mut w = raw_at(port);
+        for _ in 0..300 {
+            assert_eq!(ask_str(&mut w, &[b"SWAPDB", b"0", b"1"]), "+OK\r\n");
+        }
+    });
+    let mut rd = s.raw();
+    let mut mget: Vec<&[u8]> = vec![b"MGET"];
+    mget.extend(keys.iter().map(|k| k.as_bytes()));
+    let (mut seen_a, mut seen_b) = (0, 0);
+    while !swapper.is_finished() {
+        let got = ask_str(&mut rd, &mget);
+        let a = got.matches("$1\r\na\r\n").count();
+        let b = got.matches("$1\r\nb\r\n").count();
+        assert!(a == keys.len() || b == keys.len(), "{got}");
+        seen_a += (a > 0) as u32;
+        seen_b += (b > 0) as u32;
+    }
+    swapper.join().unwrap();
+    assert!(seen_a + seen_b > 0);
+}
+
+#[test]
+fn swapdb_touches_watched_keys_of_both_databases() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    let mut w = s.raw();
+    // "x" only in db 1, "y" in neither, "z" in both.
+    ask(&mut r, &cmd(&[b"SELECT", b"1"]));
+    ask(&mut r, &cmd(&[b"SET", b"x", b"1"]));
+    ask(&mut r, &cmd(&[b"SET", b"z", b"1"]));
+    ask(&mut r, &cmd(&[b"SELECT", b"0"]));
+    ask(&mut r, &cmd(&[b"SET", b"z", b"0"]));
+    let exec_after_swap = |w: &mut Raw, r: &mut Raw, db: &[u8], key: &[u8]| {
+        ask(w, &cmd(&[b"SELECT", db]));
+        assert_eq!(ask_str(w, &[b"WATCH", key]), "+OK\r\n");
+        assert_eq!(ask_str(w, &[b"MULTI"]), "+OK\r\n");
+        assert_eq!(ask_str(w, &[b"PING"]), "+QUEUED\r\n");
+        assert_eq!(ask_str(r, &[b"SWAPDB", b"0", b"1"]), "+OK\r\n");
+        ask_str(w, &[b"EXEC"])
+    };
+    // A key that appears, one that disappears, one that changes: the transaction fails.
+    assert_eq!(exec_after_swap(&mut w, &mut r, b"0", b"x"), "*-1\r\n");
+    assert_eq!(exec_after_swap(&mut w, &mut r, b"1", b"x"), "*-1\r\n");
+    assert_eq!(exec_after_swap(&mut w, &mut r, b"1", b"z"), "*-1\r\n");
+    // A key in neither database did not change.
+    assert_eq!(
+        exec_after_swap(&mut w, &mut r, b"0", b"y"),
+        "*1\r\n+PONG\r\n"
+    );
+    // Databases not swapped are not touched.
+    ask(&mut r, &cmd(&[b"SELECT", b"5"]));
+    ask(&mut r, &cmd(&[b"SET", b"x", b"5"]));
+    ask(&mut r, &cmd(&[b"SELECT", b"0"]));
+    assert_eq!(
+        exec_after_swap(&mut w, &mut r, b"5", b"x"),
+        "*1\r\n+PONG\r\n"
+    );
+}
+
+#[test]
+fn swapdb_serves_clients_blocked_on_keys_of_the_swapped_databases() {
+    let s = Server::start(&["--threads", "4"]);
+    let mut r = s.raw();
+    ask(&mut r, &cmd(&[b"SELECT", b"1"]));
+    ask(&mut r, &cmd(&[b"RPUSH", b"list", b"v"]));
+    ask(&mut r, &cmd(&[b"SET", b"str", b"v"]));
+    ask(&mut r, &cmd(&[b"SELECT", b"0"]));
+    let mut b1 = s.raw();
+    let mut b2 = s.raw();
+    b1.send(&cmd(&[b"BLPOP", b"list", b"10"]));
+    b2.send(&cmd(&[b"BLPOP", b"str", b"0.5"]));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while field(&info(&mut r, &["clients"]), "blocked_clients") != "2" {
+        assert!(Instant::now() < deadline, "never blocked");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(ask_str(&mut r, &[b"SWAPDB", b"0", b"1"]), "+OK\r\n");
+    // The list now in db 0 serves its waiter; the string does not suit the other one, which
+    // times out.
+    b1.roundtrip(b"", b"*2\r\n$4\r\nlist\r\n$1\r\nv\r\n");
+    b2.roundtrip(b"", b"*-1\r\n");
+    assert_eq!(ask_str(&mut r, &[b"EXISTS", b"list"]), ":0\r\n");
+}
+
+#[test]
+fn swapdb_sends_tracking_clients_a_null_invalidation() {
+    let s = Server::start(&[]);
+    let mut t = s.raw();
+    t.hello3();
+    assert_eq!(ask_str(&mut t, &[b"CLIENT", b"TRACKING", b"on"]), "+OK\r\n");
+    let mut r = s.raw();
+    ask(&mut r, &cmd(&[b"SET", b"k", b"0"]));
+    assert_eq!(ask_str(&mut t, &[b"GET", b"k"]), "$1\r\n0\r\n");
+    assert_eq!(ask_str(&mut r, &[b"SWAPDB", b"0", b"1"]), "+OK\r\n");
+    // The value under "k" changed (it is gone): the cache is told to drop everything.
+    t.roundtrip(b"", b">2\r\n$10\r\ninvalidate\r\n_\r\n");
 }

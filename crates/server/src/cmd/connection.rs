@@ -41,6 +41,7 @@ pub fn register(r: &mut Reg) {
     r.tx("client|info", Locks::None, client_info);
     r.tx("client|list", Locks::None, client_list);
     r.tx("client|kill", Locks::None, client_kill);
+    r.tx("client|unblock", Locks::None, client_unblock);
 }
 
 const ERR_WRONGPASS: &[u8] = b"WRONGPASS invalid username-password pair or user is disabled.";
@@ -680,6 +681,8 @@ fn client_help(_: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
         "    Exempt this connection from client eviction, or not.",
         "NO-TOUCH (ON|OFF)",
         "    When ON, commands of this connection do not change keys' LRU/LFU data.",
+        "UNBLOCK <client-id> [TIMEOUT|ERROR]",
+        "    End the wait of a client blocked on keys, as its timeout would, or with an error.",
         "PAUSE <timeout> [WRITE|ALL]",
         "    Hold the commands of all clients (or only writes) for <timeout> milliseconds.",
         "UNPAUSE",
@@ -720,9 +723,10 @@ pub struct ConnStats {
 
 impl ConnStats {
     pub fn of(conn: &Conn) -> ConnStats {
+        let (qbuf, qbuf_free) = conn.query_buffer();
         ConnStats {
-            qbuf: conn.rbuf.len(),
-            qbuf_free: conn.rbuf.capacity() - conn.rbuf.len(),
+            qbuf,
+            qbuf_free,
             rbs: conn.out.capacity(),
             rbp: conn.out.len(),
             obl: conn.out_len(),
@@ -734,7 +738,11 @@ impl ConnStats {
                 .sum(),
             idle_secs: conn.last_interaction.elapsed().as_secs(),
             writing: conn.out_len() > 0,
-            argv_mem: 0,
+            // A command held by CLIENT PAUSE keeps its arguments (as Redis's argv).
+            argv_mem: conn
+                .paused
+                .as_ref()
+                .map_or(0, |a| a.iter().map(|x| x.len()).sum()),
         }
     }
 }
@@ -1062,6 +1070,47 @@ fn client_kill(tx: Tx, args: Vec<Bytes>) -> TxFuture {
                 w.ok();
             }
         })
+    })
+}
+
+/// CLIENT UNBLOCK client-id [TIMEOUT|ERROR]: ends the wait of a client blocked on keys
+/// (BLPOP & co), on whichever thread it is (blocking.rs). 1 if it was blocked, else 0.
+fn client_unblock(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        let err = |e: &[u8]| super::with_writer(resp3, |w| w.error(e));
+        if args.len() > 4 {
+            return super::with_writer(resp3, |w| {
+                super::server::subcommand_error(w, &args[0], &args[1])
+            });
+        }
+        let error = match args.get(3) {
+            None => false,
+            Some(a) if eq(a, "timeout") => false,
+            Some(a) if eq(a, "error") => true,
+            Some(_) => return err(b"ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+        };
+        let Some(id) = super::parse_int(&args[2]) else {
+            return err(super::ERR_NOT_INT);
+        };
+        let thread = tx
+            .shared()
+            .clients
+            .lock()
+            .unwrap()
+            .get(&(id as u64))
+            .map(|h| h.thread);
+        let unblocked = match thread {
+            Some(t) if id > 0 => {
+                let id = id as u64;
+                tx.on_thread(t, move |tctx| {
+                    crate::blocking::unblock(tctx.shared, id, error)
+                })
+                .await
+            }
+            _ => false,
+        };
+        super::with_writer(resp3, |w| w.int(unblocked as i64))
     })
 }
 

@@ -41,6 +41,7 @@ pub fn register(r: &mut Reg) {
     r.tx("dbsize", Locks::None, dbsize);
     r.tx("flushdb", Locks::All, flushdb);
     r.tx("flushall", Locks::All, flushall);
+    r.tx("swapdb", Locks::All, swapdb);
     r.conn("time", time);
     r.conn("lastsave", lastsave);
     r.conn("slowlog|get", slowlog_get);
@@ -142,6 +143,52 @@ fn flushdb(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 
 fn flushall(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move { flush(&tx, &args, true).await })
+}
+
+// ---- SWAPDB ----
+
+/// SWAPDB index1 index2: every shard swaps its two databases while the command holds every
+/// shard, so no client sees one shard swapped and another not.
+fn swapdb(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        let err = |e: &[u8]| with_writer(resp3, |w| w.error(e));
+        // Redis reads each index as a C int, with its own error.
+        let index = |a: &[u8]| super::parse_int(a).filter(|&i| i32::try_from(i).is_ok());
+        let Some(a) = index(&args[1]) else {
+            return err(b"ERR invalid first DB index");
+        };
+        let Some(b) = index(&args[2]) else {
+            return err(b"ERR invalid second DB index");
+        };
+        let n = tx.shared().databases as i64;
+        if a < 0 || a >= n || b < 0 || b >= n {
+            return err(b"ERR DB index is out of range");
+        }
+        let (a, b) = (a.min(b) as usize, a.max(b) as usize);
+        tx.run_all(move |ctx| {
+            let now = ctx.clock.now_ms;
+            if a == b {
+                ctx.shard.dbs[a].swap_with_itself(now);
+            } else {
+                let (lo, hi) = ctx.shard.dbs.split_at_mut(b);
+                darner_engine::Db::swap(&mut lo[a], &mut hi[0], now);
+            }
+            // Client tracking (beyond Redis, which sends nothing): the keys of both databases
+            // changed value under the same names, so every table is emptied and every
+            // tracking client gets a null invalidation, as for FLUSHDB.
+            if a != b {
+                ctx.shard.tracking.clear();
+            }
+        })
+        .await;
+        if a != b && tx.shared().tracking.clients.load(Ordering::Relaxed) > 0 {
+            for t in 0..tx.nshards() {
+                crate::exec::post(tx.shared(), t, crate::msg::Msg::TrackingFlush);
+            }
+        }
+        with_writer(resp3, |w| w.ok())
+    })
 }
 
 // ---- TIME, LASTSAVE ----

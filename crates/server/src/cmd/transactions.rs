@@ -165,7 +165,17 @@ pub async fn run_in_tx(tx: &Tx, cmd: &'static Command, args: Vec<Bytes>) -> Vec<
     }
 }
 
-fn exec(tx: Tx, _args: Vec<Bytes>) -> TxFuture {
+fn exec(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let reply = exec_queue(tx.clone(), args.clone()).await;
+        // MONITOR shows EXEC after the commands it ran, as Redis does.
+        let spec = darner_commands::lookup(b"exec").expect("exec is in the table");
+        crate::worker::feed_monitors(tx.shared(), spec, &tx.client(), &super::views(&args));
+        reply
+    })
+}
+
+fn exec_queue(tx: Tx, _args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
         let resp3 = tx.resp3();
         let (queue, dirty) = {
@@ -225,6 +235,9 @@ fn exec(tx: Tx, _args: Vec<Bytes>) -> TxFuture {
             // as in Redis (EXEC itself is never slow-logged).
             let started = std::time::Instant::now();
             let reply = run_in_tx(&tx, cmd, args.clone()).await;
+            // MONITOR: as Redis shows a command run by EXEC, once run (a SELECT shows the
+            // database it selected).
+            crate::worker::feed_monitors(tx.shared(), cmd.spec, &tx.client(), &super::views(&args));
             let us = started.elapsed().as_micros() as u64;
             crate::worker::record_in_exec(tx.shared(), cmd, us, &reply, &args, &tx.client());
             out.extend_from_slice(&reply);

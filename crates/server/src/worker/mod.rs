@@ -22,8 +22,8 @@ use mio::{Events, Interest, Poll, Token};
 use smallvec::SmallVec;
 
 mod stats;
-use stats::{account, monitor_line, record, record_stats, slowlog_push, Lap};
-pub use stats::{calibrate_clock, record_in_exec};
+use stats::{account, record, record_stats, slowlog_push, Lap};
+pub use stats::{calibrate_clock, feed_monitors, record_in_exec};
 use std::io::{ErrorKind, Write};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
@@ -129,6 +129,8 @@ impl Worker {
         let bcast = w.shared.tracking.prefixes.active_flag();
         for db in &mut w.shard.dbs {
             db.collect_written_while(bcast.clone());
+            // A CLIENT PAUSE freezes expiry, as in Redis (nothing is written while paused).
+            db.freeze_expiry_until(w.shared.pause_until.clone());
         }
         w.poll.registry().register(
             &mut mio::unix::SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&w.alarm)),
@@ -418,16 +420,6 @@ impl Worker {
                 self.more_input.push(c);
                 break;
             }
-            if conn.rbuf.len() > limit {
-                log::notice(&format!(
-                    "Closing client that reached max query buffer length: id={} addr={} (qbuf initial bytes: {:?})",
-                    conn.state.id,
-                    conn.state.addr,
-                    String::from_utf8_lossy(&conn.rbuf[..conn.rbuf.len().min(64)])
-                ));
-                self.close(c);
-                return None;
-            }
             let need = conn
                 .parser
                 .bytes_needed()
@@ -453,6 +445,20 @@ impl Worker {
                     // SAFETY: the kernel initialized n bytes at the end of the buffer.
                     unsafe { conn.rbuf.set_len(conn.rbuf.len() + n) };
                     total += n;
+                    // Checked after every read (as Redis does), not before the next one: the
+                    // read that crosses the limit may be the last the peer causes, and
+                    // edge-triggered readiness brings no further turn for this connection.
+                    if conn.rbuf.len() > limit {
+                        log::notice(&format!(
+                            "Closing client that reached max query buffer length: id={} addr={} (qbuf initial bytes: {:?})",
+                            conn.state.id,
+                            conn.state.addr,
+                            String::from_utf8_lossy(&conn.rbuf[..conn.rbuf.len().min(64)])
+                        ));
+                        bump(&self.shared.stats[self.id].net_input, total as u64);
+                        self.close(c);
+                        return None;
+                    }
                     // A short read drained the socket: data arriving later raises a new
                     // edge-triggered event, so the extra read that would only say
                     // WouldBlock is skipped (one syscall less per request when unpipelined).
@@ -919,10 +925,15 @@ impl Worker {
         }
         // CLIENT PAUSE holds commands back (all, or only writes).
         let now = self.now_ms;
-        let is_write =
-            spec.has(flags::WRITE) || (spec.full_name == "exec" && multi_has_writes(&conn.state));
+        // Writes and commands that may replicate (PUBLISH, PFCOUNT, ...), and EXEC of a
+        // transaction holding one, as Redis 7.2 holds them.
+        let is_write = spec.has(flags::WRITE)
+            || spec.has(flags::MAY_REPLICATE)
+            || (spec.full_name == "exec" && multi_has_writes(&conn.state));
         if self.shared.paused(now, is_write) && !matches!(spec.full_name, "client|unpause") {
             conn.paused = Some(owner.own(args));
+            // Counted as blocked (INFO blocked_clients), as Redis counts postponed clients.
+            crate::blocking::BLOCKED_CLIENTS.fetch_add(1, Ordering::Relaxed);
             return;
         }
         if let Handler::Key(_) = cmd.handler {
@@ -930,15 +941,9 @@ impl Worker {
                 return;
             }
         }
-        let conn = &self.conns[c];
-        if self.shared.monitors.load(Ordering::Relaxed) > 0
-            && !spec.has(flags::SKIP_MONITOR)
-            && !spec.has(flags::ADMIN)
-        {
-            let line = monitor_line(&conn.state, &cmd::connection::redact(spec.full_name, args));
-            for t in 0..self.shared.threads {
-                post(&self.shared, t, Msg::Monitor { line: line.clone() });
-            }
+        // EXEC shows after its commands, as in Redis (cmd/transactions.rs).
+        if spec.full_name != "exec" {
+            feed_monitors(&self.shared, spec, &self.conns[c].state, args);
         }
         match cmd.handler {
             Handler::Conn(f) => self.run_conn(c, cmd, f, args),
@@ -2158,6 +2163,9 @@ impl Worker {
             // A blocked client that goes away stops waiting (its task then cleans up).
             crate::blocking::cancel(&self.shared, conn.state.id);
         }
+        if conn.paused.is_some() {
+            crate::blocking::BLOCKED_CLIENTS.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     // ---- periodic work ----
@@ -2268,6 +2276,9 @@ impl Worker {
         for k in close {
             self.close(k);
         }
+        for (_, conn) in self.conns.iter_mut() {
+            conn.shrink_idle_query_buffer(self.loop_now);
+        }
         self.retry_paused(retry);
         self.pump();
         self.flush_dirty();
@@ -2279,6 +2290,7 @@ impl Worker {
         self.now_ms = Shared::now_ms();
         for k in ks {
             if let Some(args) = self.conns.get_mut(k).and_then(|c| c.paused.take()) {
+                crate::blocking::BLOCKED_CLIENTS.fetch_sub(1, Ordering::Relaxed);
                 self.dispatch(k, &cmd::views(&args), Owner::Owned(&args));
                 if self.conns.get(k).is_some_and(|c| c.paused.is_none()) {
                     self.resume.push(k);
@@ -2306,10 +2318,10 @@ fn take_suppress(state: &mut ClientState) -> bool {
 }
 
 fn multi_has_writes(state: &ClientState) -> bool {
-    state
-        .multi
-        .as_ref()
-        .is_some_and(|q| q.iter().any(|(c, _)| c.spec.has(flags::WRITE)))
+    state.multi.as_ref().is_some_and(|q| {
+        q.iter()
+            .any(|(c, _)| c.spec.has(flags::WRITE) || c.spec.has(flags::MAY_REPLICATE))
+    })
 }
 
 /// The bytes of `b` as C's `%.Ns` prints them: up to the first NUL, at most `max` bytes.

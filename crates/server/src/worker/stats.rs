@@ -55,6 +55,26 @@ pub fn calibrate_clock() {
     });
 }
 
+/// Shows a command to MONITOR clients (every thread's), unless it is one Redis hides
+/// (admin and skip-monitor commands; passwords redacted).
+pub fn feed_monitors(
+    shared: &Shared,
+    spec: &darner_commands::CommandSpec,
+    state: &ClientState,
+    args: &[&[u8]],
+) {
+    if shared.monitors.load(Ordering::Relaxed) == 0
+        || spec.has(flags::SKIP_MONITOR)
+        || spec.has(flags::ADMIN)
+    {
+        return;
+    }
+    let line = monitor_line(state, &cmd::connection::redact(spec.full_name, args));
+    for t in 0..shared.threads {
+        post(shared, t, Msg::Monitor { line: line.clone() });
+    }
+}
+
 pub(super) fn monitor_line(state: &ClientState, args: &[&[u8]]) -> Arc<Vec<u8>> {
     let us = Shared::now_us();
     let mut s = format!(

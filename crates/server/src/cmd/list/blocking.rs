@@ -253,6 +253,9 @@ async fn bmove(
         Some(Outcome::Served { payload, .. }) if payload.first() == Some(&b'R') => {
             payload[1..].to_vec()
         }
+        Some(Outcome::Unblocked { error: true }) => {
+            with_writer(resp3, |w| w.error(blocking::ERR_UNBLOCKED))
+        }
         _ => with_writer(resp3, |w| w.null_array()),
     }
 }
