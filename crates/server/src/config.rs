@@ -152,14 +152,14 @@ pub static TABLE: &[Directive] = &[
         name: "port",
         kind: Kind::Int { min: 0, max: 65535 },
         default: "6379",
-        mutable: false,
+        mutable: true,
         apply: nothing,
     },
     Directive {
         name: "bind",
         kind: Kind::Special,
         default: "127.0.0.1 -::1",
-        mutable: false,
+        mutable: true,
         apply: nothing,
     },
     Directive {
@@ -883,8 +883,9 @@ impl Config {
                         .collect::<Vec<_>>()
                         .join(" ")
                 } else if d.name == "bind" {
-                    if value.split_whitespace().count() == 0 {
-                        return Err("Invalid bind address".into());
+                    // Redis's CONFIG_BINDADDR_MAX. No address at all: no TCP listener.
+                    if value.split_whitespace().count() > 16 {
+                        return Err("Too many bind addresses specified.".into());
                     }
                     value.split_whitespace().collect::<Vec<_>>().join(" ")
                 } else {

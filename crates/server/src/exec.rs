@@ -481,17 +481,37 @@ impl Tx {
         R: Send + 'static,
         F: FnOnce(&mut crate::worker::ThreadCtx) -> R + Send + 'static,
     {
+        self.thread_hop(t, f, false)
+    }
+
+    /// As [`Tx::on_thread`], but through the thread's inbox even when it is this thread, so
+    /// that steps sent in some order (under a lock, from any threads) run in that order on
+    /// each thread (CONFIG SET port / bind).
+    pub fn on_thread_in_order<R, F>(&self, t: usize, f: F) -> Hop<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut crate::worker::ThreadCtx) -> R + Send + 'static,
+    {
+        self.thread_hop(t, f, true)
+    }
+
+    fn thread_hop<R, F>(&self, t: usize, f: F, inbox: bool) -> Hop<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut crate::worker::ThreadCtx) -> R + Send + 'static,
+    {
         let done = new_completion();
         let shared = self.0.shared.clone();
-        post(
-            &self.0.shared,
-            t,
-            Msg::Thread {
-                f: Box::new(move |ctx| {
-                    complete(&shared, done, f(ctx));
-                }),
-            },
-        );
+        let m = Msg::Thread {
+            f: Box::new(move |ctx| {
+                complete(&shared, done, f(ctx));
+            }),
+        };
+        if inbox {
+            self.0.shared.send(t, m);
+        } else {
+            post(&self.0.shared, t, m);
+        }
         Hop {
             slot: done.slot,
             ready: None,

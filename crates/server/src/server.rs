@@ -17,7 +17,12 @@ fn bind_addrs(bind: &str, port: u16) -> Vec<(SocketAddr, bool)> {
             Some(rest) => (true, rest),
             None => (false, word),
         };
-        let a = if a == "*" { "0.0.0.0" } else { a };
+        // Redis's wildcards: every IPv4 address, every IPv6 address.
+        let a = match a {
+            "*" => "0.0.0.0",
+            "::*" => "::",
+            a => a,
+        };
         match a.parse::<std::net::IpAddr>() {
             Ok(ip) => out.push((SocketAddr::new(ip, port), optional)),
             Err(_) => out.push((
@@ -58,6 +63,75 @@ fn in_use_probe(addr: SocketAddr) -> std::io::Result<()> {
     s.bind(&addr.into())
 }
 
+/// One listener per thread on each address of a `bind` value, at `port`.
+pub struct Opened {
+    /// Per thread: its listeners, each with its address.
+    pub per_thread: Vec<Vec<(SocketAddr, mio::net::TcpListener)>>,
+    /// Every address listened on, in `bind`'s order (those in `held` included).
+    pub bound: Vec<SocketAddr>,
+}
+
+/// Opens `threads` listeners on each address of `bind` at `port` (none for port 0). An
+/// address marked with "-" that fails is skipped (logged); any other failure closes what was
+/// opened and returns the error. `held` is what the server listens on already (CONFIG SET
+/// port / bind): an address in it is listed in `bound` but not opened again (the threads
+/// keep their listeners there). `closing`: addresses whose listeners some threads have yet
+/// to close. No in-use probe runs where a new address overlaps one of those two lists on the
+/// same port (the probe would find our own listeners).
+pub fn open_listeners(
+    bind: &str,
+    port: u16,
+    threads: usize,
+    held: &[SocketAddr],
+    closing: &[SocketAddr],
+) -> Result<Opened, String> {
+    let mut per_thread: Vec<Vec<(SocketAddr, mio::net::TcpListener)>> =
+        (0..threads).map(|_| Vec::new()).collect();
+    let mut bound: Vec<SocketAddr> = Vec::new();
+    if port == 0 {
+        return Ok(Opened { per_thread, bound });
+    }
+    for (addr, optional) in bind_addrs(bind, port) {
+        if addr.port() == 0 {
+            return Err(format!("Invalid bind address '{bind}'"));
+        }
+        let attempt = if bound.contains(&addr) {
+            // Listed twice: the second bind fails, as it would without SO_REUSEPORT.
+            Err(std::io::Error::from(std::io::ErrorKind::AddrInUse))
+        } else if held.contains(&addr) {
+            Ok(Vec::new())
+        } else {
+            let overlaps = held.iter().chain(closing).any(|h| {
+                h.port() == addr.port()
+                    && h.is_ipv4() == addr.is_ipv4()
+                    && (h.ip() == addr.ip()
+                        || h.ip().is_unspecified()
+                        || addr.ip().is_unspecified())
+            });
+            // The probe goes first: once our first listener listens, it would refuse the rest.
+            let probe = if overlaps { Ok(()) } else { in_use_probe(addr) };
+            probe.and_then(|()| (0..threads).map(|_| listener(addr)).collect())
+        };
+        match attempt {
+            Ok(ls) => {
+                for (t, l) in ls.into_iter().enumerate() {
+                    per_thread[t].push((addr, l));
+                }
+                bound.push(addr);
+            }
+            Err(e) if optional => log::verbose(&format!(
+                "Could not create server TCP listening socket {addr}: {e} (optional)"
+            )),
+            Err(e) => {
+                return Err(format!(
+                    "Could not create server TCP listening socket {addr}: {e}"
+                ))
+            }
+        }
+    }
+    Ok(Opened { per_thread, bound })
+}
+
 pub fn run(config: Config, executable: String, config_file: String) -> Result<(), String> {
     darner_engine::entry::set_size_classes(crate::alloc::good_size);
     let threads = match config.get_i64("threads") {
@@ -69,47 +143,18 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
     let databases = config.get_i64("databases") as usize;
     let port = config.get_i64("port") as u16;
     let bind = config.get("bind").unwrap_or_default();
-    let addrs = bind_addrs(&bind, port);
 
     // Listeners for every thread, before any thread starts, so that a bind error stops start-up.
-    let mut per_thread: Vec<Vec<mio::net::TcpListener>> =
-        (0..threads).map(|_| Vec::new()).collect();
-    let mut bound = Vec::new();
-    for (addr, optional) in addrs {
-        if addr.port() == 0 && port != 0 {
-            return Err(format!("Invalid bind address '{bind}'"));
-        }
-        let mut ok = true;
-        let mut ls = Vec::new();
-        // The probe goes first: once our first listener listens, it would refuse the rest.
-        let mut probe = in_use_probe(addr);
-        for _ in 0..threads {
-            match std::mem::replace(&mut probe, Ok(())).and_then(|()| listener(addr)) {
-                Ok(l) => ls.push(l),
-                Err(e) => {
-                    if optional {
-                        log::verbose(&format!(
-                            "Could not create server TCP listening socket {addr}: {e} (optional)"
-                        ));
-                        ok = false;
-                        break;
-                    }
-                    return Err(format!(
-                        "Could not create server TCP listening socket {addr}: {e}"
-                    ));
-                }
-            }
-        }
-        if ok {
-            for (t, l) in ls.into_iter().enumerate() {
-                per_thread[t].push(l);
-            }
-            bound.push(addr.to_string());
-        }
+    if port == 0 || bind.split_whitespace().next().is_none() {
+        // Darner has no Unix socket: nothing could ever reach it (Redis's words).
+        return Err("Configured to not listen anywhere, exiting.".into());
     }
-    if bound.is_empty() && port != 0 {
+    let opened = open_listeners(&bind, port, threads, &[], &[])?;
+    if opened.bound.is_empty() {
         return Err("Failed listening on any bind address".into());
     }
+    let bound: Vec<String> = opened.bound.iter().map(|a| a.to_string()).collect();
+    let per_thread = opened.per_thread;
 
     let mut polls = Vec::new();
     let mut inboxes = Vec::new();
@@ -153,7 +198,10 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         pause_until: Arc::new(AtomicI64::new(0)),
         pause_writes_only: AtomicBool::new(false),
         active_expire_enabled: AtomicBool::new(true),
-        tcp_port: port,
+        listening: Mutex::new(crate::shared::Listening {
+            addrs: opened.bound,
+            closing: Vec::new(),
+        }),
         executable,
         config_file,
         metrics: Default::default(),

@@ -119,6 +119,16 @@ pub struct ClientHandle {
     pub kill: AtomicBool,
 }
 
+/// The addresses the threads listen on.
+#[derive(Default)]
+pub struct Listening {
+    /// Every thread has a listener on each (or will, once the steps sent to it have run).
+    pub addrs: Vec<std::net::SocketAddr>,
+    /// Addresses no longer wanted, with how many threads have yet to close their listener
+    /// there (an address may be listed more than once).
+    pub closing: Vec<(std::net::SocketAddr, usize)>,
+}
+
 pub struct Shared {
     pub config: Config,
     pub threads: usize,
@@ -142,7 +152,8 @@ pub struct Shared {
     pub pause_until: Arc<AtomicI64>,
     pub pause_writes_only: AtomicBool,
     pub active_expire_enabled: AtomicBool,
-    pub tcp_port: u16,
+    /// Where the threads listen (CONFIG SET port / bind changes it).
+    pub listening: Mutex<Listening>,
     pub executable: String,
     pub config_file: String,
     /// What INFO samples and keeps beyond the counters (memory peak, rates, lazy freeing).

@@ -51,13 +51,53 @@ pub struct ThreadCtx<'a> {
     pub id: usize,
     pub conns: &'a mut slab::Slab<Conn>,
     pub shared: &'a Shared,
+    /// This thread's listeners, each with its address (CONFIG SET port / bind swaps them).
+    listeners: &'a mut Vec<(std::net::SocketAddr, TcpListener)>,
+    registry: &'a mio::Registry,
+}
+
+impl ThreadCtx<'_> {
+    /// CONFIG SET port / bind: closes this thread's listeners on the addresses in `removed`
+    /// and starts accepting on `add` (already listening: connections wait in their backlog
+    /// until now). A connection still in a closed listener's backlog is refused, as Redis's
+    /// are when it closes its old listeners.
+    pub fn swap_listeners(
+        &mut self,
+        removed: &[std::net::SocketAddr],
+        add: Vec<(std::net::SocketAddr, TcpListener)>,
+    ) {
+        // Tokens follow the positions in the list: every listener registers anew.
+        for (_, l) in self.listeners.iter_mut() {
+            let _ = self.registry.deregister(l);
+        }
+        self.listeners.retain(|(a, _)| !removed.contains(a));
+        if !removed.is_empty() {
+            // Closed here: one thread fewer to wait for (see `Listening::closing`).
+            let mut l = self.shared.listening.lock().unwrap();
+            for a in removed {
+                if let Some(c) = l.closing.iter_mut().find(|(c, _)| c == a) {
+                    c.1 -= 1;
+                }
+            }
+            l.closing.retain(|(_, left)| *left > 0);
+        }
+        self.listeners.extend(add);
+        for (i, (a, l)) in self.listeners.iter_mut().enumerate() {
+            if let Err(e) = self
+                .registry
+                .register(l, Token(LISTENER_BASE + i), Interest::READABLE)
+            {
+                log::warning(&format!("Registering the listener on {a}: {e}"));
+            }
+        }
+    }
 }
 
 pub struct Worker {
     id: usize,
     shared: Arc<Shared>,
     poll: Poll,
-    listeners: Vec<TcpListener>,
+    listeners: Vec<(std::net::SocketAddr, TcpListener)>,
     conns: slab::Slab<Conn>,
     next_gen: u32,
     rx: Receiver<Msg>,
@@ -97,7 +137,7 @@ impl Worker {
         id: usize,
         shared: Arc<Shared>,
         poll: Poll,
-        listeners: Vec<TcpListener>,
+        listeners: Vec<(std::net::SocketAddr, TcpListener)>,
         rx: Receiver<Msg>,
     ) -> std::io::Result<Worker> {
         let mut w = Worker {
@@ -137,7 +177,7 @@ impl Worker {
             ALARM,
             Interest::READABLE,
         )?;
-        for (i, l) in w.listeners.iter_mut().enumerate() {
+        for (i, (_, l)) in w.listeners.iter_mut().enumerate() {
             w.poll
                 .registry()
                 .register(l, Token(LISTENER_BASE + i), Interest::READABLE)?;
@@ -268,7 +308,11 @@ impl Worker {
 
     fn accept(&mut self, li: usize) {
         loop {
-            let (sock, peer) = match self.listeners[li].accept() {
+            // A listener CONFIG SET closed in this turn may still have had an event.
+            let Some((_, l)) = self.listeners.get(li) else {
+                return;
+            };
+            let (sock, peer) = match l.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) => {
@@ -1347,6 +1391,8 @@ impl Worker {
                     id: self.id,
                     conns: &mut self.conns,
                     shared: &self.shared,
+                    listeners: &mut self.listeners,
+                    registry: self.poll.registry(),
                 };
                 contained("thread step", || f(&mut ctx));
                 // A closure may have marked connections for closing (CLIENT KILL).

@@ -18,7 +18,7 @@ pub struct Server {
 /// Tests run on parallel threads: without the set, two of them could be handed the same port
 /// in the window between closing the probe listener and darner binding it, and the second
 /// test's readiness check would then connect to the first test's server.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     loop {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -4,15 +4,19 @@
 //! the value that describes what Darner does (`appendonly no`, `save ""`), and CONFIG SET
 //! accepts exactly those values and refuses others, naming the directive.
 
-use crate::cmd::{ConnCtx, Reg};
+use crate::cmd::{views, with_writer, ConnCtx, Locks, Reg, TxFuture};
 use crate::config::{self, Kind, ALIASES, TABLE, UNBUILT, UNBUILT_IMMUTABLE};
+use crate::exec::{Hop, Tx};
 use crate::log;
+use crate::shared::Shared;
+use bytes::Bytes;
 use darner_resp::ReplyWriter;
 use std::sync::Mutex;
 
 pub fn register(r: &mut Reg) {
     r.conn("config|get", get);
-    r.conn("config|set", set);
+    // A task: a new port or bind waits for every thread to take its new listeners.
+    r.tx("config|set", Locks::None, set);
     r.conn("config|rewrite", rewrite);
     r.conn("config|help", help);
 }
@@ -122,12 +126,32 @@ fn get(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     }
 }
 
-fn set(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+fn set(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let shared = tx.shared().clone();
+        let mut swaps = Vec::new();
+        let reply = with_writer(tx.resp3(), |w| {
+            swaps = set_now(&tx, &shared, &views(&args), w)
+        });
+        // The reply leaves once every thread listens where the new values say (and no
+        // longer where the old ones did).
+        for h in swaps {
+            h.await;
+        }
+        reply
+    })
+}
+
+/// CONFIG SET's work, under the lock; returns the steps that swap the threads' listeners
+/// when `port` or `bind` changed (sent before the lock is released, so that the steps of
+/// two CONFIG SETs reach every thread in the order the lock gave them).
+fn set_now(tx: &Tx, shared: &Shared, args: &[&[u8]], w: &mut ReplyWriter) -> Vec<Hop<()>> {
     // Name/value pairs (the table's arity already asks for at least one).
     if !args.len().is_multiple_of(2) {
-        return w.error(crate::cmd::ERR_SYNTAX);
+        w.error(crate::cmd::ERR_SYNTAX);
+        return Vec::new();
     }
-    let cfg = &ctx.shared.config;
+    let cfg = &shared.config;
     let _serial = CONFIG_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let pairs: Vec<(String, String)> = args[2..]
         .chunks(2)
@@ -149,20 +173,34 @@ fn set(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut targets: Vec<Directive> = Vec::with_capacity(pairs.len());
     for (name, _) in &pairs {
         let Some(d) = Directive::find(name) else {
-            return w.error(
+            w.error(
                 format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'")
                     .as_bytes(),
             );
+            return Vec::new();
         };
         if !d.mutable() {
-            return fail(w, name, "can't set immutable config");
+            fail(w, name, "can't set immutable config");
+            return Vec::new();
         }
         if targets.contains(&d) {
-            return fail(w, name, "duplicate parameter");
+            fail(w, name, "duplicate parameter");
+            return Vec::new();
         }
         targets.push(d);
     }
     // Second pass: set each, undoing the ones already set if one fails.
+    let undo = |done: Vec<(usize, String)>| {
+        for (i, old) in done.into_iter().rev() {
+            if let Err(e) = cfg.set(TABLE[i].name, &old, true) {
+                log::warning(&format!(
+                    "CONFIG SET: failed restoring '{}' to '{old}': {e}",
+                    TABLE[i].name
+                ));
+            }
+        }
+    };
+    let old_listen = (cfg.get_i64("port"), cfg.get("bind").unwrap_or_default());
     let mut done: Vec<(usize, String)> = Vec::new();
     for (d, (_, value)) in targets.iter().zip(&pairs) {
         let result =
@@ -183,18 +221,76 @@ fn set(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
                 (_, None) => Ok(()),
             };
         if let Err(why) = result {
-            for (i, old) in done.into_iter().rev() {
-                if let Err(e) = cfg.set(TABLE[i].name, &old, true) {
-                    log::warning(&format!(
-                        "CONFIG SET: failed restoring '{}' to '{old}': {e}",
-                        TABLE[i].name
-                    ));
-                }
-            }
-            return fail(w, d.name(), &why);
+            undo(done);
+            fail(w, d.name(), &why);
+            return Vec::new();
         }
     }
+    // A new port or bind: the new listeners open first; only when they all do are the old
+    // ones closed. Otherwise nothing changes (as in Redis, which keeps serving where it did).
+    let new_listen = (cfg.get_i64("port"), cfg.get("bind").unwrap_or_default());
+    if new_listen == old_listen {
+        w.ok();
+        return Vec::new();
+    }
+    let mut listening = shared.listening.lock().unwrap();
+    let closing: Vec<std::net::SocketAddr> = listening.closing.iter().map(|c| c.0).collect();
+    let opened = crate::server::open_listeners(
+        &new_listen.1,
+        new_listen.0 as u16,
+        shared.threads,
+        &listening.addrs,
+        &closing,
+    );
+    let opened = match opened {
+        Ok(o) => o,
+        Err(e) => {
+            let (name, why, what) = if new_listen.0 != old_listen.0 {
+                (
+                    "port",
+                    "Unable to listen on this port. Check server logs.",
+                    "port",
+                )
+            } else {
+                ("bind", "Failed to bind to specified addresses.", "bind")
+            };
+            log::warning(&format!("Warning: {e}"));
+            log::warning(&format!(
+                "Failed applying new configuration. Possibly related to new {what} setting. \
+                 Restoring previous settings."
+            ));
+            drop(listening);
+            undo(done);
+            fail(w, name, why);
+            return Vec::new();
+        }
+    };
+    let removed: Vec<std::net::SocketAddr> = listening
+        .addrs
+        .iter()
+        .filter(|a| !opened.bound.contains(a))
+        .copied()
+        .collect();
+    for &a in &removed {
+        match listening.closing.iter_mut().find(|c| c.0 == a) {
+            Some(c) => c.1 += shared.threads,
+            None => listening.closing.push((a, shared.threads)),
+        }
+    }
+    listening.addrs = opened.bound;
+    // Sent under the lock: each thread runs the swaps in the order the lock gave them.
+    let hops = opened
+        .per_thread
+        .into_iter()
+        .enumerate()
+        .map(|(t, add)| {
+            let removed = removed.clone();
+            tx.on_thread_in_order(t, move |ctx| ctx.swap_listeners(&removed, add))
+        })
+        .collect();
+    drop(listening);
     w.ok();
+    hops
 }
 
 // ---- CONFIG REWRITE ----

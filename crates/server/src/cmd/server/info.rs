@@ -401,7 +401,7 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 line!("process_id:{}", std::process::id());
                 line!("process_supervised:no");
                 line!("run_id:{}", shared.metrics.run_id());
-                line!("tcp_port:{}", shared.tcp_port);
+                line!("tcp_port:{}", shared.config.get_i64("port"));
                 line!("server_time_usec:{now_us}");
                 line!("uptime_in_seconds:{uptime}");
                 line!("uptime_in_days:{}", uptime / 86400);
@@ -421,7 +421,7 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 {
                     let _ = write!(listener, ",bind={b}");
                 }
-                line!("{listener},port={}", shared.tcp_port);
+                line!("{listener},port={}", shared.config.get_i64("port"));
                 line!("server_threads:{}", shared.threads);
             }
             CLIENTS => {
