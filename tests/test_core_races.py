@@ -375,3 +375,36 @@ def test_a_served_move_across_shards_is_done_before_the_writers_reply(darner, ra
             failures += 1
         assert blocked.read_reply(5).py() == f"v{i}".encode()
     assert failures == 0
+
+
+@pytest.mark.parametrize("how", ["EXEC", "RPOPLPUSH"])
+def test_clients_a_transaction_woke_are_served_before_its_reply(darner, raw, how):
+    """Inside MULTI/EXEC (and a multi-key command holding its shards) the blocked clients the
+    writes woke are served before the reply, also a BLMOVE into another shard: the commands
+    pipelined right behind it see the moves done."""
+    src, dst = _pair_on_two_shards("tx" + how)
+    feed = next(f"feed{i}" for i in range(100) if _slot(f"feed{i}") % 2 != _slot(src) % 2)
+    blocked, popper, writer = raw(), raw(), raw()
+    for i in range(40):
+        writer.call("DEL", src, dst, "plain")
+        blocked.send("BLMOVE", src, dst, "LEFT", "RIGHT", "0")
+        popper.send("BLPOP", "plain", "0")
+        deadline = time.monotonic() + 5
+        while b"blocked_clients:2\r\n" not in writer.call("INFO", "clients").py():
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        if how == "EXEC":
+            writer.send_many([("MULTI",), ("LPUSH", src, f"v{i}"), ("LPUSH", "plain", "p"),
+                              ("EXEC",), ("LRANGE", dst, "0", "-1"), ("LLEN", "plain")])
+            replies = [r.py() for r in writer.read_replies(6)]
+            assert replies[3] == [1, 1]
+        else:
+            # RPOPLPUSH between two shards holds both, like a transaction.
+            writer.call("RPUSH", feed, f"v{i}")
+            writer.send_many([("RPOPLPUSH", feed, src), ("LRANGE", dst, "0", "-1")])
+            replies = [r.py() for r in writer.read_replies(2)]
+            writer.call("LPUSH", "plain", "p")
+            replies += [writer.call("LLEN", "plain").py()]
+        assert replies[-2:] == [[f"v{i}".encode()], 0], (i, replies)
+        assert blocked.read_reply(5).py() == f"v{i}".encode()
+        assert popper.read_reply(5).py() == [b"plain", b"p"]

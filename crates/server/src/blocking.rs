@@ -130,6 +130,58 @@ thread_local! {
 /// Blocked clients of this server (INFO's `blocked_clients`).
 pub static BLOCKED_CLIENTS: AtomicU64 = AtomicU64::new(0);
 
+/// Clients waiting on keys (registered on some shard): while there are none, a transaction
+/// skips looking for clients its writes woke ([`serve_before_release`]).
+pub static KEY_WAITERS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// Second steps started by a transaction's serving hop on this thread, for the worker to
+    /// run as tasks after the hop ([`take_stashed`]).
+    static STASHED: RefCell<Vec<Mover>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The tasks [`serve_before_release`]'s hops left on this thread.
+pub fn take_stashed() -> Vec<Mover> {
+    STASHED.with(|s| std::mem::take(&mut *s.borrow_mut()))
+}
+
+/// Serves, on every shard a transaction holds, the clients blocked on keys it wrote, before it
+/// lets go of them (Redis serves them right after EXEC or the multi-key command, before its
+/// reply). Returns what to await after the release and before replying: each shard's second
+/// steps (a BLMOVE's push into a shard the transaction may still hold).
+pub async fn serve_before_release(tx: &Tx) -> Vec<exec::Hop<()>> {
+    if KEY_WAITERS.load(Ordering::Acquire) == 0 {
+        return Vec::new();
+    }
+    let mut done = Vec::new();
+    let mut hops = Vec::new();
+    for s in tx.held_shards() {
+        let (finished, wait) = exec::pending::<()>();
+        done.push(wait);
+        let shared = tx.shared().clone();
+        hops.push(tx.run(s, move |ctx| {
+            let now = ctx.now_ms();
+            let movers = serve_ready(ctx.shard, &shared, now);
+            if movers.is_empty() {
+                exec::complete(&shared, finished, ());
+                return;
+            }
+            STASHED.with(|st| {
+                st.borrow_mut().push(Box::pin(async move {
+                    for m in movers {
+                        m.await;
+                    }
+                    exec::complete(&shared, finished, ());
+                }))
+            });
+        }));
+    }
+    for h in hops {
+        h.await;
+    }
+    done
+}
+
 /// A key of one database.
 type DbKey = (usize, Box<[u8]>);
 
@@ -347,6 +399,7 @@ pub async fn block(
     let client = tx.client().id;
     BLOCKED.with(|b| b.borrow_mut().insert(client, w.clone()));
     BLOCKED_CLIENTS.fetch_add(1, Ordering::Relaxed);
+    KEY_WAITERS.fetch_add(1, Ordering::Release);
     tx.release();
     let sleep = timeout.map(|t| exec::sleep_until(Instant::now() + t));
     let outcome = match (Wait { result, sleep }).await {
@@ -363,6 +416,7 @@ pub async fn block(
     };
     BLOCKED.with(|b| b.borrow_mut().remove(&client));
     BLOCKED_CLIENTS.fetch_sub(1, Ordering::Relaxed);
+    KEY_WAITERS.fetch_sub(1, Ordering::Release);
     // Remove the registrations left on the other keys.
     let (db, id) = (w.db, w.id);
     let hops: Vec<_> = groups

@@ -548,6 +548,11 @@ impl Tx {
     }
 
     /// Releases every lock held.
+    /// The shards this transaction holds now.
+    pub fn held_shards(&self) -> Vec<usize> {
+        self.0.held.borrow().clone()
+    }
+
     pub fn release(&self) {
         for s in self.0.held.borrow_mut().drain(..) {
             post(&self.0.shared, s, Msg::Release { tx: self.0.id });

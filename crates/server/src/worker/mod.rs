@@ -1147,7 +1147,13 @@ impl Worker {
                     if let (Some(r), false) = (reader, tracked.is_empty()) {
                         crate::tracking::remember_in_tx(&tx, tracked, r).await;
                     }
+                    // Clients blocked on keys it wrote are served before it lets go of its
+                    // shards, and its reply waits for their moves to other shards.
+                    let woken = crate::blocking::serve_before_release(&tx).await;
                     tx.release();
+                    for w in woken {
+                        w.await;
+                    }
                     let client = tx.into_client();
                     let err = (reply.first() == Some(&b'-')).then(|| reply.clone());
                     record(
@@ -1539,6 +1545,10 @@ impl Worker {
         self.drain_written(writer);
         for (k, r) in std::mem::take(&mut self.shard.tracking.deferred) {
             crate::tracking::remember(&mut self.shard, &k, r);
+        }
+        // A transaction's serving step may have left second steps to run (blocking.rs).
+        for m in crate::blocking::take_stashed() {
+            self.exec.spawn(m);
         }
     }
 
