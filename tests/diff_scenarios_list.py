@@ -5,6 +5,7 @@ answers "quicklist", Redis 7.2 answers "listpack" for a list that fits one node 
 back when it shrinks below half the limit.
 """
 
+import keyslot
 from differential import S, X
 
 I64_MAX = "9223372036854775807"
@@ -15,19 +16,9 @@ LP = b"$8\r\nlistpack\r\n"
 QL = b"$9\r\nquicklist\r\n"
 
 
-def _crc16(data: bytes) -> int:
-    crc = 0
-    for b in data:
-        crc ^= b << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
-            crc &= 0xFFFF
-    return crc
-
-
 def _shard(key: str) -> int:
     # darner's test server runs 2 shards: slot (CRC16 % 16384) modulo 2.
-    return (_crc16(key.encode()) % 16384) % 2
+    return keyslot.shard(key)
 
 
 def _pair_on_two_shards():

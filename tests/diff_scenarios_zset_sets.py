@@ -9,6 +9,7 @@ slots differ in parity; checked below with the CRC16 of Redis Cluster).
 
 import random
 
+import keyslot
 
 SCENARIOS = {}
 CLEANUP = {}
@@ -19,21 +20,10 @@ _RESTORE_LIMITS = [
 ]
 
 
-def _crc16(data: bytes) -> int:
-    crc = 0
-    for b in data:
-        crc ^= b << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
-            crc &= 0xFFFF
-    return crc
-
-
 def _shard(tag: str, shards: int = 2) -> int:
-    return (_crc16(tag.encode()) & 16383) % shards
+    return keyslot.shard(tag, shards)
 
 
-assert _crc16(b"123456789") == 0x31C3
 assert _shard("a") != _shard("b"), "the two hashtags must land on different shards"
 
 

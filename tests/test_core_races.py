@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+import keyslot
+
 TRIES = 30
 
 
@@ -318,32 +320,12 @@ def test_a_message_to_the_publisher_follows_publish_reply(darner, raw):
 
 # ---- issue 11.5: a write's reply leaves after what it woke ----
 
-def _crc16(data: bytes) -> int:
-    crc = 0
-    for b in data:
-        crc ^= b << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
-            crc &= 0xFFFF
-    return crc
-
-
-def _slot(key: str) -> int:
-    k = key.encode()
-    s = k.find(b"{")
-    if s >= 0:
-        e = k.find(b"}", s + 1)
-        if e > s + 1:
-            k = k[s + 1:e]
-    return _crc16(k) % 16384
-
-
 def _pair_on_two_shards(prefix):
     """A source and a destination key in different shards of a 2-thread server."""
     src = f"{prefix}:src"
     for i in range(100):
         dst = f"{prefix}:dst{i}"
-        if _slot(src) % 2 != _slot(dst) % 2:
+        if keyslot.shard(src) != keyslot.shard(dst):
             return src, dst
     raise AssertionError("no pair")
 
@@ -383,7 +365,7 @@ def test_clients_a_transaction_woke_are_served_before_its_reply(darner, raw, how
     writes woke are served before the reply, also a BLMOVE into another shard: the commands
     pipelined right behind it see the moves done."""
     src, dst = _pair_on_two_shards("tx" + how)
-    feed = next(f"feed{i}" for i in range(100) if _slot(f"feed{i}") % 2 != _slot(src) % 2)
+    feed = next(f"feed{i}" for i in range(100) if keyslot.shard(f"feed{i}") != keyslot.shard(src))
     blocked, popper, writer = raw(), raw(), raw()
     for i in range(40):
         writer.call("DEL", src, dst, "plain")
