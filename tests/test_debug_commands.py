@@ -1,6 +1,8 @@
 """DEBUG/LOLWUT/MODULE/MEMORY behaviour that a byte-for-byte scenario cannot check: random
 drawings compared by shape, settings that need their own server, figures that move."""
 
+import re
+
 import pytest
 
 from harness import darner_is_redis
@@ -32,6 +34,46 @@ def test_lolwut_version5_has_redis_shape(darner, redis_ref, args):
     f = _lolwut(redis_ref.port, "VERSION", "5", *args)
     assert _shape(d) == _shape(f)
     assert d.rstrip().endswith(b"Redis ver. 7.4.0") or darner_is_redis()
+
+
+# Redis 6's four grays: each pixel is a space between its escape and a reset.
+_GRAYS = {b"0;30;40m", b"0;90;100m", b"0;37;47m", b"0;97;107m"}
+_CELL = re.compile(rb"\x1b\[([0-9;]+m) \x1b\[0m")
+
+
+def _skyline(raw):
+    # The art's lines as their lists of colour escapes (each line nothing but cells), and the
+    # two caption lines, the version number cut off the last.
+    text = raw.split(b"\r\n", 1)[1][:-2]
+    lines = text.split(b"\n")
+    assert lines[-1] == b""
+    art, captions = lines[:-3], lines[-3:-1]
+    cells = []
+    for line in art:
+        assert _CELL.sub(b"", line) == b"", line
+        cells.append(_CELL.findall(line))
+    return cells, [captions[0], captions[1].rsplit(b" ", 1)[0]]
+
+
+@pytest.mark.parametrize("args", [(), ("40",), ("1", "1"), ("0", "-3"), ("7", "3", "9", "x"),
+                                  ("1001", "2"), ("3", "1001"), ("120", "45")])
+def test_lolwut_version6_has_redis_shape(darner, redis_ref, args):
+    raw = _lolwut(darner.port, "VERSION", "6", *args)
+    d_cells, d_captions = _skyline(raw)
+    f_cells, f_captions = _skyline(_lolwut(redis_ref.port, "VERSION", "6", *args))
+    assert [len(l) for l in d_cells] == [len(l) for l in f_cells]
+    assert d_captions == f_captions
+    # Every building is lower than the canvas: the top row is all sky (white) in both.
+    assert d_cells[0] == f_cells[0]
+    assert set(c for l in d_cells for c in l) <= _GRAYS
+    assert raw.rstrip().endswith(b"Redis ver. 7.4.0") or darner_is_redis()
+
+
+@pytest.mark.parametrize("args", [("x",), ("5", "y"), ("1.5",), ("5", "99999999999999999999")])
+def test_lolwut_version6_bad_arguments_answer_redis_errors(darner, redis_ref, args):
+    d = _lolwut(darner.port, "VERSION", "6", *args)
+    assert d == _lolwut(redis_ref.port, "VERSION", "6", *args)
+    assert d.startswith(b"-ERR ")
 
 
 def test_lolwut_version_line(darner):
