@@ -131,6 +131,14 @@ const LOGLEVELS: &[&str] = &["debug", "verbose", "notice", "warning", "nothing"]
 /// Redis's values for the protected-action directives (enable-debug-command).
 pub const PROTECTED_ACTION: &[&str] = &["no", "yes", "local"];
 
+/// The index in [`PROTECTED_ACTION`] of an `enable-*-command` value (already validated).
+fn protected_action(v: &str) -> u8 {
+    PROTECTED_ACTION
+        .iter()
+        .position(|o| o.eq_ignore_ascii_case(v))
+        .unwrap_or(0) as u8
+}
+
 fn set_i(a: &AtomicI64) -> impl Fn(&str) -> Result<(), String> + '_ {
     move |v| {
         a.store(parse_memory(v).unwrap_or(0), Ordering::Relaxed);
@@ -235,11 +243,8 @@ pub static TABLE: &[Directive] = &[
         default: "no",
         mutable: false,
         apply: |h, v| {
-            let i = PROTECTED_ACTION
-                .iter()
-                .position(|o| o.eq_ignore_ascii_case(v))
-                .unwrap_or(0);
-            h.enable_debug_command.store(i as u8, Ordering::Relaxed);
+            h.enable_debug_command
+                .store(protected_action(v), Ordering::Relaxed);
             Ok(())
         },
     },
@@ -251,11 +256,8 @@ pub static TABLE: &[Directive] = &[
         default: "no",
         mutable: false,
         apply: |h, v| {
-            let i = PROTECTED_ACTION
-                .iter()
-                .position(|o| o.eq_ignore_ascii_case(v))
-                .unwrap_or(0);
-            h.enable_module_command.store(i as u8, Ordering::Relaxed);
+            h.enable_module_command
+                .store(protected_action(v), Ordering::Relaxed);
             Ok(())
         },
     },
