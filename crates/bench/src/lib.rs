@@ -1,0 +1,20 @@
+//! darner-bench: a closed- and open-loop load generator for RESP servers.
+//!
+//! Layout:
+//! - [`proto`]: RESP request encoding and a minimal reply reader that counts complete replies
+//!   in a byte buffer (errors, hits and misses apart); sans-I/O.
+//! - [`keys`]: key-pattern generators (uniform, sequential, Gaussian, Zipf), deterministic
+//!   from a seed; sans-I/O.
+//! - [`mix`]: the command mix (SET:GET ratio, data size) that picks and encodes each request.
+//! - [`latency`]: latency recording in an HdrHistogram, merged across threads.
+//! - [`config`]: the command line.
+//! - [`driver`]: the I/O: one thread per `--threads`, each driving its connections with mio,
+//!   closed loop (`--pipeline` requests in flight per connection) or open loop (`--rate`).
+//! - [`report`]: the result as a human table or one JSON object.
+//!
+//! `src/main.rs` is the binary: parse, run, print.
+
+pub mod keys;
+pub mod latency;
+pub mod mix;
+pub mod proto;
