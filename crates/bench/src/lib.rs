@@ -14,7 +14,10 @@
 //!
 //! `src/main.rs` is the binary: parse, run, print.
 
+pub mod config;
+pub mod driver;
 pub mod keys;
 pub mod latency;
 pub mod mix;
 pub mod proto;
+pub mod report;
