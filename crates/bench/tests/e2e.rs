@@ -1,0 +1,175 @@
+//! darner-bench against the real darner binary over TCP.
+//!
+//! The darner binary is another package's: cargo gives no `CARGO_BIN_EXE_darner` here, so it
+//! is found beside this test's own profile directory (`target/<profile>/darner`, built by
+//! `cargo build [--release]` of the workspace, which `scripts/test.sh` does first).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server {
+    port: u16,
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn darner_bin() -> PathBuf {
+    // target/<profile>/deps/e2e-HASH -> target/<profile>/darner
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap();
+    let bin = profile_dir.join(format!("darner{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.exists(),
+        "{} not found: build it first (cargo build [--release] -p darner-server)",
+        bin.display()
+    );
+    bin
+}
+
+fn start_darner() -> Server {
+    for _ in 0..5 {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let child = Command::new(darner_bin())
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--threads", "2", "--loglevel", "warning"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start darner");
+        let mut s = Server { port, child };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = s.child.try_wait() {
+                break; // exited: port taken, try another
+            }
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                std::thread::sleep(Duration::from_millis(20));
+                if let Ok(None) = s.child.try_wait() {
+                    return s;
+                }
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    panic!("darner did not start");
+}
+
+/// Sends one inline command and returns the first reply line.
+fn command(port: u16, cmd: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(format!("{cmd}\r\n").as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    let mut b = [0u8; 256];
+    while !buf.ends_with(b"\r\n") {
+        let n = s.read(&mut b).unwrap();
+        assert!(n > 0, "connection closed");
+        buf.extend_from_slice(&b[..n]);
+    }
+    String::from_utf8_lossy(&buf).trim_end().to_string()
+}
+
+/// Runs darner-bench with `--json` and the arguments; returns the JSON line.
+fn bench(port: u16, args: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_darner-bench"))
+        .args(["--port", &port.to_string(), "--json"])
+        .args(args.split_whitespace())
+        .output()
+        .expect("run darner-bench");
+    assert!(
+        out.status.success(),
+        "darner-bench {args} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// The number after `"name":` in the JSON object.
+fn field(json: &str, name: &str) -> f64 {
+    let key = format!("\"{name}\":");
+    let at = json
+        .find(&key)
+        .unwrap_or_else(|| panic!("{name} not in {json}"))
+        + key.len();
+    let rest = &json[at..];
+    let end = rest.find([',', '}']).unwrap();
+    rest[..end]
+        .parse()
+        .unwrap_or_else(|_| panic!("{name} in {json}"))
+}
+
+const SMALL: &str = "--threads 2 --connections 2 --pipeline 4 --key-pattern sequential \
+                     --key-maximum 200 --test-time 1";
+
+#[test]
+fn gets_after_sets_hit_every_key_and_miss_before() {
+    let srv = start_darner();
+    // Nothing stored yet: every GET misses.
+    let before = bench(srv.port, &format!("{SMALL} --ratio 0:1"));
+    assert!(field(&before, "ops") > 0.0, "{before}");
+    assert_eq!(field(&before, "hits"), 0.0, "{before}");
+    assert_eq!(field(&before, "misses"), field(&before, "gets"), "{before}");
+    assert_eq!(field(&before, "errors"), 0.0, "{before}");
+
+    // SETs only: the sequential pattern, spread over the 4 connections, stores all 200 keys.
+    let sets = bench(srv.port, &format!("{SMALL} --ratio 1:0 --data-size 10"));
+    assert!(field(&sets, "ops") >= 200.0, "{sets}");
+    assert_eq!(field(&sets, "sets"), field(&sets, "ops"), "{sets}");
+    assert_eq!(field(&sets, "errors"), 0.0, "{sets}");
+    assert!(field(&sets, "ops_per_sec") > 0.0, "{sets}");
+    assert_eq!(command(srv.port, "DBSIZE"), ":200");
+    assert_eq!(command(srv.port, "STRLEN key:199"), ":10");
+
+    // GETs only on the same keys: every one hits.
+    let after = bench(srv.port, &format!("{SMALL} --ratio 0:1"));
+    assert!(field(&after, "gets") > 0.0, "{after}");
+    assert_eq!(field(&after, "hits"), field(&after, "gets"), "{after}");
+    assert_eq!(field(&after, "misses"), 0.0, "{after}");
+    assert_eq!(field(&after, "errors"), 0.0, "{after}");
+    assert!(field(&after, "p50_us") > 0.0, "{after}");
+    assert!(
+        field(&after, "p999_us") >= field(&after, "p50_us"),
+        "{after}"
+    );
+}
+
+#[test]
+fn error_replies_are_counted_as_errors() {
+    let srv = start_darner();
+    // A list under the only key: every GET is answered WRONGTYPE.
+    assert_eq!(command(srv.port, "RPUSH key:0 a"), ":1");
+    let r = bench(
+        srv.port,
+        "--connections 2 --key-maximum 1 --ratio 0:1 --test-time 1",
+    );
+    assert!(field(&r, "ops") > 0.0, "{r}");
+    assert_eq!(field(&r, "errors"), field(&r, "ops"), "{r}");
+    assert_eq!(field(&r, "hits"), 0.0, "{r}");
+}
+
+#[test]
+fn open_loop_sends_no_more_than_the_rate() {
+    let srv = start_darner();
+    // 500 requests/s over 4 connections for 1 s: at most 500 scheduled, plus one per
+    // connection at the start; a closed loop would send far more.
+    let r = bench(
+        srv.port,
+        "--threads 2 --connections 2 --rate 500 --test-time 1 --ratio 1:1",
+    );
+    assert_eq!(field(&r, "errors"), 0.0, "{r}");
+    assert!(field(&r, "ops") > 0.0, "{r}");
+    assert!(field(&r, "ops") <= 504.0, "{r}");
+    assert!(r.contains("\"mode\":\"open\""), "{r}");
+}
