@@ -1247,8 +1247,13 @@ impl Worker {
             // the usual turn of an unpipelined client skips the channel. A message whose
             // flag lands just after this load wakes the next turn.
             let inbox = &self.shared.inboxes[self.id];
-            if inbox.notified.load(Ordering::Acquire) {
-                inbox.notified.store(false, Ordering::Release);
+            // Cleared by a swap, not a store: the swap takes part in the senders' order of
+            // `notified`, so a message whose sender saw the flag still set is in the channel
+            // when the drain below looks (a plain store could become visible after the
+            // channel was read, leaving that message stranded with the flag clear).
+            if inbox.notified.load(Ordering::Acquire)
+                && inbox.notified.swap(false, Ordering::SeqCst)
+            {
                 while let Ok(m) = self.rx.try_recv() {
                     self.handle(m);
                     // What handling `m` posted to this thread goes before the next message
