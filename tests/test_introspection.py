@@ -3,20 +3,8 @@ runtime rebinding, LATENCY, INFO's fields and COMMAND DOCS, checked against redi
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import redis
-
-
-def wait_until(pred, timeout=5.0, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(interval)
-    return pred()
 
 
 def err(client, *args) -> str:

@@ -364,6 +364,17 @@ impl Conn {
         self.out.len() - self.out_pos
     }
 
+    /// Sends the pushes this client's own command made (`ClientState::own_pushes`) right
+    /// after that command's reply `seq`. Returns whether there were any.
+    pub fn push_own(&mut self, seq: u64) -> bool {
+        if self.state.own_pushes.is_empty() {
+            return false;
+        }
+        let pushes = std::mem::take(&mut self.state.own_pushes);
+        self.push(pushes, Some(seq));
+        true
+    }
+
     /// Holds back the output from offset `at` of `out` on (and all output added later) until
     /// every fence set is lifted.
     pub fn set_fence(&mut self, at: usize) {

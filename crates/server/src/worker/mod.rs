@@ -1226,9 +1226,7 @@ impl Worker {
             );
         let seq = conn.expect(suppress);
         conn.deliver(seq, out);
-        if !conn.state.own_pushes.is_empty() {
-            let pushes = std::mem::take(&mut conn.state.own_pushes);
-            conn.push(pushes, Some(seq));
+        if conn.push_own(seq) {
             self.dirty.push(c);
         }
         if conn.state.close_after_reply {
@@ -1446,9 +1444,7 @@ impl Worker {
                     }
                     cn.in_tx = false;
                     cn.deliver(seq, reply);
-                    if !cn.state.own_pushes.is_empty() {
-                        let pushes = std::mem::take(&mut cn.state.own_pushes);
-                        cn.push(pushes, Some(seq));
+                    if cn.push_own(seq) {
                         self.dirty.push(conn.idx as usize);
                     }
                     if cn.state.close_after_reply {
@@ -1602,15 +1598,19 @@ impl Worker {
                         _ => 0,
                     };
                     for p in self.shared.tracking.prefixes.matching(&k) {
-                        let keys = self.shard.tracking.bcast.entry(p).or_default();
-                        let k = Bytes::copy_from_slice(&k);
-                        // Once an expiry or another client's write is due, it stays due.
-                        match keys.get(&k) {
-                            Some(0) => {}
-                            _ => {
-                                keys.insert(k, by);
-                            }
-                        }
+                        // Once an expiry or another client's write is due (0), it stays due.
+                        self.shard
+                            .tracking
+                            .bcast
+                            .entry(p)
+                            .or_default()
+                            .entry(Bytes::copy_from_slice(&k))
+                            .and_modify(|w| {
+                                if *w != 0 {
+                                    *w = by
+                                }
+                            })
+                            .or_insert(by);
                     }
                 }
             }
