@@ -3,6 +3,8 @@ runtime rebinding, LATENCY, INFO's fields and COMMAND DOCS, checked against redi
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import redis
 
