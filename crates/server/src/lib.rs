@@ -47,6 +47,7 @@ pub mod log;
 pub mod msg;
 pub mod notify;
 pub mod pubsub;
+pub mod sched;
 pub mod server;
 pub mod sha1;
 pub mod shard;
