@@ -384,6 +384,12 @@ impl Db {
         self.signals.blocked.remove(key);
     }
 
+    /// Puts back a key [`Db::take_ready`] gave but that could not be served yet (a
+    /// transaction holds it): it is given again by the next call.
+    pub fn requeue_ready(&mut self, key: Box<[u8]>) {
+        self.signals.ready.push(key);
+    }
+
     /// Keys with blocked clients written since the last call, in the order of the writes
     /// (repeats possible).
     pub fn take_ready(&mut self) -> Option<Vec<Box<[u8]>>> {

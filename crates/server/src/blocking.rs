@@ -28,7 +28,7 @@
 //! cluster-style clients never see even that.)
 
 use crate::exec::{self, Tx, THREAD};
-use crate::msg::Completion;
+use crate::msg::{Completion, TxId};
 use crate::shard::{Shard, ShardCtx};
 use crate::shared::Shared;
 use bytes::Bytes;
@@ -159,9 +159,10 @@ pub async fn serve_before_release(tx: &Tx) -> Vec<exec::Hop<()>> {
         let (finished, wait) = exec::pending::<()>();
         done.push(wait);
         let shared = tx.shared().clone();
+        let me = tx.id();
         hops.push(tx.run(s, move |ctx| {
             let now = ctx.now_ms();
-            let movers = serve_ready(ctx.shard, &shared, now);
+            let movers = serve_ready(ctx.shard, &shared, now, Some(me));
             if movers.is_empty() {
                 exec::complete(&shared, finished, ());
                 return;
@@ -227,11 +228,20 @@ fn unregister(shard: &mut Shard, db: usize, keys: &[Bytes], id: u64) {
 /// the shard holds no transaction lock). Returns the second steps of the waiters served that
 /// still have work on other shards, for the worker to run before the writers' replies leave.
 #[must_use]
-pub fn serve_ready(shard: &mut Shard, shared: &Arc<Shared>, now_ms: i64) -> Vec<Mover> {
+///
+/// `me`: the transaction serving (its own keys are served), or None. A key another
+/// transaction holds is left ready for later: its clients are served once it is released.
+pub fn serve_ready(
+    shard: &mut Shard,
+    shared: &Arc<Shared>,
+    now_ms: i64,
+    me: Option<TxId>,
+) -> Vec<Mover> {
     let mut movers = Vec::new();
     if shard.blocked.keys.is_empty() {
         return movers;
     }
+    let mut held: Vec<(usize, Box<[u8]>)> = Vec::new();
     // Serving writes (a pop, a BLMOVE's push) may make more keys ready: go on until none is.
     loop {
         let mut any = false;
@@ -241,12 +251,19 @@ pub fn serve_ready(shard: &mut Shard, shared: &Arc<Shared>, now_ms: i64) -> Vec<
             };
             any = true;
             for key in ready {
+                if !shard.lock.sched.idle() && shard.lock.sched.held_by_other(&key, me) {
+                    held.push((db, key));
+                    continue;
+                }
                 serve_key(shard, shared, db, &key, now_ms, &mut movers);
             }
         }
         if !any {
             break;
         }
+    }
+    for (db, key) in held {
+        shard.dbs[db].requeue_ready(key);
     }
     movers
 }

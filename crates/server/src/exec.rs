@@ -12,7 +12,8 @@
 //! cost no synchronisation at all.
 
 use crate::conn::ClientState;
-use crate::msg::{Completion, Msg, TxId};
+use crate::msg::{Completion, Msg, Part, TxId};
+use crate::sched::{Intents, Quorum};
 use crate::shard::ShardCtx;
 use crate::shared::Shared;
 use std::any::Any;
@@ -349,6 +350,10 @@ impl Tx {
         }))
     }
 
+    pub fn id(&self) -> TxId {
+        self.0.id
+    }
+
     /// Makes every later step of this transaction see `now_ms` as the time.
     pub fn freeze_clock(&self, now_ms: i64) {
         self.0.frozen_ms.set(Some(now_ms));
@@ -419,14 +424,7 @@ impl Tx {
         let done = new_completion();
         let shared = self.0.shared.clone();
         let held = self.0.held.borrow().contains(&shard);
-        let writer = {
-            let c = self.0.client.borrow();
-            c.tracking.as_ref().map(|t| crate::tracking::Writer {
-                id: c.id,
-                noloop: t.noloop,
-                at: None,
-            })
-        };
+        let writer = self.writer();
         let frozen = self.0.frozen_ms.get();
         let job: crate::msg::ShardFn = Box::new(move |ctx: &mut ShardCtx| {
             if let Some(ms) = frozen {
@@ -519,40 +517,129 @@ impl Tx {
         }
     }
 
-    /// Locks `shards` (any order, duplicates allowed) in ascending order.
-    pub async fn acquire(&self, shards: &[usize]) {
-        let mut want: Vec<usize> = shards.to_vec();
-        want.sort_unstable();
-        want.dedup();
-        for s in want {
-            if self.0.held.borrow().contains(&s) {
+    /// Reserves each shard of `plan` with its intents (sched.rs): one message per shard, all
+    /// granted in parallel; with several shards the messages go out in the global order.
+    /// Shards already reserved are skipped.
+    pub async fn reserve(&self, plan: Vec<(usize, Intents)>) {
+        let mut msgs = Vec::with_capacity(plan.len());
+        let mut hops = Vec::with_capacity(plan.len());
+        let mut shards = Vec::with_capacity(plan.len());
+        for (s, intents) in plan {
+            if self.0.held.borrow().contains(&s) || shards.contains(&s) {
                 continue;
             }
             let done = new_completion();
-            post(
-                &self.0.shared,
-                s,
-                Msg::Acquire {
-                    tx: self.0.id,
-                    done,
-                },
-            );
-            Hop::<()> {
+            hops.push(Hop::<()> {
                 slot: done.slot,
                 ready: None,
                 _r: PhantomData,
+            });
+            shards.push(s);
+            msgs.push((
+                s,
+                Msg::Schedule {
+                    tx: self.0.id,
+                    intents,
+                    part: Part::Reserve { done },
+                },
+            ));
+        }
+        self.send_parts(msgs);
+        for h in hops {
+            h.await;
+        }
+        self.0.held.borrow_mut().extend(shards);
+    }
+
+    /// Runs a transaction whose work is known up front (MSET, MGET, DEL, ...): each `f` on its
+    /// shard, in one message per shard, its results in `plan`'s order. Each part runs when its
+    /// intents are granted, and they are held until every part has run (sched.rs). Inside a
+    /// transaction that reserved its shards already (EXEC), the parts are plain steps.
+    pub async fn run_parts<R, F>(&self, plan: Vec<(usize, Intents, F)>) -> Vec<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut ShardCtx) -> R + Send + 'static,
+    {
+        if !self.0.held.borrow().is_empty() || plan.is_empty() {
+            let hops: Vec<Hop<R>> = plan.into_iter().map(|(s, _, f)| self.run(s, f)).collect();
+            let mut out = Vec::with_capacity(hops.len());
+            for h in hops {
+                out.push(h.await);
             }
-            .await;
-            self.0.held.borrow_mut().push(s);
+            return out;
+        }
+        let quorum = Quorum::new(plan.len());
+        let writer = self.writer();
+        let frozen = self.0.frozen_ms.get();
+        let mut msgs = Vec::with_capacity(plan.len());
+        let mut hops = Vec::with_capacity(plan.len());
+        for (s, intents, f) in plan {
+            let done = new_completion();
+            hops.push(Hop::<R> {
+                slot: done.slot,
+                ready: None,
+                _r: PhantomData,
+            });
+            let job: crate::msg::PartFn = Box::new(move |ctx: &mut ShardCtx| {
+                if let Some(ms) = frozen {
+                    ctx.clock.now_ms = ms;
+                }
+                let r: Box<dyn Any + Send> = Box::new(f(ctx));
+                crate::notify::done(ctx);
+                r
+            });
+            msgs.push((
+                s,
+                Msg::Schedule {
+                    tx: self.0.id,
+                    intents,
+                    part: Part::OneShot {
+                        quorum: quorum.clone(),
+                        db: self.db(),
+                        resp3: self.0.resp3,
+                        writer,
+                        f: job,
+                        done,
+                    },
+                },
+            ));
+        }
+        self.send_parts(msgs);
+        let mut out = Vec::with_capacity(hops.len());
+        for h in hops {
+            out.push(h.await);
+        }
+        out
+    }
+
+    /// Posts a transaction's parts: one shard's alone, several in the global order.
+    fn send_parts(&self, mut msgs: Vec<(usize, Msg)>) {
+        match msgs.len() {
+            0 => {}
+            1 => {
+                let (s, m) = msgs.pop().expect("one message");
+                post(&self.0.shared, s, m);
+            }
+            _ => self.0.shared.send_ordered(msgs),
         }
     }
 
-    /// Releases every lock held.
+    /// The client as a writer, when it tracks keys (its own writes' invalidations).
+    fn writer(&self) -> Option<crate::tracking::Writer> {
+        let c = self.0.client.borrow();
+        c.tracking.as_ref().map(|t| crate::tracking::Writer {
+            id: c.id,
+            noloop: t.noloop,
+            at: None,
+        })
+    }
+
     /// The shards this transaction holds now.
     pub fn held_shards(&self) -> Vec<usize> {
         self.0.held.borrow().clone()
     }
 
+    /// Releases every reservation held (one message per shard).
     pub fn release(&self) {
         for s in self.0.held.borrow_mut().drain(..) {
             post(&self.0.shared, s, Msg::Release { tx: self.0.id });

@@ -24,7 +24,26 @@ pub struct Completion {
 }
 
 /// A transaction's identity: unique across the server.
-pub type TxId = u64;
+pub type TxId = crate::sched::TxId;
+
+/// What a transaction's part on one shard does once the shard's scheduler grants it
+/// (sched.rs).
+pub enum Part {
+    /// A reservation: tell `done`; the transaction then sends its steps ([`Msg::Run`]) and
+    /// a [`Msg::Release`].
+    Reserve { done: Completion },
+    /// Work known up front: run `f` (which sends its own result back) and count the quorum
+    /// down; the intents go when every part of the transaction has run.
+    OneShot {
+        quorum: std::sync::Arc<crate::sched::Quorum>,
+        db: usize,
+        resp3: bool,
+        writer: Option<crate::tracking::Writer>,
+        f: PartFn,
+        /// Where its result goes (after the blocked clients its writes woke are served).
+        done: Completion,
+    },
+}
 
 /// One single-shard command travelling to its shard.
 pub struct BatchItem {
@@ -44,6 +63,8 @@ pub struct BatchItem {
 pub type SlowCall = Box<(u64, Vec<Bytes>)>;
 
 pub type ShardFn = Box<dyn FnOnce(&mut ShardCtx) + Send>;
+/// A one-shot part's work: its result, boxed for the hop back.
+pub type PartFn = Box<dyn FnOnce(&mut ShardCtx) -> Box<dyn Any + Send> + Send>;
 pub type ThreadFn = Box<dyn FnOnce(&mut crate::worker::ThreadCtx) + Send>;
 
 pub enum Msg {
@@ -56,8 +77,15 @@ pub enum Msg {
         buf: Vec<u8>,
         items: Vec<(ConnRef, u64, u32, u32, Option<SlowCall>)>,
     },
-    /// Lock this thread's shard for transaction `tx`; reply to `done` when granted.
-    Acquire { tx: TxId, done: Completion },
+    /// A part of transaction `tx` for this thread's shard, in the global order (sched.rs).
+    Schedule {
+        tx: TxId,
+        intents: crate::sched::Intents,
+        part: Part,
+    },
+    /// A transaction whose intents this shard holds or waits behind has run all its parts:
+    /// sweep (sched.rs, [`crate::sched::Quorum`]).
+    Released,
     /// Run `f` on this thread's shard (inside transaction `tx`, or as a lone step).
     Run {
         tx: Option<TxId>,
@@ -67,7 +95,7 @@ pub enum Msg {
         writer: Option<crate::tracking::Writer>,
         f: ShardFn,
     },
-    /// Unlock this thread's shard.
+    /// Transaction `tx` lets go of its reservation on this thread's shard.
     Release { tx: TxId },
     /// Run `f` with access to this thread's connections (CLIENT LIST, KILL, ...).
     Thread { f: ThreadFn },

@@ -66,7 +66,8 @@ impl Intents {
         }
     }
 
-    /// Adds a key (a write wins over a read of the same key).
+    /// Adds a key (a write wins over a read of the same key). Linear in the keys so far: for
+    /// many keys, [`Intents::push`] them and [`Intents::normalize`] once.
     pub fn add(&mut self, key: Bytes, write: bool) {
         match self.keys.iter_mut().find(|(k, _)| *k == key) {
             Some(e) => e.1 |= write,
@@ -74,9 +75,38 @@ impl Intents {
         }
     }
 
+    /// Adds a key that may already be there (see [`Intents::normalize`]).
+    pub fn push(&mut self, key: Bytes, write: bool) {
+        self.keys.push((key, write));
+    }
+
+    /// Merges repeated keys (a write wins).
+    pub fn normalize(&mut self) {
+        if self.keys.len() < 2 {
+            return;
+        }
+        self.keys
+            .sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        // Sorted with the write first among equal keys: keeping the first of each keeps it.
+        self.keys.dedup_by(|b, a| a.0 == b.0);
+    }
+
     fn conflicts(&self, other: &Intents) -> bool {
         if self.whole || other.whole {
             return true;
+        }
+        if self.keys.len() * other.keys.len() > 256 {
+            let (small, big) = if self.keys.len() < other.keys.len() {
+                (self, other)
+            } else {
+                (other, self)
+            };
+            let map: HashMap<&[u8], bool> =
+                big.keys.iter().map(|(k, w)| (k.as_ref(), *w)).collect();
+            return small
+                .keys
+                .iter()
+                .any(|(k, w)| map.get(k.as_ref()).is_some_and(|ow| *w || *ow));
         }
         self.keys.iter().any(|(k, w)| {
             other
@@ -205,11 +235,11 @@ impl<P> Sched<P> {
         }
     }
 
-    /// Whether a key is held by a transaction other than `tx`.
-    pub fn held_by_other(&self, key: &[u8], tx: TxId) -> bool {
-        self.holders
-            .iter()
-            .any(|h| h.tx != tx && (h.whole() || h.intents.keys.iter().any(|(k, _)| k == key)))
+    /// Whether a key is held by a transaction other than `me` (any, for None).
+    pub fn held_by_other(&self, key: &[u8], me: Option<TxId>) -> bool {
+        self.holders.iter().any(|h| {
+            Some(h.tx) != me && (h.whole() || h.intents.keys.iter().any(|(k, _)| k == key))
+        })
     }
 
     fn granted_conflict(&self, i: &Intents) -> bool {

@@ -208,6 +208,7 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         pubsub: Default::default(),
         tracking: crate::tracking::Global::new(threads),
         config,
+        sequencer: Default::default(),
     });
 
     // Signals: SIGTERM and SIGINT shut down gracefully.

@@ -1,26 +1,22 @@
-//! A shard: the part of every database that one thread owns, and the lock that makes
-//! multi-shard work atomic.
+//! A shard: the part of every database that one thread owns, and the scheduler state that
+//! makes multi-shard work atomic.
 //!
-//! The lock protocol (a simplified VLL, see DESIGN.md): a transaction that spans shards takes
-//! each shard's lock in ascending shard order, by message; a shard that is locked defers every
-//! other piece of work (single-shard batches, other transactions' lock requests) in FIFO order
-//! and runs only the holder's steps. Ordered acquisition rules out deadlock, and holding all
-//! locks until the end (strict two-phase locking) makes every multi-key command and MULTI/EXEC
-//! serializable. Single-shard commands on an unlocked shard never see any of this: they run
-//! inline, with no message and no lock.
+//! Transactions are scheduled by sched.rs (key-level intents granted in one global order; see
+//! its essay). What this file adds is the worker's side, [`ShardLock`]: the scheduler, and the
+//! work outside transactions that waits behind granted intents (single-shard batches, lone
+//! steps), in FIFO order. Single-shard commands on keys nobody holds never see any of it: they
+//! run inline, with no message and no lock.
 //!
 //! Streams (stream.rs): a shard producing big replies in steps holds shared intent locks on
-//! the streamed keys. A lock request arriving meanwhile is NOT put in `ShardLock::waiting`
-//! (that would make `free()` false and defer every single-key command of the shard until the
-//! streams end, the very stall streams exist to avoid): it waits aside in
-//! `Streams::tx_waiting` and is granted when the last stream ends; while one waits, no new
-//! stream starts (big reads run at once instead), so it cannot starve. A held lock is never
-//! granted with streams running, and a locked shard starts none, so a transaction's steps
-//! never see a half-streamed key. What a transaction waiting for one shard's streams does to
-//! the shards it already holds (their work waits, as for any lock wait) is the price of
-//! strict two-phase locking; streams are bounded by the value's size.
+//! the streamed keys. A transaction's part arriving meanwhile does not enter the scheduler
+//! (a granted part would make every single-key command of its keys wait until the streams
+//! end, and a stream does not step while anything is granted): it waits aside in
+//! `Streams::tx_waiting`, in order, and is scheduled when the last stream ends; while one
+//! waits, no new stream starts (big reads run at once instead), so it cannot starve. No stream
+//! starts while anything is granted, so a transaction's steps never see a half-streamed key,
+//! and streams and granted intents never coexist on a shard (so neither waits for the other).
 
-use crate::msg::{Msg, TxId};
+use crate::msg::{Msg, Part};
 use crate::shared::Shared;
 use darner_engine::{Clock, Db, DbView};
 use std::collections::VecDeque;
@@ -38,6 +34,8 @@ pub struct Shard {
     pub dying: crate::lazyfree::Dying,
     /// Set by the databases when they record a keyspace event (notify.rs takes them).
     pub events_recorded: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Transactions' intents on this shard and the work waiting behind them.
+    pub lock: ShardLock,
     rng: u64,
 }
 
@@ -51,6 +49,7 @@ impl Shard {
             streams: Default::default(),
             dying: Default::default(),
             events_recorded: Default::default(),
+            lock: Default::default(),
             rng: 0x9E37_79B9_7F4A_7C15
                 ^ ((id as u64 + 1) * 0x2545_F491_4F6C_DD1D)
                 ^ Shared::now_us() as u64,
@@ -116,16 +115,18 @@ impl<'a> ShardCtx<'a> {
     }
 }
 
-/// The shard's lock: who holds it and what waits.
+/// The shard's transaction scheduler, and the work outside transactions waiting behind it.
 #[derive(Default)]
 pub struct ShardLock {
-    pub holder: Option<TxId>,
-    pub waiting: VecDeque<Msg>,
+    pub sched: crate::sched::Sched<Part>,
+    /// Batches and lone steps waiting (for a granted intent on their keys, or behind earlier
+    /// work that waits), in arrival order.
+    pub deferred: VecDeque<Msg>,
 }
 
 impl ShardLock {
-    /// Whether work that is not part of a transaction can run right now.
+    /// Whether work that is not part of a transaction can run right now whatever its keys.
     pub fn free(&self) -> bool {
-        self.holder.is_none() && self.waiting.is_empty()
+        self.sched.idle() && self.deferred.is_empty()
     }
 }

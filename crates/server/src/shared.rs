@@ -162,9 +162,43 @@ pub struct Shared {
     pub pubsub: crate::pubsub::Registry,
     /// Client tracking's process-wide part (counters, BCAST prefixes).
     pub tracking: crate::tracking::Global,
+    /// The global order of multi-shard transactions: held while one posts its parts to every
+    /// shard (sched.rs).
+    pub sequencer: Mutex<()>,
 }
 
 impl Shared {
+    /// Posts each message to its thread's inbox, all under the sequencer's mutex, so that every
+    /// thread receives such groups in the same relative order (sched.rs); the wake-ups follow
+    /// outside the mutex. A message for the calling thread goes through its inbox too (the
+    /// local queue would let it pass messages already in the inbox): the caller is awake and
+    /// pumps it, so it sets the flag without a wake-up.
+    pub fn send_ordered(&self, msgs: Vec<(usize, Msg)>) {
+        let me = crate::exec::THREAD.with(|c| c.get());
+        let mut wake: smallvec::SmallVec<[usize; 8]> = smallvec::SmallVec::new();
+        {
+            let _order = self.sequencer.lock().unwrap_or_else(|e| e.into_inner());
+            SENDERS.with(|s| {
+                let mut s = s.borrow_mut();
+                if s.is_empty() {
+                    for inbox in &self.inboxes {
+                        s.push(inbox.tx.lock().unwrap().clone().expect("inbox open"));
+                    }
+                }
+                for (t, m) in msgs {
+                    let _ = s[t].send(m);
+                    wake.push(t);
+                }
+            });
+        }
+        for t in wake {
+            let inbox = &self.inboxes[t];
+            if !inbox.notified.swap(true, Ordering::AcqRel) && t != me {
+                let _ = inbox.waker.wake();
+            }
+        }
+    }
+
     /// Sends a message to thread `t`, waking it if it may be asleep.
     pub fn send(&self, t: usize, m: Msg) {
         SENDERS.with(|s| {

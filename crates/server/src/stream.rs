@@ -24,13 +24,13 @@
 //! Readers of a streamed key wait too (simplest: no reader count, and a second big read of the
 //! same key simply follows the first).
 //!
-//! Transactions (the shard lock, shard.rs) are not granted on a shard with streams: a lock
-//! request waits in [`Streams::tx_waiting`], not in the lock's own queue, so the shard keeps
-//! serving single-key work meanwhile; while one waits, no new stream starts (a big read then
-//! runs at once, as before streams existed), so a transaction cannot starve. FLUSHALL /
-//! FLUSHDB / SORT ... take every shard's lock, so they wait the same way. A shard locked by a
-//! transaction starts no stream (its single-key work is deferred anyway), and commands inside
-//! MULTI/EXEC or scripts run their handlers directly: their big replies are produced at once.
+//! Transactions (sched.rs, shard.rs) are not scheduled on a shard with streams: their parts
+//! wait in [`Streams::tx_waiting`], not in the scheduler, so the shard keeps serving
+//! single-key work meanwhile; while one waits, no new stream starts (a big read then runs at
+//! once, as before streams existed), so a transaction cannot starve. FLUSHALL / FLUSHDB /
+//! SORT ... reserve every shard, so they wait the same way. A shard where a transaction holds
+//! intents starts no stream, and commands inside MULTI/EXEC or scripts run their handlers
+//! directly: their big replies are produced at once.
 //!
 //! Blocked clients (BLPOP, ...) whose keys were written are served before a stream starts
 //! (as Redis serves them right after the write), so no pop changes a list being streamed.
@@ -67,7 +67,7 @@
 //! buffer as usual (closing the client ends its stream).
 
 use crate::cmd::Command;
-use crate::msg::{BatchItem, Completion, ConnRef, Msg, TxId};
+use crate::msg::{BatchItem, ConnRef, Msg};
 use crate::shard::{Shard, ShardCtx};
 use darner_engine::types::ListSeek;
 use darner_engine::{Clock, ValueRef};
@@ -172,8 +172,8 @@ pub struct Streams {
     parked_conns: HashSet<(usize, ConnRef)>,
     /// Connections of this thread held because a command of theirs touched a streamed key.
     waiters: Vec<ConnRef>,
-    /// Lock requests of transactions waiting for this shard's streams to end.
-    pub tx_waiting: VecDeque<(TxId, Completion)>,
+    /// Transactions' parts ([`Msg::Schedule`]) waiting for this shard's streams to end.
+    pub tx_waiting: VecDeque<Msg>,
     /// A [`Msg::StreamTick`] is queued.
     pub ticking: bool,
     /// The loop turn of the last step (one step per turn).
@@ -250,8 +250,10 @@ pub fn candidate(cmd: &Command) -> bool {
 /// Starts a stream for a command about to run on its shard, when it is a whole-collection
 /// read of a big value (see the module documentation); false: run the handler as usual.
 pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) -> bool {
-    if !ctx.shard.streams.tx_waiting.is_empty() {
-        return false; // a transaction waits for this shard: no new stream ahead of it
+    if !ctx.shard.streams.tx_waiting.is_empty() || !ctx.shard.lock.sched.idle() {
+        // A transaction waits for this shard (no new stream ahead of it), or holds intents
+        // here (streams and granted intents never coexist: shard.rs).
+        return false;
     }
     let Some(plan) = plan(cmd.spec.full_name, args) else {
         return false;

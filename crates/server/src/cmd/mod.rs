@@ -54,7 +54,7 @@ pub fn views(args: &[Bytes]) -> smallvec::SmallVec<[&[u8]; 8]> {
 /// Which shards a [`Handler::Tx`] locks before it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Locks {
-    /// The shards of the command's keys (from the command table's key specs).
+    /// The command's keys, reserved on their shards (from the command table's key specs).
     Keys,
     /// Every shard (FLUSHALL: no client may see half of it).
     All,
@@ -62,6 +62,9 @@ pub enum Locks {
     None,
     /// EXEC: the shards of the queued commands' keys and of the WATCHed keys.
     Queued,
+    /// None reserved: the handler runs its work known up front as one-shot parts, one
+    /// message per shard ([`crate::exec::Tx::run_parts`]: MSET, MGET, DEL, ...).
+    Parts,
 }
 
 #[derive(Clone, Copy)]

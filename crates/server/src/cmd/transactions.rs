@@ -13,6 +13,7 @@
 use super::{Command, ConnCtx, Handler, Locks, Reg, TxFuture};
 use crate::conn::{ClientState, Watched};
 use crate::exec::{Tx, THREAD};
+use crate::sched::Intents;
 use bytes::Bytes;
 use darner_engine::WatchFlag;
 use darner_resp::ReplyWriter;
@@ -86,30 +87,90 @@ fn watch(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     })
 }
 
-/// The shards EXEC must lock: those of every queued command's keys and of the WATCHed keys.
-/// A queued command that is not bound to its keys' shards (KEYS, FLUSHALL) locks them all.
-pub fn exec_shards(state: &ClientState, shards: usize) -> Vec<usize> {
-    let mut out: Vec<usize> = state
-        .watched
-        .iter()
-        .map(|w| super::shard_of(&w.key, shards))
-        .collect();
-    if let Some(q) = &state.multi {
-        let mut idx = Vec::new();
-        for (cmd, args) in q {
-            match cmd.handler {
-                Handler::Conn(_) => {}
-                Handler::Key(_) | Handler::Tx(_, Locks::Keys) => {
-                    darner_commands::key_indices(cmd.spec, args, &mut idx);
-                    out.extend(idx.iter().map(|&i| super::shard_of(&args[i], shards)));
+/// What a transaction task reserves before its handler runs (sched.rs): per shard, the keys of
+/// the command (`Locks::Keys`), every shard whole (`Locks::All`), nothing (`Locks::None`, and
+/// `Locks::Parts`, whose handler schedules its own one-shot parts), or for EXEC the keys of
+/// every queued command and the WATCHed keys; a queued command that is not bound to its keys
+/// (KEYS, FLUSHALL) makes EXEC reserve every shard whole.
+pub fn reservation(
+    cmd: &Command,
+    args: &[&[u8]],
+    locks: Locks,
+    state: &ClientState,
+    shards: usize,
+    here: usize,
+) -> Vec<(usize, Intents)> {
+    let mut plan: Vec<(usize, Intents)> = Vec::new();
+    match locks {
+        Locks::None | Locks::Parts => {}
+        Locks::All => return every_shard(shards),
+        Locks::Keys => add_keys(&mut plan, cmd, args, shards),
+        Locks::Queued => {
+            for w in &state.watched {
+                add_key(&mut plan, shards, &w.key, false);
+            }
+            if let Some(q) = &state.multi {
+                for (cmd, args) in q {
+                    match cmd.handler {
+                        Handler::Conn(_) => {}
+                        Handler::Key(_) | Handler::Tx(_, Locks::Keys | Locks::Parts) => {
+                            let mut idx = Vec::new();
+                            darner_commands::key_indices(cmd.spec, args, &mut idx);
+                            if idx.is_empty() && matches!(cmd.handler, Handler::Key(_)) {
+                                // A keyless command runs on this thread's shard (run_in_tx)
+                                // and may look at any of its keys.
+                                shard_entry(&mut plan, here).whole = true;
+                            } else {
+                                add_keys(&mut plan, cmd, args, shards);
+                            }
+                        }
+                        Handler::Tx(..) => return every_shard(shards),
+                    }
                 }
-                Handler::Tx(..) => return (0..shards).collect(),
             }
         }
     }
-    out.sort_unstable();
-    out.dedup();
-    out
+    for (_, i) in plan.iter_mut() {
+        i.normalize();
+    }
+    plan
+}
+
+fn every_shard(shards: usize) -> Vec<(usize, Intents)> {
+    (0..shards).map(|s| (s, Intents::whole())).collect()
+}
+
+fn shard_entry(plan: &mut Vec<(usize, Intents)>, shard: usize) -> &mut Intents {
+    let i = match plan.iter().position(|(s, _)| *s == shard) {
+        Some(i) => i,
+        None => {
+            plan.push((shard, Intents::default()));
+            plan.len() - 1
+        }
+    };
+    &mut plan[i].1
+}
+
+fn add_key(plan: &mut Vec<(usize, Intents)>, shards: usize, key: &[u8], write: bool) {
+    let e = shard_entry(plan, super::shard_of(key, shards));
+    if !e.whole {
+        e.push(Bytes::copy_from_slice(key), write);
+    }
+}
+
+/// The command's keys (a write command writes them all, as far as locking goes).
+fn add_keys<A: AsRef<[u8]>>(
+    plan: &mut Vec<(usize, Intents)>,
+    cmd: &Command,
+    args: &[A],
+    shards: usize,
+) {
+    let write = !cmd.spec.has(darner_commands::flags::READONLY);
+    let mut idx = Vec::new();
+    darner_commands::key_indices(cmd.spec, args, &mut idx);
+    for i in idx {
+        add_key(plan, shards, args[i].as_ref(), write);
+    }
 }
 
 /// Runs one command inside a transaction whose locks are held; returns its reply.

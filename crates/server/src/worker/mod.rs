@@ -6,12 +6,12 @@
 //! otherwise batch it per remote shard (one message per shard per read); drain the inbox and
 //! the local queue, polling tasks whose hops completed; write what every connection has ready.
 
-use crate::cmd::{self, Command, ConnCtx, Handler, Locks};
+use crate::cmd::{self, Command, ConnCtx, Handler};
 use crate::conn::{ClientState, Conn, ReplyMode};
 use crate::exec::{self, post, Executor, Tx, LOCAL, THREAD};
 use crate::log;
 use crate::msg::{BatchItem, ConnRef, Msg};
-use crate::shard::{Shard, ShardCtx, ShardLock};
+use crate::shard::{Shard, ShardCtx};
 use crate::shared::{bump, ClientHandle, Shared, SlowlogEntry};
 use bytes::{Bytes, BytesMut};
 use darner_commands::flags;
@@ -21,6 +21,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use smallvec::SmallVec;
 
+mod scheduling;
 mod stats;
 use stats::{account, record, record_stats, slowlog_push, Lap};
 pub use stats::{calibrate_clock, feed_monitors, record_in_exec};
@@ -102,7 +103,6 @@ pub struct Worker {
     next_gen: u32,
     rx: Receiver<Msg>,
     shard: Shard,
-    lock: ShardLock,
     exec: Executor,
     /// Single-shard commands waiting to be sent, per shard (filled while one read is parsed).
     batches: Vec<Vec<BatchItem>>,
@@ -150,7 +150,6 @@ impl Worker {
             conns: slab::Slab::new(),
             next_gen: 0,
             rx,
-            lock: ShardLock::default(),
             exec: Executor::default(),
             dirty: Vec::new(),
             resume: Vec::new(),
@@ -259,11 +258,13 @@ impl Worker {
                 self.read(c, false);
             }
             self.pump();
-            if self.lock.free() {
+            // Intents of transactions that finished meanwhile (sched.rs: no message says so).
+            self.sweep_lingering();
+            if self.shard.lock.free() {
                 // Keys written this turn may serve blocked clients (blocking.rs); their
                 // results go to tasks on this or other threads.
                 let movers =
-                    crate::blocking::serve_ready(&mut self.shard, &self.shared, self.now_ms);
+                    crate::blocking::serve_ready(&mut self.shard, &self.shared, self.now_ms, None);
                 self.spawn_movers(movers, None);
                 self.pump();
             }
@@ -993,8 +994,9 @@ impl Worker {
             Handler::Conn(f) => self.run_conn(c, cmd, f, args),
             Handler::Key(f) => {
                 let shard = cmd::key_shard(spec, args, self.shared.threads, self.id);
+                let inline = shard == self.id && self.admits_inline(cmd, args);
                 let conn = &mut self.conns[c];
-                if shard == self.id && self.lock.free() {
+                if inline {
                     let suppress = take_suppress(&mut conn.state);
                     if self.stream_start(c, cmd, args, suppress) {
                         // A streamed read is tracked too (its key is locked until the stream
@@ -1068,7 +1070,7 @@ impl Worker {
                     // a BLMOVE pushing on another shard holds that reply (blocking.rs).
                     if !self.shard.blocked.is_empty() {
                         let movers =
-                            crate::blocking::serve_ready(&mut self.shard, &self.shared, now);
+                            crate::blocking::serve_ready(&mut self.shard, &self.shared, now, None);
                         if !movers.is_empty() {
                             let conn = &mut self.conns[c];
                             conn.set_fence(if direct { at } else { conn.out.len() });
@@ -1104,20 +1106,14 @@ impl Worker {
                 // Everything this connection sent before must reach its shards first.
                 self.send_batches();
                 let conn = &mut self.conns[c];
-                let shards: Vec<usize> = match locks {
-                    Locks::Keys => {
-                        let mut idx = Vec::new();
-                        darner_commands::key_indices(spec, args, &mut idx);
-                        idx.iter()
-                            .map(|&i| cmd::shard_of(args[i], self.shared.threads))
-                            .collect()
-                    }
-                    Locks::All => (0..self.shared.threads).collect(),
-                    Locks::None => Vec::new(),
-                    Locks::Queued => {
-                        cmd::transactions::exec_shards(&conn.state, self.shared.threads)
-                    }
-                };
+                let plan = cmd::transactions::reservation(
+                    cmd,
+                    args,
+                    locks,
+                    &conn.state,
+                    self.shared.threads,
+                    self.id,
+                );
                 // Keys a tracking client reads in this transaction: recorded on their shards
                 // while the transaction still holds them.
                 // (EXEC records each queued read as it runs: cmd/transactions.rs.)
@@ -1142,7 +1138,7 @@ impl Worker {
                 let args = owner.own(args);
                 self.exec.spawn(async move {
                     let start = Instant::now();
-                    tx.acquire(&shards).await;
+                    tx.reserve(plan).await;
                     let reply = f(tx.clone(), args.clone()).await;
                     if let (Some(r), false) = (reader, tracked.is_empty()) {
                         crate::tracking::remember_in_tx(&tx, tracked, r).await;
@@ -1286,11 +1282,7 @@ impl Worker {
     fn handle(&mut self, m: Msg) {
         match m {
             Msg::Batch { from, items } => {
-                if self.lock.free() {
-                    self.exec_batch(from, items);
-                } else {
-                    self.lock.waiting.push_back(Msg::Batch { from, items });
-                }
+                self.admit_batch(from, items, false);
             }
             Msg::BatchDone { buf, items } => {
                 for (cr, seq, s, e, slow) in items {
@@ -1308,82 +1300,18 @@ impl Worker {
                     }
                 }
             }
-            Msg::Acquire { tx, done } => {
-                if self.lock.free() && !self.shard.streams.idle() {
-                    // Not in the lock's queue: the shard keeps serving other keys (shard.rs).
-                    self.shard.streams.tx_waiting.push_back((tx, done));
-                } else if self.lock.free() {
-                    self.lock.holder = Some(tx);
-                    post(
-                        &self.shared,
-                        done.thread,
-                        Msg::HopDone {
-                            task: done.task,
-                            slot: done.slot,
-                            result: Box::new(()),
-                        },
-                    );
-                } else {
-                    self.lock.waiting.push_back(Msg::Acquire { tx, done });
-                }
-            }
+            Msg::Schedule { tx, intents, part } => self.on_schedule(tx, intents, part),
+            Msg::Released => self.sweep_lingering(),
             Msg::Run {
                 tx,
                 db,
                 resp3,
                 writer,
                 f,
-            } => {
-                let runnable = match tx {
-                    Some(id) => self.lock.holder == Some(id),
-                    None => self.lock.free(),
-                };
-                if runnable {
-                    self.run_shard_fn(db, resp3, writer, f);
-                } else {
-                    self.lock.waiting.push_back(Msg::Run {
-                        tx: None,
-                        db,
-                        resp3,
-                        writer,
-                        f,
-                    });
-                }
-            }
+            } => self.on_run(tx, db, resp3, writer, f),
             Msg::Release { tx } => {
-                if self.lock.holder == Some(tx) {
-                    self.lock.holder = None;
-                    while let Some(w) = self.lock.waiting.pop_front() {
-                        match w {
-                            Msg::Acquire { tx, done } if !self.shard.streams.idle() => {
-                                // A batch just run started a stream (shard.rs).
-                                self.shard.streams.tx_waiting.push_back((tx, done));
-                            }
-                            Msg::Acquire { tx, done } => {
-                                self.lock.holder = Some(tx);
-                                post(
-                                    &self.shared,
-                                    done.thread,
-                                    Msg::HopDone {
-                                        task: done.task,
-                                        slot: done.slot,
-                                        result: Box::new(()),
-                                    },
-                                );
-                                break;
-                            }
-                            Msg::Batch { from, items } => self.exec_batch(from, items),
-                            Msg::Run {
-                                db,
-                                resp3,
-                                writer,
-                                f,
-                                ..
-                            } => self.run_shard_fn(db, resp3, writer, f),
-                            _ => {}
-                        }
-                    }
-                }
+                let granted = self.shard.lock.sched.release(tx);
+                self.after_change(granted);
             }
             Msg::Unpaused => {
                 // CLIENT UNPAUSE: held commands run now, not at the next cron tick.
@@ -1623,7 +1551,7 @@ impl Worker {
         self.drain_written(None);
         // A transaction's broadcast keys leave together when it releases the shard (its
         // steps may span several turns; Redis sends what one command changed in one message).
-        if !self.shard.tracking.bcast.is_empty() && self.lock.holder.is_none() {
+        if !self.shard.tracking.bcast.is_empty() && self.shard.lock.sched.idle() {
             for (prefix, keys) in std::mem::take(&mut self.shard.tracking.bcast) {
                 for r in self.shared.tracking.prefixes.readers(&prefix) {
                     let ks: Vec<Bytes> = keys
@@ -1783,7 +1711,7 @@ impl Worker {
             };
             if crate::stream::candidate(it.cmd) {
                 // A list written in this batch may have blocked clients to serve first.
-                let movers = crate::blocking::serve_ready(ctx.shard, &self.shared, now);
+                let movers = crate::blocking::serve_ready(ctx.shard, &self.shared, now, None);
                 held.extend(movers);
             }
             if crate::stream::try_start(&mut ctx, it.cmd, &views, dest) {
@@ -1821,13 +1749,13 @@ impl Worker {
         }
         // Blocked clients these writes woke are served before the batch's replies leave; a
         // BLMOVE's push on another shard holds the replies until it is done (blocking.rs).
-        if self.lock.free() {
-            held.extend(crate::blocking::serve_ready(
-                &mut self.shard,
-                &self.shared,
-                now,
-            ));
-        }
+        // (Keys a transaction holds wait for it: blocking::serve_ready.)
+        held.extend(crate::blocking::serve_ready(
+            &mut self.shard,
+            &self.shared,
+            now,
+            None,
+        ));
         if done.is_empty() {
             self.spawn_movers(held, None);
         } else if held.is_empty() {
@@ -1893,7 +1821,7 @@ impl Worker {
         args: &[&[u8]],
         owner: Owner<'_>,
     ) -> bool {
-        if self.shard.streams.idle() || !self.lock.free() {
+        if self.shard.streams.idle() || !self.shard.lock.free() {
             return false;
         }
         if cmd::key_shard(cmd.spec, args, self.shared.threads, self.id) != self.id {
@@ -1934,7 +1862,7 @@ impl Worker {
         }
         // Clients blocked on keys written earlier in this turn are served first (blocking.rs),
         // so that no pop changes a list once it is streamed.
-        let movers = crate::blocking::serve_ready(&mut self.shard, &self.shared, self.now_ms);
+        let movers = crate::blocking::serve_ready(&mut self.shard, &self.shared, self.now_ms, None);
         self.spawn_movers(movers, None);
         let conn = &mut self.conns[c];
         let dest = crate::stream::Dest {
@@ -2002,7 +1930,7 @@ impl Worker {
     /// One step of this shard's streams per loop turn; when one ends, what waited runs again.
     fn stream_tick(&mut self) {
         self.shard.streams.ticking = false;
-        if self.shard.streams.last_turn == Some(self.loop_now) || self.lock.holder.is_some() {
+        if self.shard.streams.last_turn == Some(self.loop_now) || !self.shard.lock.sched.idle() {
             return; // stepped this turn already (stream_turn_end queues the next tick)
         }
         self.shard.streams.last_turn = Some(self.loop_now);
@@ -2019,16 +1947,10 @@ impl Worker {
                 self.resume.push(r.idx as usize);
             }
         }
-        if self.shard.streams.idle() && self.lock.free() {
-            // Transactions that waited for the streams: the first gets the lock, the others
-            // queue behind it as usual.
-            let mut waiting = std::mem::take(&mut self.shard.streams.tx_waiting);
-            if let Some((tx, done)) = waiting.pop_front() {
-                self.lock.holder = Some(tx);
-                exec::complete(&self.shared, done, ());
-            }
-            for (tx, done) in waiting {
-                self.lock.waiting.push_back(Msg::Acquire { tx, done });
+        if self.shard.streams.idle() {
+            // Transactions' parts that waited for the streams are scheduled, in order.
+            for m in std::mem::take(&mut self.shard.streams.tx_waiting) {
+                self.handle(m);
             }
         }
     }
@@ -2268,7 +2190,8 @@ impl Worker {
             counts[self.id].store(self.shard.tracking.keys(), Ordering::Relaxed);
         }
         // Active expiry: bounded by time (25% of a tick at effort 1, like Redis) and by entries.
-        if self.shared.active_expire_enabled.load(Ordering::Relaxed) && self.lock.holder.is_none() {
+        if self.shared.active_expire_enabled.load(Ordering::Relaxed) && self.shard.lock.sched.idle()
+        {
             let hz = hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64;
             let effort = hot
                 .active_expire_effort

@@ -1,0 +1,287 @@
+//! The worker's side of the transaction scheduler (sched.rs, shard.rs): transactions' parts
+//! arriving for this thread's shard, their grants and releases, and the work outside
+//! transactions that waits behind granted intents.
+//!
+//! Invariants kept here:
+//! - A part is scheduled in the order its message arrived, and not while this shard streams
+//!   (it waits in `Streams::tx_waiting` instead).
+//! - Work outside transactions (batches from other threads, lone steps) runs in arrival
+//!   order: once one waits, everything after it waits too (a connection's later commands must
+//!   not pass its earlier ones).
+//! - Whenever something waits, every unfinished quorum holder knows to wake this shard
+//!   ([`crate::sched::Quorum::wait`]): otherwise a part whose last sibling ran on another
+//!   thread would hold its keys until some unrelated message arrived.
+
+use super::Worker;
+use crate::cmd::Command;
+use crate::exec::{self, post};
+use crate::msg::{BatchItem, Msg, Part, TxId};
+use crate::sched::{waiter_shards, Granted, Intents};
+use crate::shard::ShardCtx;
+use crate::shared::Shared;
+use darner_commands::flags;
+use darner_engine::Clock;
+use std::collections::VecDeque;
+
+impl Worker {
+    /// A transaction's part for this shard (Msg::Schedule).
+    pub(super) fn on_schedule(&mut self, tx: TxId, intents: Intents, part: Part) {
+        let streams = &mut self.shard.streams;
+        if !streams.idle() || !streams.tx_waiting.is_empty() {
+            streams
+                .tx_waiting
+                .push_back(Msg::Schedule { tx, intents, part });
+            return;
+        }
+        if self.shard.lock.sched.sweepable() {
+            self.sweep_lingering();
+        }
+        let quorum = match &part {
+            Part::OneShot { quorum, .. } => Some(quorum.clone()),
+            Part::Reserve { .. } => None,
+        };
+        match self.shard.lock.sched.schedule(tx, intents, quorum, part) {
+            Some(part) => {
+                let more = self.start_part(tx, part);
+                self.after_change(more);
+            }
+            None => self.after_change(Vec::new()),
+        }
+    }
+
+    /// A granted part: a reservation is told; a one-shot part runs, serves the clients its
+    /// writes woke, and sends its result. Returns what its release granted (when it was its
+    /// transaction's last part).
+    fn start_part(&mut self, tx: TxId, part: Part) -> Vec<Granted<Part>> {
+        match part {
+            Part::Reserve { done } => {
+                exec::complete(&self.shared, done, ());
+                Vec::new()
+            }
+            Part::OneShot {
+                quorum,
+                db,
+                resp3,
+                writer,
+                f,
+                done,
+            } => {
+                let mut ctx = ShardCtx {
+                    shard: &mut self.shard,
+                    db,
+                    clock: Clock::at(Shared::now_ms()),
+                    resp3,
+                    shared: &self.shared,
+                };
+                let result =
+                    super::contained("shard step", || f(&mut ctx)).unwrap_or_else(|| Box::new(()));
+                drop(ctx);
+                self.drain_written(writer);
+                for (k, r) in std::mem::take(&mut self.shard.tracking.deferred) {
+                    crate::tracking::remember(&mut self.shard, &k, r);
+                }
+                // Clients blocked on keys it wrote are served before its result leaves.
+                let movers = crate::blocking::serve_ready(
+                    &mut self.shard,
+                    &self.shared,
+                    Shared::now_ms(),
+                    Some(tx),
+                );
+                // Counted down before the result leaves: a command its reply lets a client send
+                // finds the intents gone, or finished (sched.rs).
+                let mut granted = Vec::new();
+                if let Some(bits) = quorum.part_done() {
+                    for s in waiter_shards(bits, self.shared.threads) {
+                        if s != self.id {
+                            post(&self.shared, s, Msg::Released);
+                        }
+                    }
+                    granted = self.shard.lock.sched.release(tx);
+                }
+                let reply = Msg::HopDone {
+                    task: done.task,
+                    slot: done.slot,
+                    result,
+                };
+                self.spawn_movers(movers, Some((done.thread, reply)));
+                granted
+            }
+        }
+    }
+
+    /// After intents were granted or released: runs what was granted (and what that grants in
+    /// turn), then the deferred work that can run now; if something still waits, makes sure a
+    /// wake-up will come.
+    pub(super) fn after_change(&mut self, granted: Vec<Granted<Part>>) {
+        let mut work: VecDeque<Granted<Part>> = granted.into();
+        loop {
+            while let Some(g) = work.pop_front() {
+                work.extend(self.start_part(g.tx, g.part));
+            }
+            self.retry_deferred();
+            let (_, waiting) = self.shard.lock.sched.len();
+            if waiting == 0 && self.shard.lock.deferred.is_empty() {
+                return;
+            }
+            if self.shard.lock.sched.wait_for_holders(self.id) {
+                return;
+            }
+            // One finished meanwhile: release it now.
+            work.extend(self.shard.lock.sched.sweep());
+            if work.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// Releases the intents of transactions whose parts have all run (Msg::Released, the end
+    /// of a loop turn, or before work that would wait behind them).
+    pub(super) fn sweep_lingering(&mut self) {
+        if self.shard.lock.sched.idle() {
+            return;
+        }
+        let granted = self.shard.lock.sched.sweep();
+        self.after_change(granted);
+    }
+
+    /// Runs deferred work in order until the first that must still wait.
+    fn retry_deferred(&mut self) {
+        while let Some(m) = self.shard.lock.deferred.pop_front() {
+            match m {
+                Msg::Batch { from, items } => {
+                    if !self.admit_batch(from, items, true) {
+                        return;
+                    }
+                }
+                Msg::Run {
+                    tx,
+                    db,
+                    resp3,
+                    writer,
+                    f,
+                } => {
+                    if !self.shard.lock.sched.idle() {
+                        self.shard.lock.deferred.push_front(Msg::Run {
+                            tx,
+                            db,
+                            resp3,
+                            writer,
+                            f,
+                        });
+                        return;
+                    }
+                    self.run_shard_fn(db, resp3, writer, f);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Whether a command outside transactions on `args`'s keys may not run now.
+    fn blocked(&self, cmd: &Command, args: &[impl AsRef<[u8]>]) -> bool {
+        let sched = &self.shard.lock.sched;
+        if sched.idle() {
+            return false;
+        }
+        let mut idx = Vec::new();
+        darner_commands::key_indices(cmd.spec, args, &mut idx);
+        if idx.is_empty() {
+            return true; // keyless: it may look at anything
+        }
+        let write = !cmd.spec.has(flags::READONLY);
+        idx.iter()
+            .any(|&i| sched.blocks_key(args[i].as_ref(), write))
+    }
+
+    /// A single-shard command of this thread's connection, about to run inline: whether it
+    /// may (nothing deferred, and no granted intent on its keys).
+    pub(super) fn admits_inline(&mut self, cmd: &Command, args: &[&[u8]]) -> bool {
+        if self.shard.lock.free() {
+            return true;
+        }
+        if !self.shard.lock.deferred.is_empty() {
+            return false;
+        }
+        if self.shard.lock.sched.sweepable() {
+            self.sweep_lingering();
+        }
+        self.shard.lock.deferred.is_empty() && !self.blocked(cmd, args)
+    }
+
+    /// Runs a batch's items up to the first that must wait; that one and the rest wait (at the
+    /// front of the deferred work when `front`, the batch came from there). Returns whether
+    /// the whole batch ran.
+    pub(super) fn admit_batch(
+        &mut self,
+        from: usize,
+        mut items: Vec<BatchItem>,
+        front: bool,
+    ) -> bool {
+        if !front {
+            // (From the deferred queue, the caller has swept: sweeping here would run deferred
+            // work ahead of this batch.)
+            if self.shard.lock.sched.sweepable() {
+                self.sweep_lingering();
+            }
+            if !self.shard.lock.deferred.is_empty() {
+                self.shard
+                    .lock
+                    .deferred
+                    .push_back(Msg::Batch { from, items });
+                self.after_change(Vec::new());
+                return false;
+            }
+        }
+        let cut = items.iter().position(|it| self.blocked(it.cmd, &it.args));
+        let rest = cut.map(|i| items.split_off(i));
+        if !items.is_empty() {
+            self.exec_batch(from, items);
+        }
+        match rest {
+            None => true,
+            Some(rest) => {
+                let m = Msg::Batch { from, items: rest };
+                if front {
+                    self.shard.lock.deferred.push_front(m);
+                } else {
+                    self.shard.lock.deferred.push_back(m);
+                    self.after_change(Vec::new());
+                }
+                false
+            }
+        }
+    }
+
+    /// A step for this shard: a transaction's (runs when it holds intents here) or a lone one
+    /// (runs when nothing is held or deferred).
+    pub(super) fn on_run(
+        &mut self,
+        tx: Option<TxId>,
+        db: usize,
+        resp3: bool,
+        writer: Option<crate::tracking::Writer>,
+        f: crate::msg::ShardFn,
+    ) {
+        if let Some(id) = tx {
+            if self.shard.lock.sched.holds(id) {
+                self.run_shard_fn(db, resp3, writer, f);
+                return;
+            }
+        }
+        if !self.shard.lock.free() {
+            self.sweep_lingering();
+        }
+        if self.shard.lock.free() {
+            self.run_shard_fn(db, resp3, writer, f);
+        } else {
+            self.shard.lock.deferred.push_back(Msg::Run {
+                tx: None,
+                db,
+                resp3,
+                writer,
+                f,
+            });
+            self.after_change(Vec::new());
+        }
+    }
+}
