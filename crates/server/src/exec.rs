@@ -12,7 +12,7 @@
 //! cost no synchronisation at all.
 
 use crate::conn::ClientState;
-use crate::msg::{Completion, Msg, Part, TxId};
+use crate::msg::{Completion, Msg, Part, Scheduled, TxId};
 use crate::sched::{Intents, Quorum};
 use crate::shard::ShardCtx;
 use crate::shared::Shared;
@@ -537,11 +537,11 @@ impl Tx {
             shards.push(s);
             msgs.push((
                 s,
-                Msg::Schedule {
+                Msg::Schedule(Box::new(Scheduled {
                     tx: self.0.id,
                     intents,
                     part: Part::Reserve { done },
-                },
+                })),
             ));
         }
         self.send_parts(msgs);
@@ -590,7 +590,7 @@ impl Tx {
             });
             msgs.push((
                 s,
-                Msg::Schedule {
+                Msg::Schedule(Box::new(Scheduled {
                     tx: self.0.id,
                     intents,
                     part: Part::OneShot {
@@ -601,7 +601,7 @@ impl Tx {
                         f: job,
                         done,
                     },
-                },
+                })),
             ));
         }
         self.send_parts(msgs);

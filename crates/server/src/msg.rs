@@ -26,6 +26,13 @@ pub struct Completion {
 /// A transaction's identity: unique across the server.
 pub type TxId = crate::sched::TxId;
 
+/// A transaction's part for one shard: its intents there and what it does once granted.
+pub struct Scheduled {
+    pub tx: TxId,
+    pub intents: crate::sched::Intents,
+    pub part: Part,
+}
+
 /// What a transaction's part on one shard does once the shard's scheduler grants it
 /// (sched.rs).
 pub enum Part {
@@ -77,12 +84,8 @@ pub enum Msg {
         buf: Vec<u8>,
         items: Vec<(ConnRef, u64, u32, u32, Option<SlowCall>)>,
     },
-    /// A part of transaction `tx` for this thread's shard, in the global order (sched.rs).
-    Schedule {
-        tx: TxId,
-        intents: crate::sched::Intents,
-        part: Part,
-    },
+    /// A part of a transaction for this thread's shard, in the global order (sched.rs).
+    Schedule(Box<Scheduled>),
     /// A transaction whose intents this shard holds or waits behind has run all its parts:
     /// sweep (sched.rs, [`crate::sched::Quorum`]).
     Released,

@@ -1300,7 +1300,7 @@ impl Worker {
                     }
                 }
             }
-            Msg::Schedule { tx, intents, part } => self.on_schedule(tx, intents, part),
+            Msg::Schedule(s) => self.on_schedule(s),
             Msg::Released => self.sweep_lingering(),
             Msg::Run {
                 tx,

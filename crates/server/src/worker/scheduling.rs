@@ -15,8 +15,8 @@
 use super::Worker;
 use crate::cmd::Command;
 use crate::exec::{self, post};
-use crate::msg::{BatchItem, Msg, Part, TxId};
-use crate::sched::{waiter_shards, Granted, Intents};
+use crate::msg::{BatchItem, Msg, Part, Scheduled, TxId};
+use crate::sched::{waiter_shards, Granted};
 use crate::shard::ShardCtx;
 use crate::shared::Shared;
 use darner_commands::flags;
@@ -25,14 +25,13 @@ use std::collections::VecDeque;
 
 impl Worker {
     /// A transaction's part for this shard (Msg::Schedule).
-    pub(super) fn on_schedule(&mut self, tx: TxId, intents: Intents, part: Part) {
+    pub(super) fn on_schedule(&mut self, s: Box<Scheduled>) {
         let streams = &mut self.shard.streams;
         if !streams.idle() || !streams.tx_waiting.is_empty() {
-            streams
-                .tx_waiting
-                .push_back(Msg::Schedule { tx, intents, part });
+            streams.tx_waiting.push_back(Msg::Schedule(s));
             return;
         }
+        let Scheduled { tx, intents, part } = *s;
         if self.shard.lock.sched.sweepable() {
             self.sweep_lingering();
         }
@@ -149,7 +148,8 @@ impl Worker {
         while let Some(m) = self.shard.lock.deferred.pop_front() {
             match m {
                 Msg::Batch { from, items } => {
-                    if !self.admit_batch(from, items, true) {
+                    let ran = self.admit_batch(from, items, true);
+                    if !ran {
                         return;
                     }
                 }
