@@ -2,6 +2,7 @@
 
 use crate::keys::KeyPattern;
 use crate::mix::Ratio;
+use crate::ycsb;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -14,6 +15,10 @@ pub struct Config {
     /// Requests in flight per connection (closed loop).
     pub pipeline: usize,
     pub ratio: Ratio,
+    /// Keys per request: 1 sends SET/GET, more sends MSET/MGET (`--command mset:N` ...).
+    pub keys_per_request: usize,
+    /// A YCSB core workload instead of the SET/GET mix.
+    pub ycsb: Option<ycsb::Settings>,
     pub key_pattern: KeyPattern,
     /// Keys are `key_prefix` + an index in `0..key_maximum`.
     pub key_maximum: u64,
@@ -35,6 +40,8 @@ impl Default for Config {
             connections: 50,
             pipeline: 1,
             ratio: Ratio { sets: 1, gets: 10 },
+            keys_per_request: 1,
+            ycsb: None,
             key_pattern: KeyPattern::Uniform,
             key_maximum: 1_000_000,
             key_prefix: "key:".into(),
@@ -55,6 +62,15 @@ usage: darner-bench [options]
   --connections C      connections per thread (50)
   --pipeline P         requests in flight per connection, closed loop (1)
   --ratio S:G          SETs to GETs, sent as a cycle (1:10)
+  --command C          set-get (the --ratio mix), set, get, mset:N, mget:N (N keys per
+                       request, each drawn from the key pattern), mset-mget:N (by --ratio)
+  --ycsb W             YCSB core workload a..f, sent as YCSB's Redis binding does (hashes
+                       user<hash> of 10 fields, the _indices sorted set for scans); reports
+                       each operation's latency; --key-* and --command do not apply
+  --ycsb-records N     records loaded before the run, the key space (100000)
+  --ycsb-no-load       do not load them (an earlier run did)
+  --ycsb-field-count N   fields per record (10)
+  --ycsb-field-length N  bytes per field (100)
   --key-pattern K      uniform | sequential | gaussian | zipf | zipf:S (uniform)
   --key-maximum N      keys are PREFIX0 .. PREFIX<N-1> (1000000)
   --key-prefix S       (key:)
@@ -77,6 +93,12 @@ impl Config {
     pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Config, String> {
         let mut c = Config::default();
         let mut it = args.into_iter();
+        let mut command_ratio = None;
+        let mut workload = None;
+        let mut no_load = false;
+        let mut records = None;
+        let mut field_count = None;
+        let mut field_length = None;
         while let Some(arg) = it.next() {
             let Some(body) = arg.strip_prefix("--") else {
                 return Err(format!("unexpected argument {arg:?}\n{USAGE}"));
@@ -89,6 +111,10 @@ impl Config {
                 "help" => return Err(USAGE.into()),
                 "json" => {
                     c.json = true;
+                    continue;
+                }
+                "ycsb-no-load" => {
+                    no_load = true;
                     continue;
                 }
                 _ => {}
@@ -104,6 +130,15 @@ impl Config {
                 "connections" => c.connections = num(&name, &v)?,
                 "pipeline" => c.pipeline = num(&name, &v)?,
                 "ratio" => c.ratio = Ratio::parse(&v)?,
+                "command" => {
+                    let (ratio, n) = parse_command(&v)?;
+                    command_ratio = ratio;
+                    c.keys_per_request = n;
+                }
+                "ycsb" => workload = Some(ycsb::Workload::parse(&v)?),
+                "ycsb-records" => records = Some(num::<u64>(&name, &v)?),
+                "ycsb-field-count" => field_count = Some(num::<usize>(&name, &v)?),
+                "ycsb-field-length" => field_length = Some(num::<usize>(&name, &v)?),
                 "key-pattern" => c.key_pattern = KeyPattern::parse(&v)?,
                 "key-maximum" => c.key_maximum = num(&name, &v)?,
                 "key-prefix" => c.key_prefix = v,
@@ -112,6 +147,32 @@ impl Config {
                 "rate" => c.rate = Some(num(&name, &v)?),
                 "seed" => c.seed = num(&name, &v)?,
                 _ => return Err(format!("unknown option --{name}\n{USAGE}")),
+            }
+        }
+        if let Some(r) = command_ratio {
+            c.ratio = r;
+        }
+        match workload {
+            Some(w) => {
+                let mut y = ycsb::Settings::new(w);
+                y.records = records.unwrap_or(y.records);
+                y.field_count = field_count.unwrap_or(y.field_count);
+                y.field_length = field_length.unwrap_or(y.field_length);
+                y.load = !no_load;
+                if y.records == 0 || y.field_count == 0 || y.field_count > 1000 {
+                    return Err(
+                        "--ycsb-records must be at least 1, --ycsb-field-count 1 to 1000".into(),
+                    );
+                }
+                if y.field_length > 1 << 20 {
+                    return Err("--ycsb-field-length: at most 1048576 bytes".into());
+                }
+                c.ycsb = Some(y);
+            }
+            None => {
+                if records.is_some() || no_load || field_count.is_some() || field_length.is_some() {
+                    return Err("the --ycsb-* options need --ycsb W".into());
+                }
             }
         }
         if c.threads == 0 || c.connections == 0 || c.pipeline == 0 || c.key_maximum == 0 {
@@ -129,6 +190,32 @@ impl Config {
         }
         Ok(c)
     }
+}
+
+/// `--command`: the ratio it implies (if any) and the keys per request.
+fn parse_command(v: &str) -> Result<(Option<Ratio>, usize), String> {
+    let (name, n) = match v.split_once(':') {
+        Some((name, n)) => match n.parse::<usize>() {
+            Ok(n) if (1..=10_000).contains(&n) => (name, n),
+            _ => return Err(format!("--command {v}: N must be 1 to 10000")),
+        },
+        None => (v, 1),
+    };
+    let write = Ratio { sets: 1, gets: 0 };
+    let read = Ratio { sets: 0, gets: 1 };
+    Ok(match (name, v.contains(':')) {
+        ("set-get", false) => (None, 1),
+        ("set", false) => (Some(write), 1),
+        ("get", false) => (Some(read), 1),
+        ("mset", true) => (Some(write), n),
+        ("mget", true) => (Some(read), n),
+        ("mset-mget", true) => (None, n),
+        _ => {
+            return Err(format!(
+                "--command: set-get, set, get, mset:N, mget:N or mset-mget:N, got {v:?}"
+            ))
+        }
+    })
 }
 
 #[cfg(test)]
@@ -156,6 +243,8 @@ mod tests {
                 connections: 3,
                 pipeline: 16,
                 ratio: Ratio { sets: 1, gets: 0 },
+                keys_per_request: 1,
+                ycsb: None,
                 key_pattern: KeyPattern::Zipf(1.1),
                 key_maximum: 500,
                 key_prefix: "k".into(),
@@ -167,6 +256,47 @@ mod tests {
             }
         );
         assert_eq!(parse("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn command_sets_the_keys_per_request_and_the_ratio_whatever_the_order() {
+        let c = parse("--command mset:10 --ratio 3:4").unwrap();
+        assert_eq!(
+            (c.keys_per_request, c.ratio),
+            (10, Ratio { sets: 1, gets: 0 })
+        );
+        let c = parse("--command mget:5").unwrap();
+        assert_eq!(
+            (c.keys_per_request, c.ratio),
+            (5, Ratio { sets: 0, gets: 1 })
+        );
+        let c = parse("--ratio 1:3 --command mset-mget:2").unwrap();
+        assert_eq!(
+            (c.keys_per_request, c.ratio),
+            (2, Ratio { sets: 1, gets: 3 })
+        );
+        let c = parse("--command get").unwrap();
+        assert_eq!(
+            (c.keys_per_request, c.ratio),
+            (1, Ratio { sets: 0, gets: 1 })
+        );
+        for bad in ["mset", "mset:0", "mget:x", "set:2", "del"] {
+            assert!(parse(&format!("--command {bad}")).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ycsb_options_build_the_settings() {
+        let c = parse("--ycsb E --ycsb-records 500 --ycsb-no-load --ycsb-field-length 8").unwrap();
+        let y = c.ycsb.unwrap();
+        assert_eq!(y.workload.name, 'e');
+        assert_eq!(
+            (y.records, y.load, y.field_count, y.field_length),
+            (500, false, 10, 8)
+        );
+        assert!(parse("--ycsb g").is_err());
+        assert!(parse("--ycsb-records 10").is_err());
+        assert!(parse("--ycsb a --ycsb-records 0").is_err());
     }
 
     #[test]

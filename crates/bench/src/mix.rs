@@ -1,7 +1,9 @@
 //! The command mix (sans-I/O): which command each request is, and its bytes.
 //!
 //! A `--ratio S:G` sends S SETs then G GETs, over and over (memtier's cycle), so the mix is
-//! exact over every S+G requests rather than random.
+//! exact over every S+G requests rather than random. With N keys per request (N > 1) the
+//! writes are `MSET k1 v k2 v ..` and the reads `MGET k1 k2 ..`, each key drawn from the key
+//! pattern in turn (as `redis-benchmark -t mset` draws each of its 10 keys).
 
 use crate::keys::KeyGen;
 use crate::proto::encode_command;
@@ -31,6 +33,14 @@ impl Ratio {
 pub enum Op {
     Set,
     Get,
+    Mset,
+    Mget,
+}
+
+impl Op {
+    pub fn is_write(self) -> bool {
+        matches!(self, Op::Set | Op::Mset)
+    }
 }
 
 /// Builds the requests of one connection.
@@ -42,18 +52,31 @@ pub struct Mix {
     keys: KeyGen,
     prefix: Vec<u8>,
     value: Vec<u8>,
+    /// Keys per request: 1 for SET/GET, more for MSET/MGET.
+    per_request: usize,
     key_buf: Vec<u8>,
+    ends: Vec<usize>,
 }
 
 impl Mix {
-    pub fn new(ratio: Ratio, keys: KeyGen, prefix: &[u8], data_size: usize) -> Mix {
+    /// `per_request` keys per request (at least 1).
+    pub fn new(
+        ratio: Ratio,
+        keys: KeyGen,
+        prefix: &[u8],
+        data_size: usize,
+        per_request: usize,
+    ) -> Mix {
+        let per_request = per_request.max(1);
         Mix {
             ratio,
             pos: 0,
             keys,
             prefix: prefix.to_vec(),
             value: vec![b'x'; data_size],
-            key_buf: Vec::with_capacity(prefix.len() + 20),
+            per_request,
+            key_buf: Vec::with_capacity((prefix.len() + 20) * per_request),
+            ends: Vec::with_capacity(per_request),
         }
     }
 
@@ -68,14 +91,47 @@ impl Mix {
         if self.pos >= self.ratio.sets + self.ratio.gets {
             self.pos = 0;
         }
-        let k = self.keys.next_key();
+        // The keys one after the other in key_buf; `ends` marks where each one stops.
         self.key_buf.clear();
-        self.key_buf.extend_from_slice(&self.prefix);
-        self.key_buf.extend_from_slice(k.to_string().as_bytes());
-        match op {
-            Op::Set => encode_command(&[b"SET", &self.key_buf, &self.value], out),
-            Op::Get => encode_command(&[b"GET", &self.key_buf], out),
+        self.ends.clear();
+        for _ in 0..self.per_request {
+            let k = self.keys.next_key();
+            self.key_buf.extend_from_slice(&self.prefix);
+            self.key_buf.extend_from_slice(k.to_string().as_bytes());
+            self.ends.push(self.key_buf.len());
         }
+        let mut keys: Vec<&[u8]> = Vec::with_capacity(self.per_request);
+        let mut start = 0;
+        for &e in &self.ends {
+            keys.push(&self.key_buf[start..e]);
+            start = e;
+        }
+        let multi = self.per_request > 1;
+        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + 2 * self.per_request);
+        let op = match (op, multi) {
+            (Op::Set, false) => {
+                args.extend([&b"SET"[..], keys[0], &self.value]);
+                Op::Set
+            }
+            (Op::Set, true) => {
+                args.push(b"MSET");
+                for k in &keys {
+                    args.push(k);
+                    args.push(&self.value);
+                }
+                Op::Mset
+            }
+            (_, false) => {
+                args.extend([&b"GET"[..], keys[0]]);
+                Op::Get
+            }
+            (_, true) => {
+                args.push(b"MGET");
+                args.extend(keys.iter().copied());
+                Op::Mget
+            }
+        };
+        encode_command(&args, out);
         op
     }
 }
@@ -87,7 +143,7 @@ mod tests {
 
     fn mix(ratio: &str, size: usize) -> Mix {
         let keys = KeyGen::new(KeyPattern::Sequential, 100, 0, 0);
-        Mix::new(Ratio::parse(ratio).unwrap(), keys, b"k:", size)
+        Mix::new(Ratio::parse(ratio).unwrap(), keys, b"k:", size, 1)
     }
 
     #[test]
@@ -117,6 +173,21 @@ mod tests {
         assert_eq!(
             out,
             b"*3\r\n$3\r\nSET\r\n$3\r\nk:0\r\n$4\r\nxxxx\r\n*2\r\n$3\r\nGET\r\n$3\r\nk:1\r\n"
+        );
+    }
+
+    #[test]
+    fn several_keys_per_request_send_mset_and_mget_of_distinct_draws() {
+        let keys = KeyGen::new(KeyPattern::Sequential, 100, 0, 0);
+        let mut m = Mix::new(Ratio::parse("1:1").unwrap(), keys, b"k:", 2, 3);
+        let mut out = Vec::new();
+        assert_eq!(m.next_request(&mut out), Op::Mset);
+        assert_eq!(m.next_request(&mut out), Op::Mget);
+        assert_eq!(
+            out,
+            &b"*7\r\n$4\r\nMSET\r\n$3\r\nk:0\r\n$2\r\nxx\r\n$3\r\nk:1\r\n$2\r\nxx\r\n\
+               $3\r\nk:2\r\n$2\r\nxx\r\n\
+               *4\r\n$4\r\nMGET\r\n$3\r\nk:3\r\n$3\r\nk:4\r\n$3\r\nk:5\r\n"[..]
         );
     }
 

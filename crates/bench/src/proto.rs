@@ -150,6 +150,46 @@ pub fn parse_reply(buf: &[u8]) -> Result<Option<(Reply, usize)>, Malformed> {
     }
 }
 
+/// The elements of a complete reply that is an array of bulk strings (or nulls), such as an
+/// MGET or ZRANGEBYSCORE reply, or a request. `Ok(None)` when the reply is another kind or
+/// holds something else; `Err` when it is cut short or malformed.
+pub fn bulk_array(reply: &[u8]) -> Result<Option<Vec<Option<&[u8]>>>, Malformed> {
+    let short = || Malformed("array cut short".into());
+    if reply.first() != Some(&b'*') {
+        return Ok(None);
+    }
+    let end = line_end(reply, 1).ok_or_else(short)?;
+    let n = parse_len(&reply[1..end])?;
+    let mut pos = end + 2;
+    let mut items = Vec::new();
+    for _ in 0..n.max(0) {
+        match reply.get(pos) {
+            Some(b'$') => {}
+            Some(b'_') => {
+                items.push(None);
+                pos += 3;
+                continue;
+            }
+            Some(_) => return Ok(None),
+            None => return Err(short()),
+        }
+        let end = line_end(reply, pos + 1).ok_or_else(short)?;
+        let len = parse_len(&reply[pos + 1..end])?;
+        pos = end + 2;
+        if len < 0 {
+            items.push(None);
+            continue;
+        }
+        let body = pos
+            .checked_add(len as usize)
+            .filter(|&e| e + 2 <= reply.len())
+            .ok_or_else(short)?;
+        items.push(Some(&reply[pos..body]));
+        pos = body + 2;
+    }
+    Ok(Some(items))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,6 +236,20 @@ mod tests {
             assert_eq!(parse_reply(&full[..cut]), Ok(None), "cut at {cut}");
         }
         assert_eq!(parse_reply(full), Ok(Some((Reply::Aggregate, full.len()))));
+    }
+
+    #[test]
+    fn bulk_array_reads_values_and_nulls() {
+        let r: &[u8] = b"*3\r\n$1\r\na\r\n$-1\r\n$0\r\n\r\n";
+        assert_eq!(
+            bulk_array(r),
+            Ok(Some(vec![Some(&b"a"[..]), None, Some(&b""[..])]))
+        );
+        assert_eq!(bulk_array(b"*0\r\n"), Ok(Some(vec![])));
+        assert_eq!(bulk_array(b"+OK\r\n"), Ok(None));
+        assert_eq!(bulk_array(b"*1\r\n:1\r\n"), Ok(None));
+        assert!(bulk_array(b"*2\r\n$1\r\na\r\n").is_err());
+        assert!(bulk_array(b"*1\r\n$5\r\nab\r\n").is_err());
     }
 
     #[test]

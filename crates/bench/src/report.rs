@@ -3,13 +3,39 @@
 use crate::config::Config;
 use crate::driver::RunResult;
 use crate::keys::KeyPattern;
+use crate::workload::OpKind;
+
+/// One kind of operation's figures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KindSummary {
+    pub name: &'static str,
+    pub ops: u64,
+    pub ops_per_sec: f64,
+    pub errors: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+}
+
+/// The YCSB load phase's figures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoadSummary {
+    pub records: u64,
+    pub seconds: f64,
+    pub ops_per_sec: f64,
+    pub errors: u64,
+}
 
 /// The figures a run reports.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
     pub mode: &'static str,
+    /// `set-get`, `mset:10`, `ycsb-a`, ...
+    pub command: String,
     pub seconds: f64,
     pub ops: u64,
+    pub requests: u64,
     pub ops_per_sec: f64,
     pub sets: u64,
     pub gets: u64,
@@ -20,17 +46,59 @@ pub struct Summary {
     pub p99_us: f64,
     pub p999_us: f64,
     pub max_us: f64,
+    /// Each kind of operation run, in [`OpKind::ALL`] order.
+    pub by_kind: Vec<KindSummary>,
+    pub load: Option<LoadSummary>,
+}
+
+fn per_sec(n: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        n as f64 / secs
+    } else {
+        0.0
+    }
 }
 
 impl Summary {
     pub fn new(cfg: &Config, r: &RunResult) -> Summary {
         let s = &r.stats;
         let secs = r.elapsed.as_secs_f64();
+        let command = match (&cfg.ycsb, cfg.keys_per_request, cfg.ratio) {
+            (Some(y), _, _) => format!("ycsb-{}", y.workload.name),
+            (None, 1, _) => "set-get".to_string(),
+            (None, n, r) if r.gets == 0 => format!("mset:{n}"),
+            (None, n, r) if r.sets == 0 => format!("mget:{n}"),
+            (None, n, _) => format!("mset-mget:{n}"),
+        };
+        let by_kind = OpKind::ALL
+            .iter()
+            .filter_map(|&k| {
+                let ks = s.by_kind[k.index()].as_ref()?;
+                Some(KindSummary {
+                    name: k.name(),
+                    ops: ks.ops,
+                    ops_per_sec: per_sec(ks.ops, secs),
+                    errors: ks.errors,
+                    p50_us: ks.latency.percentile_us(50.0),
+                    p99_us: ks.latency.percentile_us(99.0),
+                    p999_us: ks.latency.percentile_us(99.9),
+                    max_us: ks.latency.max_us(),
+                })
+            })
+            .collect();
+        let load = r.load.as_ref().map(|l| LoadSummary {
+            records: l.records,
+            seconds: l.elapsed.as_secs_f64(),
+            ops_per_sec: per_sec(l.records, l.elapsed.as_secs_f64()),
+            errors: l.errors,
+        });
         Summary {
             mode: if cfg.rate.is_some() { "open" } else { "closed" },
+            command,
             seconds: secs,
             ops: s.ops,
-            ops_per_sec: if secs > 0.0 { s.ops as f64 / secs } else { 0.0 },
+            requests: s.requests,
+            ops_per_sec: per_sec(s.ops, secs),
             sets: s.sets,
             gets: s.gets,
             hits: s.hits,
@@ -44,6 +112,8 @@ impl Summary {
             } else {
                 0.0
             },
+            by_kind,
+            load,
         }
     }
 
@@ -59,13 +129,34 @@ impl Summary {
             Some(r) => format!("{r}"),
             None => "null".into(),
         };
+        let by_kind: Vec<String> = self
+            .by_kind
+            .iter()
+            .map(|k| {
+                format!(
+                    "\"{}\":{{\"ops\":{},\"ops_per_sec\":{:.1},\"errors\":{},\"p50_us\":{:.1},\
+                     \"p99_us\":{:.1},\"p999_us\":{:.1},\"max_us\":{:.1}}}",
+                    k.name, k.ops, k.ops_per_sec, k.errors, k.p50_us, k.p99_us, k.p999_us, k.max_us
+                )
+            })
+            .collect();
+        let load = match &self.load {
+            None => "null".to_string(),
+            Some(l) => format!(
+                "{{\"records\":{},\"seconds\":{:.3},\"ops_per_sec\":{:.1},\"errors\":{}}}",
+                l.records, l.seconds, l.ops_per_sec, l.errors
+            ),
+        };
         format!(
-            "{{\"mode\":\"{}\",\"threads\":{},\"connections\":{},\"pipeline\":{},\
+            "{{\"mode\":\"{}\",\"command\":\"{}\",\"keys_per_request\":{},\"threads\":{},\"connections\":{},\"pipeline\":{},\
              \"ratio\":\"{}:{}\",\"key_pattern\":\"{}\",\"key_maximum\":{},\"data_size\":{},\
              \"rate\":{},\"seconds\":{:.3},\"ops\":{},\"ops_per_sec\":{:.1},\"sets\":{},\
              \"gets\":{},\"hits\":{},\"misses\":{},\"errors\":{},\"p50_us\":{:.1},\
-             \"p99_us\":{:.1},\"p999_us\":{:.1},\"max_us\":{:.1}}}",
+             \"p99_us\":{:.1},\"p999_us\":{:.1},\"max_us\":{:.1},\"requests\":{},\
+             \"by_type\":{{{}}},\"load\":{}}}",
             self.mode,
+            self.command,
+            cfg.keys_per_request,
             cfg.threads,
             cfg.connections,
             cfg.pipeline,
@@ -87,14 +178,23 @@ impl Summary {
             self.p99_us,
             self.p999_us,
             self.max_us,
+            self.requests,
+            by_kind.join(","),
+            load,
         )
     }
 
     pub fn to_table(&self) -> String {
-        format!(
-            "{:<8} {:>12} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>10}\n\
-             {:<8} {:>12.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8} {:>10} {:>10}\n",
-            "mode",
+        let mut t = String::new();
+        if let Some(l) = &self.load {
+            t += &format!(
+                "load: {} records in {:.2} s, {:.0} inserts/s, {} errors\n",
+                l.records, l.seconds, l.ops_per_sec, l.errors
+            );
+        }
+        t += &format!(
+            "{:<18} {:>12} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>10}\n",
+            "mode/operation",
             "ops/s",
             "p50 µs",
             "p99 µs",
@@ -103,7 +203,10 @@ impl Summary {
             "errors",
             "hits",
             "misses",
-            self.mode,
+        );
+        t += &format!(
+            "{:<18} {:>12.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8} {:>10} {:>10}\n",
+            format!("{} {}", self.mode, self.command),
             self.ops_per_sec,
             self.p50_us,
             self.p99_us,
@@ -112,7 +215,22 @@ impl Summary {
             self.errors,
             self.hits,
             self.misses,
-        )
+        );
+        if self.by_kind.len() > 1 {
+            for k in &self.by_kind {
+                t += &format!(
+                    "{:<18} {:>12.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8}\n",
+                    format!("  {}", k.name),
+                    k.ops_per_sec,
+                    k.p50_us,
+                    k.p99_us,
+                    k.p999_us,
+                    k.max_us,
+                    k.errors,
+                );
+            }
+        }
+        t
     }
 }
 
@@ -134,20 +252,33 @@ mod tests {
             ..Stats::default()
         };
         stats.latency.record_ns(100_000);
+        stats.record(
+            OpKind::Get,
+            crate::workload::Outcome {
+                ok: true,
+                hits: 1,
+                misses: 0,
+            },
+            200_000,
+        );
         let r = RunResult {
             stats,
             elapsed: Duration::from_secs(2),
+            load: None,
         };
         let cfg = Config::default();
         let s = Summary::new(&cfg, &r);
-        assert_eq!(s.ops_per_sec, 1500.0);
+        assert_eq!(s.ops_per_sec, 3001.0 / 2.0);
         assert!((s.p50_us - 100.0).abs() < 0.1);
         let j = s.to_json(&cfg);
         for part in [
             "\"mode\":\"closed\"",
-            "\"ops\":3000,",
-            "\"ops_per_sec\":1500.0,",
-            "\"hits\":1500,",
+            "\"ops\":3001,",
+            "\"ops_per_sec\":1500.5,",
+            "\"hits\":1501,",
+            "\"command\":\"set-get\"",
+            "\"by_type\":{\"get\":{\"ops\":1,\"ops_per_sec\":0.5,\"errors\":0,\"p50_us\":200.1,",
+            "\"load\":null",
             "\"misses\":500,",
             "\"errors\":2,",
             "\"ratio\":\"1:10\"",
@@ -157,5 +288,6 @@ mod tests {
         }
         assert!(j.starts_with('{') && j.ends_with('}') && !j.contains('\n'));
         assert!(s.to_table().contains("1500"));
+        assert_eq!(s.by_kind.len(), 1);
     }
 }

@@ -36,14 +36,31 @@ fn darner_bin() -> PathBuf {
 }
 
 fn start_darner() -> Server {
+    start_server(&darner_bin(), &["--threads", "2", "--loglevel", "warning"])
+}
+
+/// redis-server, when installed (the reference the figures are checked against).
+fn start_redis() -> Option<Server> {
+    let bin = PathBuf::from("/usr/bin/redis-server");
+    if !bin.exists() {
+        eprintln!("redis-server not installed: skipped");
+        return None;
+    }
+    Some(start_server(
+        &bin,
+        &["--save", "", "--appendonly", "no", "--loglevel", "warning"],
+    ))
+}
+
+fn start_server(bin: &std::path::Path, extra: &[&str]) -> Server {
     for _ in 0..5 {
         let port = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
-        let child = Command::new(darner_bin())
+        let child = Command::new(bin)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--threads", "2", "--loglevel", "warning"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -64,7 +81,7 @@ fn start_darner() -> Server {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-    panic!("darner did not start");
+    panic!("{} did not start", bin.display());
 }
 
 /// Sends one inline command and returns the first reply line.
@@ -172,4 +189,128 @@ fn open_loop_sends_no_more_than_the_rate() {
     assert!(field(&r, "ops") > 0.0, "{r}");
     assert!(field(&r, "ops") <= 504.0, "{r}");
     assert!(r.contains("\"mode\":\"open\""), "{r}");
+}
+
+/// The object after `"name":` in the JSON object (up to its matching brace).
+fn object<'a>(json: &'a str, name: &str) -> &'a str {
+    let key = format!("\"{name}\":{{");
+    let at = json
+        .find(&key)
+        .unwrap_or_else(|| panic!("{name} not in {json}"))
+        + key.len()
+        - 1;
+    let mut depth = 0;
+    for (i, c) in json[at..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return &json[at..at + i + 1];
+                }
+            }
+            _ => {}
+        }
+    }
+    panic!("unbalanced {json}");
+}
+
+#[test]
+fn mset_of_ten_keys_stores_them_all_and_mget_finds_them() {
+    let srv = start_darner();
+    let small = "--threads 1 --connections 2 --key-pattern sequential --key-maximum 100 \
+                 --test-time 1";
+    let before = bench(srv.port, &format!("{small} --command mget:10"));
+    assert!(field(&before, "ops") > 0.0, "{before}");
+    assert_eq!(field(&before, "hits"), 0.0, "{before}");
+    assert_eq!(
+        field(&before, "misses"),
+        10.0 * field(&before, "ops"),
+        "{before}"
+    );
+    let sets = bench(
+        srv.port,
+        &format!("{small} --command mset:10 --data-size 7"),
+    );
+    assert!(sets.contains("\"command\":\"mset:10\""), "{sets}");
+    assert!(field(&sets, "ops") >= 10.0, "{sets}");
+    assert_eq!(field(&sets, "errors"), 0.0, "{sets}");
+    assert_eq!(command(srv.port, "DBSIZE"), ":100");
+    assert_eq!(command(srv.port, "STRLEN key:99"), ":7");
+    let after = bench(srv.port, &format!("{small} --command mget:10"));
+    assert_eq!(
+        field(&after, "hits"),
+        10.0 * field(&after, "ops"),
+        "{after}"
+    );
+    assert_eq!(field(&after, "misses"), 0.0, "{after}");
+    let mget = object(&after, "mget");
+    assert_eq!(field(mget, "ops"), field(&after, "ops"), "{after}");
+}
+
+/// Loads 300 YCSB records, checks the data model, then runs workloads A, E, D and F on them.
+fn ycsb_against(port: u16) {
+    let small = "--threads 2 --connections 2 --test-time 1 --ycsb-records 300";
+    let a = bench(port, &format!("{small} --ycsb a"));
+    let load = object(&a, "load");
+    assert_eq!(field(load, "records"), 300.0, "{a}");
+    assert_eq!(field(load, "errors"), 0.0, "{a}");
+    // 300 hashes and the _indices sorted set.
+    assert_eq!(command(port, "DBSIZE"), ":301");
+    assert_eq!(command(port, "ZCARD _indices"), ":300");
+    // Record 0 is user<FNV-64 of 0>, 10 fields of 100 bytes, scored by its Java hash code.
+    let key0 = String::from_utf8(darner_bench::ycsb::key_name(0)).unwrap();
+    assert_eq!(command(port, &format!("HLEN {key0}")), ":10");
+    assert_eq!(command(port, &format!("HSTRLEN {key0} field9")), ":100");
+    let score = command(port, &format!("ZSCORE _indices {key0}"));
+    let hash = darner_bench::ycsb::java_string_hash(key0.as_bytes());
+    assert!(
+        score.ends_with(&format!("\r\n{hash}")),
+        "{score:?} vs {hash}"
+    );
+    // Workload A: reads and updates of loaded records, every one found.
+    assert!(a.contains("\"command\":\"ycsb-a\""), "{a}");
+    assert!(field(&a, "ops") > 0.0, "{a}");
+    assert_eq!(field(&a, "errors"), 0.0, "{a}");
+    assert_eq!(field(&a, "misses"), 0.0, "{a}");
+    assert_eq!(field(&a, "hits"), field(&a, "ops"), "{a}");
+    assert!(field(object(&a, "read"), "ops") > 0.0, "{a}");
+    assert!(field(object(&a, "update"), "p999_us") > 0.0, "{a}");
+    // E: scans (ZRANGEBYSCORE, then HGETALL of each key) send more requests than operations.
+    let e = bench(port, &format!("{small} --ycsb e --ycsb-no-load"));
+    assert!(e.contains("\"load\":null"), "{e}");
+    assert_eq!(field(&e, "errors"), 0.0, "{e}");
+    assert!(field(object(&e, "scan"), "ops") > 0.0, "{e}");
+    assert!(field(&e, "requests") > 2.0 * field(&e, "ops"), "{e}");
+    // D: inserts add records past the 300 loaded ones.
+    let d = bench(port, &format!("{small} --ycsb d --ycsb-no-load"));
+    assert_eq!(field(&d, "errors"), 0.0, "{d}");
+    assert_eq!(field(&d, "misses"), 0.0, "{d}");
+    let inserts = field(object(&d, "insert"), "ops");
+    assert!(inserts > 0.0, "{d}");
+    let zcard: f64 = command(port, "ZCARD _indices")[1..].parse().unwrap();
+    assert!(zcard >= 300.0 + inserts, "{zcard} {d}");
+    // F: read-modify-writes, each a read then an update.
+    let f = bench(port, &format!("{small} --ycsb f --ycsb-no-load"));
+    assert_eq!(field(&f, "errors"), 0.0, "{f}");
+    assert_eq!(field(&f, "misses"), 0.0, "{f}");
+    let rmw = field(object(&f, "read-modify-write"), "ops");
+    assert!(rmw > 0.0, "{f}");
+    // Two requests per read-modify-write; the reads of those still in flight at the end (one
+    // per connection at most) count as requests but not as operations.
+    let extra = field(&f, "requests") - field(&f, "ops") - rmw;
+    assert!((0.0..=4.0).contains(&extra), "{f}");
+}
+
+#[test]
+fn ycsb_workloads_run_against_darner() {
+    let srv = start_darner();
+    ycsb_against(srv.port);
+}
+
+#[test]
+fn ycsb_workloads_run_against_redis_server() {
+    if let Some(srv) = start_redis() {
+        ycsb_against(srv.port);
+    }
 }
