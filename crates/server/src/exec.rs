@@ -16,6 +16,7 @@ use crate::msg::{Completion, Msg, Part, Scheduled, TxId};
 use crate::sched::{Intents, Quorum};
 use crate::shard::ShardCtx;
 use crate::shared::Shared;
+use bytes::Bytes;
 use std::any::Any;
 use std::cell::{Cell, RefCell, RefMut};
 use std::cmp::Reverse;
@@ -329,6 +330,8 @@ struct TxInner {
     /// The time every step sees (EXEC: one instant for the whole transaction, as Redis's
     /// command time snapshot; a key does not expire between two queued commands).
     frozen_ms: Cell<Option<i64>>,
+    /// Its one-shot parts recorded the tracking client's reads.
+    remembered: Cell<bool>,
 }
 
 /// A transaction: the handle multi-shard commands use to reach shards.
@@ -347,11 +350,17 @@ impl Tx {
             nested: Cell::new(false),
             track: Cell::new(None),
             frozen_ms: Cell::new(None),
+            remembered: Cell::new(false),
         }))
     }
 
     pub fn id(&self) -> TxId {
         self.0.id
+    }
+
+    /// Whether [`Tx::run_parts`] recorded the tracking client's reads already.
+    pub fn remembered(&self) -> bool {
+        self.0.remembered.get()
     }
 
     /// Makes every later step of this transaction see `now_ms` as the time.
@@ -571,6 +580,10 @@ impl Tx {
         let quorum = Quorum::new(plan.len());
         let writer = self.writer();
         let frozen = self.0.frozen_ms.get();
+        // A tracking client's reads are recorded by the parts themselves, while they hold
+        // their keys (a record made after could miss a write in between).
+        let track = self.0.track.get();
+        self.0.remembered.set(track.is_some());
         let mut msgs = Vec::with_capacity(plan.len());
         let mut hops = Vec::with_capacity(plan.len());
         for (s, intents, f) in plan {
@@ -580,11 +593,25 @@ impl Tx {
                 ready: None,
                 _r: PhantomData,
             });
+            let reads: Vec<Bytes> = match track {
+                Some(_) => intents
+                    .keys
+                    .iter()
+                    .filter(|(_, w)| !w)
+                    .map(|(k, _)| k.clone())
+                    .collect(),
+                None => Vec::new(),
+            };
             let job: crate::msg::PartFn = Box::new(move |ctx: &mut ShardCtx| {
                 if let Some(ms) = frozen {
                     ctx.clock.now_ms = ms;
                 }
                 let r: Box<dyn Any + Send> = Box::new(f(ctx));
+                if let Some(r) = track {
+                    for k in &reads {
+                        crate::tracking::remember_later(ctx.shard, k, r);
+                    }
+                }
                 crate::notify::done(ctx);
                 r
             });

@@ -80,6 +80,16 @@ impl Intents {
         self.keys.push((key, write));
     }
 
+    /// `keys`, all read or all written.
+    pub fn of_keys(keys: &[Bytes], write: bool) -> Intents {
+        let mut i = Intents::default();
+        for k in keys {
+            i.push(k.clone(), write);
+        }
+        i.normalize();
+        i
+    }
+
     /// Merges repeated keys (a write wins).
     pub fn normalize(&mut self) {
         if self.keys.len() < 2 {

@@ -8,6 +8,7 @@
 
 use super::{ConnCtx, Locks, Reg, TxFuture};
 use crate::exec::Tx;
+use crate::sched::Intents;
 use crate::notify::{self, notify, GENERIC};
 use crate::shard::ShardCtx;
 use bytes::Bytes;
@@ -15,10 +16,10 @@ use darner_engine::{glob_match, Entry, SCAN_DONE};
 use darner_resp::ReplyWriter;
 
 pub fn register(r: &mut Reg) {
-    r.tx("del", Locks::Keys, del);
-    r.tx("unlink", Locks::Keys, unlink);
-    r.tx("exists", Locks::Keys, exists);
-    r.tx("touch", Locks::Keys, touch);
+    r.tx("del", Locks::Parts, del);
+    r.tx("unlink", Locks::Parts, unlink);
+    r.tx("exists", Locks::Parts, exists);
+    r.tx("touch", Locks::Parts, touch);
     r.key("type", type_cmd);
     r.tx("rename", Locks::Keys, rename);
     r.tx("renamenx", Locks::Keys, renamenx);
@@ -65,21 +66,26 @@ pub fn by_shard(tx: &Tx, keys: &[Bytes]) -> Vec<(usize, Vec<usize>)> {
     groups
 }
 
-/// Runs `f(ctx, key)` for every key on its shard (shards in parallel) and sums the results.
-async fn count_keys(tx: &Tx, keys: Vec<Bytes>, f: fn(&mut ShardCtx, &[u8]) -> i64) -> i64 {
+/// Runs `f(ctx, key)` for every key on its shard (shards in parallel, as one-shot parts: one
+/// message per shard) and sums the results. `write`: whether `f` writes the keys.
+async fn count_keys(
+    tx: &Tx,
+    keys: Vec<Bytes>,
+    write: bool,
+    f: fn(&mut ShardCtx, &[u8]) -> i64,
+) -> i64 {
     let groups = by_shard(tx, &keys);
-    let hops: Vec<_> = groups
+    let plan: Vec<_> = groups
         .into_iter()
         .map(|(s, idx)| {
             let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
-            tx.run(s, move |ctx| ks.iter().map(|k| f(ctx, k)).sum::<i64>())
+            let intents = Intents::of_keys(&ks, write);
+            (s, intents, move |ctx: &mut ShardCtx| {
+                ks.iter().map(|k| f(ctx, k)).sum::<i64>()
+            })
         })
         .collect();
-    let mut n = 0;
-    for h in hops {
-        n += h.await;
-    }
-    n
+    tx.run_parts(plan).await.into_iter().sum()
 }
 
 const ERR_NOT_C_INT: &[u8] =
@@ -101,7 +107,7 @@ fn parse_db(arg: &[u8], databases: usize) -> Result<usize, &'static [u8]> {
 
 fn del(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
-        let n = count_keys(&tx, args[1..].to_vec(), |ctx, k| {
+        let n = count_keys(&tx, args[1..].to_vec(), true, |ctx, k| {
             let gone = ctx.db().delete(k);
             if gone {
                 notify(ctx, GENERIC, "del", k);
@@ -121,7 +127,9 @@ fn unlink(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 
 fn exists(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
-        let n = count_keys(&tx, args[1..].to_vec(), |ctx, k| ctx.db().exists(k) as i64).await;
+        let n = count_keys(&tx, args[1..].to_vec(), false, |ctx, k| {
+            ctx.db().exists(k) as i64
+        }).await;
         super::with_writer(tx.resp3(), |w| w.int(n))
     })
 }
@@ -130,7 +138,7 @@ fn touch(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
         // `get` updates the access clock; TOUCH does so even for a CLIENT NO-TOUCH client
         // (Redis 7.2 exempts touchCommand from NO-TOUCH).
-        let n = count_keys(&tx, args[1..].to_vec(), |ctx, k| {
+        let n = count_keys(&tx, args[1..].to_vec(), false, |ctx, k| {
             ctx.clock.touch = true;
             ctx.db().get(k).is_some() as i64
         })

@@ -14,6 +14,7 @@ pub(super) mod ld;
 use super::generic::by_shard;
 use super::{Locks, Reg, TxFuture, ERR_NOT_FLOAT, ERR_NOT_INT, ERR_OVERFLOW, ERR_SYNTAX};
 use crate::exec::Tx;
+use crate::sched::Intents;
 use crate::notify::{notify, GENERIC, STRING};
 use crate::shard::ShardCtx;
 use bytes::Bytes;
@@ -30,8 +31,8 @@ pub fn register(r: &mut Reg) {
     r.key("getset", getset);
     r.key("getdel", getdel);
     r.key("getex", getex);
-    r.tx("mget", Locks::Keys, mget);
-    r.tx("mset", Locks::Keys, mset);
+    r.tx("mget", Locks::Parts, mget);
+    r.tx("mset", Locks::Parts, mset);
     r.tx("msetnx", Locks::Keys, msetnx);
     r.key("append", append);
     r.key("strlen", strlen);
@@ -413,8 +414,9 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         if groups.len() == 1 {
             // All keys on one shard: it writes the whole reply.
             let ks: Vec<Bytes> = keys.to_vec();
+            let intents = Intents::of_keys(&ks, false);
             return tx
-                .run(groups[0].0, move |ctx| {
+                .run_parts(vec![(groups[0].0, intents, move |ctx: &mut ShardCtx| {
                     let mut out = Vec::new();
                     let resp3 = ctx.resp3;
                     let mut db = ctx.db();
@@ -427,15 +429,18 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
                         }
                     }
                     out
-                })
-                .await;
+                })])
+                .await
+                .pop()
+                .unwrap_or_default();
         }
         // Each shard encodes its keys' replies into one buffer and says where each ends.
-        let hops: Vec<_> = groups
+        let plan: Vec<_> = groups
             .iter()
             .map(|(s, idx)| {
                 let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
-                tx.run(*s, move |ctx| {
+                let intents = Intents::of_keys(&ks, false);
+                (*s, intents, move |ctx: &mut ShardCtx| {
                     let mut buf = Vec::new();
                     let mut ends = Vec::with_capacity(ks.len());
                     let resp3 = ctx.resp3;
@@ -454,8 +459,7 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             .collect();
         let mut parts: Vec<(usize, usize, usize)> = vec![(0, 0, 0); keys.len()];
         let mut bufs = Vec::with_capacity(groups.len());
-        for (g, hop) in hops.into_iter().enumerate() {
-            let (buf, ends) = hop.await;
+        for (g, (buf, ends)) in tx.run_parts(plan).await.into_iter().enumerate() {
             let mut start = 0;
             for (j, &i) in groups[g].1.iter().enumerate() {
                 parts[i] = (g, start, ends[j]);
@@ -473,18 +477,24 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     })
 }
 
-/// Sets every pair on its shard (shards in parallel); clears TTLs as SET does.
+/// Sets every pair on its shard (shards in parallel, one-shot parts unless the shards are
+/// reserved already: MSETNX, EXEC); clears TTLs as SET does.
 async fn set_pairs(tx: &Tx, args: &[Bytes]) {
     let keys: Vec<Bytes> = args[1..].iter().step_by(2).cloned().collect();
     let groups = by_shard(tx, &keys);
-    let hops: Vec<_> = groups
+    let plan: Vec<_> = groups
         .into_iter()
         .map(|(s, idx)| {
             let pairs: Vec<(Bytes, Bytes)> = idx
                 .iter()
                 .map(|&i| (args[1 + 2 * i].clone(), args[2 + 2 * i].clone()))
                 .collect();
-            tx.run(s, move |ctx| {
+            let mut intents = Intents::default();
+            for (k, _) in &pairs {
+                intents.push(k.clone(), true);
+            }
+            intents.normalize();
+            (s, intents, move |ctx: &mut ShardCtx| {
                 for (k, v) in &pairs {
                     ctx.db().set_str(k, v, None);
                     notify(ctx, STRING, "set", k);
@@ -492,9 +502,7 @@ async fn set_pairs(tx: &Tx, args: &[Bytes]) {
             })
         })
         .collect();
-    for h in hops {
-        h.await;
-    }
+    tx.run_parts(plan).await;
 }
 
 fn mset_arity_ok(args: &[Bytes]) -> bool {

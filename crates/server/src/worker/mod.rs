@@ -1140,7 +1140,7 @@ impl Worker {
                     let start = Instant::now();
                     tx.reserve(plan).await;
                     let reply = f(tx.clone(), args.clone()).await;
-                    if let (Some(r), false) = (reader, tracked.is_empty()) {
+                    if let (Some(r), false, false) = (reader, tracked.is_empty(), tx.remembered()) {
                         crate::tracking::remember_in_tx(&tx, tracked, r).await;
                     }
                     // Clients blocked on keys it wrote are served before it lets go of its
