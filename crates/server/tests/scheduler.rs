@@ -62,6 +62,8 @@ fn a_long_transaction_holds_its_keys_not_its_shards() {
     let n: usize = redis::cmd("SCARD").arg(&dst).query(&mut c).unwrap();
     assert_eq!(n, 4 * per_set);
     let want = format!(":{}\r\n", 4 * per_set);
-    long.s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    long.s
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     assert_eq!(long.read_n(want.len()), want.as_bytes());
 }

@@ -8,8 +8,8 @@
 
 use super::{ConnCtx, Locks, Reg, TxFuture};
 use crate::exec::Tx;
-use crate::sched::Intents;
 use crate::notify::{self, notify, GENERIC};
+use crate::sched::Intents;
 use crate::shard::ShardCtx;
 use bytes::Bytes;
 use darner_engine::{glob_match, Entry, SCAN_DONE};
@@ -129,7 +129,8 @@ fn exists(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
         let n = count_keys(&tx, args[1..].to_vec(), false, |ctx, k| {
             ctx.db().exists(k) as i64
-        }).await;
+        })
+        .await;
         super::with_writer(tx.resp3(), |w| w.int(n))
     })
 }

@@ -31,20 +31,31 @@ impl Worker {
             streams.tx_waiting.push_back(Msg::Schedule(s));
             return;
         }
-        let Scheduled { tx, intents, part } = *s;
         if self.shard.lock.sched.sweepable() {
             self.sweep_lingering();
         }
+        if !self.shard.lock.deferred.is_empty() {
+            // Behind the work outside transactions that waits here: a connection's command
+            // deferred here must run before the transaction it sent next.
+            self.shard.lock.deferred.push_back(Msg::Schedule(s));
+            self.after_change(Vec::new());
+            return;
+        }
+        let more = self.schedule_part(s);
+        self.after_change(more);
+    }
+
+    /// Enters a part into the scheduler; granted, it starts at once. Returns what starting it
+    /// granted in turn.
+    fn schedule_part(&mut self, s: Box<Scheduled>) -> Vec<Granted<Part>> {
+        let Scheduled { tx, intents, part } = *s;
         let quorum = match &part {
             Part::OneShot { quorum, .. } => Some(quorum.clone()),
             Part::Reserve { .. } => None,
         };
         match self.shard.lock.sched.schedule(tx, intents, quorum, part) {
-            Some(part) => {
-                let more = self.start_part(tx, part);
-                self.after_change(more);
-            }
-            None => self.after_change(Vec::new()),
+            Some(part) => self.start_part(tx, part),
+            None => Vec::new(),
         }
     }
 
@@ -143,10 +154,18 @@ impl Worker {
         self.after_change(granted);
     }
 
-    /// Runs deferred work in order until the first that must still wait.
+    /// Runs deferred work in order until the first that must still wait. A transaction's part
+    /// met there enters the scheduler (and runs if granted, with what that grants: parts that
+    /// wait in the scheduler are older than any deferred work).
     fn retry_deferred(&mut self) {
         while let Some(m) = self.shard.lock.deferred.pop_front() {
             match m {
+                Msg::Schedule(s) => {
+                    let mut work: VecDeque<Granted<Part>> = self.schedule_part(s).into();
+                    while let Some(g) = work.pop_front() {
+                        work.extend(self.start_part(g.tx, g.part));
+                    }
+                }
                 Msg::Batch { from, items } => {
                     let ran = self.admit_batch(from, items, true);
                     if !ran {
