@@ -132,7 +132,9 @@ pub async fn run_in_tx(tx: &Tx, cmd: &'static Command, args: Vec<Bytes>) -> Vec<
             out
         }
         Handler::Key(f) => {
-            let shard = super::key_shard(cmd.spec, &args, tx.nshards(), THREAD.with(|t| t.get()));
+            let keys = darner_commands::key_positions(cmd.spec, &args);
+            let here = THREAD.with(|t| t.get());
+            let shard = super::key_shard(cmd.spec, &args, &keys, tx.nshards(), here);
             // Client tracking: a queued read is recorded as it runs, as in Redis (a write
             // queued after it in the same transaction then invalidates it).
             let track = tx
@@ -142,7 +144,7 @@ pub async fn run_in_tx(tx: &Tx, cmd: &'static Command, args: Vec<Bytes>) -> Vec<
                 let views = super::views(&args);
                 let reply = super::with_writer(ctx.resp3, |w| f(ctx, &views, w));
                 if let Some(r) = track {
-                    for (_, k) in crate::tracking::read_keys(cmd.spec, &views, 1) {
+                    for (_, k) in crate::tracking::read_keys(cmd.spec, &views, &keys, 1) {
                         crate::tracking::remember_later(ctx.shard, &k, r);
                     }
                 }
@@ -155,7 +157,8 @@ pub async fn run_in_tx(tx: &Tx, cmd: &'static Command, args: Vec<Bytes>) -> Vec<
             let reply = f(tx.clone(), args.clone()).await;
             tx.set_nested(false);
             if let Some(r) = tx.track() {
-                let keys = crate::tracking::read_keys(cmd.spec, &args, tx.nshards());
+                let at = darner_commands::key_positions(cmd.spec, &args);
+                let keys = crate::tracking::read_keys(cmd.spec, &args, &at, tx.nshards());
                 if !keys.is_empty() {
                     crate::tracking::remember_in_tx(tx, keys, r).await;
                 }

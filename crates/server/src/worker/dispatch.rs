@@ -368,19 +368,19 @@ impl Worker {
             crate::blocking::BLOCKED_CLIENTS.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        if let Handler::Key(_) = cmd.handler {
-            if self.stream_park(c, cmd, args, owner) {
-                return;
-            }
+        // Where it runs and the positions of its keys, found once (route.rs).
+        let routed = self.route(c, cmd, args);
+        if self.stream_park(c, &routed, args, owner) {
+            return;
         }
         // EXEC shows after its commands, as in Redis (cmd/transactions.rs).
         if spec.full_name != "exec" {
             feed_monitors(&self.shared, spec, &self.conns[c].state, args);
         }
-        match cmd.handler {
-            Handler::Conn(f) => self.run_conn(c, cmd, f, args),
-            Handler::Key(f) => {
-                let shard = cmd::key_shard(spec, args, self.shared.threads, self.id);
+        let Routed { cmd, keys, to } = routed;
+        match to {
+            To::Conn(f) => self.run_conn(c, cmd, f, args),
+            To::Shard(f, shard) => {
                 let conn = &mut self.conns[c];
                 if shard == self.id && self.lock.free() {
                     let suppress = take_suppress(&mut conn.state);
@@ -388,7 +388,7 @@ impl Worker {
                         // A streamed read is tracked too (its key is locked until the stream
                         // ends, so recording it now misses no write).
                         if let Some((r, true)) = track {
-                            self.remember_keys(spec, args, r);
+                            self.remember_keys(&keys, args, r);
                         }
                         return;
                     }
@@ -468,7 +468,7 @@ impl Worker {
                         }
                     }
                     if let Some((r, true)) = track {
-                        self.remember_keys(spec, args, r);
+                        self.remember_keys(&keys, args, r);
                     }
                 } else {
                     let suppress = take_suppress(&mut conn.state);
@@ -484,35 +484,22 @@ impl Worker {
                         touch: !conn.state.no_touch,
                         cmd,
                         args: owner.own(args),
+                        keys,
                         track,
                     });
                 }
             }
-            Handler::Tx(f, locks) => {
+            To::Shards(f, shards) => {
                 // Everything this connection sent before must reach its shards first.
                 self.send_batches();
                 let conn = &mut self.conns[c];
-                let shards: Vec<usize> = match locks {
-                    Locks::Keys => {
-                        let mut idx = Vec::new();
-                        darner_commands::key_indices(spec, args, &mut idx);
-                        idx.iter()
-                            .map(|&i| cmd::shard_of(args[i], self.shared.threads))
-                            .collect()
-                    }
-                    Locks::All => (0..self.shared.threads).collect(),
-                    Locks::None => Vec::new(),
-                    Locks::Queued => {
-                        cmd::transactions::exec_shards(&conn.state, self.shared.threads)
-                    }
-                };
                 // Keys a tracking client reads in this transaction: recorded on their shards
                 // while the transaction still holds them.
                 // (EXEC records each queued read as it runs: cmd/transactions.rs.)
                 let reader = track.filter(|_| remembers).map(|(r, _)| r);
                 let tracked: Vec<(usize, Bytes)> = match reader {
                     Some(_) if spec.full_name != "exec" => {
-                        crate::tracking::read_keys(spec, args, self.shared.threads)
+                        crate::tracking::read_keys(spec, args, &keys, self.shared.threads)
                     }
                     _ => Vec::new(),
                 };

@@ -265,7 +265,7 @@ impl Worker {
             if self
                 .shard
                 .streams
-                .must_wait(from, it.conn, it.db, it.cmd, &it.args)
+                .must_wait(from, it.conn, it.db, &it.keys, &it.args)
             {
                 self.shard.streams.park(from, it);
                 continue;
@@ -295,7 +295,7 @@ impl Worker {
             if crate::stream::try_start(&mut ctx, it.cmd, &views, dest) {
                 drop(ctx);
                 if let Some((r, true)) = it.track {
-                    self.remember_keys(it.cmd.spec, &views, r);
+                    self.remember_keys(&it.keys, &views, r);
                 }
                 record_stats(&self.shared, self.id, it.cmd, lap.lap(), None, &views, None);
                 continue;
@@ -309,7 +309,7 @@ impl Worker {
                 at: Some((it.conn, it.seq)),
             }));
             if let Some((r, true)) = it.track {
-                self.remember_keys(it.cmd.spec, &views, r);
+                self.remember_keys(&it.keys, &views, r);
             }
             let err = (buf.get(start_at) == Some(&b'-')).then(|| buf[start_at..].to_vec());
             let slow = record_stats(

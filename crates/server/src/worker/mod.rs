@@ -10,6 +10,7 @@
 //! rest is split by role, each file an `impl Worker` block:
 //! - conn_io.rs: accepting, reading, prefetching, writing, backpressure, closing;
 //! - dispatch.rs: parsing a connection's requests and dispatching each (the request path);
+//! - route.rs: a request's route, found once: its key positions and where it runs;
 //! - messages.rs: the inbox and local queue, batches from other threads, transaction steps;
 //! - locking.rs: the shard lock (`Msg::Acquire` / `Run` / `Release`, what waits for it);
 //! - streams.rs: streamed replies;
@@ -35,10 +36,12 @@ mod conn_io;
 mod dispatch;
 mod locking;
 mod messages;
+mod route;
 mod stats;
 mod streams;
 mod tracking;
 use dispatch::{run_handler, Owner};
+use route::{Routed, To};
 use stats::{account, record, record_stats, slowlog_push, Lap};
 pub use stats::{calibrate_clock, feed_monitors, record_in_exec};
 use std::io::{ErrorKind, Write};

@@ -12,14 +12,15 @@ impl Worker {
     pub(super) fn stream_park(
         &mut self,
         c: usize,
-        cmd: &'static Command,
+        routed: &Routed,
         args: &[&[u8]],
         owner: Owner<'_>,
     ) -> bool {
         if self.shard.streams.idle() || !self.lock.free() {
             return false;
         }
-        if cmd::key_shard(cmd.spec, args, self.shared.threads, self.id) != self.id {
+        // Only a single-shard command on this thread's shard.
+        if !matches!(routed.to, To::Shard(_, shard) if shard == self.id) {
             return false;
         }
         let conn = &mut self.conns[c];
@@ -30,7 +31,7 @@ impl Worker {
         if !self
             .shard
             .streams
-            .must_wait(self.id, me, conn.state.db, cmd, args)
+            .must_wait(self.id, me, conn.state.db, &routed.keys, args)
         {
             return false;
         }

@@ -6,16 +6,15 @@
 use super::*;
 
 impl Worker {
-    /// Records the keys a tracking client's read-only command read on this shard.
+    /// Records the keys a tracking client's read-only command read on this shard (`keys`:
+    /// their positions among `args`).
     pub(super) fn remember_keys(
         &mut self,
-        spec: &darner_commands::CommandSpec,
+        keys: &[usize],
         args: &[&[u8]],
         r: crate::tracking::Reader,
     ) {
-        let mut idx = Vec::new();
-        darner_commands::key_indices(spec, args, &mut idx);
-        for i in idx {
+        for &i in keys {
             crate::tracking::remember(&mut self.shard, args[i], r);
         }
     }
