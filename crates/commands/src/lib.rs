@@ -404,7 +404,42 @@ pub fn key_indices<A: AsRef<[u8]>>(spec: &CommandSpec, args: &[A], out: &mut Vec
     }
 }
 
-fn walk_key_specs<A: AsRef<[u8]>>(spec: &CommandSpec, args: &[A], out: &mut Vec<usize>) -> bool {
+/// The positions of a request's keys among its arguments, inline up to 8 keys (the usual
+/// request's key positions cost no allocation).
+pub type KeyPositions = smallvec::SmallVec<[usize; 8]>;
+
+/// [`key_indices`] into a [`KeyPositions`]: the same positions, with no allocation for up to
+/// 8 keys.
+pub fn key_positions<A: AsRef<[u8]>>(spec: &CommandSpec, args: &[A]) -> KeyPositions {
+    let mut out = KeyPositions::new();
+    if !walk_key_specs(spec, args, &mut out) {
+        out.clear();
+    }
+    out
+}
+
+/// Where [`walk_key_specs`] puts the positions it finds.
+trait Positions {
+    fn add(&mut self, i: usize);
+}
+
+impl Positions for Vec<usize> {
+    fn add(&mut self, i: usize) {
+        self.push(i);
+    }
+}
+
+impl Positions for KeyPositions {
+    fn add(&mut self, i: usize) {
+        self.push(i);
+    }
+}
+
+fn walk_key_specs<A: AsRef<[u8]>>(
+    spec: &CommandSpec,
+    args: &[A],
+    out: &mut impl Positions,
+) -> bool {
     let argc = args.len() as i64;
     for ks in spec.key_specs {
         if ks.has_flag("not_key") {
@@ -484,7 +519,7 @@ fn walk_key_specs<A: AsRef<[u8]>>(spec: &CommandSpec, args: &[A], out: &mut Vec<
         }
         let mut i = first;
         while i <= last {
-            out.push(i as usize);
+            out.add(i as usize);
             i += step;
         }
         if ks.has_flag("incomplete") {

@@ -1098,6 +1098,29 @@ fn key_indices_reuses_buffer() {
 }
 
 #[test]
+fn key_positions_are_key_indices_inline() {
+    let cases: &[(&str, &[&str])] = &[
+        ("get", &["get", "k"]),
+        ("mset", &["mset", "a", "1", "b", "2"]),
+        ("del", &["del"]),
+        ("ping", &["ping"]),
+        ("zunionstore", &["zunionstore", "d", "2", "a", "b"]),
+        ("zunionstore", &["zunionstore", "d", "x", "a", "b"]),
+    ];
+    for (name, args) in cases {
+        let at = key_positions(spec(name), args);
+        assert_eq!(&at[..], &keys(name, args)[..], "{name} {args:?}");
+        assert!(!at.spilled());
+    }
+    // Past 8 keys they move to the heap, still in spec order.
+    let many: Vec<String> = std::iter::once("del".to_string())
+        .chain((0..20).map(|i| format!("k{i}")))
+        .collect();
+    let at = key_positions(spec("del"), &many);
+    assert_eq!(&at[..], &(1..=20).collect::<Vec<usize>>()[..]);
+}
+
+#[test]
 fn strict_integer_parsing() {
     assert_eq!(parse_i64_strict(b"0"), Some(0));
     assert_eq!(parse_i64_strict(b"7"), Some(7));

@@ -61,6 +61,8 @@ pub struct BatchItem {
     pub touch: bool,
     pub cmd: &'static Command,
     pub args: Vec<Bytes>,
+    /// The positions of its keys among `args` (found once, when it was routed).
+    pub keys: darner_commands::KeyPositions,
     /// The client, when it tracks keys: whether this command records its keys, and who
     /// wrote (for NOLOOP).
     pub track: Option<(crate::tracking::Reader, bool)>,

@@ -196,13 +196,14 @@ impl Streams {
     }
 
     /// Whether a single-shard command of connection `conn` (of thread `from`) must wait: it
-    /// touches a streamed key, or an earlier command of its connection is waiting here.
+    /// touches a streamed key (`keys`: the positions of its keys among `args`), or an earlier
+    /// command of its connection is waiting here.
     pub fn must_wait<A: AsRef<[u8]>>(
         &self,
         from: usize,
         conn: ConnRef,
         db: usize,
-        cmd: &Command,
+        keys: &[usize],
         args: &[A],
     ) -> bool {
         if self.active.is_empty() && self.parked.is_empty() {
@@ -211,9 +212,7 @@ impl Streams {
         if self.parked_conns.contains(&(from, conn)) {
             return true;
         }
-        let mut idx = Vec::new();
-        darner_commands::key_indices(cmd.spec, args, &mut idx);
-        idx.iter().any(|&i| self.streamed(db, args[i].as_ref()))
+        keys.iter().any(|&i| self.streamed(db, args[i].as_ref()))
     }
 
     /// Parks a batch item until a stream ends.

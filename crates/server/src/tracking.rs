@@ -358,17 +358,18 @@ pub fn collect(shard: &mut crate::shard::Shard, on: bool) {
     }
 }
 
-/// The keys a read-only command reads, with their shards.
+/// The keys a read-only command reads, with their shards (`keys`: the positions of its keys,
+/// [`darner_commands::key_positions`]).
 pub fn read_keys<A: AsRef<[u8]>>(
     spec: &darner_commands::CommandSpec,
     args: &[A],
+    keys: &[usize],
     shards: usize,
 ) -> Vec<(usize, Bytes)> {
-    let mut idx = Vec::new();
-    if spec.has(darner_commands::flags::READONLY) {
-        darner_commands::key_indices(spec, args, &mut idx);
+    if !spec.has(darner_commands::flags::READONLY) {
+        return Vec::new();
     }
-    idx.iter()
+    keys.iter()
         .map(|&i| {
             let k = args[i].as_ref();
             (crate::cmd::shard_of(k, shards), Bytes::copy_from_slice(k))

@@ -178,10 +178,12 @@ pub fn shard_of(key: &[u8], shards: usize) -> usize {
 }
 
 /// The shard of a single-shard command: that of its first key (a [`Handler::Key`] command's
-/// keys all share it), or `here` for a command without keys.
+/// keys all share it), or `here` for a command without keys. `keys`: the positions of its
+/// keys ([`darner_commands::key_positions`]).
 pub fn key_shard<A: AsRef<[u8]>>(
     spec: &CommandSpec,
     args: &[A],
+    keys: &[usize],
     shards: usize,
     here: usize,
 ) -> usize {
@@ -191,9 +193,7 @@ pub fn key_shard<A: AsRef<[u8]>>(
     if spec.first_key > 0 && (spec.first_key as usize) < args.len() {
         return shard_of(args[spec.first_key as usize].as_ref(), shards);
     }
-    let mut idx = Vec::new();
-    darner_commands::key_indices(spec, args, &mut idx);
-    match idx.first() {
+    match keys.first() {
         Some(&i) => shard_of(args[i].as_ref(), shards),
         None => here,
     }

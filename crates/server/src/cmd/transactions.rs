@@ -95,6 +95,7 @@ fn watch(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 pub fn reservation(
     cmd: &Command,
     args: &[&[u8]],
+    keys: &[usize],
     locks: Locks,
     state: &ClientState,
     shards: usize,
@@ -104,7 +105,12 @@ pub fn reservation(
     match locks {
         Locks::None | Locks::Parts => {}
         Locks::All => return every_shard(shards),
-        Locks::Keys => add_keys(&mut plan, cmd, args, shards),
+        Locks::Keys => {
+            let write = !cmd.spec.has(darner_commands::flags::READONLY);
+            for &i in keys {
+                add_key(&mut plan, shards, args[i], write);
+            }
+        }
         Locks::Queued => {
             for w in &state.watched {
                 add_key(&mut plan, shards, &w.key, false);
@@ -114,14 +120,15 @@ pub fn reservation(
                     match cmd.handler {
                         Handler::Conn(_) => {}
                         Handler::Key(_) | Handler::Tx(_, Locks::Keys | Locks::Parts) => {
-                            let mut idx = Vec::new();
-                            darner_commands::key_indices(cmd.spec, args, &mut idx);
+                            let idx = darner_commands::key_positions(cmd.spec, args);
                             if idx.is_empty() && matches!(cmd.handler, Handler::Key(_)) {
                                 // A keyless command runs on this thread's shard (run_in_tx)
                                 // and may look at any of its keys.
                                 shard_entry(&mut plan, here).whole = true;
-                            } else {
-                                add_keys(&mut plan, cmd, args, shards);
+                            }
+                            let write = !cmd.spec.has(darner_commands::flags::READONLY);
+                            for i in idx {
+                                add_key(&mut plan, shards, args[i].as_ref(), write);
                             }
                         }
                         Handler::Tx(..) => return every_shard(shards),
@@ -158,21 +165,6 @@ fn add_key(plan: &mut Vec<(usize, Intents)>, shards: usize, key: &[u8], write: b
     }
 }
 
-/// The command's keys (a write command writes them all, as far as locking goes).
-fn add_keys<A: AsRef<[u8]>>(
-    plan: &mut Vec<(usize, Intents)>,
-    cmd: &Command,
-    args: &[A],
-    shards: usize,
-) {
-    let write = !cmd.spec.has(darner_commands::flags::READONLY);
-    let mut idx = Vec::new();
-    darner_commands::key_indices(cmd.spec, args, &mut idx);
-    for i in idx {
-        add_key(plan, shards, args[i].as_ref(), write);
-    }
-}
-
 /// Runs one command inside a transaction whose locks are held; returns its reply.
 pub async fn run_in_tx(tx: &Tx, cmd: &'static Command, args: Vec<Bytes>) -> Vec<u8> {
     match cmd.handler {
@@ -193,7 +185,9 @@ pub async fn run_in_tx(tx: &Tx, cmd: &'static Command, args: Vec<Bytes>) -> Vec<
             out
         }
         Handler::Key(f) => {
-            let shard = super::key_shard(cmd.spec, &args, tx.nshards(), THREAD.with(|t| t.get()));
+            let keys = darner_commands::key_positions(cmd.spec, &args);
+            let here = THREAD.with(|t| t.get());
+            let shard = super::key_shard(cmd.spec, &args, &keys, tx.nshards(), here);
             // Client tracking: a queued read is recorded as it runs, as in Redis (a write
             // queued after it in the same transaction then invalidates it).
             let track = tx
@@ -203,7 +197,7 @@ pub async fn run_in_tx(tx: &Tx, cmd: &'static Command, args: Vec<Bytes>) -> Vec<
                 let views = super::views(&args);
                 let reply = super::with_writer(ctx.resp3, |w| f(ctx, &views, w));
                 if let Some(r) = track {
-                    for (_, k) in crate::tracking::read_keys(cmd.spec, &views, 1) {
+                    for (_, k) in crate::tracking::read_keys(cmd.spec, &views, &keys, 1) {
                         crate::tracking::remember_later(ctx.shard, &k, r);
                     }
                 }
@@ -216,7 +210,8 @@ pub async fn run_in_tx(tx: &Tx, cmd: &'static Command, args: Vec<Bytes>) -> Vec<
             let reply = f(tx.clone(), args.clone()).await;
             tx.set_nested(false);
             if let Some(r) = tx.track() {
-                let keys = crate::tracking::read_keys(cmd.spec, &args, tx.nshards());
+                let at = darner_commands::key_positions(cmd.spec, &args);
+                let keys = crate::tracking::read_keys(cmd.spec, &args, &at, tx.nshards());
                 if !keys.is_empty() {
                     crate::tracking::remember_in_tx(tx, keys, r).await;
                 }

@@ -196,14 +196,13 @@ impl Worker {
         }
     }
 
-    /// Whether a command outside transactions on `args`'s keys may not run now.
-    fn blocked(&self, cmd: &Command, args: &[impl AsRef<[u8]>]) -> bool {
+    /// Whether a command outside transactions with keys at positions `idx` of `args` may not
+    /// run now.
+    fn blocked(&self, cmd: &Command, args: &[impl AsRef<[u8]>], idx: &[usize]) -> bool {
         let sched = &self.shard.lock.sched;
         if sched.idle() {
             return false;
         }
-        let mut idx = Vec::new();
-        darner_commands::key_indices(cmd.spec, args, &mut idx);
         if idx.is_empty() {
             return true; // keyless: it may look at anything
         }
@@ -214,7 +213,7 @@ impl Worker {
 
     /// A single-shard command of this thread's connection, about to run inline: whether it
     /// may (nothing deferred, and no granted intent on its keys).
-    pub(super) fn admits_inline(&mut self, cmd: &Command, args: &[&[u8]]) -> bool {
+    pub(super) fn admits_inline(&mut self, cmd: &Command, args: &[&[u8]], keys: &[usize]) -> bool {
         if self.shard.lock.free() {
             return true;
         }
@@ -224,7 +223,7 @@ impl Worker {
         if self.shard.lock.sched.sweepable() {
             self.sweep_lingering();
         }
-        self.shard.lock.deferred.is_empty() && !self.blocked(cmd, args)
+        self.shard.lock.deferred.is_empty() && !self.blocked(cmd, args, keys)
     }
 
     /// Runs a batch's items up to the first that must wait; that one and the rest wait (at the
@@ -251,7 +250,9 @@ impl Worker {
                 return false;
             }
         }
-        let cut = items.iter().position(|it| self.blocked(it.cmd, &it.args));
+        let cut = items
+            .iter()
+            .position(|it| self.blocked(it.cmd, &it.args, &it.keys));
         let rest = cut.map(|i| items.split_off(i));
         if !items.is_empty() {
             self.exec_batch(from, items);

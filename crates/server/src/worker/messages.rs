@@ -1,0 +1,376 @@
+//! Messages between threads (msg.rs): draining this thread's inbox and local queue and
+//! polling the tasks they woke (`pump`), handling each message (`handle`), running a batch
+//! of single-shard commands sent by another thread (`exec_batch`) and delivering its replies
+//! (`BatchDone`), running transaction steps (`run_shard_fn`), and the tasks that move served
+//! blocked clients' values (`spawn_movers`). The scheduler's messages are in scheduling.rs.
+
+use super::*;
+
+impl Worker {
+    // ---- messages ----
+
+    /// Drains the inbox and the local queue and polls woken tasks until nothing is left.
+    pub(super) fn pump(&mut self) {
+        loop {
+            let mut progress = false;
+            // Every sender sets `notified` after its message is in the channel (and wakes
+            // this thread when it flips it), so a clear flag means nothing to receive yet:
+            // the usual turn of an unpipelined client skips the channel. A message whose
+            // flag lands just after this load wakes the next turn.
+            let inbox = &self.shared.inboxes[self.id];
+            // Cleared by a swap, not a store: the swap takes part in the senders' order of
+            // `notified`, so a message whose sender saw the flag still set is in the channel
+            // when the drain below looks (a plain store could become visible after the
+            // channel was read, leaving that message stranded with the flag clear).
+            if inbox.notified.load(Ordering::Acquire)
+                && inbox.notified.swap(false, Ordering::SeqCst)
+            {
+                while let Ok(m) = self.rx.try_recv() {
+                    self.handle(m);
+                    // What handling `m` posted to this thread goes before the next message
+                    // from another thread, which it may have caused (a keyspace notification
+                    // published by a batch precedes what the batch's reply lets a client send).
+                    while let Some(m) = LOCAL.with(|l| l.borrow_mut().pop_front()) {
+                        self.handle(m);
+                    }
+                    progress = true;
+                }
+            }
+            while let Some(m) = LOCAL.with(|l| l.borrow_mut().pop_front()) {
+                self.handle(m);
+                progress = true;
+            }
+            if self.exec.has_ready() {
+                self.exec.run_ready();
+                progress = true;
+            }
+            let resume = std::mem::take(&mut self.resume);
+            for c in resume {
+                self.process(c);
+                progress = true;
+            }
+            if !progress {
+                break;
+            }
+        }
+        self.stream_turn_end();
+    }
+
+    pub(super) fn handle(&mut self, m: Msg) {
+        match m {
+            Msg::Batch { from, items } => {
+                self.admit_batch(from, items, false);
+            }
+            Msg::BatchDone { buf, items } => {
+                for (cr, seq, s, e, slow) in items {
+                    if let Some(call) = slow {
+                        let state = self
+                            .conns
+                            .get(cr.idx as usize)
+                            .filter(|c| c.gen == cr.gen)
+                            .map(|c| &c.state);
+                        slowlog_push(&self.shared, call.0, &cmd::views(&call.1), state);
+                    }
+                    if let Some(conn) = self.conn_mut(cr) {
+                        conn.deliver(seq, buf[s as usize..e as usize].to_vec());
+                        self.dirty.push(cr.idx as usize);
+                    }
+                }
+            }
+            Msg::Schedule(s) => self.on_schedule(s),
+            Msg::Released => self.sweep_lingering(),
+            Msg::Run {
+                tx,
+                db,
+                resp3,
+                writer,
+                f,
+            } => self.on_run(tx, db, resp3, writer, f),
+            Msg::Release { tx } => {
+                let granted = self.shard.lock.sched.release(tx);
+                self.after_change(granted);
+            }
+            Msg::Unpaused => {
+                // CLIENT UNPAUSE: held commands run now, not at the next cron tick.
+                let held: Vec<usize> = self
+                    .conns
+                    .iter()
+                    .filter(|(_, c)| c.paused.is_some())
+                    .map(|(k, _)| k)
+                    .collect();
+                self.retry_paused(held);
+            }
+            Msg::Thread { f } => {
+                let mut ctx = ThreadCtx {
+                    id: self.id,
+                    conns: &mut self.conns,
+                    shared: &self.shared,
+                    listeners: &mut self.listeners,
+                    registry: self.poll.registry(),
+                };
+                contained("thread step", || f(&mut ctx));
+                // A closure may have marked connections for closing (CLIENT KILL).
+                let kill: Vec<usize> = self
+                    .conns
+                    .iter()
+                    .filter(|(_, c)| c.handle.kill.load(Ordering::Relaxed))
+                    .map(|(k, _)| k)
+                    .collect();
+                for k in kill {
+                    self.conns[k].closing = true;
+                    self.dirty.push(k);
+                }
+            }
+            Msg::HopDone { task, slot, result } => {
+                exec::fill_slot(slot, result);
+                self.exec.wake(task);
+            }
+            Msg::Unfence { conn } => {
+                if let Some(cn) = self.conn_mut(conn) {
+                    cn.lift_fence();
+                    self.dirty.push(conn.idx as usize);
+                }
+            }
+            Msg::TxDone {
+                conn,
+                seq,
+                reply,
+                client,
+            } => {
+                if let Some(cn) = self
+                    .conns
+                    .get_mut(conn.idx as usize)
+                    .filter(|c| c.gen == conn.gen)
+                {
+                    let was_monitor = cn.state.monitor;
+                    cn.state = *client;
+                    if cn.state.monitor && !was_monitor {
+                        self.shared.monitors.fetch_add(1, Ordering::Relaxed);
+                    }
+                    cn.in_tx = false;
+                    cn.deliver(seq, reply);
+                    if cn.push_own(seq) {
+                        self.dirty.push(conn.idx as usize);
+                    }
+                    if cn.state.close_after_reply {
+                        cn.closing = true;
+                    }
+                    self.dirty.push(conn.idx as usize);
+                    self.resume.push(conn.idx as usize);
+                }
+            }
+            Msg::StreamChunk {
+                conn,
+                seq,
+                bytes,
+                last,
+                flow,
+            } => self.stream_chunk(conn, seq, &bytes, last, flow),
+            Msg::StreamTick => self.stream_tick(),
+            Msg::Monitor { line } => {
+                let ids: Vec<usize> = self
+                    .conns
+                    .iter()
+                    .filter(|(_, c)| c.state.monitor)
+                    .map(|(k, _)| k)
+                    .collect();
+                for k in ids {
+                    self.conns[k].out.extend_from_slice(&line);
+                    self.dirty.push(k);
+                }
+            }
+            Msg::Invalidate { what, table, conns } => {
+                for (cr, after) in conns {
+                    self.invalidate_conn(cr, &what, table, after);
+                }
+            }
+            Msg::InvalidateRedirected { what, conn } => {
+                if let Some(cn) = self.conn_mut(conn) {
+                    let (resp3, subscribed) = (cn.state.resp3, cn.state.subscribed());
+                    if let Some(f) = crate::tracking::frame(resp3, subscribed, &what) {
+                        cn.push(f, None);
+                        self.dirty.push(conn.idx as usize);
+                    }
+                }
+            }
+            Msg::TrackingFlush => {
+                let ids: Vec<ConnRef> = self
+                    .conns
+                    .iter()
+                    .filter(|(_, c)| c.state.tracking.is_some())
+                    .map(|(k, c)| ConnRef {
+                        idx: k as u32,
+                        gen: c.gen,
+                    })
+                    .collect();
+                for cr in ids {
+                    self.invalidate_conn(cr, &crate::tracking::Invalid::All, false, None);
+                }
+            }
+            Msg::TrackingForget { id } => self.shard.tracking.forget(id),
+            Msg::Publish { msg, targets } => {
+                for t in targets {
+                    let Some(conn) = self.conn_mut(t.conn) else {
+                        continue;
+                    };
+                    let pattern = t.pattern.as_deref();
+                    if crate::pubsub::still_subscribed(&conn.state, &msg, pattern) {
+                        let resp3 = conn.state.resp3;
+                        let mut w = ReplyWriter::new(&mut conn.out, resp3);
+                        crate::pubsub::write_frame(&mut w, &msg, pattern);
+                        self.dirty.push(t.conn.idx as usize);
+                    }
+                }
+            }
+            Msg::Shutdown => self.stop = true,
+        }
+    }
+
+    pub(super) fn conn_mut(&mut self, r: ConnRef) -> Option<&mut Conn> {
+        self.conns
+            .get_mut(r.idx as usize)
+            .filter(|c| c.gen == r.gen)
+    }
+
+    pub(super) fn run_shard_fn(
+        &mut self,
+        db: usize,
+        resp3: bool,
+        writer: Option<crate::tracking::Writer>,
+        f: crate::msg::ShardFn,
+    ) {
+        let mut ctx = ShardCtx {
+            shard: &mut self.shard,
+            db,
+            clock: Clock::at(Shared::now_ms()),
+            resp3,
+            shared: &self.shared,
+        };
+        contained("shard step", || f(&mut ctx));
+        drop(ctx);
+        self.drain_written(writer);
+        for (k, r) in std::mem::take(&mut self.shard.tracking.deferred) {
+            crate::tracking::remember(&mut self.shard, &k, r);
+        }
+        // A transaction's serving step may have left second steps to run (blocking.rs).
+        for m in crate::blocking::take_stashed() {
+            self.exec.spawn(m);
+        }
+    }
+
+    pub(super) fn exec_batch(&mut self, from: usize, items: Vec<BatchItem>) {
+        let mut held: Vec<crate::blocking::Mover> = Vec::new();
+        let mut buf = Vec::new();
+        let mut done = Vec::with_capacity(items.len());
+        let now = Shared::now_ms();
+        let mut lap = Lap::start();
+        for it in items {
+            let Handler::Key(f) = it.cmd.handler else {
+                continue;
+            };
+            if self
+                .shard
+                .streams
+                .must_wait(from, it.conn, it.db, &it.keys, &it.args)
+            {
+                self.shard.streams.park(from, it);
+                continue;
+            }
+            let start_at = buf.len();
+            let mut ctx = ShardCtx {
+                shard: &mut self.shard,
+                db: it.db,
+                clock: Clock {
+                    touch: it.touch,
+                    ..Clock::at(now)
+                },
+                resp3: it.resp3,
+                shared: &self.shared,
+            };
+            let views = cmd::views(&it.args);
+            let dest = crate::stream::Dest {
+                thread: from,
+                conn: it.conn,
+                seq: it.seq,
+            };
+            if crate::stream::candidate(it.cmd) {
+                // A list written in this batch may have blocked clients to serve first.
+                let movers = crate::blocking::serve_ready(ctx.shard, &self.shared, now, None);
+                held.extend(movers);
+            }
+            if crate::stream::try_start(&mut ctx, it.cmd, &views, dest) {
+                drop(ctx);
+                if let Some((r, true)) = it.track {
+                    self.remember_keys(&it.keys, &views, r);
+                }
+                record_stats(&self.shared, self.id, it.cmd, lap.lap(), None, &views, None);
+                continue;
+            }
+            let mut w = ReplyWriter::new(&mut buf, it.resp3);
+            run_handler(f, &mut ctx, &views, &mut w, start_at, it.cmd);
+            drop(ctx);
+            self.drain_written(it.track.map(|(r, _)| crate::tracking::Writer {
+                id: r.id,
+                noloop: r.noloop,
+                at: Some((it.conn, it.seq)),
+            }));
+            if let Some((r, true)) = it.track {
+                self.remember_keys(&it.keys, &views, r);
+            }
+            let err = (buf.get(start_at) == Some(&b'-')).then(|| buf[start_at..].to_vec());
+            let slow = record_stats(
+                &self.shared,
+                self.id,
+                it.cmd,
+                lap.lap(),
+                err.as_deref(),
+                &views,
+                None,
+            );
+            drop(views);
+            let slow = slow.map(|us| Box::new((us, it.args)));
+            done.push((it.conn, it.seq, start_at as u32, buf.len() as u32, slow));
+        }
+        // Blocked clients these writes woke are served before the batch's replies leave; a
+        // BLMOVE's push on another shard holds the replies until it is done (blocking.rs).
+        // (Keys a transaction holds wait for it: blocking::serve_ready.)
+        held.extend(crate::blocking::serve_ready(
+            &mut self.shard,
+            &self.shared,
+            now,
+            None,
+        ));
+        if done.is_empty() {
+            self.spawn_movers(held, None);
+        } else if held.is_empty() {
+            post(&self.shared, from, Msg::BatchDone { buf, items: done });
+        } else {
+            let batch = Msg::BatchDone { buf, items: done };
+            self.spawn_movers(held, Some((from, batch)));
+        }
+    }
+
+    /// Runs the second steps of served blocked clients (blocking.rs) as a task; when they
+    /// are all done, posts `then` (a held reply, or a fence's lift) to its thread.
+    pub(super) fn spawn_movers(
+        &mut self,
+        movers: Vec<crate::blocking::Mover>,
+        then: Option<(usize, Msg)>,
+    ) {
+        if movers.is_empty() {
+            if let Some((t, m)) = then {
+                post(&self.shared, t, m);
+            }
+            return;
+        }
+        let shared = self.shared.clone();
+        self.exec.spawn(async move {
+            for m in movers {
+                m.await;
+            }
+            if let Some((t, m)) = then {
+                post(&shared, t, m);
+            }
+        });
+    }
+}
