@@ -6,7 +6,7 @@
 //!                 │   parse → dispatch ─┬─ inline ─▶ shard 0│   │ ... ─▶ shard 1            │
 //!                 │                     └─ Batch msg ──────┼──▶│ inbox → run → BatchDone ──┼─┐
 //!                 │   tasks (MULTI, MSET, RENAME, KEYS)     │   │                           │ │
-//!                 │     ──Acquire/Run/Release──────────────┼──▶│ shard lock (ordered)      │ │
+//!                 │     ──Schedule/Run/Release─────────────┼──▶│ scheduler (sched.rs)      │ │
 //!                 │   inbox ◀──────────────────────────────┼───┼───────────────────────────┼─┘
 //!                 └─────────────────────────────────────────┘   └───────────────────────────┘
 //! ```
@@ -17,10 +17,12 @@
 //! Layout:
 //! - `main.rs`: argument handling; `server.rs`: start-up, listeners, signals, shutdown.
 //! - `config.rs`: the directive table (file, command line, CONFIG GET/SET).
-//! - `worker/`: the per-thread event loop, dispatch, the shard lock protocol's message side
-//!   (`mod.rs`), and per-command accounting: statistics, slow log, MONITOR (`stats.rs`).
+//! - `worker/`: the per-thread event loop, dispatch, the scheduler's message side
+//!   (`scheduling.rs`), and per-command accounting: statistics, slow log, MONITOR (`stats.rs`).
 //! - `conn.rs`: a connection, its ordered replies and its client state.
-//! - `shard.rs`: a shard's data and lock; `exec.rs`: transaction tasks and their executor.
+//! - `shard.rs`: a shard's data and scheduler state; `sched.rs`: the transaction scheduler
+//!   (key-level intents in one global order, sans-I/O, model-tested); `exec.rs`: transaction
+//!   tasks and their executor.
 //! - `stream.rs`: big whole-collection replies (HGETALL, SMEMBERS, LRANGE, ZRANGE) produced in
 //!   steps, with the key locked against writers meanwhile.
 //! - `msg.rs`: inter-thread messages; `shared.rs`: state all threads share (stats, clients).

@@ -1,8 +1,10 @@
 //! Key commands: DEL, UNLINK, EXISTS, TOUCH, TYPE, RENAME, RENAMENX, COPY, MOVE, KEYS, SCAN,
 //! RANDOMKEY, the EXPIRE / TTL family, PERSIST and OBJECT.
 //!
-//! Multi-key commands are `Tx` handlers that lock their keys' shards; whole-keyspace commands
-//! (KEYS, SCAN, RANDOMKEY) take no lock and visit shards with plain hops. Commands whose keys
+//! Multi-key commands are `Tx` handlers: DEL, UNLINK, EXISTS and TOUCH run as one-shot parts
+//! (one message per shard, sched.rs), RENAME, RENAMENX and COPY reserve their keys first (the
+//! destination's part depends on what the source's found); whole-keyspace commands (KEYS,
+//! SCAN, RANDOMKEY) reserve nothing and visit shards with plain hops. Commands whose keys
 //! are all on one shard (MOVE included: a key's shard is the same in every database) are `Key`
 //! handlers.
 
