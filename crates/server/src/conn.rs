@@ -257,6 +257,21 @@ impl Conn {
         self.advance();
     }
 
+    /// As [`Conn::deliver`], from a borrowed reply: copied straight into the output when it is
+    /// the next one due (the usual case), with no buffer of its own.
+    pub fn deliver_slice(&mut self, seq: u64, reply: &[u8]) {
+        if seq == self.done_seq && self.pending.front().is_some_and(|p| p.0.is_none()) {
+            if !self.pending[0].1 {
+                self.out.extend_from_slice(reply);
+            }
+            // Complete and empty: `advance` retires it (and what follows) without copying.
+            self.pending[0].0 = Some(Vec::new());
+            self.advance();
+            return;
+        }
+        self.deliver(seq, reply.to_vec());
+    }
+
     /// Moves every complete reply that is now in order to the output, then what has arrived
     /// of the (streamed) reply that is next.
     fn advance(&mut self) {

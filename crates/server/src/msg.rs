@@ -60,7 +60,8 @@ pub struct BatchItem {
     pub resp3: bool,
     pub touch: bool,
     pub cmd: &'static Command,
-    pub args: Vec<Bytes>,
+    /// Inline up to three (GET, SET key value): no allocation of its own.
+    pub args: smallvec::SmallVec<[Bytes; 3]>,
     /// The positions of its keys among `args` (found once, when it was routed).
     pub keys: darner_commands::KeyPositions,
     /// The client, when it tracks keys: whether this command records its keys, and who

@@ -1,6 +1,11 @@
 //! The transaction scheduler over TCP (sched.rs): a multi-shard transaction holds its keys, not
-//! its shards. While a long SUNIONSTORE over both shards runs, commands on other keys of those
-//! shards are answered, and a read of the key it writes waits for it and sees its result.
+//! its shards, and its keys until every part of it has run.
+//!
+//! How a transaction is kept half done: a big HGETALL whose client does not read is a stream
+//! that stalls (stream.rs: its key stays locked until the client reads, or for a second), and a
+//! transaction's part for a shard with a stream waits until the stream ends. So an MSET of one
+//! key on each shard, with a stalled stream on the second shard, has run its part on the first
+//! shard and waits on the second.
 
 mod common;
 use common::{cmd, Server};
@@ -16,54 +21,68 @@ fn key_on(prefix: &str, shard: usize) -> String {
         .unwrap()
 }
 
+/// Whether `r` has nothing to read right now.
+fn nothing_yet(r: &mut common::Raw) -> bool {
+    r.s.set_nonblocking(true).unwrap();
+    let mut b = [0u8; 1];
+    let got = r.s.peek(&mut b);
+    r.s.set_nonblocking(false).unwrap();
+    matches!(got, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+}
+
 #[test]
-fn a_long_transaction_holds_its_keys_not_its_shards() {
+fn a_transaction_waiting_on_one_shard_holds_its_keys_not_the_other_shard() {
     let s = Server::start(&[]);
     let mut c = s.client();
-    // Four big sets, two on each shard: their union takes a good part of a second.
-    let sets: Vec<String> = (0..4).map(|i| key_on(&format!("set{i}-"), i % 2)).collect();
-    let per_set = 300_000usize;
-    for name in &sets {
-        let mut p = redis::pipe();
-        for chunk in (0..per_set).collect::<Vec<_>>().chunks(5_000) {
-            let members: Vec<String> = chunk.iter().map(|j| format!("{name}:{j}")).collect();
-            p.cmd("SADD").arg(name).arg(members).ignore();
+    // A hash whose HGETALL reply (~20 MB) cannot all sit in the socket buffers: streamed.
+    let big = key_on("big-", 1);
+    let value = "v".repeat(60);
+    for chunk in (0..300_000).collect::<Vec<usize>>().chunks(10_000) {
+        let mut hset = redis::cmd("HSET");
+        hset.arg(&big);
+        for i in chunk {
+            hset.arg(format!("field{i}")).arg(&value);
         }
-        let () = p.query(&mut c).unwrap();
+        let _: i64 = hset.query(&mut c).unwrap();
     }
-    let others: Vec<String> = (0..2).map(|sh| key_on("other-", sh)).collect();
-    for o in &others {
-        let () = redis::cmd("SET").arg(o).arg("v").query(&mut c).unwrap();
-    }
-    let dst = key_on("dst-", 0);
+    let (k0, k1) = (key_on("k-", 0), key_on("k-", 1));
+    let other = key_on("other-", 0);
+    let () = redis::cmd("SET").arg(&other).arg("v").query(&mut c).unwrap();
 
-    let mut long = s.raw();
-    let mut args: Vec<&[u8]> = vec![b"SUNIONSTORE", dst.as_bytes()];
-    args.extend(sets.iter().map(|k| k.as_bytes()));
-    long.send(&cmd(&args));
-    // Let it be scheduled and start its work.
-    std::thread::sleep(Duration::from_millis(100));
+    // The stream starts (its first byte arrives) and stalls: this client reads no more.
+    let mut reader = s.raw();
+    reader.send(&cmd(&[b"HGETALL", big.as_bytes()]));
+    let mut first = [0u8; 1];
+    reader.s.read_exact(&mut first).unwrap();
 
-    // Other keys of both shards are served meanwhile.
-    for o in &others {
-        let got: String = redis::cmd("GET").arg(o).query(&mut c).unwrap();
-        assert_eq!(got, "v");
-    }
-    long.s.set_nonblocking(true).unwrap();
-    let mut b = [0u8; 64];
-    let early = long.s.read(&mut b);
+    // Its part on shard 0 runs; its part on shard 1 waits for the stream.
+    let mut writer = s.raw();
+    writer.send(&cmd(&[b"MSET", k0.as_bytes(), b"1", k1.as_bytes(), b"1"]));
+    std::thread::sleep(Duration::from_millis(50));
+
+    // Shard 0's other keys are served meanwhile.
+    let got: String = redis::cmd("GET").arg(&other).query(&mut c).unwrap();
+    assert_eq!(got, "v");
     assert!(
-        matches!(&early, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
-        "the union finished before the other keys were read ({early:?}): make it longer"
+        nothing_yet(&mut writer),
+        "MSET answered while its part on the streaming shard must still wait"
     );
-    long.s.set_nonblocking(false).unwrap();
 
-    // A read of the key it writes waits for it, and sees all of it.
-    let n: usize = redis::cmd("SCARD").arg(&dst).query(&mut c).unwrap();
-    assert_eq!(n, 4 * per_set);
-    let want = format!(":{}\r\n", 4 * per_set);
-    long.s
-        .set_read_timeout(Some(Duration::from_secs(30)))
+    // Its key on shard 0 is written already but held: a read waits for the whole MSET.
+    let mut getter = s.raw();
+    getter.send(&cmd(&[b"GET", k0.as_bytes()]));
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(nothing_yet(&mut getter), "a read saw half of the MSET");
+
+    // The reader reads the stream: it ends, the MSET finishes, the read sees it.
+    let mut sink = Vec::new();
+    reader
+        .s
+        .set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
-    assert_eq!(long.read_n(want.len()), want.as_bytes());
+    let _ = reader.s.read_to_end(&mut sink);
+    writer.s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    getter.s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    assert_eq!(writer.read_n(5), b"+OK\r\n");
+    assert_eq!(getter.read_n(7), b"$1\r\n1\r\n");
 }

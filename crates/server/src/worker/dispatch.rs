@@ -515,7 +515,7 @@ impl Worker {
                 };
                 let shared = self.shared.clone();
                 let thread = self.id;
-                let args = owner.own(args);
+                let args: Vec<Bytes> = owner.own(args);
                 self.exec.spawn(async move {
                     let start = Instant::now();
                     tx.reserve(plan).await;
@@ -657,9 +657,9 @@ pub(super) enum Owner<'a> {
 }
 
 impl Owner<'_> {
-    pub(super) fn own(self, args: &[&[u8]]) -> Vec<Bytes> {
+    pub(super) fn own<C: FromIterator<Bytes>>(self, args: &[&[u8]]) -> C {
         match self {
-            Owner::Owned(v) => v.to_vec(),
+            Owner::Owned(v) => v.iter().cloned().collect(),
             Owner::Frozen(f) => {
                 let range = f.as_ptr_range();
                 args.iter()

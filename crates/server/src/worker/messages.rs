@@ -72,7 +72,7 @@ impl Worker {
                         slowlog_push(&self.shared, call.0, &cmd::views(&call.1), state);
                     }
                     if let Some(conn) = self.conn_mut(cr) {
-                        conn.deliver(seq, buf[s as usize..e as usize].to_vec());
+                        conn.deliver_slice(seq, &buf[s as usize..e as usize]);
                         self.dirty.push(cr.idx as usize);
                     }
                 }
@@ -328,7 +328,7 @@ impl Worker {
                 None,
             );
             drop(views);
-            let slow = slow.map(|us| Box::new((us, it.args)));
+            let slow = slow.map(|us| Box::new((us, it.args.into_vec())));
             done.push((it.conn, it.seq, start_at as u32, buf.len() as u32, slow));
         }
         // Blocked clients these writes woke are served before the batch's replies leave; a
