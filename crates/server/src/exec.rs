@@ -549,7 +549,7 @@ impl Tx {
                 Msg::Schedule(Box::new(Scheduled {
                     tx: self.0.id,
                     intents,
-                    part: Part::Reserve { done },
+                    part: Part::Reserve { done, first: None },
                 })),
             ));
         }
@@ -636,6 +636,65 @@ impl Tx {
         for h in hops {
             out.push(h.await);
         }
+        out
+    }
+
+    /// Reserves each shard of `plan` with its intents, as [`Tx::reserve`], and runs its first
+    /// step there as soon as it is granted, in the same message (RENAME's taking of its source,
+    /// MSETNX's check): results in `plan`'s order. Later steps (`Tx::run`) and the release
+    /// follow as usual. On shards already reserved, the steps are plain steps.
+    pub async fn reserve_then<R, F>(&self, plan: Vec<(usize, Intents, F)>) -> Vec<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut ShardCtx) -> R + Send + 'static,
+    {
+        if !self.0.held.borrow().is_empty() {
+            let hops: Vec<Hop<R>> = plan.into_iter().map(|(s, _, f)| self.run(s, f)).collect();
+            let mut out = Vec::with_capacity(hops.len());
+            for h in hops {
+                out.push(h.await);
+            }
+            return out;
+        }
+        let frozen = self.0.frozen_ms.get();
+        let writer = self.writer();
+        let mut msgs = Vec::with_capacity(plan.len());
+        let mut hops = Vec::with_capacity(plan.len());
+        let mut shards = Vec::with_capacity(plan.len());
+        for (s, intents, f) in plan {
+            let done = new_completion();
+            hops.push(Hop::<R> {
+                slot: done.slot,
+                ready: None,
+                _r: PhantomData,
+            });
+            shards.push(s);
+            let job: crate::msg::PartFn = Box::new(move |ctx: &mut ShardCtx| {
+                if let Some(ms) = frozen {
+                    ctx.clock.now_ms = ms;
+                }
+                let r: Box<dyn Any + Send> = Box::new(f(ctx));
+                crate::notify::done(ctx);
+                r
+            });
+            msgs.push((
+                s,
+                Msg::Schedule(Box::new(Scheduled {
+                    tx: self.0.id,
+                    intents,
+                    part: Part::Reserve {
+                        done,
+                        first: Some((self.db(), self.0.resp3, writer, job)),
+                    },
+                })),
+            ));
+        }
+        self.send_parts(msgs);
+        let mut out = Vec::with_capacity(hops.len());
+        for h in hops {
+            out.push(h.await);
+        }
+        self.0.held.borrow_mut().extend(shards);
         out
     }
 

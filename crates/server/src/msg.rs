@@ -36,9 +36,13 @@ pub struct Scheduled {
 /// What a transaction's part on one shard does once the shard's scheduler grants it
 /// (sched.rs).
 pub enum Part {
-    /// A reservation: tell `done`; the transaction then sends its steps ([`Msg::Run`]) and
-    /// a [`Msg::Release`].
-    Reserve { done: Completion },
+    /// A reservation: run `first` if any (its result, or `()`, goes to `done`) and tell
+    /// `done`; the transaction then sends its steps ([`Msg::Run`]) and a [`Msg::Release`].
+    Reserve {
+        done: Completion,
+        /// Database, RESP3, the client as a tracking writer, the step.
+        first: Option<(usize, bool, Option<crate::tracking::Writer>, PartFn)>,
+    },
     /// Work known up front: run `f` (which sends its own result back) and count the quorum
     /// down; the intents go when every part of the transaction has run.
     OneShot {

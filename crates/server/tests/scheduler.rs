@@ -47,7 +47,11 @@ fn a_transaction_waiting_on_one_shard_holds_its_keys_not_the_other_shard() {
     }
     let (k0, k1) = (key_on("k-", 0), key_on("k-", 1));
     let other = key_on("other-", 0);
-    let () = redis::cmd("SET").arg(&other).arg("v").query(&mut c).unwrap();
+    let () = redis::cmd("SET")
+        .arg(&other)
+        .arg("v")
+        .query(&mut c)
+        .unwrap();
 
     // The stream starts (its first byte arrives) and stalls: this client reads no more.
     let mut reader = s.raw();
@@ -81,8 +85,14 @@ fn a_transaction_waiting_on_one_shard_holds_its_keys_not_the_other_shard() {
         .set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
     let _ = reader.s.read_to_end(&mut sink);
-    writer.s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    getter.s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    writer
+        .s
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    getter
+        .s
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     assert_eq!(writer.read_n(5), b"+OK\r\n");
     assert_eq!(getter.read_n(7), b"$1\r\n1\r\n");
 }

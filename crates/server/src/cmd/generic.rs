@@ -23,9 +23,9 @@ pub fn register(r: &mut Reg) {
     r.tx("exists", Locks::Parts, exists);
     r.tx("touch", Locks::Parts, touch);
     r.key("type", type_cmd);
-    r.tx("rename", Locks::Keys, rename);
-    r.tx("renamenx", Locks::Keys, renamenx);
-    r.tx("copy", Locks::Keys, copy);
+    r.tx("rename", Locks::Parts, rename);
+    r.tx("renamenx", Locks::Parts, renamenx);
+    r.tx("copy", Locks::Parts, copy);
     r.key("move", move_cmd);
     r.tx("keys", Locks::None, keys);
     r.tx("scan", Locks::None, scan);
@@ -167,11 +167,24 @@ enum Renamed {
     NoSuchKey,
 }
 
+/// A step of a transaction's part, boxed so that parts with different work share a plan.
+type Step<R> = Box<dyn FnOnce(&mut ShardCtx) -> R + Send>;
+
+fn written(keys: &[&Bytes]) -> Intents {
+    let mut i = Intents::default();
+    for k in keys {
+        i.add((*k).clone(), true);
+    }
+    i
+}
+
 async fn rename_generic(tx: &Tx, src: Bytes, dst: Bytes, nx: bool) -> Renamed {
     let (ss, ds) = (tx.shard_of(&src), tx.shard_of(&dst));
     if ss == ds {
+        // One shard: one part, one message.
+        let intents = written(&[&src, &dst]);
         return tx
-            .run(ss, move |ctx| {
+            .run_parts(vec![(ss, intents, move |ctx: &mut ShardCtx| {
                 let mut db = ctx.db();
                 if !db.exists(&src) {
                     return Renamed::NoSuchKey;
@@ -194,29 +207,52 @@ async fn rename_generic(tx: &Tx, src: Bytes, dst: Bytes, nx: bool) -> Renamed {
                         Renamed::Yes
                     }
                 }
-            })
-            .await;
+            })])
+            .await
+            .pop()
+            .unwrap_or(Renamed::NoSuchKey);
     }
-    if nx {
-        // Both checks at once; the locks keep their answers true until the move.
-        let (s2, d2) = (src.clone(), dst.clone());
-        let src_hop = tx.run(ss, move |ctx| ctx.db().exists(&s2));
-        let dst_hop = tx.run(ds, move |ctx| ctx.db().exists(&d2));
-        let (src_exists, dst_exists) = (src_hop.await, dst_hop.await);
-        if !src_exists {
+    let from = src.clone();
+    let (s2, d2) = (src.clone(), dst.clone());
+    let moved = if nx {
+        // Both checks with the reservation; it keeps their answers true until the move.
+        let checks: Vec<(usize, Intents, Step<bool>)> = vec![
+            (
+                ss,
+                written(&[&src]),
+                Box::new(move |ctx| ctx.db().exists(&s2)),
+            ),
+            (
+                ds,
+                written(&[&dst]),
+                Box::new(move |ctx| ctx.db().exists(&d2)),
+            ),
+        ];
+        let found = tx.reserve_then(checks).await;
+        if !found[0] {
             return Renamed::NoSuchKey;
         }
-        if dst_exists {
+        if found[1] {
             return Renamed::No;
         }
-    }
-    // The entry (value, TTL, access clock) moves from one shard's thread to the other's.
-    let (d2, s2) = (dst.clone(), src.clone());
-    let moved = tx
-        .run(ss, move |ctx| {
+        let d2 = dst.clone();
+        tx.run(ss, move |ctx| {
             ctx.db().remove(&src).map(|e| e.with_key(&d2))
         })
-        .await;
+        .await
+    } else {
+        // The entry (value, TTL, access clock) leaves its shard with the reservation.
+        let parts: Vec<(usize, Intents, Step<Option<Entry>>)> = vec![
+            (
+                ss,
+                written(&[&src]),
+                Box::new(move |ctx| ctx.db().remove(&src).map(|e| e.with_key(&d2))),
+            ),
+            (ds, written(&[&dst]), Box::new(|_| None)),
+        ];
+        tx.reserve_then(parts).await.swap_remove(0)
+    };
+    let s2 = from;
     match moved {
         None => Renamed::NoSuchKey,
         Some(e) => {
@@ -305,13 +341,28 @@ fn copy(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         }
         let (ss, ds) = (tx.shard_of(&src), tx.shard_of(&dst));
         let done = if ss == ds {
-            tx.run(ss, move |ctx| match copy_of(ctx, &src, &dst) {
-                None => false,
-                Some(e) => store_copy(ctx, dst_db, e, replace),
-            })
+            // One shard: one part, one message.
+            let intents = written(&[&src, &dst]);
+            tx.run_parts(vec![(
+                ss,
+                intents,
+                move |ctx: &mut ShardCtx| match copy_of(ctx, &src, &dst) {
+                    None => false,
+                    Some(e) => store_copy(ctx, dst_db, e, replace),
+                },
+            )])
             .await
+            .pop()
+            .unwrap_or(false)
         } else {
-            match tx.run(ss, move |ctx| copy_of(ctx, &src, &dst)).await {
+            // The copy leaves the source's shard with the reservation.
+            let mut read = Intents::default();
+            read.add(src.clone(), false);
+            let parts: Vec<(usize, Intents, Step<Option<Entry>>)> = vec![
+                (ss, read, Box::new(move |ctx| copy_of(ctx, &src, &dst))),
+                (ds, written(&[&args[2]]), Box::new(|_| None)),
+            ];
+            match tx.reserve_then(parts).await.swap_remove(0) {
                 None => false,
                 Some(e) => {
                     tx.run(ds, move |ctx| store_copy(ctx, dst_db, e, replace))

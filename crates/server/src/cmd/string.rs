@@ -33,7 +33,7 @@ pub fn register(r: &mut Reg) {
     r.key("getex", getex);
     r.tx("mget", Locks::Parts, mget);
     r.tx("mset", Locks::Parts, mset);
-    r.tx("msetnx", Locks::Keys, msetnx);
+    r.tx("msetnx", Locks::Parts, msetnx);
     r.key("append", append);
     r.key("strlen", strlen);
     r.key("getrange", getrange);
@@ -530,22 +530,20 @@ fn msetnx(tx: Tx, args: Vec<Bytes>) -> TxFuture {
                 w.error(b"ERR wrong number of arguments for 'msetnx' command")
             });
         }
-        // The shards stay locked between the check and the writes: nothing can slip in.
+        // The check comes with the reservation, which keeps its answer true until the writes.
         let keys: Vec<Bytes> = args[1..].iter().step_by(2).cloned().collect();
-        let hops: Vec<_> = by_shard(&tx, &keys)
+        let checks: Vec<_> = by_shard(&tx, &keys)
             .into_iter()
             .map(|(s, idx)| {
                 let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
-                tx.run(s, move |ctx| {
+                let intents = Intents::of_keys(&ks, true);
+                (s, intents, move |ctx: &mut ShardCtx| {
                     let mut db = ctx.db();
                     ks.iter().any(|k| db.exists(k))
                 })
             })
             .collect();
-        let mut any = false;
-        for h in hops {
-            any |= h.await;
-        }
+        let any = tx.reserve_then(checks).await.into_iter().any(|x| x);
         if any {
             return super::with_writer(resp3, |w| w.int(0));
         }

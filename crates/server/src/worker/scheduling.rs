@@ -64,8 +64,22 @@ impl Worker {
     /// transaction's last part).
     fn start_part(&mut self, tx: TxId, part: Part) -> Vec<Granted<Part>> {
         match part {
-            Part::Reserve { done } => {
+            Part::Reserve { done, first: None } => {
                 exec::complete(&self.shared, done, ());
+                Vec::new()
+            }
+            Part::Reserve {
+                done,
+                first: Some((db, resp3, writer, f)),
+            } => {
+                if let Some(result) = self.run_part_fn(db, resp3, writer, f) {
+                    let reply = Msg::HopDone {
+                        task: done.task,
+                        slot: done.slot,
+                        result,
+                    };
+                    post(&self.shared, done.thread, reply);
+                }
                 Vec::new()
             }
             Part::OneShot {
@@ -76,20 +90,7 @@ impl Worker {
                 f,
                 done,
             } => {
-                let mut ctx = ShardCtx {
-                    shard: &mut self.shard,
-                    db,
-                    clock: Clock::at(Shared::now_ms()),
-                    resp3,
-                    shared: &self.shared,
-                };
-                let result =
-                    super::contained("shard step", || f(&mut ctx)).unwrap_or_else(|| Box::new(()));
-                drop(ctx);
-                self.drain_written(writer);
-                for (k, r) in std::mem::take(&mut self.shard.tracking.deferred) {
-                    crate::tracking::remember(&mut self.shard, &k, r);
-                }
+                let result = self.run_part_fn(db, resp3, writer, f);
                 // Clients blocked on keys it wrote are served before its result leaves.
                 let movers = crate::blocking::serve_ready(
                     &mut self.shard,
@@ -108,15 +109,43 @@ impl Worker {
                     }
                     granted = self.shard.lock.sched.release(tx);
                 }
-                let reply = Msg::HopDone {
-                    task: done.task,
-                    slot: done.slot,
-                    result,
-                };
-                self.spawn_movers(movers, Some((done.thread, reply)));
+                let reply = result.map(|result| {
+                    let m = Msg::HopDone {
+                        task: done.task,
+                        slot: done.slot,
+                        result,
+                    };
+                    (done.thread, m)
+                });
+                self.spawn_movers(movers, reply);
                 granted
             }
         }
+    }
+
+    /// Runs a part's closure on this shard: its result, boxed for the hop back; None when it
+    /// panicked (contained: its task never resumes, as for any step).
+    fn run_part_fn(
+        &mut self,
+        db: usize,
+        resp3: bool,
+        writer: Option<crate::tracking::Writer>,
+        f: crate::msg::PartFn,
+    ) -> Option<Box<dyn std::any::Any + Send>> {
+        let mut ctx = ShardCtx {
+            shard: &mut self.shard,
+            db,
+            clock: Clock::at(Shared::now_ms()),
+            resp3,
+            shared: &self.shared,
+        };
+        let result = super::contained("shard step", || f(&mut ctx));
+        drop(ctx);
+        self.drain_written(writer);
+        for (k, r) in std::mem::take(&mut self.shard.tracking.deferred) {
+            crate::tracking::remember(&mut self.shard, &k, r);
+        }
+        result
     }
 
     /// After intents were granted or released: runs what was granted (and what that grants in
