@@ -220,10 +220,11 @@ def summarize(runs, case):
         row[f"{s} errors"] = sum(r["errors"] for r in rr[s])
     for a, b, key in [("darner-t2", "redis", "t2/redis"), ("darner-t1", "redis", "t1/redis"),
                       ("darner-t2", "darner-t1", "t2/t1")]:
-        row[f"{key} ops/s"] = med([rr[a][i]["ops_per_sec"] / rr[b][i]["ops_per_sec"]
-                                   for i in range(n) if rr[b][i]["ops_per_sec"] > 0])
-        row[f"{key} cpu"] = med([rr[a][i]["ops_per_cpu_s"] / rr[b][i]["ops_per_cpu_s"]
-                                 for i in range(n) if rr[b][i]["ops_per_cpu_s"] > 0])
+        for unit, field in [("ops/s", "ops_per_sec"), ("cpu", "ops_per_cpu_s")]:
+            ratios = [rr[a][i][field] / rr[b][i][field] for i in range(n)
+                      if rr[b][i][field] > 0]
+            row[f"{key} {unit}"] = med(ratios)
+            row[f"{key} {unit} rounds"] = ratios
     return row
 
 
@@ -260,7 +261,7 @@ def targets(results):
 
     def get(layout, case, key):
         row = results.get(layout, {}).get(case)
-        return None if row is None else row[key]
+        return None if row is None else (row[key], row[f"{key} rounds"])
 
     for case, name in [("mset10", "MSET of 10"), ("mget10", "MGET of 10"),
                        ("del10", "DEL of 10 (MSET+DEL pairs)")]:
@@ -278,7 +279,8 @@ def targets(results):
                              ("set-p16", "SET pipeline 16", 1.5)]:
         t.append((f"{name}: darner-t1 / redis per CPU-s", "pinned",
                   get("pinned", case, "t1/redis cpu"), need))
-    return [x for x in t if x[2] is not None]
+    return [(name, layout, got[0], got[1], need) for name, layout, got, need in t
+            if got is not None]
 
 
 def markdown(args, results, extra_rows, header):
@@ -311,10 +313,13 @@ def markdown(args, results, extra_rows, header):
     tg = targets(results)
     if tg:
         lines += ["", "Issue 12's targets:", "",
-                  "| target | layout | measured | needed | |", "| --- | --- | ---: | ---: | --- |"]
-        for name, layout, got, need in tg:
+                  "| target | layout | measured | rounds | needed | |",
+                  "| --- | --- | ---: | ---: | ---: | --- |"]
+        for name, layout, got, rounds, need in tg:
             mark = "n/a" if got != got else ("met" if got >= need else "**not met**")
-            lines.append(f"| {name} | {layout} | {fmt(got, True)} | {need:.1f} | {mark} |")
+            spread = (f"{min(rounds):.2f}-{max(rounds):.2f}" if len(rounds) > 1 else "")
+            lines.append(f"| {name} | {layout} | {fmt(got, True)} | {spread} | {need:.1f} "
+                         f"| {mark} |")
     return "\n".join(lines) + "\n"
 
 
