@@ -10,9 +10,10 @@ values, each --time seconds):
            of 10 keys then a DEL of the same 10, each counted as an operation, so that every
            DEL deletes 10 keys that are there (a DEL of random keys would empty the key space
            in seconds and then time DELs of missing keys). Its own key prefix: the MSETs insert
-           and the DELs remove. Its figures are of the pair mix; the "DEL alone" row estimates
-           DEL's own cost per CPU-second by taking away the MSETs' share, at the rate the mset10
-           case measured on the same server in the same round (an estimate: two runs' noise).
+           and the DELs remove. Its figures are of the pair mix, half MSETs (compare with
+           mset10 to see what the DELs add). DEL's own cost is not split out: taking the MSETs'
+           share away at the mset10 rate of another run triples that run's noise (tried: the
+           estimate for redis moved between 99,000 and 720,000 DELs per CPU-s over two runs).
   get, set          GET / SET, unpipelined
   get-p16, set-p16  GET / SET, 16 requests in flight per connection
 Before the cases each server is filled with key:0 .. key:999999 (32-byte values), so every
@@ -40,7 +41,7 @@ Usage: bench/multikey.py [--quick] [--darner target/release/darner]
            [--bench target/release/darner-bench] [--redis /usr/bin/redis-server]
            [--repeat 3] [--time 3] [--connections 50] [--client-threads 1]
            [--layouts unpinned,pinned] [--cases mset10,mget10,...] [--json FILE]
-  --quick: one round of 1 s per case, about a minute and a half.
+  --quick: one round of 1 s per case, under a minute.
 """
 import argparse
 import json
@@ -228,27 +229,6 @@ def summarize(runs, case):
     return row
 
 
-def del_alone(runs):
-    """DEL's own ops per CPU-second in the MSET+DEL pairs: the run's CPU less the MSETs'
-    share at the mset10 rate of the same server and round. NaN when that leaves nothing."""
-    out = {}
-    for s in SERVERS:
-        per_round = []
-        for pair, mset in zip(runs["del10"][s], runs["mset10"][s]):
-            dels = pair["by_type"].get("del", 0)
-            msets = pair["by_type"].get("mset", 0)
-            rate = mset["ops_per_cpu_s"]
-            rest = pair["cpu_s"] - msets / rate if rate > 0 else float("nan")
-            per_round.append(dels / rest if rest > 0 else float("nan"))
-        out[s] = per_round
-    row = {f"{s} cpu": med(out[s]) for s in SERVERS}
-    n = min(len(v) for v in out.values())
-    for a, b, key in [("darner-t2", "redis", "t2/redis"), ("darner-t1", "redis", "t1/redis"),
-                      ("darner-t2", "darner-t1", "t2/t1")]:
-        row[f"{key} cpu"] = med([out[a][i] / out[b][i] for i in range(n)])
-    return row
-
-
 def fmt(x, ratio=False):
     if x != x:
         return "n/a"
@@ -283,7 +263,7 @@ def targets(results):
             if got is not None]
 
 
-def markdown(args, results, extra_rows, header):
+def markdown(args, results, header):
     lines = header[:]
     for layout, rows in results.items():
         where = ("nothing pinned" if layout == "unpinned" else
@@ -303,13 +283,6 @@ def markdown(args, results, extra_rows, header):
                 + " | ".join(fmt(row[f"{s} cpu"]) for s in SERVERS) + " | "
                 f"{fmt(row['t2/redis cpu'], True)} | {fmt(row['t1/redis cpu'], True)} | "
                 f"{fmt(row['t2/t1 cpu'], True)} |")
-            if case == "del10" and layout in extra_rows:
-                d = extra_rows[layout]
-                lines.append(
-                    "| DEL of 10 alone (estimate) | | | | | | "
-                    + " | ".join(fmt(d[f"{s} cpu"]) for s in SERVERS) + " | "
-                    f"{fmt(d['t2/redis cpu'], True)} | {fmt(d['t1/redis cpu'], True)} | "
-                    f"{fmt(d['t2/t1 cpu'], True)} |")
     tg = targets(results)
     if tg:
         lines += ["", "Issue 12's targets:", "",
@@ -360,13 +333,11 @@ def main():
                                    text=True).stdout.strip()
     load_before = os.getloadavg()
     started = time.time()
-    all_runs, results, extra_rows = {}, {}, {}
+    all_runs, results = {}, {}
     for layout in layouts:
         runs = run_layout(args, layout, cases, args.cores)
         all_runs[layout] = runs
         results[layout] = {c: summarize(runs, c) for c in cases}
-        if "del10" in cases and "mset10" in cases:
-            extra_rows[layout] = del_alone(runs)
     load_after = os.getloadavg()
     header = [f"Machine: {machine_line()}; load average {load_before[0]:.2f} before the run, "
               f"{load_after[0]:.2f} after. {redis_version.split(' sha=')[0]}.",
@@ -385,7 +356,7 @@ def main():
                 if asked and r["hits"] < 0.99 * asked:
                     header.append(f"\nWarning: {layout} {s}: the DELs deleted only "
                                   f"{r['hits']:,} of {asked:,} keys.")
-    md = markdown(args, results, extra_rows, header)
+    md = markdown(args, results, header)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"argv": sys.argv, "runs": all_runs, "results": results}, f, indent=1)
