@@ -1,7 +1,7 @@
 //! The command line: `--name value` or `--name=value`.
 
 use crate::keys::KeyPattern;
-use crate::mix::Ratio;
+use crate::mix::{Ratio, Verbs};
 use crate::ycsb;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -17,6 +17,8 @@ pub struct Config {
     pub ratio: Ratio,
     /// Keys per request: 1 sends SET/GET, more sends MSET/MGET (`--command mset:N` ...).
     pub keys_per_request: usize,
+    /// The commands sent: SET/GET (MSET/MGET), EXISTS reads, or MSET/DEL pairs.
+    pub verbs: Verbs,
     /// A YCSB core workload instead of the SET/GET mix.
     pub ycsb: Option<ycsb::Settings>,
     pub key_pattern: KeyPattern,
@@ -41,6 +43,7 @@ impl Default for Config {
             pipeline: 1,
             ratio: Ratio { sets: 1, gets: 10 },
             keys_per_request: 1,
+            verbs: Verbs::SetGet,
             ycsb: None,
             key_pattern: KeyPattern::Uniform,
             key_maximum: 1_000_000,
@@ -63,7 +66,10 @@ usage: darner-bench [options]
   --pipeline P         requests in flight per connection, closed loop (1)
   --ratio S:G          SETs to GETs, sent as a cycle (1:10)
   --command C          set-get (the --ratio mix), set, get, mset:N, mget:N (N keys per
-                       request, each drawn from the key pattern), mset-mget:N (by --ratio)
+                       request, each drawn from the key pattern), mset-mget:N (by --ratio),
+                       exists:N (EXISTS of N keys), mset-del:N (an MSET of N keys, then a
+                       DEL of the same N keys, each an operation: every DEL deletes keys
+                       that are there)
   --ycsb W             YCSB core workload a..f, sent as YCSB's Redis binding does (hashes
                        user<hash> of 10 fields, the _indices sorted set for scans); reports
                        each operation's latency; --key-* and --command do not apply
@@ -131,9 +137,10 @@ impl Config {
                 "pipeline" => c.pipeline = num(&name, &v)?,
                 "ratio" => c.ratio = Ratio::parse(&v)?,
                 "command" => {
-                    let (ratio, n) = parse_command(&v)?;
+                    let (ratio, n, verbs) = parse_command(&v)?;
                     command_ratio = ratio;
                     c.keys_per_request = n;
+                    c.verbs = verbs;
                 }
                 "ycsb" => workload = Some(ycsb::Workload::parse(&v)?),
                 "ycsb-records" => records = Some(num::<u64>(&name, &v)?),
@@ -192,8 +199,8 @@ impl Config {
     }
 }
 
-/// `--command`: the ratio it implies (if any) and the keys per request.
-fn parse_command(v: &str) -> Result<(Option<Ratio>, usize), String> {
+/// `--command`: the ratio it implies (if any), the keys per request and the commands.
+fn parse_command(v: &str) -> Result<(Option<Ratio>, usize, Verbs), String> {
     let (name, n) = match v.split_once(':') {
         Some((name, n)) => match n.parse::<usize>() {
             Ok(n) if (1..=10_000).contains(&n) => (name, n),
@@ -203,16 +210,20 @@ fn parse_command(v: &str) -> Result<(Option<Ratio>, usize), String> {
     };
     let write = Ratio { sets: 1, gets: 0 };
     let read = Ratio { sets: 0, gets: 1 };
+    let plain = Verbs::SetGet;
     Ok(match (name, v.contains(':')) {
-        ("set-get", false) => (None, 1),
-        ("set", false) => (Some(write), 1),
-        ("get", false) => (Some(read), 1),
-        ("mset", true) => (Some(write), n),
-        ("mget", true) => (Some(read), n),
-        ("mset-mget", true) => (None, n),
+        ("set-get", false) => (None, 1, plain),
+        ("set", false) => (Some(write), 1, plain),
+        ("get", false) => (Some(read), 1, plain),
+        ("mset", true) => (Some(write), n, plain),
+        ("mget", true) => (Some(read), n, plain),
+        ("mset-mget", true) => (None, n, plain),
+        ("exists", true) => (Some(read), n, Verbs::Exists),
+        ("mset-del", true) => (None, n, Verbs::MsetDel),
         _ => {
             return Err(format!(
-                "--command: set-get, set, get, mset:N, mget:N or mset-mget:N, got {v:?}"
+                "--command: set-get, set, get, mset:N, mget:N, mset-mget:N, exists:N or \
+                 mset-del:N, got {v:?}"
             ))
         }
     })
@@ -244,6 +255,7 @@ mod tests {
                 pipeline: 16,
                 ratio: Ratio { sets: 1, gets: 0 },
                 keys_per_request: 1,
+                verbs: Verbs::SetGet,
                 ycsb: None,
                 key_pattern: KeyPattern::Zipf(1.1),
                 key_maximum: 500,
@@ -280,7 +292,17 @@ mod tests {
             (c.keys_per_request, c.ratio),
             (1, Ratio { sets: 0, gets: 1 })
         );
-        for bad in ["mset", "mset:0", "mget:x", "set:2", "del"] {
+        let c = parse("--command exists:3").unwrap();
+        assert_eq!(
+            (c.keys_per_request, c.ratio, c.verbs),
+            (3, Ratio { sets: 0, gets: 1 }, Verbs::Exists)
+        );
+        let c = parse("--command mset-del:10").unwrap();
+        assert_eq!((c.keys_per_request, c.verbs), (10, Verbs::MsetDel));
+        assert_eq!(parse("--command mget:2").unwrap().verbs, Verbs::SetGet);
+        for bad in [
+            "mset", "mset:0", "mget:x", "set:2", "del", "del:10", "exists", "mset-del",
+        ] {
             assert!(parse(&format!("--command {bad}")).is_err(), "{bad}");
         }
     }

@@ -50,11 +50,11 @@ pub struct Stats {
     pub ops: u64,
     /// Replies received (more than `ops` when operations send several commands).
     pub requests: u64,
-    /// SET and MSET operations.
+    /// Writes of the SET/GET mix: SET, MSET and DEL operations.
     pub sets: u64,
-    /// GET and MGET operations.
+    /// Its reads: GET, MGET and EXISTS operations.
     pub gets: u64,
-    /// Values (GET, MGET) or records (YCSB reads) found.
+    /// Values (GET, MGET), keys (EXISTS: there; DEL: deleted) or records (YCSB reads) found.
     pub hits: u64,
     /// Values or records not found.
     pub misses: u64,
@@ -62,7 +62,7 @@ pub struct Stats {
     pub errors: u64,
     pub latency: Latency,
     /// Per kind of operation, indexed by [`OpKind::index`]; `None` for kinds not run.
-    pub by_kind: [Option<Box<KindStats>>; 9],
+    pub by_kind: [Option<Box<KindStats>>; OpKind::ALL.len()],
 }
 
 impl Stats {
@@ -92,8 +92,8 @@ impl Stats {
         self.hits += o.hits as u64;
         self.misses += o.misses as u64;
         match kind {
-            OpKind::Set | OpKind::Mset => self.sets += 1,
-            OpKind::Get | OpKind::Mget => self.gets += 1,
+            OpKind::Set | OpKind::Mset | OpKind::Del => self.sets += 1,
+            OpKind::Get | OpKind::Mget | OpKind::Exists => self.gets += 1,
             _ => {}
         }
         let k = self.by_kind[kind.index()].get_or_insert_with(Box::default);
@@ -269,13 +269,16 @@ pub fn run(cfg: &Config) -> Result<RunResult, String> {
                 let offset =
                     (cfg.key_maximum as u128 * global as u128 / total_conns as u128) as u64;
                 let keys = KeyGen::new(cfg.key_pattern, cfg.key_maximum, seed, offset);
-                Generator::Mix(Mix::new(
-                    cfg.ratio,
-                    keys,
-                    cfg.key_prefix.as_bytes(),
-                    cfg.data_size,
-                    cfg.keys_per_request,
-                ))
+                Generator::Mix(
+                    Mix::new(
+                        cfg.ratio,
+                        keys,
+                        cfg.key_prefix.as_bytes(),
+                        cfg.data_size,
+                        cfg.keys_per_request,
+                    )
+                    .with_verbs(cfg.verbs),
+                )
             }
         }
     };

@@ -190,6 +190,13 @@ pub fn bulk_array(reply: &[u8]) -> Result<Option<Vec<Option<&[u8]>>>, Malformed>
     Ok(Some(items))
 }
 
+/// The value of a complete integer reply (`:n`, such as DEL's or EXISTS's); `None` for any
+/// other reply.
+pub fn integer(reply: &[u8]) -> Option<i64> {
+    let body = reply.strip_prefix(b":")?.strip_suffix(b"\r\n")?;
+    std::str::from_utf8(body).ok()?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +257,15 @@ mod tests {
         assert_eq!(bulk_array(b"*1\r\n:1\r\n"), Ok(None));
         assert!(bulk_array(b"*2\r\n$1\r\na\r\n").is_err());
         assert!(bulk_array(b"*1\r\n$5\r\nab\r\n").is_err());
+    }
+
+    #[test]
+    fn integer_reads_integer_replies_only() {
+        assert_eq!(integer(b":10\r\n"), Some(10));
+        assert_eq!(integer(b":-3\r\n"), Some(-3));
+        assert_eq!(integer(b"+10\r\n"), None);
+        assert_eq!(integer(b":x\r\n"), None);
+        assert_eq!(integer(b":1"), None);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use crate::config::Config;
 use crate::driver::RunResult;
 use crate::keys::KeyPattern;
+use crate::mix::Verbs;
 use crate::workload::OpKind;
 
 /// One kind of operation's figures.
@@ -63,12 +64,14 @@ impl Summary {
     pub fn new(cfg: &Config, r: &RunResult) -> Summary {
         let s = &r.stats;
         let secs = r.elapsed.as_secs_f64();
-        let command = match (&cfg.ycsb, cfg.keys_per_request, cfg.ratio) {
-            (Some(y), _, _) => format!("ycsb-{}", y.workload.name),
-            (None, 1, _) => "set-get".to_string(),
-            (None, n, r) if r.gets == 0 => format!("mset:{n}"),
-            (None, n, r) if r.sets == 0 => format!("mget:{n}"),
-            (None, n, _) => format!("mset-mget:{n}"),
+        let command = match (&cfg.ycsb, cfg.verbs, cfg.keys_per_request, cfg.ratio) {
+            (Some(y), _, _, _) => format!("ycsb-{}", y.workload.name),
+            (None, Verbs::MsetDel, n, _) => format!("mset-del:{n}"),
+            (None, Verbs::Exists, n, _) => format!("exists:{n}"),
+            (None, Verbs::SetGet, 1, _) => "set-get".to_string(),
+            (None, Verbs::SetGet, n, r) if r.gets == 0 => format!("mset:{n}"),
+            (None, Verbs::SetGet, n, r) if r.sets == 0 => format!("mget:{n}"),
+            (None, Verbs::SetGet, n, _) => format!("mset-mget:{n}"),
         };
         let by_kind = OpKind::ALL
             .iter()
@@ -289,5 +292,24 @@ mod tests {
         assert!(j.starts_with('{') && j.ends_with('}') && !j.contains('\n'));
         assert!(s.to_table().contains("1500"));
         assert_eq!(s.by_kind.len(), 1);
+    }
+
+    #[test]
+    fn the_command_is_named_as_given() {
+        let r = RunResult {
+            stats: Stats::default(),
+            elapsed: Duration::from_secs(1),
+            load: None,
+        };
+        for name in [
+            "mset:10",
+            "mget:3",
+            "mset-mget:2",
+            "exists:4",
+            "mset-del:10",
+        ] {
+            let cfg = Config::parse(["--command".to_string(), name.to_string()]).unwrap();
+            assert_eq!(Summary::new(&cfg, &r).command, name);
+        }
     }
 }

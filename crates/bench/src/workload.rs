@@ -3,7 +3,7 @@
 //! range returned). The driver keeps the operations in flight and hands each reply to its own.
 
 use crate::mix::{Mix, Op as MixOp};
-use crate::proto::{bulk_array, Reply};
+use crate::proto::{bulk_array, integer, Reply};
 use crate::ycsb::{Progress, Step, YcsbGen, YcsbOp};
 
 /// The kinds of operation, each measured on its own.
@@ -13,6 +13,8 @@ pub enum OpKind {
     Get,
     Mset,
     Mget,
+    Exists,
+    Del,
     Read,
     Update,
     Insert,
@@ -21,11 +23,13 @@ pub enum OpKind {
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 9] = [
+    pub const ALL: [OpKind; 11] = [
         OpKind::Set,
         OpKind::Get,
         OpKind::Mset,
         OpKind::Mget,
+        OpKind::Exists,
+        OpKind::Del,
         OpKind::Read,
         OpKind::Update,
         OpKind::Insert,
@@ -44,6 +48,8 @@ impl OpKind {
             OpKind::Get => "get",
             OpKind::Mset => "mset",
             OpKind::Mget => "mget",
+            OpKind::Exists => "exists",
+            OpKind::Del => "del",
             OpKind::Read => "read",
             OpKind::Update => "update",
             OpKind::Insert => "insert",
@@ -55,7 +61,7 @@ impl OpKind {
     pub fn is_write(self) -> bool {
         matches!(
             self,
-            OpKind::Set | OpKind::Mset | OpKind::Update | OpKind::Insert
+            OpKind::Set | OpKind::Mset | OpKind::Del | OpKind::Update | OpKind::Insert
         )
     }
 }
@@ -67,8 +73,8 @@ pub struct Op {
     step: Option<Step>,
 }
 
-/// How an operation ended: `ok` unless a reply was an error; the values (GET, MGET) or records
-/// (YCSB reads, scans) found and not found.
+/// How an operation ended: `ok` unless a reply was an error; the values (GET, MGET), keys
+/// (EXISTS, DEL: those there, or deleted) or records (YCSB reads, scans) found and not found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Outcome {
     pub ok: bool,
@@ -101,6 +107,8 @@ impl Generator {
                     MixOp::Get => OpKind::Get,
                     MixOp::Mset => OpKind::Mset,
                     MixOp::Mget => OpKind::Mget,
+                    MixOp::Exists => OpKind::Exists,
+                    MixOp::Del => OpKind::Del,
                 };
                 Some(Op { kind, step: None })
             }
@@ -124,7 +132,7 @@ impl Generator {
     /// The reply to the last command `op` sent: its kind and its bytes.
     pub fn on_reply(&mut self, op: &mut Op, kind: Reply, reply: &[u8], out: &mut Vec<u8>) -> Next {
         let ok = kind != Reply::Error;
-        match (self, op.step.as_mut()) {
+        match (&mut *self, op.step.as_mut()) {
             (Generator::Ycsb(y), Some(step)) => match y.on_reply(step, kind, reply, out) {
                 Progress::More => Next::More,
                 Progress::Done { ok, found } => Next::Done(Outcome {
@@ -144,6 +152,14 @@ impl Generator {
                         }
                         _ => (0, 0),
                     },
+                    (OpKind::Exists | OpKind::Del, Reply::Integer) => {
+                        let asked = match self {
+                            Generator::Mix(m) => m.per_request() as i64,
+                            Generator::Ycsb(_) => 0,
+                        };
+                        let found = integer(reply).unwrap_or(0).clamp(0, asked);
+                        (found as u32, (asked - found) as u32)
+                    }
                     _ => (0, 0),
                 };
                 Next::Done(Outcome { ok, hits, misses })
@@ -156,7 +172,7 @@ impl Generator {
 mod tests {
     use super::*;
     use crate::keys::{KeyGen, KeyPattern};
-    use crate::mix::Ratio;
+    use crate::mix::{Ratio, Verbs};
 
     fn mix(ratio: &str, per_request: usize) -> Generator {
         let keys = KeyGen::new(KeyPattern::Sequential, 100, 0, 0);
@@ -167,6 +183,41 @@ mod tests {
             1,
             per_request,
         ))
+    }
+
+    #[test]
+    fn del_and_exists_count_the_keys_deleted_or_there_out_of_those_sent() {
+        let keys = KeyGen::new(KeyPattern::Sequential, 100, 0, 0);
+        let mut g = Generator::Mix(
+            Mix::new(Ratio::parse("0:1").unwrap(), keys, b"k:", 1, 10).with_verbs(Verbs::MsetDel),
+        );
+        let mut out = Vec::new();
+        let mut mset = g.begin(&mut out).unwrap();
+        let mut del = g.begin(&mut out).unwrap();
+        assert_eq!((mset.kind, del.kind), (OpKind::Mset, OpKind::Del));
+        let done = |ok, hits, misses| Next::Done(Outcome { ok, hits, misses });
+        assert_eq!(
+            g.on_reply(&mut mset, Reply::Simple, b"+OK\r\n", &mut out),
+            done(true, 0, 0)
+        );
+        assert_eq!(
+            g.on_reply(&mut del, Reply::Integer, b":7\r\n", &mut out),
+            done(true, 7, 3)
+        );
+        assert_eq!(
+            g.on_reply(&mut del, Reply::Error, b"-ERR x\r\n", &mut out),
+            done(false, 0, 0)
+        );
+        let keys = KeyGen::new(KeyPattern::Sequential, 100, 0, 0);
+        let mut g = Generator::Mix(
+            Mix::new(Ratio::parse("0:1").unwrap(), keys, b"k:", 1, 3).with_verbs(Verbs::Exists),
+        );
+        let mut exists = g.begin(&mut out).unwrap();
+        assert_eq!(exists.kind, OpKind::Exists);
+        assert_eq!(
+            g.on_reply(&mut exists, Reply::Integer, b":3\r\n", &mut out),
+            done(true, 3, 0)
+        );
     }
 
     #[test]

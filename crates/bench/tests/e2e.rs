@@ -314,3 +314,63 @@ fn ycsb_workloads_run_against_redis_server() {
         ycsb_against(srv.port);
     }
 }
+
+/// MSET/DEL pairs on one connection: every DEL deletes the 10 keys the MSET before it stored;
+/// EXISTS counts the keys there.
+fn mset_del_and_exists_against(port: u16) {
+    let one = "--threads 1 --connections 1 --key-pattern sequential --key-maximum 100 \
+               --test-time 1";
+    let r = bench(
+        port,
+        &format!("{one} --command mset-del:10 --key-prefix md:"),
+    );
+    assert!(r.contains("\"command\":\"mset-del:10\""), "{r}");
+    assert_eq!(field(&r, "errors"), 0.0, "{r}");
+    let msets = field(object(&r, "mset"), "ops");
+    let dels = field(object(&r, "del"), "ops");
+    assert!(dels > 0.0, "{r}");
+    // In turn, one in flight: the last MSET counted may miss its DEL.
+    assert!(msets == dels || msets == dels + 1.0, "{r}");
+    assert_eq!(field(&r, "ops"), msets + dels, "{r}");
+    assert_eq!(field(&r, "hits"), 10.0 * dels, "{r}");
+    assert_eq!(field(&r, "misses"), 0.0, "{r}");
+    // At most one MSET is left without its DEL.
+    let left = command(port, "DBSIZE");
+    assert!(left == ":0" || left == ":10", "{left}");
+
+    // Fill key:0 .. key:99, then EXISTS of 10 of them finds all 10, of other keys none.
+    let fill = bench(port, &format!("{one} --command mset:10"));
+    assert_eq!(field(&fill, "errors"), 0.0, "{fill}");
+    let there = bench(port, &format!("{one} --command exists:10"));
+    assert!(there.contains("\"command\":\"exists:10\""), "{there}");
+    assert!(field(&there, "ops") > 0.0, "{there}");
+    assert_eq!(
+        field(&there, "hits"),
+        10.0 * field(&there, "ops"),
+        "{there}"
+    );
+    assert_eq!(field(&there, "gets"), field(&there, "ops"), "{there}");
+    let absent = bench(
+        port,
+        &format!("{one} --command exists:10 --key-prefix none:"),
+    );
+    assert_eq!(field(&absent, "hits"), 0.0, "{absent}");
+    assert_eq!(
+        field(&absent, "misses"),
+        10.0 * field(&absent, "ops"),
+        "{absent}"
+    );
+}
+
+#[test]
+fn mset_del_and_exists_run_against_darner() {
+    let srv = start_darner();
+    mset_del_and_exists_against(srv.port);
+}
+
+#[test]
+fn mset_del_and_exists_run_against_redis_server() {
+    if let Some(srv) = start_redis() {
+        mset_del_and_exists_against(srv.port);
+    }
+}
