@@ -18,10 +18,10 @@ use darner_engine::{glob_match, Entry, SCAN_DONE};
 use darner_resp::ReplyWriter;
 
 pub fn register(r: &mut Reg) {
-    r.tx("del", Locks::Parts, del);
-    r.tx("unlink", Locks::Parts, unlink);
-    r.tx("exists", Locks::Parts, exists);
-    r.tx("touch", Locks::Parts, touch);
+    r.parts("del", del, del_one_shard);
+    r.parts("unlink", unlink, del_one_shard);
+    r.parts("exists", exists, exists_one_shard);
+    r.parts("touch", touch, touch_one_shard);
     r.key("type", type_cmd);
     r.tx("rename", Locks::Parts, rename);
     r.tx("renamenx", Locks::Parts, renamenx);
@@ -148,6 +148,30 @@ fn touch(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         .await;
         super::with_writer(tx.resp3(), |w| w.int(n))
     })
+}
+
+// The single-shard forms (every key on one shard: inline or batched like GET, no transaction).
+
+fn del_one_shard(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let mut n = 0;
+    for k in &args[1..] {
+        if ctx.db().delete(k) {
+            notify(ctx, GENERIC, "del", k);
+            n += 1;
+        }
+    }
+    w.int(n);
+}
+
+fn exists_one_shard(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let mut db = ctx.db();
+    w.int(args[1..].iter().filter(|k| db.exists(k)).count() as i64);
+}
+
+fn touch_one_shard(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    ctx.clock.touch = true;
+    let mut db = ctx.db();
+    w.int(args[1..].iter().filter(|k| db.get(k).is_some()).count() as i64);
 }
 
 fn type_cmd(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {

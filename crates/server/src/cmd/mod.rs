@@ -77,8 +77,22 @@ pub enum Handler {
 pub struct Command {
     pub spec: &'static CommandSpec,
     pub handler: Handler,
+    /// A `Locks::Parts` command whose keys are all on one shard runs as this single-shard
+    /// handler instead (MSET, MGET, DEL, ...): inline or batched like GET, no transaction.
+    pub single: Option<KeyFn>,
     /// Index into per-thread statistics.
     pub id: usize,
+}
+
+impl Command {
+    /// The handler that runs it on one shard (a Key handler, or a Tx handler's single-shard
+    /// form).
+    pub fn key_fn(&self) -> Option<KeyFn> {
+        match self.handler {
+            Handler::Key(f) => Some(f),
+            _ => self.single,
+        }
+    }
 }
 
 impl std::fmt::Debug for Command {
@@ -101,13 +115,14 @@ pub struct Registry {
 }
 
 impl Registry {
-    fn add(&mut self, full_name: &str, handler: Handler) {
+    fn add(&mut self, full_name: &str, handler: Handler, single: Option<KeyFn>) {
         let spec = darner_commands::lookup_full_name(full_name.as_bytes()).unwrap_or_else(|| {
             panic!("'{full_name}' is not in the command table (tools/commands/*.txt)")
         });
         let cmd: &'static Command = Box::leak(Box::new(Command {
             spec,
             handler,
+            single,
             id: self.list.len(),
         }));
         let old = self
@@ -133,13 +148,18 @@ pub struct Reg<'a>(&'a mut Registry);
 
 impl Reg<'_> {
     pub fn conn(&mut self, name: &str, f: ConnFn) {
-        self.0.add(name, Handler::Conn(f));
+        self.0.add(name, Handler::Conn(f), None);
     }
     pub fn key(&mut self, name: &str, f: KeyFn) {
-        self.0.add(name, Handler::Key(f));
+        self.0.add(name, Handler::Key(f), None);
     }
     pub fn tx(&mut self, name: &str, locks: Locks, f: TxFn) {
-        self.0.add(name, Handler::Tx(f, locks));
+        self.0.add(name, Handler::Tx(f, locks), None);
+    }
+    /// A command of one-shot parts (`Locks::Parts`) with a single-shard form `single`, used
+    /// when its keys are all on one shard.
+    pub fn parts(&mut self, name: &str, f: TxFn, single: KeyFn) {
+        self.0.add(name, Handler::Tx(f, Locks::Parts), Some(single));
     }
 }
 

@@ -31,9 +31,9 @@ pub fn register(r: &mut Reg) {
     r.key("getset", getset);
     r.key("getdel", getdel);
     r.key("getex", getex);
-    r.tx("mget", Locks::Parts, mget);
-    r.tx("mset", Locks::Parts, mset);
-    r.tx("msetnx", Locks::Parts, msetnx);
+    r.parts("mget", mget, mget_one_shard);
+    r.parts("mset", mset, mset_one_shard);
+    r.parts("msetnx", msetnx, msetnx_one_shard);
     r.key("append", append);
     r.key("strlen", strlen);
     r.key("getrange", getrange);
@@ -507,6 +507,47 @@ async fn set_pairs(tx: &Tx, args: &[Bytes]) {
 
 fn mset_arity_ok(args: &[Bytes]) -> bool {
     args.len() % 2 == 1
+}
+
+// The single-shard forms (every key on one shard: inline or batched like GET, no transaction).
+
+fn mget_one_shard(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let keys = &args[1..];
+    w.array(keys.len());
+    let mut db = ctx.db();
+    for k in keys {
+        match db.get(k) {
+            Some(e) if is_str(e) => w.bulk(e.str_value()),
+            _ => w.null(),
+        }
+    }
+}
+
+fn set_pairs_here(ctx: &mut ShardCtx, args: &[&[u8]]) {
+    for pair in args[1..].chunks_exact(2) {
+        ctx.db().set_str(pair[0], pair[1], None);
+        notify(ctx, STRING, "set", pair[0]);
+    }
+}
+
+fn mset_one_shard(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    if args.len().is_multiple_of(2) {
+        return w.error(b"ERR wrong number of arguments for 'mset' command");
+    }
+    set_pairs_here(ctx, args);
+    w.ok();
+}
+
+fn msetnx_one_shard(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    if args.len().is_multiple_of(2) {
+        return w.error(b"ERR wrong number of arguments for 'msetnx' command");
+    }
+    let mut db = ctx.db();
+    if args[1..].iter().step_by(2).any(|k| db.exists(k)) {
+        return w.int(0);
+    }
+    set_pairs_here(ctx, args);
+    w.int(1);
 }
 
 fn mset(tx: Tx, args: Vec<Bytes>) -> TxFuture {

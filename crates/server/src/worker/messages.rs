@@ -265,7 +265,7 @@ impl Worker {
         let now = Shared::now_ms();
         let mut lap = Lap::start();
         for it in items {
-            let Handler::Key(f) = it.cmd.handler else {
+            let Some(f) = it.cmd.key_fn() else {
                 continue;
             };
             if self

@@ -37,6 +37,10 @@ impl Worker {
         let to = match cmd.handler {
             Handler::Conn(f) => To::Conn(f),
             Handler::Key(f) => To::Shard(f, cmd::key_shard(spec, args, &keys, threads, self.id)),
+            Handler::Tx(_, _) if cmd.single.is_some() && one_shard(args, &keys, threads) => {
+                let single = cmd.single.expect("checked");
+                To::Shard(single, cmd::key_shard(spec, args, &keys, threads, self.id))
+            }
             Handler::Tx(f, locks) => To::Shards(
                 f,
                 cmd::transactions::reservation(
@@ -52,4 +56,16 @@ impl Worker {
         };
         Routed { cmd, keys, to }
     }
+}
+
+/// Whether the keys (at least one) all live on one shard.
+fn one_shard(args: &[&[u8]], keys: &[usize], threads: usize) -> bool {
+    let Some((&first, rest)) = keys.split_first() else {
+        return false;
+    };
+    if threads == 1 {
+        return true;
+    }
+    let s = cmd::shard_of(args[first], threads);
+    rest.iter().all(|&i| cmd::shard_of(args[i], threads) == s)
 }
