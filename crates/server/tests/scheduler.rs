@@ -96,3 +96,44 @@ fn a_transaction_waiting_on_one_shard_holds_its_keys_not_the_other_shard() {
     assert_eq!(writer.read_n(5), b"+OK\r\n");
     assert_eq!(getter.read_n(7), b"$1\r\n1\r\n");
 }
+
+#[test]
+fn multi_key_commands_on_one_shard_run_as_single_shard_commands() {
+    // Keys all on one shard take the single-shard path (inline on the connection's thread or
+    // batched to the other), keys on both the transaction path: the same replies either way.
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    for shard in 0..2 {
+        let a = key_on(&format!("a{shard}-"), shard);
+        let b = key_on(&format!("b{shard}-"), shard);
+        let steps: Vec<(Vec<&[u8]>, &[u8])> = vec![
+            (vec![b"MSET", a.as_bytes(), b"1", b.as_bytes(), b"2"], b"+OK\r\n"),
+            (
+                vec![b"MGET", a.as_bytes(), b"nokey", b.as_bytes()],
+                b"*3\r\n$1\r\n1\r\n$-1\r\n$1\r\n2\r\n",
+            ),
+            (vec![b"EXISTS", a.as_bytes(), b.as_bytes(), a.as_bytes()], b":3\r\n"),
+            (vec![b"TOUCH", a.as_bytes(), b.as_bytes()], b":2\r\n"),
+            (vec![b"MSETNX", a.as_bytes(), b"x"], b":0\r\n"),
+            (
+                vec![b"MSET", a.as_bytes(), b"1", b.as_bytes()],
+                b"-ERR wrong number of arguments for 'mset' command\r\n",
+            ),
+            (vec![b"DEL", a.as_bytes(), b.as_bytes(), a.as_bytes()], b":2\r\n"),
+            (vec![b"MSETNX", a.as_bytes(), b"x", b.as_bytes(), b"y"], b":1\r\n"),
+            (vec![b"MGET", b.as_bytes()], b"*1\r\n$1\r\ny\r\n"),
+            (vec![b"UNLINK", a.as_bytes(), b.as_bytes()], b":2\r\n"),
+        ];
+        // Pipelined: the replies come back in order whichever path each took.
+        let mut want = Vec::new();
+        for (args, reply) in &steps {
+            r.send(&cmd(args));
+            want.extend_from_slice(reply);
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&r.read_n(want.len())),
+            String::from_utf8_lossy(&want),
+            "keys on shard {shard}"
+        );
+    }
+}
