@@ -258,7 +258,26 @@ impl Worker {
         }
     }
 
+    /// Starts loading the table buckets, then the entries, of a batch's first keys, so that
+    /// the items find them in cache (as a connection's own pipeline does: conn_io.rs).
+    fn prefetch_batch(&self, items: &[BatchItem]) {
+        let mut hashes = [(0usize, 0u64); 64];
+        let mut n = 0;
+        for it in items.iter().take(hashes.len()) {
+            if let Some(&k) = it.keys.first() {
+                hashes[n] = (it.db, self.shard.dbs[it.db].prefetch(&it.args[k]));
+                n += 1;
+            }
+        }
+        for &(db, h) in &hashes[..n] {
+            self.shard.dbs[db].prefetch_entry(h);
+        }
+    }
+
     pub(super) fn exec_batch(&mut self, from: usize, items: Vec<BatchItem>) {
+        if items.len() > 1 {
+            self.prefetch_batch(&items);
+        }
         let mut held: Vec<crate::blocking::Mover> = Vec::new();
         let mut buf = Vec::new();
         let mut done = Vec::with_capacity(items.len());
