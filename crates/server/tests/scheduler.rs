@@ -107,20 +107,32 @@ fn multi_key_commands_on_one_shard_run_as_single_shard_commands() {
         let a = key_on(&format!("a{shard}-"), shard);
         let b = key_on(&format!("b{shard}-"), shard);
         let steps: Vec<(Vec<&[u8]>, &[u8])> = vec![
-            (vec![b"MSET", a.as_bytes(), b"1", b.as_bytes(), b"2"], b"+OK\r\n"),
+            (
+                vec![b"MSET", a.as_bytes(), b"1", b.as_bytes(), b"2"],
+                b"+OK\r\n",
+            ),
             (
                 vec![b"MGET", a.as_bytes(), b"nokey", b.as_bytes()],
                 b"*3\r\n$1\r\n1\r\n$-1\r\n$1\r\n2\r\n",
             ),
-            (vec![b"EXISTS", a.as_bytes(), b.as_bytes(), a.as_bytes()], b":3\r\n"),
+            (
+                vec![b"EXISTS", a.as_bytes(), b.as_bytes(), a.as_bytes()],
+                b":3\r\n",
+            ),
             (vec![b"TOUCH", a.as_bytes(), b.as_bytes()], b":2\r\n"),
             (vec![b"MSETNX", a.as_bytes(), b"x"], b":0\r\n"),
             (
                 vec![b"MSET", a.as_bytes(), b"1", b.as_bytes()],
                 b"-ERR wrong number of arguments for 'mset' command\r\n",
             ),
-            (vec![b"DEL", a.as_bytes(), b.as_bytes(), a.as_bytes()], b":2\r\n"),
-            (vec![b"MSETNX", a.as_bytes(), b"x", b.as_bytes(), b"y"], b":1\r\n"),
+            (
+                vec![b"DEL", a.as_bytes(), b.as_bytes(), a.as_bytes()],
+                b":2\r\n",
+            ),
+            (
+                vec![b"MSETNX", a.as_bytes(), b"x", b.as_bytes(), b"y"],
+                b":1\r\n",
+            ),
             (vec![b"MGET", b.as_bytes()], b"*1\r\n$1\r\ny\r\n"),
             (vec![b"UNLINK", a.as_bytes(), b.as_bytes()], b":2\r\n"),
         ];

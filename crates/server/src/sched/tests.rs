@@ -58,6 +58,12 @@ enum Msg {
     Cmd { id: usize, key: usize, write: bool },
 }
 
+/// Work outside the scheduler waiting on a shard, in arrival order.
+enum Deferred {
+    Cmd { id: usize, key: usize, write: bool },
+    Part { tx: usize },
+}
+
 enum Back {
     Granted { tx: usize },
     Stepped { tx: usize },
@@ -70,7 +76,12 @@ struct Model {
     sched: Vec<Sched<()>>,
     inbox: Vec<VecDeque<Msg>>,
     back: VecDeque<Back>,
-    deferred: Vec<VecDeque<(usize, usize, bool)>>,
+    deferred: Vec<VecDeque<Deferred>>,
+    /// Arrival order on each shard's inbox: a transaction's part's stamp, per (tx, shard);
+    /// a command's stamp.
+    tx_arrival: HashMap<(usize, usize), u64>,
+    cmd_arrival: HashMap<usize, u64>,
+    stamp: u64,
     txns: Vec<Txn>,
     /// Per key: the last writer, and every access in order (who, write).
     last_writer: Vec<Option<Who>>,
@@ -96,6 +107,9 @@ impl Model {
             inbox: (0..shards).map(|_| VecDeque::new()).collect(),
             back: VecDeque::new(),
             deferred: (0..shards).map(|_| VecDeque::new()).collect(),
+            tx_arrival: HashMap::new(),
+            cmd_arrival: HashMap::new(),
+            stamp: 0,
             txns: Vec::new(),
             last_writer: vec![None; nkeys],
             history: vec![Vec::new(); nkeys],
@@ -163,6 +177,8 @@ impl Model {
         });
         for i in 0..parts {
             let s = self.txns[tx].parts[i].0;
+            self.stamp += 1;
+            self.tx_arrival.insert((tx, s), self.stamp);
             self.inbox[s].push_back(Msg::Schedule { tx });
         }
     }
@@ -173,6 +189,8 @@ impl Model {
         let id = self.cmds;
         self.cmds += 1;
         let s = self.shard_of(key);
+        self.stamp += 1;
+        self.cmd_arrival.insert(id, self.stamp);
         self.inbox[s].push_back(Msg::Cmd { id, key, write });
     }
 
@@ -244,7 +262,15 @@ impl Model {
     }
 
     fn retry_deferred(&mut self, shard: usize) {
-        while let Some(&(id, key, write)) = self.deferred[shard].front() {
+        while let Some(front) = self.deferred[shard].front() {
+            let (id, key, write) = match *front {
+                Deferred::Cmd { id, key, write } => (id, key, write),
+                Deferred::Part { tx } => {
+                    self.deferred[shard].pop_front();
+                    self.schedule(shard, tx);
+                    continue;
+                }
+            };
             if self.sched[shard].blocks_key(&key_bytes(key), write) {
                 self.wait_here(shard);
                 if self.sched[shard].blocks_key(&key_bytes(key), write) {
@@ -258,19 +284,31 @@ impl Model {
         }
     }
 
+    fn schedule(&mut self, shard: usize, tx: usize) {
+        let intents = self.intents(tx, shard);
+        let q = self.txns[tx].quorum.clone();
+        if self.sched[shard]
+            .schedule(tx as TxId, intents, q, ())
+            .is_some()
+        {
+            self.on_grant(shard, tx);
+        } else {
+            self.wait_here(shard);
+        }
+    }
+
     fn deliver(&mut self, shard: usize) {
         let m = self.inbox[shard].pop_front().unwrap();
         match m {
             Msg::Schedule { tx } => {
-                let intents = self.intents(tx, shard);
-                let q = self.txns[tx].quorum.clone();
-                if self.sched[shard]
-                    .schedule(tx as TxId, intents, q, ())
-                    .is_some()
-                {
-                    self.on_grant(shard, tx);
+                let g = self.sched[shard].sweep();
+                self.granted(shard, g);
+                if self.deferred[shard].is_empty() {
+                    self.schedule(shard, tx);
                 } else {
-                    self.wait_here(shard);
+                    // Behind the commands that wait here (they arrived first).
+                    self.deferred[shard].push_back(Deferred::Part { tx });
+                    self.retry_deferred(shard);
                 }
             }
             Msg::Step { tx } => {
@@ -296,7 +334,7 @@ impl Model {
                 if !self.deferred[shard].is_empty()
                     || self.sched[shard].blocks_key(&key_bytes(key), write)
                 {
-                    self.deferred[shard].push_back((id, key, write));
+                    self.deferred[shard].push_back(Deferred::Cmd { id, key, write });
                     self.retry_deferred(shard);
                 } else {
                     self.access(Who::Cmd(id), key, write);
@@ -407,6 +445,21 @@ impl Model {
                 }
             }
         }
+        // A command that arrived on a shard before a transaction's part for a key they both
+        // touch (one writing) ran first: a connection's commands keep their order.
+        for (k, h) in self.history.iter().enumerate() {
+            let s = self.shard_of(k);
+            for (i, &(a, aw)) in h.iter().enumerate() {
+                for &(b, bw) in &h[i + 1..] {
+                    if let (Who::Tx(t), Who::Cmd(c), true) = (a, b, aw || bw) {
+                        assert!(
+                            self.tx_arrival[&(t, s)] < self.cmd_arrival[&c],
+                            "command {c} arrived before tx {t} on key {k} but ran after it"
+                        );
+                    }
+                }
+            }
+        }
         // Depth-first search for a cycle.
         let mut state: HashMap<Who, u8> = HashMap::new();
         fn visit(n: Who, e: &HashMap<Who, HashSet<Who>>, st: &mut HashMap<Who, u8>) {
@@ -440,7 +493,12 @@ fn run_seed(seed: u64) {
 
 #[test]
 fn random_transactions_under_random_interleavings_are_serializable() {
-    for seed in 0..20_000 {
+    // SCHED_SEEDS=1000000 for a longer search than the default run's.
+    let seeds: u64 = std::env::var("SCHED_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    for seed in 0..seeds {
         let r = std::panic::catch_unwind(|| run_seed(seed));
         if r.is_err() {
             panic!("failing seed: {seed}");
