@@ -1,6 +1,7 @@
 """Helpers shared by the bench/ scripts: free loopback ports, a server's readiness, its RSS and
 CPU time from /proc."""
 import os
+import platform
 import socket
 import subprocess
 import time
@@ -54,3 +55,26 @@ def stop_process(proc):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def cores_available():
+    """The cores this process may run on (its affinity), in order."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:
+        return list(range(os.cpu_count() or 1))
+
+
+def machine_line(cores=None):
+    """'N cores (CPU model), OS release' for a report's header."""
+    cores = cores_available() if cores is None else cores
+    model = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{len(cores)} cores ({model}), {platform.system()} {platform.release()}"

@@ -53,7 +53,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import free_port, cpu_seconds, wait_ready, stop_process  # noqa: E402
+from benchlib import free_port, cpu_seconds, wait_ready, stop_process, cores_available, machine_line  # noqa: E402
 
 KEYS = 1_000_000
 VALUE_SIZE = 32  # darner-bench's default --data-size
@@ -76,26 +76,6 @@ def med(v):
         return float("nan")
     n = len(v)
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
-
-
-def cores_available():
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except AttributeError:
-        return list(range(os.cpu_count() or 1))
-
-
-def machine_line():
-    model = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{len(cores_available())} cores ({model}), {platform.system()} {platform.release()}"
 
 
 class Server:

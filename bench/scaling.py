@@ -44,7 +44,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import free_port, cpu_seconds, wait_ready, stop_process  # noqa: E402
+from benchlib import free_port, cpu_seconds, wait_ready, stop_process, cores_available, machine_line  # noqa: E402
 
 STRING_CASES = {
     "getset-p1": ["--ratio", "1:10"],
@@ -58,28 +58,8 @@ DARNER_THREADS = [1, 2, 4, 8, 12]
 REDIS_IO_THREADS = [1, 4, 8]
 
 
-def cores_available():
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except AttributeError:
-        return list(range(os.cpu_count() or 1))
-
-
 def cpu_list(cores):
     return ",".join(str(c) for c in cores)
-
-
-def machine_line(cores):
-    model = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{len(cores)} cores ({model}), {platform.system()} {platform.release()}"
 
 
 class Server:

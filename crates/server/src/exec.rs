@@ -316,6 +316,33 @@ fn new_completion() -> Completion {
     }
 }
 
+/// A part's work as the shard runs it: `f` at the transaction's frozen time (if any), then the
+/// tracking client's reads recorded (`track`: the reader and the part's read keys), then its
+/// keyspace events sent; its result boxed for the hop back.
+fn part_job<R, F>(
+    frozen: Option<i64>,
+    track: Option<(crate::tracking::Reader, Vec<Bytes>)>,
+    f: F,
+) -> crate::msg::PartFn
+where
+    R: Send + 'static,
+    F: FnOnce(&mut ShardCtx) -> R + Send + 'static,
+{
+    Box::new(move |ctx: &mut ShardCtx| {
+        if let Some(ms) = frozen {
+            ctx.clock.now_ms = ms;
+        }
+        let r: Box<dyn Any + Send> = Box::new(f(ctx));
+        if let Some((reader, keys)) = &track {
+            for k in keys {
+                crate::tracking::remember_later(ctx.shard, k, *reader);
+            }
+        }
+        crate::notify::done(ctx);
+        r
+    })
+}
+
 struct TxInner {
     id: TxId,
     shared: Arc<Shared>,
@@ -570,12 +597,7 @@ impl Tx {
         F: FnOnce(&mut ShardCtx) -> R + Send + 'static,
     {
         if !self.0.held.borrow().is_empty() || plan.is_empty() {
-            let hops: Vec<Hop<R>> = plan.into_iter().map(|(s, _, f)| self.run(s, f)).collect();
-            let mut out = Vec::with_capacity(hops.len());
-            for h in hops {
-                out.push(h.await);
-            }
-            return out;
+            return self.plain_steps(plan).await;
         }
         let quorum = Quorum::new(plan.len());
         let writer = self.writer();
@@ -602,19 +624,7 @@ impl Tx {
                     .collect(),
                 None => Vec::new(),
             };
-            let job: crate::msg::PartFn = Box::new(move |ctx: &mut ShardCtx| {
-                if let Some(ms) = frozen {
-                    ctx.clock.now_ms = ms;
-                }
-                let r: Box<dyn Any + Send> = Box::new(f(ctx));
-                if let Some(r) = track {
-                    for k in &reads {
-                        crate::tracking::remember_later(ctx.shard, k, r);
-                    }
-                }
-                crate::notify::done(ctx);
-                r
-            });
+            let job = part_job(frozen, track.map(|r| (r, reads)), f);
             msgs.push((
                 s,
                 Msg::Schedule(Box::new(Scheduled {
@@ -649,12 +659,7 @@ impl Tx {
         F: FnOnce(&mut ShardCtx) -> R + Send + 'static,
     {
         if !self.0.held.borrow().is_empty() {
-            let hops: Vec<Hop<R>> = plan.into_iter().map(|(s, _, f)| self.run(s, f)).collect();
-            let mut out = Vec::with_capacity(hops.len());
-            for h in hops {
-                out.push(h.await);
-            }
-            return out;
+            return self.plain_steps(plan).await;
         }
         let frozen = self.0.frozen_ms.get();
         let writer = self.writer();
@@ -669,14 +674,7 @@ impl Tx {
                 _r: PhantomData,
             });
             shards.push(s);
-            let job: crate::msg::PartFn = Box::new(move |ctx: &mut ShardCtx| {
-                if let Some(ms) = frozen {
-                    ctx.clock.now_ms = ms;
-                }
-                let r: Box<dyn Any + Send> = Box::new(f(ctx));
-                crate::notify::done(ctx);
-                r
-            });
+            let job = part_job(frozen, None, f);
             msgs.push((
                 s,
                 Msg::Schedule(Box::new(Scheduled {
@@ -695,6 +693,21 @@ impl Tx {
             out.push(h.await);
         }
         self.0.held.borrow_mut().extend(shards);
+        out
+    }
+
+    /// The steps of `plan` on shards this transaction reserved already (inside EXEC), in
+    /// parallel: results in `plan`'s order.
+    async fn plain_steps<R, F>(&self, plan: Vec<(usize, Intents, F)>) -> Vec<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut ShardCtx) -> R + Send + 'static,
+    {
+        let hops: Vec<Hop<R>> = plan.into_iter().map(|(s, _, f)| self.run(s, f)).collect();
+        let mut out = Vec::with_capacity(hops.len());
+        for h in hops {
+            out.push(h.await);
+        }
         out
     }
 

@@ -239,6 +239,23 @@ impl Worker {
         writer: Option<crate::tracking::Writer>,
         f: crate::msg::ShardFn,
     ) {
+        self.run_on_shard(db, resp3, writer, f);
+        // A transaction's serving step may have left second steps to run (blocking.rs).
+        for m in crate::blocking::take_stashed() {
+            self.exec.spawn(m);
+        }
+    }
+
+    /// Runs `f` on this thread's shard in database `db`, then sends the invalidations its
+    /// writes owe (`writer`: the client, if it tracks keys) and records the reads it left for
+    /// tracking. None when `f` panicked (contained: the step's task never resumes).
+    pub(super) fn run_on_shard<R>(
+        &mut self,
+        db: usize,
+        resp3: bool,
+        writer: Option<crate::tracking::Writer>,
+        f: impl FnOnce(&mut ShardCtx) -> R,
+    ) -> Option<R> {
         let mut ctx = ShardCtx {
             shard: &mut self.shard,
             db,
@@ -246,16 +263,13 @@ impl Worker {
             resp3,
             shared: &self.shared,
         };
-        contained("shard step", || f(&mut ctx));
+        let r = contained("shard step", || f(&mut ctx));
         drop(ctx);
         self.drain_written(writer);
         for (k, r) in std::mem::take(&mut self.shard.tracking.deferred) {
             crate::tracking::remember(&mut self.shard, &k, r);
         }
-        // A transaction's serving step may have left second steps to run (blocking.rs).
-        for m in crate::blocking::take_stashed() {
-            self.exec.spawn(m);
-        }
+        r
     }
 
     /// Starts loading the table buckets, then the entries, of a batch's first keys, so that

@@ -17,10 +17,8 @@ use crate::cmd::Command;
 use crate::exec::{self, post};
 use crate::msg::{BatchItem, Msg, Part, Scheduled, TxId};
 use crate::sched::{waiter_shards, Granted};
-use crate::shard::ShardCtx;
 use crate::shared::Shared;
 use darner_commands::flags;
-use darner_engine::Clock;
 use std::collections::VecDeque;
 
 impl Worker {
@@ -72,7 +70,7 @@ impl Worker {
                 done,
                 first: Some((db, resp3, writer, f)),
             } => {
-                if let Some(result) = self.run_part_fn(db, resp3, writer, f) {
+                if let Some(result) = self.run_on_shard(db, resp3, writer, f) {
                     let reply = Msg::HopDone {
                         task: done.task,
                         slot: done.slot,
@@ -90,7 +88,7 @@ impl Worker {
                 f,
                 done,
             } => {
-                let result = self.run_part_fn(db, resp3, writer, f);
+                let result = self.run_on_shard(db, resp3, writer, f);
                 // Clients blocked on keys it wrote are served before its result leaves.
                 let movers = crate::blocking::serve_ready(
                     &mut self.shard,
@@ -121,31 +119,6 @@ impl Worker {
                 granted
             }
         }
-    }
-
-    /// Runs a part's closure on this shard: its result, boxed for the hop back; None when it
-    /// panicked (contained: its task never resumes, as for any step).
-    fn run_part_fn(
-        &mut self,
-        db: usize,
-        resp3: bool,
-        writer: Option<crate::tracking::Writer>,
-        f: crate::msg::PartFn,
-    ) -> Option<Box<dyn std::any::Any + Send>> {
-        let mut ctx = ShardCtx {
-            shard: &mut self.shard,
-            db,
-            clock: Clock::at(Shared::now_ms()),
-            resp3,
-            shared: &self.shared,
-        };
-        let result = super::contained("shard step", || f(&mut ctx));
-        drop(ctx);
-        self.drain_written(writer);
-        for (k, r) in std::mem::take(&mut self.shard.tracking.deferred) {
-            crate::tracking::remember(&mut self.shard, &k, r);
-        }
-        result
     }
 
     /// After intents were granted or released: runs what was granted (and what that grants in
