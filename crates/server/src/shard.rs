@@ -89,6 +89,24 @@ impl<'a> ShardCtx<'a> {
         self.shard.dbs[self.db].view(c)
     }
 
+    /// Starts loading the table buckets, then the entries, of up to 32 keys of this command's
+    /// database, so that a multi-key command's lookups overlap their cache misses instead of
+    /// waiting for each in turn.
+    pub fn prefetch<K: AsRef<[u8]>>(&self, keys: &[K]) {
+        if keys.len() < 2 {
+            return;
+        }
+        let db = &self.shard.dbs[self.db];
+        let mut hashes = [0u64; 32];
+        let n = keys.len().min(hashes.len());
+        for (h, k) in hashes.iter_mut().zip(keys) {
+            *h = db.prefetch(k.as_ref());
+        }
+        for &h in &hashes[..n] {
+            db.prefetch_entry(h);
+        }
+    }
+
     pub fn db_at(&mut self, i: usize) -> DbView<'_> {
         let c = self.clock;
         self.shard.dbs[i].view(c)

@@ -83,6 +83,7 @@ async fn count_keys(
             let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
             let intents = Intents::of_keys(&ks, write);
             (s, intents, move |ctx: &mut ShardCtx| {
+                ctx.prefetch(&ks);
                 ks.iter().map(|k| f(ctx, k)).sum::<i64>()
             })
         })
@@ -153,6 +154,7 @@ fn touch(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 // The single-shard forms (every key on one shard: inline or batched like GET, no transaction).
 
 fn del_one_shard(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    ctx.prefetch(&args[1..]);
     let mut n = 0;
     for k in &args[1..] {
         if ctx.db().delete(k) {
@@ -164,11 +166,13 @@ fn del_one_shard(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 }
 
 fn exists_one_shard(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    ctx.prefetch(&args[1..]);
     let mut db = ctx.db();
     w.int(args[1..].iter().filter(|k| db.exists(k)).count() as i64);
 }
 
 fn touch_one_shard(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    ctx.prefetch(&args[1..]);
     ctx.clock.touch = true;
     let mut db = ctx.db();
     w.int(args[1..].iter().filter(|k| db.get(k).is_some()).count() as i64);

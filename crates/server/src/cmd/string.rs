@@ -417,6 +417,7 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             let intents = Intents::of_keys(&ks, false);
             return tx
                 .run_parts(vec![(groups[0].0, intents, move |ctx: &mut ShardCtx| {
+                    ctx.prefetch(&ks);
                     let mut out = Vec::new();
                     let resp3 = ctx.resp3;
                     let mut db = ctx.db();
@@ -441,6 +442,7 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
                 let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
                 let intents = Intents::of_keys(&ks, false);
                 (*s, intents, move |ctx: &mut ShardCtx| {
+                    ctx.prefetch(&ks);
                     let mut buf = Vec::new();
                     let mut ends = Vec::with_capacity(ks.len());
                     let resp3 = ctx.resp3;
@@ -495,6 +497,8 @@ async fn set_pairs(tx: &Tx, args: &[Bytes]) {
             }
             intents.normalize();
             (s, intents, move |ctx: &mut ShardCtx| {
+                let keys: smallvec::SmallVec<[&Bytes; 16]> = pairs.iter().map(|(k, _)| k).collect();
+                ctx.prefetch(&keys);
                 for (k, v) in &pairs {
                     ctx.db().set_str(k, v, None);
                     notify(ctx, STRING, "set", k);
@@ -513,6 +517,7 @@ fn mset_arity_ok(args: &[Bytes]) -> bool {
 
 fn mget_one_shard(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let keys = &args[1..];
+    ctx.prefetch(keys);
     w.array(keys.len());
     let mut db = ctx.db();
     for k in keys {
@@ -524,6 +529,8 @@ fn mget_one_shard(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 }
 
 fn set_pairs_here(ctx: &mut ShardCtx, args: &[&[u8]]) {
+    let keys: smallvec::SmallVec<[&[u8]; 16]> = args[1..].iter().step_by(2).copied().collect();
+    ctx.prefetch(&keys);
     for pair in args[1..].chunks_exact(2) {
         ctx.db().set_str(pair[0], pair[1], None);
         notify(ctx, STRING, "set", pair[0]);
