@@ -78,3 +78,31 @@ def machine_line(cores=None):
     except OSError:
         pass
     return f"{len(cores)} cores ({model}), {platform.system()} {platform.release()}"
+
+
+def cpu_list(cores):
+    """taskset's form of a list of cores: "0,1,2"."""
+    return ",".join(str(c) for c in cores)
+
+
+class Server:
+    """A server process on `port` (started with `argv`, pinned with taskset to `cpus` when
+    given: a core, or a list of cores), waited for until it answers; stop() stops it."""
+
+    def __init__(self, name, argv, port, cpus=None):
+        self.name, self.port = name, port
+        if cpus is None:
+            pin = []
+        else:
+            cores = cpus if isinstance(cpus, (list, tuple)) else [cpus]
+            pin = ["taskset", "-c", cpu_list(cores)]
+        self.proc = subprocess.Popen(pin + argv, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        try:
+            wait_ready(port, self.proc)
+        except Exception:
+            self.stop()
+            raise
+
+    def stop(self):
+        stop_process(self.proc)

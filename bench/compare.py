@@ -29,19 +29,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import free_port, cpu_seconds, rss_bytes, wait_ready, stop_process  # noqa: E402
+from benchlib import free_port, cpu_seconds, rss_bytes, Server  # noqa: E402
 
-
-
-class Server:
-    def __init__(self, name, argv, port, core):
-        self.name, self.port = name, port
-        pin = ["taskset", "-c", str(core)] if core is not None else []
-        self.proc = subprocess.Popen(pin + argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_ready(port, self.proc)
-
-    def stop(self):
-        stop_process(self.proc)
 
 
 def start_servers(args, cores):

@@ -46,14 +46,13 @@ Usage: bench/multikey.py [--quick] [--darner target/release/darner]
 import argparse
 import json
 import os
-import platform
 import socket
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import free_port, cpu_seconds, wait_ready, stop_process, cores_available, machine_line  # noqa: E402
+from benchlib import free_port, cpu_seconds, cores_available, machine_line, Server  # noqa: E402
 
 KEYS = 1_000_000
 VALUE_SIZE = 32  # darner-bench's default --data-size
@@ -76,22 +75,6 @@ def med(v):
         return float("nan")
     n = len(v)
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
-
-
-class Server:
-    def __init__(self, name, argv, port, core):
-        self.name, self.port = name, port
-        pin = ["taskset", "-c", str(core)] if core is not None else []
-        self.proc = subprocess.Popen(pin + argv, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        try:
-            wait_ready(port, self.proc)
-        except Exception:
-            self.stop()
-            raise
-
-    def stop(self):
-        stop_process(self.proc)
 
 
 def start_server(args, name, core):

@@ -38,13 +38,12 @@ Usage:
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import free_port, cpu_seconds, wait_ready, stop_process, cores_available, machine_line  # noqa: E402
+from benchlib import free_port, cpu_seconds, cores_available, machine_line, Server, cpu_list  # noqa: E402
 
 STRING_CASES = {
     "getset-p1": ["--ratio", "1:10"],
@@ -58,23 +57,6 @@ DARNER_THREADS = [1, 2, 4, 8, 12]
 REDIS_IO_THREADS = [1, 4, 8]
 
 
-def cpu_list(cores):
-    return ",".join(str(c) for c in cores)
-
-
-class Server:
-    def __init__(self, family, n, argv, port, cores):
-        self.family, self.n, self.port = family, n, port
-        self.label = f"darner --threads {n}" if family == "darner" else (
-            f"redis --io-threads {n}" if n > 1 else "redis")
-        self.proc = subprocess.Popen(["taskset", "-c", cpu_list(cores)] + argv,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_ready(port, self.proc)
-
-    def stop(self):
-        stop_process(self.proc)
-
-
 def start_server(args, family, n, cores):
     port = free_port()
     if family == "darner":
@@ -85,7 +67,11 @@ def start_server(args, family, n, cores):
                 "--appendonly", "no", "--loglevel", "warning"]
         if n > 1:
             argv += ["--io-threads", str(n), "--io-threads-do-reads", "yes"]
-    return Server(family, n, argv, port, cores)
+    label = f"darner --threads {n}" if family == "darner" else (
+        f"redis --io-threads {n}" if n > 1 else "redis")
+    s = Server(label, argv, port, cores)
+    s.family, s.n, s.label = family, n, label
+    return s
 
 
 def run_bench(args, server, client_cores, extra, time_s):

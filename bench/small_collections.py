@@ -22,21 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import free_port, rss_bytes, wait_ready, stop_process  # noqa: E402
-
-
-class Server:
-    def __init__(self, name, argv, port):
-        self.name, self.port = name, port
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            wait_ready(port, self.proc)
-        except Exception:
-            self.stop()
-            raise
-
-    def stop(self):
-        stop_process(self.proc)
+from benchlib import free_port, rss_bytes, Server  # noqa: E402
 
 
 def encode(*args):
