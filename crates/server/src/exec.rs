@@ -160,6 +160,15 @@ impl<R> Hop<R> {
     }
 }
 
+/// Awaits every hop (all already sent, so they run in parallel): results in order.
+pub async fn join<R: 'static>(hops: Vec<Hop<R>>) -> Vec<R> {
+    let mut out = Vec::with_capacity(hops.len());
+    for h in hops {
+        out.push(h.await);
+    }
+    out
+}
+
 /// A result that something else will deliver later (a shard serving a blocked client, the
 /// worker cancelling one): the completion to deliver it with and the future that waits for it.
 pub fn pending<R: 'static>() -> (Completion, Hop<R>) {
@@ -262,7 +271,6 @@ pub fn fire_timers(now: Instant) {
     });
 }
 
-/// Sends a hop's result back to the task waiting for it.
 /// Runs `f` on `shard` (in database `db`) for a task that is no transaction: it queues behind
 /// whatever lock the shard has, like a single-shard command. Call from inside a task.
 pub fn run_on<R, F>(shared: &Arc<Shared>, shard: usize, db: usize, resp3: bool, f: F) -> Hop<R>
@@ -270,7 +278,7 @@ where
     R: Send + 'static,
     F: FnOnce(&mut ShardCtx) -> R + Send + 'static,
 {
-    let done = new_completion();
+    let (done, hop) = pending::<R>();
     let back = shared.clone();
     let job: crate::msg::ShardFn = Box::new(move |ctx: &mut ShardCtx| {
         let r = f(ctx);
@@ -288,13 +296,10 @@ where
             f: job,
         },
     );
-    Hop {
-        slot: done.slot,
-        ready: None,
-        _r: PhantomData,
-    }
+    hop
 }
 
+/// Sends a hop's result back to the task waiting for it.
 pub fn complete<R: Send + 'static>(shared: &Shared, done: Completion, r: R) {
     post(
         shared,
@@ -357,8 +362,6 @@ struct TxInner {
     /// The time every step sees (EXEC: one instant for the whole transaction, as Redis's
     /// command time snapshot; a key does not expire between two queued commands).
     frozen_ms: Cell<Option<i64>>,
-    /// Its one-shot parts recorded the tracking client's reads.
-    remembered: Cell<bool>,
 }
 
 /// A transaction: the handle multi-shard commands use to reach shards.
@@ -377,17 +380,11 @@ impl Tx {
             nested: Cell::new(false),
             track: Cell::new(None),
             frozen_ms: Cell::new(None),
-            remembered: Cell::new(false),
         }))
     }
 
     pub fn id(&self) -> TxId {
         self.0.id
-    }
-
-    /// Whether [`Tx::run_parts`] recorded the tracking client's reads already.
-    pub fn remembered(&self) -> bool {
-        self.0.remembered.get()
     }
 
     /// Makes every later step of this transaction see `now_ms` as the time.
@@ -457,7 +454,7 @@ impl Tx {
         R: Send + 'static,
         F: FnOnce(&mut ShardCtx) -> R + Send + 'static,
     {
-        let done = new_completion();
+        let (done, hop) = pending::<R>();
         let shared = self.0.shared.clone();
         let held = self.0.held.borrow().contains(&shard);
         let writer = self.writer();
@@ -482,11 +479,7 @@ impl Tx {
                 f: job,
             },
         );
-        Hop {
-            slot: done.slot,
-            ready: None,
-            _r: PhantomData,
-        }
+        hop
     }
 
     /// Runs `f` on every shard at once (each in parallel) and collects the results in shard
@@ -502,11 +495,7 @@ impl Tx {
                 self.run(s, move |ctx| f(ctx))
             })
             .collect();
-        let mut out = Vec::with_capacity(hops.len());
-        for h in hops {
-            out.push(h.await);
-        }
-        out
+        join(hops).await
     }
 
     /// Runs `f` on thread `t` with access to its connections.
@@ -534,7 +523,7 @@ impl Tx {
         R: Send + 'static,
         F: FnOnce(&mut crate::worker::ThreadCtx) -> R + Send + 'static,
     {
-        let done = new_completion();
+        let (done, hop) = pending::<R>();
         let shared = self.0.shared.clone();
         let m = Msg::Thread {
             f: Box::new(move |ctx| {
@@ -546,11 +535,7 @@ impl Tx {
         } else {
             post(&self.0.shared, t, m);
         }
-        Hop {
-            slot: done.slot,
-            ready: None,
-            _r: PhantomData,
-        }
+        hop
     }
 
     /// Reserves each shard of `plan` with its intents (sched.rs): one message per shard, all
@@ -564,12 +549,8 @@ impl Tx {
             if self.0.held.borrow().contains(&s) || shards.contains(&s) {
                 continue;
             }
-            let done = new_completion();
-            hops.push(Hop::<()> {
-                slot: done.slot,
-                ready: None,
-                _r: PhantomData,
-            });
+            let (done, hop) = pending::<()>();
+            hops.push(hop);
             shards.push(s);
             msgs.push((
                 s,
@@ -605,16 +586,11 @@ impl Tx {
         // A tracking client's reads are recorded by the parts themselves, while they hold
         // their keys (a record made after could miss a write in between).
         let track = self.0.track.get();
-        self.0.remembered.set(track.is_some());
         let mut msgs = Vec::with_capacity(plan.len());
         let mut hops = Vec::with_capacity(plan.len());
         for (s, intents, f) in plan {
-            let done = new_completion();
-            hops.push(Hop::<R> {
-                slot: done.slot,
-                ready: None,
-                _r: PhantomData,
-            });
+            let (done, hop) = pending::<R>();
+            hops.push(hop);
             let reads: Vec<Bytes> = match track {
                 Some(_) => intents
                     .keys
@@ -642,11 +618,7 @@ impl Tx {
             ));
         }
         self.send_parts(msgs);
-        let mut out = Vec::with_capacity(hops.len());
-        for h in hops {
-            out.push(h.await);
-        }
-        out
+        join(hops).await
     }
 
     /// Reserves each shard of `plan` with its intents, as [`Tx::reserve`], and runs its first
@@ -667,12 +639,8 @@ impl Tx {
         let mut hops = Vec::with_capacity(plan.len());
         let mut shards = Vec::with_capacity(plan.len());
         for (s, intents, f) in plan {
-            let done = new_completion();
-            hops.push(Hop::<R> {
-                slot: done.slot,
-                ready: None,
-                _r: PhantomData,
-            });
+            let (done, hop) = pending::<R>();
+            hops.push(hop);
             shards.push(s);
             let job = part_job(frozen, None, f);
             msgs.push((
@@ -688,10 +656,7 @@ impl Tx {
             ));
         }
         self.send_parts(msgs);
-        let mut out = Vec::with_capacity(hops.len());
-        for h in hops {
-            out.push(h.await);
-        }
+        let out = join(hops).await;
         self.0.held.borrow_mut().extend(shards);
         out
     }
@@ -704,11 +669,7 @@ impl Tx {
         F: FnOnce(&mut ShardCtx) -> R + Send + 'static,
     {
         let hops: Vec<Hop<R>> = plan.into_iter().map(|(s, _, f)| self.run(s, f)).collect();
-        let mut out = Vec::with_capacity(hops.len());
-        for h in hops {
-            out.push(h.await);
-        }
-        out
+        join(hops).await
     }
 
     /// Posts a transaction's parts: one shard's alone, several in the global order.

@@ -496,10 +496,12 @@ impl Worker {
                 let conn = &mut self.conns[c];
                 // Keys a tracking client reads in this transaction: recorded on their shards
                 // while the transaction still holds them.
-                // (EXEC records each queued read as it runs: cmd/transactions.rs.)
+                // (EXEC records each queued read as it runs: cmd/transactions.rs; one-shot
+                // parts record theirs as they run: Tx::run_parts.)
                 let reader = track.filter(|_| remembers).map(|(r, _)| r);
+                let parts = matches!(cmd.handler, Handler::Tx(_, cmd::Locks::Parts));
                 let tracked: Vec<(usize, Bytes)> = match reader {
-                    Some(_) if spec.full_name != "exec" => {
+                    Some(_) if spec.full_name != "exec" && !parts => {
                         crate::tracking::read_keys(spec, args, &keys, self.shared.threads)
                     }
                     _ => Vec::new(),
@@ -520,7 +522,7 @@ impl Worker {
                     let start = Instant::now();
                     tx.reserve(plan).await;
                     let reply = f(tx.clone(), args.clone()).await;
-                    if let (Some(r), false, false) = (reader, tracked.is_empty(), tx.remembered()) {
+                    if let (Some(r), false) = (reader, tracked.is_empty()) {
                         crate::tracking::remember_in_tx(&tx, tracked, r).await;
                     }
                     // Clients blocked on keys it wrote are served before it lets go of its
