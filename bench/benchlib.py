@@ -85,19 +85,24 @@ def cpu_list(cores):
     return ",".join(str(c) for c in cores)
 
 
+def pin_to(cores):
+    """A preexec_fn that pins the child to `cores` (what `taskset -c` does, without needing
+    taskset installed: the 16-core machine the scaling report runs on may lack util-linux)."""
+    cores = list(cores)
+    return lambda: os.sched_setaffinity(0, cores)
+
+
 class Server:
-    """A server process on `port` (started with `argv`, pinned with taskset to `cpus` when
-    given: a core, or a list of cores), waited for until it answers; stop() stops it."""
+    """A server process on `port` (started with `argv`, pinned to `cpus` when given: a core,
+    or a list of cores), waited for until it answers; stop() stops it."""
 
     def __init__(self, name, argv, port, cpus=None):
         self.name, self.port = name, port
-        if cpus is None:
-            pin = []
-        else:
-            cores = cpus if isinstance(cpus, (list, tuple)) else [cpus]
-            pin = ["taskset", "-c", cpu_list(cores)]
-        self.proc = subprocess.Popen(pin + argv, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+        pin = None
+        if cpus is not None:
+            pin = pin_to(cpus if isinstance(cpus, (list, tuple)) else [cpus])
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, preexec_fn=pin)
         try:
             wait_ready(port, self.proc)
         except Exception:

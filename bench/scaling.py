@@ -2,7 +2,7 @@
 """Scaling report: darner at 1, 2, 4, 8, 12 threads against redis-server with 1, 4, 8 I/O
 threads, on the same cores, under the same load from darner-bench.
 
-For each server configuration using N cores, the server is pinned (taskset) to cores 0..N-1
+For each server configuration using N cores, the server is pinned (sched_setaffinity, as taskset) to cores 0..N-1
 and darner-bench to the cores left (one driver thread per core, up to 8); only configurations
 that leave the load generator at least one core are run, so on a 2-core machine it is one
 server core against one client core. darner runs with `--threads N`; redis-server with
@@ -43,7 +43,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import free_port, cpu_seconds, cores_available, machine_line, Server, cpu_list  # noqa: E402
+from benchlib import free_port, cpu_seconds, cores_available, machine_line, Server, cpu_list, pin_to  # noqa: E402
 
 STRING_CASES = {
     "getset-p1": ["--ratio", "1:10"],
@@ -79,11 +79,12 @@ def run_bench(args, server, client_cores, extra, time_s):
     seconds over the run."""
     threads = max(1, min(len(client_cores), 8, args.connections))
     conns = max(1, -(-args.connections // threads))
-    cmd = ["taskset", "-c", cpu_list(client_cores), args.bench, "--port", str(server.port),
+    cmd = [args.bench, "--port", str(server.port),
            "--threads", str(threads), "--connections", str(conns), "--test-time", str(time_s),
            "--json"] + extra
     c0 = cpu_seconds(server.proc.pid)
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=time_s + 300)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=time_s + 300,
+                         preexec_fn=pin_to(client_cores))
     c1 = cpu_seconds(server.proc.pid)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: {out.stderr.strip()}")
@@ -114,7 +115,7 @@ def run_server_cases(args, server, client_cores, cases, results):
              "p999_us": j["p999_us"], "errors": j["errors"], "server_cpu_s": cpu,
              "ops_per_cpu_s": ops / cpu if cpu > 0 else 0.0, "by_type": j.get("by_type", {}),
              "client_cores": cpu_list(client_cores),
-             "command": " ".join(cmd[3:]).replace(str(server.port), "PORT")}
+             "command": " ".join(cmd[1:]).replace(str(server.port), "PORT")}
         results.append(r)
         print(f"  {case:<11} {server.label:<24} {r['ops_per_sec']:>12,.0f} ops/s  "
               f"p50 {r['p50_us']:>8.1f}  p99 {r['p99_us']:>9.1f}  p99.9 {r['p999_us']:>9.1f} µs  "
@@ -251,8 +252,10 @@ def main():
     cores = cores_available()
     # Every configuration must leave the load generator at least one core.
     fits = lambda n: n <= len(cores) - 1  # noqa: E731
-    configs = [("darner", n) for n in DARNER_THREADS if fits(n)]
-    configs += [("redis", n) for n in REDIS_IO_THREADS if fits(n)]
+    # By core count, darner before redis at each: a run cut short still compares like with like.
+    configs = sorted([("darner", n) for n in DARNER_THREADS if fits(n)] +
+                     [("redis", n) for n in REDIS_IO_THREADS if fits(n)],
+                     key=lambda c: (c[1], c[0] != "darner"))
     if not configs:
         sys.exit("need at least 2 cores: one for the server, one for the load generator")
     machine = machine_line(cores)
@@ -272,17 +275,28 @@ def main():
         finally:
             if server is not None:
                 server.stop()
-    elapsed = time.time() - started
+        # The report so far, after every configuration: a run cut short (a lent machine's
+        # time is bounded) still leaves what it measured.
+        md = write_report(args, results, machine, load_before, shown, time.time() - started,
+                          cases, final=False)
+    md = write_report(args, results, machine, load_before, shown, time.time() - started,
+                      cases, final=True)
+    print(md)
+
+
+def write_report(args, results, machine, load_before, shown, elapsed, cases, final):
     machine += f"; load average {load_before:.2f} before the run, {os.getloadavg()[0]:.2f} after"
     md = markdown(args, results, machine, shown, elapsed)
     with open(os.path.join(args.out, f"scaling-{args.tag}.json"), "w") as f:
         json.dump({"machine": machine, "argv": sys.argv, "results": results}, f, indent=1)
-    pngs = plots(args, results, cases)
-    if pngs:
-        md += "\n" + "\n".join(f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in pngs) + "\n"
+    if final:
+        pngs = plots(args, results, cases)
+        if pngs:
+            md += "\n" + "\n".join(f"![{os.path.basename(p)}]({os.path.basename(p)})"
+                                    for p in pngs) + "\n"
     with open(os.path.join(args.out, f"scaling-{args.tag}.md"), "w") as f:
         f.write(md)
-    print(md)
+    return md
 
 
 if __name__ == "__main__":
