@@ -530,17 +530,35 @@ fn walk_key_specs<A: AsRef<[u8]>>(
 }
 
 /// CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), as used by
-/// Redis Cluster. Table-driven.
+/// Redis Cluster. It runs once per routed request (the key's shard is its slot's), so it
+/// takes eight bytes a step ("slicing-by-8", Intel's technique for table-driven CRCs): table
+/// `k` holds each byte's CRC followed by `k` zero bytes, so the eight lookups of a step are
+/// independent and only the first two depend on the running CRC, instead of a chain of one
+/// dependent lookup per byte (a 16-byte key: 2 steps, not 16).
 pub fn crc16(data: &[u8]) -> u16 {
-    data.iter().fold(0u16, |crc, &b| {
-        (crc << 8) ^ CRC16_TABLE[usize::from((crc >> 8) as u8 ^ b)]
+    let mut crc = 0u16;
+    let mut chunks = data.chunks_exact(8);
+    for c in &mut chunks {
+        let t = &CRC16_TABLES;
+        crc = t[7][usize::from((crc >> 8) as u8 ^ c[0])]
+            ^ t[6][usize::from(crc as u8 ^ c[1])]
+            ^ t[5][usize::from(c[2])]
+            ^ t[4][usize::from(c[3])]
+            ^ t[3][usize::from(c[4])]
+            ^ t[2][usize::from(c[5])]
+            ^ t[1][usize::from(c[6])]
+            ^ t[0][usize::from(c[7])];
+    }
+    chunks.remainder().iter().fold(crc, |crc, &b| {
+        (crc << 8) ^ CRC16_TABLES[0][usize::from((crc >> 8) as u8 ^ b)]
     })
 }
 
-const CRC16_TABLE: [u16; 256] = build_crc16_table();
+/// `CRC16_TABLES[k][b]`: the CRC of byte `b` followed by `k` zero bytes.
+const CRC16_TABLES: [[u16; 256]; 8] = build_crc16_tables();
 
-const fn build_crc16_table() -> [u16; 256] {
-    let mut table = [0u16; 256];
+const fn build_crc16_tables() -> [[u16; 256]; 8] {
+    let mut t = [[0u16; 256]; 8];
     let mut i = 0;
     while i < 256 {
         let mut crc = (i as u16) << 8;
@@ -553,10 +571,20 @@ const fn build_crc16_table() -> [u16; 256] {
             };
             bit += 1;
         }
-        table[i] = crc;
+        t[0][i] = crc;
         i += 1;
     }
-    table
+    let mut k = 1;
+    while k < 8 {
+        let mut i = 0;
+        while i < 256 {
+            let prev = t[k - 1][i];
+            t[k][i] = (prev << 8) ^ t[0][(prev >> 8) as usize];
+            i += 1;
+        }
+        k += 1;
+    }
+    t
 }
 
 /// The part of `key` that Redis Cluster hashes: the text between the first
