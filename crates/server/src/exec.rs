@@ -393,6 +393,12 @@ impl Tx {
     }
 
     /// The reader to record this transaction's reads for (client tracking), if any.
+    /// Whether this command's reads are recorded for CLIENT TRACKING (build its parts'
+    /// intents with [`Intents::of_reads`]).
+    pub fn tracks_reads(&self) -> bool {
+        self.0.track.get().is_some()
+    }
+
     pub fn track(&self) -> Option<crate::tracking::Reader> {
         self.0.track.get()
     }
@@ -588,18 +594,10 @@ impl Tx {
         let track = self.0.track.get();
         let mut msgs = Vec::with_capacity(plan.len());
         let mut hops = Vec::with_capacity(plan.len());
-        for (s, intents, f) in plan {
+        for (s, mut intents, f) in plan {
             let (done, hop) = pending::<R>();
             hops.push(hop);
-            let reads: Vec<Bytes> = match track {
-                Some(_) => intents
-                    .keys
-                    .iter()
-                    .filter(|(_, w)| !w)
-                    .map(|(k, _)| k.clone())
-                    .collect(),
-                None => Vec::new(),
-            };
+            let reads = std::mem::take(&mut intents.reads);
             let job = part_job(frozen, track.map(|r| (r, reads)), f);
             msgs.push((
                 s,

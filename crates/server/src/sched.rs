@@ -39,13 +39,33 @@
 //!   them in FIFO order with everything that arrives after them). A part that waits has not
 //!   run anything yet, so letting single-key work pass it is safe.
 
-use bytes::Bytes;
 use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub type TxId = u64;
+
+/// A key's 64-bit fingerprint: what intents lock. Computed once, where the transaction is
+/// planned, from the key's bytes with a hash seeded once per process, so that every thread
+/// computes the same one. Two keys with one fingerprint only make their transactions wait for
+/// each other (a needless conflict), never miss a real one; with 64 bits that is rare enough
+/// not to matter, and the seed keeps clients from choosing colliding keys. Locking
+/// fingerprints instead of the keys' bytes spares each intent a reference-counted copy of its
+/// key (an atomic increment where the plan is made, and a decrement on the shard thread that
+/// drops it), and makes the shard's lock table a map of integers.
+pub fn fingerprint(key: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    static SEED: std::sync::OnceLock<foldhash::fast::FixedState> = std::sync::OnceLock::new();
+    SEED.get_or_init(|| {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+            ^ u64::from(std::process::id()).rotate_left(32);
+        foldhash::fast::FixedState::with_seed(seed)
+    })
+    .hash_one(key)
+}
 
 /// What a part of a transaction locks on one shard. Keys are locked in every database at once
 /// (a transaction may SELECT, MOVE or COPY ... DB between its keys; the same name in two
@@ -54,37 +74,50 @@ pub type TxId = u64;
 pub struct Intents {
     /// The whole shard (FLUSHALL, SORT with patterns, keyless commands in EXEC, ...).
     pub whole: bool,
-    /// Keys, each with whether it is written; no key twice.
-    pub keys: SmallVec<[(Bytes, bool); 4]>,
+    /// Keys' fingerprints ([`fingerprint`]), each with whether it is written; none twice.
+    pub keys: SmallVec<[(u64, bool); 4]>,
+    /// The keys a tracking client's read command reads here, by name (CLIENT TRACKING
+    /// records them on the shard while they are held: `Tx::run_parts`); empty otherwise.
+    pub reads: Vec<bytes::Bytes>,
 }
 
 impl Intents {
     pub fn whole() -> Intents {
         Intents {
             whole: true,
-            keys: SmallVec::new(),
+            ..Intents::default()
         }
+    }
+
+    /// `keys`, all read, by a command whose reads are tracked when `tracked` (see `reads`).
+    pub fn of_reads(keys: &[bytes::Bytes], tracked: bool) -> Intents {
+        let mut i = Intents::of_keys(keys, false);
+        if tracked {
+            i.reads = keys.to_vec();
+        }
+        i
     }
 
     /// Adds a key (a write wins over a read of the same key). Linear in the keys so far: for
     /// many keys, [`Intents::push`] them and [`Intents::normalize`] once.
-    pub fn add(&mut self, key: Bytes, write: bool) {
-        match self.keys.iter_mut().find(|(k, _)| *k == key) {
+    pub fn add(&mut self, key: &[u8], write: bool) {
+        let fp = fingerprint(key);
+        match self.keys.iter_mut().find(|(k, _)| *k == fp) {
             Some(e) => e.1 |= write,
-            None => self.keys.push((key, write)),
+            None => self.keys.push((fp, write)),
         }
     }
 
     /// Adds a key that may already be there (see [`Intents::normalize`]).
-    pub fn push(&mut self, key: Bytes, write: bool) {
-        self.keys.push((key, write));
+    pub fn push(&mut self, key: &[u8], write: bool) {
+        self.keys.push((fingerprint(key), write));
     }
 
     /// `keys`, all read or all written.
-    pub fn of_keys(keys: &[Bytes], write: bool) -> Intents {
+    pub fn of_keys<K: AsRef<[u8]>>(keys: &[K], write: bool) -> Intents {
         let mut i = Intents::default();
         for k in keys {
-            i.push(k.clone(), write);
+            i.push(k.as_ref(), write);
         }
         i.normalize();
         i
@@ -111,19 +144,37 @@ impl Intents {
             } else {
                 (other, self)
             };
-            let map: HashMap<&[u8], bool> =
-                big.keys.iter().map(|(k, w)| (k.as_ref(), *w)).collect();
+            let map: HashMap<u64, bool, FingerprintHasher> = big.keys.iter().copied().collect();
             return small
                 .keys
                 .iter()
-                .any(|(k, w)| map.get(k.as_ref()).is_some_and(|ow| *w || *ow));
+                .any(|(k, w)| map.get(k).is_some_and(|ow| *w || *ow));
         }
-        self.keys.iter().any(|(k, w)| {
-            other
-                .keys
-                .iter()
-                .any(|(ok, ow)| (*w || *ow) && ok.as_ref() == k.as_ref())
-        })
+        self.keys
+            .iter()
+            .any(|(k, w)| other.keys.iter().any(|(ok, ow)| (*w || *ow) && ok == k))
+    }
+}
+
+/// Maps keyed by fingerprints need no hashing of their own: a fingerprint already is a
+/// well-mixed hash.
+type FingerprintHasher = std::hash::BuildHasherDefault<PassThrough>;
+
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl std::hash::Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only u64s are hashed here; any other input still gets a deterministic value.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
     }
 }
 
@@ -196,8 +247,8 @@ struct Waiting<P> {
 /// One shard's granted intents and waiting parts. `P` is what a part carries (the worker's
 /// closure or grant completion).
 pub struct Sched<P> {
-    /// foldhash, seeded per map: std's SipHash showed in MSET's profile.
-    keys: HashMap<Bytes, Count, foldhash::fast::RandomState>,
+    /// Granted intents by key fingerprint.
+    keys: HashMap<u64, Count, FingerprintHasher>,
     whole: bool,
     holders: Vec<Holder>,
     waiting: VecDeque<Waiting<P>>,
@@ -240,7 +291,10 @@ impl<P> Sched<P> {
         if self.whole {
             return true;
         }
-        match self.keys.get(key) {
+        if self.keys.is_empty() {
+            return false;
+        }
+        match self.keys.get(&fingerprint(key)) {
             None => false,
             Some(c) => c.writers > 0 || (write && c.readers > 0),
         }
@@ -248,8 +302,9 @@ impl<P> Sched<P> {
 
     /// Whether a key is held by a transaction other than `me` (any, for None).
     pub fn held_by_other(&self, key: &[u8], me: Option<TxId>) -> bool {
+        let fp = fingerprint(key);
         self.holders.iter().any(|h| {
-            Some(h.tx) != me && (h.whole() || h.intents.keys.iter().any(|(k, _)| k == key))
+            Some(h.tx) != me && (h.whole() || h.intents.keys.iter().any(|(k, _)| *k == fp))
         })
     }
 
@@ -260,7 +315,7 @@ impl<P> Sched<P> {
         if self.whole {
             return true;
         }
-        i.keys.iter().any(|(k, w)| match self.keys.get(k.as_ref()) {
+        i.keys.iter().any(|(k, w)| match self.keys.get(k) {
             None => false,
             Some(c) => c.writers > 0 || (*w && c.readers > 0),
         })
@@ -271,7 +326,7 @@ impl<P> Sched<P> {
             self.whole = true;
         }
         for (k, w) in &intents.keys {
-            let c = self.keys.entry(k.clone()).or_default();
+            let c = self.keys.entry(*k).or_default();
             if *w {
                 c.writers += 1;
             } else {
@@ -371,14 +426,14 @@ impl<P> Sched<P> {
             self.whole = false;
         }
         for (k, w) in &intents.keys {
-            if let Some(c) = self.keys.get_mut(k.as_ref()) {
+            if let Some(c) = self.keys.get_mut(k) {
                 if *w {
                     c.writers -= 1;
                 } else {
                     c.readers -= 1;
                 }
                 if c.writers == 0 && c.readers == 0 {
-                    self.keys.remove(k.as_ref());
+                    self.keys.remove(k);
                 }
             }
         }

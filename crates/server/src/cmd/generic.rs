@@ -81,7 +81,11 @@ async fn count_keys(
         .into_iter()
         .map(|(s, idx)| {
             let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
-            let intents = Intents::of_keys(&ks, write);
+            let intents = if write {
+                Intents::of_keys(&ks, true)
+            } else {
+                Intents::of_reads(&ks, tx.tracks_reads())
+            };
             (s, intents, move |ctx: &mut ShardCtx| {
                 ctx.prefetch(&ks);
                 ks.iter().map(|k| f(ctx, k)).sum::<i64>()
@@ -201,7 +205,7 @@ type Step<R> = Box<dyn FnOnce(&mut ShardCtx) -> R + Send>;
 fn written(keys: &[&Bytes]) -> Intents {
     let mut i = Intents::default();
     for k in keys {
-        i.add((*k).clone(), true);
+        i.add(k, true);
     }
     i
 }
@@ -385,7 +389,7 @@ fn copy(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         } else {
             // The copy leaves the source's shard with the reservation.
             let mut read = Intents::default();
-            read.add(src.clone(), false);
+            read.add(&src, false);
             let parts: Vec<(usize, Intents, Step<Option<Entry>>)> = vec![
                 (ss, read, Box::new(move |ctx| copy_of(ctx, &src, &dst))),
                 (ds, written(&[&args[2]]), Box::new(|_| None)),

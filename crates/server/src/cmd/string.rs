@@ -414,7 +414,7 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         if groups.len() == 1 {
             // All keys on one shard: it writes the whole reply.
             let ks: Vec<Bytes> = keys.to_vec();
-            let intents = Intents::of_keys(&ks, false);
+            let intents = Intents::of_reads(&ks, tx.tracks_reads());
             return tx
                 .run_parts(vec![(groups[0].0, intents, move |ctx: &mut ShardCtx| {
                     ctx.prefetch(&ks);
@@ -435,15 +435,21 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
                 .pop()
                 .unwrap_or_default();
         }
-        // Each shard encodes its keys' replies into one buffer and says where each ends.
+        // Each shard encodes its keys' replies into one buffer and says where each ends. The
+        // keys move into the parts (the reply is assembled by position).
+        let nkeys = keys.len();
+        let mut args = args;
         let plan: Vec<_> = groups
             .iter()
             .map(|(s, idx)| {
-                let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
-                let intents = Intents::of_keys(&ks, false);
+                let ks: Vec<Bytes> = idx
+                    .iter()
+                    .map(|&i| std::mem::take(&mut args[1 + i]))
+                    .collect();
+                let intents = Intents::of_reads(&ks, tx.tracks_reads());
                 (*s, intents, move |ctx: &mut ShardCtx| {
                     ctx.prefetch(&ks);
-                    let mut buf = Vec::new();
+                    let mut buf = Vec::with_capacity(ks.len() * 40);
                     let mut ends = Vec::with_capacity(ks.len());
                     let resp3 = ctx.resp3;
                     let mut db = ctx.db();
@@ -459,7 +465,7 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
                 })
             })
             .collect();
-        let mut parts: Vec<(usize, usize, usize)> = vec![(0, 0, 0); keys.len()];
+        let mut parts: Vec<(usize, usize, usize)> = vec![(0, 0, 0); nkeys];
         let mut bufs = Vec::with_capacity(groups.len());
         for (g, (buf, ends)) in tx.run_parts(plan).await.into_iter().enumerate() {
             let mut start = 0;
@@ -471,7 +477,7 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         }
         let total: usize = bufs.iter().map(Vec::len).sum();
         let mut out = Vec::with_capacity(total + 16);
-        ReplyWriter::new(&mut out, tx.resp3()).array(keys.len());
+        ReplyWriter::new(&mut out, tx.resp3()).array(nkeys);
         for (g, s, e) in parts {
             out.extend_from_slice(&bufs[g][s..e]);
         }
@@ -481,20 +487,36 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 
 /// Sets every pair on its shard (shards in parallel, one-shot parts unless the shards are
 /// reserved already: MSETNX, EXEC); clears TTLs as SET does.
-async fn set_pairs(tx: &Tx, args: &[Bytes]) {
-    let keys: Vec<Bytes> = args[1..].iter().step_by(2).cloned().collect();
-    let groups = by_shard(tx, &keys);
-    let plan: Vec<_> = groups
-        .into_iter()
-        .map(|(s, idx)| {
-            let pairs: Vec<(Bytes, Bytes)> = idx
-                .iter()
-                .map(|&i| (args[1 + 2 * i].clone(), args[2 + 2 * i].clone()))
-                .collect();
-            let mut intents = Intents::default();
-            for (k, _) in &pairs {
-                intents.push(k.clone(), true);
+/// One shard's share of an MSET: its shard, its keys' intents, its pairs.
+type PairsPart = (usize, Intents, Vec<(Bytes, Bytes)>);
+
+/// Sets the pairs `args[1..]` (MSET's), one one-shot part per shard. The arguments move into
+/// the parts, none copied: each part owns its pairs, and the intents only fingerprints.
+async fn set_pairs(tx: &Tx, args: Vec<Bytes>) {
+    let shards: smallvec::SmallVec<[usize; 16]> = args[1..]
+        .iter()
+        .step_by(2)
+        .map(|k| tx.shard_of(k))
+        .collect();
+    let mut parts: smallvec::SmallVec<[PairsPart; 4]> = smallvec::SmallVec::new();
+    let mut rest = args.into_iter().skip(1);
+    for &s in &shards {
+        let (Some(k), Some(v)) = (rest.next(), rest.next()) else {
+            break;
+        };
+        let i = match parts.iter().position(|p| p.0 == s) {
+            Some(i) => i,
+            None => {
+                parts.push((s, Intents::default(), Vec::new()));
+                parts.len() - 1
             }
+        };
+        parts[i].1.push(&k, true);
+        parts[i].2.push((k, v));
+    }
+    let plan: Vec<_> = parts
+        .into_iter()
+        .map(|(s, mut intents, pairs)| {
             intents.normalize();
             (s, intents, move |ctx: &mut ShardCtx| {
                 let keys: smallvec::SmallVec<[&Bytes; 16]> = pairs.iter().map(|(k, _)| k).collect();
@@ -565,7 +587,7 @@ fn mset(tx: Tx, args: Vec<Bytes>) -> TxFuture {
                 w.error(b"ERR wrong number of arguments for 'mset' command")
             });
         }
-        set_pairs(&tx, &args).await;
+        set_pairs(&tx, args).await;
         super::with_writer(resp3, |w| w.ok())
     })
 }
@@ -595,7 +617,7 @@ fn msetnx(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         if any {
             return super::with_writer(resp3, |w| w.int(0));
         }
-        set_pairs(&tx, &args).await;
+        set_pairs(&tx, args).await;
         super::with_writer(resp3, |w| w.int(1))
     })
 }

@@ -161,7 +161,7 @@ fn shard_entry(plan: &mut Vec<(usize, Intents)>, shard: usize) -> &mut Intents {
 fn add_key(plan: &mut Vec<(usize, Intents)>, shards: usize, key: &[u8], write: bool) {
     let e = shard_entry(plan, super::shard_of(key, shards));
     if !e.whole {
-        e.push(Bytes::copy_from_slice(key), write);
+        e.push(key, write);
     }
 }
 

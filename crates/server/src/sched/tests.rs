@@ -90,8 +90,8 @@ struct Model {
     cmds_done: usize,
 }
 
-fn key_bytes(k: usize) -> Bytes {
-    Bytes::from(format!("k{k}"))
+fn key_bytes(k: usize) -> bytes::Bytes {
+    bytes::Bytes::from(format!("k{k}"))
 }
 
 impl Model {
@@ -131,7 +131,7 @@ impl Model {
         for (s, keys) in &t.parts {
             if *s == shard {
                 for &(k, w) in keys {
-                    i.add(key_bytes(k), w);
+                    i.add(&key_bytes(k), w);
                 }
             }
         }
@@ -510,13 +510,13 @@ fn random_transactions_under_random_interleavings_are_serializable() {
 fn a_waiting_part_is_granted_in_arrival_order() {
     let mut s: Sched<u32> = Sched::default();
     let mut w = Intents::default();
-    w.add(key_bytes(1), true);
+    w.add(&key_bytes(1), true);
     assert_eq!(s.schedule(1, w.clone(), None, 1), Some(1));
     assert_eq!(s.schedule(2, w.clone(), None, 2), None);
     assert_eq!(s.schedule(3, w.clone(), None, 3), None);
     // A read of another key passes; a whole-shard part waits behind everything.
     let mut r = Intents::default();
-    r.add(key_bytes(2), false);
+    r.add(&key_bytes(2), false);
     assert_eq!(s.schedule(4, r.clone(), None, 4), Some(4));
     assert_eq!(s.schedule(5, Intents::whole(), None, 5), None);
     assert_eq!(
@@ -541,9 +541,9 @@ fn a_waiting_part_is_granted_in_arrival_order() {
 fn readers_share_a_key_and_a_writer_waits_for_them() {
     let mut s: Sched<u32> = Sched::default();
     let mut r = Intents::default();
-    r.add(key_bytes(1), false);
+    r.add(&key_bytes(1), false);
     let mut w = Intents::default();
-    w.add(key_bytes(1), true);
+    w.add(&key_bytes(1), true);
     assert!(s.schedule(1, r.clone(), None, 1).is_some());
     assert!(s.schedule(2, r.clone(), None, 2).is_some());
     assert!(!s.blocks_key(b"k1", false));
@@ -559,7 +559,7 @@ fn a_quorum_holder_goes_at_the_sweep_after_its_last_part() {
     let mut s: Sched<u32> = Sched::default();
     let q = Quorum::new(2);
     let mut w = Intents::default();
-    w.add(key_bytes(1), true);
+    w.add(&key_bytes(1), true);
     assert!(s.schedule(1, w.clone(), Some(q.clone()), 1).is_some());
     assert_eq!(q.part_done(), None);
     assert!(s.schedule(2, w, None, 2).is_none());
@@ -569,4 +569,20 @@ fn a_quorum_holder_goes_at_the_sweep_after_its_last_part() {
     assert_eq!(q.part_done(), Some(1 << 3));
     let g: Vec<u32> = s.sweep().into_iter().map(|g| g.part).collect();
     assert_eq!(g, vec![2]);
+}
+
+#[test]
+fn every_thread_computes_the_same_fingerprint() {
+    let here: Vec<u64> = (0..100).map(|k| fingerprint(&key_bytes(k))).collect();
+    let there = std::thread::spawn(|| {
+        (0..100)
+            .map(|k| fingerprint(&key_bytes(k)))
+            .collect::<Vec<u64>>()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(here, there);
+    // Distinct keys, distinct fingerprints (64 bits: a collision among 100 would be a bug).
+    let distinct: std::collections::HashSet<u64> = here.iter().copied().collect();
+    assert_eq!(distinct.len(), 100);
 }
