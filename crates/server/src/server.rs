@@ -165,11 +165,7 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
             mio::Waker::new(poll.registry(), mio::Token(usize::MAX)).map_err(|e| e.to_string())?,
         );
         let (tx, rx) = std::sync::mpsc::channel();
-        inboxes.push(Inbox {
-            tx: Mutex::new(Some(tx)),
-            waker,
-            notified: AtomicBool::new(false),
-        });
+        inboxes.push(Inbox::new(tx, waker));
         receivers.push(rx);
         polls.push(poll);
     }

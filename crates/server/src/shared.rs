@@ -10,13 +10,59 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// A thread's inbox: a channel plus a waker that is poked only when the thread may be asleep.
+/// A thread's inbox: a channel plus a waker that is poked only when the thread is asleep.
+///
+/// Two flags make the wake-up rare. `notified` says "the channel may hold messages": senders
+/// set it after their message is in the channel, the owner clears it before it drains, and
+/// skips the channel while it is clear. `sleeping` says "the owner is about to block, or is
+/// blocked, in its wait for events": the owner sets it, then looks at `notified` once more and
+/// blocks only if that is still clear. A sender wakes the owner only when it is the one that
+/// flipped `notified` and it sees `sleeping` set. All four accesses are sequentially
+/// consistent, so of an owner's (store `sleeping`, load `notified`) and a sender's (swap
+/// `notified`, load `sleeping`) one pair sees the other: either the owner sees the message
+/// and does not block, or the sender sees the owner asleep and wakes it. A thread that is
+/// busy, however many messages it drains a turn, costs its senders no system call.
 pub struct Inbox {
     pub tx: Mutex<Option<Sender<Msg>>>,
     pub waker: Arc<mio::Waker>,
-    /// Set by senders; cleared by the owner before it drains. A sender wakes the thread only
-    /// when it flips this from false to true, so a busy thread gets no wake-up syscalls.
     pub notified: AtomicBool,
+    pub sleeping: AtomicBool,
+}
+
+impl Inbox {
+    pub fn new(tx: Sender<Msg>, waker: Arc<mio::Waker>) -> Inbox {
+        Inbox {
+            tx: Mutex::new(Some(tx)),
+            waker,
+            notified: AtomicBool::new(false),
+            sleeping: AtomicBool::new(false),
+        }
+    }
+
+    /// After a message is in the channel: wakes the owner if this call flipped `notified`
+    /// and the owner is asleep (see the type's comment).
+    fn notify(&self) {
+        if !self.notified.swap(true, Ordering::SeqCst) && self.sleeping.load(Ordering::SeqCst) {
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// The owner, before a wait for events that may block: true if it may block (nothing was
+    /// posted meanwhile); then `awake` must follow the wait. False: a message is waiting, and
+    /// the owner must not block.
+    pub fn may_sleep(&self) -> bool {
+        self.sleeping.store(true, Ordering::SeqCst);
+        if self.notified.load(Ordering::SeqCst) {
+            self.sleeping.store(false, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// The owner, after a wait for events that `may_sleep` allowed to block.
+    pub fn awake(&self) {
+        self.sleeping.store(false, Ordering::Relaxed);
+    }
 }
 
 thread_local! {
@@ -193,13 +239,15 @@ impl Shared {
         }
         for t in wake {
             let inbox = &self.inboxes[t];
-            if !inbox.notified.swap(true, Ordering::AcqRel) && t != me {
-                let _ = inbox.waker.wake();
+            if t == me {
+                inbox.notified.store(true, Ordering::SeqCst);
+            } else {
+                inbox.notify();
             }
         }
     }
 
-    /// Sends a message to thread `t`, waking it if it may be asleep.
+    /// Sends a message to thread `t`, waking it if it is asleep.
     pub fn send(&self, t: usize, m: Msg) {
         SENDERS.with(|s| {
             let mut s = s.borrow_mut();
@@ -211,10 +259,7 @@ impl Shared {
             // A send fails only when the receiving thread has exited (shutdown): drop it.
             let _ = s[t].send(m);
         });
-        let inbox = &self.inboxes[t];
-        if !inbox.notified.swap(true, Ordering::AcqRel) {
-            let _ = inbox.waker.wake();
-        }
+        self.inboxes[t].notify();
     }
 
     /// Unix time in milliseconds. Read once per loop turn: one vDSO call, no `SystemTime`

@@ -134,7 +134,8 @@ impl Worker {
                 }
             }
         }
-        self.send_batches();
+        // (Its commands for other shards wait in `batches` with those of the turn's other
+        // connections: the turn sends them, one message per shard: `send_batches`.)
         self.dirty.push(c);
     }
 
@@ -157,12 +158,21 @@ impl Worker {
         self.dirty.push(c);
     }
 
+    /// Posts the commands waiting for other shards, one message per shard. Called once the
+    /// turn's connections have been read (so the commands of every client read in a turn
+    /// travel together: with unpipelined clients, one message per shard per turn rather than
+    /// one per client), after the pump's resumed connections, at the end of the turn, and
+    /// before a connection's commands take another path to a shard (a transaction) so that
+    /// they arrive in the connection's order.
     pub(super) fn send_batches(&mut self) {
         for s in 0..self.batches.len() {
             if self.batches[s].is_empty() {
                 continue;
             }
-            let items = std::mem::take(&mut self.batches[s]);
+            // The next turn's batch starts at this one's size: no regrowth (each a copy of
+            // the items so far) while it fills.
+            let n = self.batches[s].len();
+            let items = std::mem::replace(&mut self.batches[s], Vec::with_capacity(n));
             post(
                 &self.shared,
                 s,

@@ -49,6 +49,7 @@ impl Worker {
                 self.process(c);
                 progress = true;
             }
+            self.send_batches();
             if !progress {
                 break;
             }
@@ -259,7 +260,7 @@ impl Worker {
         let mut ctx = ShardCtx {
             shard: &mut self.shard,
             db,
-            clock: Clock::at(Shared::now_ms()),
+            clock: Clock::at(self.now_ms),
             resp3,
             shared: &self.shared,
         };
@@ -293,9 +294,10 @@ impl Worker {
             self.prefetch_batch(&items);
         }
         let mut held: Vec<crate::blocking::Mover> = Vec::new();
-        let mut buf = Vec::new();
+        // Room for a short reply each (a GET's bulk string of a small value): few regrowths.
+        let mut buf = Vec::with_capacity(items.len() * 48);
         let mut done = Vec::with_capacity(items.len());
-        let now = Shared::now_ms();
+        let now = self.now_ms;
         let mut lap = Lap::start();
         for it in items {
             let Some(f) = it.cmd.key_fn() else {

@@ -227,10 +227,22 @@ impl Worker {
                     }
                 }
             };
+            // A wait that may block tells senders so (shared.rs, `Inbox`): only then do they
+            // pay for a wake-up; a message posted since the last drain means no blocking.
+            let inbox = &self.shared.inboxes[self.id];
+            let may_block = timeout != Some(Duration::ZERO);
+            let timeout = if may_block && !inbox.may_sleep() {
+                Some(Duration::ZERO)
+            } else {
+                timeout
+            };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != ErrorKind::Interrupted {
                     log::warning(&format!("poll failed: {e}"));
                 }
+            }
+            if may_block {
+                self.shared.inboxes[self.id].awake();
             }
             // One clock read per turn: the commands of a turn share Redis's "cached time".
             self.loop_now = Instant::now();
@@ -267,6 +279,7 @@ impl Worker {
             for c in std::mem::take(&mut self.more_input) {
                 self.read(c, false);
             }
+            self.send_batches();
             self.pump();
             // Intents of transactions that finished meanwhile (sched.rs: no message says so).
             self.sweep_lingering();
@@ -291,6 +304,7 @@ impl Worker {
             if LOCAL.with(|l| !l.borrow().is_empty()) {
                 self.pump();
             }
+            self.send_batches();
             self.flush_dirty();
             self.bury_graveyards();
             self.count_turn();

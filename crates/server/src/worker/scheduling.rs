@@ -17,7 +17,6 @@ use crate::cmd::Command;
 use crate::exec::{self, post};
 use crate::msg::{BatchItem, Msg, Part, Scheduled, TxId};
 use crate::sched::{waiter_shards, Granted};
-use crate::shared::Shared;
 use darner_commands::flags;
 use std::collections::VecDeque;
 
@@ -93,7 +92,7 @@ impl Worker {
                 let movers = crate::blocking::serve_ready(
                     &mut self.shard,
                     &self.shared,
-                    Shared::now_ms(),
+                    self.now_ms,
                     Some(tx),
                 );
                 // Counted down before the result leaves: a command its reply lets a client send
