@@ -234,6 +234,8 @@ def main():
     ap.add_argument("--records", type=int, help="YCSB records (quick 20000, full 100000)")
     ap.add_argument("--connections", type=int, help="connections in all (quick 50, full 200)")
     ap.add_argument("--cases", help="comma-separated, from: " + ",".join(ALL_CASES))
+    ap.add_argument("--configs", help="only these server configurations, comma-separated "
+                    "FAMILY:N (darner:8,redis:1); default: all that fit")
     args = ap.parse_args()
     full = args.full
     args.tag = args.tag or ("full" if full else "quick")
@@ -256,6 +258,9 @@ def main():
     configs = sorted([("darner", n) for n in DARNER_THREADS if fits(n)] +
                      [("redis", n) for n in REDIS_IO_THREADS if fits(n)],
                      key=lambda c: (c[1], c[0] != "darner"))
+    if args.configs:
+        wanted = [(f, int(n)) for f, n in (c.split(":") for c in args.configs.split(","))]
+        configs = [c for c in wanted if c[0] in ("darner", "redis") and fits(c[1])]
     if not configs:
         sys.exit("need at least 2 cores: one for the server, one for the load generator")
     machine = machine_line(cores)
