@@ -68,19 +68,23 @@ pub fn by_shard(tx: &Tx, keys: &[Bytes]) -> Vec<(usize, Vec<usize>)> {
     groups
 }
 
-/// Runs `f(ctx, key)` for every key on its shard (shards in parallel, as one-shot parts: one
-/// message per shard) and sums the results. `write`: whether `f` writes the keys.
+/// Runs `f(ctx, key)` for every key of `args[1..]` on its shard (shards in parallel, as
+/// one-shot parts: one message per shard) and sums the results. `write`: whether `f` writes
+/// the keys. The keys move into the parts, none copied.
 async fn count_keys(
     tx: &Tx,
-    keys: Vec<Bytes>,
+    mut args: Vec<Bytes>,
     write: bool,
     f: fn(&mut ShardCtx, &[u8]) -> i64,
 ) -> i64 {
-    let groups = by_shard(tx, &keys);
+    let groups = by_shard(tx, &args[1..]);
     let plan: Vec<_> = groups
         .into_iter()
         .map(|(s, idx)| {
-            let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
+            let ks: Vec<Bytes> = idx
+                .iter()
+                .map(|&i| std::mem::take(&mut args[1 + i]))
+                .collect();
             let intents = if write {
                 Intents::of_keys(&ks, true)
             } else {
@@ -114,7 +118,7 @@ fn parse_db(arg: &[u8], databases: usize) -> Result<usize, &'static [u8]> {
 
 fn del(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
-        let n = count_keys(&tx, args[1..].to_vec(), true, |ctx, k| {
+        let n = count_keys(&tx, args, true, |ctx, k| {
             let gone = ctx.db().delete(k);
             if gone {
                 notify(ctx, GENERIC, "del", k);
@@ -134,7 +138,7 @@ fn unlink(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 
 fn exists(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
-        let n = count_keys(&tx, args[1..].to_vec(), false, |ctx, k| {
+        let n = count_keys(&tx, args, false, |ctx, k| {
             ctx.db().exists(k) as i64
         })
         .await;
@@ -146,7 +150,7 @@ fn touch(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
         // `get` updates the access clock; TOUCH does so even for a CLIENT NO-TOUCH client
         // (Redis 7.2 exempts touchCommand from NO-TOUCH).
-        let n = count_keys(&tx, args[1..].to_vec(), false, |ctx, k| {
+        let n = count_keys(&tx, args, false, |ctx, k| {
             ctx.clock.touch = true;
             ctx.db().get(k).is_some() as i64
         })
