@@ -87,9 +87,16 @@ pub enum Msg {
     /// Their replies, concatenated in `buf`, back to the connections' thread; with each, for a
     /// command slow enough for the slow log, its duration and arguments (the connection's
     /// thread records the entry, as only it knows the client's address and name).
+    ///
+    /// `spent` is the batch itself, run, coming home: its arguments are slices of the
+    /// connections' read buffers, whose reference counts live on this thread, so they are
+    /// dropped here (no cache line crossing back and forth per argument), and its allocation
+    /// is reused for the next batch to `shard`, which sent this.
     BatchDone {
+        shard: usize,
         buf: Vec<u8>,
         items: Vec<(ConnRef, u64, u32, u32, Option<SlowCall>)>,
+        spent: Vec<BatchItem>,
     },
     /// A part of a transaction for this thread's shard, in the global order (sched.rs).
     Schedule(Box<Scheduled>),

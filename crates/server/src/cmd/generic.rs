@@ -138,10 +138,7 @@ fn unlink(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 
 fn exists(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
-        let n = count_keys(&tx, args, false, |ctx, k| {
-            ctx.db().exists(k) as i64
-        })
-        .await;
+        let n = count_keys(&tx, args, false, |ctx, k| ctx.db().exists(k) as i64).await;
         super::with_writer(tx.resp3(), |w| w.int(n))
     })
 }

@@ -169,10 +169,8 @@ impl Worker {
             if self.batches[s].is_empty() {
                 continue;
             }
-            // The next turn's batch starts at this one's size: no regrowth (each a copy of
-            // the items so far) while it fills.
-            let n = self.batches[s].len();
-            let items = std::mem::replace(&mut self.batches[s], Vec::with_capacity(n));
+            // (The allocation comes back with the replies, for the next batch: BatchDone.)
+            let items = std::mem::take(&mut self.batches[s]);
             post(
                 &self.shared,
                 s,

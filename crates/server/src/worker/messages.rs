@@ -62,7 +62,12 @@ impl Worker {
             Msg::Batch { from, items } => {
                 self.admit_batch(from, items, false);
             }
-            Msg::BatchDone { buf, items } => {
+            Msg::BatchDone {
+                shard,
+                buf,
+                items,
+                mut spent,
+            } => {
                 for (cr, seq, s, e, slow) in items {
                     if let Some(call) = slow {
                         let state = self
@@ -76,6 +81,11 @@ impl Worker {
                         conn.deliver_slice(seq, &buf[s as usize..e as usize]);
                         self.dirty.push(cr.idx as usize);
                     }
+                }
+                spent.clear();
+                let next = &mut self.batches[shard];
+                if next.is_empty() && next.capacity() < spent.capacity() {
+                    *next = spent;
                 }
             }
             Msg::Schedule(s) => self.on_schedule(s),
@@ -299,7 +309,10 @@ impl Worker {
         let mut done = Vec::with_capacity(items.len());
         let now = self.now_ms;
         let mut lap = Lap::start();
-        for it in items {
+        let mut items = items;
+        // Items that must wait for a stream, parked (in order) once the others have run.
+        let mut parked: SmallVec<[usize; 2]> = SmallVec::new();
+        for (i, it) in items.iter_mut().enumerate() {
             let Some(f) = it.cmd.key_fn() else {
                 continue;
             };
@@ -308,7 +321,7 @@ impl Worker {
                 .streams
                 .must_wait(from, it.conn, it.db, &it.keys, &it.args)
             {
-                self.shard.streams.park(from, it);
+                parked.push(i);
                 continue;
             }
             let start_at = buf.len();
@@ -363,8 +376,12 @@ impl Worker {
                 None,
             );
             drop(views);
-            let slow = slow.map(|us| Box::new((us, it.args.into_vec())));
+            let slow = slow.map(|us| Box::new((us, std::mem::take(&mut it.args).into_vec())));
             done.push((it.conn, it.seq, start_at as u32, buf.len() as u32, slow));
+        }
+        for (n, i) in parked.into_iter().enumerate() {
+            let it = items.remove(i - n);
+            self.shard.streams.park(from, it);
         }
         // Blocked clients these writes woke are served before the batch's replies leave; a
         // BLMOVE's push on another shard holds the replies until it is done (blocking.rs).
@@ -378,9 +395,20 @@ impl Worker {
         if done.is_empty() {
             self.spawn_movers(held, None);
         } else if held.is_empty() {
-            post(&self.shared, from, Msg::BatchDone { buf, items: done });
+            let batch = Msg::BatchDone {
+                shard: self.id,
+                buf,
+                items: done,
+                spent: items,
+            };
+            post(&self.shared, from, batch);
         } else {
-            let batch = Msg::BatchDone { buf, items: done };
+            let batch = Msg::BatchDone {
+                shard: self.id,
+                buf,
+                items: done,
+                spent: items,
+            };
             self.spawn_movers(held, Some((from, batch)));
         }
     }
