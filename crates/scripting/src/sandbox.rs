@@ -83,8 +83,6 @@ pub(crate) struct Sandbox {
     /// Internal: `libenv(load_table)` -> a library environment proxy and its
     /// switch `done()` that points it at the runtime globals.
     pub libenv: Option<Function>,
-    /// The load-time globals of FUNCTION LOAD (`redis` only).
-    pub load_globals: Option<Table>,
 }
 
 /// The Lua prelude. Arguments: the real globals, the native helpers, the
@@ -103,9 +101,9 @@ local RO = 'Attempt to modify a readonly table'
 local real_of = setmetatable({}, {__mode = 'k'})
 
 local function ro_newindex() error(RO, 2) end
-local function freeze(t)
+local function freeze(t, shown_mt)
   local p = {}
-  setmetatable(p, {__index = t, __newindex = ro_newindex, __metatable = false})
+  setmetatable(p, {__index = t, __newindex = ro_newindex, __metatable = shown_mt or false})
   real_of[p] = t
   return p
 end
@@ -138,7 +136,11 @@ co.wrap = tramp(function(f)
   local c = co_create(f)
   local function check(ok, ...)
     if killed() then return 2, KILLED end
-    if not ok then return 2, (...) end
+    if not ok then
+      local e = ...
+      if type(e) == 'string' then return 1, e end
+      return 2, e
+    end
     return 3, {...}, select('#', ...)
   end
   return 0, tramp(function(...) return check(co_resume(c, ...)) end)
@@ -180,10 +182,8 @@ G.pairs = tramp(function(t)
   if real_of[t] then return 3, {rawnext, real_of[t], nil}, 3 end
   return 3, {rawpairs(t)}, 3
 end)
-G.setfenv = tramp(function(f, t)
-  if f == 0 then return 2, RO end
-  return 0, setfenv(f, t)
-end)
+-- As Redis 7.0.15 / 7.2 with the 2025 sandbox fixes: no environment access.
+G.getfenv, G.setfenv, G.newproxy = nil, nil, nil
 
 -- Redis's error handler: errors become {err=..., source=..., line=...}.
 local function handler(err)
@@ -203,12 +203,15 @@ local function run(f, nargs, a, b)
   return rawxpcall(function() return f(a, b) end, handler)
 end
 
+-- Redis's math.random / math.randomseed.
+for k, v in rawnext, P.math do G.math[k] = v end
+
 -- Freeze the libraries, then the globals.
 for _, name in rawpairs(P.frozen) do G[name] = freeze(G[name]) end
 local smt = getmetatable('')
 smt.__index = G.string
 smt.__metatable = false
-local gproxy = freeze(G)
+local gproxy = freeze(G, {})
 G._G = gproxy
 setmetatable(G, {__index = nonexistent, __newindex = ro_newindex})
 setfenv(0, gproxy)
@@ -337,7 +340,6 @@ impl Sandbox {
             state,
             runner,
             libenv,
-            load_globals,
         })
     }
 

@@ -154,3 +154,25 @@ fn smoke() {
         "ERR Error compiling script (new function): user_script:1: unexpected symbol near '+'"
     );
 }
+
+#[test]
+#[ignore]
+fn probe() {
+    let path = std::env::var("DARNER_PROBE").unwrap();
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut e = EvalEngine::new();
+    let mut h = FakeHost::default();
+    for line in text.lines() {
+        let body = format!("return {line}");
+        let f = e.eval(&mut h, body.as_bytes(), &[], &[]);
+        let mut out = Vec::new();
+        write_reply(&f, &mut darner_resp::ReplyWriter::new(&mut out, false));
+        let sha = sha1_hex(body.as_bytes());
+        println!(
+            "{line} => {}",
+            String::from_utf8_lossy(&out)
+                .replace(&sha, "SHA")
+                .replace("\r\n", " ")
+        );
+    }
+}
