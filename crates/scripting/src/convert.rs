@@ -156,7 +156,7 @@ fn to_frame(v: &Value, resp3: bool, depth: usize) -> Frame {
             (false, true) => Frame::Integer(1),
             (false, false) => Frame::Null,
         },
-        Value::Integer(n) => Frame::Integer(*n as i64),
+        Value::Integer(n) => Frame::Integer(*n),
         Value::Number(n) => Frame::Integer(c_double_to_i64(*n)),
         Value::Table(t) => table_to_frame(t, resp3, depth),
         _ => Frame::Null,

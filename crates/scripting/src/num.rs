@@ -61,10 +61,12 @@ fn strip_zeros(s: &str) -> &str {
 /// become `i64::MIN` (Redis replies `:-9223372036854775808` for
 /// `return 0/0`).
 pub fn c_double_to_i64(x: f64) -> i64 {
-    if x.is_nan() || x >= 9.223_372_036_854_775_807e18 || x < -9.223_372_036_854_775_808e18 {
-        i64::MIN
-    } else {
+    /// 2^63, exactly representable.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if (-LIMIT..LIMIT).contains(&x) {
         x as i64
+    } else {
+        i64::MIN
     }
 }
 

@@ -396,7 +396,7 @@ pub(crate) fn host_dispatch(
     a: MultiValue,
 ) -> mlua::Result<MultiValue> {
     let op = match a.front() {
-        Some(Value::Integer(n)) => *n as i64,
+        Some(Value::Integer(n)) => *n,
         Some(Value::Number(n)) => *n as i64,
         _ => return ret_none(),
     };

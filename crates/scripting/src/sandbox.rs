@@ -129,11 +129,18 @@ end
 -- A killed script cannot swallow the kill with pcall, xpcall or a coroutine.
 G.pcall = tramp(function(...) return fix_pcall(rawpcall(...)) end)
 G.xpcall = tramp(function(f, h) return after(rawxpcall(f, h)) end)
+local hook_thread = P.hook_thread
+local function new_co(f)
+  local c = co_create(f)
+  hook_thread(c)
+  return c
+end
 local co = {}
 for k, v in rawnext, G.coroutine do co[k] = v end
+co.create = tramp(function(f) return 0, new_co(f) end)
 co.resume = tramp(function(...) return after(co_resume(...)) end)
 co.wrap = tramp(function(f)
-  local c = co_create(f)
+  local c = new_co(f)
   local function check(ok, ...)
     if killed() then return 2, KILLED end
     if not ok then
@@ -210,7 +217,7 @@ for k, v in rawnext, P.math do G.math[k] = v end
 for _, name in rawpairs(P.frozen) do G[name] = freeze(G[name]) end
 local smt = getmetatable('')
 smt.__index = G.string
-smt.__metatable = false
+smt.__metatable = freeze({__index = G.string})
 local gproxy = freeze(G, {})
 G._G = gproxy
 setmetatable(G, {__index = nonexistent, __newindex = ro_newindex})
@@ -291,6 +298,18 @@ impl Sandbox {
             ])?,
         )?;
         helpers.raw_set("KILLED", error_table(&lua, KILLED.as_bytes())?)?;
+        // Coroutines get the hook too (mlua's hook is per thread).
+        let st = state.clone();
+        helpers.raw_set(
+            "hook_thread",
+            lua.create_function(move |_, t: mlua::Thread| {
+                t.set_hook(
+                    HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+                    hook(&st),
+                );
+                Ok(())
+            })?,
+        )?;
         let st = state.clone();
         helpers.raw_set(
             "killed",
@@ -319,20 +338,9 @@ impl Sandbox {
             lua.gc_collect()?;
             lua.set_memory_limit(lua.used_memory() + memory_limit)?;
         }
-        let st = state.clone();
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-            move |_, _| {
-                if st.control.kill_requested() {
-                    return Err(mlua::Error::runtime(KILLED));
-                }
-                if let Some(d) = st.load_deadline.get() {
-                    if std::time::Instant::now() > d {
-                        return Err(mlua::Error::runtime("FUNCTION LOAD timeout"));
-                    }
-                }
-                Ok(VmState::Continue)
-            },
+            hook(&state),
         );
         Ok(Sandbox {
             lua,
@@ -352,7 +360,10 @@ impl Sandbox {
         }
         chunk.into_function().map_err(|e| match e {
             mlua::Error::SyntaxError { message, .. } => message,
-            mlua::Error::MemoryError(_) => "not enough memory".to_string(),
+            mlua::Error::MemoryError(_) => {
+                self.collect_garbage();
+                "not enough memory".to_string()
+            }
             other => other.to_string(),
         })
     }
@@ -428,9 +439,18 @@ impl Sandbox {
             Err(v) => error_reply(&v, name),
         };
         if matches!(&frame, Frame::Error(e) if e.ends_with(b"not enough memory")) {
-            let _ = self.lua.gc_collect();
+            self.collect_garbage();
         }
         frame
+    }
+
+    /// A full garbage collection. Lua 5.1 has no emergency collection: after
+    /// a memory error the garbage stays until a collection runs, and running
+    /// one needs a little memory, so the limit is lifted meanwhile.
+    pub fn collect_garbage(&self) {
+        let prev = self.lua.set_memory_limit(0).unwrap_or(0);
+        let _ = self.lua.gc_collect();
+        let _ = self.lua.set_memory_limit(prev);
     }
 }
 
@@ -492,6 +512,23 @@ pub(crate) fn plain_error_message(e: &mlua::Error) -> String {
         mlua::Error::CallbackError { cause, .. } => plain_error_message(cause),
         mlua::Error::SyntaxError { message, .. } => message.clone(),
         other => other.to_string(),
+    }
+}
+
+/// The instruction-count hook: stops a killed script, and a FUNCTION LOAD
+/// past its deadline.
+fn hook(st: &Rc<RunState>) -> impl Fn(&Lua, mlua::Debug) -> mlua::Result<VmState> + 'static {
+    let st = st.clone();
+    move |_, _| {
+        if st.control.kill_requested() {
+            return Err(mlua::Error::runtime(KILLED));
+        }
+        if let Some(d) = st.load_deadline.get() {
+            if std::time::Instant::now() > d {
+                return Err(mlua::Error::runtime("FUNCTION LOAD timeout"));
+            }
+        }
+        Ok(VmState::Continue)
     }
 }
 

@@ -15,7 +15,7 @@ pub const MAX_UNPACK_NESTING: usize = 1000;
 
 fn is_int(n: f64) -> bool {
     n.is_finite()
-        && (-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&n)
+        && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&n)
         && n.trunc() == n
 }
 
