@@ -37,6 +37,11 @@ const DEFAULT: Config = Config {
     decode_invalid: true,
 };
 
+/// Nesting never goes deeper than this, whatever `encode_max_depth` /
+/// `decode_max_depth` say: the encoder and decoder recurse on the Rust
+/// stack, which must not overflow.
+pub const HARD_MAX_DEPTH: i64 = 1000;
+
 fn null() -> Value {
     Value::LightUserData(LightUserData(std::ptr::null_mut()))
 }
@@ -284,7 +289,7 @@ fn encode_value(v: &Value, cfg: &Config, depth: i64, out: &mut Vec<u8>) -> Resul
         Value::LightUserData(p) if p.0.is_null() => out.extend_from_slice(b"null"),
         Value::Table(t) => {
             let depth = depth + 1;
-            if depth > cfg.encode_max_depth {
+            if depth > cfg.encode_max_depth.min(HARD_MAX_DEPTH) {
                 return Err(format!("Cannot serialise, excessive nesting ({depth})"));
             }
             match array_length(t, cfg)? {
@@ -640,7 +645,7 @@ impl Parser<'_> {
             Ok(Tok::Str) | Ok(Tok::Num) | Ok(Tok::Bool) | Ok(Tok::Null) => Ok(t.value),
             Ok(Tok::ObjBegin) | Ok(Tok::ArrBegin) => {
                 let depth = depth + 1;
-                if depth > self.cfg.decode_max_depth {
+                if depth > self.cfg.decode_max_depth.min(HARD_MAX_DEPTH) {
                     return Err(ParseError::Msg(format!(
                         "Found too many nested data structures ({depth}) at character {}",
                         t.index + 1

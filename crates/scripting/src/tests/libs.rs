@@ -69,6 +69,9 @@ fn cjson_configuration() {
         // Settings of a cjson.new() instance are its own.
         ("(function() local j = cjson.new() j.encode_max_depth(1) return {pcall(j.encode, {{}})} end)()", "*2 $-1 $39 Cannot serialise, excessive nesting (2)"),
         ("cjson.encode({{}})", "$4 [{}]"),
+        // Deeper than the hard limit is an error, not a stack overflow.
+        ("(function() local j = cjson.new() j.encode_max_depth(1e9) local t = {} local c = t for i = 1, 100000 do c[1] = {} c = c[1] end return {pcall(j.encode, t)} end)()", "*2 $-1 $42 Cannot serialise, excessive nesting (1001)"),
+        ("(function() local j = cjson.new() j.decode_max_depth(1e9) return {pcall(j.decode, string.rep('[', 100000))} end)()", "*2 $-1 $62 Found too many nested data structures (1001) at character 1001"),
         ("(function() local j = cjson.new() j.encode_number_precision(3) return j.encode(1/3) end)()", "$5 0.333"),
         ("(function() local j = cjson.new() j.encode_invalid_numbers('null') return j.encode(1/0) end)()", "$4 null"),
         ("(function() local j = cjson.new() j.encode_sparse_array(true) return j.encode({[1]=1,[20]=2}) end)()", "$14 {\"1\":1,\"20\":2}"),
