@@ -112,6 +112,20 @@ local function nonexistent(t, k)
 end
 
 local tramp = P.tramp
+-- Argument errors as the C functions word them (a prelude function would
+-- otherwise report its own position and local names).
+local function tn(n, ...)
+  if select('#', ...) < n then return 'no value' end
+  return type((select(n, ...)))
+end
+local function bad(n, fname, msg)
+  return "bad argument #" .. n .. " to '" .. fname .. "' (" .. msg .. ")"
+end
+local function need_table(fname, ...)
+  if type((...)) ~= 'table' then
+    return bad(1, fname, 'table expected, got ' .. tn(1, ...))
+  end
+end
 local function fix_pcall(ok, ...)
   if killed() then return 2, KILLED end
   if ok then return 3, {ok, ...}, select('#', ...) + 1 end
@@ -127,20 +141,32 @@ local function after(...)
   return 3, {...}, select('#', ...)
 end
 -- A killed script cannot swallow the kill with pcall, xpcall or a coroutine.
-G.pcall = tramp(function(...) return fix_pcall(rawpcall(...)) end)
+G.pcall = tramp(function(...)
+  if select('#', ...) == 0 then return 3, {false, 'attempt to call a nil value'}, 2 end
+  return fix_pcall(rawpcall(...))
+end)
 G.xpcall = tramp(function(f, h) return after(rawxpcall(f, h)) end)
 local hook_thread = P.hook_thread
-local function new_co(f)
-  local c = co_create(f)
+local function new_co(f, fname)
+  local ok, c = rawpcall(co_create, f)
+  if not ok then return nil, bad(1, fname, 'Lua function expected') end
   hook_thread(c)
   return c
 end
 local co = {}
 for k, v in rawnext, G.coroutine do co[k] = v end
-co.create = tramp(function(f) return 0, new_co(f) end)
-co.resume = tramp(function(...) return after(co_resume(...)) end)
+co.create = tramp(function(f)
+  local c, e = new_co(f, 'create')
+  if not c then return 1, e end
+  return 0, c
+end)
+co.resume = tramp(function(...)
+  if type((...)) ~= 'thread' then return 1, bad(1, 'resume', 'coroutine expected') end
+  return after(co_resume(...))
+end)
 co.wrap = tramp(function(f)
-  local c = new_co(f)
+  local c, e = new_co(f, 'wrap')
+  if not c then return 1, e end
   local function check(ok, ...)
     if killed() then return 2, KILLED end
     if not ok then
@@ -156,12 +182,18 @@ G.coroutine = co
 
 -- Text chunks only (bytecode can break the VM), always in the sandbox.
 local function text_only(s, name)
+  if type(s) ~= 'string' and type(s) ~= 'number' then
+    return 1, bad(1, 'loadstring', 'string expected, got ' .. (s == nil and 'nil' or type(s)))
+  end
   if type(s) == 'string' and s:byte(1) == 27 then
     return 3, {nil, 'binary chunks are not allowed'}, 2
   end
   return 3, {rawloadstring(s, name)}, 2
 end
-G.loadstring = tramp(text_only)
+G.loadstring = tramp(function(...)
+  if select('#', ...) == 0 then return 1, bad(1, 'loadstring', 'string expected, got no value') end
+  return text_only(...)
+end)
 G.load = tramp(function(f, name)
   if type(f) ~= 'function' then return text_only(f, name) end
   local parts = {}
@@ -175,19 +207,40 @@ G.load = tramp(function(f, name)
 end)
 
 -- Proxies are read-only for the raw functions too.
-G.rawset = tramp(function(t, k, v)
+G.rawset = tramp(function(...)
+  local e = need_table('rawset', ...)
+  if e then return 1, e end
+  local t, k, v = ...
   if real_of[t] then return 2, RO end
   return 0, rawset(t, k, v)
 end)
-G.setmetatable = tramp(function(t, m)
+G.setmetatable = tramp(function(...)
+  local e = need_table('setmetatable', ...)
+  if e then return 1, e end
+  local t, m = ...
+  if m ~= nil and type(m) ~= 'table' then return 1, bad(2, 'setmetatable', 'nil or table expected') end
   if real_of[t] then return 2, RO end
   return 0, setmetatable(t, m)
 end)
-G.rawget = tramp(function(t, k) return 0, rawget(real_of[t] or t, k) end)
-G.next = tramp(function(t, k) return 3, {rawnext(real_of[t] or t, k)}, 2 end)
-G.pairs = tramp(function(t)
-  if real_of[t] then return 3, {rawnext, real_of[t], nil}, 3 end
-  return 3, {rawpairs(t)}, 3
+G.rawget = tramp(function(...)
+  local e = need_table('rawget', ...)
+  if e then return 1, e end
+  local t, k = ...
+  return 0, rawget(real_of[t] or t, k)
+end)
+G.next = tramp(function(...)
+  local e = need_table('next', ...)
+  if e then return 1, e end
+  local t, k = ...
+  local k2, v2 = rawnext(real_of[t] or t, k)
+  if k2 == nil then return 0, nil end
+  return 3, {k2, v2}, 2
+end)
+G.pairs = tramp(function(...)
+  local e = need_table('pairs', ...)
+  if e then return 1, e end
+  local t = ...
+  return 3, {rawnext, real_of[t] or t, nil}, 3
 end)
 -- As Redis 7.0.15 / 7.2 with the 2025 sandbox fixes: no environment access.
 G.getfenv, G.setfenv, G.newproxy = nil, nil, nil

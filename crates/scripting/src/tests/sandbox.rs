@@ -36,6 +36,31 @@ fn globals_are_protected() {
 }
 
 #[test]
+fn overridden_builtins_report_errors_as_the_originals() {
+    check(&[
+        ("pairs(nil)", "-ERR user_script:1: bad argument #1 to 'pairs' (table expected, got nil) script: SHA, on @user_script:1."),
+        ("pairs()", "-ERR user_script:1: bad argument #1 to 'pairs' (table expected, got no value) script: SHA, on @user_script:1."),
+        ("next(1)", "-ERR user_script:1: bad argument #1 to 'next' (table expected, got number) script: SHA, on @user_script:1."),
+        ("rawget(1)", "-ERR user_script:1: bad argument #1 to 'rawget' (table expected, got number) script: SHA, on @user_script:1."),
+        ("rawset(1)", "-ERR user_script:1: bad argument #1 to 'rawset' (table expected, got number) script: SHA, on @user_script:1."),
+        ("setmetatable(1)", "-ERR user_script:1: bad argument #1 to 'setmetatable' (table expected, got number) script: SHA, on @user_script:1."),
+        ("setmetatable({}, 1)", "-ERR user_script:1: bad argument #2 to 'setmetatable' (nil or table expected) script: SHA, on @user_script:1."),
+        ("loadstring(nil)", "-ERR user_script:1: bad argument #1 to 'loadstring' (string expected, got nil) script: SHA, on @user_script:1."),
+        ("loadstring()", "-ERR user_script:1: bad argument #1 to 'loadstring' (string expected, got no value) script: SHA, on @user_script:1."),
+        ("pcall()", "$-1"),
+        ("coroutine.resume(1)", "-ERR user_script:1: bad argument #1 to 'resume' (coroutine expected) script: SHA, on @user_script:1."),
+        ("coroutine.create(1)", "-ERR user_script:1: bad argument #1 to 'create' (Lua function expected) script: SHA, on @user_script:1."),
+        ("coroutine.wrap(1)", "-ERR user_script:1: bad argument #1 to 'wrap' (Lua function expected) script: SHA, on @user_script:1."),
+        ("coroutine.create(tostring)", "-ERR user_script:1: bad argument #1 to 'create' (Lua function expected) script: SHA, on @user_script:1."),
+        ("next({}, 'nokey')", "-ERR invalid key to 'next' script: SHA, on @user_script:1."),
+        ("select('#', next({}))", ":1"),
+        ("(function() local t = {a = 1} local n = 0 for k, v in pairs(t) do n = n + v end return n end)()", ":1"),
+        ("{coroutine.resume(coroutine.create(function(a) return a + 1 end), 1)}", "*2 :1 :2"),
+        ("coroutine.wrap(function() coroutine.yield(5) end)()", ":5"),
+    ]);
+}
+
+#[test]
 fn only_redis_libraries_exist() {
     for name in [
         "os", "io", "debug", "require", "package", "module", "dofile", "loadfile", "print",
