@@ -138,6 +138,11 @@ impl FunctionEngine {
         self.sandbox.state.control.clone()
     }
 
+    /// As [`crate::EvalEngine::set_busy_callback`].
+    pub fn set_busy_callback(&mut self, f: impl FnMut(u64) + 'static) {
+        *self.sandbox.state.busy_callback.borrow_mut() = Some(Box::new(f));
+    }
+
     /// Compiles and runs a library's code, collecting what it registers.
     /// Changes no registry.
     fn build(&self, host: &mut dyn Host, code: &[u8]) -> Result<Library, String> {
@@ -282,9 +287,11 @@ impl FunctionEngine {
         self.libs.clear();
         self.index.clear();
         let control = self.control();
+        let callback = self.sandbox.state.busy_callback.borrow_mut().take();
         if let Ok(s) = Sandbox::new(Kind::Function, control, self.memory_limit) {
             self.sandbox = s;
         }
+        *self.sandbox.state.busy_callback.borrow_mut() = callback;
     }
 
     /// The libraries (FUNCTION LIST), by name.

@@ -166,6 +166,15 @@ impl EvalEngine {
         self.sandbox.state.control.clone()
     }
 
+    /// Sets a callback that the running script calls every 100000 Lua
+    /// instructions with its elapsed milliseconds: where the server, past
+    /// `busy-reply-threshold`, serves its own thread's other clients (BUSY
+    /// replies, SCRIPT KILL), as Redis does from its hook. It must not run
+    /// scripts on this engine.
+    pub fn set_busy_callback(&mut self, f: impl FnMut(u64) + 'static) {
+        *self.sandbox.state.busy_callback.borrow_mut() = Some(Box::new(f));
+    }
+
     /// SCRIPT LOAD (and the first half of EVAL): parses the shebang and
     /// compiles `body` unless cached. Returns its SHA-1 (lowercase hex) and
     /// flags, or the error reply text (`ERR Error compiling script ...`).
@@ -226,9 +235,11 @@ impl EvalEngine {
     pub fn flush(&mut self) {
         self.cache.map.clear();
         let control = self.control();
+        let callback = self.sandbox.state.busy_callback.borrow_mut().take();
         if let Ok(s) = Sandbox::new(Kind::Eval, control, self.memory_limit) {
             self.sandbox = s;
         }
+        *self.sandbox.state.busy_callback.borrow_mut() = callback;
     }
 
     /// Bytes used by the Lua heap (`used_memory_lua`).

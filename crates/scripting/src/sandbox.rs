@@ -61,7 +61,12 @@ pub(crate) struct RunState {
     pub control: Arc<RunControl>,
     /// When a FUNCTION LOAD must stop (its 500 ms timeout).
     pub load_deadline: Cell<Option<std::time::Instant>>,
+    /// Called from the hook while a script runs (see `EvalEngine::set_busy_callback`).
+    pub busy_callback: RefCell<Option<BusyCallback>>,
 }
+
+/// A callback run every 100000 instructions with the run's elapsed ms.
+pub(crate) type BusyCallback = Box<dyn FnMut(u64)>;
 
 /// Which API the sandbox exposes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -306,6 +311,7 @@ impl Sandbox {
             registering: RefCell::new(None),
             control,
             load_deadline: Cell::new(None),
+            busy_callback: RefCell::new(None),
         });
         let g = lua.globals();
         for name in [
@@ -573,6 +579,13 @@ pub(crate) fn plain_error_message(e: &mlua::Error) -> String {
 fn hook(st: &Rc<RunState>) -> impl Fn(&Lua, mlua::Debug) -> mlua::Result<VmState> + 'static {
     let st = st.clone();
     move |_, _| {
+        if let Some(ms) = st.control.elapsed_ms() {
+            if let Ok(mut cb) = st.busy_callback.try_borrow_mut() {
+                if let Some(cb) = cb.as_mut() {
+                    cb(ms);
+                }
+            }
+        }
         if st.control.kill_requested() {
             return Err(mlua::Error::runtime(KILLED));
         }

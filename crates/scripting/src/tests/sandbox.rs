@@ -246,3 +246,35 @@ fn a_script_that_wrote_is_unkillable() {
     assert_eq!(f, Frame::Integer(1));
     assert!(!e.control().has_written() || !e.control().is_running());
 }
+
+#[test]
+fn the_busy_callback_runs_while_a_script_runs_and_can_kill_it() {
+    let mut e = EvalEngine::new();
+    let mut h = FakeHost::default();
+    let control = e.control();
+    let ticks = std::rc::Rc::new(std::cell::Cell::new(0u32));
+    let t = ticks.clone();
+    e.set_busy_callback(move |_elapsed_ms| {
+        t.set(t.get() + 1);
+        // As the server would on a SCRIPT KILL from a client of this thread.
+        if t.get() == 3 {
+            assert_eq!(control.kill(), KillOutcome::Killed);
+        }
+    });
+    let f = eval(&mut e, &mut h, "while true do end");
+    assert_eq!(
+        f,
+        Frame::Error(Bytes::from_static(
+            b"ERR Script killed by user with SCRIPT KILL..."
+        ))
+    );
+    assert_eq!(ticks.get(), 3);
+    // Survives SCRIPT FLUSH.
+    e.flush();
+    eval(
+        &mut e,
+        &mut h,
+        "local n = 0 for i = 1, 1e6 do n = n + i end return n",
+    );
+    assert!(ticks.get() > 3);
+}
