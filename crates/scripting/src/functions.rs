@@ -371,10 +371,15 @@ impl FunctionEngine {
         match policy {
             RestorePolicy::Flush => {
                 // The built functions belong to the current Lua state: keep
-                // it, drop the libraries.
-                self.libs.clear();
-                self.index.clear();
-                self.commit(built, false, false)
+                // it, drop the libraries (back if the payload is refused).
+                let libs = std::mem::take(&mut self.libs);
+                let index = std::mem::take(&mut self.index);
+                let r = self.commit(built, false, false);
+                if r.is_err() {
+                    self.libs = libs;
+                    self.index = index;
+                }
+                r
             }
             RestorePolicy::Append => self.commit(built, false, false),
             RestorePolicy::Replace => self.commit(built, true, false),
