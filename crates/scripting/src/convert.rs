@@ -172,13 +172,13 @@ fn table_to_frame(t: &Table, resp3: bool, depth: usize) -> Frame {
     match t.get::<Value>("err").unwrap_or(Value::Nil) {
         Value::String(s) => return Frame::Error(Bytes::copy_from_slice(&s.as_bytes())),
         Value::Number(n) => return Frame::Error(Bytes::from(crate::num::g_string(n, 14))),
-        Value::Integer(n) => return Frame::Error(Bytes::from(n.to_string())),
+        Value::Integer(n) => return Frame::Error(Bytes::from(crate::num::g_string(n as f64, 14))),
         _ => {}
     }
     if let Value::String(s) = raw(t, "ok") {
         return Frame::Simple(sanitize(&s.as_bytes()));
     }
-    match raw(t, "double") {
+    match crate::tramp::exact_in(t, "double", raw(t, "double")) {
         Value::Number(n) => return Frame::Double(n),
         Value::Integer(n) => return Frame::Double(n as f64),
         _ => {}

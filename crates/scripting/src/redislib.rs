@@ -78,6 +78,7 @@ pub(crate) fn native<F>(lua: &Lua, f: F) -> mlua::Result<Function>
 where
     F: Fn(&Lua, MultiValue) -> mlua::Result<MultiValue> + 'static,
 {
+    let f = move |lua: &Lua, a: MultiValue| f(lua, crate::tramp::exact_args(a));
     crate::tramp::wrap(lua, lua.create_function(f)?)
 }
 
@@ -89,7 +90,7 @@ pub(crate) fn value_to_bytes(v: &Value) -> Option<Vec<u8>> {
     match v {
         Value::String(s) => Some(s.as_bytes().to_vec()),
         Value::Number(n) => Some(crate::num::g_string(*n, 14)),
-        Value::Integer(n) => Some(n.to_string().into_bytes()),
+        Value::Integer(n) => Some(crate::num::g_string(*n as f64, 14)),
         _ => None,
     }
 }
@@ -371,7 +372,16 @@ fn to_host(lua: &Lua, op: i64, a: MultiValue) -> mlua::Result<MultiValue> {
         Some(f) => {
             let mut v = Vec::with_capacity(a.len() + 1);
             v.push(Value::Integer(op as _));
-            v.extend(a);
+            // Numbers become their %.17g text here, before they cross into
+            // Lua again (where mlua would read -0 and tiny values as 0).
+            for x in a {
+                v.push(match x {
+                    Value::Number(n) => {
+                        Value::String(lua.create_string(crate::num::g_string(n, 17))?)
+                    }
+                    other => other,
+                });
+            }
             f.call::<MultiValue>(MultiValue::from_vec(v))
         }
         None => raise_err(
@@ -423,7 +433,7 @@ pub(crate) fn host_dispatch(
                 match v {
                     Value::String(s) => owned.push(Arg::Str(s.as_bytes())),
                     Value::Number(n) => owned.push(Arg::Num(crate::num::g_string(*n, 17))),
-                    Value::Integer(n) => owned.push(Arg::Num(n.to_string().into_bytes())),
+                    Value::Integer(n) => owned.push(Arg::Num(crate::num::g_string(*n as f64, 17))),
                     _ => {
                         return fail_with(
                             lua,

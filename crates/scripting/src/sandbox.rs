@@ -519,7 +519,7 @@ pub(crate) fn error_text(v: &Value) -> Vec<u8> {
         Value::Table(t) => match t.get::<Value>("err").unwrap_or(Value::Nil) {
             Value::String(s) => s.as_bytes().to_vec(),
             Value::Number(n) => crate::num::g_string(n, 14),
-            Value::Integer(n) => n.to_string().into_bytes(),
+            Value::Integer(n) => crate::num::g_string(n as f64, 14),
             _ => Vec::new(),
         },
         Value::String(s) => s.as_bytes().to_vec(),
@@ -537,7 +537,7 @@ fn error_reply(v: &Value, name: &str) -> Frame {
             let as_text = |v: &Value| match v {
                 Value::String(s) => Some(s.as_bytes().to_vec()),
                 Value::Number(n) => Some(crate::num::g_string(*n, 14)),
-                Value::Integer(n) => Some(n.to_string().into_bytes()),
+                Value::Integer(n) => Some(crate::num::g_string(*n as f64, 14)),
                 _ => None,
             };
             if let (Some(src), Some(line)) = (as_text(&source), as_text(&line)) {

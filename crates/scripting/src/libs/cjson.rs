@@ -300,6 +300,7 @@ fn encode_value(v: &Value, cfg: &Config, depth: i64, out: &mut Vec<u8>) -> Resul
                             out.push(b',');
                         }
                         let v: Value = t.raw_get(i).map_err(|e| e.to_string())?;
+                        let v = crate::tramp::exact_in(t, i, v);
                         encode_value(&v, cfg, depth, out)?;
                     }
                     out.push(b']');
@@ -333,6 +334,7 @@ fn encode_value(v: &Value, cfg: &Config, depth: i64, out: &mut Vec<u8>) -> Resul
                             }
                         }
                         out.push(b':');
+                        let v = crate::tramp::exact_in(t, k, v);
                         encode_value(&v, cfg, depth, out)?;
                     }
                     out.push(b'}');

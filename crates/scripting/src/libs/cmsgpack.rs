@@ -121,6 +121,7 @@ pub fn pack_value(v: &Value, level: usize, out: &mut Vec<u8>) -> mlua::Result<()
                 pack_len(n, 0x90, 15, None, 0xdc, 0xdd, out);
                 for i in 1..=n {
                     let v: Value = t.raw_get(i)?;
+                    let v = crate::tramp::exact_in(t, i, v);
                     pack_value(&v, level + 1, out)?;
                 }
             }
@@ -134,6 +135,7 @@ pub fn pack_value(v: &Value, level: usize, out: &mut Vec<u8>) -> mlua::Result<()
                 for kv in t.pairs::<Value, Value>() {
                     let (k, v) = kv?;
                     pack_value(&k, level + 1, out)?;
+                    let v = crate::tramp::exact_in(t, k, v);
                     pack_value(&v, level + 1, out)?;
                 }
             }

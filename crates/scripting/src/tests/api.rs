@@ -198,6 +198,9 @@ fn library_functions_of_the_redis_table() {
     check(&[
         ("redis.sha1hex('')", "$40 da39a3ee5e6b4b0d3255bfef95601890afd80709"),
         ("redis.sha1hex(1)", "$40 356a192b7913b04c54574d18c28d46e6395428ab"),
+        // Numbers as Lua's tostring writes them (%.14g): sha1("1e+15").
+        ("redis.sha1hex(1e15) == redis.sha1hex('1e+15')", ":1"),
+        ("{err=1e15}", "-1e+15"),
         ("redis.sha1hex()", "-ERR wrong number of arguments script: SHA, on @user_script:1."),
         ("redis.setresp(4)", "-ERR RESP version must be 2 or 3. script: SHA, on @user_script:1."),
         ("redis.setresp()", "-ERR redis.setresp() requires one argument. script: SHA, on @user_script:1."),
@@ -218,6 +221,9 @@ fn library_functions_of_the_redis_table() {
         ("redis.call('echo', 0.1)", "$19 0.10000000000000001"),
         ("redis.call('echo', 3)", "$1 3"),
         ("redis.call('echo', -2.5e30)", "$23 -2.4999999999999999e+30"),
+        ("redis.call('echo', 1e-20)", "$22 9.9999999999999995e-21"),
+        ("redis.call('echo', 1e17)", "$5 1e+17"),
+        ("redis.call('echo', 2^53)", "$16 9007199254740992"),
     ]);
 }
 
