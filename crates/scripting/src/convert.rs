@@ -168,12 +168,9 @@ fn raw(t: &Table, k: &str) -> Value {
 }
 
 fn table_to_frame(t: &Table, resp3: bool, depth: usize) -> Frame {
-    // `err`: Redis reads it with lua_getfield (a number is accepted too).
-    match t.get::<Value>("err").unwrap_or(Value::Nil) {
-        Value::String(s) => return Frame::Error(Bytes::copy_from_slice(&s.as_bytes())),
-        Value::Number(n) => return Frame::Error(Bytes::from(crate::num::g_string(n, 14))),
-        Value::Integer(n) => return Frame::Error(Bytes::from(crate::num::g_string(n as f64, 14))),
-        _ => {}
+    // `err`: a string (a number does not count), read raw as Redis does.
+    if let Value::String(s) = raw(t, "err") {
+        return Frame::Error(Bytes::copy_from_slice(&s.as_bytes()));
     }
     if let Value::String(s) = raw(t, "ok") {
         return Frame::Simple(sanitize(&s.as_bytes()));

@@ -22,6 +22,9 @@ fn cjson_encode() {
         ("cjson.encode('\\0')", "$8 \"\\u0000\""),
         ("cjson.encode()", "-ERR user_script:1: bad argument #1 to 'encode' (expected 1 argument) script: SHA, on @user_script:1."),
         ("cjson.encode({true, false, 'x'})", "$16 [true,false,\"x\"]"),
+        ("cjson.encode({[1]='a', [2]='b', x=1})", "$23 {\"1\":\"a\",\"2\":\"b\",\"x\":1}"),
+        ("cjson.encode({1, 2, [4]=4})", "$12 [1,2,null,4]"),
+        ("cjson.encode({{}, {{}}})", "$9 [{},[{}]]"),
         // Numbers mlua would read as 0 (tiny magnitudes, -0) keep their value.
         ("cjson.encode(1e-20)", "$5 1e-20"),
         ("cjson.encode(-0.0)", "$2 -0"),
@@ -57,6 +60,13 @@ fn cjson_decode() {
         ("cjson.decode('\"\\\\u00e9\\\\ud83d\\\\ude00\"')", "$6 é😀"),
         ("cjson.decode('[1,2]')[2]", ":2"),
         ("cjson.decode('{\"a\":[true,{\"b\":null}]}').a[1]", ":1"),
+        ("cjson.decode('{\"a\":1,\"a\":2}').a", ":2"),
+        ("cjson.decode('[]')", "*0"),
+        ("cjson.decode('\"\\\\/\"')", "$1 /"),
+        ("cjson.decode('1e400')", ":-9223372036854775808"),
+        ("cjson.decode('0x10')", ":16"),
+        ("cjson.decode('inf')", ":-9223372036854775808"),
+        ("cjson.decode('+1')", ":1"),
     ]);
 }
 
@@ -112,6 +122,10 @@ fn cmsgpack_behaviour() {
         ("{cmsgpack.pack(2^40):byte(), cmsgpack.pack(-2^40):byte(), cmsgpack.pack(-5):byte(), cmsgpack.pack(-100):byte()}", "*4 :207 :211 :251 :208"),
         ("cmsgpack.pack(cjson.null):byte()", ":192"),
         ("cmsgpack._VERSION", "$18 lua-cmsgpack 0.4.0"),
+        ("#cmsgpack.pack(string.rep('x', 70000))", ":70005"),
+        ("cmsgpack.pack({1,2,3,nil,5}):byte()", ":132"),
+        ("cmsgpack.pack({[2]=1}):byte()", ":129"),
+        ("{cmsgpack.pack(2^31):byte(), cmsgpack.pack(-2^31):byte(), cmsgpack.pack(-2^31 - 1):byte(), cmsgpack.pack(65535):byte(), cmsgpack.pack(65536):byte()}", "*5 :206 :210 :211 :205 :206"),
     ]);
 }
 
@@ -141,6 +155,12 @@ fn struct_behaviour() {
         ("struct.pack('B', -1):byte()", ":255"),
         ("{struct.unpack('>hsfc2', struct.pack('>hsfc2', -2, 'str', 0.5, 'xy'))}", "*5 :-2 $3 str :0 $2 xy :13"),
         ("struct.pack('c0', 'abc')", "$3 abc"),
+        ("{struct.size('i'), struct.size('l'), struct.size('T'), struct.size('!ci')}", "*4 :4 :8 :8 :8"),
+        ("{struct.unpack('<L', struct.pack('<L', -1))}", "*2 :-9223372036854775808 :9"),
+        ("{struct.unpack('<l', struct.pack('<l', -1))}", "*2 :-1 :9"),
+        ("{struct.unpack('>i3', struct.pack('>i3', -2))}", "*2 :-2 :4"),
+        ("{struct.unpack('xb', 'ab')}", "*2 :98 :3"),
+        ("struct.pack('>I', 2^32 + 5):byte(4)", ":5"),
         ("{struct.unpack('!4 b i', struct.pack('!4 b i', 1, 7))}", "*3 :1 :7 :9"),
     ]);
 }
@@ -156,6 +176,7 @@ fn bit_behaviour() {
         ("bit.band()", "-ERR user_script:1: bad argument #1 to 'band' (number expected, got no value) script: SHA, on @user_script:1."),
         ("bit.tohex('x')", "-ERR user_script:1: bad argument #1 to 'tohex' (number expected, got string) script: SHA, on @user_script:1."),
         ("bit.tobit('16')", ":16"),
+        ("{bit.tobit(0xffffffff), bit.band(1.5, 3), bit.lshift(1, -1)}", "*3 :-1 :2 :-2147483648"),
     ]);
 }
 
