@@ -12,6 +12,7 @@
 //! | `host` | [`Host`] (what the server implements), [`CallCtx`], [`RunControl`] (run clock, kill switch, "has written"), error texts |
 //! | `sandbox` | the Lua state: library set, read-only globals, error handler, memory limit, kill hook |
 //! | `redislib` | the `redis` table and Redis's `math.random` |
+//! | `tramp` | the one raw Lua C API piece: the C closure through which natives raise Redis's error values |
 //! | `convert` | reply ⇄ Lua conversions, [`write_reply`] |
 //! | `cache` | EVAL's script cache, [`parse_shebang`] |
 //! | `dump` | the FUNCTION DUMP payload (RDB function opcode, version, CRC64) |
@@ -46,7 +47,9 @@
 //! different. An engine is single-threaded (a Lua state is not `Send`); the
 //! server keeps one pair per thread that runs scripts. What other threads
 //! need while a script runs (is it busy, has it written, kill it) is in
-//! [`RunControl`], behind an `Arc` of atomics.
+//! [`RunControl`], behind an `Arc` of atomics; the script's own thread gets
+//! a callback from the hook ([`EvalEngine::set_busy_callback`]) to serve its
+//! other clients meanwhile.
 //!
 //! **Stock Lua 5.1.** Redis embeds Lua 5.1 with a patch for read-only
 //! tables; the `mlua` crate vendors the unpatched interpreter, so the
