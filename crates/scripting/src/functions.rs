@@ -251,7 +251,7 @@ impl FunctionEngine {
         }
     }
 
-    /// FUNCTION LOAD [REPLACE]: returns the library name, or the error text.
+    /// FUNCTION LOAD (`replace`: with REPLACE): returns the library name, or the error text.
     /// `host` only serves `redis.log` while the code runs.
     pub fn load(
         &mut self,
