@@ -235,6 +235,14 @@ fn table_to_frame(t: &Table, resp3: bool, depth: usize) -> Frame {
 pub fn write_reply(frame: &Frame, w: &mut ReplyWriter<'_>) {
     match frame {
         Frame::Simple(s) => w.simple(s),
+        // Redis writes `-` and the text whatever it starts with: an error table's text that
+        // starts with `-` arrives with two.
+        Frame::Error(e) if e.first() == Some(&b'-') => {
+            let mut doubled = Vec::with_capacity(e.len() + 1);
+            doubled.push(b'-');
+            doubled.extend_from_slice(e);
+            w.error(&doubled)
+        }
         Frame::Error(e) => w.error(e),
         Frame::Integer(n) => w.int(*n),
         Frame::Bulk(b) => w.bulk(b),

@@ -352,7 +352,7 @@ struct TxInner {
     id: TxId,
     shared: Arc<Shared>,
     db: Cell<usize>,
-    resp3: bool,
+    resp3: Cell<bool>,
     held: RefCell<Vec<usize>>,
     client: RefCell<ClientState>,
     /// Running as a command queued in MULTI (inside EXEC).
@@ -374,7 +374,7 @@ impl Tx {
             id: NEXT_TX.fetch_add(1, Ordering::Relaxed),
             shared,
             db: Cell::new(client.db),
-            resp3: client.resp3,
+            resp3: Cell::new(client.resp3),
             held: RefCell::new(Vec::new()),
             client: RefCell::new(client),
             nested: Cell::new(false),
@@ -408,7 +408,13 @@ impl Tx {
     }
 
     pub fn resp3(&self) -> bool {
-        self.0.resp3
+        self.0.resp3.get()
+    }
+
+    /// The protocol its replies are built in from now on (a script's `redis.setresp`: the
+    /// commands a script calls answer in the script's protocol, not the client's).
+    pub fn set_resp3(&self, resp3: bool) {
+        self.0.resp3.set(resp3);
     }
 
     /// Whether the command runs inside EXEC (blocking commands then never block).
@@ -480,7 +486,7 @@ impl Tx {
             Msg::Run {
                 tx: held.then_some(self.0.id),
                 db: self.db(),
-                resp3: self.0.resp3,
+                resp3: self.0.resp3.get(),
                 writer,
                 f: job,
             },
@@ -607,7 +613,7 @@ impl Tx {
                     part: Part::OneShot {
                         quorum: quorum.clone(),
                         db: self.db(),
-                        resp3: self.0.resp3,
+                        resp3: self.0.resp3.get(),
                         writer,
                         f: job,
                         done,
@@ -648,7 +654,7 @@ impl Tx {
                     intents,
                     part: Part::Reserve {
                         done,
-                        first: Some((self.db(), self.0.resp3, writer, job)),
+                        first: Some((self.db(), self.0.resp3.get(), writer, job)),
                     },
                 })),
             ));

@@ -205,6 +205,7 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         tracking: crate::tracking::Global::new(threads),
         config,
         sequencer: Default::default(),
+        scripts: Default::default(),
     });
 
     // Signals: SIGTERM and SIGINT shut down gracefully.

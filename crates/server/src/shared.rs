@@ -211,6 +211,8 @@ pub struct Shared {
     /// The global order of multi-shard transactions: held while one posts its parts to every
     /// shard (sched.rs).
     pub sequencer: Mutex<()>,
+    /// Lua scripts: the bodies loaded on any thread, SCRIPT FLUSH, kill switches.
+    pub scripts: crate::cmd::scripting::Scripts,
 }
 
 impl Shared {

@@ -19,6 +19,7 @@ pub mod hash;
 pub mod hyperloglog;
 pub mod list;
 pub mod pubsub;
+pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod sort;
@@ -181,6 +182,7 @@ pub fn registry() -> &'static Registry {
         hyperloglog::register(&mut reg);
         list::register(&mut reg);
         pubsub::register(&mut reg);
+        scripting::register(&mut reg);
         set::register(&mut reg);
         sorted_set::register(&mut reg);
         sort::register(&mut reg);

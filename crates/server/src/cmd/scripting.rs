@@ -1,0 +1,349 @@
+//! EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT LOAD / EXISTS / FLUSH / KILL: Lua scripts
+//! (crates/scripting runs them; this file gives them the keyspace).
+//!
+//! **A script is a transaction.** It reserves every shard as a whole (`Locks::All`, as
+//! FLUSHALL does) before it starts and holds them until it returns, so no client sees half of
+//! it, whatever shards its keys live on, and keys it did not declare in KEYS (legal outside
+//! cluster mode, and common) are as safe as the declared ones. That is Redis's own
+//! guarantee, at Redis's price: while a script runs, other commands wait. Reserving only the
+//! declared keys' intents, so that scripts on other keys run alongside, needs a safe answer
+//! for a script that reaches an undeclared key after it has written, and is left for later.
+//!
+//! **Where it runs.** On the connection's thread, in that thread's Lua engine (a Lua state is
+//! not `Send`; each thread has its own, and a shared map of script bodies lets EVALSHA find
+//! a script loaded on another thread). `redis.call` runs the command as EXEC runs a queued
+//! one (`transactions::run_in_tx`): on its key's shard, by message when that is another
+//! thread. The script therefore runs on a stack of its own (a stackful coroutine,
+//! `corosensei`): `redis.call` suspends it while the command hops, the thread goes on serving
+//! its other work meanwhile, and the reply resumes it. (Lua 5.1 cannot yield across its own
+//! C calls, such as `pcall`, so a Lua-level coroutine could not do this.) One script runs on
+//! a thread at a time; the whole-keyspace reservation makes that one script at a time.
+//!
+//! **Killing.** SCRIPT KILL, from any thread, asks the running script's engine to stop
+//! (its instruction hook checks the flag); a script that has written answers UNKILLABLE.
+
+use super::{ConnCtx, Locks, Reg, TxFuture};
+use crate::exec::Tx;
+use bytes::Bytes;
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+use darner_commands::{flags, CommandSpec};
+use darner_resp::{Frame, ReplyWriter};
+use darner_scripting::{errors, CallCtx, EvalEngine, Host, KillOutcome, RunControl, ScriptFlags};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+pub fn register(r: &mut Reg) {
+    r.tx("eval", Locks::All, eval);
+    r.tx("evalsha", Locks::All, evalsha);
+    r.tx("eval_ro", Locks::All, eval_ro);
+    r.tx("evalsha_ro", Locks::All, evalsha_ro);
+    r.tx("script|load", Locks::All, script_load);
+    r.tx("script|flush", Locks::All, script_flush);
+    r.conn("script|exists", script_exists);
+    r.conn("script|kill", script_kill);
+}
+
+/// What every thread's engine shares: the bodies of the scripts loaded anywhere (EVALSHA on
+/// one thread of a script loaded on another), SCRIPT FLUSH's generation, and the engines'
+/// kill switches.
+#[derive(Default)]
+pub struct Scripts {
+    bodies: Mutex<HashMap<String, Bytes>>,
+    flushes: AtomicU64,
+    controls: Mutex<Vec<Arc<RunControl>>>,
+}
+
+/// A script's stack: enough for Lua's C stack at its nesting limits (crates/scripting caps
+/// recursion well below it). Kept per thread and reused.
+const STACK_SIZE: usize = 1 << 20;
+
+thread_local! {
+    /// This thread's engine and the SCRIPT FLUSH generation it has seen.
+    static ENGINE: RefCell<Option<(EvalEngine, u64)>> = const { RefCell::new(None) };
+    static STACK: Cell<Option<DefaultStack>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with this thread's engine (made on first use; flushed if a SCRIPT FLUSH happened
+/// since it last ran). None when a script of this thread is running (cannot happen while
+/// scripts reserve every shard; answered as an error rather than trusted).
+fn with_engine<R>(scripts: &Scripts, f: impl FnOnce(&mut EvalEngine) -> R) -> Option<R> {
+    ENGINE.with(|cell| {
+        let mut slot = cell.try_borrow_mut().ok()?;
+        let gen = scripts.flushes.load(Ordering::Acquire);
+        let (engine, seen) = slot.get_or_insert_with(|| {
+            let e = EvalEngine::new();
+            scripts.controls.lock().unwrap().push(e.control());
+            (e, gen)
+        });
+        if *seen != gen {
+            engine.flush();
+            *seen = gen;
+        }
+        Some(f(engine))
+    })
+}
+
+const ERR_ENGINE_BUSY: &[u8] = b"ERR a script is already running on this thread";
+
+fn eval(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(run(tx, args, false, false))
+}
+
+fn evalsha(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(run(tx, args, true, false))
+}
+
+fn eval_ro(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(run(tx, args, false, true))
+}
+
+fn evalsha_ro(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(run(tx, args, true, true))
+}
+
+/// The number of keys (EVAL's third argument), checked as Redis does.
+fn numkeys(args: &[Bytes]) -> Result<usize, &'static [u8]> {
+    let n = super::parse_int(&args[2]).ok_or(super::ERR_NOT_INT)?;
+    if n > (args.len() - 3) as i64 {
+        return Err(b"ERR Number of keys can't be greater than number of args");
+    }
+    if n < 0 {
+        return Err(b"ERR Number of keys can't be negative");
+    }
+    Ok(n as usize)
+}
+
+/// Finds (loading it into this thread's engine if it was loaded elsewhere) or compiles the
+/// script: its SHA-1 and flags, or the error reply.
+fn prepare(
+    scripts: &Scripts,
+    script: &Bytes,
+    by_sha: bool,
+) -> Result<(String, ScriptFlags), Vec<u8>> {
+    let loaded = with_engine(scripts, |engine| {
+        if !by_sha {
+            return engine.load(script).map_err(String::into_bytes);
+        }
+        let sha = String::from_utf8_lossy(script).to_ascii_lowercase();
+        if let Some(flags) = engine.flags(&sha) {
+            return Ok((sha, flags));
+        }
+        let body = scripts.bodies.lock().unwrap().get(&sha).cloned();
+        match body {
+            Some(body) => engine.load(&body).map_err(String::into_bytes),
+            None => Err(b"NOSCRIPT No matching script. Please use EVAL.".to_vec()),
+        }
+    })
+    .ok_or_else(|| ERR_ENGINE_BUSY.to_vec())??;
+    if !by_sha {
+        scripts
+            .bodies
+            .lock()
+            .unwrap()
+            .entry(loaded.0.clone())
+            .or_insert_with(|| script.clone());
+    }
+    Ok(loaded)
+}
+
+async fn run(tx: Tx, args: Vec<Bytes>, by_sha: bool, read_only: bool) -> Vec<u8> {
+    let resp3 = tx.resp3();
+    let err = |e: &[u8]| super::with_writer(resp3, |w| w.error(e));
+    let n = match numkeys(&args) {
+        Ok(n) => n,
+        Err(e) => return err(e),
+    };
+    let shared = tx.shared().clone();
+    let (sha, script_flags) = match prepare(&shared.scripts, &args[1], by_sha) {
+        Ok(x) => x,
+        Err(e) => return err(&e),
+    };
+    if read_only && !script_flags.eval_compat_mode && !script_flags.no_writes {
+        return err(b"ERR Can not execute a script with write flag using *_ro command.");
+    }
+    let keys: Vec<Bytes> = args[3..3 + n].to_vec();
+    let argv: Vec<Bytes> = args[3 + n..].to_vec();
+    let frame = drive(&tx, sha, keys, argv, read_only).await;
+    tx.set_resp3(resp3);
+    let mut out = Vec::new();
+    darner_scripting::write_reply(&frame, &mut ReplyWriter::new(&mut out, resp3));
+    out
+}
+
+/// A command a script calls, on its way out of the script's stack.
+struct Call {
+    cmd: &'static super::Command,
+    args: Vec<Bytes>,
+    resp3: bool,
+}
+
+/// Runs the script on its own stack; each command it calls is run here, outside that stack,
+/// and its reply handed back.
+async fn drive(tx: &Tx, sha: String, keys: Vec<Bytes>, argv: Vec<Bytes>, ro: bool) -> Frame {
+    let shared = tx.shared().clone();
+    let stack = STACK
+        .with(Cell::take)
+        .map_or_else(|| DefaultStack::new(STACK_SIZE), Ok);
+    let Ok(stack) = stack else {
+        return Frame::Error(Bytes::from_static(b"ERR could not allocate a script stack"));
+    };
+    let mut co: Coroutine<Vec<u8>, Call, Frame, DefaultStack> =
+        Coroutine::with_stack(stack, move |y: &Yielder<Vec<u8>, Call>, _| {
+            let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
+            let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_ref()).collect();
+            with_engine(&shared.scripts, |engine| {
+                let mut host = ScriptHost {
+                    yielder: y,
+                    ro,
+                    control: engine.control(),
+                };
+                engine.evalsha(&mut host, &sha, &keys, &argv)
+            })
+            .unwrap_or_else(|| Frame::Error(Bytes::from_static(ERR_ENGINE_BUSY)))
+        });
+    let mut input = Vec::new();
+    let frame = loop {
+        match co.resume(input) {
+            CoroutineResult::Yield(call) => {
+                tx.set_resp3(call.resp3);
+                input = super::transactions::run_in_tx(tx, call.cmd, call.args).await;
+            }
+            CoroutineResult::Return(frame) => break frame,
+        }
+    };
+    STACK.with(|s| s.set(Some(co.into_stack())));
+    frame
+}
+
+/// The server's side of `redis.call` for a script running in [`drive`].
+struct ScriptHost<'y> {
+    yielder: &'y Yielder<Vec<u8>, Call>,
+    /// EVAL_RO / EVALSHA_RO: no writes.
+    ro: bool,
+    /// The engine's run control: a write makes the script unkillable.
+    control: Arc<RunControl>,
+}
+
+fn lookup(args: &[&[u8]]) -> Option<&'static CommandSpec> {
+    let spec = darner_commands::lookup(args[0])?;
+    let alone = args.len() < 2 && super::registry().get(spec).is_some();
+    if spec.is_container() && !alone {
+        return darner_commands::lookup_subcommand(spec, args.get(1)?);
+    }
+    Some(spec)
+}
+
+fn error_frame(text: &str) -> Frame {
+    Frame::Error(Bytes::copy_from_slice(text.as_bytes()))
+}
+
+impl Host for ScriptHost<'_> {
+    fn call(&mut self, args: &[&[u8]], ctx: &CallCtx) -> Frame {
+        let Some(spec) = lookup(args) else {
+            return error_frame(errors::UNKNOWN_COMMAND);
+        };
+        let Some(cmd) = super::registry().get(spec) else {
+            return error_frame(errors::UNKNOWN_COMMAND);
+        };
+        if !spec.arity_ok(args.len()) {
+            return error_frame(errors::WRONG_ARITY);
+        }
+        if spec.has(flags::NOSCRIPT) {
+            return error_frame(errors::NOT_ALLOWED);
+        }
+        let writes = spec.has(flags::WRITE);
+        if writes && (self.ro || ctx.flags.no_writes) {
+            return error_frame(errors::WRITE_IN_READONLY);
+        }
+        let call = Call {
+            cmd,
+            args: args.iter().map(|a| Bytes::copy_from_slice(a)).collect(),
+            resp3: ctx.resp == 3,
+        };
+        let reply = self.yielder.suspend(call);
+        let frame = match darner_resp::decode(&reply, &darner_resp::Limits::default()) {
+            Ok(Some((f, _))) => f,
+            _ => error_frame("ERR the command's reply could not be read"),
+        };
+        if writes && !matches!(frame, Frame::Error(_)) {
+            self.control.note_write();
+        }
+        frame
+    }
+
+    fn log(&mut self, level: darner_scripting::LogLevel, msg: &[u8]) {
+        let text = String::from_utf8_lossy(msg);
+        match level {
+            darner_scripting::LogLevel::Warning => crate::log::warning(&text),
+            darner_scripting::LogLevel::Notice => crate::log::notice(&text),
+            darner_scripting::LogLevel::Verbose | darner_scripting::LogLevel::Debug => {
+                crate::log::verbose(&text)
+            }
+        }
+    }
+}
+
+// ---- SCRIPT ----------------------------------------------------------------------------------
+
+fn script_load(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        let shared = tx.shared().clone();
+        match prepare(&shared.scripts, &args[2], false) {
+            Ok((sha, _)) => super::with_writer(resp3, |w| w.bulk(sha.as_bytes())),
+            Err(e) => super::with_writer(resp3, |w| w.error(&e)),
+        }
+    })
+}
+
+fn script_flush(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        if let Some(mode) = args.get(2) {
+            let ok = mode.eq_ignore_ascii_case(b"async") || mode.eq_ignore_ascii_case(b"sync");
+            if !ok || args.len() > 3 {
+                return super::with_writer(resp3, |w| {
+                    w.error(b"ERR SCRIPT FLUSH only support SYNC|ASYNC option")
+                });
+            }
+        }
+        let scripts = &tx.shared().scripts;
+        scripts.bodies.lock().unwrap().clear();
+        // Every thread's engine starts afresh when it next runs (`with_engine`).
+        scripts.flushes.fetch_add(1, Ordering::AcqRel);
+        super::with_writer(resp3, |w| w.ok())
+    })
+}
+
+fn script_exists(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let bodies = ctx.shared.scripts.bodies.lock().unwrap();
+    w.array(args.len() - 2);
+    for sha in &args[2..] {
+        let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+        w.int(bodies.contains_key(&sha) as i64);
+    }
+}
+
+fn script_kill(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
+    let controls = ctx.shared.scripts.controls.lock().unwrap();
+    let mut outcome = KillOutcome::NotBusy;
+    for c in controls.iter() {
+        match c.kill() {
+            KillOutcome::NotBusy => {}
+            o => {
+                outcome = o;
+                break;
+            }
+        }
+    }
+    match outcome {
+        KillOutcome::NotBusy => w.error(b"NOTBUSY No scripts in execution right now."),
+        KillOutcome::Unkillable => w.error(
+            b"UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.",
+        ),
+        KillOutcome::Killed => w.ok(),
+    }
+}

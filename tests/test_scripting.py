@@ -1,0 +1,137 @@
+"""Lua scripts against the real server: atomicity across shards, SCRIPT KILL from another
+thread, the script cache seen from every thread, and scripts inside MULTI (the replies
+themselves are compared with redis-server in diff_scenarios_scripting.py)."""
+
+import hashlib
+import threading
+import time
+
+import pytest
+import redis
+
+TRANSFER = """
+local from = tonumber(redis.call('GET', KEYS[1]))
+local amount = tonumber(ARGV[1])
+if from < amount then return 0 end
+redis.call('DECRBY', KEYS[1], amount)
+redis.call('INCRBY', KEYS[2], amount)
+return 1
+"""
+
+# Reads every account in one script: the sum must never show a transfer half done.
+TOTAL = """
+local sum = 0
+for i, k in ipairs(KEYS) do sum = sum + tonumber(redis.call('GET', k)) end
+return sum
+"""
+
+
+def test_scripts_moving_values_across_shards_never_show_half_a_move(darner_factory):
+    srv = darner_factory(threads=4)
+    c = srv.client()
+    accounts = ["acct:%d" % i for i in range(12)]  # spread over the four shards
+    for a in accounts:
+        c.set(a, 100)
+    expected = 100 * len(accounts)
+    stop = time.monotonic() + 3
+    errors = []
+
+    def mover(seed):
+        cc = srv.client()
+        i = seed
+        while time.monotonic() < stop and not errors:
+            src, dst = accounts[i % len(accounts)], accounts[(i * 7 + 3) % len(accounts)]
+            if src != dst:
+                cc.eval(TRANSFER, 2, src, dst, 1 + i % 5)
+            i += 1
+
+    def reader(by_script):
+        cc = srv.client()
+        while time.monotonic() < stop and not errors:
+            if by_script:
+                total = cc.eval(TOTAL, len(accounts), *accounts)
+            else:
+                total = sum(int(v) for v in cc.mget(accounts))
+            if total != expected:
+                errors.append(total)
+
+    threads = [threading.Thread(target=mover, args=(s,)) for s in range(4)]
+    threads += [threading.Thread(target=reader, args=(b,)) for b in (True, False)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, "a reader saw a total of %r, not %d" % (errors[:3], expected)
+    assert sum(int(v) for v in c.mget(accounts)) == expected
+
+
+def test_a_script_cached_on_one_thread_runs_from_every_connection(darner_factory):
+    srv = darner_factory(threads=2)
+    body = "return 'from cache ' .. ARGV[1]"
+    sha = srv.client().script_load(body)
+    assert sha == hashlib.sha1(body.encode()).hexdigest()
+    # Connections land on both threads: each finds the script.
+    for i in range(8):
+        c = srv.client()
+        assert c.evalsha(sha, 0, str(i)) == ("from cache %d" % i).encode()
+        assert c.script_exists(sha, "0" * 40) == [True, False]
+    srv.client().script_flush()
+    for _ in range(4):
+        with pytest.raises(redis.exceptions.NoScriptError):
+            srv.client().evalsha(sha, 0, "x")
+
+
+def test_eval_inside_multi_runs_with_the_transaction(darner_factory):
+    srv = darner_factory(threads=2)
+    c = srv.client()
+    p = c.pipeline(transaction=True)
+    p.set("a", 1)
+    p.eval("return redis.call('INCRBY', KEYS[1], 10) + redis.call('INCR', KEYS[2])", 2, "a", "b")
+    p.mget("a", "b")
+    assert p.execute() == [True, 12, [b"11", b"1"]]
+
+
+def _on_another_thread(srv, deadline):
+    """A connection served by a thread other than the stuck one: it answers PING (a
+    connection on the thread that runs the looping script gets no answer until it ends)."""
+    while time.monotonic() < deadline:
+        c = srv.client(socket_timeout=1)
+        try:
+            if c.ping():
+                return c
+        except redis.exceptions.TimeoutError:
+            pass
+    raise AssertionError("no connection on another thread")
+
+
+def test_script_kill_stops_a_looping_script_that_has_not_written(darner_factory):
+    srv = darner_factory(threads=2)
+    looping = srv.client(socket_timeout=30)
+    outcome = {}
+
+    def run():
+        try:
+            looping.eval("local i = 0 while true do i = i + 1 end", 0)
+        except redis.exceptions.ResponseError as e:
+            outcome["error"] = str(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    deadline = time.monotonic() + 20
+    killer = _on_another_thread(srv, deadline)
+    # The script may not have started yet: NOTBUSY until it runs.
+    while time.monotonic() < deadline:
+        try:
+            assert killer.script_kill()
+            break
+        except redis.exceptions.ResponseError as e:
+            assert "NOTBUSY" in str(e)
+            time.sleep(0.01)
+    t.join(20)
+    assert not t.is_alive()
+    assert "Script killed by user with SCRIPT KILL" in outcome["error"]
+    # The keyspace is free again.
+    assert killer.set("after", "kill")
+    assert looping.get("after") == b"kill"
+    with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
+        killer.script_kill()
