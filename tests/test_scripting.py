@@ -135,3 +135,28 @@ def test_script_kill_stops_a_looping_script_that_has_not_written(darner_factory)
     assert looping.get("after") == b"kill"
     with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
         killer.script_kill()
+
+
+def test_reads_inside_scripts_are_tracked_and_writes_inside_them_invalidate(darner_factory):
+    from resp_reader import RawConn
+
+    srv = darner_factory(threads=2)
+    a = RawConn("127.0.0.1", srv.port)
+    a.call("HELLO", "3")
+    assert a.call("CLIENT", "TRACKING", "on").raw == b"+OK\r\n"
+    keys = ["t1", "t2", "t3", "t4"]  # both shards
+    for k in keys:
+        a.call("EVAL", "return redis.call('GET', KEYS[1])", "1", k)
+    a.call("EVAL", "return redis.call('GET', 'undeclared')", "0")
+    # Another client's script writes them all.
+    srv.client().eval("for i, k in ipairs(KEYS) do redis.call('SET', k, 'v') end",
+                      5, *keys, "undeclared")
+    invalidated = set()
+    a.sock.settimeout(10)
+    while len(invalidated) < 5:
+        r = a.read_reply()
+        assert r.raw.startswith(b">2\r\n$10\r\ninvalidate\r\n"), r.raw
+        for k in keys + ["undeclared"]:
+            if r.raw.endswith(b"$%d\r\n%s\r\n" % (len(k), k.encode())):
+                invalidated.add(k)
+    assert invalidated == set(keys + ["undeclared"])
