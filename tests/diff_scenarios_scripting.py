@@ -9,7 +9,7 @@ script calls, and from EVAL's own argument checks.
 
 import hashlib
 
-from differential import X
+from differential import T, X
 
 SCENARIOS = {}
 
@@ -160,4 +160,62 @@ SCENARIOS["eval_setresp"] = [
     ("EVAL", "redis.setresp(3) return {map={a=1}}", "0"),
     ("EVAL", "redis.setresp(3) return {set={a=true}}", "0"),
     ("EVAL", "redis.setresp(3) return redis.call('ZSCORE', 'nozset', 'm')", "0"),
+]
+
+LIB = """#!lua name=mylib
+local function incr_by(keys, args)
+  return redis.call('INCRBY', keys[1], args[1])
+end
+local function read(keys, args)
+  return redis.call('MGET', keys[1], keys[2])
+end
+redis.register_function('incr_by', incr_by)
+redis.register_function{function_name='read', callback=read, flags={'no-writes'},
+                        description='reads two keys'}
+"""
+
+LIB2 = """#!lua name=other
+redis.register_function('hello', function(keys, args) return 'hello ' .. args[1] end)
+"""
+
+SCENARIOS["functions"] = [
+    ("FUNCTION", "FLUSH"),
+    ("FUNCTION", "LOAD", LIB),
+    ("FUNCTION", "LOAD", LIB),
+    ("FUNCTION", "LOAD", "REPLACE", LIB),
+    ("FUNCTION", "LOAD", LIB2),
+    ("FCALL", "incr_by", "1", "fk", "5"),
+    ("FCALL", "incr_by", "1", "fk", "5"),
+    ("FCALL", "read", "2", "fk", "nokey"),
+    ("FCALL_RO", "read", "2", "fk", "nokey"),
+    ("FCALL_RO", "incr_by", "1", "fk", "1"),
+    ("FCALL", "hello", "0", "world"),
+    ("FCALL", "nosuch", "0"),
+    ("FCALL", "incr_by", "-1"),
+    ("FCALL", "incr_by", "5", "a"),
+    # A library's functions are listed in Redis's dict order (by hash): the type only here,
+    # the content in test_scripting.py.
+    T("FUNCTION", "LIST"),
+    T("FUNCTION", "LIST", "WITHCODE"),
+    T("FUNCTION", "LIST", "LIBRARYNAME", "my*"),
+    ("FUNCTION", "LIST", "LIBRARYNAME", "oth*"),
+    ("FUNCTION", "LIST", "WITHCODE", "LIBRARYNAME", "oth*"),
+    ("FUNCTION", "LIST", "LIBRARYNAME", "nomatch*"),
+    ("FUNCTION", "LIST", "BOGUS"),
+    ("FUNCTION", "STATS"),
+    ("FUNCTION", "DELETE", "other"),
+    ("FUNCTION", "DELETE", "other"),
+    ("FCALL", "hello", "0", "x"),
+    ("FUNCTION", "LOAD", "#!lua name=bad\nredis.call('SET', 'x', 1)"),
+    ("FUNCTION", "LOAD", "#!lua name=bad\nthis is not lua"),
+    ("FUNCTION", "LOAD", "#!lua\nreturn 1"),
+    ("FUNCTION", "LOAD", "no header"),
+    ("FUNCTION", "LOAD", "#!lua name=nofuncs\nlocal x = 1"),
+    ("FUNCTION", "LOAD", "BOGUS", LIB),
+    ("FUNCTION", "KILL"),
+    ("FUNCTION", "FLUSH", "BOGUS"),
+    X(b"-ERR payload version or checksum are wrong\r\n", "FUNCTION", "RESTORE", "not a payload"),
+    ("FUNCTION", "FLUSH", "SYNC"),
+    ("FUNCTION", "LIST"),
+    ("FCALL", "incr_by", "1", "fk", "1"),
 ]

@@ -160,3 +160,59 @@ def test_reads_inside_scripts_are_tracked_and_writes_inside_them_invalidate(darn
             if r.raw.endswith(b"$%d\r\n%s\r\n" % (len(k), k.encode())):
                 invalidated.add(k)
     assert invalidated == set(keys + ["undeclared"])
+
+
+LIB = """#!lua name=counters
+local function bump(keys, args)
+  return redis.call('INCRBY', keys[1], args[1])
+end
+local function peek(keys, args)
+  return redis.call('GET', keys[1])
+end
+redis.register_function('bump', bump)
+redis.register_function{function_name='peek', callback=peek, flags={'no-writes'},
+                        description='reads a counter'}
+"""
+
+
+def test_functions_loaded_on_one_thread_are_called_from_every_connection(darner_factory):
+    srv = darner_factory(threads=2)
+    c = srv.client()
+    assert c.function_load(LIB) == b"counters"
+    for i in range(8):  # both threads
+        cc = srv.client()
+        assert cc.fcall("bump", 1, "ctr", 1) == i + 1
+        assert cc.fcall_ro("peek", 1, "ctr") == str(i + 1).encode()
+    libs = c.function_list(withcode=True)
+    assert len(libs) == 1
+    lib = {k.decode() if isinstance(k, bytes) else k: v for k, v in zip(libs[0][::2], libs[0][1::2])}
+    assert lib["library_name"] == b"counters" and lib["library_code"] == LIB.encode()
+    names = sorted(f[1] for f in lib["functions"])
+    assert names == [b"bump", b"peek"]
+    payload = c.function_dump()
+    assert c.function_delete("counters")
+    for _ in range(4):
+        with pytest.raises(redis.exceptions.ResponseError, match="Function not found"):
+            srv.client().fcall("bump", 1, "ctr", 1)
+    assert c.function_restore(payload)
+    for _ in range(4):
+        assert srv.client().fcall_ro("peek", 1, "ctr") == b"8"
+    assert c.function_flush()
+    with pytest.raises(redis.exceptions.ResponseError, match="Function not found"):
+        srv.client().fcall("peek", 1, "ctr")
+
+
+def test_a_function_dump_made_by_redis_restores_here(darner_factory, redis_ref):
+    ref = redis_ref.client()
+    ref.function_flush()
+    ref.function_load(LIB)
+    payload = ref.function_dump()
+    ref.function_flush()
+    srv = darner_factory(threads=2)
+    c = srv.client()
+    assert c.function_restore(payload)
+    assert c.fcall("bump", 1, "n", 41) == 41
+    # And ours restores into Redis.
+    assert ref.function_restore(c.function_dump())
+    assert ref.fcall("bump", 1, "n", 1) == 1
+    ref.function_flush()

@@ -8,8 +8,11 @@
 pub const OPCODE_FUNCTION2: u8 = 245;
 /// `RDB_OPCODE_FUNCTION_PRE_GA` (Redis 7.0 release candidates).
 pub const OPCODE_FUNCTION_PRE_GA: u8 = 246;
-/// The RDB version Redis 7.2 writes (and the newest this crate accepts).
+/// The newest RDB version this crate accepts (Redis 7.2's).
 pub const RDB_VERSION: u16 = 11;
+/// The version it writes: the lowest with the function opcode (Redis 7.0's), so that Redis
+/// 7.0 as well as 7.2 and Valkey restore our dumps (the format is the same).
+pub const WRITTEN_RDB_VERSION: u16 = 10;
 
 /// What FUNCTION RESTORE does with the libraries already loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -75,7 +78,7 @@ pub fn encode<'a>(codes: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
         write_len(&mut out, code.len());
         out.extend_from_slice(code);
     }
-    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    out.extend_from_slice(&WRITTEN_RDB_VERSION.to_le_bytes());
     let crc = crc64(0, &out);
     out.extend_from_slice(&crc.to_le_bytes());
     out

@@ -29,7 +29,10 @@ use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use darner_commands::{flags, CommandSpec};
 use darner_resp::{Frame, ReplyWriter};
-use darner_scripting::{errors, CallCtx, EvalEngine, Host, KillOutcome, RunControl, ScriptFlags};
+use darner_scripting::{
+    errors, CallCtx, EvalEngine, FunctionEngine, Host, KillOutcome, RestorePolicy, RunControl,
+    ScriptFlags,
+};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,6 +47,16 @@ pub fn register(r: &mut Reg) {
     r.tx("script|flush", Locks::All, script_flush);
     r.conn("script|exists", script_exists);
     r.conn("script|kill", script_kill);
+    r.tx("fcall", Locks::All, fcall);
+    r.tx("fcall_ro", Locks::All, fcall_ro);
+    r.tx("function|load", Locks::All, function_load);
+    r.tx("function|delete", Locks::All, function_delete);
+    r.tx("function|flush", Locks::All, function_flush);
+    r.tx("function|restore", Locks::All, function_restore);
+    r.tx("function|list", Locks::All, function_list);
+    r.tx("function|dump", Locks::All, function_dump);
+    r.conn("function|stats", function_stats);
+    r.conn("function|kill", function_kill);
 }
 
 /// What every thread's engine shares: the bodies of the scripts loaded anywhere (EVALSHA on
@@ -54,6 +67,11 @@ pub struct Scripts {
     bodies: Mutex<HashMap<String, Bytes>>,
     flushes: AtomicU64,
     controls: Mutex<Vec<Arc<RunControl>>>,
+    /// FUNCTION libraries: every library's code, and a generation bumped at each change;
+    /// each thread's function engine reloads them when its generation is behind.
+    libraries: Mutex<Vec<Bytes>>,
+    library_changes: AtomicU64,
+    function_controls: Mutex<Vec<Arc<RunControl>>>,
 }
 
 /// A script's stack: enough for Lua's C stack at its nesting limits (crates/scripting caps
@@ -64,6 +82,53 @@ thread_local! {
     /// This thread's engine and the SCRIPT FLUSH generation it has seen.
     static ENGINE: RefCell<Option<(EvalEngine, u64)>> = const { RefCell::new(None) };
     static STACK: Cell<Option<DefaultStack>> = const { Cell::new(None) };
+    /// This thread's function engine and the library generation it holds.
+    static FUNCTIONS: RefCell<Option<(FunctionEngine, u64)>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's function engine, brought up to the shared libraries first.
+fn with_functions<R>(scripts: &Scripts, f: impl FnOnce(&mut FunctionEngine) -> R) -> Option<R> {
+    FUNCTIONS.with(|cell| {
+        let mut slot = cell.try_borrow_mut().ok()?;
+        let (engine, seen) = slot.get_or_insert_with(|| {
+            let e = FunctionEngine::new();
+            scripts.function_controls.lock().unwrap().push(e.control());
+            (e, u64::MAX)
+        });
+        let gen = scripts.library_changes.load(Ordering::Acquire);
+        if *seen != gen {
+            engine.flush();
+            for code in scripts.libraries.lock().unwrap().iter() {
+                // Loaded before on another thread: it loads here too.
+                let _ = engine.load(&mut LoadHost, code, false);
+            }
+            *seen = gen;
+        }
+        Some(f(engine))
+    })
+}
+
+/// After a FUNCTION command changed this thread's engine: its libraries become everyone's.
+fn publish_libraries(scripts: &Scripts, engine: &FunctionEngine) {
+    let mut libs = scripts.libraries.lock().unwrap();
+    *libs = engine.libraries().map(|l| l.code.clone()).collect();
+    let gen = scripts.library_changes.fetch_add(1, Ordering::AcqRel) + 1;
+    FUNCTIONS.with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            if let Some((_, seen)) = slot.as_mut() {
+                *seen = gen;
+            }
+        }
+    });
+}
+
+/// The host of a library's code at FUNCTION LOAD: only `redis.log` reaches it.
+struct LoadHost;
+
+impl Host for LoadHost {
+    fn call(&mut self, _: &[&[u8]], _: &CallCtx) -> Frame {
+        error_frame(errors::UNKNOWN_COMMAND)
+    }
 }
 
 /// Runs `f` with this thread's engine (made on first use; flushed if a SCRIPT FLUSH happened
@@ -166,7 +231,7 @@ async fn run(tx: Tx, args: Vec<Bytes>, by_sha: bool, read_only: bool) -> Vec<u8>
     }
     let keys: Vec<Bytes> = args[3..3 + n].to_vec();
     let argv: Vec<Bytes> = args[3 + n..].to_vec();
-    let frame = drive(&tx, sha, keys, argv, read_only).await;
+    let frame = drive(&tx, Run::Script(sha), keys, argv, read_only).await;
     tx.set_resp3(resp3);
     let mut out = Vec::new();
     darner_scripting::write_reply(&frame, &mut ReplyWriter::new(&mut out, resp3));
@@ -180,9 +245,15 @@ struct Call {
     resp3: bool,
 }
 
+/// What a script run is: an EVAL script by SHA-1, or a function by name.
+enum Run {
+    Script(String),
+    Function(String),
+}
+
 /// Runs the script on its own stack; each command it calls is run here, outside that stack,
 /// and its reply handed back.
-async fn drive(tx: &Tx, sha: String, keys: Vec<Bytes>, argv: Vec<Bytes>, ro: bool) -> Frame {
+async fn drive(tx: &Tx, what: Run, keys: Vec<Bytes>, argv: Vec<Bytes>, ro: bool) -> Frame {
     let shared = tx.shared().clone();
     let stack = STACK
         .with(Cell::take)
@@ -194,15 +265,25 @@ async fn drive(tx: &Tx, sha: String, keys: Vec<Bytes>, argv: Vec<Bytes>, ro: boo
         Coroutine::with_stack(stack, move |y: &Yielder<Vec<u8>, Call>, _| {
             let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
             let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_ref()).collect();
-            with_engine(&shared.scripts, |engine| {
-                let mut host = ScriptHost {
-                    yielder: y,
-                    ro,
-                    control: engine.control(),
-                };
-                engine.evalsha(&mut host, &sha, &keys, &argv)
-            })
-            .unwrap_or_else(|| Frame::Error(Bytes::from_static(ERR_ENGINE_BUSY)))
+            let ran = match &what {
+                Run::Script(sha) => with_engine(&shared.scripts, |engine| {
+                    let mut host = ScriptHost {
+                        yielder: y,
+                        ro,
+                        control: engine.control(),
+                    };
+                    engine.evalsha(&mut host, sha, &keys, &argv)
+                }),
+                Run::Function(name) => with_functions(&shared.scripts, |engine| {
+                    let mut host = ScriptHost {
+                        yielder: y,
+                        ro,
+                        control: engine.control(),
+                    };
+                    engine.fcall(&mut host, name, &keys, &argv)
+                }),
+            };
+            ran.unwrap_or_else(|| Frame::Error(Bytes::from_static(ERR_ENGINE_BUSY)))
         });
     let mut input = Vec::new();
     let frame = loop {
@@ -328,7 +409,11 @@ fn script_exists(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 }
 
 fn script_kill(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
-    let controls = ctx.shared.scripts.controls.lock().unwrap();
+    kill_reply(&ctx.shared.scripts.controls, w);
+}
+
+fn kill_reply(controls: &Mutex<Vec<Arc<RunControl>>>, w: &mut ReplyWriter) {
+    let controls = controls.lock().unwrap();
     let mut outcome = KillOutcome::NotBusy;
     for c in controls.iter() {
         match c.kill() {
@@ -346,4 +431,250 @@ fn script_kill(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
         ),
         KillOutcome::Killed => w.ok(),
     }
+}
+
+// ---- FCALL and FUNCTION ------------------------------------------------------------------------
+
+fn fcall(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(run_function(tx, args, false))
+}
+
+fn fcall_ro(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(run_function(tx, args, true))
+}
+
+async fn run_function(tx: Tx, args: Vec<Bytes>, read_only: bool) -> Vec<u8> {
+    let resp3 = tx.resp3();
+    let err = |e: &[u8]| super::with_writer(resp3, |w| w.error(e));
+    let n = match numkeys(&args) {
+        Ok(n) => n,
+        Err(e) => return err(e),
+    };
+    let shared = tx.shared().clone();
+    let name = String::from_utf8_lossy(&args[1]).into_owned();
+    let flags = match with_functions(&shared.scripts, |e| e.function_flags(&name)) {
+        None => return err(ERR_ENGINE_BUSY),
+        Some(None) => return err(b"ERR Function not found"),
+        Some(Some(f)) => f,
+    };
+    if read_only && !flags.no_writes {
+        return err(b"ERR Can not execute a script with write flag using *_ro command.");
+    }
+    let keys: Vec<Bytes> = args[3..3 + n].to_vec();
+    let argv: Vec<Bytes> = args[3 + n..].to_vec();
+    let frame = drive(&tx, Run::Function(name), keys, argv, read_only).await;
+    tx.set_resp3(resp3);
+    let mut out = Vec::new();
+    darner_scripting::write_reply(&frame, &mut ReplyWriter::new(&mut out, resp3));
+    out
+}
+
+/// Runs a change of the libraries on this thread's engine and publishes the result.
+fn change_libraries(
+    tx: &Tx,
+    f: impl FnOnce(&mut FunctionEngine) -> Result<Option<String>, String>,
+) -> Vec<u8> {
+    let resp3 = tx.resp3();
+    let scripts = &tx.shared().scripts;
+    let r = with_functions(scripts, |engine| {
+        let r = f(engine);
+        if r.is_ok() {
+            publish_libraries(scripts, engine);
+        }
+        r
+    });
+    super::with_writer(resp3, |w| match r {
+        None => w.error(ERR_ENGINE_BUSY),
+        Some(Err(e)) => w.error(e.as_bytes()),
+        Some(Ok(Some(name))) => w.bulk(name.as_bytes()),
+        Some(Ok(None)) => w.ok(),
+    })
+}
+
+fn function_load(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let (replace, code) = match &args[2..] {
+            [code] => (false, code),
+            [opt, code] if opt.eq_ignore_ascii_case(b"replace") => (true, code),
+            [opt, _] => {
+                let msg = format!("ERR Unknown option given: {}", String::from_utf8_lossy(opt));
+                return super::with_writer(tx.resp3(), |w| w.error(msg.as_bytes()));
+            }
+            _ => {
+                return super::with_writer(tx.resp3(), |w| w.error(b"ERR Function code is missing"))
+            }
+        };
+        change_libraries(&tx, |e| e.load(&mut LoadHost, code, replace).map(Some))
+    })
+}
+
+fn function_delete(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let name = String::from_utf8_lossy(&args[2]).into_owned();
+        change_libraries(&tx, |e| e.delete(&name).map(|()| None))
+    })
+}
+
+fn flush_mode_ok(args: &[Bytes]) -> bool {
+    match args.get(2) {
+        None => true,
+        Some(m) => {
+            args.len() == 3 && (m.eq_ignore_ascii_case(b"async") || m.eq_ignore_ascii_case(b"sync"))
+        }
+    }
+}
+
+fn function_flush(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        if !flush_mode_ok(&args) {
+            return super::with_writer(tx.resp3(), |w| {
+                w.error(b"ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
+            });
+        }
+        change_libraries(&tx, |e| {
+            e.flush();
+            Ok(None)
+        })
+    })
+}
+
+fn function_restore(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let policy = match args.get(3) {
+            None => RestorePolicy::Append,
+            Some(p) if p.eq_ignore_ascii_case(b"append") => RestorePolicy::Append,
+            Some(p) if p.eq_ignore_ascii_case(b"replace") => RestorePolicy::Replace,
+            Some(p) if p.eq_ignore_ascii_case(b"flush") => RestorePolicy::Flush,
+            Some(_) => {
+                return super::with_writer(tx.resp3(), |w| {
+                    w.error(b"ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.")
+                })
+            }
+        };
+        if args.len() > 4 {
+            return super::with_writer(tx.resp3(), |w| w.error(b"ERR syntax error"));
+        }
+        let payload = args[2].clone();
+        change_libraries(&tx, |e| {
+            e.restore(&mut LoadHost, &payload, policy).map(|()| None)
+        })
+    })
+}
+
+fn function_dump(tx: Tx, _args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        match with_functions(&tx.shared().scripts, |e| e.dump()) {
+            Some(payload) => super::with_writer(resp3, |w| w.bulk(&payload)),
+            None => super::with_writer(resp3, |w| w.error(ERR_ENGINE_BUSY)),
+        }
+    })
+}
+
+fn function_list(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        let mut pattern: Option<Bytes> = None;
+        let mut with_code = false;
+        let mut i = 2;
+        while i < args.len() {
+            let a = &args[i];
+            if a.eq_ignore_ascii_case(b"withcode") {
+                if with_code {
+                    return super::with_writer(resp3, |w| {
+                        w.error(b"ERR Unknown argument withcode")
+                    });
+                }
+                with_code = true;
+                i += 1;
+            } else if a.eq_ignore_ascii_case(b"libraryname") && i + 1 < args.len() {
+                if pattern.is_some() {
+                    return super::with_writer(resp3, |w| {
+                        w.error(b"ERR library name argument was already given")
+                    });
+                }
+                pattern = Some(args[i + 1].clone());
+                i += 2;
+            } else {
+                let msg = format!("ERR Unknown argument {}", String::from_utf8_lossy(a));
+                return super::with_writer(resp3, |w| w.error(msg.as_bytes()));
+            }
+        }
+        let out = with_functions(&tx.shared().scripts, |e| {
+            super::with_writer(resp3, |w| {
+                let libs: Vec<_> = e
+                    .libraries()
+                    .filter(|l| {
+                        pattern.as_ref().is_none_or(|p| {
+                            darner_engine::glob::glob_match(p, l.name.as_bytes(), false)
+                        })
+                    })
+                    .collect();
+                w.array(libs.len());
+                for l in libs {
+                    w.map(if with_code { 4 } else { 3 });
+                    w.bulk(b"library_name");
+                    w.bulk(l.name.as_bytes());
+                    w.bulk(b"engine");
+                    w.bulk(l.engine.as_bytes());
+                    w.bulk(b"functions");
+                    w.array(l.functions.len());
+                    for f in &l.functions {
+                        w.map(3);
+                        w.bulk(b"name");
+                        w.bulk(f.name.as_bytes());
+                        w.bulk(b"description");
+                        match &f.description {
+                            Some(d) => w.bulk(d),
+                            None => w.null(),
+                        }
+                        w.bulk(b"flags");
+                        let names = f.flags.names();
+                        w.set(names.len());
+                        for n in names {
+                            w.simple(n.as_bytes());
+                        }
+                    }
+                    if with_code {
+                        w.bulk(b"library_code");
+                        w.bulk(&l.code);
+                    }
+                }
+            })
+        });
+        out.unwrap_or_else(|| super::with_writer(resp3, |w| w.error(ERR_ENGINE_BUSY)))
+    })
+}
+
+fn function_stats(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
+    let scripts = &ctx.shared.scripts;
+    let running = scripts
+        .function_controls
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|c| c.is_running());
+    let libs = scripts.libraries.lock().unwrap().len();
+    // The functions are counted by this thread's engine (the libraries are everyone's).
+    let functions = with_functions(scripts, |e| e.function_count()).unwrap_or(0);
+    w.map(2);
+    w.bulk(b"running_script");
+    if running {
+        // Which function and since when are known to its thread only.
+        w.map(0);
+    } else {
+        w.null();
+    }
+    w.bulk(b"engines");
+    w.map(1);
+    w.bulk(b"LUA");
+    w.map(2);
+    w.bulk(b"libraries_count");
+    w.int(libs as i64);
+    w.bulk(b"functions_count");
+    w.int(functions as i64);
+}
+
+fn function_kill(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
+    kill_reply(&ctx.shared.scripts.function_controls, w);
 }
