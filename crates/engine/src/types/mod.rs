@@ -13,11 +13,13 @@ pub mod hash;
 pub mod hll;
 pub mod list;
 pub mod set;
+pub mod stream;
 pub mod zset;
 
 pub use hash::{Hash, HashRef};
 pub use list::{List, ListSeek, QuicklistInfo};
 pub use set::Set;
+pub use stream::{Stream, StreamId};
 pub use zset::ZSet;
 
 /// When a collection leaves its compact encoding: the values of Redis's directives of the same

@@ -1,0 +1,615 @@
+//! The stream value type (Redis 7.2's t_stream.c): entries of field/value pairs keyed by
+//! 128-bit ids (`ms-seq`), appended in increasing id order, read by id ranges, deleted one by
+//! one or trimmed from the front.
+//!
+//! Why this shape. A stream is append-only at its tail, read by ranges, and shrinks from its
+//! head; entries of one stream nearly always have the same field names, and consecutive ids
+//! are close to each other. One heap object per entry (a `BTreeMap<Id, Vec<(field, value)>>`)
+//! would cost the 16-byte id, a vector header, an allocation per field and value, and the tree's
+//! per-element overhead: well over 100 bytes for an entry of five small fields. So, as Redis
+//! does with its radix tree of listpacks, entries are packed into **nodes**:
+//!
+//! - a node is ONE byte buffer holding up to `stream-node-max-entries` entries (100) or about
+//!   `stream-node-max-bytes` bytes (4096), whichever comes first (Redis's rule, counted on our
+//!   bytes). Nodes sit in a `BTreeMap` keyed by their *master id*, the id of the entry that
+//!   opened the node; every id in a node is at least its master id and below the next node's.
+//!   A B-tree of a few entries per 100 stream entries costs about one byte per entry, and finds
+//!   the node of an id in O(log n) - what Redis's radix tree gives, with less code.
+//! - the buffer starts with the *master fields*: the field names of the node's first entry.
+//!   Each entry then is `flags, varint(ms - master.ms), varint(seq delta), values...` when its
+//!   fields are the master fields (the usual case: the field names are stored once per node),
+//!   or `flags, id deltas, varint(n), (field, value)*n` otherwise. The seq delta is
+//!   `seq - master.seq` when the ms parts are equal, else the seq itself. Strings are
+//!   `varint(len) bytes`. An entry of five 4-byte values with the master's fields takes about
+//!   28 bytes; Redis's listpack entry takes about 40 (every element carries a header and a
+//!   back-length, and each entry four more elements: flags, two deltas and a count).
+//! - deleting an entry (XDEL, an exact trim inside a node) sets the deleted flag in place,
+//!   as Redis does: the node keeps the bytes until all its entries are deleted, and then goes
+//!   as a whole. The node counts its live entries and all its entries.
+//! - only the tail node grows (`Vec` doubling, amortized O(1) appends); when a new node is
+//!   opened the previous one is shrunk to its exact size, so only one node per stream carries
+//!   slack.
+//!
+//! Reads decode one node at a time (at most 100 entries): a range read is O(log n + count +
+//! node size), backward reads decode the node's entries and walk them in reverse.
+//!
+//! The stream keeps Redis's metadata: length, last id (the top, even after it was deleted),
+//! first id, the greatest deleted id (`max-deleted-entry-id`), and how many entries were ever
+//! added (`entries-added`), which consumer groups use to compute their lag.
+
+pub mod group;
+
+pub use group::{Consumer, Group, Nack};
+
+use std::collections::BTreeMap;
+
+/// A stream entry id.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StreamId {
+    pub ms: u64,
+    pub seq: u64,
+}
+
+impl StreamId {
+    pub const MIN: StreamId = StreamId { ms: 0, seq: 0 };
+    pub const MAX: StreamId = StreamId {
+        ms: u64::MAX,
+        seq: u64::MAX,
+    };
+
+    pub const fn new(ms: u64, seq: u64) -> StreamId {
+        StreamId { ms, seq }
+    }
+
+    /// The next id (Redis's streamIncrID); None past the greatest.
+    pub fn next(self) -> Option<StreamId> {
+        if self.seq == u64::MAX {
+            if self.ms == u64::MAX {
+                None
+            } else {
+                Some(StreamId::new(self.ms + 1, 0))
+            }
+        } else {
+            Some(StreamId::new(self.ms, self.seq + 1))
+        }
+    }
+
+    /// The previous id (Redis's streamDecrID); None before 0-0.
+    pub fn prev(self) -> Option<StreamId> {
+        if self.seq == 0 {
+            if self.ms == 0 {
+                None
+            } else {
+                Some(StreamId::new(self.ms - 1, u64::MAX))
+            }
+        } else {
+            Some(StreamId::new(self.ms, self.seq - 1))
+        }
+    }
+
+    /// `ms-seq`, as replies show it.
+    pub fn to_bytes(self) -> Vec<u8> {
+        format!("{}-{}", self.ms, self.seq).into_bytes()
+    }
+}
+
+impl std::fmt::Display for StreamId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.ms, self.seq)
+    }
+}
+
+/// Node size limits: Redis's `stream-node-max-bytes` and `stream-node-max-entries` (0: no
+/// limit of that kind).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeLimits {
+    pub max_bytes: usize,
+    pub max_entries: usize,
+}
+
+impl Default for NodeLimits {
+    fn default() -> NodeLimits {
+        NodeLimits {
+            max_bytes: 4096,
+            max_entries: 100,
+        }
+    }
+}
+
+/// How XADD / XTRIM trim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trim {
+    /// Keep at most this many entries.
+    MaxLen(u64),
+    /// Remove the entries with a smaller id.
+    MinId(StreamId),
+}
+
+const DELETED: u8 = 1;
+const SAME_FIELDS: u8 = 2;
+
+fn put_varint(b: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        b.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    b.push(v as u8);
+}
+
+fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+/// Reads a varint written by `put_varint` (the buffer is ours: always well formed).
+fn get_varint(b: &[u8], pos: &mut usize) -> u64 {
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let byte = b[*pos];
+        *pos += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return v;
+        }
+        shift += 7;
+    }
+}
+
+fn put_str(b: &mut Vec<u8>, s: &[u8]) {
+    put_varint(b, s.len() as u64);
+    b.extend_from_slice(s);
+}
+
+fn get_str<'a>(b: &'a [u8], pos: &mut usize) -> &'a [u8] {
+    let n = get_varint(b, pos) as usize;
+    let s = &b[*pos..*pos + n];
+    *pos += n;
+    s
+}
+
+fn str_len(s: &[u8]) -> usize {
+    varint_len(s.len() as u64) + s.len()
+}
+
+/// One node: the master fields, then its entries (see the module comment).
+#[derive(Clone, Debug, PartialEq)]
+struct Node {
+    buf: Vec<u8>,
+    /// Entries not deleted.
+    live: u32,
+    /// All entries, deleted ones included.
+    count: u32,
+}
+
+/// One entry as a reader sees it: its id and its field/value pairs, borrowed from the node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryRef<'a> {
+    pub id: StreamId,
+    pub pairs: Vec<(&'a [u8], &'a [u8])>,
+}
+
+/// One decoded entry of a node, deleted or not, with where its flags byte is.
+struct Raw<'a> {
+    pos: usize,
+    deleted: bool,
+    id: StreamId,
+    pairs: Vec<(&'a [u8], &'a [u8])>,
+}
+
+impl Node {
+    fn new(master: &[(&[u8], &[u8])]) -> Node {
+        let mut buf = Vec::new();
+        put_varint(&mut buf, master.len() as u64);
+        for (f, _) in master {
+            put_str(&mut buf, f);
+        }
+        Node {
+            buf,
+            live: 0,
+            count: 0,
+        }
+    }
+
+    /// The master fields, and where the entries begin.
+    fn master(&self) -> (Vec<&[u8]>, usize) {
+        let mut pos = 0;
+        let n = get_varint(&self.buf, &mut pos) as usize;
+        let mut fields = Vec::with_capacity(n);
+        for _ in 0..n {
+            fields.push(get_str(&self.buf, &mut pos));
+        }
+        (fields, pos)
+    }
+
+    /// Appends entry `id` (at least `master_id`).
+    fn append(&mut self, master_id: StreamId, id: StreamId, pairs: &[(&[u8], &[u8])]) {
+        let (fields, _) = self.master();
+        let same =
+            fields.len() == pairs.len() && fields.iter().zip(pairs).all(|(f, (g, _))| *f == *g);
+        let mut out = Vec::new();
+        out.push(if same { SAME_FIELDS } else { 0 });
+        let dms = id.ms - master_id.ms;
+        put_varint(&mut out, dms);
+        put_varint(
+            &mut out,
+            if dms == 0 {
+                id.seq - master_id.seq
+            } else {
+                id.seq
+            },
+        );
+        if same {
+            for (_, v) in pairs {
+                put_str(&mut out, v);
+            }
+        } else {
+            put_varint(&mut out, pairs.len() as u64);
+            for (f, v) in pairs {
+                put_str(&mut out, f);
+                put_str(&mut out, v);
+            }
+        }
+        self.buf.extend_from_slice(&out);
+        self.live += 1;
+        self.count += 1;
+    }
+
+    /// Every entry of the node, deleted ones included, in id order.
+    fn raw(&self, master_id: StreamId) -> Vec<Raw<'_>> {
+        let (fields, mut pos) = self.master();
+        let b = &self.buf[..];
+        let mut out = Vec::with_capacity(self.count as usize);
+        while pos < b.len() {
+            let at = pos;
+            let flags = b[pos];
+            pos += 1;
+            let dms = get_varint(b, &mut pos);
+            let s = get_varint(b, &mut pos);
+            let id = if dms == 0 {
+                StreamId::new(master_id.ms, master_id.seq + s)
+            } else {
+                StreamId::new(master_id.ms + dms, s)
+            };
+            let pairs = if flags & SAME_FIELDS != 0 {
+                fields.iter().map(|f| (*f, get_str(b, &mut pos))).collect()
+            } else {
+                let n = get_varint(b, &mut pos) as usize;
+                (0..n)
+                    .map(|_| {
+                        let f = get_str(b, &mut pos);
+                        (f, get_str(b, &mut pos))
+                    })
+                    .collect()
+            };
+            out.push(Raw {
+                pos: at,
+                deleted: flags & DELETED != 0,
+                id,
+                pairs,
+            });
+        }
+        out
+    }
+
+    /// The live entries with ids in `start..=end`, in id order.
+    fn entries(&self, master_id: StreamId, start: StreamId, end: StreamId) -> Vec<EntryRef<'_>> {
+        self.raw(master_id)
+            .into_iter()
+            .filter(|r| !r.deleted && r.id >= start && r.id <= end)
+            .map(|r| EntryRef {
+                id: r.id,
+                pairs: r.pairs,
+            })
+            .collect()
+    }
+
+    fn mark_deleted(&mut self, pos: usize) {
+        self.buf[pos] |= DELETED;
+        self.live -= 1;
+    }
+}
+
+/// A stream.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Stream {
+    nodes: BTreeMap<StreamId, Node>,
+    len: u64,
+    /// The greatest id ever added (or set by XSETID).
+    pub last_id: StreamId,
+    /// The first live entry's id (0-0 while the stream never had one; Redis's `first_id`).
+    pub first_id: StreamId,
+    /// The greatest id deleted (XDEL, XTRIM) or set by XSETID ... MAXDELETEDID.
+    pub max_deleted_id: StreamId,
+    /// Entries ever added (XSETID ... ENTRIESADDED may set it).
+    pub entries_added: u64,
+    /// Consumer groups, by name (created on demand: a stream without groups pays a pointer).
+    pub groups: Option<Box<BTreeMap<Vec<u8>, Group>>>,
+}
+
+/// Entries of a stream in an id range, forward or backward: one node decoded at a time.
+pub struct Range<'a> {
+    nodes: Box<dyn Iterator<Item = (&'a StreamId, &'a Node)> + 'a>,
+    buf: std::vec::IntoIter<EntryRef<'a>>,
+    start: StreamId,
+    end: StreamId,
+    rev: bool,
+    /// Backward: a node at or before `start` was decoded; nothing before it can match.
+    done: bool,
+}
+
+impl<'a> Iterator for Range<'a> {
+    type Item = EntryRef<'a>;
+    fn next(&mut self) -> Option<EntryRef<'a>> {
+        loop {
+            if let Some(e) = self.buf.next() {
+                return Some(e);
+            }
+            if self.done {
+                return None;
+            }
+            let (master, node) = self.nodes.next()?;
+            let mut es = node.entries(*master, self.start, self.end);
+            if self.rev {
+                es.reverse();
+                if *master <= self.start {
+                    self.done = true;
+                }
+            }
+            self.buf = es.into_iter();
+        }
+    }
+}
+
+impl Stream {
+    pub fn new() -> Stream {
+        Stream::default()
+    }
+
+    /// Live entries.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Nodes (XINFO STREAM's `radix-tree-nodes` / DEBUG's node count).
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Appends an entry with id `id`, which must be greater than [`Stream::last_id`] (the
+    /// caller checks; XADD answers an error otherwise).
+    pub fn append(&mut self, id: StreamId, pairs: &[(&[u8], &[u8])], lim: NodeLimits) {
+        debug_assert!(id > self.last_id || (self.last_id == StreamId::MIN && self.len == 0));
+        let entry_bytes: usize = 3 + pairs
+            .iter()
+            .map(|(f, v)| str_len(f) + str_len(v))
+            .sum::<usize>();
+        let need_new = match self.nodes.last_key_value() {
+            None => true,
+            Some((_, n)) => {
+                (lim.max_bytes != 0 && n.buf.len() + entry_bytes >= lim.max_bytes)
+                    || (lim.max_entries != 0 && n.count as usize >= lim.max_entries)
+            }
+        };
+        if need_new {
+            if let Some(mut last) = self.nodes.last_entry() {
+                last.get_mut().buf.shrink_to_fit();
+            }
+            self.nodes.insert(id, Node::new(pairs));
+        }
+        let mut tail = self.nodes.last_entry().expect("a tail node");
+        let master = *tail.key();
+        tail.get_mut().append(master, id, pairs);
+        if self.len == 0 {
+            self.first_id = id;
+        }
+        self.len += 1;
+        self.last_id = id;
+        self.entries_added += 1;
+    }
+
+    /// The live entries with ids in `start..=end`, forward (or backward with `rev`).
+    pub fn range(&self, start: StreamId, end: StreamId, rev: bool) -> Range<'_> {
+        let empty = Range {
+            nodes: Box::new(std::iter::empty()),
+            buf: Vec::new().into_iter(),
+            start,
+            end,
+            rev,
+            done: false,
+        };
+        if start > end || self.len == 0 {
+            return empty;
+        }
+        // The node that may hold `start`: the last one whose master id is at most `start`.
+        let from = self
+            .nodes
+            .range(..=start)
+            .next_back()
+            .map_or(StreamId::MIN, |(k, _)| *k);
+        let nodes: Box<dyn Iterator<Item = (&StreamId, &Node)>> = if rev {
+            Box::new(self.nodes.range(..=end).rev())
+        } else {
+            Box::new(self.nodes.range(from..=end))
+        };
+        Range { nodes, ..empty }
+    }
+
+    /// All live entries, in id order.
+    pub fn iter(&self) -> Range<'_> {
+        self.range(StreamId::MIN, StreamId::MAX, false)
+    }
+
+    /// The first (or, `last`, the last) live entry.
+    pub fn edge(&self, last: bool) -> Option<EntryRef<'_>> {
+        self.range(StreamId::MIN, StreamId::MAX, last).next()
+    }
+
+    /// Whether a live entry has id `id`.
+    pub fn contains(&self, id: StreamId) -> bool {
+        self.range(id, id, false).next().is_some()
+    }
+
+    /// Recomputes `first_id` from the entries (Redis's streamGetEdgeID(first, skip
+    /// tombstones): the greatest id when the stream is empty).
+    fn update_first(&mut self) {
+        self.first_id = self.edge(false).map_or(StreamId::MAX, |e| e.id);
+    }
+
+    /// Deletes entry `id`; whether it was there. Updates `max_deleted_id` and `first_id`.
+    pub fn delete(&mut self, id: StreamId) -> bool {
+        let Some((&master, node)) = self.nodes.range_mut(..=id).next_back() else {
+            return false;
+        };
+        let Some(pos) = node
+            .raw(master)
+            .iter()
+            .find(|r| r.id == id && !r.deleted)
+            .map(|r| r.pos)
+        else {
+            return false;
+        };
+        node.mark_deleted(pos);
+        if node.live == 0 {
+            self.nodes.remove(&master);
+        }
+        self.len -= 1;
+        if id > self.max_deleted_id {
+            self.max_deleted_id = id;
+        }
+        if id == self.first_id {
+            self.update_first();
+        }
+        true
+    }
+
+    /// Trims from the head (Redis's streamTrim): with `approx`, only whole nodes go; `limit`
+    /// (0: none) bounds the entries removed, counted by whole nodes. Returns how many entries
+    /// were removed.
+    pub fn trim(&mut self, how: Trim, approx: bool, limit: u64) -> u64 {
+        let mut removed = 0u64;
+        loop {
+            if let Trim::MaxLen(max) = how {
+                if self.len <= max {
+                    break;
+                }
+            }
+            let Some((&master, node)) = self.nodes.first_key_value() else {
+                break;
+            };
+            let live = u64::from(node.live);
+            if limit != 0 && removed + live > limit {
+                break;
+            }
+            let whole = match how {
+                Trim::MaxLen(max) => self.len - live >= max,
+                Trim::MinId(min) => node.raw(master).last().is_none_or(|r| r.id < min),
+            };
+            if whole {
+                self.nodes.remove(&master);
+                self.len -= live;
+                removed += live;
+                continue;
+            }
+            if approx {
+                break;
+            }
+            // Mark entries deleted inside this node, then stop: enough was there.
+            let node = self.nodes.get_mut(&master).expect("first node");
+            let raws: Vec<(usize, bool, StreamId)> = node
+                .raw(master)
+                .iter()
+                .map(|r| (r.pos, r.deleted, r.id))
+                .collect();
+            for (pos, deleted, id) in raws {
+                match how {
+                    Trim::MaxLen(max) if self.len <= max => break,
+                    Trim::MinId(min) if id >= min => break,
+                    _ => {}
+                }
+                if !deleted {
+                    node.mark_deleted(pos);
+                    self.len -= 1;
+                    removed += 1;
+                }
+            }
+            if node.live == 0 {
+                self.nodes.remove(&master);
+            }
+            break;
+        }
+        if removed > 0 {
+            self.update_first();
+        }
+        removed
+    }
+
+    /// Approximate heap bytes.
+    pub fn memory(&self) -> usize {
+        // A B-tree leaf holds up to 11 keys and values; count a slot per node and a little.
+        let per_node = std::mem::size_of::<StreamId>() + std::mem::size_of::<Node>() + 8;
+        self.nodes
+            .values()
+            .map(|n| n.buf.capacity() + per_node)
+            .sum::<usize>()
+            + self.groups.as_ref().map_or(0, |g| {
+                g.iter().map(|(k, v)| k.len() + v.memory() + 48).sum()
+            })
+    }
+
+    /// Frees about `budget` nodes from the back (lazy freeing); 0 once little is left.
+    pub fn free_step(&mut self, budget: usize) -> usize {
+        let mut n = 0;
+        while n < budget && self.nodes.len() > 1 {
+            self.nodes.pop_last();
+            n += 1;
+        }
+        n
+    }
+
+    /// The consumer groups (empty when none).
+    pub fn groups(&self) -> impl Iterator<Item = (&Vec<u8>, &Group)> {
+        self.groups.iter().flat_map(|g| g.iter())
+    }
+
+    pub fn group(&self, name: &[u8]) -> Option<&Group> {
+        self.groups.as_ref()?.get(name)
+    }
+
+    pub fn group_mut(&mut self, name: &[u8]) -> Option<&mut Group> {
+        self.groups.as_mut()?.get_mut(name)
+    }
+
+    /// Checks the node bookkeeping (tests).
+    #[cfg(test)]
+    fn check(&self) {
+        let mut total = 0u64;
+        let mut prev: Option<StreamId> = None;
+        for (m, n) in &self.nodes {
+            let raw = n.raw(*m);
+            assert_eq!(raw.len(), n.count as usize);
+            assert_eq!(raw.iter().filter(|r| !r.deleted).count(), n.live as usize);
+            assert!(n.live > 0, "an empty node stayed");
+            assert_eq!(raw[0].id, *m);
+            for r in &raw {
+                if let Some(p) = prev {
+                    assert!(r.id > p);
+                }
+                prev = Some(r.id);
+            }
+            total += u64::from(n.live);
+        }
+        assert_eq!(total, self.len);
+    }
+}
+
+#[cfg(test)]
+mod tests;
