@@ -2,7 +2,8 @@ use super::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
-type Model = BTreeMap<StreamId, Vec<(Vec<u8>, Vec<u8>)>>;
+type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+type Model = BTreeMap<StreamId, Pairs>;
 
 fn pairs_of(i: u64, shape: u8) -> Vec<(Vec<u8>, Vec<u8>)> {
     match shape % 3 {
@@ -24,7 +25,7 @@ fn add(s: &mut Stream, m: &mut Model, id: StreamId, p: Vec<(Vec<u8>, Vec<u8>)>, 
     m.insert(id, p);
 }
 
-fn owned(e: &EntryRef<'_>) -> (StreamId, Vec<(Vec<u8>, Vec<u8>)>) {
+fn owned(e: &EntryRef<'_>) -> (StreamId, Pairs) {
     (
         e.id,
         e.pairs
