@@ -23,6 +23,7 @@ pub mod server;
 pub mod set;
 pub mod sort;
 pub mod sorted_set;
+pub mod stream;
 pub mod string;
 pub mod transactions;
 
@@ -184,6 +185,7 @@ pub fn registry() -> &'static Registry {
         set::register(&mut reg);
         sorted_set::register(&mut reg);
         sort::register(&mut reg);
+        stream::register(&mut reg);
         r
     })
 }
