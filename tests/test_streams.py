@@ -97,3 +97,73 @@ def test_xread_block_ignores_writes_that_add_nothing_new(raw):
     assert b"blocked_clients:1\r\n" in writer.call("INFO", "clients").py()
     writer.call("XADD", a, "4-0", "f", "w")
     assert reader.read_reply(5).py() == [[a.encode(), [[b"4-0", [b"f", b"w"]]]]]
+
+
+def test_xreadgroup_block_is_woken_by_xadd_on_either_shard(raw):
+    """A consumer blocked with `>` on keys of both shards gets the new entry of whichever key
+    is written; it is then pending for that consumer."""
+    a, b = _pair_on_two_shards("xgb")
+    reader, writer = raw(), raw()
+    for i, target in enumerate([b, a]):
+        writer.call("DEL", a, b)
+        for k in (a, b):
+            assert writer.call("XGROUP", "CREATE", k, "g", "$", "MKSTREAM").raw == b"+OK\r\n"
+        reader.send("XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", a, b, ">", ">")
+        _wait_blocked(writer, 1)
+        writer.call("XADD", target, f"{i + 1}-0", "f", "v")
+        got = reader.read_reply(5).py()
+        assert got == [[target.encode(), [[f"{i + 1}-0".encode(), [b"f", b"v"]]]]], got
+        summary = writer.call("XPENDING", target, "g").py()
+        assert summary[0] == 1 and summary[3] == [[b"alice", b"1"]], summary
+
+
+def test_xreadgroup_block_one_entry_serves_one_consumer(raw):
+    """Two consumers of one group blocked on a key: an XADD of one entry goes to the first
+    that blocked; the second stays blocked until the next entry."""
+    a, _ = _pair_on_two_shards("xg1")
+    first, second, writer = raw(), raw(), raw()
+    writer.call("DEL", a)
+    writer.call("XGROUP", "CREATE", a, "g", "$", "MKSTREAM")
+    first.send("XREADGROUP", "GROUP", "g", "c1", "BLOCK", "0", "STREAMS", a, ">")
+    _wait_blocked(writer, 1)
+    second.send("XREADGROUP", "GROUP", "g", "c2", "BLOCK", "0", "STREAMS", a, ">")
+    _wait_blocked(writer, 2)
+    writer.call("XADD", a, "1-0", "f", "one")
+    assert first.read_reply(5).py() == [[a.encode(), [[b"1-0", [b"f", b"one"]]]]]
+    _wait_blocked(writer, 1)
+    writer.call("XADD", a, "2-0", "f", "two")
+    assert second.read_reply(5).py() == [[a.encode(), [[b"2-0", [b"f", b"two"]]]]]
+
+
+def test_xreadgroup_block_ends_when_the_key_or_group_goes(raw):
+    """Deleting the key ends a blocked XREADGROUP with -UNBLOCKED, destroying the group with
+    -NOGROUP (Redis 7.2); an XREAD blocked on a deleted key keeps waiting."""
+    a, _ = _pair_on_two_shards("xgd")
+    reader, xreader, writer = raw(), raw(), raw()
+    writer.call("DEL", a)
+    writer.call("XGROUP", "CREATE", a, "g", "$", "MKSTREAM")
+    reader.send("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", a, ">")
+    xreader.send("XREAD", "BLOCK", "0", "STREAMS", a, "$")
+    _wait_blocked(writer, 2)
+    writer.call("DEL", a)
+    assert reader.read_reply(5).raw == b"-UNBLOCKED the stream key no longer exists\r\n"
+    _wait_blocked(writer, 1)
+    writer.call("XGROUP", "CREATE", a, "g", "$", "MKSTREAM")
+    reader.send("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", a, ">")
+    _wait_blocked(writer, 2)
+    assert writer.call("XGROUP", "DESTROY", a, "g").py() == 1
+    want = f"-NOGROUP No such key '{a}' or consumer group 'g' in XREADGROUP with GROUP option\r\n"
+    assert reader.read_reply(5).raw == want.encode()
+    writer.call("XADD", a, "5-0", "f", "v")
+    assert xreader.read_reply(5).py() == [[a.encode(), [[b"5-0", [b"f", b"v"]]]]]
+
+
+def test_xreadgroup_block_times_out_and_history_never_blocks(raw):
+    a, _ = _pair_on_two_shards("xgt")
+    c = raw()
+    c.call("DEL", a)
+    c.call("XGROUP", "CREATE", a, "g", "$", "MKSTREAM")
+    assert c.call("XREADGROUP", "GROUP", "g", "c", "BLOCK", "30", "STREAMS", a, ">").raw == b"*-1\r\n"
+    # An explicit id reads the consumer's history at once, even empty.
+    got = c.call("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", a, "0").py()
+    assert got == [[a.encode(), []]]

@@ -66,3 +66,142 @@ impl Group {
                 .sum::<usize>()
     }
 }
+
+use super::Stream;
+
+impl Stream {
+    /// Whether a deleted entry may lie in `start..=end` (None: unbounded), as Redis's
+    /// streamRangeHasTombstones judges it from the greatest deleted id.
+    pub fn range_has_tombstones(&self, start: Option<StreamId>, end: Option<StreamId>) -> bool {
+        if self.is_empty() || self.max_deleted_id == StreamId::MIN {
+            return false;
+        }
+        if self.first_id > self.max_deleted_id {
+            // The latest tombstone is before the first entry.
+            return false;
+        }
+        let start = start.unwrap_or(StreamId::MIN);
+        let end = end.unwrap_or(StreamId::MAX);
+        start <= self.max_deleted_id && self.max_deleted_id <= end
+    }
+
+    /// The logical read counter of `id` (how many entries were ever added up to it), when it
+    /// can be known (Redis's streamEstimateDistanceFromFirstEverEntry); None otherwise.
+    pub fn estimate_distance(&self, id: StreamId) -> Option<u64> {
+        if self.entries_added == 0 {
+            return Some(0);
+        }
+        if self.is_empty() && id <= self.last_id {
+            return Some(self.entries_added);
+        }
+        if id == self.last_id {
+            return Some(self.entries_added);
+        }
+        if id > self.last_id {
+            return None;
+        }
+        if self.max_deleted_id == StreamId::MIN || self.max_deleted_id < self.first_id {
+            if id < self.first_id {
+                return Some(self.entries_added - self.len());
+            }
+            if id == self.first_id {
+                return Some(self.entries_added - self.len() + 1);
+            }
+        }
+        None
+    }
+
+    /// A group's lag: entries not yet delivered to it, when it can be known (Redis 7.2's
+    /// streamReplyWithCGLag; 7.4 added rules for an emptied stream and a group behind the
+    /// first entry, which Darner does not follow); None when tombstones make it unknowable.
+    pub fn group_lag(&self, g: &Group) -> Option<i64> {
+        if self.entries_added == 0 {
+            return Some(0);
+        }
+        let lag = |read: u64| (self.entries_added as i64).wrapping_sub(read as i64);
+        if let Some(read) = g.entries_read {
+            if !self.range_has_tombstones(Some(g.last_id), None) {
+                return Some(lag(read));
+            }
+        }
+        self.estimate_distance(g.last_id).map(lag)
+    }
+
+    /// Moves group `g`'s last delivered id to `id` (an entry it is delivering past it),
+    /// keeping its read counter as Redis's streamReplyWithRange does.
+    pub fn advance_group(&self, g: &mut Group, id: StreamId) {
+        if id <= g.last_id {
+            return;
+        }
+        match g.entries_read {
+            Some(n) if !self.range_has_tombstones(Some(id), None) => {
+                g.entries_read = Some(n + 1);
+            }
+            _ if self.entries_added > 0 => g.entries_read = self.estimate_distance(id),
+            _ => {}
+        }
+        g.last_id = id;
+    }
+}
+
+impl Group {
+    /// Records `id` as delivered to `consumer` at `now` (a first delivery, or a redelivery
+    /// after XGROUP SETID moved the group back: the entry changes owner and its count
+    /// restarts at 1).
+    pub fn deliver(&mut self, id: StreamId, consumer: &[u8], now: i64) {
+        if let Some(old) = self.pel.get(&id).map(|n| n.consumer.clone()) {
+            if let Some(c) = self.consumers.get_mut(&old) {
+                c.pel.remove(&id);
+            }
+        }
+        self.pel.insert(
+            id,
+            Nack {
+                consumer: consumer.to_vec(),
+                delivery_time: now,
+                delivery_count: 1,
+            },
+        );
+        if let Some(c) = self.consumers.get_mut(consumer) {
+            c.pel.insert(id);
+        }
+    }
+
+    /// Acknowledges `id`; whether it was pending.
+    pub fn ack(&mut self, id: StreamId) -> bool {
+        match self.pel.remove(&id) {
+            Some(n) => {
+                if let Some(c) = self.consumers.get_mut(&n.consumer) {
+                    c.pel.remove(&id);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Gives pending entry `id` to `consumer` (which exists).
+    pub fn transfer(&mut self, id: StreamId, consumer: &[u8]) {
+        let Some(n) = self.pel.get_mut(&id) else {
+            return;
+        };
+        if n.consumer != consumer {
+            let old = std::mem::replace(&mut n.consumer, consumer.to_vec());
+            if let Some(c) = self.consumers.get_mut(&old) {
+                c.pel.remove(&id);
+            }
+            if let Some(c) = self.consumers.get_mut(consumer) {
+                c.pel.insert(id);
+            }
+        }
+    }
+
+    /// Deletes a consumer and its pending entries; how many it had, None if unknown.
+    pub fn remove_consumer(&mut self, name: &[u8]) -> Option<usize> {
+        let c = self.consumers.remove(name)?;
+        for id in &c.pel {
+            self.pel.remove(id);
+        }
+        Some(c.pel.len())
+    }
+}

@@ -348,3 +348,319 @@ pub(super) fn xread(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         }
     })
 }
+
+// ---- XREADGROUP ------------------------------------------------------------------------------------
+
+/// An XREADGROUP id argument.
+#[derive(Clone, Copy)]
+enum GroupId {
+    /// `>`: entries never delivered to the group.
+    New,
+    /// The consumer's pending entries from this id on.
+    History(StreamId),
+    Dollar,
+    Plus,
+    Invalid,
+}
+
+/// What the first look found for one key of XREADGROUP.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GroupLook {
+    WrongType,
+    NoGroup,
+    Ok,
+}
+
+fn nogroup_readgroup(key: &[u8], group: &[u8]) -> Vec<u8> {
+    let mut e = super::group::nogroup_key_or_group(key, group);
+    e.extend_from_slice(b" in XREADGROUP with GROUP option");
+    e
+}
+
+fn group_look(ctx: &mut ShardCtx, key: &[u8], group: &[u8]) -> GroupLook {
+    let mut db = ctx.db();
+    match super::read(&mut db, key) {
+        Err(WrongType) => GroupLook::WrongType,
+        Ok(Some(s)) if s.group(group).is_some() => GroupLook::Ok,
+        Ok(_) => GroupLook::NoGroup,
+    }
+}
+
+/// What XREADGROUP reads from one key for `consumer` of `group`.
+struct GroupRead<'a> {
+    group: &'a [u8],
+    consumer: &'a [u8],
+    count: usize,
+    noack: bool,
+    resp3: bool,
+}
+
+/// Serves one key of XREADGROUP (Redis's streamReplyWithRange with a group, or the
+/// consumer's history): returns the `[key, entries]` part of the reply, None when a `>` read
+/// found nothing new. Creates the consumer when needed.
+fn serve_group(ctx: &mut ShardCtx, key: &[u8], id: GroupId, r: &GroupRead<'_>) -> Option<Vec<u8>> {
+    let now = ctx.now_ms();
+    let mut created = false;
+    let part = {
+        let mut db = ctx.db();
+        let s = super::write(&mut db, key).ok().flatten()?;
+        super::group::with_group(s, r.group, |s, g| {
+            created = super::group::ensure_consumer(g, r.consumer, now);
+            g.consumers.get_mut(r.consumer).expect("exists").seen_time = now;
+            let mut out = Vec::new();
+            let mut w = ReplyWriter::new(&mut out, r.resp3);
+            if !r.resp3 {
+                w.array(2);
+            }
+            w.bulk(key);
+            match id {
+                GroupId::History(start) => {
+                    let c = &g.consumers[r.consumer];
+                    let ids: Vec<StreamId> = c
+                        .pel
+                        .range(start..)
+                        .take(if r.count == 0 { usize::MAX } else { r.count })
+                        .copied()
+                        .collect();
+                    w.array(ids.len());
+                    for id in ids {
+                        match s.range(id, id, false).next() {
+                            Some(e) => {
+                                write_entry(&mut w, &e);
+                                let n = g.pel.get_mut(&id).expect("pending");
+                                n.delivery_time = now;
+                                n.delivery_count += 1;
+                            }
+                            None => {
+                                w.array(2);
+                                super::write_id(&mut w, id);
+                                w.null_array();
+                            }
+                        }
+                    }
+                    Some(out)
+                }
+                _ => {
+                    let top = s.edge(true)?.id;
+                    if top <= g.last_id {
+                        return None;
+                    }
+                    let start = g.last_id.next()?;
+                    let it = s.range(start, StreamId::MAX, false);
+                    let entries: Vec<_> = if r.count == 0 {
+                        it.collect()
+                    } else {
+                        it.take(r.count).collect()
+                    };
+                    w.array(entries.len());
+                    for e in &entries {
+                        s.advance_group(g, e.id);
+                        write_entry(&mut w, e);
+                        if !r.noack {
+                            g.deliver(e.id, r.consumer, now);
+                            g.consumers.get_mut(r.consumer).expect("exists").active_time = now;
+                        }
+                    }
+                    Some(out)
+                }
+            }
+        })
+        .flatten()
+    };
+    if created {
+        crate::notify::notify(ctx, crate::notify::STREAM, "xgroup-createconsumer", key);
+    }
+    part
+}
+
+/// A client blocked in XREADGROUP ... `>`: served by the first of its keys that gets an entry
+/// its group has not delivered; told when the key or the group goes away.
+struct GroupOp {
+    keys: Vec<Bytes>,
+    group: Bytes,
+    consumer: Bytes,
+    count: usize,
+    noack: bool,
+    resp3: bool,
+}
+
+/// Why a blocked XREADGROUP ends without entries.
+enum GroupGone {
+    Key,
+    Group,
+}
+
+impl GroupOp {
+    fn state(&self, ctx: &mut ShardCtx, key: &[u8]) -> Result<bool, GroupGone> {
+        let mut db = ctx.db();
+        match super::read(&mut db, key) {
+            Ok(Some(s)) => match s.group(&self.group) {
+                None => Err(GroupGone::Group),
+                Some(g) => Ok(s.edge(true).is_some_and(|e| e.id > g.last_id)),
+            },
+            _ => Err(GroupGone::Key),
+        }
+    }
+}
+
+impl BlockOp for GroupOp {
+    fn kind(&self, ctx: &mut ShardCtx, key: &[u8]) -> KeyKind {
+        if !self.keys.iter().any(|k| k.as_ref() == key) {
+            return KeyKind::Missing;
+        }
+        match self.state(ctx, key) {
+            Ok(false) => KeyKind::Missing,
+            _ => KeyKind::Ready,
+        }
+    }
+
+    fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8> {
+        let resp3 = self.resp3;
+        match self.state(ctx, key) {
+            Err(GroupGone::Key) => {
+                return with_writer(resp3, |w| {
+                    w.error(b"UNBLOCKED the stream key no longer exists")
+                })
+            }
+            Err(GroupGone::Group) => {
+                return with_writer(resp3, |w| w.error(&nogroup_readgroup(key, &self.group)))
+            }
+            Ok(_) => {}
+        }
+        let r = GroupRead {
+            group: &self.group,
+            consumer: &self.consumer,
+            count: self.count,
+            noack: self.noack,
+            resp3,
+        };
+        let part = serve_group(ctx, key, GroupId::New, &r).unwrap_or_default();
+        let mut out = Vec::with_capacity(part.len() + 8);
+        let mut w = ReplyWriter::new(&mut out, resp3);
+        if resp3 {
+            w.map(1);
+        } else {
+            w.array(1);
+        }
+        out.extend_from_slice(&part);
+        out
+    }
+
+    fn fifo(&self) -> bool {
+        false
+    }
+}
+
+pub(super) fn xreadgroup(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        let err = |e: &[u8]| with_writer(resp3, |w| w.error(e));
+        let r = match parse_read(&args, true) {
+            Ok(r) => r,
+            Err(e) => return err(&e),
+        };
+        let (group, consumer) = r.group.clone().expect("checked");
+        let keys: Vec<Bytes> = args[r.streams_at..r.streams_at + r.nkeys].to_vec();
+        let ids: Vec<GroupId> = args[r.streams_at + r.nkeys..]
+            .iter()
+            .map(|a| match &a[..] {
+                b">" => GroupId::New,
+                b"$" => GroupId::Dollar,
+                b"+" => GroupId::Plus,
+                a => parse_strict(a).map_or(GroupId::Invalid, GroupId::History),
+            })
+            .collect();
+        // First look: each key's type and group.
+        let groups = crate::cmd::generic::by_shard(&tx, &keys);
+        let hops: Vec<_> = groups
+            .iter()
+            .map(|(s, idx)| {
+                let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
+                let g = group.clone();
+                tx.run(*s, move |ctx| {
+                    ks.iter()
+                        .map(|k| group_look(ctx, k, &g))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut looks = vec![GroupLook::Ok; keys.len()];
+        for (g, hop) in hops.into_iter().enumerate() {
+            for (j, l) in hop.await.into_iter().enumerate() {
+                looks[groups[g].1[j]] = l;
+            }
+        }
+        for (i, (l, id)) in looks.iter().zip(&ids).enumerate() {
+            match l {
+                GroupLook::WrongType => return err(ERR_WRONGTYPE),
+                GroupLook::NoGroup => return err(&nogroup_readgroup(&keys[i], &group)),
+                GroupLook::Ok => {}
+            }
+            match id {
+                GroupId::Dollar => return err(b"ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set."),
+                GroupId::Plus => return err(b"ERR The + ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The + ID would just return an empty result set."),
+                GroupId::Invalid => return err(ERR_INVALID_ID),
+                _ => {}
+            }
+        }
+        // Serve, key by key in argument order (a key named twice is served twice, as Redis
+        // does: the second `>` finds nothing new).
+        let mut parts: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
+        for (k, id) in keys.iter().zip(&ids) {
+            let (k2, id, g, c) = (k.clone(), *id, group.clone(), consumer.clone());
+            let (count, noack) = (r.count, r.noack);
+            let part = tx
+                .run(tx.shard_of(k), move |ctx| {
+                    let rd = GroupRead {
+                        group: &g,
+                        consumer: &c,
+                        count,
+                        noack,
+                        resp3,
+                    };
+                    serve_group(ctx, &k2, id, &rd)
+                })
+                .await;
+            parts.push(part);
+        }
+        let parts: Vec<Vec<u8>> = parts.into_iter().flatten().collect();
+        if !parts.is_empty() {
+            let mut out = Vec::new();
+            let mut w = ReplyWriter::new(&mut out, resp3);
+            if resp3 {
+                w.map(parts.len());
+            } else {
+                w.array(parts.len());
+            }
+            for p in parts {
+                out.extend_from_slice(&p);
+            }
+            return out;
+        }
+        let Some(timeout) = r.block else {
+            return with_writer(resp3, |w| w.null_array());
+        };
+        if tx.nested() {
+            return with_writer(resp3, |w| w.null_array());
+        }
+        let mut wait_keys: Vec<Bytes> = Vec::new();
+        for k in &keys {
+            if !wait_keys.contains(k) {
+                wait_keys.push(k.clone());
+            }
+        }
+        let op = GroupOp {
+            keys: wait_keys.clone(),
+            group,
+            consumer,
+            count: r.count,
+            noack: r.noack,
+            resp3,
+        };
+        match blocking::block(&tx, &wait_keys, Arc::new(op), timeout).await {
+            Some(Outcome::Served { payload, .. }) => payload,
+            Some(Outcome::Unblocked { error: true }) => err(blocking::ERR_UNBLOCKED),
+            _ => with_writer(resp3, |w| w.null_array()),
+        }
+    })
+}
