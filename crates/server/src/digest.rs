@@ -91,7 +91,7 @@ pub fn value_digest(e: &Entry, d: &mut Digest) {
                 mix(d, format!("{}.{}", entry.id.ms, entry.id.seq).as_bytes());
                 for (f, v) in entry.pairs {
                     mix(d, f);
-                    mix(d, v);
+                    mix(d, &v);
                 }
             }
         }
