@@ -40,6 +40,8 @@ SCENARIOS["stream_basics"] = [
     ("XADD", "s", U64_MAX + "-" + U64_MAX, "f", "v"), ("XADD", "s", "*", "f", "v"),
     ("XADD", "s", U64_MAX + "-*", "f", "v"),
     ("XADD",), ("XADD", "s"), ("XLEN",), ("XLEN", "s", "x"),
+    ("DEBUG", "DIGEST-VALUE", "s"), ("DEBUG", "DIGEST-VALUE", "t"), ("XDEL", "s", "1-1"),
+    ("DEBUG", "DIGEST-VALUE", "s"),
 ]
 
 SCENARIOS["stream_range"] = [
@@ -83,7 +85,15 @@ SCENARIOS["stream_del_trim_setid"] = [
     ("XDEL", "d", "100", "101", "200-1"), ("XLEN", "d"), ("EXISTS", "d"), ("XRANGE", "d", "-", "+"),
     X(b"-ERR The ID specified in XSETID is smaller than current max_deleted_entry_id\r\n",
       "XSETID", "d", "1"),
-    ("XSETID", "d", "200-1"),
+    ("XSETID", "d", "200-1"), ("DEBUG", "DIGEST-VALUE", "d"),
+    # XSETID ... MAXDELETEDID can move the last id below a deleted entry's: Redis would then
+    # store an id out of order; Darner refuses it (docs/compatibility.md).
+    ("XADD", "o", "1", "f", "v"), ("XADD", "o", "2", "f", "v"), ("XADD", "o", "3", "f", "v"),
+    ("XDEL", "o", "3"), ("XSETID", "o", "3", "MAXDELETEDID", "1"), ("XSETID", "o", "2"),
+    X(b"-ERR The ID specified in XADD is equal or smaller than the target stream top item\r\n",
+      "XADD", "o", "3", "f", "v", note="darner refuses an id below one its nodes hold"),
+    ("XADD", "o", "3-1", "f", "v"),
+    X(b":3\r\n", "XLEN", "o", note="darner refused the 3-0 above"),
 ]
 
 SCENARIOS["stream_trim_nodes"] = [
@@ -182,7 +192,7 @@ SCENARIOS["stream_groups"] = [
     ("XINFO", "STREAM", "s", "FOO"), ("XINFO", "STREAM", "s", "FULL", "COUNT"),
     ("XINFO", "STREAM", "s", "FULL", "COUNT", "x"),
     T("XINFO", "STREAM", "s", "FULL"), T("XINFO", "STREAM", "s", "FULL", "COUNT", "1"),
-    T("XINFO", "CONSUMERS", "s", "g"),
+    T("XINFO", "CONSUMERS", "s", "g"), ("DEBUG", "DIGEST-VALUE", "s"),
 ]
 
 SCENARIOS["stream_claim"] = [

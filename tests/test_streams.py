@@ -167,3 +167,19 @@ def test_xreadgroup_block_times_out_and_history_never_blocks(raw):
     # An explicit id reads the consumer's history at once, even empty.
     got = c.call("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", a, "0").py()
     assert got == [[a.encode(), []]]
+
+
+def test_memory_usage_of_a_stream_grows_with_its_entries(r):
+    """MEMORY USAGE counts a stream's nodes (and its groups), a few tens of bytes per small
+    entry; the lazy free path drops a big stream whole."""
+    r.xadd("mu", {"f": "v"}, id="1-0")
+    small = r.memory_usage("mu")
+    for i in range(2, 10_002):
+        r.xadd("mu", {"a": str(i), "b": "x" * 10}, id=f"{i}-0")
+    big = r.memory_usage("mu")
+    assert 10_000 * 10 < big - small < 10_000 * 60, (small, big)
+    r.xgroup_create("mu", "g", id="0")
+    r.xreadgroup("g", "c", {"mu": ">"}, count=5000)
+    assert r.memory_usage("mu") > big + 5000 * 16
+    assert r.delete("mu") == 1
+    assert r.exists("mu") == 0

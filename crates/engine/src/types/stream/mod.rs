@@ -471,10 +471,17 @@ impl Stream {
         self.nodes.len()
     }
 
-    /// Appends an entry with id `id`, which must be greater than [`Stream::last_id`] (the
-    /// caller checks; XADD answers an error otherwise).
+    /// The greatest id the stream's nodes hold, deleted entries included. XSETID ...
+    /// MAXDELETEDID can move `last_id` below it; XADD must still add above it.
+    pub fn stored_top(&self) -> Option<StreamId> {
+        self.nodes.last_key_value().map(|(_, n)| n.last)
+    }
+
+    /// Appends an entry with id `id`, which must be greater than [`Stream::last_id`] and
+    /// than [`Stream::stored_top`] (the caller checks; XADD answers an error otherwise).
     pub fn append(&mut self, id: StreamId, pairs: &[(&[u8], &[u8])], lim: NodeLimits) {
         debug_assert!(id > self.last_id || (self.last_id == StreamId::MIN && self.len == 0));
+        debug_assert!(self.stored_top().is_none_or(|top| id > top));
         let entry_bytes: usize = 3 + pairs
             .iter()
             .map(|(f, v)| str_len(f) + val_len(v))

@@ -182,7 +182,6 @@ fn xgroup_create(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         return w.error(b"BUSYGROUP Consumer Group name already exists");
     }
     groups.insert(name.to_vec(), Group::new(id, opts.entries_read));
-    db.signal(key);
     w.simple(b"OK");
     notify(ctx, STREAM, "xgroup-create", key);
 }
@@ -522,7 +521,8 @@ fn xclaim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         } else if eq(opt, "retrycount") && more > 0 {
             j += 1;
             match int_opt(args[j], "RETRYCOUNT") {
-                Ok(v) => retrycount = Some(v as u64),
+                // A negative count is as none given (Redis's -1 default).
+                Ok(v) => retrycount = u64::try_from(v).ok(),
                 Err(e) => return w.error(&e),
             }
         } else if eq(opt, "lastid") && more > 0 {

@@ -371,9 +371,12 @@ fn xadd(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         }
         Some(p) => Some(p.id),
     };
+    // Above what the nodes hold too (XSETID ... MAXDELETEDID can move the last id below a
+    // deleted entry's; Redis would then store an id out of order).
+    let floor = s.stored_top().map_or(last, |t| t.max(last));
     let id =
         match id {
-            Some(id) if id > last => id,
+            Some(id) if id > floor => id,
             _ => return w.error(
                 b"ERR The ID specified in XADD is equal or smaller than the target stream top item",
             ),
