@@ -258,12 +258,84 @@ pub struct EntryRef<'a> {
     pub pairs: Vec<(&'a [u8], Cow<'a, [u8]>)>,
 }
 
-/// One decoded entry of a node, deleted or not, with where its flags byte is.
-struct Raw<'a> {
-    pos: usize,
-    deleted: bool,
+/// One entry's head as a node walk finds it, deleted or not: where its head byte is, its
+/// flags, its id, and where its fields and values begin.
+#[derive(Clone, Copy, Debug)]
+struct Head {
+    at: usize,
+    flags: u8,
     id: StreamId,
-    pairs: Vec<(&'a [u8], Cow<'a, [u8]>)>,
+    body: usize,
+}
+
+impl Head {
+    fn deleted(&self) -> bool {
+        self.flags & DELETED != 0
+    }
+}
+
+/// The heads of a node's entries, in id order: each entry's values are skipped, not decoded.
+struct Heads<'a> {
+    b: &'a [u8],
+    pos: usize,
+    nfields: usize,
+    prev: Option<StreamId>,
+    master: StreamId,
+}
+
+fn skip_val(b: &[u8], pos: &mut usize) {
+    let h = get_varint(b, pos);
+    if h & 1 == 0 {
+        *pos += (h >> 1) as usize;
+    }
+}
+
+impl Iterator for Heads<'_> {
+    type Item = Head;
+    fn next(&mut self) -> Option<Head> {
+        let b = self.b;
+        if self.pos >= b.len() {
+            return None;
+        }
+        let at = self.pos;
+        let flags = b[at];
+        let mut pos = at + 1;
+        let mut dms = u64::from(flags >> 3);
+        if dms == DMS_ESCAPE {
+            dms = get_varint(b, &mut pos);
+        }
+        let seq_code = if flags & IMPLIED != 0 {
+            0
+        } else {
+            get_varint(b, &mut pos)
+        };
+        let id = match self.prev {
+            None => self.master,
+            Some(p) if dms == 0 => StreamId::new(p.ms, p.seq + seq_code + 1),
+            Some(p) => StreamId::new(p.ms + dms, seq_code),
+        };
+        self.prev = Some(id);
+        let body = pos;
+        if flags & SAME_FIELDS != 0 {
+            for _ in 0..self.nfields {
+                skip_val(b, &mut pos);
+            }
+        } else {
+            let n = get_varint(b, &mut pos);
+            for _ in 0..n {
+                let len = get_varint(b, &mut pos) as usize;
+                pos += len;
+                skip_val(b, &mut pos);
+            }
+        }
+        self.pos = pos;
+        Some(Head {
+            at,
+            flags,
+            id,
+            body,
+        })
+    }
 }
 
 impl Node {
@@ -294,10 +366,14 @@ impl Node {
 
     /// Appends entry `id` (at least `master_id`, above the node's last).
     fn append(&mut self, master_id: StreamId, id: StreamId, pairs: &[(&[u8], &[u8])]) {
-        let (fields, _) = self.master();
-        let same =
-            fields.len() == pairs.len() && fields.iter().zip(pairs).all(|(f, (g, _))| *f == *g);
-        let mut out = Vec::new();
+        let same = {
+            let mut pos = 0;
+            let n = get_varint(&self.buf, &mut pos) as usize;
+            n == pairs.len()
+                && pairs
+                    .iter()
+                    .all(|(f, _)| get_str(&self.buf, &mut pos) == *f)
+        };
         let mut flags = if same { SAME_FIELDS } else { 0 };
         // The id, relative to the previous entry's (the first entry's is the master id).
         let (dms, seq_code) = if self.count == 0 {
@@ -311,88 +387,64 @@ impl Node {
         if seq_code == 0 {
             flags |= IMPLIED;
         }
+        let out = &mut self.buf;
         if dms < DMS_ESCAPE {
             out.push(flags | (dms as u8) << 3);
         } else {
             out.push(flags | (DMS_ESCAPE as u8) << 3);
-            put_varint(&mut out, dms);
+            put_varint(out, dms);
         }
         if seq_code != 0 {
-            put_varint(&mut out, seq_code);
+            put_varint(out, seq_code);
         }
         if same {
             for (_, v) in pairs {
-                put_val(&mut out, v);
+                put_val(out, v);
             }
         } else {
-            put_varint(&mut out, pairs.len() as u64);
+            put_varint(out, pairs.len() as u64);
             for (f, v) in pairs {
-                put_str(&mut out, f);
-                put_val(&mut out, v);
+                put_str(out, f);
+                put_val(out, v);
             }
         }
-        self.buf.extend_from_slice(&out);
         self.live += 1;
         self.count += 1;
         self.last = id;
     }
 
-    /// Every entry of the node, deleted ones included, in id order.
-    fn raw(&self, master_id: StreamId) -> Vec<Raw<'_>> {
-        let (fields, mut pos) = self.master();
-        let b = &self.buf[..];
-        let mut out = Vec::with_capacity(self.count as usize);
-        let mut prev: Option<StreamId> = None;
-        while pos < b.len() {
-            let at = pos;
-            let flags = b[pos];
-            pos += 1;
-            let mut dms = u64::from(flags >> 3);
-            if dms == DMS_ESCAPE {
-                dms = get_varint(b, &mut pos);
-            }
-            let seq_code = if flags & IMPLIED != 0 {
-                0
-            } else {
-                get_varint(b, &mut pos)
-            };
-            let id = match prev {
-                None => master_id,
-                Some(p) if dms == 0 => StreamId::new(p.ms, p.seq + seq_code + 1),
-                Some(p) => StreamId::new(p.ms + dms, seq_code),
-            };
-            prev = Some(id);
-            let pairs = if flags & SAME_FIELDS != 0 {
-                fields.iter().map(|f| (*f, get_val(b, &mut pos))).collect()
-            } else {
-                let n = get_varint(b, &mut pos) as usize;
-                (0..n)
-                    .map(|_| {
-                        let f = get_str(b, &mut pos);
-                        (f, get_val(b, &mut pos))
-                    })
-                    .collect()
-            };
-            out.push(Raw {
-                pos: at,
-                deleted: flags & DELETED != 0,
-                id,
-                pairs,
-            });
+    /// The heads of every entry of the node, deleted ones included, in id order.
+    fn heads(&self, master_id: StreamId) -> Heads<'_> {
+        let mut pos = 0;
+        let nfields = get_varint(&self.buf, &mut pos) as usize;
+        for _ in 0..nfields {
+            let n = get_varint(&self.buf, &mut pos) as usize;
+            pos += n;
         }
-        out
+        Heads {
+            b: &self.buf,
+            pos,
+            nfields,
+            prev: None,
+            master: master_id,
+        }
     }
 
-    /// The live entries with ids in `start..=end`, in id order.
-    fn entries(&self, master_id: StreamId, start: StreamId, end: StreamId) -> Vec<EntryRef<'_>> {
-        self.raw(master_id)
-            .into_iter()
-            .filter(|r| !r.deleted && r.id >= start && r.id <= end)
-            .map(|r| EntryRef {
-                id: r.id,
-                pairs: r.pairs,
-            })
-            .collect()
+    /// The field/value pairs of the entry at `h` (`fields`: the master fields).
+    fn pairs<'a>(&'a self, fields: &[&'a [u8]], h: &Head) -> Vec<(&'a [u8], Cow<'a, [u8]>)> {
+        let b = &self.buf[..];
+        let mut pos = h.body;
+        if h.flags & SAME_FIELDS != 0 {
+            fields.iter().map(|f| (*f, get_val(b, &mut pos))).collect()
+        } else {
+            let n = get_varint(b, &mut pos) as usize;
+            (0..n)
+                .map(|_| {
+                    let f = get_str(b, &mut pos);
+                    (f, get_val(b, &mut pos))
+                })
+                .collect()
+        }
     }
 
     fn mark_deleted(&mut self, pos: usize) {
@@ -418,36 +470,75 @@ pub struct Stream {
     pub groups: Option<Box<BTreeMap<Vec<u8>, Group>>>,
 }
 
-/// Entries of a stream in an id range, forward or backward: one node decoded at a time.
+/// Entries of a stream in an id range, forward or backward. Entries are decoded one at a
+/// time as the walk reaches them; a backward walk first lists the heads of the node it is in.
 pub struct Range<'a> {
     nodes: Box<dyn Iterator<Item = (&'a StreamId, &'a Node)> + 'a>,
-    buf: std::vec::IntoIter<EntryRef<'a>>,
+    cur: Option<Cur<'a>>,
     start: StreamId,
     end: StreamId,
     rev: bool,
-    /// Backward: a node at or before `start` was decoded; nothing before it can match.
+    /// No entry after the current node's can match.
     done: bool,
+}
+
+/// The node a [`Range`] is in.
+struct Cur<'a> {
+    node: &'a Node,
+    fields: Vec<&'a [u8]>,
+    fwd: Option<Heads<'a>>,
+    back: Vec<Head>,
 }
 
 impl<'a> Iterator for Range<'a> {
     type Item = EntryRef<'a>;
     fn next(&mut self) -> Option<EntryRef<'a>> {
         loop {
-            if let Some(e) = self.buf.next() {
-                return Some(e);
+            if let Some(c) = &mut self.cur {
+                let h = match &mut c.fwd {
+                    Some(f) => f.next(),
+                    None => c.back.pop(),
+                };
+                match h {
+                    None => self.cur = None,
+                    Some(h) if h.deleted() => {}
+                    Some(h) if !self.rev && h.id > self.end => {
+                        self.cur = None;
+                        self.done = true;
+                    }
+                    Some(h) if self.rev && h.id < self.start => {
+                        self.cur = None;
+                        self.done = true;
+                    }
+                    Some(h) if h.id < self.start || h.id > self.end => {}
+                    Some(h) => {
+                        return Some(EntryRef {
+                            id: h.id,
+                            pairs: c.node.pairs(&c.fields, &h),
+                        })
+                    }
+                }
+                continue;
             }
             if self.done {
                 return None;
             }
             let (master, node) = self.nodes.next()?;
-            let mut es = node.entries(*master, self.start, self.end);
-            if self.rev {
-                es.reverse();
-                if *master <= self.start {
-                    self.done = true;
-                }
+            if self.rev && *master <= self.start {
+                self.done = true;
             }
-            self.buf = es.into_iter();
+            let (fields, _) = node.master();
+            let (fwd, back) = if self.rev {
+                (None, node.heads(*master).collect())
+            } else {
+                (Some(node.heads(*master)), Vec::new())
+            };
+            self.cur = Some(Cur {
+                node,
+                fields,
+                fwd,
+                back,
+            });
         }
     }
 }
@@ -514,7 +605,7 @@ impl Stream {
     pub fn range(&self, start: StreamId, end: StreamId, rev: bool) -> Range<'_> {
         let empty = Range {
             nodes: Box::new(std::iter::empty()),
-            buf: Vec::new().into_iter(),
+            cur: None,
             start,
             end,
             rev,
@@ -564,10 +655,10 @@ impl Stream {
             return false;
         };
         let Some(pos) = node
-            .raw(master)
-            .iter()
-            .find(|r| r.id == id && !r.deleted)
-            .map(|r| r.pos)
+            .heads(master)
+            .take_while(|h| h.id <= id)
+            .find(|h| h.id == id && !h.deleted())
+            .map(|h| h.at)
         else {
             return false;
         };
@@ -619,9 +710,8 @@ impl Stream {
             // Mark entries deleted inside this node, then stop: enough was there.
             let node = self.nodes.get_mut(&master).expect("first node");
             let raws: Vec<(usize, bool, StreamId)> = node
-                .raw(master)
-                .iter()
-                .map(|r| (r.pos, r.deleted, r.id))
+                .heads(master)
+                .map(|h| (h.at, h.deleted(), h.id))
                 .collect();
             for (pos, deleted, id) in raws {
                 match how {
@@ -688,9 +778,9 @@ impl Stream {
         let mut total = 0u64;
         let mut prev: Option<StreamId> = None;
         for (m, n) in &self.nodes {
-            let raw = n.raw(*m);
+            let raw: Vec<Head> = n.heads(*m).collect();
             assert_eq!(raw.len(), n.count as usize);
-            assert_eq!(raw.iter().filter(|r| !r.deleted).count(), n.live as usize);
+            assert_eq!(raw.iter().filter(|r| !r.deleted()).count(), n.live as usize);
             assert!(n.live > 0, "an empty node stayed");
             assert_eq!(raw[0].id, *m);
             assert_eq!(raw.last().map(|r| r.id), Some(n.last));
