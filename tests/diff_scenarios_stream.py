@@ -54,6 +54,7 @@ SCENARIOS["stream_range"] = [
     ("XRANGE", "r", "-", "(+"), ("XRANGE", "r", "(" + U64_MAX + "-" + U64_MAX, "+"),
     ("XRANGE", "r", "-", "(0-0"), ("XRANGE", "r", "(", "+"), ("XRANGE", "r", "x", "+"),
     ("XRANGE", "r", "-", "x"), ("XRANGE", "nokey", "-", "+"), ("XRANGE", "nokey", "x", "+"),
+    ("XRANGE", "nokey", "-", "+", "COUNT", "0"), ("XREVRANGE", "nokey", "+", "-", "COUNT", "0"),
     ("XREVRANGE", "r", "+", "-", "COUNT", "4"), ("XREVRANGE", "r", "3", "2"),
     ("XREVRANGE", "r", "(3-1", "(2"), ("XREVRANGE", "r", "2", "3"),
     ("XREVRANGE", "r", "+", "-", "COUNT", "0"), ("XREVRANGE", "nokey", "+", "-"),
@@ -69,7 +70,8 @@ SCENARIOS["stream_del_trim_setid"] = [
     ("XTRIM", "d", "MAXLEN", "~", "0"), ("XLEN", "d"),
     ("XTRIM", "d"), ("XTRIM", "d", "LIMIT", "5"), ("XTRIM", "d", "MAXLEN", "1", "LIMIT", "5"),
     ("XTRIM", "d", "MAXLEN", "~", "1", "LIMIT", "5"), ("XTRIM", "d", "FOO"),
-    ("XTRIM", "d", "MAXLEN", "-1"), ("XTRIM", "d", "MINID", "-"), ("XTRIM", "nokey", "MAXLEN", "1"),
+    ("XTRIM", "d", "MAXLEN", "-1"), ("XTRIM", "d", "MINID", "-"), ("XTRIM", "nokey", "MAXLEN", "1"), ("XTRIM", "nokey", "MAXLEN", "x"),
+    ("XTRIM", "nokey", "MINID", "1", "LIMIT", "1"),
     ("XTRIM", "nokey", "BAD"), ("XTRIM", "d", "MAXLEN", "1", "MINID", "1"),
     ("XSETID", "d", "5"), ("XSETID", "d", "100"), ("XADD", "d", "100", "f", "v"),
     ("XADD", "d", "101", "f", "v"), ("XRANGE", "d", "-", "+"),
@@ -193,6 +195,9 @@ SCENARIOS["stream_groups"] = [
     ("XINFO", "STREAM", "s", "FULL", "COUNT", "x"),
     T("XINFO", "STREAM", "s", "FULL"), T("XINFO", "STREAM", "s", "FULL", "COUNT", "1"),
     T("XINFO", "CONSUMERS", "s", "g"), ("DEBUG", "DIGEST-VALUE", "s"),
+    # Redis 7.2 creates XREADGROUP's consumer even when nothing is read (7.0 does not).
+    ("XGROUP", "CREATE", "e", "g", "$", "MKSTREAM"), ("XREADGROUP", "GROUP", "g", "zed", "STREAMS", "e", ">"),
+    X(b":0\r\n", "XGROUP", "CREATECONSUMER", "e", "g", "zed"),
 ]
 
 SCENARIOS["stream_claim"] = [

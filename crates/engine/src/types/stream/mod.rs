@@ -643,10 +643,10 @@ impl Stream {
         self.range(id, id, false).next().is_some()
     }
 
-    /// Recomputes `first_id` from the entries (Redis's streamGetEdgeID(first, skip
-    /// tombstones): the greatest id when the stream is empty).
+    /// Recomputes `first_id` from the entries (0-0 once the stream is empty, as XDEL and
+    /// trims leave it in Redis).
     fn update_first(&mut self) {
-        self.first_id = self.edge(false).map_or(StreamId::MAX, |e| e.id);
+        self.first_id = self.edge(false).map_or(StreamId::MIN, |e| e.id);
     }
 
     /// Deletes entry `id`; whether it was there. Updates `max_deleted_id` and `first_id`.
@@ -730,7 +730,9 @@ impl Stream {
             }
             break;
         }
-        if removed > 0 {
+        if self.len == 0 {
+            self.first_id = StreamId::MIN;
+        } else if removed > 0 {
             self.update_first();
         }
         removed

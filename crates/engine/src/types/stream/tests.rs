@@ -208,7 +208,7 @@ fn the_first_node_survives_until_its_last_entry_goes() {
     assert!(s.delete(StreamId::new(2, 0)));
     assert!(s.delete(StreamId::new(3, 0)));
     assert_eq!(s.node_count(), 0);
-    assert_eq!(s.first_id, StreamId::MAX);
+    assert_eq!(s.first_id, StreamId::MIN);
     assert_eq!(s.max_deleted_id, StreamId::new(3, 0));
     assert_eq!(s.last_id, StreamId::new(3, 0));
 }

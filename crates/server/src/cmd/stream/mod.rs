@@ -397,16 +397,17 @@ fn xadd(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 
 fn xtrim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let lim = node_limits(ctx);
+    // The options first: a missing key answers 0 only to a well-formed command.
+    let opts = match parse_add_trim(args, false, lim.max_entries) {
+        Ok((o, _)) => o,
+        Err(e) => return w.error(e),
+    };
     let key = args[1];
     let mut db = ctx.db();
     let s = match write(&mut db, key) {
         Ok(Some(s)) => s,
         Ok(None) => return w.int(0),
         Err(WrongType) => return w.error(ERR_WRONGTYPE),
-    };
-    let opts = match parse_add_trim(args, false, lim.max_entries) {
-        Ok((o, _)) => o,
-        Err(e) => return w.error(e),
     };
     let n = s.trim(opts.trim.expect("a strategy"), opts.approx, opts.limit);
     w.int(n as i64);
@@ -462,15 +463,15 @@ fn range_generic(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, rev: b
             return w.error(ERR_SYNTAX);
         }
     }
-    if count == 0 {
-        return w.null_array();
-    }
     let mut db = ctx.db();
     let s = match read(&mut db, args[1]) {
         Ok(Some(s)) => s,
         Ok(None) => return w.array(0),
         Err(WrongType) => return w.error(ERR_WRONGTYPE),
     };
+    if count == 0 {
+        return w.null_array();
+    }
     let count = if count < 0 { 0 } else { count as usize };
     write_range(w, s, start, end, count, rev);
 }
@@ -501,10 +502,6 @@ fn xdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         }
     }
     let deleted = ids.into_iter().filter(|&id| s.delete(id)).count();
-    if deleted > 0 && s.is_empty() {
-        // XDEL of the last entries leaves 0-0 (a trim leaves the greatest id).
-        s.first_id = StreamId::MIN;
-    }
     w.int(deleted as i64);
     if deleted > 0 {
         db.signal(key);
