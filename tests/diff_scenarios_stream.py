@@ -265,3 +265,20 @@ SCENARIOS["stream_lag_tombstones"] = [
     ("XREADGROUP", "GROUP", "b", "c", "STREAMS", "t", ">"), ("XINFO", "GROUPS", "t"),
     ("XGROUP", "CREATE", "t", "e", "$", "ENTRIESREAD", "100"), ("XINFO", "GROUPS", "t"),
 ]
+
+# Nodes close where Redis's listpacks would (stream-node-max-bytes counted as Redis counts its
+# listpack bytes): `~` trims the same entries for big entries, mixed field sets and integers.
+SCENARIOS["stream_trim_node_bytes"] = [
+    *[("XADD", "nb", str(i), "f", "x" * (40 + i % 7), "n", str(i * 1000)) for i in range(1, 200)],
+    *[("XADD", "nb", str(i), "other", "y" * 100) for i in range(200, 230)],
+    *[("XADD", "nb", str(i) + "-" + str(i % 3), "f", str(-i), "n", "v") for i in range(230, 300)],
+    ("XLEN", "nb"), ("XTRIM", "nb", "MAXLEN", "~", "250"), ("XLEN", "nb"),
+    ("XRANGE", "nb", "-", "+", "COUNT", "1"), ("XTRIM", "nb", "MAXLEN", "~", "150"), ("XLEN", "nb"),
+    ("XRANGE", "nb", "-", "+", "COUNT", "1"), ("XTRIM", "nb", "MINID", "~", "240"), ("XLEN", "nb"),
+    ("XRANGE", "nb", "-", "+", "COUNT", "1"), ("XDEL", "nb", "241-1", "242-2"),
+    ("XTRIM", "nb", "MAXLEN", "~", "10"), ("XLEN", "nb"), ("XRANGE", "nb", "-", "+", "COUNT", "1"),
+    ("CONFIG", "SET", "stream-node-max-bytes", "300"),
+    *[("XADD", "nc", str(i), "field", "value" * (i % 5)) for i in range(1, 60)],
+    ("XTRIM", "nc", "MAXLEN", "~", "20"), ("XLEN", "nc"), ("XRANGE", "nc", "-", "+", "COUNT", "1"),
+    ("CONFIG", "SET", "stream-node-max-bytes", "4096"),
+]

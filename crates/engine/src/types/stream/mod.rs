@@ -10,8 +10,10 @@
 //! does with its radix tree of listpacks, entries are packed into **nodes**:
 //!
 //! - a node is ONE byte buffer holding up to `stream-node-max-entries` entries (100) or about
-//!   `stream-node-max-bytes` bytes (4096), whichever comes first (Redis's rule, counted on our
-//!   bytes). Nodes sit in a `BTreeMap` keyed by their *master id*, the id of the entry that
+//!   `stream-node-max-bytes` bytes (4096), whichever comes first: Redis's rule, with the bytes
+//!   counted as the listpack Redis would have built for the same entries (each node keeps that
+//!   size), so that nodes close where Redis's do and approximate (`~`) trims, which remove
+//!   whole nodes, remove the same entries as in Redis. Nodes sit in a `BTreeMap` keyed by their *master id*, the id of the entry that
 //!   opened the node; every id in a node is at least its master id and below the next node's.
 //!   A B-tree of a few entries per 100 stream entries costs about one byte per entry, and finds
 //!   the node of an id in O(log n) - what Redis's radix tree gives, with less code.
@@ -148,15 +150,6 @@ fn put_varint(b: &mut Vec<u8>, mut v: u64) {
     b.push(v as u8);
 }
 
-fn varint_len(mut v: u64) -> usize {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
-}
-
 /// Reads a varint written by `put_varint` (the buffer is ours: always well formed).
 fn get_varint(b: &[u8], pos: &mut usize) -> u64 {
     let mut v = 0u64;
@@ -182,10 +175,6 @@ fn get_str<'a>(b: &'a [u8], pos: &mut usize) -> &'a [u8] {
     let s = &b[*pos..*pos + n];
     *pos += n;
     s
-}
-
-fn str_len(s: &[u8]) -> usize {
-    varint_len(s.len() as u64) + s.len()
 }
 
 /// The integer a value spells canonically (as Redis's string2ll accepts it and writes it
@@ -215,15 +204,6 @@ fn put_val(b: &mut Vec<u8>, s: &[u8]) {
     b.extend_from_slice(s);
 }
 
-fn val_len(s: &[u8]) -> usize {
-    match canonical_int(s) {
-        Some(v) if (((v << 1) ^ (v >> 63)) as u64) < 1 << 62 => {
-            varint_len(((v << 1) ^ (v >> 63)) as u64 * 2 + 1)
-        }
-        _ => varint_len(s.len() as u64 * 2) + s.len(),
-    }
-}
-
 fn get_val<'a>(b: &'a [u8], pos: &mut usize) -> Cow<'a, [u8]> {
     let h = get_varint(b, pos);
     if h & 1 == 1 {
@@ -248,6 +228,15 @@ struct Node {
     count: u32,
     /// The id of its last entry, deleted or not (the next entry's id is coded from it).
     last: StreamId,
+    /// The size this node would have as Redis's listpack, less its two counters (see
+    /// [`Node::lp_bytes`]): nodes close where Redis's listpacks would, so that `~` trims and
+    /// XINFO's figures match Redis's.
+    lp_body: u32,
+}
+
+/// Bytes of a listpack element holding the integer `v`.
+fn lp_int(v: i64) -> usize {
+    crate::types::list::lp_int_entry_size(v)
 }
 
 /// One entry as a reader sees it: its id and its field/value pairs, borrowed from the node.
@@ -345,11 +334,20 @@ impl Node {
         for (f, _) in master {
             put_str(&mut buf, f);
         }
+        // Header (6) and end (1), then the master entry: field count, names, terminator.
+        let lp_body = 7
+            + lp_int(master.len() as i64)
+            + master
+                .iter()
+                .map(|(f, _)| crate::types::list::lp_entry_size(f))
+                .sum::<usize>()
+            + lp_int(0);
         Node {
             buf,
             live: 0,
             count: 0,
             last: StreamId::MIN,
+            lp_body: lp_body as u32,
         }
     }
 
@@ -408,9 +406,31 @@ impl Node {
                 put_val(out, v);
             }
         }
+        // Redis's listpack entry: flags, ms and seq differences from the master id, the
+        // fields when they are not the master's, the values, and the element count.
+        let lp = crate::types::list::lp_entry_size;
+        let mut lp_entry = lp_int(i64::from(flags & SAME_FIELDS))
+            + lp_int(id.ms.wrapping_sub(master_id.ms) as i64)
+            + lp_int(id.seq.wrapping_sub(master_id.seq) as i64)
+            + pairs.iter().map(|(_, v)| lp(v)).sum::<usize>();
+        let mut elements = pairs.len() + 3;
+        if !same {
+            lp_entry +=
+                lp_int(pairs.len() as i64) + pairs.iter().map(|(f, _)| lp(f)).sum::<usize>();
+            elements += pairs.len() + 1;
+        }
+        lp_entry += lp_int(elements as i64);
+        self.lp_body = self.lp_body.saturating_add(lp_entry as u32);
         self.live += 1;
         self.count += 1;
         self.last = id;
+    }
+
+    /// The size of this node as Redis's listpack (its live and deleted counters included).
+    fn lp_bytes(&self) -> usize {
+        self.lp_body as usize
+            + lp_int(i64::from(self.live))
+            + lp_int(i64::from(self.count - self.live))
     }
 
     /// The heads of every entry of the node, deleted ones included, in id order.
@@ -573,20 +593,24 @@ impl Stream {
     pub fn append(&mut self, id: StreamId, pairs: &[(&[u8], &[u8])], lim: NodeLimits) {
         debug_assert!(id > self.last_id || (self.last_id == StreamId::MIN && self.len == 0));
         debug_assert!(self.stored_top().is_none_or(|top| id > top));
-        let entry_bytes: usize = 3 + pairs
-            .iter()
-            .map(|(f, v)| str_len(f) + val_len(v))
-            .sum::<usize>();
+        // Redis's rule: the listpack's bytes plus the new strings' lengths.
+        let strings: usize = pairs.iter().map(|(f, v)| f.len() + v.len()).sum();
         let need_new = match self.nodes.last_key_value() {
             None => true,
             Some((_, n)) => {
-                (lim.max_bytes != 0 && n.buf.len() + entry_bytes >= lim.max_bytes)
+                (lim.max_bytes != 0 && n.lp_bytes() + strings >= lim.max_bytes)
                     || (lim.max_entries != 0 && n.count as usize >= lim.max_entries)
             }
         };
         if need_new {
             if let Some(mut last) = self.nodes.last_entry() {
-                last.get_mut().buf.shrink_to_fit();
+                // A copy, not shrink_to_fit: an allocator may keep a block that shrinks by
+                // less than half where it is (mimalloc does), and the node would keep the
+                // doubled capacity.
+                let buf = &mut last.get_mut().buf;
+                if buf.capacity() > buf.len() {
+                    *buf = buf.as_slice().to_vec();
+                }
             }
             self.nodes.insert(id, Node::new(pairs));
         }
