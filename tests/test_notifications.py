@@ -246,15 +246,31 @@ EXPIRY = [
     ("HSET", "h", "f", "v"), ("PEXPIRE", "h", "30"), ("WAIT", 2),
 ]
 
+STREAM = [
+    ("XADD", "x", "1", "f", "v"), ("XADD", "x", "2", "f", "v"), ("XADD", "x", "1", "f", "v"),
+    ("XADD", "x", "MAXLEN", "1", "3", "f", "v"), ("XADD", "nox", "NOMKSTREAM", "1", "f", "v"),
+    ("XDEL", "x", "3"), ("XDEL", "x", "3"), ("XTRIM", "x", "MAXLEN", "0"), ("XTRIM", "x", "MAXLEN", "0"),
+    ("XSETID", "x", "10"), ("XADD", "x", "11", "f", "v"),
+    ("XGROUP", "CREATE", "x", "g", "0"), ("XGROUP", "CREATE", "x", "g", "0"),
+    ("XGROUP", "CREATE", "y", "g", "$", "MKSTREAM"), ("XGROUP", "CREATECONSUMER", "x", "g", "c1"),
+    ("XGROUP", "CREATECONSUMER", "x", "g", "c1"), ("XREADGROUP", "GROUP", "g", "c2", "STREAMS", "x", ">"),
+    ("XCLAIM", "x", "g", "c3", "0", "11"), ("XAUTOCLAIM", "x", "g", "c4", "0", "0"),
+    ("XACK", "x", "g", "11"), ("XGROUP", "SETID", "x", "g", "0"), ("XGROUP", "DELCONSUMER", "x", "g", "c1"),
+    ("XGROUP", "DELCONSUMER", "x", "g", "nobody"), ("XGROUP", "DESTROY", "x", "g"),
+    ("XGROUP", "DESTROY", "x", "g"), ("SET", "str", "v"), ("XADD", "str", "1", "f", "v"),
+    ("XREAD", "BLOCK", "10", "STREAMS", "x", "$"), ("DEL", "x"),
+]
+
 
 CASES = [
     ("AKE", "generic"), ("KEg", "generic"), ("Kg", "generic"), ("E$", "string"), ("AKE", "string"),
     ("KEl", "list"), ("AKE", "list"), ("KEh", "hash"), ("KEs", "set"), ("KEz", "zset"),
     ("AKE", "zset"), ("KEn", "new"), ("AKEn", "new"), ("KEm", "miss"), ("AKEm", "miss"), ("KEx", "expiry"), ("AKE", "expiry"),
-    ("gl$shzxn", "generic"), ("Agl", "string"),
+    ("gl$shzxn", "generic"), ("Agl", "string"), ("KEt", "stream"), ("AKE", "stream"),
+    ("KEn", "stream"),
 ]
 STEPS = {"generic": GENERIC, "string": STRING, "list": LIST, "hash": HASH, "set": SET,
-         "zset": ZSET, "new": NEW_KEYS, "miss": MISS, "expiry": EXPIRY}
+         "zset": ZSET, "stream": STREAM, "new": NEW_KEYS, "miss": MISS, "expiry": EXPIRY}
 
 
 @pytest.mark.parametrize("flags,group", CASES, ids=["%s-%s" % (g, f) for f, g in CASES])

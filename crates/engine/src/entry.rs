@@ -54,7 +54,7 @@
 
 use crate::types::dense::DenseTable;
 use crate::types::hash::HashStore;
-use crate::types::{Hash, HashRef, Limits, List, Set, ZSet};
+use crate::types::{Hash, HashRef, Limits, List, Set, Stream, ZSet};
 pub use crate::value::{Value, ValueType};
 use std::alloc::Layout;
 use std::ptr::NonNull;
@@ -81,6 +81,7 @@ pub enum ValueRef<'a> {
     List(&'a List),
     Set(&'a Set),
     ZSet(&'a ZSet),
+    Stream(&'a Stream),
 }
 
 /// A keyspace entry. Owns its block (and the out-of-line string, if any). `tagged` is the
@@ -489,6 +490,7 @@ impl Entry {
                 Value::List(l) => ValueRef::List(l),
                 Value::Set(s) => ValueRef::Set(s),
                 Value::ZSet(z) => ValueRef::ZSet(z),
+                Value::Stream(s) => ValueRef::Stream(s),
             };
         }
         let b = self.block();

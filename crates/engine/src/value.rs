@@ -4,7 +4,7 @@
 //! everything else is one boxed [`Value`] the block points to, so the table slot and the entry
 //! stay small whatever the type.
 
-use crate::types::{Hash, List, Set, ZSet};
+use crate::types::{Hash, List, Set, Stream, ZSet};
 
 /// The type of a value, as TYPE reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,6 +14,7 @@ pub enum ValueType {
     Set,
     ZSet,
     Hash,
+    Stream,
 }
 
 impl ValueType {
@@ -25,6 +26,7 @@ impl ValueType {
             ValueType::Set => "set",
             ValueType::ZSet => "zset",
             ValueType::Hash => "hash",
+            ValueType::Stream => "stream",
         }
     }
 
@@ -36,6 +38,7 @@ impl ValueType {
             ValueType::Set,
             ValueType::ZSet,
             ValueType::Hash,
+            ValueType::Stream,
         ]
         .into_iter()
         .find(|t| t.name().as_bytes().eq_ignore_ascii_case(name))
@@ -52,6 +55,8 @@ pub enum Value {
     List(Box<List>),
     Set(Set),
     ZSet(ZSet),
+    /// Boxed: a stream's metadata is about 100 bytes.
+    Stream(Box<Stream>),
 }
 
 impl Value {
@@ -62,6 +67,7 @@ impl Value {
             Value::List(_) => ValueType::List,
             Value::Set(_) => ValueType::Set,
             Value::ZSet(_) => ValueType::ZSet,
+            Value::Stream(_) => ValueType::Stream,
         }
     }
 
@@ -73,6 +79,7 @@ impl Value {
             Value::List(l) => l.encoding(),
             Value::Set(s) => s.encoding(),
             Value::ZSet(z) => z.encoding(),
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -84,6 +91,7 @@ impl Value {
             Value::List(l) => l.memory(),
             Value::Set(s) => s.memory(),
             Value::ZSet(z) => z.memory(),
+            Value::Stream(s) => std::mem::size_of::<Stream>() + s.memory(),
         }
     }
 
@@ -95,6 +103,7 @@ impl Value {
             Value::List(l) => l.len(),
             Value::Set(s) => s.len(),
             Value::ZSet(z) => z.len(),
+            Value::Stream(s) => s.len() as usize,
         }
     }
 
@@ -113,6 +122,7 @@ impl Value {
             Value::Set(Set::Expiring(t)) => t.free_step(budget),
             Value::List(l) => l.free_step(budget),
             Value::ZSet(z) => z.free_step(budget),
+            Value::Stream(s) => s.free_step(budget),
             _ => 0,
         }
     }

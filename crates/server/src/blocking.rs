@@ -1,4 +1,5 @@
-//! Clients blocked on keys: BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP.
+//! Clients blocked on keys: BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP,
+//! XREAD and XREADGROUP.
 //!
 //! A blocking command is a transaction task (it may name keys on several shards). With the
 //! locks of all its keys' shards held it first tries to serve itself; when every key is empty
@@ -70,6 +71,13 @@ pub trait BlockOp: Send + Sync {
     /// and yields the final payload (run as a task on the serving thread).
     fn second_step(&self, _at: StepAt, payload: Vec<u8>) -> Result<Vec<u8>, SecondStep> {
         Ok(payload)
+    }
+
+    /// Whether a waiter that the key cannot serve holds up the ones behind it (a pop: the
+    /// first come is served first). False for XREAD, whose waiters each wait past their own
+    /// id: one waiting for a later id must not keep the others from entries they can take.
+    fn fifo(&self) -> bool {
+        true
     }
 }
 
@@ -277,12 +285,15 @@ fn serve_key(
     movers: &mut Vec<Mover>,
 ) {
     let slot = (db, Box::<[u8]>::from(key));
+    // Position in the key's queue: waiters a key cannot serve are passed over only when they
+    // do not hold up the others ([`BlockOp::fifo`]).
+    let mut i = 0;
     loop {
         let Some(w) = shard
             .blocked
             .keys
             .get(&slot)
-            .and_then(|q| q.front())
+            .and_then(|q| q.get(i))
             .cloned()
         else {
             break;
@@ -290,7 +301,7 @@ fn serve_key(
         if w.claimed.load(Ordering::Acquire) {
             // Timed out, cancelled or served by another key: its task unregisters it; drop it
             // here already so it does not hold up the ones behind it.
-            pop_front(shard, &slot);
+            remove_at(shard, &slot, i);
             continue;
         }
         let mut ctx = ShardCtx {
@@ -301,7 +312,11 @@ fn serve_key(
             shared,
         };
         if !w.op.ready(&mut ctx, key) {
-            break;
+            if w.op.fifo() {
+                break;
+            }
+            i += 1;
+            continue;
         }
         if !w.claim() {
             continue; // claimed meanwhile by its timer or a disconnect: next waiter
@@ -310,7 +325,7 @@ fn serve_key(
         // Done with the shard: the context publishes the keyspace events the engine recorded
         // (notify.rs) before the result leaves for the client.
         drop(ctx);
-        pop_front(shard, &slot);
+        remove_at(shard, &slot, i);
         let at = StepAt {
             shared,
             key,
@@ -335,9 +350,9 @@ fn serve_key(
     }
 }
 
-fn pop_front(shard: &mut Shard, slot: &DbKey) {
+fn remove_at(shard: &mut Shard, slot: &DbKey, i: usize) {
     if let Some(q) = shard.blocked.keys.get_mut(slot) {
-        q.pop_front();
+        q.remove(i);
     }
 }
 

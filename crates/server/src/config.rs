@@ -82,7 +82,7 @@ pub struct Hot {
 
 /// The directives that decide when a small collection leaves its compact encoding, in the
 /// order of `Hot::encodings`, with Redis's defaults.
-pub const ENCODING_DIRECTIVES: [(&str, i64); 9] = [
+pub const ENCODING_DIRECTIVES: [(&str, i64); 11] = [
     ("hash-max-listpack-entries", 128),
     ("hash-max-listpack-value", 64),
     ("set-max-intset-entries", 512),
@@ -92,6 +92,8 @@ pub const ENCODING_DIRECTIVES: [(&str, i64); 9] = [
     ("zset-max-listpack-value", 64),
     ("list-max-listpack-size", -2),
     ("list-compress-depth", 0),
+    ("stream-node-max-bytes", 4096),
+    ("stream-node-max-entries", 100),
 ];
 
 impl Hot {
@@ -109,6 +111,8 @@ impl Hot {
             zset_max_listpack_value: u(6),
             list_max_listpack_size: v(7),
             list_compress_depth: u(8),
+            stream_node_max_bytes: u(9),
+            stream_node_max_entries: u(10),
         }
     }
 }
@@ -493,6 +497,26 @@ pub static TABLE: &[Directive] = &[
         default: "0",
         mutable: true,
         apply: |h, v| set_encoding(h, "list-compress-depth", v),
+    },
+    Directive {
+        name: "stream-node-max-bytes",
+        kind: Kind::Memory {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "4096",
+        mutable: true,
+        apply: |h, v| set_encoding(h, "stream-node-max-bytes", v),
+    },
+    Directive {
+        name: "stream-node-max-entries",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "100",
+        mutable: true,
+        apply: |h, v| set_encoding(h, "stream-node-max-entries", v),
     },
     // Accepted for compatibility: Darner frees big values in the background whatever the
     // value (lazyfree.rs), which is what "yes" asks for and better than what "no" does.

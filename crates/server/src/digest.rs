@@ -11,6 +11,8 @@
 //! - sorted set: for each member, a zeroed element digest gets mix(member) and mix(score as
 //!   Redis's fpconv_dtoa writes it), and is xor-ed into the key's digest;
 //! - hash: for each field, a zeroed element digest gets mix(field) and mix(value), xor-ed in;
+//! - stream: for each entry in id order, mix(`ms.seq`), then mix(field) and mix(value) for
+//!   each pair (consumer groups do not count);
 //! - a key with a TTL gets xor("!!expire!!") (the time itself does not count).
 //!
 //! The dataset's digest starts at zero; for each database with keys, in index order, it gets
@@ -40,7 +42,7 @@ pub fn mix(d: &mut Digest, data: &[u8]) {
     *d = sha1(d);
 }
 
-/// Redis's type numbers (OBJ_STRING .. OBJ_HASH).
+/// Redis's type numbers (OBJ_STRING .. OBJ_HASH, OBJ_STREAM).
 fn type_code(v: &ValueRef<'_>) -> u32 {
     match v {
         ValueRef::Str(_) => 0,
@@ -48,6 +50,7 @@ fn type_code(v: &ValueRef<'_>) -> u32 {
         ValueRef::Set(_) => 2,
         ValueRef::ZSet(_) => 3,
         ValueRef::Hash(_) => 4,
+        ValueRef::Stream(_) => 6,
     }
 }
 
@@ -81,6 +84,15 @@ pub fn value_digest(e: &Entry, d: &mut Digest) {
                 mix(&mut el, f);
                 mix(&mut el, val);
                 xor(d, &el);
+            }
+        }
+        ValueRef::Stream(st) => {
+            for entry in st.iter() {
+                mix(d, format!("{}.{}", entry.id.ms, entry.id.seq).as_bytes());
+                for (f, v) in entry.pairs {
+                    mix(d, f);
+                    mix(d, &v);
+                }
             }
         }
     }

@@ -133,24 +133,33 @@ impl Fill {
 
 /// Bytes Redis's listpack uses for `s` (encoding, data and back-length), so that nodes are
 /// split where Redis would split them.
-fn lp_entry_size(s: &[u8]) -> usize {
-    let enc = match lp_int(s) {
-        Some(v) if (0..=127).contains(&v) => 1,
-        Some(v) if (-4096..=4095).contains(&v) => 2,
-        Some(v) if i16::try_from(v).is_ok() => 3,
-        Some(v) if (-(1 << 23)..(1 << 23)).contains(&v) => 4,
-        Some(v) if i32::try_from(v).is_ok() => 5,
-        Some(_) => 9,
-        None => {
-            let l = s.len();
-            if l < 64 {
-                1 + l
-            } else if l < 4096 {
-                2 + l
-            } else {
-                5 + l
-            }
-        }
+pub(crate) fn lp_entry_size(s: &[u8]) -> usize {
+    match lp_int(s) {
+        Some(v) => lp_int_entry_size(v),
+        None => lp_str_entry_size(s.len()),
+    }
+}
+
+/// Bytes of a listpack element holding the integer `v` (1 to 9 bytes, and the back-length).
+pub(crate) fn lp_int_entry_size(v: i64) -> usize {
+    1 + match v {
+        0..=127 => 1,
+        -4096..=4095 => 2,
+        _ if i16::try_from(v).is_ok() => 3,
+        _ if (-(1 << 23)..(1 << 23)).contains(&v) => 4,
+        _ if i32::try_from(v).is_ok() => 5,
+        _ => 9,
+    }
+}
+
+/// Bytes of a listpack element holding a string of `l` bytes.
+fn lp_str_entry_size(l: usize) -> usize {
+    let enc = if l < 64 {
+        1 + l
+    } else if l < 4096 {
+        2 + l
+    } else {
+        5 + l
     };
     let back = if enc <= 127 {
         1

@@ -13,11 +13,13 @@ pub mod hash;
 pub mod hll;
 pub mod list;
 pub mod set;
+pub mod stream;
 pub mod zset;
 
 pub use hash::{Hash, HashRef};
 pub use list::{List, ListSeek, QuicklistInfo};
 pub use set::Set;
+pub use stream::{Stream, StreamId};
 pub use zset::ZSet;
 
 /// When a collection leaves its compact encoding: the values of Redis's directives of the same
@@ -35,6 +37,10 @@ pub struct Limits {
     pub list_max_listpack_size: i64,
     /// Nodes at each end of a quicklist kept uncompressed (0: no compression).
     pub list_compress_depth: usize,
+    /// A stream node takes no more entries once it has this many bytes (0: no limit).
+    pub stream_node_max_bytes: usize,
+    /// ... or this many entries (0: no limit).
+    pub stream_node_max_entries: usize,
 }
 
 impl Default for Limits {
@@ -49,6 +55,8 @@ impl Default for Limits {
             zset_max_listpack_value: 64,
             list_max_listpack_size: -2,
             list_compress_depth: 0,
+            stream_node_max_bytes: 4096,
+            stream_node_max_entries: 100,
         }
     }
 }

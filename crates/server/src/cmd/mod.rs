@@ -24,6 +24,7 @@ pub mod server;
 pub mod set;
 pub mod sort;
 pub mod sorted_set;
+pub mod stream;
 pub mod string;
 pub mod transactions;
 
@@ -186,6 +187,7 @@ pub fn registry() -> &'static Registry {
         set::register(&mut reg);
         sorted_set::register(&mut reg);
         sort::register(&mut reg);
+        stream::register(&mut reg);
         r
     })
 }

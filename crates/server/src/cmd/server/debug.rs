@@ -294,7 +294,7 @@ async fn listpack(tx: &Tx, key: Bytes) -> Vec<u8> {
 fn listpack_lines(key: &[u8], e: &Entry) -> Vec<String> {
     let mut items: Vec<String> = Vec::new();
     match e.value() {
-        ValueRef::Str(_) => {}
+        ValueRef::Str(_) | ValueRef::Stream(_) => {}
         ValueRef::List(l) => items.extend(l.iter().map(|e| repr(&e))),
         ValueRef::Set(s) => s.for_each(|m| items.push(repr(m))),
         ValueRef::ZSet(z) => z.for_each(|m, s| {

@@ -1,0 +1,666 @@
+//! XREAD (and the shared argument parsing of XREADGROUP): read new entries of several
+//! streams, possibly on several shards, possibly blocking until an XADD brings some.
+//!
+//! The command is a transaction task holding its keys' shards: one hop per shard checks each
+//! key's type, resolves `$` / `+` against the stream as it is, and takes the entries after
+//! the id. Errors are reported as Redis detects them, key by key in argument order (a key's
+//! type before its id). With nothing to serve and BLOCK given, the client waits
+//! (blocking.rs) with the resolved ids: `$` means the last id at the time it blocked.
+
+use super::{parse_strict, write_entry, WrongType, ERR_INVALID_ID};
+use crate::blocking::{self, BlockOp, KeyKind, Outcome};
+use crate::cmd::{eq, parse_int, with_writer, TxFuture, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
+use crate::exec::Tx;
+use crate::shard::ShardCtx;
+use bytes::Bytes;
+use darner_engine::types::StreamId;
+use darner_resp::ReplyWriter;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// XREAD / XREADGROUP options.
+pub struct ReadArgs {
+    /// None: no BLOCK; Some(None): forever.
+    pub block: Option<Option<Duration>>,
+    /// 0: no limit.
+    pub count: usize,
+    /// Index of the first key.
+    pub streams_at: usize,
+    pub nkeys: usize,
+    pub group: Option<(Bytes, Bytes)>,
+    pub noack: bool,
+}
+
+/// Parses a millisecond timeout (getTimeoutFromObjectOrReply with UNIT_MILLISECONDS).
+fn parse_ms_timeout(arg: &[u8]) -> Result<Option<Duration>, &'static [u8]> {
+    let v = parse_int(arg).ok_or(&b"ERR timeout is not an integer or out of range"[..])?;
+    if v < 0 {
+        return Err(b"ERR timeout is negative");
+    }
+    if v > i64::MAX - crate::shared::Shared::now_ms() {
+        return Err(b"ERR timeout is out of range");
+    }
+    Ok((v > 0).then(|| Duration::from_millis(v as u64)))
+}
+
+/// Redis's option loop of xreadCommand.
+pub fn parse_read(args: &[Bytes], group_cmd: bool) -> Result<ReadArgs, Vec<u8>> {
+    let mut r = ReadArgs {
+        block: None,
+        count: 0,
+        streams_at: 0,
+        nkeys: 0,
+        group: None,
+        noack: false,
+    };
+    let mut i = 1;
+    while i < args.len() {
+        let more = args.len() - i - 1;
+        let o = &args[i][..];
+        if eq(o, "block") && more > 0 {
+            i += 1;
+            r.block = Some(parse_ms_timeout(&args[i]).map_err(|e| e.to_vec())?);
+        } else if eq(o, "count") && more > 0 {
+            i += 1;
+            let c = parse_int(&args[i]).ok_or(ERR_NOT_INT.to_vec())?;
+            r.count = usize::try_from(c.max(0)).unwrap_or(usize::MAX);
+        } else if eq(o, "streams") && more > 0 {
+            r.streams_at = i + 1;
+            let n = args.len() - r.streams_at;
+            if !n.is_multiple_of(2) {
+                let (name, sym) = if group_cmd {
+                    ("xreadgroup", '>')
+                } else {
+                    ("xread", '$')
+                };
+                return Err(format!(
+                    "ERR Unbalanced '{name}' list of streams: for each stream key an ID or '{sym}' must be specified."
+                )
+                .into_bytes());
+            }
+            r.nkeys = n / 2;
+            break;
+        } else if eq(o, "group") && more >= 2 {
+            if !group_cmd {
+                return Err(b"ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.".to_vec());
+            }
+            r.group = Some((args[i + 1].clone(), args[i + 2].clone()));
+            i += 2;
+        } else if eq(o, "noack") {
+            if !group_cmd {
+                return Err(b"ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.".to_vec());
+            }
+            r.noack = true;
+        } else {
+            return Err(ERR_SYNTAX.to_vec());
+        }
+        i += 1;
+    }
+    if r.streams_at == 0 {
+        return Err(ERR_SYNTAX.to_vec());
+    }
+    if group_cmd && r.group.is_none() {
+        return Err(b"ERR Missing GROUP option for XREADGROUP".to_vec());
+    }
+    Ok(r)
+}
+
+/// An XREAD id argument.
+#[derive(Clone, Copy)]
+enum IdArg {
+    /// `$`: the stream's last id.
+    Last,
+    /// `+`: from the last entry on (Redis 7.4).
+    Plus,
+    Id(StreamId),
+    Invalid,
+}
+
+/// What one key answered in the first look.
+enum Look {
+    WrongType,
+    /// The id after which entries count (`$` / `+` resolved), and the `[key, entries]` part
+    /// of the reply when there are entries.
+    Ok(StreamId, Option<Vec<u8>>),
+    /// `+` on a stream whose last id is 0-0.
+    PlusZero,
+}
+
+/// Writes `[key, entries]` (RESP2) or `key entries` (a map entry in RESP3) of the entries of
+/// `key` after `after`, at most `count` (0: all); None when there are none.
+fn entries_after(
+    ctx: &mut ShardCtx,
+    key: &[u8],
+    after: StreamId,
+    count: usize,
+    resp3: bool,
+) -> Result<Option<Vec<u8>>, WrongType> {
+    let mut db = ctx.db();
+    let Some(s) = super::read(&mut db, key)? else {
+        return Ok(None);
+    };
+    let Some(start) = after.next() else {
+        return Ok(None);
+    };
+    let mut it = s.range(start, StreamId::MAX, false).peekable();
+    if it.peek().is_none() {
+        return Ok(None);
+    }
+    let entries: Vec<_> = if count == 0 {
+        it.collect()
+    } else {
+        it.take(count).collect()
+    };
+    let mut out = Vec::new();
+    let mut w = ReplyWriter::new(&mut out, resp3);
+    if !resp3 {
+        w.array(2);
+    }
+    w.bulk(key);
+    w.array(entries.len());
+    for e in &entries {
+        write_entry(&mut w, e);
+    }
+    Ok(Some(out))
+}
+
+fn look(ctx: &mut ShardCtx, key: &[u8], id: IdArg, count: usize, resp3: bool) -> Look {
+    let after = {
+        let mut db = ctx.db();
+        let s = match super::read(&mut db, key) {
+            Err(WrongType) => return Look::WrongType,
+            Ok(s) => s,
+        };
+        match id {
+            IdArg::Last => s.map_or(StreamId::MIN, |s| s.last_id),
+            IdArg::Plus => match s {
+                None => StreamId::MIN,
+                Some(s) => match s.last_id.prev() {
+                    Some(id) => id,
+                    None => return Look::PlusZero,
+                },
+            },
+            IdArg::Id(id) => id,
+            IdArg::Invalid => StreamId::MIN,
+        }
+    };
+    match entries_after(ctx, key, after, count, resp3) {
+        Ok(part) => Look::Ok(after, part),
+        Err(WrongType) => Look::WrongType,
+    }
+}
+
+/// A client blocked in XREAD: served by the first of its keys that gets an entry after the
+/// id it waits past.
+struct ReadOp {
+    keys: Vec<(Bytes, StreamId)>,
+    count: usize,
+    resp3: bool,
+}
+
+impl ReadOp {
+    fn after(&self, key: &[u8]) -> Option<StreamId> {
+        self.keys
+            .iter()
+            .find(|(k, _)| k.as_ref() == key)
+            .map(|(_, id)| *id)
+    }
+}
+
+impl BlockOp for ReadOp {
+    fn kind(&self, ctx: &mut ShardCtx, key: &[u8]) -> KeyKind {
+        let Some(after) = self.after(key) else {
+            return KeyKind::Missing;
+        };
+        let mut db = ctx.db();
+        match super::read(&mut db, key) {
+            Ok(Some(s)) if !s.is_empty() && s.last_id > after => match after.next() {
+                Some(start) if s.range(start, StreamId::MAX, false).next().is_some() => {
+                    KeyKind::Ready
+                }
+                _ => KeyKind::Missing,
+            },
+            _ => KeyKind::Missing,
+        }
+    }
+
+    fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8> {
+        let after = self.after(key).unwrap_or(StreamId::MAX);
+        let part = entries_after(ctx, key, after, self.count, self.resp3)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let mut out = Vec::with_capacity(part.len() + 8);
+        let mut w = ReplyWriter::new(&mut out, self.resp3);
+        if self.resp3 {
+            w.map(1);
+        } else {
+            w.array(1);
+        }
+        out.extend_from_slice(&part);
+        out
+    }
+
+    fn fifo(&self) -> bool {
+        false
+    }
+}
+
+pub(super) fn xread(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        let err = |e: &[u8]| with_writer(resp3, |w| w.error(e));
+        let r = match parse_read(&args, false) {
+            Ok(r) => r,
+            Err(e) => return err(&e),
+        };
+        let keys: Vec<Bytes> = args[r.streams_at..r.streams_at + r.nkeys].to_vec();
+        let ids: Vec<IdArg> = args[r.streams_at + r.nkeys..]
+            .iter()
+            .map(|a| match &a[..] {
+                b"$" => IdArg::Last,
+                b"+" => IdArg::Plus,
+                b">" => IdArg::Invalid,
+                a => parse_strict(a).map_or(IdArg::Invalid, IdArg::Id),
+            })
+            .collect();
+        let count = r.count;
+        // One hop per shard: each key's type, resolved id and entries.
+        let groups = crate::cmd::generic::by_shard(&tx, &keys);
+        let hops: Vec<_> = groups
+            .iter()
+            .map(|(s, idx)| {
+                let ks: Vec<(Bytes, IdArg)> =
+                    idx.iter().map(|&i| (keys[i].clone(), ids[i])).collect();
+                tx.run(*s, move |ctx| {
+                    ks.iter()
+                        .map(|(k, id)| look(ctx, k, *id, count, resp3))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut looks: Vec<Option<Look>> = (0..keys.len()).map(|_| None).collect();
+        for (g, hop) in hops.into_iter().enumerate() {
+            for (j, l) in hop.await.into_iter().enumerate() {
+                looks[groups[g].1[j]] = Some(l);
+            }
+        }
+        let looks: Vec<Look> = looks.into_iter().map(|l| l.expect("looked")).collect();
+        // Errors in Redis's order: key by key, the type before the id.
+        for (i, (l, id)) in looks.iter().zip(&ids).enumerate() {
+            if matches!(l, Look::WrongType) {
+                return err(ERR_WRONGTYPE);
+            }
+            if matches!(id, IdArg::Invalid) {
+                if &args[r.streams_at + r.nkeys + i][..] == b">" {
+                    return err(b"ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.");
+                }
+                return err(ERR_INVALID_ID);
+            }
+            if matches!(l, Look::PlusZero) {
+                return err(b"ERR the stream last element ID is 0-0");
+            }
+        }
+        let parts: Vec<&Vec<u8>> = looks
+            .iter()
+            .filter_map(|l| match l {
+                Look::Ok(_, Some(p)) => Some(p),
+                _ => None,
+            })
+            .collect();
+        if !parts.is_empty() {
+            let mut out = Vec::new();
+            let mut w = ReplyWriter::new(&mut out, resp3);
+            if resp3 {
+                w.map(parts.len());
+            } else {
+                w.array(parts.len());
+            }
+            for p in parts {
+                out.extend_from_slice(p);
+            }
+            return out;
+        }
+        let Some(timeout) = r.block else {
+            return with_writer(resp3, |w| w.null_array());
+        };
+        if tx.nested() {
+            return with_writer(resp3, |w| w.null_array());
+        }
+        let mut waits: Vec<(Bytes, StreamId)> = Vec::new();
+        for (k, l) in keys.iter().zip(&looks) {
+            if let Look::Ok(after, _) = l {
+                if !waits.iter().any(|(w, _)| w == k) {
+                    waits.push((k.clone(), *after));
+                }
+            }
+        }
+        let wait_keys: Vec<Bytes> = waits.iter().map(|(k, _)| k.clone()).collect();
+        let op = ReadOp {
+            keys: waits,
+            count,
+            resp3,
+        };
+        match blocking::block(&tx, &wait_keys, Arc::new(op), timeout).await {
+            Some(Outcome::Served { payload, .. }) => payload,
+            Some(Outcome::Unblocked { error: true }) => err(blocking::ERR_UNBLOCKED),
+            _ => with_writer(resp3, |w| w.null_array()),
+        }
+    })
+}
+
+// ---- XREADGROUP ------------------------------------------------------------------------------------
+
+/// An XREADGROUP id argument.
+#[derive(Clone, Copy)]
+enum GroupId {
+    /// `>`: entries never delivered to the group.
+    New,
+    /// The consumer's pending entries from this id on.
+    History(StreamId),
+    Dollar,
+    Plus,
+    Invalid,
+}
+
+/// What the first look found for one key of XREADGROUP.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GroupLook {
+    WrongType,
+    NoGroup,
+    Ok,
+}
+
+fn nogroup_readgroup(key: &[u8], group: &[u8]) -> Vec<u8> {
+    let mut e = super::group::nogroup_key_or_group(key, group);
+    e.extend_from_slice(b" in XREADGROUP with GROUP option");
+    e
+}
+
+fn group_look(ctx: &mut ShardCtx, key: &[u8], group: &[u8]) -> GroupLook {
+    let mut db = ctx.db();
+    match super::read(&mut db, key) {
+        Err(WrongType) => GroupLook::WrongType,
+        Ok(Some(s)) if s.group(group).is_some() => GroupLook::Ok,
+        Ok(_) => GroupLook::NoGroup,
+    }
+}
+
+/// What XREADGROUP reads from one key for `consumer` of `group`.
+struct GroupRead<'a> {
+    group: &'a [u8],
+    consumer: &'a [u8],
+    count: usize,
+    noack: bool,
+    resp3: bool,
+}
+
+/// Serves one key of XREADGROUP (Redis's streamReplyWithRange with a group, or the
+/// consumer's history): returns the `[key, entries]` part of the reply, None when a `>` read
+/// found nothing new. Creates the consumer when needed.
+fn serve_group(ctx: &mut ShardCtx, key: &[u8], id: GroupId, r: &GroupRead<'_>) -> Option<Vec<u8>> {
+    let now = ctx.now_ms();
+    let mut created = false;
+    let part = {
+        let mut db = ctx.db();
+        let s = super::write(&mut db, key).ok().flatten()?;
+        super::group::with_group(s, r.group, |s, g| {
+            created = super::group::ensure_consumer(g, r.consumer, now);
+            g.consumers.get_mut(r.consumer).expect("exists").seen_time = now;
+            let mut out = Vec::new();
+            let mut w = ReplyWriter::new(&mut out, r.resp3);
+            if !r.resp3 {
+                w.array(2);
+            }
+            w.bulk(key);
+            match id {
+                GroupId::History(start) => {
+                    let c = &g.consumers[r.consumer];
+                    let ids: Vec<StreamId> = c
+                        .pel
+                        .range(start..)
+                        .take(if r.count == 0 { usize::MAX } else { r.count })
+                        .copied()
+                        .collect();
+                    w.array(ids.len());
+                    for id in ids {
+                        match s.range(id, id, false).next() {
+                            Some(e) => {
+                                write_entry(&mut w, &e);
+                                let n = g.pel.get_mut(&id).expect("pending");
+                                n.delivery_time = now;
+                                n.delivery_count += 1;
+                            }
+                            None => {
+                                w.array(2);
+                                super::write_id(&mut w, id);
+                                w.null_array();
+                            }
+                        }
+                    }
+                    Some(out)
+                }
+                _ => {
+                    let top = s.edge(true)?.id;
+                    if top <= g.last_id {
+                        return None;
+                    }
+                    let start = g.last_id.next()?;
+                    let it = s.range(start, StreamId::MAX, false);
+                    let entries: Vec<_> = if r.count == 0 {
+                        it.collect()
+                    } else {
+                        it.take(r.count).collect()
+                    };
+                    w.array(entries.len());
+                    for e in &entries {
+                        s.advance_group(g, e.id);
+                        write_entry(&mut w, e);
+                        if !r.noack {
+                            g.deliver(e.id, r.consumer, now);
+                            g.consumers.get_mut(r.consumer).expect("exists").active_time = now;
+                        }
+                    }
+                    Some(out)
+                }
+            }
+        })
+        .flatten()
+    };
+    if created {
+        crate::notify::notify(ctx, crate::notify::STREAM, "xgroup-createconsumer", key);
+    }
+    part
+}
+
+/// A client blocked in XREADGROUP ... `>`: served by the first of its keys that gets an entry
+/// its group has not delivered; told when the key or the group goes away.
+struct GroupOp {
+    keys: Vec<Bytes>,
+    group: Bytes,
+    consumer: Bytes,
+    count: usize,
+    noack: bool,
+    resp3: bool,
+}
+
+/// Why a blocked XREADGROUP ends without entries.
+enum GroupGone {
+    Key,
+    Group,
+}
+
+impl GroupOp {
+    fn state(&self, ctx: &mut ShardCtx, key: &[u8]) -> Result<bool, GroupGone> {
+        let mut db = ctx.db();
+        match super::read(&mut db, key) {
+            Ok(Some(s)) => match s.group(&self.group) {
+                None => Err(GroupGone::Group),
+                Some(g) => Ok(s.edge(true).is_some_and(|e| e.id > g.last_id)),
+            },
+            _ => Err(GroupGone::Key),
+        }
+    }
+}
+
+impl BlockOp for GroupOp {
+    fn kind(&self, ctx: &mut ShardCtx, key: &[u8]) -> KeyKind {
+        if !self.keys.iter().any(|k| k.as_ref() == key) {
+            return KeyKind::Missing;
+        }
+        match self.state(ctx, key) {
+            Ok(false) => KeyKind::Missing,
+            _ => KeyKind::Ready,
+        }
+    }
+
+    fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8> {
+        let resp3 = self.resp3;
+        match self.state(ctx, key) {
+            Err(GroupGone::Key) => {
+                return with_writer(resp3, |w| {
+                    w.error(b"UNBLOCKED the stream key no longer exists")
+                })
+            }
+            Err(GroupGone::Group) => {
+                return with_writer(resp3, |w| w.error(&nogroup_readgroup(key, &self.group)))
+            }
+            Ok(_) => {}
+        }
+        let r = GroupRead {
+            group: &self.group,
+            consumer: &self.consumer,
+            count: self.count,
+            noack: self.noack,
+            resp3,
+        };
+        let part = serve_group(ctx, key, GroupId::New, &r).unwrap_or_default();
+        let mut out = Vec::with_capacity(part.len() + 8);
+        let mut w = ReplyWriter::new(&mut out, resp3);
+        if resp3 {
+            w.map(1);
+        } else {
+            w.array(1);
+        }
+        out.extend_from_slice(&part);
+        out
+    }
+
+    fn fifo(&self) -> bool {
+        false
+    }
+}
+
+pub(super) fn xreadgroup(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        let err = |e: &[u8]| with_writer(resp3, |w| w.error(e));
+        let r = match parse_read(&args, true) {
+            Ok(r) => r,
+            Err(e) => return err(&e),
+        };
+        let (group, consumer) = r.group.clone().expect("checked");
+        let keys: Vec<Bytes> = args[r.streams_at..r.streams_at + r.nkeys].to_vec();
+        let ids: Vec<GroupId> = args[r.streams_at + r.nkeys..]
+            .iter()
+            .map(|a| match &a[..] {
+                b">" => GroupId::New,
+                b"$" => GroupId::Dollar,
+                b"+" => GroupId::Plus,
+                a => parse_strict(a).map_or(GroupId::Invalid, GroupId::History),
+            })
+            .collect();
+        // First look: each key's type and group.
+        let groups = crate::cmd::generic::by_shard(&tx, &keys);
+        let hops: Vec<_> = groups
+            .iter()
+            .map(|(s, idx)| {
+                let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
+                let g = group.clone();
+                tx.run(*s, move |ctx| {
+                    ks.iter()
+                        .map(|k| group_look(ctx, k, &g))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut looks = vec![GroupLook::Ok; keys.len()];
+        for (g, hop) in hops.into_iter().enumerate() {
+            for (j, l) in hop.await.into_iter().enumerate() {
+                looks[groups[g].1[j]] = l;
+            }
+        }
+        for (i, (l, id)) in looks.iter().zip(&ids).enumerate() {
+            match l {
+                GroupLook::WrongType => return err(ERR_WRONGTYPE),
+                GroupLook::NoGroup => return err(&nogroup_readgroup(&keys[i], &group)),
+                GroupLook::Ok => {}
+            }
+            match id {
+                GroupId::Dollar => return err(b"ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set."),
+                GroupId::Plus => return err(b"ERR The + ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The + ID would just return an empty result set."),
+                GroupId::Invalid => return err(ERR_INVALID_ID),
+                _ => {}
+            }
+        }
+        // Serve, key by key in argument order (a key named twice is served twice, as Redis
+        // does: the second `>` finds nothing new).
+        let mut parts: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
+        for (k, id) in keys.iter().zip(&ids) {
+            let (k2, id, g, c) = (k.clone(), *id, group.clone(), consumer.clone());
+            let (count, noack) = (r.count, r.noack);
+            let part = tx
+                .run(tx.shard_of(k), move |ctx| {
+                    let rd = GroupRead {
+                        group: &g,
+                        consumer: &c,
+                        count,
+                        noack,
+                        resp3,
+                    };
+                    serve_group(ctx, &k2, id, &rd)
+                })
+                .await;
+            parts.push(part);
+        }
+        let parts: Vec<Vec<u8>> = parts.into_iter().flatten().collect();
+        if !parts.is_empty() {
+            let mut out = Vec::new();
+            let mut w = ReplyWriter::new(&mut out, resp3);
+            if resp3 {
+                w.map(parts.len());
+            } else {
+                w.array(parts.len());
+            }
+            for p in parts {
+                out.extend_from_slice(&p);
+            }
+            return out;
+        }
+        let Some(timeout) = r.block else {
+            return with_writer(resp3, |w| w.null_array());
+        };
+        if tx.nested() {
+            return with_writer(resp3, |w| w.null_array());
+        }
+        let mut wait_keys: Vec<Bytes> = Vec::new();
+        for k in &keys {
+            if !wait_keys.contains(k) {
+                wait_keys.push(k.clone());
+            }
+        }
+        let op = GroupOp {
+            keys: wait_keys.clone(),
+            group,
+            consumer,
+            count: r.count,
+            noack: r.noack,
+            resp3,
+        };
+        match blocking::block(&tx, &wait_keys, Arc::new(op), timeout).await {
+            Some(Outcome::Served { payload, .. }) => payload,
+            Some(Outcome::Unblocked { error: true }) => err(blocking::ERR_UNBLOCKED),
+            _ => with_writer(resp3, |w| w.null_array()),
+        }
+    })
+}

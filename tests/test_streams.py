@@ -1,0 +1,185 @@
+"""Streams over real connections: XREAD BLOCK (and XREADGROUP BLOCK) woken by XADD on the
+key's shard, with keys on both shards of the 2-thread session server, RESP2 and RESP3.
+
+Waits are bounded by deadlines (INFO's blocked_clients), never fixed sleeps."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import keyslot
+
+
+def _pair_on_two_shards(prefix):
+    a = next(f"{prefix}:a{i}" for i in range(100) if keyslot.shard(f"{prefix}:a{i}") == 0)
+    b = next(f"{prefix}:b{i}" for i in range(100) if keyslot.shard(f"{prefix}:b{i}") == 1)
+    return a, b
+
+
+def _wait_blocked(conn, n):
+    deadline = time.monotonic() + 5
+    while f"blocked_clients:{n}\r\n".encode() not in conn.call("INFO", "clients").py():
+        assert time.monotonic() < deadline, "clients never blocked"
+        time.sleep(0.001)
+
+
+def test_xread_block_is_woken_by_xadd_on_either_shard(raw):
+    """A reader blocked on keys of both shards gets the entry of whichever key is written,
+    and only entries after the `$` it blocked with."""
+    a, b = _pair_on_two_shards("xrb")
+    reader, writer = raw(), raw()
+    for i, target in enumerate([a, b, a, b]):
+        writer.call("DEL", a, b)
+        writer.call("XADD", a, "1-1", "old", "x")
+        reader.send("XREAD", "BLOCK", "0", "STREAMS", a, b, "$", "$")
+        _wait_blocked(writer, 1)
+        assert writer.call("XADD", target, f"{5 + i}-0", "f", str(i)).py() == f"{5 + i}-0".encode()
+        got = reader.read_reply(5).py()
+        assert got == [[target.encode(), [[f"{5 + i}-0".encode(), [b"f", str(i).encode()]]]]], got
+    assert b"blocked_clients:0\r\n" in writer.call("INFO", "clients").py()
+
+
+def test_xread_block_waiters_past_different_ids_are_all_served(raw):
+    """Readers blocked past different ids: one waiting for a later id does not hold up the
+    others (XADD serves every reader it can, in blocking order)."""
+    a, _ = _pair_on_two_shards("xrw")
+    early, late, writer = raw(), raw(), raw()
+    writer.call("DEL", a)
+    writer.call("XADD", a, "1-0", "f", "v")
+    late.send("XREAD", "BLOCK", "0", "STREAMS", a, "10-0")
+    _wait_blocked(writer, 1)
+    early.send("XREAD", "BLOCK", "0", "STREAMS", a, "$")
+    _wait_blocked(writer, 2)
+    writer.call("XADD", a, "5-0", "f", "five")
+    assert early.read_reply(5).py() == [[a.encode(), [[b"5-0", [b"f", b"five"]]]]]
+    _wait_blocked(writer, 1)
+    writer.call("XADD", a, "11-0", "f", "eleven")
+    assert late.read_reply(5).py() == [[a.encode(), [[b"11-0", [b"f", b"eleven"]]]]]
+
+
+def test_xread_block_times_out_with_a_null_array(raw):
+    a, b = _pair_on_two_shards("xrt")
+    c = raw()
+    c.call("DEL", a, b)
+    start = time.monotonic()
+    assert c.call("XREAD", "BLOCK", "50", "STREAMS", a, b, "$", "$").raw == b"*-1\r\n"
+    assert time.monotonic() - start >= 0.05
+    c.call("HELLO", "3")
+    assert c.call("XREAD", "BLOCK", "50", "STREAMS", a, "0").raw == b"_\r\n"
+
+
+def test_xread_block_resp3_reply_is_a_map(raw):
+    a, _ = _pair_on_two_shards("xr3")
+    reader, writer = raw(), raw()
+    reader.call("HELLO", "3")
+    writer.call("DEL", a)
+    reader.send("XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", a, "$")
+    _wait_blocked(writer, 1)
+    writer.call("XADD", a, "7-0", "f", "v")
+    reply = reader.read_reply(5)
+    assert reply.raw.startswith(b"%1\r\n"), reply.raw
+    assert reply.py() == {a.encode(): [[b"7-0", [b"f", b"v"]]]}
+
+
+def test_xread_block_ignores_writes_that_add_nothing_new(raw):
+    """XDEL, XTRIM and XSETID signal the key but bring no entry past the id: the reader stays
+    blocked until an XADD does."""
+    a, _ = _pair_on_two_shards("xrn")
+    reader, writer = raw(), raw()
+    writer.call("DEL", a)
+    writer.call("XADD", a, "1-0", "f", "v")
+    reader.send("XREAD", "BLOCK", "0", "STREAMS", a, "$")
+    _wait_blocked(writer, 1)
+    writer.call("XDEL", a, "1-0")
+    writer.call("XSETID", a, "3-0")
+    assert b"blocked_clients:1\r\n" in writer.call("INFO", "clients").py()
+    writer.call("XADD", a, "4-0", "f", "w")
+    assert reader.read_reply(5).py() == [[a.encode(), [[b"4-0", [b"f", b"w"]]]]]
+
+
+def test_xreadgroup_block_is_woken_by_xadd_on_either_shard(raw):
+    """A consumer blocked with `>` on keys of both shards gets the new entry of whichever key
+    is written; it is then pending for that consumer."""
+    a, b = _pair_on_two_shards("xgb")
+    reader, writer = raw(), raw()
+    for i, target in enumerate([b, a]):
+        writer.call("DEL", a, b)
+        for k in (a, b):
+            assert writer.call("XGROUP", "CREATE", k, "g", "$", "MKSTREAM").raw == b"+OK\r\n"
+        reader.send("XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", a, b, ">", ">")
+        _wait_blocked(writer, 1)
+        writer.call("XADD", target, f"{i + 1}-0", "f", "v")
+        got = reader.read_reply(5).py()
+        assert got == [[target.encode(), [[f"{i + 1}-0".encode(), [b"f", b"v"]]]]], got
+        summary = writer.call("XPENDING", target, "g").py()
+        assert summary[0] == 1 and summary[3] == [[b"alice", b"1"]], summary
+
+
+def test_xreadgroup_block_one_entry_serves_one_consumer(raw):
+    """Two consumers of one group blocked on a key: an XADD of one entry goes to the first
+    that blocked; the second stays blocked until the next entry."""
+    a, _ = _pair_on_two_shards("xg1")
+    first, second, writer = raw(), raw(), raw()
+    writer.call("DEL", a)
+    writer.call("XGROUP", "CREATE", a, "g", "$", "MKSTREAM")
+    first.send("XREADGROUP", "GROUP", "g", "c1", "BLOCK", "0", "STREAMS", a, ">")
+    _wait_blocked(writer, 1)
+    second.send("XREADGROUP", "GROUP", "g", "c2", "BLOCK", "0", "STREAMS", a, ">")
+    _wait_blocked(writer, 2)
+    writer.call("XADD", a, "1-0", "f", "one")
+    assert first.read_reply(5).py() == [[a.encode(), [[b"1-0", [b"f", b"one"]]]]]
+    _wait_blocked(writer, 1)
+    writer.call("XADD", a, "2-0", "f", "two")
+    assert second.read_reply(5).py() == [[a.encode(), [[b"2-0", [b"f", b"two"]]]]]
+
+
+def test_xreadgroup_block_ends_when_the_key_or_group_goes(raw):
+    """Deleting the key ends a blocked XREADGROUP with -UNBLOCKED, destroying the group with
+    -NOGROUP (Redis 7.2); an XREAD blocked on a deleted key keeps waiting."""
+    a, _ = _pair_on_two_shards("xgd")
+    reader, xreader, writer = raw(), raw(), raw()
+    writer.call("DEL", a)
+    writer.call("XGROUP", "CREATE", a, "g", "$", "MKSTREAM")
+    reader.send("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", a, ">")
+    xreader.send("XREAD", "BLOCK", "0", "STREAMS", a, "$")
+    _wait_blocked(writer, 2)
+    writer.call("DEL", a)
+    assert reader.read_reply(5).raw == b"-UNBLOCKED the stream key no longer exists\r\n"
+    _wait_blocked(writer, 1)
+    writer.call("XGROUP", "CREATE", a, "g", "$", "MKSTREAM")
+    reader.send("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", a, ">")
+    _wait_blocked(writer, 2)
+    assert writer.call("XGROUP", "DESTROY", a, "g").py() == 1
+    want = f"-NOGROUP No such key '{a}' or consumer group 'g' in XREADGROUP with GROUP option\r\n"
+    assert reader.read_reply(5).raw == want.encode()
+    writer.call("XADD", a, "5-0", "f", "v")
+    assert xreader.read_reply(5).py() == [[a.encode(), [[b"5-0", [b"f", b"v"]]]]]
+
+
+def test_xreadgroup_block_times_out_and_history_never_blocks(raw):
+    a, _ = _pair_on_two_shards("xgt")
+    c = raw()
+    c.call("DEL", a)
+    c.call("XGROUP", "CREATE", a, "g", "$", "MKSTREAM")
+    assert c.call("XREADGROUP", "GROUP", "g", "c", "BLOCK", "30", "STREAMS", a, ">").raw == b"*-1\r\n"
+    # An explicit id reads the consumer's history at once, even empty.
+    got = c.call("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", a, "0").py()
+    assert got == [[a.encode(), []]]
+
+
+def test_memory_usage_of_a_stream_grows_with_its_entries(r):
+    """MEMORY USAGE counts a stream's nodes (and its groups), a few tens of bytes per small
+    entry; the lazy free path drops a big stream whole."""
+    r.xadd("mu", {"f": "v"}, id="1-0")
+    small = r.memory_usage("mu")
+    for i in range(2, 10_002):
+        r.xadd("mu", {"a": str(i), "b": "x" * 10}, id=f"{i}-0")
+    big = r.memory_usage("mu")
+    assert 10_000 * 10 < big - small < 10_000 * 60, (small, big)
+    r.xgroup_create("mu", "g", id="0")
+    r.xreadgroup("g", "c", {"mu": ">"}, count=5000)
+    assert r.memory_usage("mu") > big + 5000 * 16
+    assert r.delete("mu") == 1
+    assert r.exists("mu") == 0
