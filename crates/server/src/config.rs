@@ -598,7 +598,17 @@ pub static TABLE: &[Directive] = &[
         default: "0",
         mutable: true,
         apply: |h, v| {
-            h.maxmemory.store(v.parse().unwrap_or(0), Ordering::Relaxed);
+            let max: u64 = v.parse().unwrap_or(0);
+            let used = crate::alloc::used_memory() as u64;
+            if max != 0 && max < used {
+                crate::log::warning(&format!(
+                    "WARNING: the new maxmemory value set via CONFIG SET ({max}) is smaller \
+                     than the current memory usage ({used}). This will result in key eviction \
+                     and/or the inability to accept new write commands depending on the \
+                     maxmemory-policy."
+                ));
+            }
+            h.maxmemory.store(max, Ordering::Relaxed);
             Ok(())
         },
     },

@@ -133,6 +133,8 @@ pub struct Verdict {
     pub oom: bool,
     /// This shard started a round: wake the others so that they take their parts now.
     pub wake: bool,
+    /// Keys were evicted (their tracking invalidations are due).
+    pub evicted: bool,
 }
 
 /// One shard's eviction state (the worker owns it).
@@ -213,7 +215,7 @@ impl Evictor {
             }
         }
         if policy != Policy::NoEviction && self.part_left > 0 && shard.lock.sched.idle() {
-            self.step(shard, shared, policy);
+            v.evicted = self.step(shard, shared, policy) > 0;
         }
         self.publish_owed(shard, shared, self.part_left.max(0) as u64);
         if self.used as isize + crate::alloc::thread_counter() - self.counter <= max {
@@ -301,7 +303,7 @@ impl Evictor {
     /// Evicts this shard's keys until its part of the round is paid, within the tenacity's
     /// time limit; a shard that runs out of keys to evict gives up its part (the next round
     /// puts it on the others).
-    fn step(&mut self, shard: &mut Shard, shared: &Shared, policy: Policy) {
+    fn step(&mut self, shard: &mut Shard, shared: &Shared, policy: Policy) -> u64 {
         let hot = &shared.config.hot;
         let samples = hot
             .maxmemory_samples
@@ -365,6 +367,7 @@ impl Evictor {
         }
         let us = start.elapsed().as_micros() as u64;
         crate::latency::monitor(shared, "eviction-cycle", us);
+        evicted
     }
 
     /// Refills the pool from every non-empty database and takes the best candidate that

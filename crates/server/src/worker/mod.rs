@@ -349,12 +349,11 @@ impl Worker {
     /// Returns true when the process is over it with nothing left to evict anywhere.
     /// `refresh`: read every thread's memory counter now, not only once a millisecond.
     pub(super) fn evict_check(&mut self, refresh: bool) -> bool {
-        let before = self.shard.dbs.iter().any(|d| d.has_written());
         let v = self
             .evict
             .check(&mut self.shard, &self.shared, self.loop_now, refresh);
         // Evicted keys' invalidations are no client's write (NOLOOP hides none of them).
-        if !before && self.shard.dbs.iter().any(|d| d.has_written()) {
+        if v.evicted {
             self.drain_written(None);
         }
         if v.wake {
