@@ -48,6 +48,7 @@ pub fn set_mode(lfu: bool, log_factor: u32, decay_minutes: u32) {
 }
 
 /// The LFU parameters in force at `now_ms`, or None under LRU.
+#[inline]
 pub fn lfu_at(now_ms: i64) -> Option<Lfu> {
     if !LFU_ON.load(Ordering::Relaxed) {
         return None;

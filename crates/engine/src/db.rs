@@ -316,6 +316,7 @@ pub struct Clock {
 }
 
 impl Clock {
+    #[inline]
     pub fn at(now_ms: i64) -> Clock {
         let lfu = crate::access::lfu_at(now_ms);
         Clock {

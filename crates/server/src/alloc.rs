@@ -70,6 +70,7 @@ const WORD: usize = std::mem::size_of::<usize>();
 // every mimalloc block has) or to their `_aligned` forms (any other alignment), with the
 // layout's size; mi_free takes blocks from both. The bookkeeping only touches plain atomics.
 unsafe impl GlobalAlloc for Counting {
+    #[inline]
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         // SAFETY: see the impl comment; a null result is passed on as GlobalAlloc requires.
         let p = unsafe {
@@ -81,11 +82,13 @@ unsafe impl GlobalAlloc for Counting {
         };
         counted(p, class_size(l.size()) as isize)
     }
+    #[inline]
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         add(-(class_size(l.size()) as isize));
         // SAFETY: `p` came from one of this allocator's methods, all of which mi_free accepts.
         unsafe { ffi::mi_free(p as *mut c_void) }
     }
+    #[inline]
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
         // SAFETY: as for alloc.
         let p = unsafe {
@@ -97,6 +100,7 @@ unsafe impl GlobalAlloc for Counting {
         };
         counted(p, class_size(l.size()) as isize)
     }
+    #[inline]
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: `p` is a live block of layout `l` from this allocator; the new block keeps
         // `l`'s alignment (mi_realloc: word alignment, which is all `l` needs on that path).
@@ -124,13 +128,10 @@ unsafe impl GlobalAlloc for Counting {
 /// `class_size_is_mimallocs` checks it against `mi_good_size`.
 #[inline]
 fn class_size(n: usize) -> usize {
+    if n <= 64 {
+        return if n <= WORD { WORD } else { (n + 15) & !15 };
+    }
     let w = n.div_ceil(WORD);
-    if w <= 1 {
-        return WORD;
-    }
-    if w <= 8 {
-        return w.next_multiple_of(2) * WORD;
-    }
     if n > 512 << 10 {
         return n.next_multiple_of(4096);
     }

@@ -348,6 +348,7 @@ impl Worker {
     /// maxmemory (evict.rs): evicts this shard's keys while it owes its part of the budget.
     /// Returns true when the process is over it with nothing left to evict anywhere.
     /// `refresh`: read every thread's memory counter now, not only once a millisecond.
+    #[inline(never)]
     pub(super) fn evict_check(&mut self, refresh: bool) -> bool {
         let v = self
             .evict
