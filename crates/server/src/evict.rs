@@ -16,10 +16,12 @@
 //! last round, or that one is 10 ms old, and wakes the other shards. Each shard takes part
 //! in each round once, as soon as it sees it (a load on every check): its part is the
 //! round's excess times its weight, the keys it could evict under the policy (all its keys,
-//! or those with a TTL under `volatile-*`) over all shards' (published in
-//! `ThreadStats::evictable`): keys are spread over shards by hash, so that is about its
-//! share of the memory, and a shard with nothing evictable gets no part. It then evicts
-//! until its own counter is down by its part, and publishes what it still owes
+//! or those with a TTL under `volatile-*`) over all shards' (each shard publishes its count
+//! in `ThreadStats::evictable` every loop turn): keys are spread over shards by hash, so
+//! that is about its share of the memory, and a shard with nothing evictable gets no part.
+//! It then evicts until the bytes it freed cover its part (measured by its own counter
+//! around each eviction, so that blocks allocated on one thread and freed on another, a
+//! batch's arguments, do not count), and publishes what it still owes
 //! (`ThreadStats::evict_owed`); a shard that runs out of keys gives up its part, which the
 //! next round puts on the others. A new round's part replaces what a shard had left of the
 //! last one, since the new excess counts that too, so the parts paid never add up to more
@@ -27,7 +29,7 @@
 //! excess at each baseline; a busy shard re-baselines every millisecond while an idle one
 //! evicts at its next cron tick, so the busy one took a part of the idle one's share each
 //! time and emptied itself: half the hot keys of an LRU test went with the cold ones.)
-
+//!
 //! **When.** Before a command runs on this thread (Redis: before every command, in
 //! processCommand), before a batch of commands from another thread runs on this shard, at
 //! the start of each loop turn and on every cron tick (so an idle shard still gives back its
@@ -36,8 +38,8 @@
 //! vanish between its steps, as in Redis, where nothing is evicted inside MULTI/EXEC.
 //!
 //! **What.** Redis's approximated policies. Under `*-lru`, `*-lfu` and `volatile-ttl` each step
-//! samples `maxmemory-samples` live keys in every non-empty database of the shard (consecutive
-//! slots from a random place of the table, as dictGetSomeKeys) into a pool of the 16 best
+//! samples `maxmemory-samples` live keys in every non-empty database of the shard (from
+//! random buckets, `Table::sample`, as Redis's dictGetSomeKeys) into a pool of the 16 best
 //! candidates kept across steps, ranked by idle time, by 255 minus the decayed LFU counter, or
 //! by nearness of expiry; the best candidate that still exists is evicted. `*-random` evicts a
 //! random key (with a TTL, for `volatile-random`) of the databases in turn. An evicted key is
@@ -451,6 +453,17 @@ impl Evictor {
             }
         }
         None
+    }
+}
+
+/// Publishes how many keys this shard could evict under the policy in force (each loop
+/// turn: a round started by another shard splits its excess by these, so they must be
+/// current when the budget appears, e.g. right after a fill and a CONFIG SET maxmemory).
+pub fn publish_evictable(shard: &Shard, shared: &Shared) {
+    let n = evictable(shard, Policy::of(shared));
+    let slot = &shared.stats[shard.id].evictable;
+    if slot.load(Ordering::Relaxed) != n {
+        slot.store(n, Ordering::Relaxed);
     }
 }
 

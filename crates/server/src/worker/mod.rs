@@ -240,6 +240,7 @@ impl Worker {
             self.loop_now = Instant::now();
             self.now_ms = Shared::now_ms();
             exec::fire_timers(self.loop_now);
+            crate::evict::publish_evictable(&self.shard, &self.shared);
             if self.shared.config.hot.maxmemory.load(Ordering::Relaxed) != 0 {
                 self.evict_check(false);
             }
