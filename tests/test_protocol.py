@@ -388,7 +388,7 @@ def test_startup_refuses_bad_config(darner_factory, args, word):
     (["--appendonly", "yes"], "appendonly"),
     (["--save", "900 1"], "save"),
     (["--save", "900", "1"], "save"),
-    (["--maxmemory", "1mb"], "maxmemory"),
+    (["--maxmemory", "1x"], "maxmemory"),
     (["--threads", "0"], "threads"),
     (["--threads", "abc"], "threads"),
 ])

@@ -233,6 +233,11 @@ impl Segment {
         }
     }
 
+    /// The entries of bucket `i` (for sampling a random place).
+    pub(crate) fn bucket(&self, i: usize) -> impl Iterator<Item = &Entry> {
+        self.buckets[i].slots.iter().flatten()
+    }
+
     /// The `i`-th entry in slot order (for picking a random one).
     pub(crate) fn nth(&self, i: usize) -> Option<&Entry> {
         self.iter().nth(i)

@@ -157,6 +157,8 @@ pub enum Event {
     FieldsExpired,
     /// A hash left empty by expired fields was deleted.
     Deleted,
+    /// A key was evicted to keep memory under maxmemory ([`Db::evict`]).
+    Evicted,
 }
 
 impl Event {
@@ -309,14 +311,40 @@ pub struct Clock {
     pub lru: u16,
     /// Whether reads update the access clock (false for CLIENT NO-TOUCH clients).
     pub touch: bool,
+    /// Under an LFU policy: its parameters, and `lru` is a new key's counter (access.rs).
+    pub lfu: Option<crate::access::Lfu>,
 }
 
 impl Clock {
+    #[inline]
     pub fn at(now_ms: i64) -> Clock {
+        let lfu = crate::access::lfu_at(now_ms);
         Clock {
             now_ms,
-            lru: ((now_ms / 1000) & 0xffff) as u16,
+            lru: match lfu {
+                Some(l) => l.init(),
+                None => ((now_ms / 1000) & 0xffff) as u16,
+            },
             touch: true,
+            lfu,
+        }
+    }
+
+    /// An entry's access clock after an access (LRU: now; LFU: its counter incremented).
+    #[inline]
+    pub fn touched(&self, old: u16) -> u16 {
+        match self.lfu {
+            None => self.lru,
+            Some(l) => l.touched(old),
+        }
+    }
+
+    /// How evictable an entry's clock makes it under the current mode, higher first: its
+    /// idle seconds (LRU), or 255 minus its decayed counter (LFU), as Redis's pool ranks.
+    pub fn eviction_score(&self, entry_clock: u16) -> u64 {
+        match self.lfu {
+            None => self.idle_secs(entry_clock),
+            Some(l) => 255 - l.counter(entry_clock) as u64,
         }
     }
 
@@ -532,7 +560,11 @@ impl Db {
     }
 
     pub fn view(&mut self, clock: Clock) -> DbView<'_> {
-        DbView { db: self, clock }
+        DbView {
+            db: self,
+            clock,
+            created: None,
+        }
     }
 
     fn touch(&mut self, key: &[u8]) {
@@ -639,6 +671,53 @@ impl Db {
         std::mem::take(&mut self.table)
     }
 
+    /// Calls `f` with up to `want` live entries from a random place (`r`), only those with
+    /// a TTL when `volatile` (the eviction sampler; see [`Table::sample`]). Pinned keys
+    /// (being streamed) are skipped. Returns how many `f` saw.
+    pub fn sample(
+        &self,
+        r: u64,
+        want: usize,
+        volatile: bool,
+        now_ms: i64,
+        mut f: impl FnMut(&Entry),
+    ) -> usize {
+        if self.table.is_empty() || (volatile && self.expires == 0) {
+            return 0;
+        }
+        // Buckets hold 4-6 entries; volatile keys may be rare among all: look further.
+        let max_buckets = if volatile { 64 } else { want.max(1) };
+        self.table.sample(r, want, max_buckets, |e| {
+            let ok = (!volatile || e.expire().is_some())
+                && !e.is_expired(now_ms)
+                && !is_pinned(&self.pinned, e.key());
+            if ok {
+                f(e);
+            }
+            ok
+        })
+    }
+
+    /// Evicts `key` (maxmemory): removes it whatever its TTL, marks its watchers, notes it
+    /// for tracking's invalidations, records the `evicted` event, and frees its value (big
+    /// values in steps, through the graveyard). False if absent or pinned (a streamed reply
+    /// is reading it).
+    pub fn evict(&mut self, key: &[u8]) -> bool {
+        if is_pinned(&self.pinned, key) {
+            return false;
+        }
+        let Some(e) = self.table.remove(key) else {
+            return false;
+        };
+        if e.expire().is_some() {
+            self.expires -= 1;
+        }
+        self.touch(key);
+        self.signals.events.record(Event::Evicted, key);
+        bury(&mut self.graveyard, e);
+        true
+    }
+
     /// One step of the active expiry cycle: removes expired keys from about `budget` entries.
     /// Returns (entries visited, keys expired).
     pub fn active_expire(&mut self, now_ms: i64, budget: usize) -> (usize, usize) {
@@ -705,6 +784,10 @@ impl Db {
 pub struct DbView<'a> {
     db: &'a mut Db,
     pub clock: Clock,
+    /// Under LFU, the hash of the key this view last created: a command that creates a key
+    /// and then edits it (HSET, RPUSH ... on a new key) counts no access to it, as in Redis
+    /// where the new value is written once.
+    created: Option<u64>,
 }
 
 impl<'a> DbView<'a> {
@@ -774,7 +857,7 @@ impl<'a> DbView<'a> {
     }
 
     fn lookup(&mut self, key: &[u8], sweep_members: bool) -> Option<&Entry> {
-        let (touch, lru, now) = (self.clock.touch, self.clock.lru, self.clock.now_ms);
+        let (clock, touch, now) = (self.clock, self.clock.touch, self.clock.now_ms);
         let db = &mut *self.db;
         match db
             .table
@@ -799,7 +882,7 @@ impl<'a> DbView<'a> {
                 }
                 db.hits += 1;
                 if touch {
-                    e.set_clock(lru);
+                    e.set_clock(clock.touched(e.clock()));
                 }
                 Some(e)
             }
@@ -836,7 +919,8 @@ impl<'a> DbView<'a> {
     /// A live entry to modify in place. Counts as a write: watchers are marked dirty. The
     /// caller must not change the entry's TTL through it (use [`DbView::set_expire`]).
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        let (lru, now) = (self.clock.lru, self.clock.now_ms);
+        let (clock, now) = (self.clock, self.clock.now_ms);
+        let fresh = self.just_created(key);
         let db = &mut *self.db;
         match db
             .table
@@ -858,7 +942,9 @@ impl<'a> DbView<'a> {
                     return None;
                 }
                 db.signals.touch(key);
-                e.set_clock(lru);
+                if !fresh {
+                    e.set_clock(clock.touched(e.clock()));
+                }
                 Some(e)
             }
             Found::Missing | Found::Frozen => None,
@@ -880,8 +966,21 @@ impl<'a> DbView<'a> {
     /// replaced, if any.
     /// Stores `entry`, replacing (and freeing) any value the key had. Returns whether a live
     /// key was replaced.
-    pub fn set(&mut self, entry: Entry) -> bool {
+    pub fn set(&mut self, mut entry: Entry) -> bool {
         let has_ttl = entry.expire().is_some();
+        let created = self.clock.lfu.map(|_| crate::table::hash_key(entry.key()));
+        if self.clock.lfu.is_some() {
+            // A replaced key's LFU counter carries over (see set_str).
+            let now = self.clock.now_ms;
+            if let Some(o) = self
+                .db
+                .table
+                .get(entry.key())
+                .filter(|o| !o.is_expired(now))
+            {
+                entry.set_clock(self.clock.touched(o.clock()));
+            }
+        }
         if has_field_ttls(&entry) {
             self.note_field_ttls(entry.key());
         }
@@ -908,6 +1007,9 @@ impl<'a> DbView<'a> {
         if let (false, Some(k)) = (live, key) {
             self.db.signals.events.record(Event::New, &k);
         }
+        if !live {
+            self.created = created;
+        }
         live
     }
 
@@ -932,19 +1034,25 @@ impl<'a> DbView<'a> {
     /// block when it has the same layout (see [`Entry::overwrite_str`]). Returns whether a live
     /// key was replaced.
     pub fn set_str(&mut self, key: &[u8], value: &[u8], expire: Option<i64>) -> bool {
-        let (lru, now) = (self.clock.lru, self.clock.now_ms);
+        let (clock, lru, now) = (self.clock, self.clock.lru, self.clock.now_ms);
         self.db.touch(key);
         let db = &mut *self.db;
         let mut was_live = false;
         let mut was_expired = false;
+        // The clock the value gets: an overwrite keeps the key's LFU counter, counting the
+        // write as an access (Redis's lookupKeyWrite, then dbSetValue keeps `lru`).
+        let c = std::cell::Cell::new(lru);
         let done = db.table.upsert(
             key,
             |e| {
                 was_live = !e.is_expired(now);
                 was_expired = !was_live;
-                e.overwrite_str(value, expire, lru)
+                if clock.lfu.is_some() && was_live {
+                    c.set(clock.touched(e.clock()));
+                }
+                e.overwrite_str(value, expire, c.get())
             },
-            || Entry::new_str(key, value, expire, false, lru),
+            || Entry::new_str(key, value, expire, false, c.get()),
         );
         // An in-place update keeps the TTL's presence, so the count of keys with one holds.
         match done {
@@ -1083,10 +1191,18 @@ impl<'a> DbView<'a> {
     /// BITFIELD writing the bits already there, a failed type check), which Redis does not
     /// signal. The caller must call [`DbView::signal`] once it has changed the value.
     pub fn get_mut_quiet(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        let lru = self.clock.lru;
+        let clock = self.clock;
+        let fresh = self.just_created(key);
         let e = self.live(key)?;
-        e.set_clock(lru);
+        if !fresh {
+            e.set_clock(clock.touched(e.clock()));
+        }
         Some(e)
+    }
+
+    /// Whether `key` is the one this view created last (LFU only: see `created`).
+    fn just_created(&self, key: &[u8]) -> bool {
+        self.created.is_some() && self.created == Some(crate::table::hash_key(key))
     }
 
     /// Marks the watchers of `key` dirty: the write signal for edits made through

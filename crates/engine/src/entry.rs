@@ -370,6 +370,7 @@ impl Entry {
         matches!(self.expire(), Some(when) if now_ms > when)
     }
 
+    #[inline]
     pub fn clock(&self) -> u16 {
         let b = self.block();
         u16::from_le_bytes([b[CLOCK_AT], b[CLOCK_AT + 1]])

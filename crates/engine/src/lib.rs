@@ -14,6 +14,7 @@
 //! A shard (owned by exactly one server thread) is a `Vec<Db>`; this crate knows nothing of
 //! threads: everything here is single-threaded and property-tested against simple models.
 
+pub mod access;
 mod bucket;
 pub mod db;
 pub mod entry;

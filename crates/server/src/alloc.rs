@@ -70,6 +70,7 @@ const WORD: usize = std::mem::size_of::<usize>();
 // every mimalloc block has) or to their `_aligned` forms (any other alignment), with the
 // layout's size; mi_free takes blocks from both. The bookkeeping only touches plain atomics.
 unsafe impl GlobalAlloc for Counting {
+    #[inline]
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         // SAFETY: see the impl comment; a null result is passed on as GlobalAlloc requires.
         let p = unsafe {
@@ -79,13 +80,15 @@ unsafe impl GlobalAlloc for Counting {
                 ffi::mi_malloc_aligned(l.size(), l.align())
             }
         };
-        counted(p, l.size() as isize)
+        counted(p, class_size(l.size()) as isize)
     }
+    #[inline]
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        add(-(l.size() as isize));
+        add(-(class_size(l.size()) as isize));
         // SAFETY: `p` came from one of this allocator's methods, all of which mi_free accepts.
         unsafe { ffi::mi_free(p as *mut c_void) }
     }
+    #[inline]
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
         // SAFETY: as for alloc.
         let p = unsafe {
@@ -95,8 +98,9 @@ unsafe impl GlobalAlloc for Counting {
                 ffi::mi_zalloc_aligned(l.size(), l.align())
             }
         };
-        counted(p, l.size() as isize)
+        counted(p, class_size(l.size()) as isize)
     }
+    #[inline]
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: `p` is a live block of layout `l` from this allocator; the new block keeps
         // `l`'s alignment (mi_realloc: word alignment, which is all `l` needs on that path).
@@ -107,8 +111,33 @@ unsafe impl GlobalAlloc for Counting {
                 ffi::mi_realloc_aligned(p as *mut c_void, new_size, l.align())
             }
         };
-        counted(q, new_size as isize - l.size() as isize)
+        counted(
+            q,
+            class_size(new_size) as isize - class_size(l.size()) as isize,
+        )
     }
+}
+
+/// The bytes mimalloc really reserves for a request of `n` bytes (its size class), computed
+/// inline (no call): what the counters count, as Redis counts a block's usable size
+/// (zmalloc_size), so that `used_memory` and maxmemory's budget include the rounding up to a
+/// class (a 120-byte entry takes 128 bytes: 6% of a cache of such keys), and the budget bounds
+/// the resident memory (evict.rs). Alloc and free count the same function of the same size,
+/// so the counters balance whatever it returns. mimalloc's classes: 8 bytes, then 16-byte
+/// steps up to 64, then four per power of two; beyond 512 KiB, whole pages.
+/// `class_size_is_mimallocs` checks it against `mi_good_size`.
+#[inline]
+fn class_size(n: usize) -> usize {
+    if n <= 64 {
+        return if n <= WORD { WORD } else { (n + 15) & !15 };
+    }
+    let w = n.div_ceil(WORD);
+    if n > 512 << 10 {
+        return n.next_multiple_of(4096);
+    }
+    let v = w - 1;
+    let b = usize::BITS - 1 - v.leading_zeros();
+    (((v >> (b - 2)) + 1) << (b - 2)) * WORD
 }
 
 /// Counts `grown` bytes for a block an allocation path returned; a null result (nothing
@@ -122,11 +151,21 @@ fn counted(p: *mut c_void, grown: isize) -> *mut u8 {
 
 /// Bytes currently allocated by the process through Rust's allocator.
 pub fn used_memory() -> usize {
-    COUNTERS
+    // Only the counters handed out so far (one per thread that allocated): fewer cache lines
+    // to read, for the eviction check that sums them every millisecond (evict.rs).
+    let n = NEXT_SLOT.load(Ordering::Relaxed).min(SLOTS);
+    COUNTERS[..n]
         .iter()
         .map(|c| c.0.load(Ordering::Relaxed))
         .sum::<isize>()
         .max(0) as usize
+}
+
+/// This thread's own counter: what it allocated minus what it freed, since it started (any
+/// value, negative too; only its changes mean something). The eviction check measures what
+/// a step freed with it, without reading other threads' counters (evict.rs).
+pub fn thread_counter() -> isize {
+    COUNTERS[slot()].0.load(Ordering::Relaxed)
 }
 
 /// Memory in use once the server was set up, before any client (MEMORY STATS'
@@ -242,6 +281,13 @@ pub fn rss() -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn class_size_is_mimallocs() {
+        for n in (1..600_000).step_by(7).chain(1..5000) {
+            assert_eq!(super::class_size(n), super::good_size(n), "{n}");
+        }
+    }
+
     #[test]
     fn counts_allocations() {
         // The test binary uses the counting allocator too (see main.rs / lib.rs).

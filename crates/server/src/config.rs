@@ -78,6 +78,41 @@ pub struct Hot {
     /// those flags need recorded (shared with every database: `notify::attach`).
     pub notify_flags: AtomicU32,
     pub notify_events: Arc<AtomicU32>,
+    /// maxmemory in bytes (0: no limit) and the eviction settings (evict.rs).
+    pub maxmemory: AtomicU64,
+    /// maxmemory-policy, an index into [`MAXMEMORY_POLICIES`].
+    pub maxmemory_policy: AtomicU8,
+    pub maxmemory_samples: AtomicI64,
+    pub maxmemory_eviction_tenacity: AtomicI64,
+    pub lfu_log_factor: AtomicI64,
+    pub lfu_decay_time: AtomicI64,
+}
+
+/// maxmemory-policy's values, in Redis's order (its error message lists them so).
+pub const MAXMEMORY_POLICIES: &[&str] = &[
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-random",
+    "volatile-ttl",
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+    "noeviction",
+];
+
+/// Tells the engine whether entries' access clocks count LFU or LRU time (access.rs), from
+/// the policy and the LFU parameters now in the hot copy.
+fn apply_access_mode(h: &Hot) {
+    let policy = MAXMEMORY_POLICIES[h.maxmemory_policy.load(Ordering::Relaxed) as usize];
+    darner_engine::access::set_mode(
+        policy.ends_with("-lfu"),
+        h.lfu_log_factor
+            .load(Ordering::Relaxed)
+            .clamp(0, u32::MAX as i64) as u32,
+        h.lfu_decay_time
+            .load(Ordering::Relaxed)
+            .clamp(0, u32::MAX as i64) as u32,
+    );
 }
 
 /// The directives that decide when a small collection leaves its compact encoding, in the
@@ -580,6 +615,87 @@ pub static TABLE: &[Directive] = &[
         mutable: true,
         apply: apply_notify,
     },
+    // A size_t in Redis: any memtoull value up to 2^64 - 1 (a Memory kind is an i64).
+    Directive {
+        name: "maxmemory",
+        kind: Kind::Special,
+        default: "0",
+        mutable: true,
+        apply: |h, v| {
+            let max: u64 = v.parse().unwrap_or(0);
+            let used = crate::alloc::used_memory() as u64;
+            if max != 0 && max < used {
+                crate::log::warning(&format!(
+                    "WARNING: the new maxmemory value set via CONFIG SET ({max}) is smaller \
+                     than the current memory usage ({used}). This will result in key eviction \
+                     and/or the inability to accept new write commands depending on the \
+                     maxmemory-policy."
+                ));
+            }
+            h.maxmemory.store(max, Ordering::Relaxed);
+            Ok(())
+        },
+    },
+    Directive {
+        name: "maxmemory-policy",
+        kind: Kind::Enum(MAXMEMORY_POLICIES),
+        default: "noeviction",
+        mutable: true,
+        apply: |h, v| {
+            let i = MAXMEMORY_POLICIES
+                .iter()
+                .position(|p| p.eq_ignore_ascii_case(v))
+                .unwrap_or(MAXMEMORY_POLICIES.len() - 1);
+            h.maxmemory_policy.store(i as u8, Ordering::Relaxed);
+            apply_access_mode(h);
+            Ok(())
+        },
+    },
+    Directive {
+        name: "maxmemory-samples",
+        kind: Kind::Int {
+            min: 1,
+            max: i32::MAX as i64,
+        },
+        default: "5",
+        mutable: true,
+        apply: |h, v| set_i(&h.maxmemory_samples)(v),
+    },
+    Directive {
+        name: "maxmemory-eviction-tenacity",
+        kind: Kind::Int { min: 0, max: 100 },
+        default: "10",
+        mutable: true,
+        apply: |h, v| set_i(&h.maxmemory_eviction_tenacity)(v),
+    },
+    Directive {
+        name: "lfu-log-factor",
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        default: "10",
+        mutable: true,
+        apply: |h, v| {
+            set_i(&h.lfu_log_factor)(v)?;
+            apply_access_mode(h);
+            Ok(())
+        },
+    },
+    Directive {
+        name: "lfu-decay-time",
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        default: "1",
+        mutable: true,
+        apply: |h, v| {
+            set_i(&h.lfu_decay_time)(v)?;
+            apply_access_mode(h);
+            Ok(())
+        },
+    },
 ];
 
 /// The percentiles of latency-tracking-info-percentiles: numbers from 0 to 100 separated by
@@ -637,7 +753,6 @@ pub static UNBUILT_IMMUTABLE: &[&str] = &[
 pub static UNBUILT: &[(&str, &[&str])] = &[
     ("appendonly", &["no"]),
     ("save", &[""]),
-    ("maxmemory", &["0"]),
     ("cluster-enabled", &["no"]),
     ("replicaof", &[]),
     ("slaveof", &[]),
@@ -814,6 +929,12 @@ impl Config {
                 hll_sparse_max_bytes: AtomicI64::new(3000),
                 notify_flags: AtomicU32::new(0),
                 notify_events: Arc::new(AtomicU32::new(0)),
+                maxmemory: AtomicU64::new(0),
+                maxmemory_policy: AtomicU8::new((MAXMEMORY_POLICIES.len() - 1) as u8),
+                maxmemory_samples: AtomicI64::new(5),
+                maxmemory_eviction_tenacity: AtomicI64::new(10),
+                lfu_log_factor: AtomicI64::new(10),
+                lfu_decay_time: AtomicI64::new(1),
             },
             file,
         };
@@ -908,6 +1029,10 @@ impl Config {
                         .map(percentile_text)
                         .collect::<Vec<_>>()
                         .join(" ")
+                } else if d.name == "maxmemory" {
+                    memtoull(value)
+                        .ok_or_else(|| "argument must be a memory value".to_string())?
+                        .to_string()
                 } else if d.name == "bind" {
                     // Redis's CONFIG_BINDADDR_MAX. No address at all: no TCP listener.
                     if value.split_whitespace().count() > 16 {
@@ -1187,11 +1312,15 @@ mod tests {
             |a: &[&str]| load(None, &a.iter().map(|s| s.to_string()).collect::<Vec<_>>()).is_err();
         assert!(bad(&["--appendonly", "yes"]));
         assert!(bad(&["--save", "900", "1"]));
-        assert!(bad(&["--maxmemory", "1mb"]));
+        assert!(bad(&["--maxmemory", "1x"]));
+        assert!(bad(&["--maxmemory-policy", "lru"]));
         assert!(bad(&["--nosuch", "1"]));
         assert!(bad(&["--hz", "abc"]));
         assert!(bad(&["--hz", "+5"]));
         assert!(bad(&["--hz", "-1"]));
+        let c = load(None, &["--maxmemory".into(), "100mb".into()]).unwrap();
+        assert_eq!(c.hot.maxmemory.load(Ordering::Relaxed), 100 << 20);
+        assert_eq!(c.get("maxmemory").unwrap(), (100u64 << 20).to_string());
         // Redis keeps hz within 1..=500 rather than refusing it.
         for (given, kept) in [("0", 1), ("501", 500), ("2147483647", 500)] {
             let c = load(None, &["--hz".to_string(), given.to_string()]).unwrap();

@@ -42,6 +42,7 @@ pub mod cmd;
 pub mod config;
 pub mod conn;
 pub mod digest;
+pub mod evict;
 pub mod exec;
 pub mod latency;
 pub mod lazyfree;

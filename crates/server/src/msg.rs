@@ -118,6 +118,8 @@ pub enum Msg {
     Thread { f: ThreadFn },
     /// CLIENT UNPAUSE: run the commands held by CLIENT PAUSE now.
     Unpaused,
+    /// maxmemory: a shard started an eviction round; take this shard's part now (evict.rs).
+    Evict,
     /// A hop's result for a task of this thread.
     HopDone {
         task: usize,

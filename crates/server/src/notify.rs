@@ -131,6 +131,7 @@ pub fn engine_mask(f: u32) -> u32 {
         (KEY_MISS, Event::Miss),
         (HASH, Event::FieldsExpired),
         (GENERIC, Event::Deleted),
+        (EVICTED, Event::Evicted),
     ] {
         if f & class != 0 {
             m |= ev.bit();
@@ -147,6 +148,7 @@ fn engine_event(ev: Event) -> (u32, &'static str) {
         Event::Miss => (KEY_MISS, "keymiss"),
         Event::FieldsExpired => (HASH, "hexpired"),
         Event::Deleted => (GENERIC, "del"),
+        Event::Evicted => (EVICTED, "evicted"),
     }
 }
 

@@ -194,6 +194,7 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         pause_until: Arc::new(AtomicI64::new(0)),
         pause_writes_only: AtomicBool::new(false),
         active_expire_enabled: AtomicBool::new(true),
+        evict_round: Default::default(),
         listening: Mutex::new(crate::shared::Listening {
             addrs: opened.bound,
             closing: Vec::new(),

@@ -107,6 +107,14 @@ pub struct ThreadStats {
     pub eventloop_usec: AtomicU64,
     pub eventloop_max_usec: AtomicU64,
     pub clients: AtomicI64,
+    /// Keys evicted by this shard (maxmemory), and the keys it could evict now under the
+    /// policy in force, as it last published them (evict.rs splits the excess by them).
+    pub evicted_keys: AtomicU64,
+    pub evictable: AtomicU64,
+    /// Bytes this shard still has to free of its last share of the excess (evict.rs).
+    pub evict_owed: AtomicU64,
+    /// When this shard last took its eviction baseline (unix ms).
+    pub evict_baseline_ms: AtomicU64,
     pub cmd: Vec<CmdStat>,
 }
 
@@ -121,6 +129,7 @@ impl ThreadStats {
             &self.net_input,
             &self.net_output,
             &self.expired_keys,
+            &self.evicted_keys,
             &self.expire_cycle_usec,
             &self.expire_cycle_time_cap,
             &self.keyspace_hits,
@@ -198,6 +207,8 @@ pub struct Shared {
     pub pause_until: Arc<AtomicI64>,
     pub pause_writes_only: AtomicBool,
     pub active_expire_enabled: AtomicBool,
+    /// maxmemory's eviction round, shared by the shards (evict.rs).
+    pub evict_round: crate::evict::Round,
     /// Where the threads listen (CONFIG SET port / bind changes it).
     pub listening: Mutex<Listening>,
     pub executable: String,

@@ -48,6 +48,7 @@ pub fn register(r: &mut Reg) {
 
 const ERR_SAME_OBJECT: &[u8] = b"ERR source and destination objects are the same";
 const ERR_INVALID_CURSOR: &[u8] = b"ERR invalid cursor";
+const ERR_LFU_IDLE: &[u8] = b"ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
 const ERR_NO_LFU: &[u8] = b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
 /// Redis's refcount of its shared integer objects (OBJ_SHARED_REFCOUNT = INT_MAX).
 const SHARED_REFCOUNT: i64 = i32::MAX as i64;
@@ -776,10 +777,14 @@ fn object_encoding(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 }
 
 fn object_freq(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
-    // Darner has no LFU policy, so (as Redis without one) frequencies are not tracked.
+    let clock = ctx.clock;
+    // `peek`: looking counts no access. The counter decayed to now, not stored (Redis).
     match ctx.db().peek(args[2]) {
         None => w.null(),
-        Some(_) => w.error(ERR_NO_LFU),
+        Some(e) => match clock.lfu {
+            Some(l) => w.int(l.counter(e.clock()) as i64),
+            None => w.error(ERR_NO_LFU),
+        },
     }
 }
 
@@ -788,6 +793,7 @@ fn object_idletime(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     // `peek`: looking must not reset the clock it reports.
     match ctx.db().peek(args[2]) {
         None => w.null(),
+        Some(_) if clock.lfu.is_some() => w.error(ERR_LFU_IDLE),
         Some(e) => w.int(clock.idle_secs(e.clock()) as i64),
     }
 }

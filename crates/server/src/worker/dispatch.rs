@@ -296,6 +296,22 @@ impl Worker {
                 return;
             }
         }
+        // maxmemory (evict.rs): this shard keeps its part of the budget before any command;
+        // out of memory with nothing to evict, a command that may grow memory is refused,
+        // and inside MULTI any command but EXEC / DISCARD / QUIT / RESET (Redis's rules).
+        if self.shared.config.hot.maxmemory.load(Ordering::Relaxed) != 0 && self.evict_check(false)
+        {
+            let state = &self.conns[c].state;
+            let refuse = spec.has(flags::DENYOOM)
+                || (spec.full_name == "exec" && multi_has_denyoom(state))
+                || (state.in_multi()
+                    && !matches!(spec.full_name, "exec" | "discard" | "quit" | "reset"));
+            if refuse {
+                bump(&self.shared.stats[self.id].cmd[cmd.id].rejected, 1);
+                self.reject(c, Some(spec), crate::evict::ERR_OOM);
+                return;
+            }
+        }
         let conn = &mut self.conns[c];
         // RESP2 subscribe mode: only the commands that manage subscriptions (Redis's rule).
         if !conn.state.resp3
@@ -640,6 +656,15 @@ fn take_suppress(state: &mut ClientState) -> bool {
             true
         }
     }
+}
+
+/// Whether a queued command of the client's transaction may grow memory (EXEC is then refused
+/// when out of memory, as Redis checks the transaction's accumulated flags).
+fn multi_has_denyoom(state: &ClientState) -> bool {
+    state
+        .multi
+        .as_ref()
+        .is_some_and(|q| q.iter().any(|(c, _)| c.spec.has(flags::DENYOOM)))
 }
 
 fn multi_has_writes(state: &ClientState) -> bool {

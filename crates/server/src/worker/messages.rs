@@ -178,6 +178,9 @@ impl Worker {
                 flow,
             } => self.stream_chunk(conn, seq, &bytes, last, flow),
             Msg::StreamTick => self.stream_tick(),
+            Msg::Evict => {
+                self.evict_check(false);
+            }
             Msg::Monitor { line } => {
                 let ids: Vec<usize> = self
                     .conns
@@ -302,6 +305,11 @@ impl Worker {
     pub(super) fn exec_batch(&mut self, from: usize, items: Vec<BatchItem>) {
         if items.len() > 1 {
             self.prefetch_batch(&items);
+        }
+        // This shard keeps its part of maxmemory before the batch's commands run (the
+        // sender checked the whole process's state and refused what it had to: evict.rs).
+        if self.shared.config.hot.maxmemory.load(Ordering::Relaxed) != 0 {
+            self.evict_check(false);
         }
         let mut held: Vec<crate::blocking::Mover> = Vec::new();
         // Room for a short reply each (a GET's bulk string of a small value): few regrowths.

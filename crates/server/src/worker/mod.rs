@@ -139,6 +139,8 @@ pub struct Worker {
     more_input: Vec<usize>,
     /// Streamed replies arriving for this thread's connections (stream.rs).
     inbound: crate::stream::Inbound,
+    /// maxmemory: this shard's eviction state (evict.rs).
+    evict: crate::evict::Evictor,
     stop: bool,
 }
 
@@ -172,6 +174,7 @@ impl Worker {
             loop_now: Instant::now(),
             more_input: Vec::new(),
             inbound: Default::default(),
+            evict: Default::default(),
             stop: false,
         };
         crate::notify::attach(&w.shared, &mut w.shard);
@@ -201,7 +204,8 @@ impl Worker {
             let busy = self.exec.has_ready()
                 || LOCAL.with(|l| !l.borrow().is_empty())
                 || !self.more_input.is_empty()
-                || !self.shard.dying.is_empty();
+                || !self.shard.dying.is_empty()
+                || self.evict.pending;
             let hz = self
                 .shared
                 .config
@@ -248,6 +252,10 @@ impl Worker {
             self.loop_now = Instant::now();
             self.now_ms = Shared::now_ms();
             exec::fire_timers(self.loop_now);
+            crate::evict::publish_evictable(&self.shard, &self.shared);
+            if self.shared.config.hot.maxmemory.load(Ordering::Relaxed) != 0 {
+                self.evict_check(false);
+            }
             // Read every ready socket first, start loading the keys their first requests
             // name, then run the requests: unpipelined clients' table lookups overlap their
             // cache misses instead of taking them one after another.
@@ -352,10 +360,31 @@ impl Worker {
         }
     }
 
+    /// maxmemory (evict.rs): evicts this shard's keys while it owes its part of the budget.
+    /// Returns true when the process is over it with nothing left to evict anywhere.
+    /// `refresh`: read every thread's memory counter now, not only once a millisecond.
+    #[inline(never)]
+    pub(super) fn evict_check(&mut self, refresh: bool) -> bool {
+        let v = self
+            .evict
+            .check(&mut self.shard, &self.shared, self.loop_now, refresh);
+        // Evicted keys' invalidations are no client's write (NOLOOP hides none of them).
+        if v.evicted {
+            self.drain_written(None);
+        }
+        if v.wake {
+            for t in (0..self.shared.threads).filter(|&t| t != self.id) {
+                self.shared.send(t, Msg::Evict);
+            }
+        }
+        v.oom
+    }
+
     // ---- periodic work ----
 
     fn cron(&mut self) {
         self.cron_count += 1;
+        self.evict_check(true);
         if self.id == 0 {
             cmd::server::cron(&self.shared);
         }

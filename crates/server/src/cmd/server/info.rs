@@ -477,9 +477,15 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 line!("used_memory_scripts_human:0B");
                 line!("total_system_memory:{sys}");
                 line!("total_system_memory_human:{}", human(sys));
-                line!("maxmemory:0");
-                line!("maxmemory_human:0B");
-                line!("maxmemory_policy:noeviction");
+                let hot = &shared.config.hot;
+                let maxmemory = hot.maxmemory.load(Ordering::Relaxed);
+                line!("maxmemory:{maxmemory}");
+                line!("maxmemory_human:{}", human(maxmemory));
+                line!(
+                    "maxmemory_policy:{}",
+                    crate::config::MAXMEMORY_POLICIES
+                        [hot.maxmemory_policy.load(Ordering::Relaxed) as usize]
+                );
                 line!(
                     "mem_fragmentation_ratio:{:.2}",
                     rss as f64 / used.max(1) as f64
@@ -593,9 +599,9 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                     "expire_cycle_cpu_milliseconds:{}",
                     shared.sum(|t| &t.expire_cycle_usec) / 1000
                 );
-                line!("evicted_keys:0");
+                line!("evicted_keys:{}", shared.sum(|t| &t.evicted_keys));
                 line!("evicted_clients:0");
-                // No maxmemory (so no eviction), MIGRATE, replicas or active defrag yet.
+                // No client eviction (maxmemory-clients), MIGRATE, replicas or active defrag yet.
                 line!("total_eviction_exceeded_time:0");
                 line!("current_eviction_exceeded_time:0");
                 line!("keyspace_hits:{}", sum(|s| s.hits));
