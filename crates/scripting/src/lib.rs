@@ -88,7 +88,7 @@ pub use functions::{FunctionEngine, FunctionInfo, LibraryInfo};
 pub use host::{errors, CallCtx, Host, KillOutcome, LogLevel, RunControl};
 pub use host::{REPL_ALL, REPL_AOF, REPL_NONE, REPL_REPLICA};
 pub use redislib::{REDIS_VERSION, REDIS_VERSION_NUM};
-pub use sha1::sha1_hex;
+pub use sha1::{sha1, sha1_hex};
 
 use sandbox::{Kind, Sandbox};
 

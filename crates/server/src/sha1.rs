@@ -2,68 +2,9 @@
 //! hashes, so the same data must give the same bytes). Not used for anything that needs a
 //! secure hash.
 
-/// The SHA-1 hash of `data`.
-pub fn sha1(data: &[u8]) -> [u8; 20] {
-    let mut h: [u32; 5] = [
-        0x6745_2301,
-        0xefcd_ab89,
-        0x98ba_dcfe,
-        0x1032_5476,
-        0xc3d2_e1f0,
-    ];
-    let mut blocks = data.chunks_exact(64);
-    for b in &mut blocks {
-        compress(&mut h, b.try_into().expect("64 bytes"));
-    }
-    // The tail, the 0x80 marker, zeros and the bit length: one or two more blocks.
-    let tail = blocks.remainder();
-    let mut last = [0u8; 128];
-    last[..tail.len()].copy_from_slice(tail);
-    last[tail.len()] = 0x80;
-    let n = if tail.len() < 56 { 64 } else { 128 };
-    last[n - 8..n].copy_from_slice(&((data.len() as u64).wrapping_mul(8)).to_be_bytes());
-    for b in last[..n].chunks_exact(64) {
-        compress(&mut h, b.try_into().expect("64 bytes"));
-    }
-    let mut out = [0u8; 20];
-    for (o, w) in out.chunks_exact_mut(4).zip(h) {
-        o.copy_from_slice(&w.to_be_bytes());
-    }
-    out
-}
-
-fn compress(h: &mut [u32; 5], block: &[u8; 64]) {
-    let mut w = [0u32; 80];
-    for (i, c) in block.chunks_exact(4).enumerate() {
-        w[i] = u32::from_be_bytes(c.try_into().expect("4 bytes"));
-    }
-    for i in 16..80 {
-        w[i] = (w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]).rotate_left(1);
-    }
-    let [mut a, mut b, mut c, mut d, mut e] = *h;
-    for (i, &wi) in w.iter().enumerate() {
-        let (f, k) = match i {
-            0..=19 => ((b & c) | (!b & d), 0x5a82_7999),
-            20..=39 => (b ^ c ^ d, 0x6ed9_eba1),
-            40..=59 => ((b & c) | (b & d) | (c & d), 0x8f1b_bcdc),
-            _ => (b ^ c ^ d, 0xca62_c1d6),
-        };
-        let t = a
-            .rotate_left(5)
-            .wrapping_add(f)
-            .wrapping_add(e)
-            .wrapping_add(k)
-            .wrapping_add(wi);
-        e = d;
-        d = c;
-        c = b.rotate_left(30);
-        b = a;
-        a = t;
-    }
-    for (x, y) in h.iter_mut().zip([a, b, c, d, e]) {
-        *x = x.wrapping_add(y);
-    }
-}
+/// The SHA-1 hash of `data`: the scripting crate's (scripts are named by their SHA-1), one
+/// implementation for both.
+pub use darner_scripting::sha1;
 
 /// Lower-case hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {

@@ -229,9 +229,16 @@ async fn run(tx: Tx, args: Vec<Bytes>, by_sha: bool, read_only: bool) -> Vec<u8>
     if read_only && !script_flags.eval_compat_mode && !script_flags.no_writes {
         return err(b"ERR Can not execute a script with write flag using *_ro command.");
     }
+    reply(&tx, Run::Script(sha), &args, n, read_only).await
+}
+
+/// Runs the script or function with `args[3..]` (the first `n` its keys) and writes its
+/// result in the client's protocol.
+async fn reply(tx: &Tx, what: Run, args: &[Bytes], n: usize, read_only: bool) -> Vec<u8> {
+    let resp3 = tx.resp3();
     let keys: Vec<Bytes> = args[3..3 + n].to_vec();
     let argv: Vec<Bytes> = args[3 + n..].to_vec();
-    let frame = drive(&tx, Run::Script(sha), keys, argv, read_only).await;
+    let frame = drive(tx, what, keys, argv, read_only).await;
     tx.set_resp3(resp3);
     let mut out = Vec::new();
     darner_scripting::write_reply(&frame, &mut ReplyWriter::new(&mut out, resp3));
@@ -460,13 +467,7 @@ async fn run_function(tx: Tx, args: Vec<Bytes>, read_only: bool) -> Vec<u8> {
     if read_only && !flags.no_writes {
         return err(b"ERR Can not execute a script with write flag using *_ro command.");
     }
-    let keys: Vec<Bytes> = args[3..3 + n].to_vec();
-    let argv: Vec<Bytes> = args[3 + n..].to_vec();
-    let frame = drive(&tx, Run::Function(name), keys, argv, read_only).await;
-    tx.set_resp3(resp3);
-    let mut out = Vec::new();
-    darner_scripting::write_reply(&frame, &mut ReplyWriter::new(&mut out, resp3));
-    out
+    reply(&tx, Run::Function(name), &args, n, read_only).await
 }
 
 /// Runs a change of the libraries on this thread's engine and publishes the result.
