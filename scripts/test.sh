@@ -50,7 +50,7 @@ if ! command -v redis-server >/dev/null 2>&1; then
 fi
 redis-server --version
 
-if ! python3 -c 'import redis, redis.cache, pytest, hypothesis' 2>/dev/null; then
+if ! python3 -c 'import redis, redis.cache, pytest, hypothesis, rq' 2>/dev/null; then
     echo "installing python test dependencies from tests/requirements.txt"
     if ! python3 -m pip --version >/dev/null 2>&1; then
         apt_install python3-pip
