@@ -97,8 +97,10 @@ def _on_another_thread(srv, deadline):
     while time.monotonic() < deadline:
         c = srv.client(socket_timeout=1)
         try:
-            if c.ping():
-                return c
+            c.ping()
+            return c
+        except redis.exceptions.ResponseError:
+            return c  # BUSY: served, by a thread that is not running the script
         except redis.exceptions.TimeoutError:
             pass
     raise AssertionError("no connection on another thread")
@@ -216,3 +218,37 @@ def test_a_function_dump_made_by_redis_restores_here(darner_factory, redis_ref):
     assert ref.function_restore(c.function_dump())
     assert ref.fcall("bump", 1, "n", 1) == 1
     ref.function_flush()
+
+
+def test_other_clients_get_busy_past_the_threshold_until_script_kill(darner_factory):
+    srv = darner_factory(threads=2)
+    admin = srv.client()
+    # lua-time-limit is busy-reply-threshold's old name.
+    assert admin.config_set("lua-time-limit", 100)
+    assert admin.config_get("busy-reply-threshold") == {"busy-reply-threshold": "100"}
+    admin.set("k", "v")
+    looping = srv.client(socket_timeout=30)
+    outcome = {}
+
+    def run():
+        try:
+            looping.eval("while true do end", 0)
+        except redis.exceptions.ResponseError as e:
+            outcome["error"] = str(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    deadline = time.monotonic() + 20
+    other = _on_another_thread(srv, deadline)
+    busy = None
+    while time.monotonic() < deadline and busy is None:
+        try:
+            other.get("k")
+        except redis.exceptions.ResponseError as e:
+            busy = str(e)
+        time.sleep(0.02)
+    assert busy == "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.", busy
+    assert other.script_kill()
+    t.join(20)
+    assert "Script killed by user with SCRIPT KILL" in outcome["error"]
+    assert other.get("k") == b"v"

@@ -83,6 +83,8 @@ pub struct Hot {
     /// maxmemory-policy, an index into [`MAXMEMORY_POLICIES`].
     pub maxmemory_policy: AtomicU8,
     pub maxmemory_samples: AtomicI64,
+    /// busy-reply-threshold (lua-time-limit): ms a script runs before others get -BUSY.
+    pub busy_reply_threshold: AtomicI64,
     pub maxmemory_eviction_tenacity: AtomicI64,
     pub lfu_log_factor: AtomicI64,
     pub lfu_decay_time: AtomicI64,
@@ -662,6 +664,16 @@ pub static TABLE: &[Directive] = &[
         apply: |h, v| set_i(&h.maxmemory_samples)(v),
     },
     Directive {
+        name: "busy-reply-threshold",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "5000",
+        mutable: true,
+        apply: |h, v| set_i(&h.busy_reply_threshold)(v),
+    },
+    Directive {
         name: "maxmemory-eviction-tenacity",
         kind: Kind::Int { min: 0, max: 100 },
         default: "10",
@@ -875,6 +887,7 @@ pub static ALIASES: &[(&str, &str)] = &[
     ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
     ("zset-max-ziplist-value", "zset-max-listpack-value"),
     ("list-max-ziplist-size", "list-max-listpack-size"),
+    ("lua-time-limit", "busy-reply-threshold"),
 ];
 
 /// Directives Redis 7.2 still reads in a config file (with one value) and ignores, having no
@@ -932,6 +945,7 @@ impl Config {
                 maxmemory: AtomicU64::new(0),
                 maxmemory_policy: AtomicU8::new((MAXMEMORY_POLICIES.len() - 1) as u8),
                 maxmemory_samples: AtomicI64::new(5),
+                busy_reply_threshold: AtomicI64::new(5000),
                 maxmemory_eviction_tenacity: AtomicI64::new(10),
                 lfu_log_factor: AtomicI64::new(10),
                 lfu_decay_time: AtomicI64::new(1),

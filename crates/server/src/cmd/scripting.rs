@@ -35,7 +35,7 @@ use darner_scripting::{
 };
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub fn register(r: &mut Reg) {
@@ -72,6 +72,48 @@ pub struct Scripts {
     libraries: Mutex<Vec<Bytes>>,
     library_changes: AtomicU64,
     function_controls: Mutex<Vec<Arc<RunControl>>>,
+    /// Scripts and functions running now (suspended in a hop included): while none runs, the
+    /// BUSY check of every command is this one load.
+    running: AtomicUsize,
+}
+
+const ERR_BUSY_SCRIPT: &[u8] =
+    b"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+const ERR_BUSY_FUNCTION: &[u8] =
+    b"BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
+
+impl Scripts {
+    /// The `-BUSY` error a command without the allow-busy flag gets now: a script or function
+    /// has run for `threshold_ms` or more (busy-reply-threshold), None otherwise.
+    pub fn busy(&self, threshold_ms: i64) -> Option<&'static [u8]> {
+        if self.running.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let over = |c: &Arc<RunControl>| c.is_busy(threshold_ms.max(0) as u64);
+        if self.controls.lock().unwrap().iter().any(over) {
+            return Some(ERR_BUSY_SCRIPT);
+        }
+        if self.function_controls.lock().unwrap().iter().any(over) {
+            return Some(ERR_BUSY_FUNCTION);
+        }
+        None
+    }
+}
+
+/// Counts a script as running for as long as it lives.
+struct Running<'a>(&'a AtomicUsize);
+
+impl<'a> Running<'a> {
+    fn start(n: &'a AtomicUsize) -> Running<'a> {
+        n.fetch_add(1, Ordering::AcqRel);
+        Running(n)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// A script's stack: enough for Lua's C stack at its nesting limits (crates/scripting caps
@@ -292,6 +334,7 @@ async fn drive(tx: &Tx, what: Run, keys: Vec<Bytes>, argv: Vec<Bytes>, ro: bool)
             };
             ran.unwrap_or_else(|| Frame::Error(Bytes::from_static(ERR_ENGINE_BUSY)))
         });
+    let _running = Running::start(&tx.shared().scripts.running);
     let mut input = Vec::new();
     let frame = loop {
         match co.resume(input) {

@@ -283,6 +283,19 @@ impl Worker {
             self.reject(c, Some(spec), b"NOAUTH Authentication required.");
             return;
         }
+        // A script past busy-reply-threshold: only allow-busy commands (SCRIPT KILL, ...).
+        if !spec.has(flags::ALLOW_BUSY) {
+            let threshold = self
+                .shared
+                .config
+                .hot
+                .busy_reply_threshold
+                .load(Ordering::Relaxed);
+            if let Some(e) = self.shared.scripts.busy(threshold) {
+                self.reject(c, Some(spec), e);
+                return;
+            }
+        }
         if spec.has(flags::PROTECTED) {
             let module = spec.full_name.starts_with("module|");
             if !self.protected_allowed(c, module) {
