@@ -106,19 +106,25 @@ def _on_another_thread(srv, deadline):
     raise AssertionError("no connection on another thread")
 
 
-def test_script_kill_stops_a_looping_script_that_has_not_written(darner_factory):
-    srv = darner_factory(threads=2)
-    looping = srv.client(socket_timeout=30)
+def _run_in_background(client, script):
+    """EVALs `script` on a thread of its own; the error it ends with lands in outcome."""
     outcome = {}
 
     def run():
         try:
-            looping.eval("local i = 0 while true do i = i + 1 end", 0)
+            client.eval(script, 0)
         except redis.exceptions.ResponseError as e:
             outcome["error"] = str(e)
 
     t = threading.Thread(target=run)
     t.start()
+    return t, outcome
+
+
+def test_script_kill_stops_a_looping_script_that_has_not_written(darner_factory):
+    srv = darner_factory(threads=2)
+    looping = srv.client(socket_timeout=30)
+    t, outcome = _run_in_background(looping, "local i = 0 while true do i = i + 1 end")
     deadline = time.monotonic() + 20
     killer = _on_another_thread(srv, deadline)
     # The script may not have started yet: NOTBUSY until it runs.
@@ -228,16 +234,7 @@ def test_other_clients_get_busy_past_the_threshold_until_script_kill(darner_fact
     assert admin.config_get("busy-reply-threshold") == {"busy-reply-threshold": "100"}
     admin.set("k", "v")
     looping = srv.client(socket_timeout=30)
-    outcome = {}
-
-    def run():
-        try:
-            looping.eval("while true do end", 0)
-        except redis.exceptions.ResponseError as e:
-            outcome["error"] = str(e)
-
-    t = threading.Thread(target=run)
-    t.start()
+    t, outcome = _run_in_background(looping, "while true do end")
     deadline = time.monotonic() + 20
     other = _on_another_thread(srv, deadline)
     busy = None

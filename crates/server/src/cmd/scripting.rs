@@ -71,6 +71,8 @@ pub struct Scripts {
     /// each thread's function engine reloads them when its generation is behind.
     libraries: Mutex<Vec<Bytes>>,
     library_changes: AtomicU64,
+    /// How many functions those libraries register (FUNCTION STATS).
+    functions: AtomicUsize,
     function_controls: Mutex<Vec<Arc<RunControl>>>,
     /// Scripts and functions running now (suspended in a hop included): while none runs, the
     /// BUSY check of every command is this one load.
@@ -154,6 +156,9 @@ fn with_functions<R>(scripts: &Scripts, f: impl FnOnce(&mut FunctionEngine) -> R
 fn publish_libraries(scripts: &Scripts, engine: &FunctionEngine) {
     let mut libs = scripts.libraries.lock().unwrap();
     *libs = engine.libraries().map(|l| l.code.clone()).collect();
+    scripts
+        .functions
+        .store(engine.function_count(), Ordering::Release);
     let gen = scripts.library_changes.fetch_add(1, Ordering::AcqRel) + 1;
     FUNCTIONS.with(|cell| {
         if let Ok(mut slot) = cell.try_borrow_mut() {
@@ -699,8 +704,7 @@ fn function_stats(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
         .iter()
         .any(|c| c.is_running());
     let libs = scripts.libraries.lock().unwrap().len();
-    // The functions are counted by this thread's engine (the libraries are everyone's).
-    let functions = with_functions(scripts, |e| e.function_count()).unwrap_or(0);
+    let functions = scripts.functions.load(Ordering::Acquire);
     w.map(2);
     w.bulk(b"running_script");
     if running {

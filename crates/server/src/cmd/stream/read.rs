@@ -230,20 +230,26 @@ impl BlockOp for ReadOp {
             .ok()
             .flatten()
             .unwrap_or_default();
-        let mut out = Vec::with_capacity(part.len() + 8);
-        let mut w = ReplyWriter::new(&mut out, self.resp3);
-        if self.resp3 {
-            w.map(1);
-        } else {
-            w.array(1);
-        }
-        out.extend_from_slice(&part);
-        out
+        one_stream_reply(&part, self.resp3)
     }
 
     fn fifo(&self) -> bool {
         false
     }
+}
+
+/// The reply of a blocked reader served with one stream's entries (`part`, that stream's
+/// name-and-entries pair): a map of one in RESP3, an array of one in RESP2.
+fn one_stream_reply(part: &[u8], resp3: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(part.len() + 8);
+    let mut w = ReplyWriter::new(&mut out, resp3);
+    if resp3 {
+        w.map(1);
+    } else {
+        w.array(1);
+    }
+    out.extend_from_slice(part);
+    out
 }
 
 pub(super) fn xread(tx: Tx, args: Vec<Bytes>) -> TxFuture {
@@ -535,15 +541,7 @@ impl BlockOp for GroupOp {
             resp3,
         };
         let part = serve_group(ctx, key, GroupId::New, &r).unwrap_or_default();
-        let mut out = Vec::with_capacity(part.len() + 8);
-        let mut w = ReplyWriter::new(&mut out, resp3);
-        if resp3 {
-            w.map(1);
-        } else {
-            w.array(1);
-        }
-        out.extend_from_slice(&part);
-        out
+        one_stream_reply(&part, resp3)
     }
 
     fn fifo(&self) -> bool {
