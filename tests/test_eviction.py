@@ -28,7 +28,7 @@ def used(c: RawConn) -> int:
     return int(info(c, "memory")["used_memory"])
 
 
-def poll(cond, timeout=10.0, what="condition"):
+def poll(cond, timeout=30.0, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
@@ -312,7 +312,7 @@ def test_evicted_keys_send_event_and_tracking_invalidation(darner_factory):
             trk.call("GET", k)
         w.call("CONFIG", "SET", "maxmemory", "1")
         events, invalidated = set(), set()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while (len(events) < 20 or len(invalidated) < 20) and time.monotonic() < deadline:
             if len(events) < 20:
                 m = sub.read_reply(timeout=5).py()
