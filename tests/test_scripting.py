@@ -249,3 +249,142 @@ def test_other_clients_get_busy_past_the_threshold_until_script_kill(darner_fact
     t.join(20)
     assert "Script killed by user with SCRIPT KILL" in outcome["error"]
     assert other.get("k") == b"v"
+
+
+def _key_on(shard_no, shards, prefix):
+    from keyslot import shard
+
+    return next("%s%d" % (prefix, i) for i in range(1000) if shard("%s%d" % (prefix, i), shards) == shard_no)
+
+
+# Spins for the given milliseconds (TIME is not a key command: the script keeps holding only
+# its declared key), then writes it.
+SPIN = """
+local t0 = redis.call('TIME')
+local function us(t) return tonumber(t[1]) * 1000000 + tonumber(t[2]) end
+while us(redis.call('TIME')) - us(t0) < tonumber(ARGV[1]) * 1000 do end
+redis.call('SET', KEYS[1], 'spun')
+return 1
+"""
+
+
+def test_a_script_holds_only_its_declared_keys_so_other_shards_keep_serving(darner_factory):
+    srv = darner_factory(threads=2)
+    admin = srv.client()
+    assert admin.config_set("busy-reply-threshold", 60000)
+    keys = [_key_on(s, 2, "spin") for s in (0, 1)]
+    for k in keys:
+        admin.set(k, "before")
+    spinner = srv.client(socket_timeout=60)
+    done = {}
+
+    def spin():
+        done["reply"] = spinner.eval(SPIN, 1, keys[0], 4000)
+        done["at"] = time.monotonic()
+
+    t = threading.Thread(target=spin)
+    t.start()
+    # The script's thread spins; the other thread's shard owns one of the two keys. A
+    # connection on the other thread reading the key of its own shard must be answered while
+    # the script still runs (a script that reserved every shard held it until the end).
+    served = None
+    deadline = time.monotonic() + 3.5
+    while served is None and time.monotonic() < deadline and "at" not in done:
+        c = srv.client(socket_timeout=0.5)
+        for k in keys:
+            try:
+                if c.get(k) == b"before":
+                    served = (k, time.monotonic())
+                    break
+            except redis.exceptions.TimeoutError:
+                break
+    t.join(60)
+    assert done["reply"] == 1
+    assert served is not None, "no other client was served while the script ran"
+    assert served[1] < done["at"]
+    assert admin.get(keys[0]) == b"spun"
+
+
+def test_a_script_reaching_undeclared_keys_after_writing_is_undone_and_rerun_once(darner_factory):
+    srv = darner_factory(threads=2)
+    c = srv.client()
+    declared = _key_on(0, 2, "decl")
+    undeclared = _key_on(1, 2, "undecl")
+    script = """
+    redis.call('INCR', KEYS[1])
+    redis.call('RPUSH', KEYS[1] .. ':log', ARGV[2])
+    redis.call('INCR', ARGV[1])
+    return {redis.call('GET', KEYS[1]), redis.call('GET', ARGV[1])}
+    """
+    # Its first run holds the declared key only, writes it, then reaches the undeclared one:
+    # the writes are put back and the script runs again over every shard, once.
+    assert c.eval(script, 1, declared, undeclared, "first") == [b"1", b"1"]
+    assert c.lrange(declared + ":log", 0, -1) == [b"first"]
+    # Known now to reach beyond its keys: it reserves every shard from the start.
+    assert c.eval(script, 1, declared, undeclared, "second") == [b"2", b"2"]
+    assert c.lrange(declared + ":log", 0, -1) == [b"first", b"second"]
+
+
+def test_a_script_writing_a_big_value_runs_over_every_shard_and_writes_it_once(darner_factory):
+    srv = darner_factory(threads=2)
+    c = srv.client()
+    big = _key_on(0, 2, "big")
+    c.rpush(big, *[b"x" * 100 for _ in range(5000)])  # too big to copy for an undo
+    script = "redis.call('LPUSH', KEYS[1], 'head'); return redis.call('LLEN', KEYS[1])"
+    assert c.eval(script, 1, big) == 5001
+    assert c.lrange(big, 0, 0) == [b"head"]
+    # A watched key is not written before the script holds everything: the EXEC of the
+    # client that watched it fails once, as it would have in Redis.
+    w = srv.client()
+    small = _key_on(1, 2, "watched")
+    w.set(small, 1)
+    p = w.pipeline(transaction=True)
+    p.watch(small)
+    assert c.eval("return redis.call('INCR', KEYS[1])", 1, small) == 2
+    p.multi()
+    p.get(small)
+    with pytest.raises(redis.exceptions.WatchError):
+        p.execute()
+
+
+def test_scripts_with_undeclared_keys_never_show_half_a_move(darner_factory):
+    """Movers whose destination is undeclared (each body new, so each first run is undone and
+    rerun): a reader summing every account in one script never sees money missing."""
+    srv = darner_factory(threads=4)
+    c = srv.client()
+    accounts = ["uacct:%d" % i for i in range(12)]
+    for a in accounts:
+        c.set(a, 100)
+    expected = 100 * len(accounts)
+    stop = time.monotonic() + 3
+    errors = []
+
+    def mover(seed):
+        cc = srv.client()
+        i = seed
+        while time.monotonic() < stop and not errors:
+            src, dst = accounts[i % len(accounts)], accounts[(i * 5 + 1) % len(accounts)]
+            body = """
+            local n = tonumber(ARGV[2])
+            redis.call('DECRBY', KEYS[1], n)
+            redis.call('INCRBY', ARGV[1], n)
+            return %d""" % (i % 50)
+            if src != dst:
+                cc.eval(body, 1, src, dst, 1 + i % 3)
+            i += 4
+
+    def reader():
+        cc = srv.client()
+        while time.monotonic() < stop and not errors:
+            total = cc.eval(TOTAL, len(accounts), *accounts)
+            if total != expected:
+                errors.append(total)
+
+    threads = [threading.Thread(target=mover, args=(s,)) for s in range(4)]
+    threads += [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, "a reader saw a total of %r, not %d" % (errors[:3], expected)
+    assert sum(int(v) for v in c.mget(accounts)) == expected

@@ -587,6 +587,13 @@ impl Db {
         live
     }
 
+    /// Whether some client WATCHes `key` (a script that may be undone and re-run does not
+    /// write such a key before it holds every shard: an undone write would still have
+    /// failed that client's EXEC).
+    pub fn has_watchers(&self, key: &[u8]) -> bool {
+        !self.signals.watchers.is_empty() && self.signals.watchers.contains_key(key)
+    }
+
     /// Forgets watches whose clients are gone (called from the periodic cycle).
     pub fn prune_watchers(&mut self) {
         self.signals.watchers.retain(|_, list| {

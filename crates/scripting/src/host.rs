@@ -198,6 +198,13 @@ impl RunControl {
         }
     }
 
+    /// Stops the running script at its next hook check, whether it has written or not: the
+    /// host has undone its writes and runs it again (the server reruns a script that reached
+    /// beyond the keys it reserved).
+    pub fn abort(&self) {
+        self.kill.store(true, Ordering::Release);
+    }
+
     pub(crate) fn kill_requested(&self) -> bool {
         self.kill.load(Ordering::Acquire)
     }

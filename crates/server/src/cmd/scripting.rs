@@ -1,13 +1,29 @@
 //! EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT LOAD / EXISTS / FLUSH / KILL: Lua scripts
 //! (crates/scripting runs them; this file gives them the keyspace).
 //!
-//! **A script is a transaction.** It reserves every shard as a whole (`Locks::All`, as
-//! FLUSHALL does) before it starts and holds them until it returns, so no client sees half of
-//! it, whatever shards its keys live on, and keys it did not declare in KEYS (legal outside
-//! cluster mode, and common) are as safe as the declared ones. That is Redis's own
-//! guarantee, at Redis's price: while a script runs, other commands wait. Reserving only the
-//! declared keys' intents, so that scripts on other keys run alongside, needs a safe answer
-//! for a script that reaches an undeclared key after it has written, and is left for later.
+//! **A script is a transaction.** No client sees half of it, whatever shards its keys live
+//! on, and keys it did not declare in KEYS (legal outside cluster mode, and common) are as
+//! safe as the declared ones.
+//!
+//! **Which shards.** A script reserves its declared keys' intents only (sched.rs), so scripts
+//! and commands on other keys, and other shards, go on meanwhile: Redis stops everything
+//! while a script runs, Darner only what the script declared. Every command the script calls
+//! is checked against them first ([`Declared::within`]). A run that reaches beyond them (an
+//! undeclared key, a command bound to no key such as KEYS or FLUSHDB, MOVE, or an effect no
+//! undo could take back such as PUBLISH) cannot simply take more: VLL's order is fixed when a
+//! transaction is scheduled, and a later claim could wait on a transaction that waits on it.
+//! So the run is stopped (its engine's abort: its commands fail from then on and its hook
+//! ends it), undone, and started again with every shard reserved, as Redis runs every
+//! script; the script is remembered (`Scripts::wide`) and reserves every shard from its next
+//! run on. Undone means: before a run that holds only its declared keys writes a key for the
+//! first time, the key's entry is copied ([`Journal`]); the undo puts the copies back. Nobody
+//! saw the writes in between (their keys were held), so the rerun is the only run anyone
+//! sees. Where a copy could not make the undo invisible, the write is treated as reaching
+//! beyond: a value over 64 KiB (copying it on every run would cost more than reserving every
+//! shard), a key some client WATCHes (its EXEC would fail for a write that was undone), and
+//! any write while keyspace notifications are on (their messages cannot be taken back).
+//! What a rerun repeats is harmless: `redis.log` lines, and a tracking client's
+//! invalidation for a key that ends as it was.
 //!
 //! **Where it runs.** On the connection's thread, in that thread's Lua engine (a Lua state is
 //! not `Send`; each thread has its own, and a shared map of script bodies lets EVALSHA find
@@ -17,17 +33,20 @@
 //! `corosensei`): `redis.call` suspends it while the command hops, the thread goes on serving
 //! its other work meanwhile, and the reply resumes it. (Lua 5.1 cannot yield across its own
 //! C calls, such as `pcall`, so a Lua-level coroutine could not do this.) One script runs on
-//! a thread at a time; the whole-keyspace reservation makes that one script at a time.
+//! a thread at a time (its engine is the thread's): a run takes the thread's [`Turn`] before
+//! it reserves anything, so that one waiting for the turn holds nothing.
 //!
 //! **Killing.** SCRIPT KILL, from any thread, asks the running script's engine to stop
 //! (its instruction hook checks the flag); a script that has written answers UNKILLABLE.
 
 use super::{ConnCtx, Locks, Reg, TxFuture};
 use crate::exec::Tx;
+use crate::sched::{fingerprint, Intents};
 use bytes::Bytes;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use darner_commands::{flags, CommandSpec};
+use darner_engine::entry::Entry;
 use darner_resp::{Frame, ReplyWriter};
 use darner_scripting::{
     errors, CallCtx, EvalEngine, FunctionEngine, Host, KillOutcome, RestorePolicy, RunControl,
@@ -35,20 +54,21 @@ use darner_scripting::{
 };
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub fn register(r: &mut Reg) {
-    r.tx("eval", Locks::All, eval);
-    r.tx("evalsha", Locks::All, evalsha);
-    r.tx("eval_ro", Locks::All, eval_ro);
-    r.tx("evalsha_ro", Locks::All, evalsha_ro);
+    r.tx("eval", Locks::None, eval);
+    r.tx("evalsha", Locks::None, evalsha);
+    r.tx("eval_ro", Locks::None, eval_ro);
+    r.tx("evalsha_ro", Locks::None, evalsha_ro);
     r.tx("script|load", Locks::All, script_load);
     r.tx("script|flush", Locks::All, script_flush);
     r.conn("script|exists", script_exists);
     r.conn("script|kill", script_kill);
-    r.tx("fcall", Locks::All, fcall);
-    r.tx("fcall_ro", Locks::All, fcall_ro);
+    r.tx("fcall", Locks::None, fcall);
+    r.tx("fcall_ro", Locks::None, fcall_ro);
     r.tx("function|load", Locks::All, function_load);
     r.tx("function|delete", Locks::All, function_delete);
     r.tx("function|flush", Locks::All, function_flush);
@@ -77,6 +97,9 @@ pub struct Scripts {
     /// Scripts and functions running now (suspended in a hop included): while none runs, the
     /// BUSY check of every command is this one load.
     running: AtomicUsize,
+    /// Scripts (by SHA-1) and functions (by `f:` and name) seen reaching beyond their declared
+    /// keys: they reserve every shard from the start (see "Which shards" at the top).
+    wide: Mutex<std::collections::HashSet<String>>,
 }
 
 const ERR_BUSY_SCRIPT: &[u8] =
@@ -262,6 +285,7 @@ fn prepare(
 }
 
 async fn run(tx: Tx, args: Vec<Bytes>, by_sha: bool, read_only: bool) -> Vec<u8> {
+    let _turn = Turn::take(&tx).await;
     let resp3 = tx.resp3();
     let err = |e: &[u8]| super::with_writer(resp3, |w| w.error(e));
     let n = match numkeys(&args) {
@@ -285,11 +309,268 @@ async fn reply(tx: &Tx, what: Run, args: &[Bytes], n: usize, read_only: bool) ->
     let resp3 = tx.resp3();
     let keys: Vec<Bytes> = args[3..3 + n].to_vec();
     let argv: Vec<Bytes> = args[3 + n..].to_vec();
-    let frame = drive(tx, what, keys, argv, read_only).await;
+    let frame = schedule(tx, &what, &keys, &argv, read_only).await;
     tx.set_resp3(resp3);
     let mut out = Vec::new();
     darner_scripting::write_reply(&frame, &mut ReplyWriter::new(&mut out, resp3));
     out
+}
+
+/// Reserves what the run needs and runs it: its declared keys, or every shard for a script
+/// known to reach beyond them; a run that reaches beyond them is undone and runs again over
+/// every shard (see "Which shards" at the top).
+async fn schedule(tx: &Tx, what: &Run, keys: &[Bytes], argv: &[Bytes], ro: bool) -> Frame {
+    let scripts = &tx.shared().scripts;
+    // Inside EXEC every shard is held already (a queued script makes EXEC reserve them all).
+    let nested = !tx.held_shards().is_empty();
+    let name = what.name();
+    let mut wide = nested || scripts.wide.lock().unwrap().contains(&name);
+    loop {
+        let declared = if wide {
+            if !nested {
+                tx.reserve(every_shard(tx.nshards())).await;
+            }
+            None
+        } else {
+            let write = !ro;
+            let mut plan: Vec<(usize, Intents)> = Vec::new();
+            for k in keys {
+                let s = tx.shard_of(k);
+                match plan.iter_mut().find(|(p, _)| *p == s) {
+                    Some((_, i)) => i.push(k, write),
+                    None => {
+                        let mut i = Intents::default();
+                        i.push(k, write);
+                        plan.push((s, i));
+                    }
+                }
+            }
+            for (_, i) in plan.iter_mut() {
+                i.normalize();
+            }
+            tx.reserve(plan).await;
+            Some(Rc::new(Declared {
+                keys: keys.iter().map(|k| fingerprint(k)).collect(),
+                beyond: Cell::new(false),
+            }))
+        };
+        let mut journal = Journal::default();
+        let frame = drive(tx, what, keys, argv, ro, declared.clone(), &mut journal).await;
+        match declared {
+            Some(d) if d.beyond.get() => {
+                // Nobody saw the writes (their keys are held): put them back, let go, and
+                // start again holding everything.
+                journal.undo(tx).await;
+                tx.release();
+                scripts.wide.lock().unwrap().insert(name.clone());
+                wide = true;
+            }
+            _ => return frame,
+        }
+    }
+}
+
+fn every_shard(n: usize) -> Vec<(usize, Intents)> {
+    (0..n).map(|s| (s, Intents::whole())).collect()
+}
+
+/// A run that holds only its declared keys.
+struct Declared {
+    /// Their fingerprints (`sched::fingerprint`).
+    keys: Vec<u64>,
+    /// Set once the run reached beyond them: its commands fail from then on, it is stopped,
+    /// undone, and run again over every shard.
+    beyond: Cell<bool>,
+}
+
+impl Declared {
+    /// Whether `call` stays within the declared keys; Some(the keys to copy before it runs,
+    /// for a write), None if it reaches beyond them. Beyond means: a key not declared, a
+    /// command that reads or writes keys it does not name (KEYS, SCAN, FLUSHDB, SORT ... BY,
+    /// RANDOMKEY), one that writes another database (MOVE, COPY ... DB), and effects an undo
+    /// could not take back (PUBLISH, CONFIG SET, ...).
+    fn within(&self, cmd: &super::Command, args: &[&[u8]]) -> Option<Vec<Bytes>> {
+        let spec = cmd.spec;
+        if spec.has(flags::TOUCHES_ARBITRARY_KEYS) {
+            return None;
+        }
+        let has_keys = match cmd.handler {
+            super::Handler::Conn(_) => {
+                let effect = flags::WRITE | flags::PUBSUB | flags::ADMIN;
+                return (spec.flags & effect == 0).then(Vec::new);
+            }
+            super::Handler::Key(_) | super::Handler::Tx(_, Locks::Keys | Locks::Parts) => true,
+            super::Handler::Tx(..) => false,
+        };
+        let writes = spec.has(flags::WRITE);
+        if !has_keys || (writes && matches!(spec.name, "move" | "copy")) {
+            return None;
+        }
+        let at = darner_commands::key_positions(spec, args);
+        if at.is_empty() {
+            return None;
+        }
+        let mut copy = Vec::new();
+        for &i in at.iter() {
+            if !self.keys.contains(&fingerprint(args[i])) {
+                return None;
+            }
+            if writes {
+                copy.push(Bytes::copy_from_slice(args[i]));
+            }
+        }
+        Some(copy)
+    }
+}
+
+/// Values a run holding only its declared keys copies before writing them, so that it can be
+/// undone; one bigger than this (in memory) is not copied, and the run goes wide instead.
+const UNDO_COPY_LIMIT: usize = 64 * 1024;
+
+/// What a run holding only its declared keys wrote, as it was before: per key (first write
+/// only), its shard, database and old entry (None: it did not exist).
+#[derive(Default)]
+struct Journal {
+    saved: Vec<(usize, Saved)>,
+}
+
+/// A key as it was before a run wrote it: its database, name and entry (None: absent).
+type Saved = (usize, Bytes, Option<Entry>);
+
+impl Journal {
+    /// Copies the keys `call` will write (those not copied yet) before it runs. False when one
+    /// cannot be taken back: too big, WATCHed by a client, or keyspace notifications are on
+    /// (an undone write would have been seen).
+    async fn save(&mut self, tx: &Tx, keys: &[Bytes]) -> bool {
+        let db = tx.db();
+        let mut by_shard: Vec<(usize, Vec<Bytes>)> = Vec::new();
+        for k in keys {
+            let seen = self.saved.iter().any(|(_, (d, key, _))| *d == db && key == k);
+            let s = tx.shard_of(k);
+            match by_shard.iter_mut().find(|(p, _)| *p == s) {
+                _ if seen => {}
+                Some((_, v)) if v.contains(k) => {}
+                Some((_, v)) => v.push(k.clone()),
+                None => by_shard.push((s, vec![k.clone()])),
+            }
+        }
+        let hops: Vec<_> = by_shard
+            .into_iter()
+            .map(|(s, keys)| {
+                tx.run(s, move |ctx| {
+                    if crate::notify::enabled(ctx.shared) {
+                        return None;
+                    }
+                    let clock = ctx.clock;
+                    let mut view = ctx.shard.dbs[db].view(clock);
+                    let mut out = Vec::with_capacity(keys.len());
+                    for k in keys {
+                        if view.db().has_watchers(&k) {
+                            return None;
+                        }
+                        let old = match view.peek(&k) {
+                            None => None,
+                            Some(e) if e.memory() > UNDO_COPY_LIMIT => return None,
+                            Some(e) => Some(e.clone_as(&k)),
+                        };
+                        out.push((s, (db, k, old)));
+                    }
+                    Some(out)
+                })
+            })
+            .collect();
+        let mut ok = true;
+        for got in crate::exec::join(hops).await {
+            match got {
+                Some(v) => self.saved.extend(v),
+                None => ok = false,
+            }
+        }
+        ok
+    }
+
+    /// Puts every saved key back as it was.
+    async fn undo(self, tx: &Tx) {
+        let mut by_shard: Vec<(usize, Vec<Saved>)> = Vec::new();
+        for (s, saved) in self.saved {
+            match by_shard.iter_mut().find(|(p, _)| *p == s) {
+                Some((_, v)) => v.push(saved),
+                None => by_shard.push((s, vec![saved])),
+            }
+        }
+        let hops: Vec<_> = by_shard
+            .into_iter()
+            .map(|(s, items)| {
+                tx.run(s, move |ctx| {
+                    let clock = ctx.clock;
+                    for (db, k, old) in items {
+                        let mut view = ctx.shard.dbs[db].view(clock);
+                        view.delete(&k);
+                        if let Some(e) = old {
+                            view.set(e);
+                        }
+                    }
+                })
+            })
+            .collect();
+        crate::exec::join(hops).await;
+    }
+}
+
+/// One script or function at a time on a thread (its engine is the thread's), in arrival
+/// order; held for the whole run, including its reservation. Taken before the reservation, so
+/// that a run waiting here holds nothing anyone waits for.
+struct Turn {
+    shared: Arc<crate::shared::Shared>,
+}
+
+thread_local! {
+    /// Whether a run has this thread's turn, and the runs waiting for it.
+    static TURN: RefCell<(bool, Vec<crate::msg::Completion>)> = const { RefCell::new((false, Vec::new())) };
+}
+
+impl Turn {
+    /// This thread's turn, once free; None inside EXEC (which holds every shard: no other run
+    /// of this thread can be between its hops then).
+    async fn take(tx: &Tx) -> Option<Turn> {
+        if !tx.held_shards().is_empty() {
+            return None;
+        }
+        loop {
+            let wait = TURN.with(|t| {
+                let mut t = t.borrow_mut();
+                if !t.0 {
+                    t.0 = true;
+                    return None;
+                }
+                let (done, hop) = crate::exec::pending::<()>();
+                t.1.push(done);
+                Some(hop)
+            });
+            match wait {
+                None => {
+                    return Some(Turn {
+                        shared: tx.shared().clone(),
+                    })
+                }
+                Some(hop) => hop.await,
+            }
+        }
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        // Every waiter looks again (one that is gone cannot hold the turn up).
+        let waiters = TURN.with(|t| {
+            let mut t = t.borrow_mut();
+            t.0 = false;
+            std::mem::take(&mut t.1)
+        });
+        for w in waiters {
+            crate::exec::complete(&self.shared, w, ());
+        }
+    }
 }
 
 /// A command a script calls, on its way out of the script's stack.
@@ -297,17 +578,42 @@ struct Call {
     cmd: &'static super::Command,
     args: Vec<Bytes>,
     resp3: bool,
+    /// Keys to copy before it runs (a write of a run holding only its declared keys).
+    save: Vec<Bytes>,
 }
 
 /// What a script run is: an EVAL script by SHA-1, or a function by name.
+#[derive(Clone)]
 enum Run {
     Script(String),
     Function(String),
 }
 
+impl Run {
+    /// Its name in `Scripts::wide`.
+    fn name(&self) -> String {
+        match self {
+            Run::Script(sha) => sha.clone(),
+            Run::Function(name) => format!("f:{name}"),
+        }
+    }
+}
+
+/// The error a command of a run that reached beyond its declared keys gets (the run is
+/// stopped and started again; no client sees it).
+const ERR_RESCHEDULED: &str = "ERR the script is being rescheduled";
+
 /// Runs the script on its own stack; each command it calls is run here, outside that stack,
 /// and its reply handed back.
-async fn drive(tx: &Tx, what: Run, keys: Vec<Bytes>, argv: Vec<Bytes>, ro: bool) -> Frame {
+async fn drive(
+    tx: &Tx,
+    what: &Run,
+    keys: &[Bytes],
+    argv: &[Bytes],
+    ro: bool,
+    declared: Option<Rc<Declared>>,
+    journal: &mut Journal,
+) -> Frame {
     let shared = tx.shared().clone();
     let stack = STACK
         .with(Cell::take)
@@ -315,6 +621,8 @@ async fn drive(tx: &Tx, what: Run, keys: Vec<Bytes>, argv: Vec<Bytes>, ro: bool)
     let Ok(stack) = stack else {
         return Frame::Error(Bytes::from_static(b"ERR could not allocate a script stack"));
     };
+    let host_declared = declared.clone();
+    let (what, keys, argv) = (what.clone(), keys.to_vec(), argv.to_vec());
     let mut co: Coroutine<Vec<u8>, Call, Frame, DefaultStack> =
         Coroutine::with_stack(stack, move |y: &Yielder<Vec<u8>, Call>, _| {
             let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
@@ -325,6 +633,7 @@ async fn drive(tx: &Tx, what: Run, keys: Vec<Bytes>, argv: Vec<Bytes>, ro: bool)
                         yielder: y,
                         ro,
                         control: engine.control(),
+                        declared: host_declared,
                     };
                     engine.evalsha(&mut host, sha, &keys, &argv)
                 }),
@@ -333,6 +642,7 @@ async fn drive(tx: &Tx, what: Run, keys: Vec<Bytes>, argv: Vec<Bytes>, ro: bool)
                         yielder: y,
                         ro,
                         control: engine.control(),
+                        declared: host_declared,
                     };
                     engine.fcall(&mut host, name, &keys, &argv)
                 }),
@@ -345,6 +655,13 @@ async fn drive(tx: &Tx, what: Run, keys: Vec<Bytes>, argv: Vec<Bytes>, ro: bool)
         match co.resume(input) {
             CoroutineResult::Yield(call) => {
                 tx.set_resp3(call.resp3);
+                if !call.save.is_empty() && !journal.save(tx, &call.save).await {
+                    if let Some(d) = &declared {
+                        d.beyond.set(true);
+                    }
+                    input = Vec::new();
+                    continue;
+                }
                 input = super::transactions::run_in_tx(tx, call.cmd, call.args).await;
             }
             CoroutineResult::Return(frame) => break frame,
@@ -361,6 +678,16 @@ struct ScriptHost<'y> {
     ro: bool,
     /// The engine's run control: a write makes the script unkillable.
     control: Arc<RunControl>,
+    /// The declared keys, when the run holds only those.
+    declared: Option<Rc<Declared>>,
+}
+
+impl ScriptHost<'_> {
+    /// The run reached beyond its declared keys: stop it (it is undone and run again).
+    fn beyond(&self) -> Frame {
+        self.control.abort();
+        error_frame(ERR_RESCHEDULED)
+    }
 }
 
 fn lookup(args: &[&[u8]]) -> Option<&'static CommandSpec> {
@@ -394,12 +721,27 @@ impl Host for ScriptHost<'_> {
         if writes && (self.ro || ctx.flags.no_writes) {
             return error_frame(errors::WRITE_IN_READONLY);
         }
+        let mut save = Vec::new();
+        if let Some(d) = &self.declared {
+            match d.within(cmd, args) {
+                Some(keys) if !d.beyond.get() => save = keys,
+                _ => {
+                    d.beyond.set(true);
+                    return self.beyond();
+                }
+            }
+        }
         let call = Call {
             cmd,
             args: args.iter().map(|a| Bytes::copy_from_slice(a)).collect(),
             resp3: ctx.resp == 3,
+            save,
         };
         let reply = self.yielder.suspend(call);
+        if self.declared.as_ref().is_some_and(|d| d.beyond.get()) {
+            // Its keys could not be saved for an undo: the command did not run.
+            return self.beyond();
+        }
         let frame = match darner_resp::decode(&reply, &darner_resp::Limits::default()) {
             Ok(Some((f, _))) => f,
             _ => error_frame("ERR the command's reply could not be read"),
@@ -499,6 +841,7 @@ fn fcall_ro(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 }
 
 async fn run_function(tx: Tx, args: Vec<Bytes>, read_only: bool) -> Vec<u8> {
+    let _turn = Turn::take(&tx).await;
     let resp3 = tx.resp3();
     let err = |e: &[u8]| super::with_writer(resp3, |w| w.error(e));
     let n = match numkeys(&args) {
