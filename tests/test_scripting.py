@@ -272,37 +272,61 @@ def test_a_script_holds_only_its_declared_keys_so_other_shards_keep_serving(darn
     srv = darner_factory(threads=2)
     admin = srv.client()
     assert admin.config_set("busy-reply-threshold", 60000)
-    keys = [_key_on(s, 2, "spin") for s in (0, 1)]
-    for k in keys:
+    declared = _key_on(0, 2, "spin")
+    # Keys it did not declare, one on each shard (the script's own thread spins: the other
+    # thread's shard is the one that can answer).
+    keys = [_key_on(0, 2, "other"), _key_on(1, 2, "other")]
+    for k in keys + [declared]:
         admin.set(k, "before")
     spinner = srv.client(socket_timeout=60)
     done = {}
 
     def spin():
-        done["reply"] = spinner.eval(SPIN, 1, keys[0], 4000)
+        done["reply"] = spinner.eval(SPIN, 1, declared, 8000)
         done["at"] = time.monotonic()
 
     t = threading.Thread(target=spin)
     t.start()
-    # The script's thread spins; the other thread's shard owns one of the two keys. A
-    # connection on the other thread reading the key of its own shard must be answered while
-    # the script still runs (a script that reserved every shard held it until the end).
-    served = None
-    deadline = time.monotonic() + 3.5
-    while served is None and time.monotonic() < deadline and "at" not in done:
-        c = srv.client(socket_timeout=0.5)
-        for k in keys:
-            try:
-                if c.get(k) == b"before":
-                    served = (k, time.monotonic())
-                    break
-            except redis.exceptions.TimeoutError:
-                break
+    # A connection on the thread that does not spin, reading the key of that thread's shard,
+    # is answered while the script still runs (a script that reserved every shard held them
+    # all until its end).
+    # Two connections on the thread that does not spin (they answer PING).
+    free = []
+    deadline = time.monotonic() + 5
+    while len(free) < 2 and time.monotonic() < deadline:
+        c = srv.client(socket_timeout=0.3)
+        try:
+            c.ping()
+            # Served: from now on it may wait longer (a loaded machine).
+            for conn in c.connection_pool._available_connections:
+                conn.socket_timeout = 2
+                conn._sock.settimeout(2)
+            free.append(c)
+        except redis.exceptions.TimeoutError:
+            pass  # on the spinning thread
+    assert len(free) == 2, "no connection on the thread that does not spin"
+    # One of the two keys lives on that thread's shard: its GET is answered while the script
+    # still runs (the other's waits for the spinning thread).
+    answers = []
+
+    def probe(c, k):
+        try:
+            if c.get(k) == b"before":
+                answers.append((k, time.monotonic()))
+        except redis.exceptions.TimeoutError:
+            pass
+
+    probes = [threading.Thread(target=probe, args=(c, k)) for c, k in zip(free, keys)]
+    for p in probes:
+        p.start()
+    for p in probes:
+        p.join()
+    served = min(answers, key=lambda a: a[1]) if answers else None
     t.join(60)
     assert done["reply"] == 1
     assert served is not None, "no other client was served while the script ran"
     assert served[1] < done["at"]
-    assert admin.get(keys[0]) == b"spun"
+    assert admin.get(declared) == b"spun"
 
 
 def test_a_script_reaching_undeclared_keys_after_writing_is_undone_and_rerun_once(darner_factory):
@@ -388,3 +412,66 @@ def test_scripts_with_undeclared_keys_never_show_half_a_move(darner_factory):
         t.join()
     assert not errors, "a reader saw a total of %r, not %d" % (errors[:3], expected)
     assert sum(int(v) for v in c.mget(accounts)) == expected
+
+
+OOM_CASES = [
+    # No flags: runs; a command that may grow memory fails until the script has written.
+    ("return redis.call('GET', 'x')",),
+    ("return redis.call('SET', 'x', 1)",),
+    ("local ok = redis.pcall('SET', 'x', 1); return ok['err']",),
+    ("redis.call('DEL', 'nokey'); return redis.call('SET', 'x', 1)",),
+    # Flags without allow-oom or no-writes: refused before it runs.
+    ("#!lua\nreturn redis.call('GET', 'x')",),
+    # no-writes: runs.
+    ("#!lua flags=no-writes\nreturn redis.call('GET', 'x')",),
+    # allow-oom: runs and writes.
+    ("#!lua flags=allow-oom\nreturn redis.call('SET', 'y', 2)",),
+]
+
+
+def _outcome(client, body):
+    try:
+        return ("ok", client.eval(body, 0))
+    except redis.exceptions.ResponseError as e:
+        return ("err", str(e))
+
+
+def test_scripts_over_maxmemory_follow_redis_oom_rules(darner_factory, redis_ref):
+    srv = darner_factory(threads=2)
+    servers = [srv.client(), redis_ref.client()]
+    for c in servers:
+        c.flushall()
+        c.set("x", "v")
+    try:
+        for c in servers:
+            c.config_set("maxmemory-policy", "noeviction")
+            c.config_set("maxmemory", 1)
+        for (body,) in OOM_CASES:
+            ours, theirs = (_outcome(c, body) for c in servers)
+            assert ours == theirs, body
+    finally:
+        for c in servers:
+            c.config_set("maxmemory", 0)
+    # Functions: the same rules by their flags.
+    lib = """#!lua name=oomlib
+redis.register_function('plain', function(keys, args) return redis.call('SET', 'z', 1) end)
+redis.register_function{function_name='ro', callback=function(keys, args) return redis.call('GET', 'x') end, flags={'no-writes'}}
+redis.register_function{function_name='oomok', callback=function(keys, args) return redis.call('SET', 'z', 3) end, flags={'allow-oom'}}
+"""
+    for c in servers:
+        c.function_load(lib, replace=True)
+    try:
+        for c in servers:
+            c.config_set("maxmemory", 1)
+        for name in ("plain", "ro", "oomok"):
+            got = []
+            for c in servers:
+                try:
+                    got.append(("ok", c.fcall(name, 0)))
+                except redis.exceptions.ResponseError as e:
+                    got.append(("err", str(e)))
+            assert got[0] == got[1], name
+    finally:
+        for c in servers:
+            c.config_set("maxmemory", 0)
+            c.function_delete("oomlib")

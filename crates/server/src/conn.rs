@@ -52,6 +52,10 @@ pub struct ClientState {
     /// Connected from the loopback interface (what `enable-debug-command local` allows).
     pub local: bool,
     pub fd: i32,
+    /// Over maxmemory with nothing to evict when this client's current command was dispatched
+    /// (Redis's `pre_command_oom_state`): a script then may not start a write that could grow
+    /// memory until it has written (cmd/scripting.rs).
+    pub oom_at_dispatch: bool,
     pub no_evict: bool,
     pub no_touch: bool,
     pub reply_mode: ReplyMode,

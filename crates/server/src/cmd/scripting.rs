@@ -300,16 +300,34 @@ async fn run(tx: Tx, args: Vec<Bytes>, by_sha: bool, read_only: bool) -> Vec<u8>
     if read_only && !script_flags.eval_compat_mode && !script_flags.no_writes {
         return err(b"ERR Can not execute a script with write flag using *_ro command.");
     }
-    reply(&tx, Run::Script(sha), &args, n, read_only).await
+    let oom = match oom_rule(&tx, script_flags) {
+        Ok(oom) => oom,
+        Err(e) => return err(e),
+    };
+    reply(&tx, Run::Script(sha), &args, n, read_only, oom).await
+}
+
+/// Redis's maxmemory rules for a script, with the process over maxmemory and nothing to evict
+/// when the command came: a script with flags but neither `allow-oom` nor `no-writes` is
+/// refused (Err); otherwise Ok(whether its commands that may grow memory are refused until it
+/// has written: a script without flags, or with `no-writes`; never with `allow-oom`).
+fn oom_rule(tx: &Tx, flags: ScriptFlags) -> Result<bool, &'static [u8]> {
+    if !tx.client().oom_at_dispatch || flags.allow_oom {
+        return Ok(false);
+    }
+    if !flags.eval_compat_mode && !flags.no_writes {
+        return Err(crate::evict::ERR_OOM);
+    }
+    Ok(true)
 }
 
 /// Runs the script or function with `args[3..]` (the first `n` its keys) and writes its
-/// result in the client's protocol.
-async fn reply(tx: &Tx, what: Run, args: &[Bytes], n: usize, read_only: bool) -> Vec<u8> {
+/// result in the client's protocol. `oom`: see [`oom_rule`].
+async fn reply(tx: &Tx, what: Run, args: &[Bytes], n: usize, ro: bool, oom: bool) -> Vec<u8> {
     let resp3 = tx.resp3();
     let keys: Vec<Bytes> = args[3..3 + n].to_vec();
     let argv: Vec<Bytes> = args[3 + n..].to_vec();
-    let frame = schedule(tx, &what, &keys, &argv, read_only).await;
+    let frame = schedule(tx, &what, &keys, &argv, (ro, oom)).await;
     tx.set_resp3(resp3);
     let mut out = Vec::new();
     darner_scripting::write_reply(&frame, &mut ReplyWriter::new(&mut out, resp3));
@@ -319,7 +337,13 @@ async fn reply(tx: &Tx, what: Run, args: &[Bytes], n: usize, read_only: bool) ->
 /// Reserves what the run needs and runs it: its declared keys, or every shard for a script
 /// known to reach beyond them; a run that reaches beyond them is undone and runs again over
 /// every shard (see "Which shards" at the top).
-async fn schedule(tx: &Tx, what: &Run, keys: &[Bytes], argv: &[Bytes], ro: bool) -> Frame {
+async fn schedule(
+    tx: &Tx,
+    what: &Run,
+    keys: &[Bytes],
+    argv: &[Bytes],
+    (ro, oom): (bool, bool),
+) -> Frame {
     let scripts = &tx.shared().scripts;
     // Inside EXEC every shard is held already (a queued script makes EXEC reserve them all).
     let nested = !tx.held_shards().is_empty();
@@ -355,7 +379,8 @@ async fn schedule(tx: &Tx, what: &Run, keys: &[Bytes], argv: &[Bytes], ro: bool)
             }))
         };
         let mut journal = Journal::default();
-        let frame = drive(tx, what, keys, argv, ro, declared.clone(), &mut journal).await;
+        let limits = Limits { ro, oom };
+        let frame = drive(tx, what, keys, argv, limits, declared.clone(), &mut journal).await;
         match declared {
             Some(d) if d.beyond.get() => {
                 // Nobody saw the writes (their keys are held): put them back, let go, and
@@ -372,6 +397,14 @@ async fn schedule(tx: &Tx, what: &Run, keys: &[Bytes], argv: &[Bytes], ro: bool)
 
 fn every_shard(n: usize) -> Vec<(usize, Intents)> {
     (0..n).map(|s| (s, Intents::whole())).collect()
+}
+
+/// What a run may not do: write (EVAL_RO, FCALL_RO), or, over maxmemory, run a command that
+/// may grow memory before it has written ([`oom_rule`]).
+#[derive(Clone, Copy)]
+struct Limits {
+    ro: bool,
+    oom: bool,
 }
 
 /// A run that holds only its declared keys.
@@ -445,7 +478,10 @@ impl Journal {
         let db = tx.db();
         let mut by_shard: Vec<(usize, Vec<Bytes>)> = Vec::new();
         for k in keys {
-            let seen = self.saved.iter().any(|(_, (d, key, _))| *d == db && key == k);
+            let seen = self
+                .saved
+                .iter()
+                .any(|(_, (d, key, _))| *d == db && key == k);
             let s = tx.shard_of(k);
             match by_shard.iter_mut().find(|(p, _)| *p == s) {
                 _ if seen => {}
@@ -610,7 +646,7 @@ async fn drive(
     what: &Run,
     keys: &[Bytes],
     argv: &[Bytes],
-    ro: bool,
+    limits: Limits,
     declared: Option<Rc<Declared>>,
     journal: &mut Journal,
 ) -> Frame {
@@ -631,7 +667,7 @@ async fn drive(
                 Run::Script(sha) => with_engine(&shared.scripts, |engine| {
                     let mut host = ScriptHost {
                         yielder: y,
-                        ro,
+                        limits,
                         control: engine.control(),
                         declared: host_declared,
                     };
@@ -640,7 +676,7 @@ async fn drive(
                 Run::Function(name) => with_functions(&shared.scripts, |engine| {
                     let mut host = ScriptHost {
                         yielder: y,
-                        ro,
+                        limits,
                         control: engine.control(),
                         declared: host_declared,
                     };
@@ -674,8 +710,7 @@ async fn drive(
 /// The server's side of `redis.call` for a script running in [`drive`].
 struct ScriptHost<'y> {
     yielder: &'y Yielder<Vec<u8>, Call>,
-    /// EVAL_RO / EVALSHA_RO: no writes.
-    ro: bool,
+    limits: Limits,
     /// The engine's run control: a write makes the script unkillable.
     control: Arc<RunControl>,
     /// The declared keys, when the run holds only those.
@@ -718,8 +753,13 @@ impl Host for ScriptHost<'_> {
             return error_frame(errors::NOT_ALLOWED);
         }
         let writes = spec.has(flags::WRITE);
-        if writes && (self.ro || ctx.flags.no_writes) {
+        if writes && (self.limits.ro || ctx.flags.no_writes) {
             return error_frame(errors::WRITE_IN_READONLY);
+        }
+        // Redis stops a script over maxmemory only before its first write: after it, stopping
+        // would leave half of it.
+        if self.limits.oom && spec.has(flags::DENYOOM) && !self.control.has_written() {
+            return Frame::Error(Bytes::from_static(crate::evict::ERR_OOM));
         }
         let mut save = Vec::new();
         if let Some(d) = &self.declared {
@@ -858,7 +898,11 @@ async fn run_function(tx: Tx, args: Vec<Bytes>, read_only: bool) -> Vec<u8> {
     if read_only && !flags.no_writes {
         return err(b"ERR Can not execute a script with write flag using *_ro command.");
     }
-    reply(&tx, Run::Function(name), &args, n, read_only).await
+    let oom = match oom_rule(&tx, flags) {
+        Ok(oom) => oom,
+        Err(e) => return err(e),
+    };
+    reply(&tx, Run::Function(name), &args, n, read_only, oom).await
 }
 
 /// Runs a change of the libraries on this thread's engine and publishes the result.

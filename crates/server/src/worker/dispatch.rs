@@ -312,8 +312,12 @@ impl Worker {
         // maxmemory (evict.rs): this shard keeps its part of the budget before any command;
         // out of memory with nothing to evict, a command that may grow memory is refused,
         // and inside MULTI any command but EXEC / DISCARD / QUIT / RESET (Redis's rules).
-        if self.shared.config.hot.maxmemory.load(Ordering::Relaxed) != 0 && self.evict_check(false)
-        {
+        let oom = self.shared.config.hot.maxmemory.load(Ordering::Relaxed) != 0
+            && self.evict_check(false);
+        if oom != self.conns[c].state.oom_at_dispatch {
+            self.conns[c].state.oom_at_dispatch = oom;
+        }
+        if oom {
             let state = &self.conns[c].state;
             let refuse = spec.has(flags::DENYOOM)
                 || (spec.full_name == "exec" && multi_has_denyoom(state))
