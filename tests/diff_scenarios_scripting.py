@@ -219,3 +219,18 @@ SCENARIOS["functions"] = [
     ("FUNCTION", "LIST"),
     ("FCALL", "incr_by", "1", "fk", "1"),
 ]
+
+# SELECT inside a script changes the script's database only (Redis 7): the caller stays in its
+# own, also when the script's first run is undone and rerun (an undeclared key after a write).
+SCENARIOS["eval_select_stays_inside_the_script"] = [
+    ("EVAL", "redis.call('SELECT', 3); redis.call('SET', 'sk', 'in3'); return redis.call('GET', 'sk')", "0"),
+    ("GET", "sk"),
+    ("SET", "sk", "in0"),
+    ("EVAL", "redis.call('SELECT', 3); return redis.call('GET', KEYS[1])", "1", "sk"),
+    ("GET", "sk"),
+    ("EVAL", "redis.call('SELECT', 4); redis.call('INCR', KEYS[1]); redis.call('INCR', ARGV[1]); return {redis.call('GET', KEYS[1]), redis.call('GET', ARGV[1])}", "1", "sel:a", "sel:b"),
+    ("EXISTS", "sel:a", "sel:b"),
+    ("SELECT", "4"),
+    ("MGET", "sel:a", "sel:b"),
+    ("FLUSHALL",),
+]

@@ -349,7 +349,15 @@ async fn schedule(
     let nested = !tx.held_shards().is_empty();
     let name = what.name();
     let mut wide = nested || scripts.wide.lock().unwrap().contains(&name);
+    // A SELECT inside the script changes the script's database only, as in Redis 7: the
+    // caller's (and a rerun's) is the one it came with.
+    let db = tx.db();
+    let keep_db = || {
+        tx.set_db(db);
+        tx.client().db = db;
+    };
     loop {
+        keep_db();
         let declared = if wide {
             if !nested {
                 tx.reserve(every_shard(tx.nshards())).await;
@@ -390,7 +398,10 @@ async fn schedule(
                 scripts.wide.lock().unwrap().insert(name.clone());
                 wide = true;
             }
-            _ => return frame,
+            _ => {
+                keep_db();
+                return frame;
+            }
         }
     }
 }
