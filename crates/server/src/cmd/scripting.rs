@@ -42,6 +42,7 @@
 use super::{ConnCtx, Locks, Reg, TxFuture};
 use crate::exec::Tx;
 use crate::sched::{fingerprint, Intents};
+use crate::shard::ShardCtx;
 use bytes::Bytes;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
@@ -482,10 +483,8 @@ struct Journal {
 type Saved = (usize, Bytes, Option<Entry>);
 
 impl Journal {
-    /// Copies the keys `call` will write (those not copied yet) before it runs. False when one
-    /// cannot be taken back: too big, WATCHed by a client, or keyspace notifications are on
-    /// (an undone write would have been seen).
-    async fn save(&mut self, tx: &Tx, keys: &[Bytes]) -> bool {
+    /// The keys of `keys` (in the current database) not copied yet, by shard.
+    fn unsaved(&self, tx: &Tx, keys: &[Bytes]) -> Vec<(usize, Vec<Bytes>)> {
         let db = tx.db();
         let mut by_shard: Vec<(usize, Vec<Bytes>)> = Vec::new();
         for k in keys {
@@ -501,39 +500,49 @@ impl Journal {
                 None => by_shard.push((s, vec![k.clone()])),
             }
         }
+        by_shard
+    }
+
+    /// Copies `keys` (by shard, from [`Journal::unsaved`]) before a command writes them, one
+    /// hop per shard. False when one cannot be taken back (see [`copy_entries`]).
+    async fn save(&mut self, tx: &Tx, by_shard: Vec<(usize, Vec<Bytes>)>) -> bool {
+        let db = tx.db();
         let hops: Vec<_> = by_shard
             .into_iter()
-            .map(|(s, keys)| {
-                tx.run(s, move |ctx| {
-                    if crate::notify::enabled(ctx.shared) {
-                        return None;
-                    }
-                    let clock = ctx.clock;
-                    let mut view = ctx.shard.dbs[db].view(clock);
-                    let mut out = Vec::with_capacity(keys.len());
-                    for k in keys {
-                        if view.db().has_watchers(&k) {
-                            return None;
-                        }
-                        let old = match view.peek(&k) {
-                            None => None,
-                            Some(e) if e.memory() > UNDO_COPY_LIMIT => return None,
-                            Some(e) => Some(e.clone_as(&k)),
-                        };
-                        out.push((s, (db, k, old)));
-                    }
-                    Some(out)
-                })
-            })
+            .map(|(s, keys)| tx.run(s, move |ctx| (s, copy_entries(ctx, db, keys))))
             .collect();
         let mut ok = true;
-        for got in crate::exec::join(hops).await {
+        for (s, got) in crate::exec::join(hops).await {
             match got {
-                Some(v) => self.saved.extend(v),
+                Some(v) => self.saved.extend(v.into_iter().map(|e| (s, e))),
                 None => ok = false,
             }
         }
         ok
+    }
+
+    /// Copies `keys` and runs a single-shard command's `step` in one hop to their shard (the
+    /// common case: a script's write of one key). None when a key cannot be taken back (the
+    /// command did not run).
+    async fn save_and_run(
+        &mut self,
+        tx: &Tx,
+        keys: Vec<Bytes>,
+        (shard, step): (
+            usize,
+            impl FnOnce(&mut ShardCtx) -> Vec<u8> + Send + 'static,
+        ),
+    ) -> Option<Vec<u8>> {
+        let db = tx.db();
+        let got = tx
+            .run(shard, move |ctx| {
+                let saved = copy_entries(ctx, db, keys)?;
+                Some((saved, step(ctx)))
+            })
+            .await;
+        let (saved, reply) = got?;
+        self.saved.extend(saved.into_iter().map(|e| (shard, e)));
+        Some(reply)
     }
 
     /// Puts every saved key back as it was.
@@ -562,6 +571,30 @@ impl Journal {
             .collect();
         crate::exec::join(hops).await;
     }
+}
+
+/// Copies of `keys` of database `db` on this shard as they are, for an undo; None when one
+/// cannot be taken back invisibly: too big, WATCHed by a client, or keyspace notifications on
+/// (an undone write would have been seen).
+fn copy_entries(ctx: &mut ShardCtx, db: usize, keys: Vec<Bytes>) -> Option<Vec<Saved>> {
+    if crate::notify::enabled(ctx.shared) {
+        return None;
+    }
+    let clock = ctx.clock;
+    let mut view = ctx.shard.dbs[db].view(clock);
+    let mut out = Vec::with_capacity(keys.len());
+    for k in keys {
+        if view.db().has_watchers(&k) {
+            return None;
+        }
+        let old = match view.peek(&k) {
+            None => None,
+            Some(e) if e.memory() > UNDO_COPY_LIMIT => return None,
+            Some(e) => Some(e.clone_as(&k)),
+        };
+        out.push((db, k, old));
+    }
+    Some(out)
 }
 
 /// One script or function at a time on a thread (its engine is the thread's), in arrival
@@ -702,14 +735,29 @@ async fn drive(
         match co.resume(input) {
             CoroutineResult::Yield(call) => {
                 tx.set_resp3(call.resp3);
-                if !call.save.is_empty() && !journal.save(tx, &call.save).await {
-                    if let Some(d) = &declared {
-                        d.beyond.set(true);
+                let unsaved = journal.unsaved(tx, &call.save);
+                let ran = match (unsaved.len(), call.cmd.handler) {
+                    (0, _) => Some(super::transactions::run_in_tx(tx, call.cmd, call.args).await),
+                    // A single-shard command: its keys share its shard.
+                    (1, super::Handler::Key(f)) => {
+                        let keys = unsaved.into_iter().flat_map(|(_, k)| k).collect();
+                        let step = super::transactions::key_step(tx, call.cmd, f, call.args);
+                        journal.save_and_run(tx, keys, step).await
                     }
-                    input = Vec::new();
-                    continue;
-                }
-                input = super::transactions::run_in_tx(tx, call.cmd, call.args).await;
+                    _ => match journal.save(tx, unsaved).await {
+                        true => Some(super::transactions::run_in_tx(tx, call.cmd, call.args).await),
+                        false => None,
+                    },
+                };
+                input = match ran {
+                    Some(reply) => reply,
+                    None => {
+                        if let Some(d) = &declared {
+                            d.beyond.set(true);
+                        }
+                        Vec::new()
+                    }
+                };
             }
             CoroutineResult::Return(frame) => break frame,
         }

@@ -165,6 +165,38 @@ fn add_key(plan: &mut Vec<(usize, Intents)>, shards: usize, key: &[u8], write: b
     }
 }
 
+/// A single-shard command inside a transaction: its shard, and the step that runs it there and
+/// returns its reply.
+pub fn key_step(
+    tx: &Tx,
+    cmd: &'static Command,
+    f: super::KeyFn,
+    args: Vec<Bytes>,
+) -> (
+    usize,
+    impl FnOnce(&mut crate::shard::ShardCtx) -> Vec<u8> + Send + 'static,
+) {
+    let keys = darner_commands::key_positions(cmd.spec, &args);
+    let here = THREAD.with(|t| t.get());
+    let shard = super::key_shard(cmd.spec, &args, &keys, tx.nshards(), here);
+    // Client tracking: a queued read is recorded as it runs, as in Redis (a write queued
+    // after it in the same transaction then invalidates it).
+    let track = tx
+        .track()
+        .filter(|_| cmd.spec.has(darner_commands::flags::READONLY));
+    let step = move |ctx: &mut crate::shard::ShardCtx| {
+        let views = super::views(&args);
+        let reply = super::with_writer(ctx.resp3, |w| f(ctx, &views, w));
+        if let Some(r) = track {
+            for (_, k) in crate::tracking::read_keys(cmd.spec, &views, &keys, 1) {
+                crate::tracking::remember_later(ctx.shard, &k, r);
+            }
+        }
+        reply
+    };
+    (shard, step)
+}
+
 /// Runs one command inside a transaction whose locks are held; returns its reply.
 pub async fn run_in_tx(tx: &Tx, cmd: &'static Command, args: Vec<Bytes>) -> Vec<u8> {
     match cmd.handler {
@@ -185,25 +217,8 @@ pub async fn run_in_tx(tx: &Tx, cmd: &'static Command, args: Vec<Bytes>) -> Vec<
             out
         }
         Handler::Key(f) => {
-            let keys = darner_commands::key_positions(cmd.spec, &args);
-            let here = THREAD.with(|t| t.get());
-            let shard = super::key_shard(cmd.spec, &args, &keys, tx.nshards(), here);
-            // Client tracking: a queued read is recorded as it runs, as in Redis (a write
-            // queued after it in the same transaction then invalidates it).
-            let track = tx
-                .track()
-                .filter(|_| cmd.spec.has(darner_commands::flags::READONLY));
-            tx.run(shard, move |ctx| {
-                let views = super::views(&args);
-                let reply = super::with_writer(ctx.resp3, |w| f(ctx, &views, w));
-                if let Some(r) = track {
-                    for (_, k) in crate::tracking::read_keys(cmd.spec, &views, &keys, 1) {
-                        crate::tracking::remember_later(ctx.shard, &k, r);
-                    }
-                }
-                reply
-            })
-            .await
+            let (shard, step) = key_step(tx, cmd, f, args);
+            tx.run(shard, step).await
         }
         Handler::Tx(f, _) => {
             tx.set_nested(true);
