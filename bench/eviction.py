@@ -22,8 +22,12 @@ Servers bind 127.0.0.1 on free ports, every phase is bounded in time, and each s
 stopped whatever happens. The driver processes draw their own keys (numpy) and speak RESP
 over a raw socket, --batch GETs pipelined, then the SETs of that batch's misses pipelined.
 
+--maxmemory takes a comma-separated list (e.g. 16mb,64mb,512mb) to sweep budgets: every case
+runs for each, and the summary has one line per budget and policy (the key space, unless
+--keys is given, is ten times what fits in each).
+
 Usage: bench/eviction.py [--darner target/release/darner] [--redis redis-server]
-                         [--threads 2] [--maxmemory 64mb] [--keys N] [--value-size 100]
+                         [--threads 2] [--maxmemory 64mb[,...]] [--keys N] [--value-size 100]
                          [--policies allkeys-lru,allkeys-lfu] [--warmup 10] [--seconds 10]
                          [--clients 2] [--batch 64]
 """
@@ -162,7 +166,8 @@ def main():
     ap.add_argument("--darner", default="target/release/darner")
     ap.add_argument("--redis", default="redis-server")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--maxmemory", default="64mb")
+    ap.add_argument("--maxmemory", default="64mb",
+                    help="a budget, or a comma-separated list of budgets to sweep")
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--keys", type=int, default=0,
                     help="key space (default: about 10x what fits, from ~170 bytes a key)")
@@ -173,15 +178,32 @@ def main():
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     args = ap.parse_args()
-    maxmemory = memtoull(args.maxmemory)
-    if args.keys == 0:
-        args.keys = 10 * maxmemory // (args.value_size + 70)
     print(machine_line())
-    print(f"maxmemory {args.maxmemory} ({maxmemory} bytes), {args.keys} keys, zipf {args.zipf}, "
+    budgets = [b.strip() for b in args.maxmemory.split(",") if b.strip()]
+    rows = []
+    for budget in budgets:
+        rows += run_budget(args, budget)
+    print()
+    print("maxmemory  policy        hit ratio darner/redis   ops/s darner/redis   "
+          "darner RSS <= 1.05 max + empty")
+    for budget, maxmemory, policy, d, x in rows:
+        ok = d["rss"] <= 1.05 * maxmemory + d["empty"]
+        print(f"{budget:<10} {policy:<13} {d['hit']:.4f} / {x['hit']:.4f} ({d['hit'] - x['hit']:+.4f})   "
+              f"{d['ops'] / max(x['ops'], 1):.2f}x              {'yes' if ok else 'no'} "
+              f"({(d['rss'] - d['empty']) / maxmemory:.3f} x max)")
+
+
+def run_budget(args, budget):
+    """Runs every policy on both servers with one maxmemory; returns the summary rows."""
+    maxmemory = memtoull(budget)
+    keys = args.keys or 10 * maxmemory // (args.value_size + 70)
+    print(f"maxmemory {budget} ({maxmemory} bytes), {keys} keys, zipf {args.zipf}, "
           f"values {args.value_size} bytes, {args.clients} clients x {args.batch} pipelined, "
           f"warmup {args.warmup}s, measured {args.seconds}s, darner --threads {args.threads}")
+    case_args = argparse.Namespace(**{**vars(args), "keys": keys})
     rows = []
     for policy in args.policies.split(","):
+        got = {}
         for name in ("darner", "redis"):
             port = free_port()
             common = ["--port", str(port), "--bind", "127.0.0.1", "--maxmemory", str(maxmemory),
@@ -190,22 +212,14 @@ def main():
                 argv = [args.darner, "--threads", str(args.threads)] + common
             else:
                 argv = [args.redis, "--save", "", "--appendonly", "no"] + common
-            rows.append(run_case(args, name, argv, port, policy))
-            r = rows[-1]
+            r = got[name] = run_case(case_args, name, argv, port, policy)
             print(f"{r['policy']:<12} {r['server']:<7} hit {r['hit']:.4f}  {r['ops']:>9.0f} ops/s  "
                   f"RSS {r['rss'] / 2**20:7.1f} MiB = {r['rss'] / maxmemory:.3f} x max, "
-                  f"(RSS-empty {r['empty'] / 2**20:.1f} MiB) = {(r['rss'] - r['empty']) / maxmemory:.3f} x max  "
+                  f"(empty {r['empty'] / 2**20:.1f} MiB) RSS-empty = {(r['rss'] - r['empty']) / maxmemory:.3f} x max  "
                   f"used_memory {r['used'] / 2**20:.1f} MiB  keys {r['keys']}  evicted {r['evicted']}",
                   flush=True)
-    print()
-    print("policy        hit ratio darner/redis   ops/s darner/redis   darner RSS <= 1.05 max + empty")
-    for policy in args.policies.split(","):
-        d = next(r for r in rows if r["policy"] == policy and r["server"] == "darner")
-        x = next(r for r in rows if r["policy"] == policy and r["server"] == "redis")
-        ok = d["rss"] <= 1.05 * maxmemory + d["empty"]
-        print(f"{policy:<13} {d['hit']:.4f} / {x['hit']:.4f} ({d['hit'] - x['hit']:+.4f})   "
-              f"{d['ops'] / max(x['ops'], 1):.2f}x              {'yes' if ok else 'no'} "
-              f"({(d['rss'] - d['empty']) / maxmemory:.3f} x max)")
+        rows.append((budget, maxmemory, policy, got["darner"], got["redis"]))
+    return rows
 
 
 if __name__ == "__main__":
