@@ -76,14 +76,34 @@ pub struct BatchItem {
 /// A command that ran on another thread and belongs in the slow log.
 pub type SlowCall = Box<(u64, Vec<Bytes>)>;
 
+/// Where a batch's reply to one command lies: the connection, its reply's sequence number,
+/// the reply's start and end in the batch's reply buffer, and its slow-log entry if any.
+pub type BatchReply = (ConnRef, u64, u32, u32, Option<SlowCall>);
+
+/// A batch's replies, concatenated, and where each lies: built on the shard's thread, read on
+/// the connections' thread, and sent back empty with the next batch (`Batch::spare`), so that
+/// the shard reuses them instead of allocating per batch and the connections' thread does not
+/// free per batch what another thread allocated (a free from another thread leaves holes that
+/// the allocator cannot reuse until the owner frees nearby: RSS past used_memory).
+#[derive(Default)]
+pub struct ReplyBufs {
+    pub buf: Vec<u8>,
+    pub items: Vec<BatchReply>,
+}
+
 pub type ShardFn = Box<dyn FnOnce(&mut ShardCtx) + Send>;
 /// A one-shot part's work: its result, boxed for the hop back.
 pub type PartFn = Box<dyn FnOnce(&mut ShardCtx) -> Box<dyn Any + Send> + Send>;
 pub type ThreadFn = Box<dyn FnOnce(&mut crate::worker::ThreadCtx) + Send>;
 
 pub enum Msg {
-    /// Single-shard commands of one pipelined read, for this thread's shard.
-    Batch { from: usize, items: Vec<BatchItem> },
+    /// Single-shard commands of one pipelined read, for this thread's shard; with `spare`, the
+    /// buffers of an earlier `BatchDone` from this shard, emptied, for its next replies.
+    Batch {
+        from: usize,
+        items: Vec<BatchItem>,
+        spare: Option<Box<ReplyBufs>>,
+    },
     /// Their replies, concatenated in `buf`, back to the connections' thread; with each, for a
     /// command slow enough for the slow log, its duration and arguments (the connection's
     /// thread records the entry, as only it knows the client's address and name).
@@ -94,8 +114,7 @@ pub enum Msg {
     /// is reused for the next batch to `shard`, which sent this.
     BatchDone {
         shard: usize,
-        buf: Vec<u8>,
-        items: Vec<(ConnRef, u64, u32, u32, Option<SlowCall>)>,
+        replies: Box<ReplyBufs>,
         spent: Vec<BatchItem>,
     },
     /// A part of a transaction for this thread's shard, in the global order (sched.rs).

@@ -177,6 +177,7 @@ impl Worker {
                 Msg::Batch {
                     from: self.id,
                     items,
+                    spare: self.spare_replies[s].take(),
                 },
             );
         }

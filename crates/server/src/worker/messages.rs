@@ -6,6 +6,13 @@
 
 use super::*;
 
+/// How many returned reply buffers a shard keeps for its next batches (one per peer that
+/// sends it batches is enough; more only stand by).
+const MAX_REPLY_SPARES: usize = 8;
+
+/// A reply buffer bigger than this is not sent back for reuse (it is freed where it was read).
+const MAX_SPARE_REPLY_BYTES: usize = 256 * 1024;
+
 impl Worker {
     // ---- messages ----
 
@@ -59,16 +66,21 @@ impl Worker {
 
     pub(super) fn handle(&mut self, m: Msg) {
         match m {
-            Msg::Batch { from, items } => {
+            Msg::Batch { from, items, spare } => {
+                if let Some(spare) = spare {
+                    if self.reply_spares.len() < MAX_REPLY_SPARES {
+                        self.reply_spares.push(spare);
+                    }
+                }
                 self.admit_batch(from, items, false);
             }
             Msg::BatchDone {
                 shard,
-                buf,
-                items,
+                mut replies,
                 mut spent,
             } => {
-                for (cr, seq, s, e, slow) in items {
+                let buf = &replies.buf;
+                for (cr, seq, s, e, slow) in replies.items.drain(..) {
                     if let Some(call) = slow {
                         let state = self
                             .conns
@@ -86,6 +98,12 @@ impl Worker {
                 let next = &mut self.batches[shard];
                 if next.is_empty() && next.capacity() < spent.capacity() {
                     *next = spent;
+                }
+                // The buffers go back with the next batch to that shard (unless outsized: a
+                // huge reply's buffer is not kept for ever).
+                if replies.buf.capacity() <= MAX_SPARE_REPLY_BYTES {
+                    replies.buf.clear();
+                    self.spare_replies[shard] = Some(replies);
                 }
             }
             Msg::Schedule(s) => self.on_schedule(s),
@@ -312,9 +330,12 @@ impl Worker {
             self.evict_check(false);
         }
         let mut held: Vec<crate::blocking::Mover> = Vec::new();
-        // Room for a short reply each (a GET's bulk string of a small value): few regrowths.
-        let mut buf = Vec::with_capacity(items.len() * 48);
-        let mut done = Vec::with_capacity(items.len());
+        // Room for a short reply each (a GET's bulk string of a small value): few regrowths;
+        // in the buffers an earlier batch's replies came back in, when there are some.
+        let mut replies = self.reply_spares.pop().unwrap_or_default();
+        replies.buf.reserve(items.len() * 48);
+        replies.items.reserve(items.len());
+        let ReplyBufs { buf, items: done } = &mut *replies;
         let now = self.now_ms;
         let mut lap = Lap::start();
         let mut items = items;
@@ -362,7 +383,7 @@ impl Worker {
                 record_stats(&self.shared, self.id, it.cmd, lap.lap(), None, &views, None);
                 continue;
             }
-            let mut w = ReplyWriter::new(&mut buf, it.resp3);
+            let mut w = ReplyWriter::new(buf, it.resp3);
             run_handler(f, &mut ctx, &views, &mut w, start_at, it.cmd);
             drop(ctx);
             self.drain_written(it.track.map(|(r, _)| crate::tracking::Writer {
@@ -400,23 +421,22 @@ impl Worker {
             now,
             None,
         ));
-        if done.is_empty() {
+        if replies.items.is_empty() {
+            if self.reply_spares.len() < MAX_REPLY_SPARES {
+                replies.buf.clear();
+                self.reply_spares.push(replies);
+            }
             self.spawn_movers(held, None);
-        } else if held.is_empty() {
-            let batch = Msg::BatchDone {
-                shard: self.id,
-                buf,
-                items: done,
-                spent: items,
-            };
+            return;
+        }
+        let batch = Msg::BatchDone {
+            shard: self.id,
+            replies,
+            spent: items,
+        };
+        if held.is_empty() {
             post(&self.shared, from, batch);
         } else {
-            let batch = Msg::BatchDone {
-                shard: self.id,
-                buf,
-                items: done,
-                spent: items,
-            };
             self.spawn_movers(held, Some((from, batch)));
         }
     }

@@ -23,7 +23,7 @@ use crate::cmd::{self, Command, ConnCtx, Handler};
 use crate::conn::{ClientState, Conn, ReplyMode};
 use crate::exec::{self, post, Executor, Tx, LOCAL, THREAD};
 use crate::log;
-use crate::msg::{BatchItem, ConnRef, Msg};
+use crate::msg::{BatchItem, ConnRef, Msg, ReplyBufs};
 use crate::shard::{Shard, ShardCtx};
 use crate::shared::{bump, ClientHandle, Shared, SlowlogEntry};
 use bytes::{Bytes, BytesMut};
@@ -116,6 +116,13 @@ pub struct Worker {
     exec: Executor,
     /// Single-shard commands waiting to be sent, per shard (filled while one read is parsed).
     batches: Vec<Vec<BatchItem>>,
+    /// Per shard, the reply buffers of its last `BatchDone`, emptied, to go back with the next
+    /// batch to it (msg.rs, `ReplyBufs`).
+    spare_replies: Vec<Option<Box<ReplyBufs>>>,
+    /// Reply buffers that came back with batches, for this shard's next batches' replies.
+    /// (Boxed: they travel in messages as they are, so keeping the box spares an allocation.)
+    #[allow(clippy::vec_box)]
+    reply_spares: Vec<Box<ReplyBufs>>,
     /// Connections with output to write or input to resume.
     dirty: Vec<usize>,
     resume: Vec<usize>,
@@ -156,6 +163,8 @@ impl Worker {
             id,
             shard: Shard::new(id, shared.databases),
             batches: (0..shared.threads).map(|_| Vec::new()).collect(),
+            spare_replies: (0..shared.threads).map(|_| None).collect(),
+            reply_spares: Vec::new(),
             shared,
             poll,
             listeners,

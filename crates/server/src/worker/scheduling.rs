@@ -167,7 +167,7 @@ impl Worker {
                         work.extend(self.start_part(g.tx, g.part));
                     }
                 }
-                Msg::Batch { from, items } => {
+                Msg::Batch { from, items, .. } => {
                     let ran = self.admit_batch(from, items, true);
                     if !ran {
                         return;
@@ -243,10 +243,11 @@ impl Worker {
                 self.sweep_lingering();
             }
             if !self.shard.lock.deferred.is_empty() {
-                self.shard
-                    .lock
-                    .deferred
-                    .push_back(Msg::Batch { from, items });
+                self.shard.lock.deferred.push_back(Msg::Batch {
+                    from,
+                    items,
+                    spare: None,
+                });
                 self.after_change(Vec::new());
                 return false;
             }
@@ -261,7 +262,11 @@ impl Worker {
         match rest {
             None => true,
             Some(rest) => {
-                let m = Msg::Batch { from, items: rest };
+                let m = Msg::Batch {
+                    from,
+                    items: rest,
+                    spare: None,
+                };
                 if front {
                     self.shard.lock.deferred.push_front(m);
                 } else {
