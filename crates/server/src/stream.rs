@@ -5,7 +5,10 @@
 //! million fields is ~200 ms of work, and GETs of other keys of the shard wait all of it. So
 //! the commands whose reply is a whole big collection (HGETALL, HKEYS, HVALS, SMEMBERS, a big
 //! LRANGE, ZRANGE / ZREVRANGE by rank with or without WITHSCORES) become *streams* when the
-//! value has more than [`STREAM_MIN`] elements: the shard writes the reply a chunk at a time,
+//! value has more than [`STREAM_MIN`] elements, and so do XRANGE / XREVRANGE replies of more
+//! than [`STREAM_MIN_ENTRIES`] entries (any bounds, with or without COUNT: the entries in the
+//! range are counted first, node by node, to write the reply's length; each step then reads
+//! on from the id after the last one it wrote): the shard writes the reply a chunk at a time,
 //! one chunk (~0.2 ms of work, [`STEP_TIME`], and at most [`STEP_ELEMS`] elements or
 //! [`STEP_BYTES`] bytes) per turn of the worker's loop, so every other connection's commands
 //! run between two chunks.
@@ -69,7 +72,7 @@
 use crate::cmd::Command;
 use crate::msg::{BatchItem, ConnRef, Msg};
 use crate::shard::{Shard, ShardCtx};
-use darner_engine::types::ListSeek;
+use darner_engine::types::{ListSeek, StreamId};
 use darner_engine::{Clock, ValueRef};
 use darner_resp::ReplyWriter;
 use std::collections::{HashSet, VecDeque};
@@ -78,6 +81,9 @@ use std::sync::Arc;
 
 /// A collection with more elements than this (in the reply) is streamed.
 pub const STREAM_MIN: usize = 8192;
+/// An XRANGE / XREVRANGE reply of more entries than this is streamed (an entry is at least
+/// three elements, usually many more, and decoding it costs more than a hash field).
+pub const STREAM_MIN_ENTRIES: usize = 2048;
 /// Bytes of a reply that may wait behind earlier replies of its connection before its stream
 /// pauses (see flow control above).
 pub const PARTIAL_MAX: usize = 1 << 20;
@@ -142,6 +148,12 @@ enum Kind {
         rev: bool,
         withscores: bool,
     },
+    /// XRANGE / XREVRANGE: the entries with ids in `lo..=hi`, from the top when `rev`.
+    XRange {
+        lo: StreamId,
+        hi: StreamId,
+        rev: bool,
+    },
 }
 
 struct Stream {
@@ -159,6 +171,9 @@ struct Stream {
     cursor: Option<usize>,
     /// Where a list's next step starts looking for its first element.
     list_seek: ListSeek,
+    /// XRANGE: the id bound the next step reads from (its start, or its end when reversed);
+    /// None once no id is left on that side.
+    id_cursor: Option<StreamId>,
     started: bool,
 }
 
@@ -242,7 +257,15 @@ impl Streams {
 pub fn candidate(cmd: &Command) -> bool {
     matches!(
         cmd.spec.full_name,
-        "hgetall" | "hkeys" | "hvals" | "smembers" | "lrange" | "zrange" | "zrevrange"
+        "hgetall"
+            | "hkeys"
+            | "hvals"
+            | "smembers"
+            | "lrange"
+            | "zrange"
+            | "zrevrange"
+            | "xrange"
+            | "xrevrange"
     )
 }
 
@@ -309,9 +332,36 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
                 None => return false,
             }
         }
+        (
+            Plan::XRange {
+                start,
+                end,
+                count,
+                rev,
+            },
+            ValueRef::Stream(st),
+        ) => {
+            // COUNT 0 (a null reply) and small streams: the handler's.
+            if count == 0 || st.len() <= STREAM_MIN_ENTRIES as u64 {
+                return false;
+            }
+            let limit = u64::try_from(count).unwrap_or(u64::MAX);
+            let n = st.count_range(start, end, limit);
+            if n <= STREAM_MIN_ENTRIES as u64 {
+                return false;
+            }
+            (
+                Kind::XRange {
+                    lo: start,
+                    hi: end,
+                    rev,
+                },
+                n as usize,
+            )
+        }
         _ => return false,
     };
-    if total <= STREAM_MIN {
+    if total <= STREAM_MIN && !matches!(kind, Kind::XRange { .. }) {
         return false;
     }
     // The read counts as one (hit, access clock), as the handler's would.
@@ -335,6 +385,10 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
         done: 0,
         cursor: Some(0),
         list_seek: ListSeek::default(),
+        id_cursor: match kind {
+            Kind::XRange { lo, hi, rev } => Some(if rev { hi } else { lo }),
+            _ => None,
+        },
         started: false,
     });
     true
@@ -356,6 +410,13 @@ enum Plan {
         end: i64,
         rev: bool,
         withscores: bool,
+    },
+    /// `count`: negative when not given.
+    XRange {
+        start: StreamId,
+        end: StreamId,
+        count: i64,
+        rev: bool,
     },
 }
 
@@ -400,6 +461,16 @@ fn plan(name: &str, args: &[&[u8]]) -> Option<Plan> {
                 end,
                 rev,
                 withscores,
+            })
+        }
+        "xrange" | "xrevrange" => {
+            let rev = name == "xrevrange";
+            let r = crate::cmd::stream::range_args(args, rev).ok()?;
+            Some(Plan::XRange {
+                start: r.start,
+                end: r.end,
+                count: r.count,
+                rev,
             })
         }
         _ => None,
@@ -458,7 +529,7 @@ fn produce(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) ->
                 keys: true,
                 vals: true,
             } => w.map(s.total),
-            Kind::Hash { .. } | Kind::List { .. } => w.array(s.total),
+            Kind::Hash { .. } | Kind::List { .. } | Kind::XRange { .. } => w.array(s.total),
             Kind::Set => w.set(s.total),
             Kind::ZSet { withscores, .. } => {
                 if withscores && !s.resp3 {
@@ -561,6 +632,26 @@ fn produce(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) ->
                 n += k;
                 if enough(n, w.out.len()) {
                     break;
+                }
+            }
+        }
+        (Kind::XRange { lo, hi, rev }, Some(ValueRef::Stream(st))) => {
+            if let Some(at) = s.id_cursor {
+                let (a, b) = if rev { (lo, at) } else { (at, hi) };
+                // An entry is its id and its fields and values, as elements.
+                let mut elems = 0;
+                let mut last = None;
+                for e in st.range(a, b, rev).take(owed) {
+                    crate::cmd::stream::write_entry(&mut w, &e);
+                    n += 1;
+                    elems += 1 + 2 * e.pairs.len();
+                    last = Some(e.id);
+                    if enough(elems, w.out.len()) {
+                        break;
+                    }
+                }
+                if let Some(id) = last {
+                    s.id_cursor = if rev { id.prev() } else { id.next() };
                 }
             }
         }
