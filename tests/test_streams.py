@@ -135,29 +135,6 @@ def test_xreadgroup_block_one_entry_serves_one_consumer(raw):
     assert second.read_reply(5).py() == [[a.encode(), [[b"2-0", [b"f", b"two"]]]]]
 
 
-def test_xreadgroup_block_ends_when_the_key_or_group_goes(raw):
-    """Deleting the key ends a blocked XREADGROUP with -UNBLOCKED, destroying the group with
-    -NOGROUP (Redis 7.2); an XREAD blocked on a deleted key keeps waiting."""
-    a, _ = _pair_on_two_shards("xgd")
-    reader, xreader, writer = raw(), raw(), raw()
-    writer.call("DEL", a)
-    writer.call("XGROUP", "CREATE", a, "g", "$", "MKSTREAM")
-    reader.send("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", a, ">")
-    xreader.send("XREAD", "BLOCK", "0", "STREAMS", a, "$")
-    _wait_blocked(writer, 2)
-    writer.call("DEL", a)
-    assert reader.read_reply(5).raw == b"-UNBLOCKED the stream key no longer exists\r\n"
-    _wait_blocked(writer, 1)
-    writer.call("XGROUP", "CREATE", a, "g", "$", "MKSTREAM")
-    reader.send("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", a, ">")
-    _wait_blocked(writer, 2)
-    assert writer.call("XGROUP", "DESTROY", a, "g").py() == 1
-    want = f"-NOGROUP No such key '{a}' or consumer group 'g' in XREADGROUP with GROUP option\r\n"
-    assert reader.read_reply(5).raw == want.encode()
-    writer.call("XADD", a, "5-0", "f", "v")
-    assert xreader.read_reply(5).py() == [[a.encode(), [[b"5-0", [b"f", b"v"]]]]]
-
-
 def test_xreadgroup_block_times_out_and_history_never_blocks(raw):
     a, _ = _pair_on_two_shards("xgt")
     c = raw()
@@ -276,3 +253,121 @@ def test_other_clients_are_served_while_a_big_xrange_streams(raw):
         assert writer.read_reply(10).py() == b"999999-0"
         assert c.call("XLEN", key).py() == BIG_XRANGE - len(range(5, BIG_XRANGE, 997)) + 1
         c.call("DEL", key, key + ":other")
+
+
+# ---- what a blocked XREAD / XREADGROUP gets when its key changes under it -----------------
+
+def _version(conn):
+    for line in conn.call("INFO", "server").py().decode().splitlines():
+        if line.startswith("redis_version:"):
+            return tuple(int(x) for x in line.split(":", 1)[1].split(".")[:2])
+    return (0, 0)
+
+
+def _blocked_then(server_conn, key, block, change, db="0"):
+    """On one server: a client (in database `db`) blocks with `block` (a command naming
+    `key`), then another runs each command of `change`; returns the blocked client's reply
+    (raw bytes) and the replies of `change`."""
+    reader, writer = server_conn(), server_conn()
+    writer.call("SELECT", db)
+    writer.call("DEL", key)
+    writer.call("XADD", key, "666-0", "f", "v")
+    writer.call("XGROUP", "CREATE", key, "g", "$")
+    assert reader.call("SELECT", db).py() == b"OK"
+    reader.send(*block)
+    _wait_blocked(writer, 1)
+    done = [writer.call(*c).raw for c in change]
+    got = reader.read_reply(10).raw
+    _wait_blocked(writer, 0)
+    writer.call("SELECT", db)
+    writer.call("DEL", key)
+    return got, done
+
+
+def _nogroup(key):
+    return f"-NOGROUP No such key '{key}' or consumer group 'g' in XREADGROUP with GROUP option\r\n".encode()
+
+
+UNBLOCKED_70 = b"-UNBLOCKED the stream key no longer exists\r\n"
+NOGROUP_70 = b"-NOGROUP the consumer group this client was blocked on no longer exists\r\n"
+WRONGTYPE = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+
+
+def _group_cases(key):
+    """(name, commands after the client blocked, Redis 7.2's reply, Redis 7.0's reply)."""
+    return [
+        ("del", [("DEL", key)], _nogroup(key), UNBLOCKED_70),
+        ("set", [("SET", key, "x")], WRONGTYPE, UNBLOCKED_70),
+        ("multi del sadd", [("MULTI",), ("DEL", key), ("SADD", key, "m"), ("EXEC",)],
+         WRONGTYPE, UNBLOCKED_70),
+        ("multi del xadd", [("MULTI",), ("DEL", key), ("XADD", key, "1-0", "f", "v"), ("EXEC",)],
+         _nogroup(key), NOGROUP_70),
+        ("flushall", [("FLUSHALL",)], _nogroup(key), UNBLOCKED_70),
+        ("flushdb", [("FLUSHDB",)], _nogroup(key), UNBLOCKED_70),
+        ("xgroup destroy", [("XGROUP", "DESTROY", key, "g")], _nogroup(key), NOGROUP_70),
+    ]
+
+
+@pytest.mark.parametrize("shard", [0, 1])
+def test_blocked_xreadgroup_is_told_when_its_key_or_group_goes_as_redis_7_2(raw, redis_ref, shard):
+    """A client blocked in XREADGROUP ... `>` whose key is deleted (DEL, FLUSHALL, FLUSHDB,
+    replaced by a stream without the group), changes type (SET, MULTI DEL + SADD) or loses
+    its group (XGROUP DESTROY) gets what Redis 7.2 answers when it runs the command again:
+    NOGROUP or WRONGTYPE. Compared with redis-server: byte for byte where it is 7.2; the
+    Debian 7.0 reference answers its own texts (checked as such, so a newer one is compared)."""
+    key = _pair_on_two_shards("xgone")[shard]
+    ref_is_72 = _version(raw(redis_ref)) >= (7, 2)
+    block = ("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", key, ">")
+    for name, change, want72, want70 in _group_cases(key):
+        got, done = _blocked_then(raw, key, block, change)
+        ref_got, ref_done = _blocked_then(lambda: raw(redis_ref), key, block, change)
+        assert done == ref_done, name
+        assert got == want72, (name, got)
+        assert ref_got == (want72 if ref_is_72 else want70), (name, ref_got)
+
+
+@pytest.mark.parametrize("shard", [0, 1])
+def test_blocked_xreadgroup_across_swapdb_as_redis_7_2(raw, redis_ref, shard):
+    """SWAPDB that takes a blocked XREADGROUP's stream away (nothing, or a list, in its
+    place) ends the wait with NOGROUP or WRONGTYPE (Redis 7.2)."""
+    key = _pair_on_two_shards("xswap")[shard]
+    ref_is_72 = _version(raw(redis_ref)) >= (7, 2)
+    block = ("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", key, ">")
+    for other, want72 in [(None, _nogroup(key)), (("LPUSH", key, "e"), WRONGTYPE)]:
+        for conn in (raw, lambda: raw(redis_ref)):
+            c = conn()
+            c.call("SELECT", "4")
+            c.call("DEL", key)
+            if other:
+                c.call(*other)
+        got, _ = _blocked_then(raw, key, block, [("SWAPDB", "4", "9")], db="9")
+        ref_got, _ = _blocked_then(lambda: raw(redis_ref), key, block, [("SWAPDB", "4", "9")], db="9")
+        assert got == want72, got
+        if ref_is_72:
+            assert ref_got == want72
+        for conn in (raw, lambda: raw(redis_ref)):
+            c = conn()
+            c.call("SELECT", "4")
+            c.call("DEL", key)
+
+
+@pytest.mark.parametrize("shard", [0, 1])
+def test_blocked_xread_waits_on_when_its_key_goes_or_changes_type_as_redis(raw, redis_ref, shard):
+    """A blocked XREAD is not woken by DEL, SET, FLUSHALL or FLUSHDB of its key: it waits on,
+    and the next entry added to a new stream at the name serves it. Same replies as
+    redis-server (Redis 7.0 and 7.2 agree)."""
+    key = _pair_on_two_shards("xrgone")[shard]
+    block = ("XREAD", "BLOCK", "0", "STREAMS", key, "$")
+    cases = [
+        [("DEL", key)],
+        [("SET", key, "x"), ("DEL", key)],
+        [("FLUSHALL",)],
+        [("FLUSHDB",)],
+        [("XGROUP", "DESTROY", key, "g")],
+    ]
+    for change in cases:
+        steps = change + [("XADD", key, "667-0", "f", "new")]
+        got, done = _blocked_then(raw, key, block, steps)
+        ref_got, ref_done = _blocked_then(lambda: raw(redis_ref), key, block, steps)
+        assert (got, done) == (ref_got, ref_done), change
+        assert b"667-0" in got and b"new" in got, (change, got)

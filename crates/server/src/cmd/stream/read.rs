@@ -492,8 +492,11 @@ struct GroupOp {
 
 /// Why a blocked XREADGROUP ends without entries.
 enum GroupGone {
-    Key,
-    Group,
+    /// The key or its group went (DEL, FLUSHALL, XGROUP DESTROY, SWAPDB, a new stream
+    /// without the group).
+    NoGroup,
+    /// The key now holds another type (SET, a MULTI that deletes it and adds a set, ...).
+    WrongType,
 }
 
 impl GroupOp {
@@ -501,10 +504,11 @@ impl GroupOp {
         let mut db = ctx.db();
         match super::read(&mut db, key) {
             Ok(Some(s)) => match s.group(&self.group) {
-                None => Err(GroupGone::Group),
+                None => Err(GroupGone::NoGroup),
                 Some(g) => Ok(s.edge(true).is_some_and(|e| e.id > g.last_id)),
             },
-            _ => Err(GroupGone::Key),
+            Ok(None) => Err(GroupGone::NoGroup),
+            Err(WrongType) => Err(GroupGone::WrongType),
         }
     }
 }
@@ -522,15 +526,13 @@ impl BlockOp for GroupOp {
 
     fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8> {
         let resp3 = self.resp3;
+        // Redis 7.2 runs a woken XREADGROUP again: a key that went, or lost the group,
+        // answers the command's NOGROUP error, one of another type WRONGTYPE.
         match self.state(ctx, key) {
-            Err(GroupGone::Key) => {
-                return with_writer(resp3, |w| {
-                    w.error(b"UNBLOCKED the stream key no longer exists")
-                })
-            }
-            Err(GroupGone::Group) => {
+            Err(GroupGone::NoGroup) => {
                 return with_writer(resp3, |w| w.error(&nogroup_readgroup(key, &self.group)))
             }
+            Err(GroupGone::WrongType) => return with_writer(resp3, |w| w.error(ERR_WRONGTYPE)),
             Ok(_) => {}
         }
         let r = GroupRead {
