@@ -371,3 +371,41 @@ def test_blocked_xread_waits_on_when_its_key_goes_or_changes_type_as_redis(raw, 
         ref_got, ref_done = _blocked_then(lambda: raw(redis_ref), key, block, steps)
         assert (got, done) == (ref_got, ref_done), change
         assert b"667-0" in got and b"new" in got, (change, got)
+
+
+def test_xread_and_xreadgroup_without_block_on_one_shard_skip_the_transaction(raw):
+    """XREAD and XREADGROUP without BLOCK whose keys are on one shard run like GET (their
+    single-shard form), not as transactions: while a big XRANGE streams on that shard (its
+    reader reads nothing), they are answered at once on another key, where a transaction
+    would wait for the shard's streams to end. With BLOCK they stay transactions and wait."""
+    for key in _pair_on_two_shards("bigr"):
+        side = next(f"{key}:side{i}" for i in range(100)
+                    if keyslot.shard(f"{key}:side{i}") == keyslot.shard(key))
+        c = raw(timeout=60)
+        _load_big_stream(c, key)
+        c.call("DEL", side)
+        c.call("XGROUP", "CREATE", side, "g", "0", "MKSTREAM")
+        c.call("XADD", side, "1-0", "f", "v")
+        reader, other = raw(timeout=60), raw()
+        reader.send_many([("XRANGE", key, "-", "+"), ("PING",)])
+        reader.read_raw(1)
+        assert other.call("XREAD", "COUNT", "5", "STREAMS", side, "0").py() == \
+            [[side.encode(), [[b"1-0", [b"f", b"v"]]]]]
+        assert other.call("XREADGROUP", "GROUP", "g", "c", "STREAMS", side, ">").py() == \
+            [[side.encode(), [[b"1-0", [b"f", b"v"]]]]]
+        assert other.call("XREADGROUP", "GROUP", "g", "c", "STREAMS", side, "0").py() == \
+            [[side.encode(), [[b"1-0", [b"f", b"v"]]]]]
+        assert other.call("XREADGROUP", "GROUP", "g", "c", "STREAMS", side, ">").raw == b"*-1\r\n"
+        # They were answered while the stream still ran: a write of its key still waits.
+        writer = raw()
+        writer.send("XADD", key, "999999-0", "late", "1")
+        assert writer.pending(0.2) == b""
+        # A blocking form is a transaction: it waits for the stream, then answers.
+        other.send("XREAD", "BLOCK", "1", "STREAMS", side, "0")
+        assert other.pending(0.2) == b""
+        tail, deadline = bytes(reader.reader.buf), time.monotonic() + 60
+        while not tail.endswith(b"+PONG\r\n"):
+            tail = (tail + reader._recv_some(deadline))[-16:]
+        assert other.read_reply(30).py() == [[side.encode(), [[b"1-0", [b"f", b"v"]]]]]
+        assert writer.read_reply(30).py() == b"999999-0"
+        c.call("DEL", key, side)
