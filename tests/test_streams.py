@@ -199,9 +199,9 @@ def _raw_reply(conn, *cmd):
 
 
 def test_a_200k_entry_xrange_is_byte_identical_to_redis(raw, redis_ref):
-    """XRANGE / XREVRANGE of 200,000 entries (streamed in steps by darner) answer the same
-    bytes as redis-server for the same content: whole range, exclusive bounds, a COUNT that
-    cuts inside a node, RESP2 and RESP3, on both shards."""
+    """XRANGE / XREVRANGE / XREAD of 200,000 entries (streamed in steps by darner) answer the
+    same bytes as redis-server for the same content: whole range, exclusive bounds, a COUNT
+    that cuts inside a node, RESP2 and RESP3, on both shards."""
     ref = raw(redis_ref, timeout=60)
     _load_big_stream(ref, "bigx")
     for key in _pair_on_two_shards("bigx"):
@@ -216,6 +216,8 @@ def test_a_200k_entry_xrange_is_byte_identical_to_redis(raw, redis_ref):
                 ("XREVRANGE", key, "+", "-"),
                 ("XRANGE", key, "(1500-1", "+", "COUNT", "150001"),
                 ("XREVRANGE", key, "(60000", "10000-2", "COUNT", "100000"),
+                ("XREAD", "STREAMS", key, "1500-1"),
+                ("XREAD", "COUNT", "150001", "STREAMS", key, "0"),
             ]:
                 want = _raw_reply(ref, *cmd)
                 got = _raw_reply(d, *cmd)
@@ -224,18 +226,20 @@ def test_a_200k_entry_xrange_is_byte_identical_to_redis(raw, redis_ref):
         d.call("DEL", key)
 
 
-def test_other_clients_are_served_while_a_big_xrange_streams(raw):
-    """While a 200,000-entry XRANGE streams to a client that has read only its first byte,
-    other clients' commands on other keys of the same shard are answered; a write to the
-    streamed key waits for the reply to end and is not in it (the reply is the stream as it
-    was when XRANGE ran, as Redis would give it)."""
+@pytest.mark.parametrize("read", ["xrange", "xread"])
+def test_other_clients_are_served_while_a_big_xrange_streams(raw, read):
+    """While a 200,000-entry XRANGE (or XREAD of one key) streams to a client that has read
+    only its first byte, other clients' commands on other keys of the same shard are
+    answered; a write to the streamed key waits for the reply to end and is not in it (the
+    reply is the stream as it was when the command ran, as Redis would give it)."""
     for key in _pair_on_two_shards("bigs"):
         c = raw(timeout=60)
         _load_big_stream(c, key)
         c.call("SET", key + ":other", "v")
-        want = _raw_reply(c, "XRANGE", key, "-", "+")
+        cmd = ("XRANGE", key, "-", "+") if read == "xrange" else ("XREAD", "STREAMS", key, "0")
+        want = _raw_reply(c, *cmd)
         reader, other, writer = raw(timeout=60), raw(), raw()
-        reader.send("XRANGE", key, "-", "+")
+        reader.send(*cmd)
         first = reader.read_raw(1)
         writer.send("XADD", key, "999999-0", "late", "1")
         # Served while the reply is produced in steps (the reader reads nothing meanwhile).

@@ -8,7 +8,10 @@
 //! value has more than [`STREAM_MIN`] elements, and so do XRANGE / XREVRANGE replies of more
 //! than [`STREAM_MIN_ENTRIES`] entries (any bounds, with or without COUNT: the entries in the
 //! range are counted first, node by node, to write the reply's length; each step then reads
-//! on from the id after the last one it wrote): the shard writes the reply a chunk at a time,
+//! on from the id after the last one it wrote), as do XREAD replies of one key read after an
+//! explicit id without BLOCK (their single-shard form; with BLOCK, with several keys, and for
+//! XREADGROUP, which writes its group as it reads, the reply is built in one go): the shard
+//! writes the reply a chunk at a time,
 //! one chunk (~0.2 ms of work, [`STEP_TIME`], and at most [`STEP_ELEMS`] elements or
 //! [`STEP_BYTES`] bytes) per turn of the worker's loop, so every other connection's commands
 //! run between two chunks.
@@ -148,11 +151,13 @@ enum Kind {
         rev: bool,
         withscores: bool,
     },
-    /// XRANGE / XREVRANGE: the entries with ids in `lo..=hi`, from the top when `rev`.
+    /// XRANGE / XREVRANGE: the entries with ids in `lo..=hi`, from the top when `rev`; XREAD
+    /// of one key (`read`) the same forward, inside its `[[key, entries]]` reply.
     XRange {
         lo: StreamId,
         hi: StreamId,
         rev: bool,
+        read: bool,
     },
 }
 
@@ -266,6 +271,7 @@ pub fn candidate(cmd: &Command) -> bool {
             | "zrevrange"
             | "xrange"
             | "xrevrange"
+            | "xread"
     )
 }
 
@@ -280,7 +286,11 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
     let Some(plan) = plan(cmd.spec.full_name, args) else {
         return false;
     };
-    let key = args[1];
+    // XREAD's one key follows STREAMS; every other command's is its first argument.
+    let key = match plan {
+        Plan::XRange { read: true, .. } => args[args.len() - 2],
+        _ => args[1],
+    };
     let mut db = ctx.db();
     if let Plan::Hash { .. } = plan {
         // The handler's first step: fields past their TTL go (a set's lookup does the same
@@ -338,6 +348,7 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
                 end,
                 count,
                 rev,
+                read,
             },
             ValueRef::Stream(st),
         ) => {
@@ -355,6 +366,7 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
                     lo: start,
                     hi: end,
                     rev,
+                    read,
                 },
                 n as usize,
             )
@@ -386,7 +398,7 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
         cursor: Some(0),
         list_seek: ListSeek::default(),
         id_cursor: match kind {
-            Kind::XRange { lo, hi, rev } => Some(if rev { hi } else { lo }),
+            Kind::XRange { lo, hi, rev, .. } => Some(if rev { hi } else { lo }),
             _ => None,
         },
         started: false,
@@ -411,12 +423,13 @@ enum Plan {
         rev: bool,
         withscores: bool,
     },
-    /// `count`: negative when not given.
+    /// `count`: negative when not given. `read`: XREAD of one key.
     XRange {
         start: StreamId,
         end: StreamId,
         count: i64,
         rev: bool,
+        read: bool,
     },
 }
 
@@ -471,6 +484,27 @@ fn plan(name: &str, args: &[&[u8]]) -> Option<Plan> {
                 end: r.end,
                 count: r.count,
                 rev,
+                read: false,
+            })
+        }
+        "xread" => {
+            // One key, an explicit id, no BLOCK (`$` and `+` read at most what arrives or
+            // one entry; BLOCK is a transaction's): the entries after the id.
+            let r = crate::cmd::stream::parse_read(args, false).ok()?;
+            if r.block.is_some() || r.nkeys != 1 {
+                return None;
+            }
+            let after = crate::cmd::stream::parse_strict(args[r.streams_at + 1]).ok()?;
+            Some(Plan::XRange {
+                start: after.next()?,
+                end: StreamId::MAX,
+                count: if r.count == 0 {
+                    -1
+                } else {
+                    i64::try_from(r.count).unwrap_or(i64::MAX)
+                },
+                rev: false,
+                read: true,
             })
         }
         _ => None,
@@ -529,6 +563,17 @@ fn produce(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) ->
                 keys: true,
                 vals: true,
             } => w.map(s.total),
+            Kind::XRange { read: true, .. } => {
+                // XREAD's `[[key, entries]]` (a map of one key in RESP3).
+                if s.resp3 {
+                    w.map(1);
+                } else {
+                    w.array(1);
+                    w.array(2);
+                }
+                w.bulk(&s.key);
+                w.array(s.total)
+            }
             Kind::Hash { .. } | Kind::List { .. } | Kind::XRange { .. } => w.array(s.total),
             Kind::Set => w.set(s.total),
             Kind::ZSet { withscores, .. } => {
@@ -635,7 +680,7 @@ fn produce(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) ->
                 }
             }
         }
-        (Kind::XRange { lo, hi, rev }, Some(ValueRef::Stream(st))) => {
+        (Kind::XRange { lo, hi, rev, .. }, Some(ValueRef::Stream(st))) => {
             if let Some(at) = s.id_cursor {
                 let (a, b) = if rev { (lo, at) } else { (at, hi) };
                 // An entry is its id and its fields and values, as elements.
@@ -800,5 +845,19 @@ mod tests {
         assert!(plan("zrevrange", &a(&["zrevrange", "k", "0", "-1", "rev"])).is_none());
         assert!(plan("lrange", &a(&["lrange", "k", "x", "-1"])).is_none());
         assert!(plan("get", &a(&["get", "k"])).is_none());
+    }
+
+    #[test]
+    fn plan_takes_xread_of_one_key_after_an_explicit_id_without_block() {
+        let a = |v: &[&'static str]| v.iter().map(|s| s.as_bytes()).collect::<Vec<&[u8]>>();
+        assert!(plan("xread", &a(&["xread", "streams", "k", "0"])).is_some());
+        assert!(plan("xread", &a(&["xread", "COUNT", "9", "streams", "k", "5-1"])).is_some());
+        assert!(plan("xread", &a(&["xread", "block", "0", "streams", "k", "0"])).is_none());
+        assert!(plan("xread", &a(&["xread", "streams", "k", "j", "0", "0"])).is_none());
+        assert!(plan("xread", &a(&["xread", "streams", "k", "$"])).is_none());
+        assert!(plan("xread", &a(&["xread", "streams", "k", "+"])).is_none());
+        let max = "18446744073709551615-18446744073709551615";
+        assert!(plan("xread", &a(&["xread", "streams", "k", max])).is_none());
+        assert!(plan("xrange", &a(&["xrange", "k", "-", "+", "count"])).is_none());
     }
 }

@@ -11,7 +11,7 @@
 pub mod group;
 mod read;
 
-pub use read::may_block;
+pub use read::{may_block, parse_read};
 
 use super::{eq, parse_int, Reg, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
 use crate::cmd::Locks;
