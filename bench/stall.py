@@ -8,12 +8,14 @@ on the big key's shard) one at a time and records every latency while a second c
 the operation; the hash is reloaded between operations. The "idle" operation does nothing for
 a second: its row is the machine's own noise floor. The whole-collection reads of the
 other types run on a value of the same size: SMEMBERS of a set of N UUIDs, LRANGE 0 -1 of a
-list of N UUIDs, ZRANGE 0 -1 WITHSCORES of a sorted set of N UUIDs scored 0..N-1. Printed per server and operation:
+list of N UUIDs, ZRANGE 0 -1 WITHSCORES of a sorted set of N UUIDs scored 0..N-1, XRANGE - + and
+XREVRANGE + - of a stream of N entries (`id` a UUID, `n` a counter; ops xrange, xrevrange). Printed per server and operation:
 the probe's p50, p99.9 and max latency during the operation, how long the operation took
 for the client that sent it, and, for darner, its own longest event loop turn from the start of
 the operation to a second after it (INFO's `darner_eventloop_duration_max` after a CONFIG
 RESETSTAT): the longest any client could have waited behind other work, apart from the
-machine's own noise, which the probe's max also contains.
+machine's own noise, which the probe's max also contains. When both servers ran, a last table
+gives, per operation, darner's probe p99.9 and max over redis-server's (same run).
 
 Servers bind 127.0.0.1 on free ports, every step is bounded, and both servers are stopped
 whatever happens.
@@ -25,7 +27,8 @@ then the server's own (use it with --threads 1, which also puts the big key and
 every probed key on one shard, the hardest case for darner).
 
 Usage: bench/stall.py [--darner target/release/darner] [--threads 2] [--fields 1000000]
-                      [--ops idle,hgetall,smembers,lrange,zrange,del,unlink,expire,flushall]
+                      [--ops idle,hgetall,smembers,lrange,zrange,xrange,xrevrange,del,unlink,
+                             expire,flushall]
                       [--pin] [--servers darner,redis]
 """
 import argparse
@@ -124,8 +127,10 @@ KINDS = {
     "set": ("SADD", "SCARD", ("SMEMBERS",)),
     "list": ("RPUSH", "LLEN", ("LRANGE", 0, -1)),
     "zset": ("ZADD", "ZCARD", ("ZRANGE", 0, -1, "WITHSCORES")),
+    "stream": ("XADD", "XLEN", ("XRANGE", "-", "+")),
 }
-READS = {"hgetall": ("hash", ("HGETALL",)), "smembers": ("set",), "lrange": ("list",), "zrange": ("zset",)}
+READS = {"hgetall": ("hash", ("HGETALL",)), "smembers": ("set",), "lrange": ("list",), "zrange": ("zset",),
+         "xrange": ("stream",), "xrevrange": ("stream", ("XREVRANGE", "+", "-"))}
 
 
 def load(port, key, fields, batch=2000, kind="hash"):
@@ -136,6 +141,14 @@ def load(port, key, fields, batch=2000, kind="hash"):
     sent = 0
     while sent < fields:
         n = min(batch, fields - sent)
+        if kind == "stream":
+            # One XADD per entry (a uuid4 and a counter), pipelined.
+            c.s.sendall(b"".join(command(write, key, "*", "id", str(uuid.uuid4()), "n", sent + i)
+                                 for i in range(n)))
+            for _ in range(n):
+                c.reply()
+            sent += n
+            continue
         args = [write, key]
         for i in range(n):
             member = str(uuid.uuid4()).encode()
@@ -234,7 +247,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--fields", type=int, default=1_000_000)
     ap.add_argument("--ops",
-                    default="idle,hgetall,smembers,lrange,zrange,del,unlink,expire,flushall")
+                    default="idle,hgetall,smembers,lrange,zrange,xrange,del,unlink,expire,flushall")
     ap.add_argument("--servers", default="darner,redis",
                     help="comma-separated: which of darner,redis to run")
     ap.add_argument("--pin", action="store_true",
@@ -268,6 +281,7 @@ def main():
         print(f"{'server':<8}{'operation':<10}{'op ms':>10}{'probe p50 µs':>14}{'p99.9 µs':>12}{'max µs':>12}{'GETs':>9}{'turn max µs':>15}")
         key = "big"
         probe_keys = ["probe:%d" % i for i in range(16)]
+        results = {}
         for name, port, _ in servers:
             c = Conn(port)
             for k in probe_keys:
@@ -279,12 +293,18 @@ def main():
                     # FLUSHALL takes the probe keys too: the probe then reads misses, still a GET.
                     pass
                 took, lat, turn = run_op(port, op, key, probe_keys, nice_reader=args.pin)
+                results[(name, op)] = (pct(lat, 0.999), max(lat) if lat else 0.0)
                 turn = "-" if turn is None else f"{turn:,}"
                 print(f"{name:<8}{op:<10}{took:>10.1f}{pct(lat, 0.5):>14.0f}{pct(lat, 0.999):>12.0f}"
                       f"{max(lat) if lat else 0:>12.0f}{len(lat):>9}{turn:>15}", flush=True)
                 if op == "flushall":
                     for k in probe_keys:
                         c.call("SET", k, "v" * 16)
+        if ("darner", ops[0]) in results and ("redis", ops[0]) in results:
+            print(f"\n{'operation':<10}{'p99.9 darner/redis':>20}{'max darner/redis':>18}")
+            for op in ops:
+                (dp, dm), (rp, rm) = results[("darner", op)], results[("redis", op)]
+                print(f"{op:<10}{dp / max(rp, 1e-9):>20.3f}{dm / max(rm, 1e-9):>18.3f}")
     finally:
         for _, _, proc in servers:
             stop_process(proc)

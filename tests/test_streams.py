@@ -135,29 +135,6 @@ def test_xreadgroup_block_one_entry_serves_one_consumer(raw):
     assert second.read_reply(5).py() == [[a.encode(), [[b"2-0", [b"f", b"two"]]]]]
 
 
-def test_xreadgroup_block_ends_when_the_key_or_group_goes(raw):
-    """Deleting the key ends a blocked XREADGROUP with -UNBLOCKED, destroying the group with
-    -NOGROUP (Redis 7.2); an XREAD blocked on a deleted key keeps waiting."""
-    a, _ = _pair_on_two_shards("xgd")
-    reader, xreader, writer = raw(), raw(), raw()
-    writer.call("DEL", a)
-    writer.call("XGROUP", "CREATE", a, "g", "$", "MKSTREAM")
-    reader.send("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", a, ">")
-    xreader.send("XREAD", "BLOCK", "0", "STREAMS", a, "$")
-    _wait_blocked(writer, 2)
-    writer.call("DEL", a)
-    assert reader.read_reply(5).raw == b"-UNBLOCKED the stream key no longer exists\r\n"
-    _wait_blocked(writer, 1)
-    writer.call("XGROUP", "CREATE", a, "g", "$", "MKSTREAM")
-    reader.send("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", a, ">")
-    _wait_blocked(writer, 2)
-    assert writer.call("XGROUP", "DESTROY", a, "g").py() == 1
-    want = f"-NOGROUP No such key '{a}' or consumer group 'g' in XREADGROUP with GROUP option\r\n"
-    assert reader.read_reply(5).raw == want.encode()
-    writer.call("XADD", a, "5-0", "f", "v")
-    assert xreader.read_reply(5).py() == [[a.encode(), [[b"5-0", [b"f", b"v"]]]]]
-
-
 def test_xreadgroup_block_times_out_and_history_never_blocks(raw):
     a, _ = _pair_on_two_shards("xgt")
     c = raw()
@@ -183,3 +160,256 @@ def test_memory_usage_of_a_stream_grows_with_its_entries(r):
     assert r.memory_usage("mu") > big + 5000 * 16
     assert r.delete("mu") == 1
     assert r.exists("mu") == 0
+
+
+# ---- big XRANGE replies are streamed (crates/server/src/stream.rs) -------------------------
+
+BIG_XRANGE = 200_000
+
+
+def _load_big_stream(conn, key):
+    """The same 200,000 entries on any server: explicit ids, a few field layouts (the node's
+    master fields, others, integers and strings, an empty value), some entries deleted."""
+    conn.call("DEL", key)
+    batch = []
+    for i in range(BIG_XRANGE):
+        ms, seq = 1000 + i // 3, i % 3
+        if i % 50 == 7:
+            fields = ["other", f"x{i}", "n", str(-i), "e", ""]
+        else:
+            fields = ["name", f"user:{i}", "score", str(i * 7), "ok", "1" if i % 2 else "0"]
+        batch.append(("XADD", key, f"{ms}-{seq}", *fields))
+        if len(batch) == 2000:
+            conn.send_many(batch)
+            conn.read_replies(len(batch), timeout=30)
+            batch = []
+    dels = [f"{1000 + i // 3}-{i % 3}" for i in range(5, BIG_XRANGE, 997)]
+    assert conn.call("XDEL", key, *dels).py() == len(dels)
+
+
+def _raw_reply(conn, *cmd):
+    """The exact bytes of one reply (a PING behind it marks its end; no value says PONG)."""
+    conn.send_many([cmd, ("PING",)])
+    got = bytearray(conn.reader.buf)
+    conn.reader.buf = b""
+    deadline = time.monotonic() + 60
+    while not got.endswith(b"+PONG\r\n"):
+        got += conn._recv_some(deadline)
+    return bytes(got[: -len(b"+PONG\r\n")])
+
+
+def test_a_200k_entry_xrange_is_byte_identical_to_redis(raw, redis_ref):
+    """XRANGE / XREVRANGE / XREAD of 200,000 entries (streamed in steps by darner) answer the
+    same bytes as redis-server for the same content: whole range, exclusive bounds, a COUNT
+    that cuts inside a node, RESP2 and RESP3, on both shards."""
+    ref = raw(redis_ref, timeout=60)
+    _load_big_stream(ref, "bigx")
+    for key in _pair_on_two_shards("bigx"):
+        d = raw(timeout=60)
+        _load_big_stream(d, key)
+        ref.call("RENAME", "bigx", key)
+        for proto in ("2", "3"):
+            d.call("HELLO", proto)
+            ref.call("HELLO", proto)
+            for cmd in [
+                ("XRANGE", key, "-", "+"),
+                ("XREVRANGE", key, "+", "-"),
+                ("XRANGE", key, "(1500-1", "+", "COUNT", "150001"),
+                ("XREVRANGE", key, "(60000", "10000-2", "COUNT", "100000"),
+                ("XREAD", "STREAMS", key, "1500-1"),
+                ("XREAD", "COUNT", "150001", "STREAMS", key, "0"),
+            ]:
+                want = _raw_reply(ref, *cmd)
+                got = _raw_reply(d, *cmd)
+                assert len(got) == len(want) and got == want, (cmd, proto, len(got), len(want))
+        ref.call("RENAME", key, "bigx")
+        d.call("DEL", key)
+
+
+@pytest.mark.parametrize("read", ["xrange", "xread"])
+def test_other_clients_are_served_while_a_big_xrange_streams(raw, read):
+    """While a 200,000-entry XRANGE (or XREAD of one key) streams to a client that has read
+    only its first byte, other clients' commands on other keys of the same shard are
+    answered; a write to the streamed key waits for the reply to end and is not in it (the
+    reply is the stream as it was when the command ran, as Redis would give it)."""
+    for key in _pair_on_two_shards("bigs"):
+        c = raw(timeout=60)
+        _load_big_stream(c, key)
+        c.call("SET", key + ":other", "v")
+        cmd = ("XRANGE", key, "-", "+") if read == "xrange" else ("XREAD", "STREAMS", key, "0")
+        want = _raw_reply(c, *cmd)
+        reader, other, writer = raw(timeout=60), raw(), raw()
+        reader.send(*cmd)
+        first = reader.read_raw(1)
+        writer.send("XADD", key, "999999-0", "late", "1")
+        # Served while the reply is produced in steps (the reader reads nothing meanwhile).
+        for _ in range(20):
+            assert other.call("GET", key + ":other").py() == b"v"
+            assert other.call("PING").py() == b"PONG"
+        # The write to the streamed key waits behind the stream: nothing yet.
+        assert writer.pending(0.2) == b""
+        rest = bytearray(reader.reader.buf)
+        reader.reader.buf = b""
+        deadline = time.monotonic() + 60
+        while len(rest) < len(want) - 1:
+            rest += reader._recv_some(deadline)
+        assert first + bytes(rest) == want
+        assert writer.read_reply(10).py() == b"999999-0"
+        assert c.call("XLEN", key).py() == BIG_XRANGE - len(range(5, BIG_XRANGE, 997)) + 1
+        c.call("DEL", key, key + ":other")
+
+
+# ---- what a blocked XREAD / XREADGROUP gets when its key changes under it -----------------
+
+def _version(conn):
+    for line in conn.call("INFO", "server").py().decode().splitlines():
+        if line.startswith("redis_version:"):
+            return tuple(int(x) for x in line.split(":", 1)[1].split(".")[:2])
+    return (0, 0)
+
+
+def _blocked_then(server_conn, key, block, change, db="0"):
+    """On one server: a client (in database `db`) blocks with `block` (a command naming
+    `key`), then another runs each command of `change`; returns the blocked client's reply
+    (raw bytes) and the replies of `change`."""
+    reader, writer = server_conn(), server_conn()
+    writer.call("SELECT", db)
+    writer.call("DEL", key)
+    writer.call("XADD", key, "666-0", "f", "v")
+    writer.call("XGROUP", "CREATE", key, "g", "$")
+    assert reader.call("SELECT", db).py() == b"OK"
+    reader.send(*block)
+    _wait_blocked(writer, 1)
+    done = [writer.call(*c).raw for c in change]
+    got = reader.read_reply(10).raw
+    _wait_blocked(writer, 0)
+    writer.call("SELECT", db)
+    writer.call("DEL", key)
+    return got, done
+
+
+def _nogroup(key):
+    return f"-NOGROUP No such key '{key}' or consumer group 'g' in XREADGROUP with GROUP option\r\n".encode()
+
+
+UNBLOCKED_70 = b"-UNBLOCKED the stream key no longer exists\r\n"
+NOGROUP_70 = b"-NOGROUP the consumer group this client was blocked on no longer exists\r\n"
+WRONGTYPE = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+
+
+def _group_cases(key):
+    """(name, commands after the client blocked, Redis 7.2's reply, Redis 7.0's reply)."""
+    return [
+        ("del", [("DEL", key)], _nogroup(key), UNBLOCKED_70),
+        ("set", [("SET", key, "x")], WRONGTYPE, UNBLOCKED_70),
+        ("multi del sadd", [("MULTI",), ("DEL", key), ("SADD", key, "m"), ("EXEC",)],
+         WRONGTYPE, UNBLOCKED_70),
+        ("multi del xadd", [("MULTI",), ("DEL", key), ("XADD", key, "1-0", "f", "v"), ("EXEC",)],
+         _nogroup(key), NOGROUP_70),
+        ("flushall", [("FLUSHALL",)], _nogroup(key), UNBLOCKED_70),
+        ("flushdb", [("FLUSHDB",)], _nogroup(key), UNBLOCKED_70),
+        ("xgroup destroy", [("XGROUP", "DESTROY", key, "g")], _nogroup(key), NOGROUP_70),
+    ]
+
+
+@pytest.mark.parametrize("shard", [0, 1])
+def test_blocked_xreadgroup_is_told_when_its_key_or_group_goes_as_redis_7_2(raw, redis_ref, shard):
+    """A client blocked in XREADGROUP ... `>` whose key is deleted (DEL, FLUSHALL, FLUSHDB,
+    replaced by a stream without the group), changes type (SET, MULTI DEL + SADD) or loses
+    its group (XGROUP DESTROY) gets what Redis 7.2 answers when it runs the command again:
+    NOGROUP or WRONGTYPE. Compared with redis-server: byte for byte where it is 7.2; the
+    Debian 7.0 reference answers its own texts (checked as such, so a newer one is compared)."""
+    key = _pair_on_two_shards("xgone")[shard]
+    ref_is_72 = _version(raw(redis_ref)) >= (7, 2)
+    block = ("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", key, ">")
+    for name, change, want72, want70 in _group_cases(key):
+        got, done = _blocked_then(raw, key, block, change)
+        ref_got, ref_done = _blocked_then(lambda: raw(redis_ref), key, block, change)
+        assert done == ref_done, name
+        assert got == want72, (name, got)
+        assert ref_got == (want72 if ref_is_72 else want70), (name, ref_got)
+
+
+@pytest.mark.parametrize("shard", [0, 1])
+def test_blocked_xreadgroup_across_swapdb_as_redis_7_2(raw, redis_ref, shard):
+    """SWAPDB that takes a blocked XREADGROUP's stream away (nothing, or a list, in its
+    place) ends the wait with NOGROUP or WRONGTYPE (Redis 7.2)."""
+    key = _pair_on_two_shards("xswap")[shard]
+    ref_is_72 = _version(raw(redis_ref)) >= (7, 2)
+    block = ("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", key, ">")
+    for other, want72 in [(None, _nogroup(key)), (("LPUSH", key, "e"), WRONGTYPE)]:
+        for conn in (raw, lambda: raw(redis_ref)):
+            c = conn()
+            c.call("SELECT", "4")
+            c.call("DEL", key)
+            if other:
+                c.call(*other)
+        got, _ = _blocked_then(raw, key, block, [("SWAPDB", "4", "9")], db="9")
+        ref_got, _ = _blocked_then(lambda: raw(redis_ref), key, block, [("SWAPDB", "4", "9")], db="9")
+        assert got == want72, got
+        if ref_is_72:
+            assert ref_got == want72
+        for conn in (raw, lambda: raw(redis_ref)):
+            c = conn()
+            c.call("SELECT", "4")
+            c.call("DEL", key)
+
+
+@pytest.mark.parametrize("shard", [0, 1])
+def test_blocked_xread_waits_on_when_its_key_goes_or_changes_type_as_redis(raw, redis_ref, shard):
+    """A blocked XREAD is not woken by DEL, SET, FLUSHALL or FLUSHDB of its key: it waits on,
+    and the next entry added to a new stream at the name serves it. Same replies as
+    redis-server (Redis 7.0 and 7.2 agree)."""
+    key = _pair_on_two_shards("xrgone")[shard]
+    block = ("XREAD", "BLOCK", "0", "STREAMS", key, "$")
+    cases = [
+        [("DEL", key)],
+        [("SET", key, "x"), ("DEL", key)],
+        [("FLUSHALL",)],
+        [("FLUSHDB",)],
+        [("XGROUP", "DESTROY", key, "g")],
+    ]
+    for change in cases:
+        steps = change + [("XADD", key, "667-0", "f", "new")]
+        got, done = _blocked_then(raw, key, block, steps)
+        ref_got, ref_done = _blocked_then(lambda: raw(redis_ref), key, block, steps)
+        assert (got, done) == (ref_got, ref_done), change
+        assert b"667-0" in got and b"new" in got, (change, got)
+
+
+def test_xread_and_xreadgroup_without_block_on_one_shard_skip_the_transaction(raw):
+    """XREAD and XREADGROUP without BLOCK whose keys are on one shard run like GET (their
+    single-shard form), not as transactions: while a big XRANGE streams on that shard (its
+    reader reads nothing), they are answered at once on another key, where a transaction
+    would wait for the shard's streams to end. With BLOCK they stay transactions and wait."""
+    for key in _pair_on_two_shards("bigr"):
+        side = next(f"{key}:side{i}" for i in range(100)
+                    if keyslot.shard(f"{key}:side{i}") == keyslot.shard(key))
+        c = raw(timeout=60)
+        _load_big_stream(c, key)
+        c.call("DEL", side)
+        c.call("XGROUP", "CREATE", side, "g", "0", "MKSTREAM")
+        c.call("XADD", side, "1-0", "f", "v")
+        reader, other = raw(timeout=60), raw()
+        reader.send_many([("XRANGE", key, "-", "+"), ("PING",)])
+        reader.read_raw(1)
+        assert other.call("XREAD", "COUNT", "5", "STREAMS", side, "0").py() == \
+            [[side.encode(), [[b"1-0", [b"f", b"v"]]]]]
+        assert other.call("XREADGROUP", "GROUP", "g", "c", "STREAMS", side, ">").py() == \
+            [[side.encode(), [[b"1-0", [b"f", b"v"]]]]]
+        assert other.call("XREADGROUP", "GROUP", "g", "c", "STREAMS", side, "0").py() == \
+            [[side.encode(), [[b"1-0", [b"f", b"v"]]]]]
+        assert other.call("XREADGROUP", "GROUP", "g", "c", "STREAMS", side, ">").raw == b"*-1\r\n"
+        # They were answered while the stream still ran: a write of its key still waits.
+        writer = raw()
+        writer.send("XADD", key, "999999-0", "late", "1")
+        assert writer.pending(0.2) == b""
+        # A blocking form is a transaction: it waits for the stream, then answers.
+        other.send("XREAD", "BLOCK", "1", "STREAMS", side, "0")
+        assert other.pending(0.2) == b""
+        tail, deadline = bytes(reader.reader.buf), time.monotonic() + 60
+        while not tail.endswith(b"+PONG\r\n"):
+            tail = (tail + reader._recv_some(deadline))[-16:]
+        assert other.read_reply(30).py() == [[side.encode(), [[b"1-0", [b"f", b"v"]]]]]
+        assert writer.read_reply(30).py() == b"999999-0"
+        c.call("DEL", key, side)

@@ -606,21 +606,22 @@ impl Db {
     /// What belongs to the database index stays: WATCHes, blocked clients, statistics. As in
     /// Redis, a watched key of either database whose value changes under its name (it is
     /// live in either database at `now_ms`) marks its watchers dirty, and a key that clients
-    /// are blocked on and that now exists is signalled ready (the server serves them if its
-    /// type suits them).
+    /// are blocked on and that exists in either database is signalled ready: the server
+    /// serves them if its new value suits them, and tells a blocked XREADGROUP whose stream
+    /// went (Redis 7.2 signals a key that vanished or changed as deleted).
     pub fn swap(a: &mut Db, b: &mut Db, now_ms: i64) {
         let touched_a = a.watched_live_in(a, b, now_ms);
         let touched_b = b.watched_live_in(b, a, now_ms);
         a.mark_watchers(touched_a);
         b.mark_watchers(touched_b);
+        a.signal_blocked_in(b);
+        b.signal_blocked_in(a);
         std::mem::swap(&mut a.table, &mut b.table);
         std::mem::swap(&mut a.expires, &mut b.expires);
         std::mem::swap(&mut a.sweep_at, &mut b.sweep_at);
         std::mem::swap(&mut a.field_ttl_keys, &mut b.field_ttl_keys);
         std::mem::swap(&mut a.field_ttl_set, &mut b.field_ttl_set);
         std::mem::swap(&mut a.field_sweep_at, &mut b.field_sweep_at);
-        a.signal_blocked_present();
-        b.signal_blocked_present();
     }
 
     /// SWAPDB of a database with itself (Redis allows it): its watched keys that are live
@@ -651,18 +652,25 @@ impl Db {
         }
     }
 
-    /// Signals ready every key with blocked clients that exists now.
-    fn signal_blocked_present(&mut self) {
+    /// Signals ready every key with blocked clients that exists here or in `other`.
+    fn signal_blocked_in(&mut self, other: &Db) {
         for k in &self.signals.blocked {
-            if self.table.get(k).is_some() {
+            if self.table.get(k).is_some() || other.table.get(k).is_some() {
                 self.signals.ready.push(k.clone());
             }
         }
     }
 
-    /// Empties the database, marking watchers of existing keys dirty. Returns the old table so
-    /// the caller can free a big one off the request path.
+    /// Empties the database, marking watchers of existing keys dirty and signalling the keys
+    /// clients are blocked on that existed as ready (as Redis 7.2 signals them deleted: a
+    /// blocked XREADGROUP is told its stream went; other waiters find nothing and wait on).
+    /// Returns the old table so the caller can free a big one off the request path.
     pub fn flush(&mut self) -> Table {
+        for k in &self.signals.blocked {
+            if self.table.get(k).is_some() {
+                self.signals.ready.push(k.clone());
+            }
+        }
         if !self.signals.watchers.is_empty() {
             let keys: Vec<Box<[u8]>> = self.signals.watchers.keys().cloned().collect();
             for k in keys {

@@ -5,7 +5,13 @@
 //! million fields is ~200 ms of work, and GETs of other keys of the shard wait all of it. So
 //! the commands whose reply is a whole big collection (HGETALL, HKEYS, HVALS, SMEMBERS, a big
 //! LRANGE, ZRANGE / ZREVRANGE by rank with or without WITHSCORES) become *streams* when the
-//! value has more than [`STREAM_MIN`] elements: the shard writes the reply a chunk at a time,
+//! value has more than [`STREAM_MIN`] elements, and so do XRANGE / XREVRANGE replies of more
+//! than [`STREAM_MIN_ENTRIES`] entries (any bounds, with or without COUNT: the entries in the
+//! range are counted first, node by node, to write the reply's length; each step then reads
+//! on from the id after the last one it wrote), as do XREAD replies of one key read after an
+//! explicit id without BLOCK (their single-shard form; with BLOCK, with several keys, and for
+//! XREADGROUP, which writes its group as it reads, the reply is built in one go): the shard
+//! writes the reply a chunk at a time,
 //! one chunk (~0.2 ms of work, [`STEP_TIME`], and at most [`STEP_ELEMS`] elements or
 //! [`STEP_BYTES`] bytes) per turn of the worker's loop, so every other connection's commands
 //! run between two chunks.
@@ -69,7 +75,7 @@
 use crate::cmd::Command;
 use crate::msg::{BatchItem, ConnRef, Msg};
 use crate::shard::{Shard, ShardCtx};
-use darner_engine::types::ListSeek;
+use darner_engine::types::{ListSeek, StreamId};
 use darner_engine::{Clock, ValueRef};
 use darner_resp::ReplyWriter;
 use std::collections::{HashSet, VecDeque};
@@ -78,6 +84,9 @@ use std::sync::Arc;
 
 /// A collection with more elements than this (in the reply) is streamed.
 pub const STREAM_MIN: usize = 8192;
+/// An XRANGE / XREVRANGE reply of more entries than this is streamed (an entry is at least
+/// three elements, usually many more, and decoding it costs more than a hash field).
+pub const STREAM_MIN_ENTRIES: usize = 2048;
 /// Bytes of a reply that may wait behind earlier replies of its connection before its stream
 /// pauses (see flow control above).
 pub const PARTIAL_MAX: usize = 1 << 20;
@@ -142,6 +151,14 @@ enum Kind {
         rev: bool,
         withscores: bool,
     },
+    /// XRANGE / XREVRANGE: the entries with ids in `lo..=hi`, from the top when `rev`; XREAD
+    /// of one key (`read`) the same forward, inside its `[[key, entries]]` reply.
+    XRange {
+        lo: StreamId,
+        hi: StreamId,
+        rev: bool,
+        read: bool,
+    },
 }
 
 struct Stream {
@@ -159,6 +176,9 @@ struct Stream {
     cursor: Option<usize>,
     /// Where a list's next step starts looking for its first element.
     list_seek: ListSeek,
+    /// XRANGE: the id bound the next step reads from (its start, or its end when reversed);
+    /// None once no id is left on that side.
+    id_cursor: Option<StreamId>,
     started: bool,
 }
 
@@ -242,7 +262,16 @@ impl Streams {
 pub fn candidate(cmd: &Command) -> bool {
     matches!(
         cmd.spec.full_name,
-        "hgetall" | "hkeys" | "hvals" | "smembers" | "lrange" | "zrange" | "zrevrange"
+        "hgetall"
+            | "hkeys"
+            | "hvals"
+            | "smembers"
+            | "lrange"
+            | "zrange"
+            | "zrevrange"
+            | "xrange"
+            | "xrevrange"
+            | "xread"
     )
 }
 
@@ -257,7 +286,11 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
     let Some(plan) = plan(cmd.spec.full_name, args) else {
         return false;
     };
-    let key = args[1];
+    // XREAD's one key follows STREAMS; every other command's is its first argument.
+    let key = match plan {
+        Plan::XRange { read: true, .. } => args[args.len() - 2],
+        _ => args[1],
+    };
     let mut db = ctx.db();
     if let Plan::Hash { .. } = plan {
         // The handler's first step: fields past their TTL go (a set's lookup does the same
@@ -309,9 +342,38 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
                 None => return false,
             }
         }
+        (
+            Plan::XRange {
+                start,
+                end,
+                count,
+                rev,
+                read,
+            },
+            ValueRef::Stream(st),
+        ) => {
+            // COUNT 0 (a null reply) and small streams: the handler's.
+            if count == 0 || st.len() <= STREAM_MIN_ENTRIES as u64 {
+                return false;
+            }
+            let limit = u64::try_from(count).unwrap_or(u64::MAX);
+            let n = st.count_range(start, end, limit);
+            if n <= STREAM_MIN_ENTRIES as u64 {
+                return false;
+            }
+            (
+                Kind::XRange {
+                    lo: start,
+                    hi: end,
+                    rev,
+                    read,
+                },
+                n as usize,
+            )
+        }
         _ => return false,
     };
-    if total <= STREAM_MIN {
+    if total <= STREAM_MIN && !matches!(kind, Kind::XRange { .. }) {
         return false;
     }
     // The read counts as one (hit, access clock), as the handler's would.
@@ -335,6 +397,10 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
         done: 0,
         cursor: Some(0),
         list_seek: ListSeek::default(),
+        id_cursor: match kind {
+            Kind::XRange { lo, hi, rev, .. } => Some(if rev { hi } else { lo }),
+            _ => None,
+        },
         started: false,
     });
     true
@@ -356,6 +422,14 @@ enum Plan {
         end: i64,
         rev: bool,
         withscores: bool,
+    },
+    /// `count`: negative when not given. `read`: XREAD of one key.
+    XRange {
+        start: StreamId,
+        end: StreamId,
+        count: i64,
+        rev: bool,
+        read: bool,
     },
 }
 
@@ -400,6 +474,37 @@ fn plan(name: &str, args: &[&[u8]]) -> Option<Plan> {
                 end,
                 rev,
                 withscores,
+            })
+        }
+        "xrange" | "xrevrange" => {
+            let rev = name == "xrevrange";
+            let r = crate::cmd::stream::range_args(args, rev).ok()?;
+            Some(Plan::XRange {
+                start: r.start,
+                end: r.end,
+                count: r.count,
+                rev,
+                read: false,
+            })
+        }
+        "xread" => {
+            // One key, an explicit id, no BLOCK (`$` and `+` read at most what arrives or
+            // one entry; BLOCK is a transaction's): the entries after the id.
+            let r = crate::cmd::stream::parse_read(args, false).ok()?;
+            if r.block.is_some() || r.nkeys != 1 {
+                return None;
+            }
+            let after = crate::cmd::stream::parse_strict(args[r.streams_at + 1]).ok()?;
+            Some(Plan::XRange {
+                start: after.next()?,
+                end: StreamId::MAX,
+                count: if r.count == 0 {
+                    -1
+                } else {
+                    i64::try_from(r.count).unwrap_or(i64::MAX)
+                },
+                rev: false,
+                read: true,
             })
         }
         _ => None,
@@ -458,7 +563,18 @@ fn produce(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) ->
                 keys: true,
                 vals: true,
             } => w.map(s.total),
-            Kind::Hash { .. } | Kind::List { .. } => w.array(s.total),
+            Kind::XRange { read: true, .. } => {
+                // XREAD's `[[key, entries]]` (a map of one key in RESP3).
+                if s.resp3 {
+                    w.map(1);
+                } else {
+                    w.array(1);
+                    w.array(2);
+                }
+                w.bulk(&s.key);
+                w.array(s.total)
+            }
+            Kind::Hash { .. } | Kind::List { .. } | Kind::XRange { .. } => w.array(s.total),
             Kind::Set => w.set(s.total),
             Kind::ZSet { withscores, .. } => {
                 if withscores && !s.resp3 {
@@ -561,6 +677,26 @@ fn produce(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) ->
                 n += k;
                 if enough(n, w.out.len()) {
                     break;
+                }
+            }
+        }
+        (Kind::XRange { lo, hi, rev, .. }, Some(ValueRef::Stream(st))) => {
+            if let Some(at) = s.id_cursor {
+                let (a, b) = if rev { (lo, at) } else { (at, hi) };
+                // An entry is its id and its fields and values, as elements.
+                let mut elems = 0;
+                let mut last = None;
+                for e in st.range(a, b, rev).take(owed) {
+                    crate::cmd::stream::write_entry(&mut w, &e);
+                    n += 1;
+                    elems += 1 + 2 * e.pairs.len();
+                    last = Some(e.id);
+                    if enough(elems, w.out.len()) {
+                        break;
+                    }
+                }
+                if let Some(id) = last {
+                    s.id_cursor = if rev { id.prev() } else { id.next() };
                 }
             }
         }
@@ -709,5 +845,19 @@ mod tests {
         assert!(plan("zrevrange", &a(&["zrevrange", "k", "0", "-1", "rev"])).is_none());
         assert!(plan("lrange", &a(&["lrange", "k", "x", "-1"])).is_none());
         assert!(plan("get", &a(&["get", "k"])).is_none());
+    }
+
+    #[test]
+    fn plan_takes_xread_of_one_key_after_an_explicit_id_without_block() {
+        let a = |v: &[&'static str]| v.iter().map(|s| s.as_bytes()).collect::<Vec<&[u8]>>();
+        assert!(plan("xread", &a(&["xread", "streams", "k", "0"])).is_some());
+        assert!(plan("xread", &a(&["xread", "COUNT", "9", "streams", "k", "5-1"])).is_some());
+        assert!(plan("xread", &a(&["xread", "block", "0", "streams", "k", "0"])).is_none());
+        assert!(plan("xread", &a(&["xread", "streams", "k", "j", "0", "0"])).is_none());
+        assert!(plan("xread", &a(&["xread", "streams", "k", "$"])).is_none());
+        assert!(plan("xread", &a(&["xread", "streams", "k", "+"])).is_none());
+        let max = "18446744073709551615-18446744073709551615";
+        assert!(plan("xread", &a(&["xread", "streams", "k", max])).is_none());
+        assert!(plan("xrange", &a(&["xrange", "k", "-", "+", "count"])).is_none());
     }
 }

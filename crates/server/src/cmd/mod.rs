@@ -80,13 +80,24 @@ pub struct Command {
     pub spec: &'static CommandSpec,
     pub handler: Handler,
     /// A `Locks::Parts` command whose keys are all on one shard runs as this single-shard
-    /// handler instead (MSET, MGET, DEL, ...): inline or batched like GET, no transaction.
+    /// handler instead (MSET, MGET, DEL, ...): inline or batched like GET, no transaction;
+    /// so do XREAD and XREADGROUP without BLOCK ([`Command::single_fits`]).
     pub single: Option<KeyFn>,
     /// Index into per-thread statistics.
     pub id: usize,
 }
 
 impl Command {
+    /// Whether its single-shard form can run these arguments: not an XREAD / XREADGROUP
+    /// that may block (only its transaction can wait).
+    pub fn single_fits(&self, args: &[&[u8]]) -> bool {
+        match self.spec.full_name {
+            "xreadgroup" => !stream::may_block(args, true),
+            "xread" => !stream::may_block(args, false),
+            _ => true,
+        }
+    }
+
     /// The handler that runs it on one shard (a Key handler, or a Tx handler's single-shard
     /// form).
     pub fn key_fn(&self) -> Option<KeyFn> {
@@ -157,6 +168,12 @@ impl Reg<'_> {
     }
     pub fn tx(&mut self, name: &str, locks: Locks, f: TxFn) {
         self.0.add(name, Handler::Tx(f, locks), None);
+    }
+    /// A transaction command with a single-shard form `single`, used when its keys are all
+    /// on one shard and [`Command::single_fits`] its arguments (XREAD / XREADGROUP without
+    /// BLOCK).
+    pub fn tx_single(&mut self, name: &str, locks: Locks, f: TxFn, single: KeyFn) {
+        self.0.add(name, Handler::Tx(f, locks), Some(single));
     }
     /// A command of one-shot parts (`Locks::Parts`) with a single-shard form `single`, used
     /// when its keys are all on one shard.

@@ -37,7 +37,11 @@ impl Worker {
         let to = match cmd.handler {
             Handler::Conn(f) => To::Conn(f),
             Handler::Key(f) => To::Shard(f, cmd::key_shard(spec, args, &keys, threads, self.id)),
-            Handler::Tx(_, _) if cmd.single.is_some() && one_shard(args, &keys, threads) => {
+            Handler::Tx(_, _)
+                if cmd.single.is_some()
+                    && one_shard(args, &keys, threads)
+                    && cmd.single_fits(args) =>
+            {
                 let single = cmd.single.expect("checked");
                 To::Shard(single, cmd::key_shard(spec, args, &keys, threads, self.id))
             }

@@ -119,6 +119,9 @@ proptest! {
                     if rev {
                         want.reverse();
                     }
+                    let n = want.len() as u64;
+                    prop_assert_eq!(s.count_range(x, y, u64::MAX), n);
+                    prop_assert_eq!(s.count_range(x, y, 3), n.min(3));
                     prop_assert_eq!(got, want);
                 }
                 Op::MaxLen { n, approx, limit } => {

@@ -31,7 +31,12 @@ pub fn register(r: &mut Reg) {
     r.key("xinfo|groups", xinfo_groups);
     r.key("xinfo|consumers", xinfo_consumers);
     r.conn("xinfo|help", xinfo_help);
-    r.tx("xreadgroup", Locks::Keys, super::read::xreadgroup);
+    r.tx_single(
+        "xreadgroup",
+        Locks::Keys,
+        super::read::xreadgroup,
+        super::read::xreadgroup_single,
+    );
 }
 
 /// `-NOGROUP` for XPENDING, XCLAIM and XAUTOCLAIM.

@@ -27,7 +27,8 @@ pub struct ReadArgs {
     /// Index of the first key.
     pub streams_at: usize,
     pub nkeys: usize,
-    pub group: Option<(Bytes, Bytes)>,
+    /// XREADGROUP: the index of the group name (the consumer's follows it).
+    pub group: Option<usize>,
     pub noack: bool,
 }
 
@@ -44,7 +45,7 @@ fn parse_ms_timeout(arg: &[u8]) -> Result<Option<Duration>, &'static [u8]> {
 }
 
 /// Redis's option loop of xreadCommand.
-pub fn parse_read(args: &[Bytes], group_cmd: bool) -> Result<ReadArgs, Vec<u8>> {
+pub fn parse_read<A: AsRef<[u8]>>(args: &[A], group_cmd: bool) -> Result<ReadArgs, Vec<u8>> {
     let mut r = ReadArgs {
         block: None,
         count: 0,
@@ -56,13 +57,13 @@ pub fn parse_read(args: &[Bytes], group_cmd: bool) -> Result<ReadArgs, Vec<u8>> 
     let mut i = 1;
     while i < args.len() {
         let more = args.len() - i - 1;
-        let o = &args[i][..];
+        let o = args[i].as_ref();
         if eq(o, "block") && more > 0 {
             i += 1;
-            r.block = Some(parse_ms_timeout(&args[i]).map_err(|e| e.to_vec())?);
+            r.block = Some(parse_ms_timeout(args[i].as_ref()).map_err(|e| e.to_vec())?);
         } else if eq(o, "count") && more > 0 {
             i += 1;
-            let c = parse_int(&args[i]).ok_or(ERR_NOT_INT.to_vec())?;
+            let c = parse_int(args[i].as_ref()).ok_or(ERR_NOT_INT.to_vec())?;
             r.count = usize::try_from(c.max(0)).unwrap_or(usize::MAX);
         } else if eq(o, "streams") && more > 0 {
             r.streams_at = i + 1;
@@ -84,7 +85,7 @@ pub fn parse_read(args: &[Bytes], group_cmd: bool) -> Result<ReadArgs, Vec<u8>> 
             if !group_cmd {
                 return Err(b"ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.".to_vec());
             }
-            r.group = Some((args[i + 1].clone(), args[i + 2].clone()));
+            r.group = Some(i + 1);
             i += 2;
         } else if eq(o, "noack") {
             if !group_cmd {
@@ -252,6 +253,87 @@ fn one_stream_reply(part: &[u8], resp3: bool) -> Vec<u8> {
     out
 }
 
+/// XREAD's id arguments.
+fn read_ids<A: AsRef<[u8]>>(args: &[A]) -> Vec<IdArg> {
+    args.iter()
+        .map(|a| match a.as_ref() {
+            b"$" => IdArg::Last,
+            b"+" => IdArg::Plus,
+            b">" => IdArg::Invalid,
+            a => parse_strict(a).map_or(IdArg::Invalid, IdArg::Id),
+        })
+        .collect()
+}
+
+/// XREAD's error after the first look, in Redis's order (key by key, the type before the
+/// id), if any. `id_args`: the id arguments.
+fn read_error<A: AsRef<[u8]>>(
+    looks: &[Look],
+    ids: &[IdArg],
+    id_args: &[A],
+) -> Option<&'static [u8]> {
+    for (i, (l, id)) in looks.iter().zip(ids).enumerate() {
+        if matches!(l, Look::WrongType) {
+            return Some(ERR_WRONGTYPE);
+        }
+        if matches!(id, IdArg::Invalid) {
+            if id_args[i].as_ref() == b">" {
+                return Some(b"ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.");
+            }
+            return Some(ERR_INVALID_ID);
+        }
+        if matches!(l, Look::PlusZero) {
+            return Some(b"ERR the stream last element ID is 0-0");
+        }
+    }
+    None
+}
+
+/// XREAD's reply from the keys that had entries (some did).
+fn write_looks(w: &mut ReplyWriter, looks: &[Look]) {
+    let parts: Vec<&Vec<u8>> = looks
+        .iter()
+        .filter_map(|l| match l {
+            Look::Ok(_, Some(p)) => Some(p),
+            _ => None,
+        })
+        .collect();
+    if w.resp3 {
+        w.map(parts.len());
+    } else {
+        w.array(parts.len());
+    }
+    for p in parts {
+        w.raw(p);
+    }
+}
+
+/// XREAD without BLOCK whose keys are all on one shard (routed there like GET, with no
+/// transaction: `Command::single`): the same steps as [`xread`]'s, on the spot.
+pub(super) fn xread_single(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let r = match parse_read(args, false) {
+        Ok(r) => r,
+        Err(e) => return w.error(&e),
+    };
+    debug_assert!(r.block.is_none(), "routed here only without BLOCK");
+    let id_args = &args[r.streams_at + r.nkeys..];
+    let ids = read_ids(id_args);
+    let resp3 = ctx.resp3;
+    let looks: Vec<Look> = args[r.streams_at..r.streams_at + r.nkeys]
+        .iter()
+        .zip(&ids)
+        .map(|(k, id)| look(ctx, k, *id, r.count, resp3))
+        .collect();
+    if let Some(e) = read_error(&looks, &ids, id_args) {
+        return w.error(e);
+    }
+    if looks.iter().any(|l| matches!(l, Look::Ok(_, Some(_)))) {
+        write_looks(w, &looks);
+    } else {
+        w.null_array();
+    }
+}
+
 pub(super) fn xread(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
         let resp3 = tx.resp3();
@@ -261,15 +343,7 @@ pub(super) fn xread(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             Err(e) => return err(&e),
         };
         let keys: Vec<Bytes> = args[r.streams_at..r.streams_at + r.nkeys].to_vec();
-        let ids: Vec<IdArg> = args[r.streams_at + r.nkeys..]
-            .iter()
-            .map(|a| match &a[..] {
-                b"$" => IdArg::Last,
-                b"+" => IdArg::Plus,
-                b">" => IdArg::Invalid,
-                a => parse_strict(a).map_or(IdArg::Invalid, IdArg::Id),
-            })
-            .collect();
+        let ids = read_ids(&args[r.streams_at + r.nkeys..]);
         let count = r.count;
         // One hop per shard: each key's type, resolved id and entries.
         let groups = crate::cmd::generic::by_shard(&tx, &keys);
@@ -292,39 +366,12 @@ pub(super) fn xread(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             }
         }
         let looks: Vec<Look> = looks.into_iter().map(|l| l.expect("looked")).collect();
-        // Errors in Redis's order: key by key, the type before the id.
-        for (i, (l, id)) in looks.iter().zip(&ids).enumerate() {
-            if matches!(l, Look::WrongType) {
-                return err(ERR_WRONGTYPE);
-            }
-            if matches!(id, IdArg::Invalid) {
-                if &args[r.streams_at + r.nkeys + i][..] == b">" {
-                    return err(b"ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.");
-                }
-                return err(ERR_INVALID_ID);
-            }
-            if matches!(l, Look::PlusZero) {
-                return err(b"ERR the stream last element ID is 0-0");
-            }
+        if let Some(e) = read_error(&looks, &ids, &args[r.streams_at + r.nkeys..]) {
+            return err(e);
         }
-        let parts: Vec<&Vec<u8>> = looks
-            .iter()
-            .filter_map(|l| match l {
-                Look::Ok(_, Some(p)) => Some(p),
-                _ => None,
-            })
-            .collect();
-        if !parts.is_empty() {
+        if looks.iter().any(|l| matches!(l, Look::Ok(_, Some(_)))) {
             let mut out = Vec::new();
-            let mut w = ReplyWriter::new(&mut out, resp3);
-            if resp3 {
-                w.map(parts.len());
-            } else {
-                w.array(parts.len());
-            }
-            for p in parts {
-                out.extend_from_slice(p);
-            }
+            write_looks(&mut ReplyWriter::new(&mut out, resp3), &looks);
             return out;
         }
         let Some(timeout) = r.block else {
@@ -492,8 +539,11 @@ struct GroupOp {
 
 /// Why a blocked XREADGROUP ends without entries.
 enum GroupGone {
-    Key,
-    Group,
+    /// The key or its group went (DEL, FLUSHALL, XGROUP DESTROY, SWAPDB, a new stream
+    /// without the group).
+    NoGroup,
+    /// The key now holds another type (SET, a MULTI that deletes it and adds a set, ...).
+    WrongType,
 }
 
 impl GroupOp {
@@ -501,10 +551,11 @@ impl GroupOp {
         let mut db = ctx.db();
         match super::read(&mut db, key) {
             Ok(Some(s)) => match s.group(&self.group) {
-                None => Err(GroupGone::Group),
+                None => Err(GroupGone::NoGroup),
                 Some(g) => Ok(s.edge(true).is_some_and(|e| e.id > g.last_id)),
             },
-            _ => Err(GroupGone::Key),
+            Ok(None) => Err(GroupGone::NoGroup),
+            Err(WrongType) => Err(GroupGone::WrongType),
         }
     }
 }
@@ -522,15 +573,13 @@ impl BlockOp for GroupOp {
 
     fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8> {
         let resp3 = self.resp3;
+        // Redis 7.2 runs a woken XREADGROUP again: a key that went, or lost the group,
+        // answers the command's NOGROUP error, one of another type WRONGTYPE.
         match self.state(ctx, key) {
-            Err(GroupGone::Key) => {
-                return with_writer(resp3, |w| {
-                    w.error(b"UNBLOCKED the stream key no longer exists")
-                })
-            }
-            Err(GroupGone::Group) => {
+            Err(GroupGone::NoGroup) => {
                 return with_writer(resp3, |w| w.error(&nogroup_readgroup(key, &self.group)))
             }
+            Err(GroupGone::WrongType) => return with_writer(resp3, |w| w.error(ERR_WRONGTYPE)),
             Ok(_) => {}
         }
         let r = GroupRead {
@@ -549,6 +598,95 @@ impl BlockOp for GroupOp {
     }
 }
 
+/// XREADGROUP's id arguments.
+fn group_ids<A: AsRef<[u8]>>(args: &[A]) -> Vec<GroupId> {
+    args.iter()
+        .map(|a| match a.as_ref() {
+            b">" => GroupId::New,
+            b"$" => GroupId::Dollar,
+            b"+" => GroupId::Plus,
+            a => parse_strict(a).map_or(GroupId::Invalid, GroupId::History),
+        })
+        .collect()
+}
+
+/// XREADGROUP's error after the first look, in Redis's order (key by key: its type, its
+/// group, then its id), if any.
+fn group_error<A: AsRef<[u8]>>(
+    looks: &[GroupLook],
+    ids: &[GroupId],
+    keys: &[A],
+    group: &[u8],
+) -> Option<Vec<u8>> {
+    for (i, (l, id)) in looks.iter().zip(ids).enumerate() {
+        match l {
+            GroupLook::WrongType => return Some(ERR_WRONGTYPE.to_vec()),
+            GroupLook::NoGroup => return Some(nogroup_readgroup(keys[i].as_ref(), group)),
+            GroupLook::Ok => {}
+        }
+        match id {
+            GroupId::Dollar => return Some(b"ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.".to_vec()),
+            GroupId::Plus => return Some(b"ERR The + ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The + ID would just return an empty result set.".to_vec()),
+            GroupId::Invalid => return Some(ERR_INVALID_ID.to_vec()),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The reply of keys that had something (`parts`, each a key-and-entries pair): an array of
+/// them, a map in RESP3.
+fn write_parts(w: &mut ReplyWriter, parts: &[Vec<u8>]) {
+    if w.resp3 {
+        w.map(parts.len());
+    } else {
+        w.array(parts.len());
+    }
+    for p in parts {
+        w.raw(p);
+    }
+}
+
+/// XREADGROUP without BLOCK whose keys are all on one shard (routed there like GET, with no
+/// transaction: `Command::single`): the same steps as [`xreadgroup`]'s, on the spot.
+pub(super) fn xreadgroup_single(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let r = match parse_read(args, true) {
+        Ok(r) => r,
+        Err(e) => return w.error(&e),
+    };
+    debug_assert!(r.block.is_none(), "routed here only without BLOCK");
+    let g = r.group.expect("checked");
+    let keys = &args[r.streams_at..r.streams_at + r.nkeys];
+    let ids = group_ids(&args[r.streams_at + r.nkeys..]);
+    let looks: Vec<GroupLook> = keys.iter().map(|k| group_look(ctx, k, args[g])).collect();
+    if let Some(e) = group_error(&looks, &ids, keys, args[g]) {
+        return w.error(&e);
+    }
+    let rd = GroupRead {
+        group: args[g],
+        consumer: args[g + 1],
+        count: r.count,
+        noack: r.noack,
+        resp3: ctx.resp3,
+    };
+    let parts: Vec<Vec<u8>> = keys
+        .iter()
+        .zip(&ids)
+        .filter_map(|(k, id)| serve_group(ctx, k, *id, &rd))
+        .collect();
+    if parts.is_empty() {
+        w.null_array();
+    } else {
+        write_parts(w, &parts);
+    }
+}
+
+/// Whether XREAD / XREADGROUP's arguments ask to block (or are malformed): such a call runs
+/// as a transaction, never in its single-shard form, which cannot wait.
+pub fn may_block(args: &[&[u8]], group_cmd: bool) -> bool {
+    parse_read(args, group_cmd).map_or(true, |r| r.block.is_some())
+}
+
 pub(super) fn xreadgroup(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
         let resp3 = tx.resp3();
@@ -557,17 +695,10 @@ pub(super) fn xreadgroup(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             Ok(r) => r,
             Err(e) => return err(&e),
         };
-        let (group, consumer) = r.group.clone().expect("checked");
+        let g = r.group.expect("checked");
+        let (group, consumer) = (args[g].clone(), args[g + 1].clone());
         let keys: Vec<Bytes> = args[r.streams_at..r.streams_at + r.nkeys].to_vec();
-        let ids: Vec<GroupId> = args[r.streams_at + r.nkeys..]
-            .iter()
-            .map(|a| match &a[..] {
-                b">" => GroupId::New,
-                b"$" => GroupId::Dollar,
-                b"+" => GroupId::Plus,
-                a => parse_strict(a).map_or(GroupId::Invalid, GroupId::History),
-            })
-            .collect();
+        let ids = group_ids(&args[r.streams_at + r.nkeys..]);
         // First look: each key's type and group.
         let groups = crate::cmd::generic::by_shard(&tx, &keys);
         let hops: Vec<_> = groups
@@ -588,18 +719,8 @@ pub(super) fn xreadgroup(tx: Tx, args: Vec<Bytes>) -> TxFuture {
                 looks[groups[g].1[j]] = l;
             }
         }
-        for (i, (l, id)) in looks.iter().zip(&ids).enumerate() {
-            match l {
-                GroupLook::WrongType => return err(ERR_WRONGTYPE),
-                GroupLook::NoGroup => return err(&nogroup_readgroup(&keys[i], &group)),
-                GroupLook::Ok => {}
-            }
-            match id {
-                GroupId::Dollar => return err(b"ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set."),
-                GroupId::Plus => return err(b"ERR The + ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The + ID would just return an empty result set."),
-                GroupId::Invalid => return err(ERR_INVALID_ID),
-                _ => {}
-            }
+        if let Some(e) = group_error(&looks, &ids, &keys, &group) {
+            return err(&e);
         }
         // Serve, key by key in argument order (a key named twice is served twice, as Redis
         // does: the second `>` finds nothing new).
@@ -624,15 +745,7 @@ pub(super) fn xreadgroup(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         let parts: Vec<Vec<u8>> = parts.into_iter().flatten().collect();
         if !parts.is_empty() {
             let mut out = Vec::new();
-            let mut w = ReplyWriter::new(&mut out, resp3);
-            if resp3 {
-                w.map(parts.len());
-            } else {
-                w.array(parts.len());
-            }
-            for p in parts {
-                out.extend_from_slice(&p);
-            }
+            write_parts(&mut ReplyWriter::new(&mut out, resp3), &parts);
             return out;
         }
         let Some(timeout) = r.block else {
