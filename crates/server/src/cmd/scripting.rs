@@ -19,11 +19,24 @@
 //! C calls, such as `pcall`, so a Lua-level coroutine could not do this.) One script runs on
 //! a thread at a time; the whole-keyspace reservation makes that one script at a time.
 //!
-//! **Killing.** SCRIPT KILL, from any thread, asks the running script's engine to stop
-//! (its instruction hook checks the flag); a script that has written answers UNKILLABLE.
+//! **A busy script.** Past `busy-reply-threshold`, other clients get `-BUSY` at dispatch
+//! (`Scripts::busy`), on every thread. A script that loops in Lua without calling a command
+//! never suspends on its own, so its engine's instruction hook (every 100000 instructions)
+//! suspends it too, at most once a millisecond, once it is past the threshold (a "service"
+//! yield): `drive` then waits for the next turn of the worker's loop (`exec::next_turn`),
+//! which reads the thread's sockets and dispatches what they brought (-BUSY, SCRIPT KILL,
+//! FUNCTION KILL, SHUTDOWN NOSAVE, as Redis's `processEventsWhileBlocked` from its hook),
+//! and resumes the script. Meanwhile the script's engine stays borrowed by its run: another
+//! EVAL or FUNCTION command of that thread gets -BUSY at dispatch, or waits for the script's
+//! reservation, and never reaches the engine.
+//!
+//! **Killing.** SCRIPT KILL / FUNCTION KILL, from any thread, ask the running script's engine
+//! to stop (its instruction hook checks the flag); a script that has written answers
+//! UNKILLABLE. SHUTDOWN NOSAVE stops the server under a busy script: the script's stack is
+//! given up, not unwound (`Suspended`).
 
 use super::{ConnCtx, Locks, Reg, TxFuture};
-use crate::exec::Tx;
+use crate::exec::{self, Tx};
 use bytes::Bytes;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
@@ -37,6 +50,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 pub fn register(r: &mut Reg) {
     r.tx("eval", Locks::All, eval);
@@ -77,6 +91,9 @@ pub struct Scripts {
     /// Scripts and functions running now (suspended in a hop included): while none runs, the
     /// BUSY check of every command is this one load.
     running: AtomicUsize,
+    /// The function running now (FUNCTION STATS): its name, its FCALL's arguments, and since
+    /// when.
+    running_function: Mutex<Option<(String, Vec<Bytes>, Instant)>>,
 }
 
 const ERR_BUSY_SCRIPT: &[u8] =
@@ -100,6 +117,29 @@ impl Scripts {
         }
         None
     }
+
+    /// The `-BUSY` error of an EVAL script past `threshold_ms`, None otherwise.
+    fn busy_eval(&self, threshold_ms: i64) -> Option<&'static [u8]> {
+        self.busy(threshold_ms).filter(|e| *e == ERR_BUSY_SCRIPT)
+    }
+}
+
+/// busy-reply-threshold now (ms).
+fn threshold(shared: &crate::shared::Shared) -> i64 {
+    shared
+        .config
+        .hot
+        .busy_reply_threshold
+        .load(Ordering::Relaxed)
+}
+
+/// SHUTDOWN under a busy script: only SHUTDOWN NOSAVE may stop the server (Redis's rule);
+/// the `-BUSY` error for any other, None when no script is busy.
+pub fn shutdown_refused(shared: &crate::shared::Shared, nosave: bool) -> Option<&'static [u8]> {
+    if nosave {
+        return None;
+    }
+    shared.scripts.busy(threshold(shared))
 }
 
 /// Counts a script as running for as long as it lives.
@@ -305,6 +345,112 @@ enum Run {
     Function(String),
 }
 
+/// What a script's stack hands out when it suspends.
+enum Out {
+    /// A command the script calls: run it, and resume the script with its reply.
+    Call(Call),
+    /// The script is past busy-reply-threshold: give the thread a turn of its loop, then
+    /// resume it.
+    Service,
+}
+
+type ScriptCoroutine = Coroutine<Vec<u8>, Out, Frame, DefaultStack>;
+
+/// A script's coroutine. Dropped unfinished (its task dropped when its thread stops, at
+/// SHUTDOWN under a busy script), it is given up, not unwound: unwinding would cross Lua's
+/// C frames. The process is exiting; its stack is not reused.
+struct Suspended(Option<ScriptCoroutine>);
+
+impl Suspended {
+    /// The coroutine (present until `drive` takes its stack back, after it finished).
+    fn get(&mut self) -> &mut ScriptCoroutine {
+        self.0
+            .as_mut()
+            .expect("the coroutine is taken only once it finished")
+    }
+}
+
+impl Drop for Suspended {
+    fn drop(&mut self) {
+        if let Some(co) = self.0.take() {
+            if co.started() && !co.done() {
+                std::mem::forget(co);
+            }
+        }
+    }
+}
+
+/// The two engines' busy callbacks.
+trait BusyHook {
+    fn set_busy(&mut self, f: impl FnMut(u64) + 'static);
+    fn clear_busy(&mut self);
+}
+
+impl BusyHook for EvalEngine {
+    fn set_busy(&mut self, f: impl FnMut(u64) + 'static) {
+        self.set_busy_callback(f);
+    }
+    fn clear_busy(&mut self) {
+        self.clear_busy_callback();
+    }
+}
+
+impl BusyHook for FunctionEngine {
+    fn set_busy(&mut self, f: impl FnMut(u64) + 'static) {
+        self.set_busy_callback(f);
+    }
+    fn clear_busy(&mut self) {
+        self.clear_busy_callback();
+    }
+}
+
+/// Runs `f`, a run of a script on `engine` inside the coroutine of `y`, with the service
+/// yield as the engine's busy callback: past busy-reply-threshold, at most once a
+/// millisecond, the script suspends with [`Out::Service`]. `name` and `kill` name it in
+/// Redis's "Slow script detected" warning.
+fn serviced<E: BusyHook, R>(
+    engine: &mut E,
+    y: &Yielder<Vec<u8>, Out>,
+    shared: &Arc<crate::shared::Shared>,
+    (name, kill): (&str, &str),
+    f: impl FnOnce(&mut E) -> R,
+) -> R {
+    /// Removes the callback however the run ends.
+    struct Clear<'a, E: BusyHook>(&'a mut E);
+    impl<E: BusyHook> Drop for Clear<'_, E> {
+        fn drop(&mut self) {
+            self.0.clear_busy();
+        }
+    }
+    let yielder: *const Yielder<Vec<u8>, Out> = y;
+    let shared = shared.clone();
+    let warning =
+        format!("You can try killing the script using the {kill} command. Script name is: {name}.");
+    let mut last: Option<u64> = None;
+    engine.set_busy(move |ms| {
+        if ms < threshold(&shared).max(0) as u64 || last == Some(ms) {
+            return;
+        }
+        if last.is_none() {
+            crate::log::warning(&format!(
+                "Slow script detected: still in execution after {ms} milliseconds. {warning}"
+            ));
+        }
+        last = Some(ms);
+        // SAFETY: this callback runs only from the instruction hook of the script that `f`
+        // runs, on the stack of the coroutine that `y` belongs to (the engine runs nothing
+        // else meanwhile: it is borrowed by this run). `Clear` removes the callback before
+        // `serviced` returns, so the yielder, which lives as long as the coroutine's body
+        // that called `serviced`, outlives every call. While suspended, nothing touches the
+        // engine (it stays borrowed) and the coroutine is resumed by `drive` only.
+        unsafe {
+            (*yielder).suspend(Out::Service);
+        }
+    });
+    let guard = Clear(engine);
+    f(guard.0)
+}
+
 /// Runs the script on its own stack; each command it calls is run here, outside that stack,
 /// and its reply handed back.
 async fn drive(tx: &Tx, what: Run, keys: Vec<Bytes>, argv: Vec<Bytes>, ro: bool) -> Frame {
@@ -315,48 +461,58 @@ async fn drive(tx: &Tx, what: Run, keys: Vec<Bytes>, argv: Vec<Bytes>, ro: bool)
     let Ok(stack) = stack else {
         return Frame::Error(Bytes::from_static(b"ERR could not allocate a script stack"));
     };
-    let mut co: Coroutine<Vec<u8>, Call, Frame, DefaultStack> =
-        Coroutine::with_stack(stack, move |y: &Yielder<Vec<u8>, Call>, _| {
-            let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
-            let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_ref()).collect();
-            let ran = match &what {
-                Run::Script(sha) => with_engine(&shared.scripts, |engine| {
+    let co: ScriptCoroutine = Coroutine::with_stack(stack, move |y: &Yielder<Vec<u8>, Out>, _| {
+        let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
+        let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_ref()).collect();
+        let ran = match &what {
+            Run::Script(sha) => with_engine(&shared.scripts, |engine| {
+                serviced(engine, y, &shared, (sha, "SCRIPT KILL"), |engine| {
                     let mut host = ScriptHost {
                         yielder: y,
                         ro,
                         control: engine.control(),
                     };
                     engine.evalsha(&mut host, sha, &keys, &argv)
-                }),
-                Run::Function(name) => with_functions(&shared.scripts, |engine| {
+                })
+            }),
+            Run::Function(name) => with_functions(&shared.scripts, |engine| {
+                serviced(engine, y, &shared, (name, "FUNCTION KILL"), |engine| {
                     let mut host = ScriptHost {
                         yielder: y,
                         ro,
                         control: engine.control(),
                     };
                     engine.fcall(&mut host, name, &keys, &argv)
-                }),
-            };
-            ran.unwrap_or_else(|| Frame::Error(Bytes::from_static(ERR_ENGINE_BUSY)))
-        });
+                })
+            }),
+        };
+        ran.unwrap_or_else(|| Frame::Error(Bytes::from_static(ERR_ENGINE_BUSY)))
+    });
+    let mut co = Suspended(Some(co));
     let _running = Running::start(&tx.shared().scripts.running);
     let mut input = Vec::new();
     let frame = loop {
-        match co.resume(input) {
-            CoroutineResult::Yield(call) => {
+        match co.get().resume(std::mem::take(&mut input)) {
+            CoroutineResult::Yield(Out::Call(call)) => {
                 tx.set_resp3(call.resp3);
                 input = super::transactions::run_in_tx(tx, call.cmd, call.args).await;
             }
+            CoroutineResult::Yield(Out::Service) => exec::next_turn().await,
             CoroutineResult::Return(frame) => break frame,
         }
     };
-    STACK.with(|s| s.set(Some(co.into_stack())));
+    if let Some(c) = co.0.take() {
+        STACK.with(|s| s.set(Some(c.into_stack())));
+    }
+    if matches!(&frame, Frame::Error(e) if e.starts_with(b"ERR Script killed by user")) {
+        crate::log::warning("Lua script killed by user with SCRIPT KILL.");
+    }
     frame
 }
 
 /// The server's side of `redis.call` for a script running in [`drive`].
 struct ScriptHost<'y> {
-    yielder: &'y Yielder<Vec<u8>, Call>,
+    yielder: &'y Yielder<Vec<u8>, Out>,
     /// EVAL_RO / EVALSHA_RO: no writes.
     ro: bool,
     /// The engine's run control: a write makes the script unkillable.
@@ -399,7 +555,7 @@ impl Host for ScriptHost<'_> {
             args: args.iter().map(|a| Bytes::copy_from_slice(a)).collect(),
             resp3: ctx.resp == 3,
         };
-        let reply = self.yielder.suspend(call);
+        let reply = self.yielder.suspend(Out::Call(call));
         let frame = match darner_resp::decode(&reply, &darner_resp::Limits::default()) {
             Ok(Some((f, _))) => f,
             _ => error_frame("ERR the command's reply could not be read"),
@@ -464,29 +620,45 @@ fn script_exists(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 }
 
 fn script_kill(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
-    kill_reply(&ctx.shared.scripts.controls, w);
+    kill_reply(&ctx.shared.scripts, true, w);
 }
 
-fn kill_reply(controls: &Mutex<Vec<Arc<RunControl>>>, w: &mut ReplyWriter) {
-    let controls = controls.lock().unwrap();
-    let mut outcome = KillOutcome::NotBusy;
-    for c in controls.iter() {
-        match c.kill() {
-            KillOutcome::NotBusy => {}
-            o => {
-                outcome = o;
-                break;
-            }
-        }
-    }
+/// SCRIPT KILL (`eval`) or FUNCTION KILL, as Redis answers them: NOTBUSY, UNKILLABLE once
+/// the script wrote, and -BUSY naming the other command when what runs is the other kind.
+fn kill_reply(scripts: &Scripts, eval: bool, w: &mut ReplyWriter) {
+    let running = |list: &Mutex<Vec<Arc<RunControl>>>| {
+        list.lock()
+            .unwrap()
+            .iter()
+            .find(|c| c.is_running())
+            .cloned()
+    };
+    let (control, is_eval) = match running(&scripts.controls) {
+        Some(c) => (c, true),
+        None => match running(&scripts.function_controls) {
+            Some(c) => (c, false),
+            None => return w.error(ERR_NOTBUSY),
+        },
+    };
+    let outcome = if control.has_written() {
+        KillOutcome::Unkillable
+    } else if eval && !is_eval {
+        return w.error(ERR_BUSY_FUNCTION);
+    } else if !eval && is_eval {
+        return w.error(ERR_BUSY_SCRIPT);
+    } else {
+        control.kill()
+    };
     match outcome {
-        KillOutcome::NotBusy => w.error(b"NOTBUSY No scripts in execution right now."),
+        KillOutcome::NotBusy => w.error(ERR_NOTBUSY),
         KillOutcome::Unkillable => w.error(
             b"UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.",
         ),
         KillOutcome::Killed => w.ok(),
     }
 }
+
+const ERR_NOTBUSY: &[u8] = b"NOTBUSY No scripts in execution right now.";
 
 // ---- FCALL and FUNCTION ------------------------------------------------------------------------
 
@@ -515,6 +687,16 @@ async fn run_function(tx: Tx, args: Vec<Bytes>, read_only: bool) -> Vec<u8> {
     if read_only && !flags.no_writes {
         return err(b"ERR Can not execute a script with write flag using *_ro command.");
     }
+    /// Clears FUNCTION STATS's running function however the run ends.
+    struct Ran<'a>(&'a Mutex<Option<(String, Vec<Bytes>, Instant)>>);
+    impl Drop for Ran<'_> {
+        fn drop(&mut self) {
+            *self.0.lock().unwrap() = None;
+        }
+    }
+    let slot = &shared.scripts.running_function;
+    *slot.lock().unwrap() = Some((name.clone(), args.clone(), Instant::now()));
+    let _ran = Ran(slot);
     reply(&tx, Run::Function(name), &args, n, read_only).await
 }
 
@@ -697,21 +879,29 @@ fn function_list(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 
 fn function_stats(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     let scripts = &ctx.shared.scripts;
-    let running = scripts
-        .function_controls
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|c| c.is_running());
+    // Redis answers it only while no EVAL script is busy.
+    if let Some(e) = scripts.busy_eval(threshold(ctx.shared)) {
+        return w.error(e);
+    }
+    let running = scripts.running_function.lock().unwrap().clone();
     let libs = scripts.libraries.lock().unwrap().len();
     let functions = scripts.functions.load(Ordering::Acquire);
     w.map(2);
     w.bulk(b"running_script");
-    if running {
-        // Which function and since when are known to its thread only.
-        w.map(0);
-    } else {
-        w.null();
+    match running {
+        Some((name, command, since)) => {
+            w.map(3);
+            w.bulk(b"name");
+            w.bulk(name.as_bytes());
+            w.bulk(b"command");
+            w.array(command.len());
+            for a in &command {
+                w.bulk(a);
+            }
+            w.bulk(b"duration_ms");
+            w.int(since.elapsed().as_millis() as i64);
+        }
+        None => w.null(),
     }
     w.bulk(b"engines");
     w.map(1);
@@ -724,5 +914,5 @@ fn function_stats(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
 }
 
 fn function_kill(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
-    kill_reply(&ctx.shared.scripts.function_controls, w);
+    kill_reply(&ctx.shared.scripts, false, w);
 }
