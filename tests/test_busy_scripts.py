@@ -8,6 +8,7 @@ the script's own thread, every connection of that thread went unanswered (with -
 all of them), so these tests time out there.
 """
 
+import signal
 import time
 
 import pytest
@@ -192,4 +193,16 @@ def test_shutdown_nosave_under_a_busy_script_from_either_thread(darner_factory, 
             c.wait_closed(timeout=10)
         except ConnectionClosed:
             pass
+    assert srv.wait_exit(timeout=10) == 0
+
+
+@pytest.mark.darner_only
+def test_sigterm_under_a_busy_script_stops_the_server(darner_factory):
+    # Redis defers a SIGTERM until the script ends; Darner stops as for SHUTDOWN NOSAVE
+    # (docs/compatibility.md).
+    srv = _darner(darner_factory, threads=1)
+    looping = _send(srv, "EVAL", WRITE_LOOP, "1", "k")
+    _wait_busy(srv.raw(timeout=10), time.monotonic() + 20)
+    srv.proc.send_signal(signal.SIGTERM)
+    assert looping.wait_closed(timeout=10) == b""
     assert srv.wait_exit(timeout=10) == 0
