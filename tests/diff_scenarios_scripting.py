@@ -219,3 +219,16 @@ SCENARIOS["functions"] = [
     ("FUNCTION", "LIST"),
     ("FCALL", "incr_by", "1", "fk", "1"),
 ]
+
+SCENARIOS["script_and_function_help"] = [
+    ("SCRIPT", "HELP"),
+    ("script", "help"),
+    ("SCRIPT", "HELP", "extra"),
+    ("SCRIPT", "BOGUS"),
+    ("FUNCTION", "HELP"),
+    ("function", "Help"),
+    ("FUNCTION", "HELP", "extra"),
+    ("FUNCTION", "BOGUS"),
+    ("SCRIPT", "KILL"),
+    ("FUNCTION", "KILL"),
+]

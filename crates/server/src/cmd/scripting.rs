@@ -61,6 +61,7 @@ pub fn register(r: &mut Reg) {
     r.tx("script|flush", Locks::All, script_flush);
     r.conn("script|exists", script_exists);
     r.conn("script|kill", script_kill);
+    r.conn("script|help", script_help);
     r.tx("fcall", Locks::All, fcall);
     r.tx("fcall_ro", Locks::All, fcall_ro);
     r.tx("function|load", Locks::All, function_load);
@@ -71,6 +72,7 @@ pub fn register(r: &mut Reg) {
     r.tx("function|dump", Locks::All, function_dump);
     r.conn("function|stats", function_stats);
     r.conn("function|kill", function_kill);
+    r.conn("function|help", function_help);
 }
 
 /// What every thread's engine shares: the bodies of the scripts loaded anywhere (EVALSHA on
@@ -660,6 +662,30 @@ fn kill_reply(scripts: &Scripts, eval: bool, w: &mut ReplyWriter) {
 
 const ERR_NOTBUSY: &[u8] = b"NOTBUSY No scripts in execution right now.";
 
+/// SCRIPT HELP: Redis's lines, word for word (clients and tools show them as they are).
+fn script_help(_: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    super::server::help_reply(
+        w,
+        args[0],
+        &[
+            "DEBUG (YES|SYNC|NO)",
+            "    Set the debug mode for subsequent scripts executed.",
+            "EXISTS <sha1> [<sha1> ...]",
+            "    Return information about the existence of the scripts in the script cache.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Flush the Lua scripts cache. Very dangerous on replicas.",
+            "    When called without the optional mode argument, the behavior is determined by the",
+            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+            "    * ASYNC: Asynchronously flush the scripts cache.",
+            "    * SYNC: Synchronously flush the scripts cache.",
+            "KILL",
+            "    Kill the currently executing Lua script.",
+            "LOAD <script>",
+            "    Load a script into the scripts cache without executing it.",
+        ],
+    );
+}
+
 // ---- FCALL and FUNCTION ------------------------------------------------------------------------
 
 fn fcall(tx: Tx, args: Vec<Bytes>) -> TxFuture {
@@ -915,4 +941,51 @@ fn function_stats(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
 
 fn function_kill(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     kill_reply(&ctx.shared.scripts, false, w);
+}
+
+/// FUNCTION HELP: Redis's lines, word for word.
+fn function_help(_: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    super::server::help_reply(
+        w,
+        args[0],
+        &[
+            "LOAD [REPLACE] <FUNCTION CODE>",
+            "    Create a new library with the given library name and code.",
+            "DELETE <LIBRARY NAME>",
+            "    Delete the given library.",
+            "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+            "    Return general information on all the libraries:",
+            "    * Library name",
+            "    * The engine used to run the Library",
+            "    * Library description",
+            "    * Functions list",
+            "    * Library code (if WITHCODE is given)",
+            "    It also possible to get only function that matches a pattern using LIBRARYNAME argument.",
+            "STATS",
+            "    Return information about the current function running:",
+            "    * Function name",
+            "    * Command used to run the function",
+            "    * Duration in MS that the function is running",
+            "    If no function is running, return nil",
+            "    In addition, returns a list of available engines.",
+            "KILL",
+            "    Kill the current running function.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Delete all the libraries.",
+            "    When called without the optional mode argument, the behavior is determined by the",
+            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+            "    * ASYNC: Asynchronously flush the libraries.",
+            "    * SYNC: Synchronously flush the libraries.",
+            "DUMP",
+            "    Return a serialized payload representing the current libraries, can be restored using FUNCTION RESTORE command",
+            "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
+            "    Restore the libraries represented by the given payload, it is possible to give a restore policy to",
+            "    control how to handle existing libraries (default APPEND):",
+            "    * FLUSH: delete all existing libraries.",
+            "    * APPEND: appends the restored libraries to the existing libraries. On collision, abort.",
+            "    * REPLACE: appends the restored libraries to the existing libraries, On collision, replace the old",
+            "      libraries with the new libraries (notice that even on this option there is a chance of failure",
+            "      in case of functions name collision with another library).",
+        ],
+    );
 }
