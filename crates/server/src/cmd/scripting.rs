@@ -347,13 +347,24 @@ enum Run {
     Function(String),
 }
 
+impl Run {
+    /// The end of Redis's "Slow script detected" warning for it.
+    fn slow_warning(&self) -> String {
+        let (kill, name) = match self {
+            Run::Script(sha) => ("SCRIPT KILL", sha),
+            Run::Function(name) => ("FUNCTION KILL", name),
+        };
+        format!("You can try killing the script using the {kill} command. Script name is: {name}.")
+    }
+}
+
 /// What a script's stack hands out when it suspends.
 enum Out {
     /// A command the script calls: run it, and resume the script with its reply.
     Call(Call),
-    /// The script is past busy-reply-threshold: give the thread a turn of its loop, then
-    /// resume it.
-    Service,
+    /// The script is past busy-reply-threshold (it has run this many ms): give the thread a
+    /// turn of its loop, then resume it.
+    Service(u64),
 }
 
 type ScriptCoroutine = Coroutine<Vec<u8>, Out, Frame, DefaultStack>;
@@ -408,13 +419,11 @@ impl BusyHook for FunctionEngine {
 
 /// Runs `f`, a run of a script on `engine` inside the coroutine of `y`, with the service
 /// yield as the engine's busy callback: past busy-reply-threshold, at most once a
-/// millisecond, the script suspends with [`Out::Service`]. `name` and `kill` name it in
-/// Redis's "Slow script detected" warning.
+/// millisecond, the script suspends with [`Out::Service`].
 fn serviced<E: BusyHook, R>(
     engine: &mut E,
     y: &Yielder<Vec<u8>, Out>,
     shared: &Arc<crate::shared::Shared>,
-    (name, kill): (&str, &str),
     f: impl FnOnce(&mut E) -> R,
 ) -> R {
     /// Removes the callback however the run ends.
@@ -426,17 +435,10 @@ fn serviced<E: BusyHook, R>(
     }
     let yielder: *const Yielder<Vec<u8>, Out> = y;
     let shared = shared.clone();
-    let warning =
-        format!("You can try killing the script using the {kill} command. Script name is: {name}.");
     let mut last: Option<u64> = None;
     engine.set_busy(move |ms| {
         if ms < threshold(&shared).max(0) as u64 || last == Some(ms) {
             return;
-        }
-        if last.is_none() {
-            crate::log::warning(&format!(
-                "Slow script detected: still in execution after {ms} milliseconds. {warning}"
-            ));
         }
         last = Some(ms);
         // SAFETY: this callback runs only from the instruction hook of the script that `f`
@@ -446,7 +448,7 @@ fn serviced<E: BusyHook, R>(
         // that called `serviced`, outlives every call. While suspended, nothing touches the
         // engine (it stays borrowed) and the coroutine is resumed by `drive` only.
         unsafe {
-            (*yielder).suspend(Out::Service);
+            (*yielder).suspend(Out::Service(ms));
         }
     });
     let guard = Clear(engine);
@@ -463,12 +465,15 @@ async fn drive(tx: &Tx, what: Run, keys: Vec<Bytes>, argv: Vec<Bytes>, ro: bool)
     let Ok(stack) = stack else {
         return Frame::Error(Bytes::from_static(b"ERR could not allocate a script stack"));
     };
+    // Shared with the script's stack: the warning below names it.
+    let what = std::rc::Rc::new(what);
+    let run = what.clone();
     let co: ScriptCoroutine = Coroutine::with_stack(stack, move |y: &Yielder<Vec<u8>, Out>, _| {
         let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
         let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_ref()).collect();
-        let ran = match &what {
+        let ran = match &*run {
             Run::Script(sha) => with_engine(&shared.scripts, |engine| {
-                serviced(engine, y, &shared, (sha, "SCRIPT KILL"), |engine| {
+                serviced(engine, y, &shared, |engine| {
                     let mut host = ScriptHost {
                         yielder: y,
                         ro,
@@ -478,7 +483,7 @@ async fn drive(tx: &Tx, what: Run, keys: Vec<Bytes>, argv: Vec<Bytes>, ro: bool)
                 })
             }),
             Run::Function(name) => with_functions(&shared.scripts, |engine| {
-                serviced(engine, y, &shared, (name, "FUNCTION KILL"), |engine| {
+                serviced(engine, y, &shared, |engine| {
                     let mut host = ScriptHost {
                         yielder: y,
                         ro,
@@ -490,6 +495,7 @@ async fn drive(tx: &Tx, what: Run, keys: Vec<Bytes>, argv: Vec<Bytes>, ro: bool)
         };
         ran.unwrap_or_else(|| Frame::Error(Bytes::from_static(ERR_ENGINE_BUSY)))
     });
+    let mut warned = false;
     let mut co = Suspended(Some(co));
     let _running = Running::start(&tx.shared().scripts.running);
     let mut input = Vec::new();
@@ -499,7 +505,16 @@ async fn drive(tx: &Tx, what: Run, keys: Vec<Bytes>, argv: Vec<Bytes>, ro: bool)
                 tx.set_resp3(call.resp3);
                 input = super::transactions::run_in_tx(tx, call.cmd, call.args).await;
             }
-            CoroutineResult::Yield(Out::Service) => exec::next_turn().await,
+            CoroutineResult::Yield(Out::Service(ms)) => {
+                if !warned {
+                    warned = true;
+                    crate::log::warning(&format!(
+                        "Slow script detected: still in execution after {ms} milliseconds. {}",
+                        what.slow_warning()
+                    ));
+                }
+                exec::next_turn().await
+            }
             CoroutineResult::Return(frame) => break frame,
         }
     };
