@@ -220,6 +220,19 @@ SCENARIOS["functions"] = [
     ("FCALL", "incr_by", "1", "fk", "1"),
 ]
 
+SCENARIOS["script_and_function_help"] = [
+    ("SCRIPT", "HELP"),
+    ("script", "help"),
+    ("SCRIPT", "HELP", "extra"),
+    ("SCRIPT", "BOGUS"),
+    ("FUNCTION", "HELP"),
+    ("function", "Help"),
+    ("FUNCTION", "HELP", "extra"),
+    ("FUNCTION", "BOGUS"),
+    ("SCRIPT", "KILL"),
+    ("FUNCTION", "KILL"),
+]
+
 # SELECT inside a script changes the script's database only (Redis 7): the caller stays in its
 # own, also when the script's first run is undone and rerun (an undeclared key after a write).
 SCENARIOS["eval_select_stays_inside_the_script"] = [

@@ -143,6 +143,11 @@ impl FunctionEngine {
         *self.sandbox.state.busy_callback.borrow_mut() = Some(Box::new(f));
     }
 
+    /// As [`crate::EvalEngine::clear_busy_callback`].
+    pub fn clear_busy_callback(&mut self) {
+        *self.sandbox.state.busy_callback.borrow_mut() = None;
+    }
+
     /// Compiles and runs a library's code, collecting what it registers.
     /// Changes no registry.
     fn build(&self, host: &mut dyn Host, code: &[u8]) -> Result<Library, String> {

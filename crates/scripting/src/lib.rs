@@ -173,9 +173,16 @@ impl EvalEngine {
     /// instructions with its elapsed milliseconds: where the server, past
     /// `busy-reply-threshold`, serves its own thread's other clients (BUSY
     /// replies, SCRIPT KILL), as Redis does from its hook. It must not run
-    /// scripts on this engine.
+    /// scripts on this engine; it may suspend the running script's stack
+    /// (the server's coroutine does) as long as nothing touches this engine
+    /// until it returns.
     pub fn set_busy_callback(&mut self, f: impl FnMut(u64) + 'static) {
         *self.sandbox.state.busy_callback.borrow_mut() = Some(Box::new(f));
+    }
+
+    /// Removes the callback set by [`EvalEngine::set_busy_callback`].
+    pub fn clear_busy_callback(&mut self) {
+        *self.sandbox.state.busy_callback.borrow_mut() = None;
     }
 
     /// SCRIPT LOAD (and the first half of EVAL): parses the shebang and

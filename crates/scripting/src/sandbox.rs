@@ -253,6 +253,8 @@ G.getfenv, G.setfenv, G.newproxy = nil, nil, nil
 -- Redis's error handler: errors become {err=..., source=..., line=...}.
 local function handler(err)
   if type(err) == 'userdata' then err = errobj(err) end
+  -- The shared kill error gets a position of its own.
+  if err == KILLED then err = {err = KILLED.err} end
   if type(err) ~= 'table' then
     err = {err = 'ERR ' .. tostring(err)}
   end
@@ -493,6 +495,10 @@ impl Sandbox {
     ) -> Frame {
         let (out, killed, resp3) = self.run_raw(host, f, args, flags);
         let frame = match out {
+            // Where it stopped, as Redis reports it ("... script: <name>, on @user_script:1.").
+            Err(v) if killed && error_text(&v) == format!("ERR {KILLED}").as_bytes() => {
+                error_reply(&v, name)
+            }
             _ if killed => Frame::Error(Bytes::from(format!("ERR {KILLED}"))),
             Ok(v) => lua_to_frame(&v, resp3),
             Err(v) => error_reply(&v, name),

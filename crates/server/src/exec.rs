@@ -46,6 +46,8 @@ thread_local! {
     static TIMERS: RefCell<BinaryHeap<Reverse<(Instant, u64)>>> = const { RefCell::new(BinaryHeap::new()) };
     static TIMER_HOPS: RefCell<HashMap<u64, Completion>> = RefCell::new(HashMap::new());
     static NEXT_TIMER: Cell<u64> = const { Cell::new(0) };
+    /// Tasks that gave the loop a turn ([`next_turn`]): resumed at the start of the next one.
+    static NEXT_TURN: RefCell<Vec<Completion>> = const { RefCell::new(Vec::new()) };
 }
 
 static NEXT_TX: AtomicU64 = AtomicU64::new(1);
@@ -267,6 +269,40 @@ pub fn fire_timers(now: Instant) {
                     })
                 });
             }
+        }
+    });
+}
+
+/// Resolves in the next turn of the worker's loop, after it has polled its sockets and
+/// dispatched what they brought: a task that runs long (a busy script) lets the thread serve
+/// its other clients meanwhile. Call from inside a task. The loop does not sleep while a task
+/// waits here.
+pub fn next_turn() -> Hop<()> {
+    let (done, hop) = pending::<()>();
+    NEXT_TURN.with(|n| n.borrow_mut().push(done));
+    hop
+}
+
+/// Whether a task waits for the next turn ([`next_turn`]).
+pub fn turn_waiting() -> bool {
+    NEXT_TURN.with(|n| !n.borrow().is_empty())
+}
+
+/// A new turn of the loop starts: the tasks that waited for it run when the worker next pumps
+/// the local queue.
+pub fn start_turn() {
+    let waiting = NEXT_TURN.with(|n| std::mem::take(&mut *n.borrow_mut()));
+    if waiting.is_empty() {
+        return;
+    }
+    LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        for done in waiting {
+            l.push_back(Msg::HopDone {
+                task: done.task,
+                slot: done.slot,
+                result: Box::new(()),
+            });
         }
     });
 }

@@ -292,7 +292,7 @@ fn function_kill() {
     });
     assert_eq!(
         fcall(&mut e, "spin", &[], &[]),
-        "-ERR Script killed by user with SCRIPT KILL..."
+        "-ERR Script killed by user with SCRIPT KILL... script: spin, on @user_function:2."
     );
     assert_eq!(killer.join().unwrap(), KillOutcome::Killed);
 }

@@ -36,11 +36,24 @@
 //! a thread at a time (its engine is the thread's): a run takes the thread's [`Turn`] before
 //! it reserves anything, so that one waiting for the turn holds nothing.
 //!
-//! **Killing.** SCRIPT KILL, from any thread, asks the running script's engine to stop
-//! (its instruction hook checks the flag); a script that has written answers UNKILLABLE.
+//! **A busy script.** Past `busy-reply-threshold`, other clients get `-BUSY` at dispatch
+//! (`Scripts::busy`), on every thread. A script that loops in Lua without calling a command
+//! never suspends on its own, so its engine's instruction hook (every 100000 instructions)
+//! suspends it too, at most once a millisecond, once it is past the threshold (a "service"
+//! yield): `drive` then waits for the next turn of the worker's loop (`exec::next_turn`),
+//! which reads the thread's sockets and dispatches what they brought (-BUSY, SCRIPT KILL,
+//! FUNCTION KILL, SHUTDOWN NOSAVE, as Redis's `processEventsWhileBlocked` from its hook),
+//! and resumes the script. Meanwhile the script's engine stays borrowed by its run: another
+//! EVAL or FUNCTION command of that thread gets -BUSY at dispatch, or waits for the script's
+//! reservation, and never reaches the engine.
+//!
+//! **Killing.** SCRIPT KILL / FUNCTION KILL, from any thread, ask the running script's engine
+//! to stop (its instruction hook checks the flag); a script that has written answers
+//! UNKILLABLE. SHUTDOWN NOSAVE stops the server under a busy script: the script's stack is
+//! given up, not unwound (`Suspended`).
 
 use super::{ConnCtx, Locks, Reg, TxFuture};
-use crate::exec::Tx;
+use crate::exec::{self, Tx};
 use crate::sched::{fingerprint, Intents};
 use crate::shard::ShardCtx;
 use bytes::Bytes;
@@ -58,6 +71,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 pub fn register(r: &mut Reg) {
     r.tx("eval", Locks::None, eval);
@@ -68,6 +82,7 @@ pub fn register(r: &mut Reg) {
     r.tx("script|flush", Locks::All, script_flush);
     r.conn("script|exists", script_exists);
     r.conn("script|kill", script_kill);
+    r.conn("script|help", script_help);
     r.tx("fcall", Locks::None, fcall);
     r.tx("fcall_ro", Locks::None, fcall_ro);
     r.tx("function|load", Locks::All, function_load);
@@ -78,6 +93,7 @@ pub fn register(r: &mut Reg) {
     r.tx("function|dump", Locks::All, function_dump);
     r.conn("function|stats", function_stats);
     r.conn("function|kill", function_kill);
+    r.conn("function|help", function_help);
 }
 
 /// What every thread's engine shares: the bodies of the scripts loaded anywhere (EVALSHA on
@@ -101,6 +117,9 @@ pub struct Scripts {
     /// Scripts (by SHA-1) and functions (by `f:` and name) seen reaching beyond their declared
     /// keys: they reserve every shard from the start (see "Which shards" at the top).
     wide: Mutex<std::collections::HashSet<String>>,
+    /// The function running now (FUNCTION STATS): its name, its FCALL's arguments, and since
+    /// when.
+    running_function: Mutex<Option<(String, Vec<Bytes>, Instant)>>,
 }
 
 const ERR_BUSY_SCRIPT: &[u8] =
@@ -124,6 +143,29 @@ impl Scripts {
         }
         None
     }
+
+    /// The `-BUSY` error of an EVAL script past `threshold_ms`, None otherwise.
+    fn busy_eval(&self, threshold_ms: i64) -> Option<&'static [u8]> {
+        self.busy(threshold_ms).filter(|e| *e == ERR_BUSY_SCRIPT)
+    }
+}
+
+/// busy-reply-threshold now (ms).
+fn threshold(shared: &crate::shared::Shared) -> i64 {
+    shared
+        .config
+        .hot
+        .busy_reply_threshold
+        .load(Ordering::Relaxed)
+}
+
+/// SHUTDOWN under a busy script: only SHUTDOWN NOSAVE may stop the server (Redis's rule);
+/// the `-BUSY` error for any other, None when no script is busy.
+pub fn shutdown_refused(shared: &crate::shared::Shared, nosave: bool) -> Option<&'static [u8]> {
+    if nosave {
+        return None;
+    }
+    shared.scripts.busy(threshold(shared))
 }
 
 /// Counts a script as running for as long as it lives.
@@ -677,11 +719,117 @@ impl Run {
             Run::Function(name) => format!("f:{name}"),
         }
     }
+
+    /// The end of Redis's "Slow script detected" warning for it.
+    fn slow_warning(&self) -> String {
+        let (kill, name) = match self {
+            Run::Script(sha) => ("SCRIPT KILL", sha),
+            Run::Function(name) => ("FUNCTION KILL", name),
+        };
+        format!("You can try killing the script using the {kill} command. Script name is: {name}.")
+    }
+}
+
+/// What a script's stack hands out when it suspends.
+enum Out {
+    /// A command the script calls: run it, and resume the script with its reply.
+    Call(Call),
+    /// The script is past busy-reply-threshold (it has run this many ms): give the thread a
+    /// turn of its loop, then resume it.
+    Service(u64),
+}
+
+type ScriptCoroutine = Coroutine<Vec<u8>, Out, Frame, DefaultStack>;
+
+/// A script's coroutine. Dropped unfinished (its task dropped when its thread stops, at
+/// SHUTDOWN under a busy script), it is given up, not unwound: unwinding would cross Lua's
+/// C frames. The process is exiting; its stack is not reused.
+struct Suspended(Option<ScriptCoroutine>);
+
+impl Suspended {
+    /// The coroutine (present until `drive` takes its stack back, after it finished).
+    fn get(&mut self) -> &mut ScriptCoroutine {
+        self.0
+            .as_mut()
+            .expect("the coroutine is taken only once it finished")
+    }
+}
+
+impl Drop for Suspended {
+    fn drop(&mut self) {
+        if let Some(co) = self.0.take() {
+            if co.started() && !co.done() {
+                std::mem::forget(co);
+            }
+        }
+    }
 }
 
 /// The error a command of a run that reached beyond its declared keys gets (the run is
 /// stopped and started again; no client sees it).
 const ERR_RESCHEDULED: &str = "ERR the script is being rescheduled";
+
+/// The two engines' busy callbacks.
+trait BusyHook {
+    fn set_busy(&mut self, f: impl FnMut(u64) + 'static);
+    fn clear_busy(&mut self);
+}
+
+impl BusyHook for EvalEngine {
+    fn set_busy(&mut self, f: impl FnMut(u64) + 'static) {
+        self.set_busy_callback(f);
+    }
+    fn clear_busy(&mut self) {
+        self.clear_busy_callback();
+    }
+}
+
+impl BusyHook for FunctionEngine {
+    fn set_busy(&mut self, f: impl FnMut(u64) + 'static) {
+        self.set_busy_callback(f);
+    }
+    fn clear_busy(&mut self) {
+        self.clear_busy_callback();
+    }
+}
+
+/// Runs `f`, a run of a script on `engine` inside the coroutine of `y`, with the service
+/// yield as the engine's busy callback: past busy-reply-threshold, at most once a
+/// millisecond, the script suspends with [`Out::Service`].
+fn serviced<E: BusyHook, R>(
+    engine: &mut E,
+    y: &Yielder<Vec<u8>, Out>,
+    shared: &Arc<crate::shared::Shared>,
+    f: impl FnOnce(&mut E) -> R,
+) -> R {
+    /// Removes the callback however the run ends.
+    struct Clear<'a, E: BusyHook>(&'a mut E);
+    impl<E: BusyHook> Drop for Clear<'_, E> {
+        fn drop(&mut self) {
+            self.0.clear_busy();
+        }
+    }
+    let yielder: *const Yielder<Vec<u8>, Out> = y;
+    let shared = shared.clone();
+    let mut last: Option<u64> = None;
+    engine.set_busy(move |ms| {
+        if ms < threshold(&shared).max(0) as u64 || last == Some(ms) {
+            return;
+        }
+        last = Some(ms);
+        // SAFETY: this callback runs only from the instruction hook of the script that `f`
+        // runs, on the stack of the coroutine that `y` belongs to (the engine runs nothing
+        // else meanwhile: it is borrowed by this run). `Clear` removes the callback before
+        // `serviced` returns, so the yielder, which lives as long as the coroutine's body
+        // that called `serviced`, outlives every call. While suspended, nothing touches the
+        // engine (it stays borrowed) and the coroutine is resumed by `drive` only.
+        unsafe {
+            (*yielder).suspend(Out::Service(ms));
+        }
+    });
+    let guard = Clear(engine);
+    f(guard.0)
+}
 
 /// Runs the script on its own stack; each command it calls is run here, outside that stack,
 /// and its reply handed back.
@@ -702,13 +850,16 @@ async fn drive(
         return Frame::Error(Bytes::from_static(b"ERR could not allocate a script stack"));
     };
     let host_declared = declared.clone();
-    let (what, keys, argv) = (what.clone(), keys.to_vec(), argv.to_vec());
-    let mut co: Coroutine<Vec<u8>, Call, Frame, DefaultStack> =
-        Coroutine::with_stack(stack, move |y: &Yielder<Vec<u8>, Call>, _| {
-            let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
-            let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_ref()).collect();
-            let ran = match &what {
-                Run::Script(sha) => with_engine(&shared.scripts, |engine| {
+    let (keys, argv) = (keys.to_vec(), argv.to_vec());
+    // Shared with the script's stack: the warning below names it.
+    let what = std::rc::Rc::new(what.clone());
+    let run = what.clone();
+    let co: ScriptCoroutine = Coroutine::with_stack(stack, move |y: &Yielder<Vec<u8>, Out>, _| {
+        let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
+        let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_ref()).collect();
+        let ran = match &*run {
+            Run::Script(sha) => with_engine(&shared.scripts, |engine| {
+                serviced(engine, y, &shared, |engine| {
                     let mut host = ScriptHost {
                         yielder: y,
                         limits,
@@ -716,8 +867,10 @@ async fn drive(
                         declared: host_declared,
                     };
                     engine.evalsha(&mut host, sha, &keys, &argv)
-                }),
-                Run::Function(name) => with_functions(&shared.scripts, |engine| {
+                })
+            }),
+            Run::Function(name) => with_functions(&shared.scripts, |engine| {
+                serviced(engine, y, &shared, |engine| {
                     let mut host = ScriptHost {
                         yielder: y,
                         limits,
@@ -725,15 +878,18 @@ async fn drive(
                         declared: host_declared,
                     };
                     engine.fcall(&mut host, name, &keys, &argv)
-                }),
-            };
-            ran.unwrap_or_else(|| Frame::Error(Bytes::from_static(ERR_ENGINE_BUSY)))
-        });
+                })
+            }),
+        };
+        ran.unwrap_or_else(|| Frame::Error(Bytes::from_static(ERR_ENGINE_BUSY)))
+    });
+    let mut warned = false;
+    let mut co = Suspended(Some(co));
     let _running = Running::start(&tx.shared().scripts.running);
     let mut input = Vec::new();
     let frame = loop {
-        match co.resume(input) {
-            CoroutineResult::Yield(call) => {
+        match co.get().resume(std::mem::take(&mut input)) {
+            CoroutineResult::Yield(Out::Call(call)) => {
                 tx.set_resp3(call.resp3);
                 let unsaved = journal.unsaved(tx, &call.save);
                 let ran = match (unsaved.len(), call.cmd.handler) {
@@ -759,16 +915,31 @@ async fn drive(
                     }
                 };
             }
+            CoroutineResult::Yield(Out::Service(ms)) => {
+                if !warned {
+                    warned = true;
+                    crate::log::warning(&format!(
+                        "Slow script detected: still in execution after {ms} milliseconds. {}",
+                        what.slow_warning()
+                    ));
+                }
+                exec::next_turn().await
+            }
             CoroutineResult::Return(frame) => break frame,
         }
     };
-    STACK.with(|s| s.set(Some(co.into_stack())));
+    if let Some(c) = co.0.take() {
+        STACK.with(|s| s.set(Some(c.into_stack())));
+    }
+    if matches!(&frame, Frame::Error(e) if e.starts_with(b"ERR Script killed by user")) {
+        crate::log::warning("Lua script killed by user with SCRIPT KILL.");
+    }
     frame
 }
 
 /// The server's side of `redis.call` for a script running in [`drive`].
 struct ScriptHost<'y> {
-    yielder: &'y Yielder<Vec<u8>, Call>,
+    yielder: &'y Yielder<Vec<u8>, Out>,
     limits: Limits,
     /// The engine's run control: a write makes the script unkillable.
     control: Arc<RunControl>,
@@ -836,7 +1007,7 @@ impl Host for ScriptHost<'_> {
             resp3: ctx.resp == 3,
             save,
         };
-        let reply = self.yielder.suspend(call);
+        let reply = self.yielder.suspend(Out::Call(call));
         if self.declared.as_ref().is_some_and(|d| d.beyond.get()) {
             // Its keys could not be saved for an undo: the command did not run.
             return self.beyond();
@@ -905,28 +1076,68 @@ fn script_exists(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 }
 
 fn script_kill(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
-    kill_reply(&ctx.shared.scripts.controls, w);
+    kill_reply(&ctx.shared.scripts, true, w);
 }
 
-fn kill_reply(controls: &Mutex<Vec<Arc<RunControl>>>, w: &mut ReplyWriter) {
-    let controls = controls.lock().unwrap();
-    let mut outcome = KillOutcome::NotBusy;
-    for c in controls.iter() {
-        match c.kill() {
-            KillOutcome::NotBusy => {}
-            o => {
-                outcome = o;
-                break;
-            }
-        }
-    }
+/// SCRIPT KILL (`eval`) or FUNCTION KILL, as Redis answers them: NOTBUSY, UNKILLABLE once
+/// the script wrote, and -BUSY naming the other command when what runs is the other kind.
+fn kill_reply(scripts: &Scripts, eval: bool, w: &mut ReplyWriter) {
+    let running = |list: &Mutex<Vec<Arc<RunControl>>>| {
+        list.lock()
+            .unwrap()
+            .iter()
+            .find(|c| c.is_running())
+            .cloned()
+    };
+    let (control, is_eval) = match running(&scripts.controls) {
+        Some(c) => (c, true),
+        None => match running(&scripts.function_controls) {
+            Some(c) => (c, false),
+            None => return w.error(ERR_NOTBUSY),
+        },
+    };
+    let outcome = if control.has_written() {
+        KillOutcome::Unkillable
+    } else if eval && !is_eval {
+        return w.error(ERR_BUSY_FUNCTION);
+    } else if !eval && is_eval {
+        return w.error(ERR_BUSY_SCRIPT);
+    } else {
+        control.kill()
+    };
     match outcome {
-        KillOutcome::NotBusy => w.error(b"NOTBUSY No scripts in execution right now."),
+        KillOutcome::NotBusy => w.error(ERR_NOTBUSY),
         KillOutcome::Unkillable => w.error(
             b"UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.",
         ),
         KillOutcome::Killed => w.ok(),
     }
+}
+
+const ERR_NOTBUSY: &[u8] = b"NOTBUSY No scripts in execution right now.";
+
+/// SCRIPT HELP: Redis's lines, word for word (clients and tools show them as they are).
+fn script_help(_: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    super::server::help_reply(
+        w,
+        args[0],
+        &[
+            "DEBUG (YES|SYNC|NO)",
+            "    Set the debug mode for subsequent scripts executed.",
+            "EXISTS <sha1> [<sha1> ...]",
+            "    Return information about the existence of the scripts in the script cache.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Flush the Lua scripts cache. Very dangerous on replicas.",
+            "    When called without the optional mode argument, the behavior is determined by the",
+            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+            "    * ASYNC: Asynchronously flush the scripts cache.",
+            "    * SYNC: Synchronously flush the scripts cache.",
+            "KILL",
+            "    Kill the currently executing Lua script.",
+            "LOAD <script>",
+            "    Load a script into the scripts cache without executing it.",
+        ],
+    );
 }
 
 // ---- FCALL and FUNCTION ------------------------------------------------------------------------
@@ -961,6 +1172,21 @@ async fn run_function(tx: Tx, args: Vec<Bytes>, read_only: bool) -> Vec<u8> {
         Ok(oom) => oom,
         Err(e) => return err(e),
     };
+    /// Clears FUNCTION STATS's running function however the run ends (unless a function
+    /// that started since, on another thread, is the one shown now).
+    struct Ran<'a>(&'a Mutex<Option<(String, Vec<Bytes>, Instant)>>, Instant);
+    impl Drop for Ran<'_> {
+        fn drop(&mut self) {
+            let mut slot = self.0.lock().unwrap();
+            if slot.as_ref().is_some_and(|(_, _, since)| *since == self.1) {
+                *slot = None;
+            }
+        }
+    }
+    let slot = &shared.scripts.running_function;
+    let since = Instant::now();
+    *slot.lock().unwrap() = Some((name.clone(), args.clone(), since));
+    let _ran = Ran(slot, since);
     reply(&tx, Run::Function(name), &args, n, read_only, oom).await
 }
 
@@ -1143,21 +1369,29 @@ fn function_list(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 
 fn function_stats(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     let scripts = &ctx.shared.scripts;
-    let running = scripts
-        .function_controls
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|c| c.is_running());
+    // Redis answers it only while no EVAL script is busy.
+    if let Some(e) = scripts.busy_eval(threshold(ctx.shared)) {
+        return w.error(e);
+    }
+    let running = scripts.running_function.lock().unwrap().clone();
     let libs = scripts.libraries.lock().unwrap().len();
     let functions = scripts.functions.load(Ordering::Acquire);
     w.map(2);
     w.bulk(b"running_script");
-    if running {
-        // Which function and since when are known to its thread only.
-        w.map(0);
-    } else {
-        w.null();
+    match running {
+        Some((name, command, since)) => {
+            w.map(3);
+            w.bulk(b"name");
+            w.bulk(name.as_bytes());
+            w.bulk(b"command");
+            w.array(command.len());
+            for a in &command {
+                w.bulk(a);
+            }
+            w.bulk(b"duration_ms");
+            w.int(since.elapsed().as_millis() as i64);
+        }
+        None => w.null(),
     }
     w.bulk(b"engines");
     w.map(1);
@@ -1170,5 +1404,52 @@ fn function_stats(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
 }
 
 fn function_kill(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
-    kill_reply(&ctx.shared.scripts.function_controls, w);
+    kill_reply(&ctx.shared.scripts, false, w);
+}
+
+/// FUNCTION HELP: Redis's lines, word for word.
+fn function_help(_: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    super::server::help_reply(
+        w,
+        args[0],
+        &[
+            "LOAD [REPLACE] <FUNCTION CODE>",
+            "    Create a new library with the given library name and code.",
+            "DELETE <LIBRARY NAME>",
+            "    Delete the given library.",
+            "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+            "    Return general information on all the libraries:",
+            "    * Library name",
+            "    * The engine used to run the Library",
+            "    * Library description",
+            "    * Functions list",
+            "    * Library code (if WITHCODE is given)",
+            "    It also possible to get only function that matches a pattern using LIBRARYNAME argument.",
+            "STATS",
+            "    Return information about the current function running:",
+            "    * Function name",
+            "    * Command used to run the function",
+            "    * Duration in MS that the function is running",
+            "    If no function is running, return nil",
+            "    In addition, returns a list of available engines.",
+            "KILL",
+            "    Kill the current running function.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Delete all the libraries.",
+            "    When called without the optional mode argument, the behavior is determined by the",
+            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+            "    * ASYNC: Asynchronously flush the libraries.",
+            "    * SYNC: Synchronously flush the libraries.",
+            "DUMP",
+            "    Return a serialized payload representing the current libraries, can be restored using FUNCTION RESTORE command",
+            "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
+            "    Restore the libraries represented by the given payload, it is possible to give a restore policy to",
+            "    control how to handle existing libraries (default APPEND):",
+            "    * FLUSH: delete all existing libraries.",
+            "    * APPEND: appends the restored libraries to the existing libraries. On collision, abort.",
+            "    * REPLACE: appends the restored libraries to the existing libraries, On collision, replace the old",
+            "      libraries with the new libraries (notice that even on this option there is a chance of failure",
+            "      in case of functions name collision with another library).",
+        ],
+    );
 }

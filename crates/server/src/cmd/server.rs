@@ -302,6 +302,9 @@ fn shutdown(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         // Shutdown here is immediate: there is never one in progress to abort.
         return w.error(b"ERR No shutdown in progress.");
     }
+    if let Some(e) = super::scripting::shutdown_refused(ctx.shared, nosave) {
+        return w.error(e);
+    }
     // Without SAVE, Redis saves only when save points are configured; Darner refuses to start
     // with any, so only an explicit SAVE asks for a snapshot, which cannot be taken yet.
     if save {

@@ -211,6 +211,7 @@ impl Worker {
         let mut events = Events::with_capacity(1024);
         while !self.stop {
             let busy = self.exec.has_ready()
+                || exec::turn_waiting()
                 || LOCAL.with(|l| !l.borrow().is_empty())
                 || !self.more_input.is_empty()
                 || !self.shard.dying.is_empty()
@@ -261,6 +262,8 @@ impl Worker {
             self.loop_now = Instant::now();
             self.now_ms = Shared::now_ms();
             exec::fire_timers(self.loop_now);
+            // A busy script that gave the thread this turn resumes after its sockets are read.
+            exec::start_turn();
             crate::evict::publish_evictable(&self.shard, &self.shared);
             if self.shared.config.hot.maxmemory.load(Ordering::Relaxed) != 0 {
                 self.evict_check(false);
