@@ -245,8 +245,9 @@ impl Host for LoadHost {
 }
 
 /// Runs `f` with this thread's engine (made on first use; flushed if a SCRIPT FLUSH happened
-/// since it last ran). None when a script of this thread is running (cannot happen while
-/// scripts reserve every shard; answered as an error rather than trusted).
+/// since it last ran). None when a script of this thread is running (runs take the thread's
+/// `Turn`, and a busy one makes SCRIPT LOAD answer -BUSY; answered as an error rather than
+/// trusted).
 fn with_engine<R>(scripts: &Scripts, f: impl FnOnce(&mut EvalEngine) -> R) -> Option<R> {
     ENGINE.with(|cell| {
         let mut slot = cell.try_borrow_mut().ok()?;
