@@ -26,10 +26,12 @@ return sum
 """
 
 
-def test_scripts_moving_values_across_shards_never_show_half_a_move(darner_factory):
-    srv = darner_factory(threads=4)
+def _moves_keep_the_total(srv, prefix, move):
+    """Four clients call `move(client, i, accounts)` over and over for 3 s on 12 accounts of
+    100 spread over the shards while two readers sum them (one in a script, one by MGET):
+    no reader may see a total other than 1200, nor may the end."""
     c = srv.client()
-    accounts = ["acct:%d" % i for i in range(12)]  # spread over the four shards
+    accounts = ["%s%d" % (prefix, i) for i in range(12)]
     for a in accounts:
         c.set(a, 100)
     expected = 100 * len(accounts)
@@ -40,10 +42,8 @@ def test_scripts_moving_values_across_shards_never_show_half_a_move(darner_facto
         cc = srv.client()
         i = seed
         while time.monotonic() < stop and not errors:
-            src, dst = accounts[i % len(accounts)], accounts[(i * 7 + 3) % len(accounts)]
-            if src != dst:
-                cc.eval(TRANSFER, 2, src, dst, 1 + i % 5)
-            i += 1
+            move(cc, i, accounts)
+            i += 4
 
     def reader(by_script):
         cc = srv.client()
@@ -63,6 +63,15 @@ def test_scripts_moving_values_across_shards_never_show_half_a_move(darner_facto
         t.join()
     assert not errors, "a reader saw a total of %r, not %d" % (errors[:3], expected)
     assert sum(int(v) for v in c.mget(accounts)) == expected
+
+
+def test_scripts_moving_values_across_shards_never_show_half_a_move(darner_factory):
+    def move(cc, i, accounts):
+        src, dst = accounts[i % len(accounts)], accounts[(i * 7 + 3) % len(accounts)]
+        if src != dst:
+            cc.eval(TRANSFER, 2, src, dst, 1 + i % 5)
+
+    _moves_keep_the_total(darner_factory(threads=4), "acct:", move)
 
 
 def test_a_script_cached_on_one_thread_runs_from_every_connection(darner_factory):
@@ -373,45 +382,19 @@ def test_a_script_writing_a_big_value_runs_over_every_shard_and_writes_it_once(d
 
 def test_scripts_with_undeclared_keys_never_show_half_a_move(darner_factory):
     """Movers whose destination is undeclared (each body new, so each first run is undone and
-    rerun): a reader summing every account in one script never sees money missing."""
-    srv = darner_factory(threads=4)
-    c = srv.client()
-    accounts = ["uacct:%d" % i for i in range(12)]
-    for a in accounts:
-        c.set(a, 100)
-    expected = 100 * len(accounts)
-    stop = time.monotonic() + 3
-    errors = []
+    rerun)."""
 
-    def mover(seed):
-        cc = srv.client()
-        i = seed
-        while time.monotonic() < stop and not errors:
-            src, dst = accounts[i % len(accounts)], accounts[(i * 5 + 1) % len(accounts)]
-            body = """
-            local n = tonumber(ARGV[2])
-            redis.call('DECRBY', KEYS[1], n)
-            redis.call('INCRBY', ARGV[1], n)
-            return %d""" % (i % 50)
-            if src != dst:
-                cc.eval(body, 1, src, dst, 1 + i % 3)
-            i += 4
+    def move(cc, i, accounts):
+        src, dst = accounts[i % len(accounts)], accounts[(i * 5 + 1) % len(accounts)]
+        body = """
+        local n = tonumber(ARGV[2])
+        redis.call('DECRBY', KEYS[1], n)
+        redis.call('INCRBY', ARGV[1], n)
+        return %d""" % (i % 50)
+        if src != dst:
+            cc.eval(body, 1, src, dst, 1 + i % 3)
 
-    def reader():
-        cc = srv.client()
-        while time.monotonic() < stop and not errors:
-            total = cc.eval(TOTAL, len(accounts), *accounts)
-            if total != expected:
-                errors.append(total)
-
-    threads = [threading.Thread(target=mover, args=(s,)) for s in range(4)]
-    threads += [threading.Thread(target=reader) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, "a reader saw a total of %r, not %d" % (errors[:3], expected)
-    assert sum(int(v) for v in c.mget(accounts)) == expected
+    _moves_keep_the_total(darner_factory(threads=4), "uacct:", move)
 
 
 OOM_CASES = [

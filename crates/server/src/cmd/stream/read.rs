@@ -298,14 +298,7 @@ fn write_looks(w: &mut ReplyWriter, looks: &[Look]) {
             _ => None,
         })
         .collect();
-    if w.resp3 {
-        w.map(parts.len());
-    } else {
-        w.array(parts.len());
-    }
-    for p in parts {
-        w.raw(p);
-    }
+    write_parts(w, &parts);
 }
 
 /// XREAD without BLOCK whose keys are all on one shard (routed there like GET, with no
@@ -636,14 +629,14 @@ fn group_error<A: AsRef<[u8]>>(
 
 /// The reply of keys that had something (`parts`, each a key-and-entries pair): an array of
 /// them, a map in RESP3.
-fn write_parts(w: &mut ReplyWriter, parts: &[Vec<u8>]) {
+fn write_parts<P: AsRef<[u8]>>(w: &mut ReplyWriter, parts: &[P]) {
     if w.resp3 {
         w.map(parts.len());
     } else {
         w.array(parts.len());
     }
     for p in parts {
-        w.raw(p);
+        w.raw(p.as_ref());
     }
 }
 
