@@ -18,7 +18,7 @@ SCENARIOS["stream_basics"] = [
     ("XRANGE", "s", "-", "+"), ("XREVRANGE", "s", "+", "-"), ("XLEN", "s"), ("XLEN", "nokey"),
     ("TYPE", "s"), ("OBJECT", "ENCODING", "s"), ("EXISTS", "s"),
     ("XADD", "n", "NOMKSTREAM", "9", "f", "v"), ("EXISTS", "n"),
-    ("XADD", "s", "NOMKSTREAM", "9-0", "f", "v"), ("XADD", "s", "nomkstream", "*", "f", "v"),
+    ("XADD", "s", "NOMKSTREAM", "9-0", "f", "v"), ("XADD", "s", "nomkstream", "9-*", "f", "v"),
     T("XADD", "t", "*", "f", "v"), ("XLEN", "t"), T("XADD", "t", "*", "f", "v", "g", "w"),
     ("XLEN", "t"),
     # Arity, ids, options.
