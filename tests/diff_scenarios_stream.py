@@ -40,7 +40,7 @@ SCENARIOS["stream_basics"] = [
     ("XADD", "s", U64_MAX + "-" + U64_MAX, "f", "v"), ("XADD", "s", "*", "f", "v"),
     ("XADD", "s", U64_MAX + "-*", "f", "v"),
     ("XADD",), ("XADD", "s"), ("XLEN",), ("XLEN", "s", "x"),
-    ("DEBUG", "DIGEST-VALUE", "s"), ("DEBUG", "DIGEST-VALUE", "t"), ("XDEL", "s", "1-1"),
+    ("DEBUG", "DIGEST-VALUE", "s"), T("DEBUG", "DIGEST-VALUE", "t"), ("XDEL", "s", "1-1"),
     ("DEBUG", "DIGEST-VALUE", "s"),
 ]
 
