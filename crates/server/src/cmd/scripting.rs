@@ -858,27 +858,21 @@ async fn drive(
     let co: ScriptCoroutine = Coroutine::with_stack(stack, move |y: &Yielder<Vec<u8>, Out>, _| {
         let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
         let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_ref()).collect();
+        let host = |control| ScriptHost {
+            yielder: y,
+            limits,
+            control,
+            declared: host_declared,
+        };
         let ran = match &*run {
             Run::Script(sha) => with_engine(&shared.scripts, |engine| {
                 serviced(engine, y, &shared, |engine| {
-                    let mut host = ScriptHost {
-                        yielder: y,
-                        limits,
-                        control: engine.control(),
-                        declared: host_declared,
-                    };
-                    engine.evalsha(&mut host, sha, &keys, &argv)
+                    engine.evalsha(&mut host(engine.control()), sha, &keys, &argv)
                 })
             }),
             Run::Function(name) => with_functions(&shared.scripts, |engine| {
                 serviced(engine, y, &shared, |engine| {
-                    let mut host = ScriptHost {
-                        yielder: y,
-                        limits,
-                        control: engine.control(),
-                        declared: host_declared,
-                    };
-                    engine.fcall(&mut host, name, &keys, &argv)
+                    engine.fcall(&mut host(engine.control()), name, &keys, &argv)
                 })
             }),
         };

@@ -267,19 +267,28 @@ fn xgroup_destroy(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     }
 }
 
-fn xgroup_createconsumer(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
-    if xgroup_options(args, w).is_none() {
-        return;
+/// CREATECONSUMER / DELCONSUMER: the group `args[3]` of stream `args[2]`, or None with the
+/// error replied (options, key, group and argument count checked in Redis's order).
+fn xgroup_consumer_group<'a>(
+    db: &'a mut darner_engine::DbView<'_>,
+    args: &[&[u8]],
+    w: &mut ReplyWriter,
+) -> Option<&'a mut Group> {
+    xgroup_options(args, w)?;
+    let s = xgroup_needs_group(db, args, w)?;
+    if args.len() != 5 {
+        subcommand_error(w, args[0], args[1]);
+        return None;
     }
+    s.group_mut(args[3])
+}
+
+fn xgroup_createconsumer(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let now = ctx.now_ms();
     let mut db = ctx.db();
-    let Some(s) = xgroup_needs_group(&mut db, args, w) else {
+    let Some(g) = xgroup_consumer_group(&mut db, args, w) else {
         return;
     };
-    if args.len() != 5 {
-        return subcommand_error(w, args[0], args[1]);
-    }
-    let g = s.group_mut(args[3]).expect("checked");
     let created = ensure_consumer(g, args[4], now);
     w.int(i64::from(created));
     if created {
@@ -288,17 +297,10 @@ fn xgroup_createconsumer(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter
 }
 
 fn xgroup_delconsumer(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
-    if xgroup_options(args, w).is_none() {
-        return;
-    }
     let mut db = ctx.db();
-    let Some(s) = xgroup_needs_group(&mut db, args, w) else {
+    let Some(g) = xgroup_consumer_group(&mut db, args, w) else {
         return;
     };
-    if args.len() != 5 {
-        return subcommand_error(w, args[0], args[1]);
-    }
-    let g = s.group_mut(args[3]).expect("checked");
     match g.remove_consumer(args[4]) {
         Some(pending) => {
             w.int(pending as i64);
@@ -342,13 +344,10 @@ fn xack(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let Some(g) = s.and_then(|s| s.group_mut(args[2])) else {
         return w.int(0);
     };
-    let mut ids = Vec::with_capacity(args.len() - 3);
-    for a in &args[3..] {
-        match parse_strict(a) {
-            Ok(id) => ids.push(id),
-            Err(e) => return w.error(e),
-        }
-    }
+    let ids = match super::parse_strict_all(&args[3..]) {
+        Ok(ids) => ids,
+        Err(e) => return w.error(e),
+    };
     let n = ids.into_iter().filter(|&id| g.ack(id)).count();
     w.int(n as i64);
 }
@@ -471,16 +470,32 @@ fn xpending(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 
 // ---- XCLAIM, XAUTOCLAIM ------------------------------------------------------------------------
 
+/// XCLAIM / XAUTOCLAIM's stream, which must have `group`; None with the error replied.
+fn stream_with_group<'a>(
+    db: &'a mut darner_engine::DbView<'_>,
+    key: &[u8],
+    group: &[u8],
+    w: &mut ReplyWriter,
+) -> Option<&'a mut Stream> {
+    match write(db, key) {
+        Err(WrongType) => {
+            w.error(ERR_WRONGTYPE);
+            None
+        }
+        Ok(Some(s)) if s.group(group).is_some() => Some(s),
+        Ok(_) => {
+            w.error(&nogroup_key_or_group(key, group));
+            None
+        }
+    }
+}
+
 fn xclaim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let (key, group, consumer) = (args[1], args[2], args[3]);
     let now = ctx.now_ms();
     let mut db = ctx.db();
-    let s = match write(&mut db, key) {
-        Err(WrongType) => return w.error(ERR_WRONGTYPE),
-        Ok(s) => s,
-    };
-    let Some(s) = s.filter(|s| s.group(group).is_some()) else {
-        return w.error(&nogroup_key_or_group(key, group));
+    let Some(s) = stream_with_group(&mut db, key, group, w) else {
+        return;
     };
     let min_idle = match super::parse_int(args[4]) {
         Some(v) => v.max(0),
@@ -650,12 +665,8 @@ fn xautoclaim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     }
     let now = ctx.now_ms();
     let mut db = ctx.db();
-    let s = match write(&mut db, key) {
-        Err(WrongType) => return w.error(ERR_WRONGTYPE),
-        Ok(s) => s,
-    };
-    let Some(s) = s.filter(|s| s.group(group).is_some()) else {
-        return w.error(&nogroup_key_or_group(key, group));
+    let Some(s) = stream_with_group(&mut db, key, group, w) else {
+        return;
     };
     let mut created = false;
     let mut claimed = Vec::new();

@@ -175,6 +175,11 @@ pub fn parse_strict(arg: &[u8]) -> Result<StreamId, &'static [u8]> {
     parse_id(arg, 0, true, false).map(|p| p.id)
 }
 
+/// A list of ids (XDEL, XACK), each as [`parse_strict`]: all of them, or the first error.
+pub fn parse_strict_all(args: &[&[u8]]) -> Result<Vec<StreamId>, &'static [u8]> {
+    args.iter().map(|a| parse_strict(a)).collect()
+}
+
 /// Redis's streamParseIntervalIDOrReply: an id, or `(id` for an exclusive bound.
 fn parse_interval(arg: &[u8], missing_seq: u64) -> Result<(StreamId, bool), &'static [u8]> {
     if arg.len() > 1 && arg[0] == b'(' {
@@ -509,13 +514,10 @@ fn xdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         Ok(None) => return w.int(0),
         Err(WrongType) => return w.error(ERR_WRONGTYPE),
     };
-    let mut ids = Vec::with_capacity(args.len() - 2);
-    for a in &args[2..] {
-        match parse_strict(a) {
-            Ok(id) => ids.push(id),
-            Err(e) => return w.error(e),
-        }
-    }
+    let ids = match parse_strict_all(&args[2..]) {
+        Ok(ids) => ids,
+        Err(e) => return w.error(e),
+    };
     let deleted = ids.into_iter().filter(|&id| s.delete(id)).count();
     w.int(deleted as i64);
     if deleted > 0 {
