@@ -117,6 +117,9 @@ pub struct Scripts {
     /// Scripts (by SHA-1) and functions (by `f:` and name) seen reaching beyond their declared
     /// keys: they reserve every shard from the start (see "Which shards" at the top).
     wide: Mutex<std::collections::HashSet<String>>,
+    /// Whether `wide` has any: until one script reaches beyond its keys, runs do not take
+    /// its lock (every run on every thread would).
+    any_wide: std::sync::atomic::AtomicBool,
     /// The function running now (FUNCTION STATS): its name, its FCALL's arguments, and since
     /// when.
     running_function: Mutex<Option<(String, Vec<Bytes>, Instant)>>,
@@ -391,8 +394,9 @@ async fn schedule(
     let scripts = &tx.shared().scripts;
     // Inside EXEC every shard is held already (a queued script makes EXEC reserve them all).
     let nested = !tx.held_shards().is_empty();
-    let name = what.name();
-    let mut wide = nested || scripts.wide.lock().unwrap().contains(&name);
+    let mut wide = nested
+        || (scripts.any_wide.load(Ordering::Acquire)
+            && scripts.wide.lock().unwrap().contains(&what.name()));
     // A SELECT inside the script changes the script's database only, as in Redis 7: the
     // caller's (and a rerun's) is the one it came with.
     let db = tx.db();
@@ -439,7 +443,8 @@ async fn schedule(
                 // start again holding everything.
                 journal.undo(tx).await;
                 tx.release();
-                scripts.wide.lock().unwrap().insert(name.clone());
+                scripts.wide.lock().unwrap().insert(what.name());
+                scripts.any_wide.store(true, Ordering::Release);
                 wide = true;
             }
             _ => {
