@@ -9,7 +9,7 @@
 //! - [`value`]: out-of-line values (grown strings, collections) and their types;
 //!   [`types`]: the collection types, one file each (hash, list, set, sorted set).
 //! - [`glob`]: Redis's glob matching (KEYS, SCAN MATCH, CONFIG GET).
-//! - [`lzf`]: the LZF compression format (quicklist nodes, later RDB strings).
+//! - [`lzf`]: the LZF compression format (quicklist nodes), re-exported from `darner_rdb`.
 //!
 //! A shard (owned by exactly one server thread) is a `Vec<Db>`; this crate knows nothing of
 //! threads: everything here is single-threaded and property-tested against simple models.
@@ -19,7 +19,8 @@ mod bucket;
 pub mod db;
 pub mod entry;
 pub mod glob;
-pub mod lzf;
+/// LZF lives with the RDB format (`darner_rdb::lzf`); list nodes use it too.
+pub use darner_rdb::lzf;
 pub mod table;
 pub mod types;
 pub mod value;

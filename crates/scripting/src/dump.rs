@@ -26,34 +26,7 @@ pub enum RestorePolicy {
     Flush,
 }
 
-const fn crc64_table() -> [u64; 256] {
-    // Jones polynomial 0xad93d23594c935a9, bit-reflected.
-    const POLY: u64 = 0x95ac_9329_ac4b_c9b5;
-    let mut t = [0u64; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u64;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 == 1 { (c >> 1) ^ POLY } else { c >> 1 };
-            k += 1;
-        }
-        t[i] = c;
-        i += 1;
-    }
-    t
-}
-
-static CRC64_TABLE: [u64; 256] = crc64_table();
-
-/// Redis's CRC64 (`crc64(0, data, len)`).
-pub fn crc64(crc: u64, data: &[u8]) -> u64 {
-    let mut c = crc;
-    for &b in data {
-        c = CRC64_TABLE[((c ^ b as u64) & 0xff) as usize] ^ (c >> 8);
-    }
-    c
-}
+pub use darner_rdb::crc64::crc64;
 
 fn write_len(out: &mut Vec<u8>, len: usize) {
     if len < 1 << 6 {
@@ -175,56 +148,16 @@ impl Reader<'_> {
                 let (clen, _) = self.len()?;
                 let (len, _) = self.len()?;
                 let c = self.take(clen)?;
-                lzf_decompress(c, len).ok_or_else(|| TRUNCATED.to_string())
+                darner_rdb::lzf::decompress(c, len).map_err(|_| TRUNCATED.to_string())
             }
             _ => Err(TRUNCATED.to_string()),
         }
     }
 }
 
-/// LZF decompression into exactly `len` bytes.
-pub fn lzf_decompress(input: &[u8], len: usize) -> Option<Vec<u8>> {
-    let mut out: Vec<u8> = Vec::with_capacity(len.min(input.len().saturating_mul(64)));
-    let mut ip = 0;
-    while ip < input.len() {
-        let ctrl = input[ip] as usize;
-        ip += 1;
-        if ctrl < 32 {
-            let run = ctrl + 1;
-            if ip + run > input.len() || out.len() + run > len {
-                return None;
-            }
-            out.extend_from_slice(&input[ip..ip + run]);
-            ip += run;
-        } else {
-            let mut n = ctrl >> 5;
-            if n == 7 {
-                n += *input.get(ip)? as usize;
-                ip += 1;
-            }
-            let back = ((ctrl & 0x1f) << 8) + *input.get(ip)? as usize + 1;
-            ip += 1;
-            if back > out.len() || out.len() + n + 2 > len {
-                return None;
-            }
-            let start = out.len() - back;
-            for i in 0..n + 2 {
-                let b = out[start + i];
-                out.push(b);
-            }
-        }
-    }
-    (out.len() == len).then_some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn crc64_check_value() {
-        assert_eq!(crc64(0, b"123456789"), 0xe9c6_d914_c4b8_d9ca);
-    }
 
     #[test]
     fn round_trip() {
@@ -236,14 +169,5 @@ mod tests {
         bad[3] ^= 1;
         assert!(decode(&bad).is_err());
         assert!(decode(&p[..5]).is_err());
-    }
-
-    #[test]
-    fn lzf_back_references() {
-        // literal "abc", then a back reference of length 5 at distance 3.
-        let input = [2, b'a', b'b', b'c', (3 << 5), 2];
-        assert_eq!(lzf_decompress(&input, 8).unwrap(), b"abcabcab");
-        assert!(lzf_decompress(&input, 9).is_none());
-        assert!(lzf_decompress(&[0x20, 5], 10).is_none());
     }
 }
