@@ -206,7 +206,7 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         tracking: crate::tracking::Global::new(threads),
         config,
         sequencer: Default::default(),
-        scripts: Default::default(),
+        scripts: crate::cmd::scripting::Scripts::new(threads),
     });
 
     // Signals: SIGTERM and SIGINT shut down gracefully.

@@ -99,18 +99,23 @@ pub fn register(r: &mut Reg) {
 /// What every thread's engine shares: the bodies of the scripts loaded anywhere (EVALSHA on
 /// one thread of a script loaded on another), SCRIPT FLUSH's generation, and the engines'
 /// kill switches.
-#[derive(Default)]
 pub struct Scripts {
     bodies: Mutex<HashMap<String, Bytes>>,
     flushes: AtomicU64,
-    controls: Mutex<Vec<Arc<RunControl>>>,
+    /// Each thread's EVAL engine's kill switch and run clock, registered when the engine is
+    /// made. Read without a lock: while any script runs, every command of every thread asks
+    /// whether one is busy.
+    controls: Registry<Arc<RunControl>>,
     /// FUNCTION libraries: every library's code, and a generation bumped at each change;
     /// each thread's function engine reloads them when its generation is behind.
     libraries: Mutex<Vec<Bytes>>,
     library_changes: AtomicU64,
     /// How many functions those libraries register (FUNCTION STATS).
     functions: AtomicUsize,
-    function_controls: Mutex<Vec<Arc<RunControl>>>,
+    /// Each thread's function engine's control and the function it runs now (FUNCTION STATS:
+    /// its name, its FCALL's arguments, and since when). The function slot is written only
+    /// by its thread, so its lock is never contended by another FCALL.
+    function_controls: Registry<(Arc<RunControl>, RunningFunction)>,
     /// Scripts and functions running now (suspended in a hop included): while none runs, the
     /// BUSY check of every command is this one load.
     running: AtomicUsize,
@@ -120,9 +125,103 @@ pub struct Scripts {
     /// Whether `wide` has any: until one script reaches beyond its keys, runs do not take
     /// its lock (every run on every thread would).
     any_wide: std::sync::atomic::AtomicBool,
-    /// The function running now (FUNCTION STATS): its name, its FCALL's arguments, and since
-    /// when.
-    running_function: Mutex<Option<(String, Vec<Bytes>, Instant)>>,
+}
+
+/// The function a thread's engine runs now: name, FCALL arguments, start.
+type RunningFunction = Mutex<Option<(String, Vec<Bytes>, Instant)>>;
+
+/// An append-only list read without a lock: one slot per thread (the thread count is known
+/// at start-up), filled once when the thread makes its engine. A registration past the
+/// slots (not expected: engines live on the shard threads) goes to a locked overflow list
+/// that readers look at only once it is used.
+struct Registry<T> {
+    slots: Box<[std::sync::OnceLock<T>]>,
+    next: AtomicUsize,
+    overflow: Mutex<Vec<Arc<T>>>,
+    overflowed: std::sync::atomic::AtomicBool,
+}
+
+impl<T> Registry<T> {
+    fn new(capacity: usize) -> Registry<T> {
+        Registry {
+            slots: (0..capacity).map(|_| std::sync::OnceLock::new()).collect(),
+            next: AtomicUsize::new(0),
+            overflow: Mutex::new(Vec::new()),
+            overflowed: Default::default(),
+        }
+    }
+
+    /// Adds `item`; returns the index [`Registry::get`] finds it under.
+    fn register(&self, item: T) -> usize {
+        let i = self.next.fetch_add(1, Ordering::AcqRel);
+        match self.slots.get(i) {
+            Some(slot) => {
+                let _ = slot.set(item);
+            }
+            None => {
+                self.overflow.lock().unwrap().push(Arc::new(item));
+                self.overflowed.store(true, Ordering::Release);
+            }
+        }
+        i
+    }
+
+    /// The item registered under `i`.
+    fn get(&self, i: usize) -> Option<Registered<'_, T>> {
+        match self.slots.get(i) {
+            Some(slot) => slot.get().map(Registered::Slot),
+            None => {
+                let overflow = self.overflow.lock().unwrap();
+                overflow
+                    .get(i - self.slots.len())
+                    .cloned()
+                    .map(Registered::Overflow)
+            }
+        }
+    }
+
+    /// Whether any registered item satisfies `f`; the first that does, mapped by `f`.
+    fn find_map<R>(&self, mut f: impl FnMut(&T) -> Option<R>) -> Option<R> {
+        let n = self.next.load(Ordering::Acquire).min(self.slots.len());
+        if let Some(r) = self.slots[..n]
+            .iter()
+            .filter_map(|s| s.get())
+            .find_map(&mut f)
+        {
+            return Some(r);
+        }
+        if self.overflowed.load(Ordering::Acquire) {
+            return self.overflow.lock().unwrap().iter().find_map(|t| f(t));
+        }
+        None
+    }
+
+    fn any(&self, mut f: impl FnMut(&T) -> bool) -> bool {
+        self.find_map(|t| f(t).then_some(())).is_some()
+    }
+
+    fn for_each(&self, mut f: impl FnMut(&T)) {
+        self.any(|t| {
+            f(t);
+            false
+        });
+    }
+}
+
+/// Where a registered item lives.
+enum Registered<'a, T> {
+    Slot(&'a T),
+    Overflow(Arc<T>),
+}
+
+impl<T> std::ops::Deref for Registered<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        match self {
+            Registered::Slot(t) => t,
+            Registered::Overflow(t) => t,
+        }
+    }
 }
 
 const ERR_BUSY_SCRIPT: &[u8] =
@@ -131,6 +230,22 @@ const ERR_BUSY_FUNCTION: &[u8] =
     b"BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 
 impl Scripts {
+    /// The shared state of `threads` shard threads.
+    pub fn new(threads: usize) -> Scripts {
+        Scripts {
+            bodies: Default::default(),
+            flushes: Default::default(),
+            controls: Registry::new(threads),
+            libraries: Default::default(),
+            library_changes: Default::default(),
+            functions: Default::default(),
+            function_controls: Registry::new(threads),
+            running: Default::default(),
+            wide: Default::default(),
+            any_wide: Default::default(),
+        }
+    }
+
     /// The `-BUSY` error a command without the allow-busy flag gets now: a script or function
     /// has run for `threshold_ms` or more (busy-reply-threshold), None otherwise.
     pub fn busy(&self, threshold_ms: i64) -> Option<&'static [u8]> {
@@ -138,10 +253,10 @@ impl Scripts {
             return None;
         }
         let over = |c: &Arc<RunControl>| c.is_busy(threshold_ms.max(0) as u64);
-        if self.controls.lock().unwrap().iter().any(over) {
+        if self.controls.any(|c| over(c)) {
             return Some(ERR_BUSY_SCRIPT);
         }
-        if self.function_controls.lock().unwrap().iter().any(over) {
+        if self.function_controls.any(|(c, _)| over(c)) {
             return Some(ERR_BUSY_FUNCTION);
         }
         None
@@ -197,6 +312,8 @@ thread_local! {
     static STACK: Cell<Option<DefaultStack>> = const { Cell::new(None) };
     /// This thread's function engine and the library generation it holds.
     static FUNCTIONS: RefCell<Option<(FunctionEngine, u64)>> = const { RefCell::new(None) };
+    /// Where this thread's function engine is registered in `Scripts::function_controls`.
+    static FUNCTION_SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
 /// Runs `f` with this thread's function engine, brought up to the shared libraries first.
@@ -205,7 +322,10 @@ fn with_functions<R>(scripts: &Scripts, f: impl FnOnce(&mut FunctionEngine) -> R
         let mut slot = cell.try_borrow_mut().ok()?;
         let (engine, seen) = slot.get_or_insert_with(|| {
             let e = FunctionEngine::new();
-            scripts.function_controls.lock().unwrap().push(e.control());
+            let i = scripts
+                .function_controls
+                .register((e.control(), Mutex::new(None)));
+            FUNCTION_SLOT.set(i);
             (e, u64::MAX)
         });
         let gen = scripts.library_changes.load(Ordering::Acquire);
@@ -257,7 +377,7 @@ fn with_engine<R>(scripts: &Scripts, f: impl FnOnce(&mut EvalEngine) -> R) -> Op
         let gen = scripts.flushes.load(Ordering::Acquire);
         let (engine, seen) = slot.get_or_insert_with(|| {
             let e = EvalEngine::new();
-            scripts.controls.lock().unwrap().push(e.control());
+            scripts.controls.register(e.control());
             (e, gen)
         });
         if *seen != gen {
@@ -1082,16 +1202,17 @@ fn script_kill(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
 /// SCRIPT KILL (`eval`) or FUNCTION KILL, as Redis answers them: NOTBUSY, UNKILLABLE once
 /// the script wrote, and -BUSY naming the other command when what runs is the other kind.
 fn kill_reply(scripts: &Scripts, eval: bool, w: &mut ReplyWriter) {
-    let running = |list: &Mutex<Vec<Arc<RunControl>>>| {
-        list.lock()
-            .unwrap()
-            .iter()
-            .find(|c| c.is_running())
-            .cloned()
+    let running_eval = scripts
+        .controls
+        .find_map(|c| c.is_running().then(|| c.clone()));
+    let running_function = || {
+        scripts
+            .function_controls
+            .find_map(|(c, _)| c.is_running().then(|| c.clone()))
     };
-    let (control, is_eval) = match running(&scripts.controls) {
+    let (control, is_eval) = match running_eval {
         Some(c) => (c, true),
-        None => match running(&scripts.function_controls) {
+        None => match running_function() {
             Some(c) => (c, false),
             None => return w.error(ERR_NOTBUSY),
         },
@@ -1172,21 +1293,21 @@ async fn run_function(tx: Tx, args: Vec<Bytes>, read_only: bool) -> Vec<u8> {
         Ok(oom) => oom,
         Err(e) => return err(e),
     };
-    /// Clears FUNCTION STATS's running function however the run ends (unless a function
-    /// that started since, on another thread, is the one shown now).
-    struct Ran<'a>(&'a Mutex<Option<(String, Vec<Bytes>, Instant)>>, Instant);
+    /// Clears FUNCTION STATS's running function however the run ends.
+    struct Ran<'a>(Option<Registered<'a, (Arc<RunControl>, RunningFunction)>>);
     impl Drop for Ran<'_> {
         fn drop(&mut self) {
-            let mut slot = self.0.lock().unwrap();
-            if slot.as_ref().is_some_and(|(_, _, since)| *since == self.1) {
-                *slot = None;
+            if let Some(slot) = &self.0 {
+                *slot.1.lock().unwrap() = None;
             }
         }
     }
-    let slot = &shared.scripts.running_function;
-    let since = Instant::now();
-    *slot.lock().unwrap() = Some((name.clone(), args.clone(), since));
-    let _ran = Ran(slot, since);
+    // This thread's slot: only FUNCTION STATS ever reads it from another thread.
+    let slot = shared.scripts.function_controls.get(FUNCTION_SLOT.get());
+    if let Some(slot) = &slot {
+        *slot.1.lock().unwrap() = Some((name.clone(), args.clone(), Instant::now()));
+    }
+    let _ran = Ran(slot);
     reply(&tx, Run::Function(name), &args, n, read_only, oom).await
 }
 
@@ -1373,7 +1494,15 @@ fn function_stats(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     if let Some(e) = scripts.busy_eval(threshold(ctx.shared)) {
         return w.error(e);
     }
-    let running = scripts.running_function.lock().unwrap().clone();
+    // The function that started last, if several threads run one.
+    let mut running: Option<(String, Vec<Bytes>, Instant)> = None;
+    scripts.function_controls.for_each(|(_, slot)| {
+        if let Some(r) = slot.lock().unwrap().as_ref() {
+            if running.as_ref().is_none_or(|(_, _, since)| r.2 > *since) {
+                running = Some(r.clone());
+            }
+        }
+    });
     let libs = scripts.libraries.lock().unwrap().len();
     let functions = scripts.functions.load(Ordering::Acquire);
     w.map(2);
