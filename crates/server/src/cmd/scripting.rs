@@ -1582,3 +1582,26 @@ fn function_help(_: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         ],
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Registry;
+
+    #[test]
+    fn registry_finds_items_in_slots_and_past_them() {
+        let r = Registry::new(2);
+        assert_eq!(r.find_map(|x: &u32| Some(*x)), None);
+        let at: Vec<usize> = (10..15).map(|x| r.register(x)).collect();
+        assert_eq!(at, vec![0, 1, 2, 3, 4]);
+        // Slots first, then the overflow list, in registration order.
+        assert_eq!(r.find_map(|x| (*x > 11).then_some(*x)), Some(12));
+        for (i, x) in at.iter().zip(10..) {
+            assert_eq!(*r.get(*i).unwrap(), x);
+        }
+        assert!(r.get(5).is_none());
+        let mut seen = Vec::new();
+        r.for_each(|x| seen.push(*x));
+        assert_eq!(seen, vec![10, 11, 12, 13, 14]);
+        assert!(r.any(|x| *x == 14) && !r.any(|x| *x == 15));
+    }
+}
