@@ -248,6 +248,48 @@ pub fn mark_startup() {
     STARTUP.store(used_memory(), Ordering::Relaxed);
 }
 
+/// The resident set size and the bytes in use once every thread runs (their stacks, heaps
+/// and buffers are resident by then), before any client: the base of [`sample_rss_overhead`].
+static BASE_RSS: AtomicUsize = AtomicUsize::new(0);
+static BASE_USED: AtomicUsize = AtomicUsize::new(0);
+
+/// Takes the base of [`sample_rss_overhead`]: called once, by the first cron tick.
+pub fn mark_rss_base() {
+    BASE_RSS.store(rss(), Ordering::Relaxed);
+    BASE_USED.store(used_memory(), Ordering::Relaxed);
+}
+
+/// Resident memory that the counters do not explain: how much more the resident set grew
+/// since start-up than the bytes in use did (allocator fragmentation: pages kept for the
+/// size classes that churn, metadata), as last sampled by [`sample_rss_overhead`].
+static RSS_OVERHEAD: AtomicUsize = AtomicUsize::new(0);
+/// The reference resident set size of [`sample_rss_overhead`].
+static LAST_RSS: AtomicUsize = AtomicUsize::new(0);
+
+/// One sample (one read of /proc/self/statm): the unexplained resident memory now, and
+/// whether the resident set grew by `step` bytes or more since it last did (or since it was
+/// last lower). Called by the cron of one thread, about ten times a second, while a
+/// maxmemory is set.
+pub fn sample_rss_overhead(step: usize) -> (usize, bool) {
+    let rss = rss();
+    if rss == 0 {
+        // No /proc: nothing is added.
+        return (0, false);
+    }
+    let grown = rss.saturating_sub(BASE_RSS.load(Ordering::Relaxed));
+    let used = used_memory().saturating_sub(BASE_USED.load(Ordering::Relaxed));
+    let overhead = grown.saturating_sub(used);
+    RSS_OVERHEAD.store(overhead, Ordering::Relaxed);
+    // LAST_RSS is the reference: it follows the resident set down at once, and up only by
+    // whole steps (so a slow climb still counts, and noise does not).
+    let reference = LAST_RSS.load(Ordering::Relaxed);
+    let growing = reference != 0 && rss >= reference + step;
+    if growing || rss < reference || reference == 0 {
+        LAST_RSS.store(rss, Ordering::Relaxed);
+    }
+    (overhead, growing)
+}
+
 /// The memory in use when the server had started (0 before that).
 pub fn startup_memory() -> usize {
     STARTUP.load(Ordering::Relaxed)

@@ -399,6 +399,13 @@ impl Worker {
         self.evict_check(true);
         if self.id == 0 {
             cmd::server::cron(&self.shared);
+            if self.cron_count == 1 {
+                crate::alloc::mark_rss_base();
+            }
+            let max = self.shared.config.hot.maxmemory.load(Ordering::Relaxed);
+            if max > 0 {
+                crate::evict::sample_overhead(max);
+            }
         }
         let now = Shared::now_ms();
         let shared = self.shared.clone();
