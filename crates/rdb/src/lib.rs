@@ -10,6 +10,11 @@
 //! | `lib` (this file) | format constants ([`opcode`], [`object_type`], versions), the value model ([`Value`], [`Stream`], ...), [`Error`] |
 //! | [`crc64`] | the CRC-64 trailer of files and DUMP payloads |
 //! | [`lzf`] | LZF, for compressed strings (and the engine's compressed list nodes) |
+//! | [`encode`] (`mod.rs`) | the encoder: why version 10 and these encodings, [`EncodeOptions`], [`dump_payload`] |
+//! | `encode/writer.rs` | primitives: lengths, strings (int8/16/32, LZF), binary doubles, ms times, 7.0's score text |
+//! | `encode/listpack.rs` | [`encode::Listpack`]: Redis's listpack format byte for byte |
+//! | `encode/value.rs` | objects: [`encode_value`] for every [`Value`], the element-by-element `begin_*` writers, streams |
+//! | `encode/file.rs` | file framing (header, AUX, SELECTDB, expiries, EOF + CRC) and [`encode::FileWriter`] |
 //!
 //! # The value model
 //!
@@ -29,7 +34,10 @@
 //! found.
 
 pub mod crc64;
+pub mod encode;
 pub mod lzf;
+
+pub use encode::{dump_payload, encode_value, EncodeOptions};
 
 /// The RDB version Darner writes when the data needs nothing newer: Redis 7.0's, which Redis
 /// 7.0, 7.2, 7.4 and Valkey 8 all load.
