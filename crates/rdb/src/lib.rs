@@ -10,6 +10,12 @@
 //! | `lib` (this file) | format constants ([`opcode`], [`object_type`], versions), the value model ([`Value`], [`Stream`], ...), [`Error`] |
 //! | [`crc64`] | the CRC-64 trailer of files and DUMP payloads |
 //! | [`lzf`] | LZF, for compressed strings (and the engine's compressed list nodes) |
+//! | [`decode`] (`decode/mod.rs`) | the decoder: DUMP payloads ([`decode_dump_payload`]), files ([`FileDecoder`], incremental; [`decode_file`]); why it is shaped so |
+//! | `decode/reader.rs` | lengths, strings (int8/16/32, LZF), doubles, times over input that may end early |
+//! | `decode/value.rs` | one value by object type; element-by-element types read one unit at a time |
+//! | `decode/listpack.rs`, `ziplist.rs`, `intset.rs`, `zipmap.rs` | the embedded encodings, validated as Redis's deep sanitization does |
+//! | `decode/stream.rs` | streams: listpack nodes, metadata, consumer groups |
+//! | `decode/file.rs` | the file state machine ([`Step`], [`Item`]) and [`decode_file`] |
 //!
 //! # The value model
 //!
@@ -29,7 +35,13 @@
 //! found.
 
 pub mod crc64;
+pub mod decode;
 pub mod lzf;
+
+pub use decode::{
+    decode_dump_payload, decode_file, Checksum, DumpError, FileDecoder, FileInfo, Item, KeyStart,
+    Kind, Step, ERR_BAD_DATA_FORMAT, ERR_DUMP_VERSION_OR_CHECKSUM,
+};
 
 /// The RDB version Darner writes when the data needs nothing newer: Redis 7.0's, which Redis
 /// 7.0, 7.2, 7.4 and Valkey 8 all load.
