@@ -74,6 +74,9 @@ fn opt_u64(v: &J) -> Option<u64> {
     v.as_i64().filter(|&x| x >= 0).map(|x| x as u64)
 }
 
+/// A stream entry as compared: id and field/value pairs.
+type IdFields = (StreamId, Vec<(Vec<u8>, Vec<u8>)>);
+
 /// Fields of one key whose TTL had passed when the file was written: present in the file,
 /// absent from the manifest's `value`.
 type ExpiredFields = HashMap<(u64, Vec<u8>), BTreeMap<Vec<u8>, u64>>;
@@ -219,7 +222,7 @@ fn compare(
             if meta != want_meta {
                 return err(format!("stream metadata {meta:?} vs {want_meta:?}"));
             }
-            let want: Vec<(StreamId, Vec<(Vec<u8>, Vec<u8>)>)> = w["entries"]
+            let want: Vec<IdFields> = w["entries"]
                 .as_array()
                 .unwrap()
                 .iter()
@@ -229,7 +232,7 @@ fn compare(
                     (id(&en[0]), pairs)
                 })
                 .collect();
-            let got: Vec<(StreamId, Vec<(Vec<u8>, Vec<u8>)>)> = s
+            let got: Vec<IdFields> = s
                 .entries
                 .iter()
                 .map(|en| (en.id, en.fields.clone()))

@@ -261,6 +261,9 @@ impl FileDecoder {
                     self.state = State::Done;
                     Item::End { checksum }
                 }
+                _ if !value::is_object_type(t) => {
+                    return Err(Reader::fail_at(at, ErrorKind::UnsupportedType(t)))
+                }
                 _ if value::is_element_type(t) => {
                     let key = r.string()?;
                     let mut el = Elements::start(&mut r, t)?;
@@ -358,10 +361,13 @@ pub struct FileInfo {
     pub end_offset: u64,
 }
 
+/// What [`decode_file`] returns: the file's info, its keys, its function libraries' code.
+pub type DecodedFile = (FileInfo, Vec<Entry>, Vec<Vec<u8>>);
+
 /// Decodes a whole file in memory: its info, its keys in file order (expired ones included:
 /// dropping them is the loader's choice), and its function libraries' code. Bytes after the
 /// end are ignored (an AOF tail).
-pub fn decode_file(bytes: &[u8]) -> Result<(FileInfo, Vec<Entry>, Vec<Vec<u8>>), Error> {
+pub fn decode_file(bytes: &[u8]) -> Result<DecodedFile, Error> {
     let mut d = FileDecoder::new();
     let mut info = FileInfo {
         version: 0,

@@ -50,7 +50,10 @@ mod value;
 mod ziplist;
 mod zipmap;
 
-pub use file::{decode_file, Checksum, FileDecoder, FileInfo, Item, KeyStart, Step};
+pub use file::{
+    decode_file, Checksum, DecodedFile, FileDecoder, FileInfo, Item, KeyStart, Step,
+    DEFAULT_BATCH_LIMIT, DEFAULT_INLINE_LIMIT,
+};
 pub use value::Kind;
 
 use crate::{crc64::crc64, Error, ErrorKind, Value, MAX_VERSION};
@@ -134,8 +137,8 @@ pub(crate) enum Elem<'a> {
 
 impl Elem<'_> {
     /// The bytes Redis replies for it (integers as decimal text).
-    pub(crate) fn to_vec(&self) -> Vec<u8> {
-        match *self {
+    pub(crate) fn to_vec(self) -> Vec<u8> {
+        match self {
             Elem::Int(i) => i.to_string().into_bytes(),
             Elem::Str(s) => s.to_vec(),
         }
@@ -153,3 +156,6 @@ impl Elem<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

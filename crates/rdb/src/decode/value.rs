@@ -49,6 +49,12 @@ pub(crate) struct Elements {
     min_expire: u64,
 }
 
+/// Whether `t` is an object type this decoder loads (not modules, not 7.4's pre-release
+/// types, not Darner's own type 200 yet).
+pub(crate) fn is_object_type(t: u8) -> bool {
+    matches!(t, 0..=5 | 9..=21 | ot::HASH_METADATA | ot::HASH_LISTPACK_EX)
+}
+
 /// Whether `t` is stored element by element.
 pub(crate) fn is_element_type(t: u8) -> bool {
     matches!(
@@ -199,7 +205,7 @@ impl Elements {
                         self.remaining -= 1;
                         return Ok(());
                     }
-                    v.extend(elems.iter().map(Elem::to_vec));
+                    v.extend(elems.iter().map(|e| e.to_vec()));
                 }
             }
             _ => return Err(r.corrupt("internal: batch of the wrong kind")),
@@ -350,8 +356,8 @@ fn blob_value(t: u8, blob: &[u8]) -> Result<Value, &'static str> {
                 })
                 .collect(),
         ),
-        ot::LIST_ZIPLIST => Value::List(ziplist::parse(blob)?.iter().map(Elem::to_vec).collect()),
-        ot::SET_LISTPACK => Value::Set(listpack::parse(blob)?.iter().map(Elem::to_vec).collect()),
+        ot::LIST_ZIPLIST => Value::List(ziplist::parse(blob)?.iter().map(|e| e.to_vec()).collect()),
+        ot::SET_LISTPACK => Value::Set(listpack::parse(blob)?.iter().map(|e| e.to_vec()).collect()),
         ot::ZSET_ZIPLIST | ot::ZSET_LISTPACK => {
             let elems = if t == ot::ZSET_ZIPLIST {
                 ziplist::parse(blob)?
