@@ -39,8 +39,9 @@ pub mod decode;
 pub mod lzf;
 
 pub use decode::{
-    decode_dump_payload, decode_file, Checksum, DumpError, FileDecoder, FileInfo, Item, KeyStart,
-    Kind, Step, ERR_BAD_DATA_FORMAT, ERR_DUMP_VERSION_OR_CHECKSUM,
+    decode_dump_payload, decode_file, decode_file_in_pieces, Checksum, Collector, DumpError,
+    FileDecoder, FileInfo, Item, KeyStart, Kind, Step, ERR_BAD_DATA_FORMAT,
+    ERR_DUMP_VERSION_OR_CHECKSUM,
 };
 
 /// The RDB version Darner writes when the data needs nothing newer: Redis 7.0's, which Redis

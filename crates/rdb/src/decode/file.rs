@@ -364,41 +364,49 @@ pub struct FileInfo {
 /// What [`decode_file`] returns: the file's info, its keys, its function libraries' code.
 pub type DecodedFile = (FileInfo, Vec<Entry>, Vec<Vec<u8>>);
 
-/// Decodes a whole file in memory: its info, its keys in file order (expired ones included:
-/// dropping them is the loader's choice), and its function libraries' code. Bytes after the
-/// end are ignored (an AOF tail).
-pub fn decode_file(bytes: &[u8]) -> Result<DecodedFile, Error> {
-    let mut d = FileDecoder::new();
-    let mut info = FileInfo {
-        version: 0,
-        aux: Vec::new(),
-        checksum: Checksum::Absent,
-        empty_keys_skipped: 0,
-        end_offset: 0,
-    };
-    let mut keys = Vec::new();
-    let mut functions = Vec::new();
-    let mut current: Option<Entry> = None;
-    let mut pos = 0usize;
-    loop {
-        let (item, consumed) = match d.next(&bytes[pos..])? {
-            Step::Need(_) => {
-                return Err(Error {
-                    offset: bytes.len() as u64,
-                    kind: ErrorKind::Truncated,
-                })
-            }
-            Step::Item { item, consumed } => (item, consumed),
-        };
-        pos += consumed;
+/// Builds a [`DecodedFile`] from the items of a [`FileDecoder`], assembling batched keys and
+/// refusing their duplicates: [`decode_file`] for callers that feed the decoder themselves.
+#[derive(Clone, Debug)]
+pub struct Collector {
+    info: FileInfo,
+    keys: Vec<Entry>,
+    functions: Vec<Vec<u8>>,
+    current: Option<Entry>,
+}
+
+impl Default for Collector {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Collector {
+    pub fn new() -> Self {
+        Collector {
+            info: FileInfo {
+                version: 0,
+                aux: Vec::new(),
+                checksum: Checksum::Absent,
+                empty_keys_skipped: 0,
+                end_offset: 0,
+            },
+            keys: Vec::new(),
+            functions: Vec::new(),
+            current: None,
+        }
+    }
+
+    /// Takes the next item; `offset` is the decoder's [`FileDecoder::offset`] after it.
+    /// Returns true at the end of the file.
+    pub fn push(&mut self, item: Item, offset: u64) -> Result<bool, Error> {
         match item {
-            Item::Header { version } => info.version = version,
-            Item::Aux { key, value } => info.aux.push((key, value)),
-            Item::Function { code } => functions.push(code),
-            Item::Key(e) => keys.push(e),
-            Item::EmptyKey { .. } => info.empty_keys_skipped += 1,
+            Item::Header { version } => self.info.version = version,
+            Item::Aux { key, value } => self.info.aux.push((key, value)),
+            Item::Function { code } => self.functions.push(code),
+            Item::Key(e) => self.keys.push(e),
+            Item::EmptyKey { .. } => self.info.empty_keys_skipped += 1,
             Item::KeyStart(k) => {
-                current = Some(Entry {
+                self.current = Some(Entry {
                     db: k.db,
                     key: k.key,
                     expire_at_ms: k.expire_at_ms,
@@ -408,29 +416,102 @@ pub fn decode_file(bytes: &[u8]) -> Result<DecodedFile, Error> {
                 })
             }
             Item::Elements(batch) => {
-                if let Some(e) = current.as_mut() {
+                if let Some(e) = self.current.as_mut() {
                     value::append(&mut e.value, batch);
                 }
             }
             Item::KeyEnd => {
-                if let Some(e) = current.take() {
+                if let Some(e) = self.current.take() {
                     if value::is_empty(&e.value) {
-                        info.empty_keys_skipped += 1;
+                        self.info.empty_keys_skipped += 1;
                     } else {
                         value::check_unique(&e.value).map_err(|m| Error {
-                            offset: pos as u64,
+                            offset,
                             kind: ErrorKind::Corrupt(m),
                         })?;
-                        keys.push(e);
+                        self.keys.push(e);
                     }
                 }
             }
             Item::End { checksum } => {
-                info.checksum = checksum;
-                info.end_offset = pos as u64;
-                return Ok((info, keys, functions));
+                self.info.checksum = checksum;
+                self.info.end_offset = offset;
+                return Ok(true);
             }
             Item::SelectDb(_) | Item::ResizeDb { .. } | Item::SlotInfo { .. } => {}
+        }
+        Ok(false)
+    }
+
+    /// What was collected.
+    pub fn finish(self) -> DecodedFile {
+        (self.info, self.keys, self.functions)
+    }
+}
+
+/// Decodes a whole file in memory: its info, its keys in file order (expired ones included:
+/// dropping them is the loader's choice), and its function libraries' code. Bytes after the
+/// end are ignored (an AOF tail).
+pub fn decode_file(bytes: &[u8]) -> Result<DecodedFile, Error> {
+    let mut d = FileDecoder::new();
+    let mut c = Collector::new();
+    let mut pos = 0usize;
+    loop {
+        match d.next(&bytes[pos..])? {
+            Step::Need(_) => {
+                return Err(Error {
+                    offset: bytes.len() as u64,
+                    kind: ErrorKind::Truncated,
+                })
+            }
+            Step::Item { item, consumed } => {
+                pos += consumed;
+                if c.push(item, d.offset())? {
+                    return Ok(c.finish());
+                }
+            }
+        }
+    }
+}
+
+/// [`decode_file`] with the bytes given in pieces of the sizes in `pieces` (cycled; a size
+/// smaller than what the decoder asks for is raised to it), and the decoder's limits set: the
+/// same result as [`decode_file`] whatever the pieces. For tests and fuzzing.
+pub fn decode_file_in_pieces(
+    bytes: &[u8],
+    pieces: &[usize],
+    inline_limit: u64,
+    batch_limit: usize,
+) -> Result<DecodedFile, Error> {
+    let mut d = FileDecoder::new();
+    d.set_inline_limit(inline_limit);
+    d.set_batch_limit(batch_limit);
+    let mut c = Collector::new();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut fed = 0usize;
+    let mut i = 0usize;
+    loop {
+        match d.next(&buf)? {
+            Step::Need(n) => {
+                if fed == bytes.len() {
+                    return Err(Error {
+                        offset: bytes.len() as u64,
+                        kind: ErrorKind::Truncated,
+                    });
+                }
+                let piece = pieces.get(i % pieces.len().max(1)).copied().unwrap_or(1);
+                i += 1;
+                let want = (n.min(usize::MAX as u64) as usize).max(piece);
+                let take = want.min(bytes.len() - fed);
+                buf.extend_from_slice(&bytes[fed..fed + take]);
+                fed += take;
+            }
+            Step::Item { item, consumed } => {
+                buf.drain(..consumed);
+                if c.push(item, d.offset())? {
+                    return Ok(c.finish());
+                }
+            }
         }
     }
 }

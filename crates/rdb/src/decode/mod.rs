@@ -51,8 +51,8 @@ mod ziplist;
 mod zipmap;
 
 pub use file::{
-    decode_file, Checksum, DecodedFile, FileDecoder, FileInfo, Item, KeyStart, Step,
-    DEFAULT_BATCH_LIMIT, DEFAULT_INLINE_LIMIT,
+    decode_file, decode_file_in_pieces, Checksum, Collector, DecodedFile, FileDecoder, FileInfo,
+    Item, KeyStart, Step, DEFAULT_BATCH_LIMIT, DEFAULT_INLINE_LIMIT,
 };
 pub use value::Kind;
 
