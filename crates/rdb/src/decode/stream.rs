@@ -136,10 +136,10 @@ fn estimate_entries_read(s: &Stream, id: StreamId) -> Option<u64> {
     }
     if s.max_deleted_id == StreamId::default() || s.max_deleted_id < s.first_id {
         if id < s.first_id {
-            return Some(s.entries_added - s.length);
+            return Some(s.entries_added.saturating_sub(s.length));
         }
         if id == s.first_id {
-            return Some(s.entries_added - s.length + 1);
+            return Some(s.entries_added.saturating_sub(s.length) + 1);
         }
     }
     None

@@ -556,6 +556,17 @@ fn embedded_encodings_are_validated() {
         bad(&payload(ot::HASH_METADATA, &b)),
         "hash field with an invalid expiry"
     );
+    // A minimum of 0 (no underflow): the TTL is then the time plus one.
+    let mut b = Vec::new();
+    b.extend_from_slice(&0u64.to_le_bytes());
+    len(&mut b, 1);
+    len(&mut b, 5);
+    string(&mut b, b"f");
+    string(&mut b, b"v");
+    assert_eq!(
+        decode(&payload(ot::HASH_METADATA, &b)),
+        Ok(Value::Hash(vec![hf("f", "v", Some(4))]))
+    );
 }
 
 #[test]

@@ -153,7 +153,8 @@ impl Elements {
                 let expire_at_ms = match ttl {
                     0 => None,
                     _ => Some(
-                        ttl.checked_add(self.min_expire - 1)
+                        (ttl - 1)
+                            .checked_add(self.min_expire)
                             .filter(|&e| e <= FIELD_EXPIRE_MAX)
                             .ok_or_else(|| {
                                 Reader::fail_at(
