@@ -15,6 +15,12 @@
 //! | `encode/listpack.rs` | [`encode::Listpack`]: Redis's listpack format byte for byte |
 //! | `encode/value.rs` | objects: [`encode_value`] for every [`Value`], the element-by-element `begin_*` writers, streams |
 //! | `encode/file.rs` | file framing (header, AUX, SELECTDB, expiries, EOF + CRC) and [`encode::FileWriter`] |
+//! | [`decode`] (`decode/mod.rs`) | the decoder: DUMP payloads ([`decode_dump_payload`]), files ([`FileDecoder`], incremental; [`decode_file`]); why it is shaped so |
+//! | `decode/reader.rs` | lengths, strings (int8/16/32, LZF), doubles, times over input that may end early |
+//! | `decode/value.rs` | one value by object type; element-by-element types read one unit at a time |
+//! | `decode/listpack.rs`, `ziplist.rs`, `intset.rs`, `zipmap.rs` | the embedded encodings, validated as Redis's deep sanitization does |
+//! | `decode/stream.rs` | streams: listpack nodes, metadata, consumer groups |
+//! | `decode/file.rs` | the file state machine ([`Step`], [`Item`]) and [`decode_file`] |
 //!
 //! # The value model
 //!
@@ -34,9 +40,15 @@
 //! found.
 
 pub mod crc64;
+pub mod decode;
 pub mod encode;
 pub mod lzf;
 
+pub use decode::{
+    decode_dump_payload, decode_file, decode_file_in_pieces, Checksum, Collector, DumpError,
+    FileDecoder, FileInfo, Item, KeyStart, Kind, Step, ERR_BAD_DATA_FORMAT,
+    ERR_DUMP_VERSION_OR_CHECKSUM,
+};
 pub use encode::{dump_payload, encode_value, EncodeOptions};
 
 /// The RDB version Darner writes when the data needs nothing newer: Redis 7.0's, which Redis
