@@ -42,11 +42,13 @@
 //!   field TTLs, "listpackex" (Redis 7.4) within the limits. The model does not carry the
 //!   listpackex flag of a listpack hash whose TTLs are all gone (HPERSIST): it comes back
 //!   "listpack" (Redis 7.4 writes such a hash as a listpackex and keeps the name);
-//! - lists: built as RPUSH of every element would build them (one growth check for the whole
-//!   list, nodes filled to list-max-listpack-size, inner nodes compressed past
-//!   list-compress-depth). Redis keeps the nodes of the payload, so a quicklist whose nodes were
-//!   left half empty by removals, and which would fit one node, stays "quicklist" there while
-//!   it comes back "listpack" here;
+//! - lists: "listpack" when every element fits one node within list-max-listpack-size (by
+//!   the exact listpack size, as Redis judges a loaded single node: a listpack comes back a
+//!   listpack, a quicklist left with one small node becomes one), else "quicklist" with nodes
+//!   filled as pushes fill them and inner nodes compressed past list-compress-depth. Redis
+//!   keeps the payload's nodes, so a quicklist whose several nodes were left half empty by
+//!   removals, and which would fit one node, stays "quicklist" there and comes back
+//!   "listpack" here;
 //! - sets: SADD's rules for all the members at once ("intset" for canonical integers within
 //!   set-max-intset-entries, else "listpack" within set-max-listpack-*, else "hashtable"). A
 //!   Redis listpack set whose members all happen to be integers stays "listpack" in Redis and
@@ -373,20 +375,13 @@ fn ttl_in(ttl: Option<u64>) -> Result<Option<i64>, &'static str> {
         .transpose()
 }
 
-/// A list as RPUSH of all its elements builds it (Redis 7.2 loads a quicklist and makes it a
-/// listpack when it fits one node: the outcome of one growth check for the whole list).
+/// A list as Redis 7.2 loads one (see `List::from_loaded`).
 fn list_in(items: &[Vec<u8>], limits: &Limits) -> Result<List, &'static str> {
     if items.is_empty() {
         return Err("empty list");
     }
     let (fill, depth) = (limits.list_max_listpack_size, limits.list_compress_depth);
-    let mut l = List::new();
-    let bytes = items.iter().fold(0usize, |n, e| n.saturating_add(e.len()));
-    l.grow_check(bytes, items.len(), fill, depth);
-    for e in items {
-        l.push(e, false, fill);
-    }
-    Ok(l)
+    Ok(List::from_loaded(items.iter().map(|e| &e[..]), fill, depth))
 }
 
 /// A set as SADD of all its members builds it (Redis's setTypeCreate with the whole count as
@@ -564,3 +559,6 @@ fn group_in(g: rdb::StreamGroup) -> Result<Group, &'static str> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests;
