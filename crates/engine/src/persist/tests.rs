@@ -660,6 +660,44 @@ fn an_empty_stream_with_a_group_round_trips() {
     check(&value_entry(Value::Stream(Box::new(s))), &lim);
 }
 
+#[test]
+fn stream_entries_without_fields_or_with_repeated_fields_load() {
+    // XADD never makes an entry without fields, but a payload may hold one; Redis allows a
+    // field twice in an entry.
+    let lim = Limits::default();
+    let entries = vec![
+        rdb::StreamEntry {
+            id: rdb::StreamId { ms: 0, seq: 0 },
+            fields: vec![],
+        },
+        rdb::StreamEntry {
+            id: rdb::StreamId { ms: 1, seq: 0 },
+            fields: vec![
+                (b"a".to_vec(), b"1".to_vec()),
+                (b"a".to_vec(), b"2".to_vec()),
+            ],
+        },
+        rdb::StreamEntry {
+            id: rdb::StreamId {
+                ms: u64::MAX,
+                seq: u64::MAX,
+            },
+            fields: vec![(b"".to_vec(), b"-0".to_vec())],
+        },
+    ];
+    let m = rdb::Stream {
+        length: 3,
+        last_id: entries[2].id,
+        first_id: entries[0].id,
+        entries_added: 3,
+        entries,
+        ..rdb::Stream::default()
+    };
+    let v = rdb::Value::Stream(Box::new(m));
+    let e = entry_from_rdb(b"s", v.clone(), None, 0, &lim, NOW).unwrap();
+    assert_eq!(to_rdb(e.value(), NOW), v);
+}
+
 // ---- Errors ---------------------------------------------------------------------------------
 
 fn pending(id: u64, consumer: &[u8]) -> rdb::PendingEntry {
