@@ -13,7 +13,7 @@
 //!
 //! [`to_rdb`] converts a whole value. A snapshot writes big values element by element in
 //! bounded steps instead: the `*_from` functions visit a value's elements from a position and
-//! return where to resume ([`hash_fields_from`], [`set_members_from`], [`zset_members_from`],
+//! return where to resume ([`hash_fields_from`] (or the iterator [`hash_fields`]), [`set_members_from`], [`zset_members_from`],
 //! [`list_elements_from`], [`stream_entries_from`], with [`stream_header`] for a stream's
 //! metadata and groups), and [`live_len`] gives the element count the format writes first.
 //! A position stays valid only while the value is not modified.
@@ -173,6 +173,17 @@ pub fn set_has_live_ttls(s: &Set, now_ms: i64) -> bool {
         }
         _ => false,
     }
+}
+
+/// A hash's (field, value, TTL) in [`to_rdb`]'s order, without the fields expired at
+/// `now_ms` (an iterator borrowing the hash; [`hash_fields_from`] resumes across steps).
+pub fn hash_fields<'a>(
+    h: HashRef<'a>,
+    now_ms: i64,
+) -> impl Iterator<Item = (&'a [u8], &'a [u8], Option<u64>)> + 'a {
+    h.iter_ttl()
+        .filter(move |(_, _, e)| !expired(*e, now_ms))
+        .map(|(f, v, e)| (f, v, ttl_out(e)))
 }
 
 /// Visits a hash's (field, value, TTL) from position `at` (0 to start) until at least `min`

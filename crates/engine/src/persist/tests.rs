@@ -206,6 +206,18 @@ fn listpack_hash_round_trips_inline_in_order() {
 }
 
 #[test]
+fn a_listpack_hash_moved_out_of_line_goes_back_inline() {
+    // `value_mut` boxes an inline small hash; the value reads the same, and loads inline.
+    let lim = Limits::default();
+    let mut e = value_entry(Value::Hash(hash_of(&[(b"a", b"1"), (b"b", b"2")], &lim)));
+    let inline = e.memory();
+    assert!(e.value_mut().is_some());
+    assert!(e.memory() > inline);
+    let r = check(&e, &lim);
+    assert_eq!(r.memory(), inline);
+}
+
+#[test]
 fn hashtable_hashes_by_count_and_by_length() {
     let lim = hlim(8, 16);
     let mut by_count = Hash::new();
@@ -917,6 +929,14 @@ fn walks_in_small_steps_give_the_whole_value() {
         });
     }
     assert_eq!(fields.len(), live_len(ValueRef::Hash(h.view()), NOW));
+    let iterated: Vec<_> = hash_fields(h.view(), NOW)
+        .map(|(f, v, e)| rdb::HashField {
+            field: f.to_vec(),
+            value: v.to_vec(),
+            expire_at_ms: e,
+        })
+        .collect();
+    assert_eq!(iterated, fields);
     assert!(fields.len() < 3000);
     assert_eq!(
         rdb::Value::Hash(fields),
