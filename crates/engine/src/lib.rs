@@ -8,6 +8,8 @@
 //!   commands read and write keys.
 //! - [`value`]: out-of-line values (grown strings, collections) and their types;
 //!   [`types`]: the collection types, one file each (hash, list, set, sorted set).
+//! - [`persist`]: conversion between values and the RDB value model (`darner_rdb::Value`), for
+//!   DUMP / RESTORE, SAVE and loading: encodings chosen on load as commands would choose them.
 //! - [`glob`]: Redis's glob matching (KEYS, SCAN MATCH, CONFIG GET).
 //! - [`lzf`]: the LZF compression format (quicklist nodes), re-exported from `darner_rdb`.
 //!
@@ -21,6 +23,7 @@ pub mod entry;
 pub mod glob;
 /// LZF lives with the RDB format (`darner_rdb::lzf`); list nodes use it too.
 pub use darner_rdb::lzf;
+pub mod persist;
 pub mod table;
 pub mod types;
 pub mod value;

@@ -712,6 +712,31 @@ impl List {
         }
     }
 
+    /// A list of `items` in order as Redis 7.2 loads one (RESTORE, a snapshot): a listpack
+    /// when the elements fit one node within the `fill` limit, judged on their exact listpack
+    /// size and count (Redis loads the payload's nodes, then `listTypeTryConversion` makes a
+    /// single node within the limit a listpack: a listpack it wrote comes back as one), else a
+    /// quicklist whose nodes fill as pushes fill them, compressed past `depth`.
+    pub fn from_loaded<'a, I>(items: I, fill: i64, depth: usize) -> List
+    where
+        I: IntoIterator<Item = &'a [u8]>,
+        I::IntoIter: Clone,
+    {
+        let items = items.into_iter();
+        let (size, count) = items.clone().fold((LP_OVERHEAD, 0usize), |(s, n), e| {
+            (s.saturating_add(lp_entry_size(e)), n + 1)
+        });
+        let mut l = List::new();
+        if Fill::new(fill).exceeds(size, count) {
+            l.quick = true;
+            l.depth = depth.min(COMPRESS_MAX);
+        }
+        for e in items {
+            l.push(e, false, fill);
+        }
+        l
+    }
+
     /// Redis's shrink check (`listTypeTryConvertQuicklist` with `shrinking`), to call AFTER
     /// removing elements from a list that is still not empty: one node under half the limit
     /// becomes a listpack again (not a plain node).
