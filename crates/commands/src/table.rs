@@ -5,10 +5,10 @@
 use crate::{acl, flags, Arg, BeginSearch, CommandSpec, FindKeys, KeySpec};
 
 /// Number of top-level commands in [`COMMANDS`].
-pub const COMMAND_COUNT: usize = 235;
+pub const COMMAND_COUNT: usize = 237;
 
 /// All top-level commands, sorted by name.
-pub static COMMANDS: [CommandSpec; 235] = [
+pub static COMMANDS: [CommandSpec; 237] = [
     CommandSpec {
         name: "append",
         full_name: "append",
@@ -3036,6 +3036,40 @@ pub static COMMANDS: [CommandSpec; 235] = [
         deprecated_since: None,
         doc_flags: &[],
         args: &[],
+        subcommands: &[],
+    },
+    CommandSpec {
+        name: "dump",
+        full_name: "dump",
+        arity: 2,
+        flags: flags::READONLY,
+        flag_names: &["readonly"],
+        acl_flags: acl::KEYSPACE | acl::READ | acl::SLOW,
+        acl_categories: &["@keyspace", "@read", "@slow"],
+        first_key: 1,
+        last_key: 1,
+        step: 1,
+        key_specs: &[
+            KeySpec { flags: &["RO", "access"], begin: BeginSearch::Index(1), find: FindKeys::Range { last_key: 0, step: 1, limit: 0 } },
+        ],
+        tips: &["nondeterministic_output"],
+        group: "generic",
+        since: "2.6.0",
+        deprecated_since: None,
+        doc_flags: &[],
+        args: &[
+            Arg {
+                name: "key",
+                kind: "key",
+                token: None,
+                flags: &[],
+                key_spec_index: 0,
+                display: None,
+                since: None,
+                deprecated_since: None,
+                children: &[],
+            },
+        ],
         subcommands: &[],
     },
     CommandSpec {
@@ -11990,6 +12024,106 @@ pub static COMMANDS: [CommandSpec; 235] = [
         subcommands: &[],
     },
     CommandSpec {
+        name: "restore",
+        full_name: "restore",
+        arity: -4,
+        flags: flags::WRITE | flags::DENYOOM,
+        flag_names: &["write", "denyoom"],
+        acl_flags: acl::KEYSPACE | acl::WRITE | acl::SLOW | acl::DANGEROUS,
+        acl_categories: &["@keyspace", "@write", "@slow", "@dangerous"],
+        first_key: 1,
+        last_key: 1,
+        step: 1,
+        key_specs: &[
+            KeySpec { flags: &["OW", "update"], begin: BeginSearch::Index(1), find: FindKeys::Range { last_key: 0, step: 1, limit: 0 } },
+        ],
+        tips: &[],
+        group: "generic",
+        since: "2.6.0",
+        deprecated_since: None,
+        doc_flags: &[],
+        args: &[
+            Arg {
+                name: "key",
+                kind: "key",
+                token: None,
+                flags: &[],
+                key_spec_index: 0,
+                display: None,
+                since: None,
+                deprecated_since: None,
+                children: &[],
+            },
+            Arg {
+                name: "ttl",
+                kind: "integer",
+                token: None,
+                flags: &[],
+                key_spec_index: -1,
+                display: None,
+                since: None,
+                deprecated_since: None,
+                children: &[],
+            },
+            Arg {
+                name: "serialized-value",
+                kind: "string",
+                token: None,
+                flags: &[],
+                key_spec_index: -1,
+                display: None,
+                since: None,
+                deprecated_since: None,
+                children: &[],
+            },
+            Arg {
+                name: "replace",
+                kind: "pure-token",
+                token: Some("REPLACE"),
+                flags: &["optional"],
+                key_spec_index: -1,
+                display: None,
+                since: Some("3.0.0"),
+                deprecated_since: None,
+                children: &[],
+            },
+            Arg {
+                name: "absttl",
+                kind: "pure-token",
+                token: Some("ABSTTL"),
+                flags: &["optional"],
+                key_spec_index: -1,
+                display: None,
+                since: Some("5.0.0"),
+                deprecated_since: None,
+                children: &[],
+            },
+            Arg {
+                name: "seconds",
+                kind: "integer",
+                token: Some("IDLETIME"),
+                flags: &["optional"],
+                key_spec_index: -1,
+                display: None,
+                since: Some("5.0.0"),
+                deprecated_since: None,
+                children: &[],
+            },
+            Arg {
+                name: "frequency",
+                kind: "integer",
+                token: Some("FREQ"),
+                flags: &["optional"],
+                key_spec_index: -1,
+                display: None,
+                since: Some("5.0.0"),
+                deprecated_since: None,
+                children: &[],
+            },
+        ],
+        subcommands: &[],
+    },
+    CommandSpec {
         name: "rpop",
         full_name: "rpop",
         arity: -2,
@@ -18963,7 +19097,7 @@ const LONGEST_NAME: usize = 20;
 
 /// Open-addressing index of [`COMMANDS`] by [`name_hash`] (linear probing;
 /// `u16::MAX`: empty).
-static TOP_INDEX: [u16; 1024] = [u16::MAX, u16::MAX, u16::MAX, u16::MAX, 25, 89, 110, 125, 3, 150, 214, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 42, 107, u16::MAX, 113, u16::MAX, 106, u16::MAX, 184, u16::MAX, u16::MAX, u16::MAX, 174, u16::MAX, 161, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 221, u16::MAX, 97, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 50, u16::MAX, u16::MAX, u16::MAX, 47, 163, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 126, 199, u16::MAX, 141, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 170, 194, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 189, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 153, u16::MAX, u16::MAX, 128, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 72, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 120, u16::MAX, 13, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 117, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 109, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 105, u16::MAX, 61, u16::MAX, u16::MAX, u16::MAX, 9, u16::MAX, 95, 157, 187, u16::MAX, 167, 149, 213, u16::MAX, u16::MAX, u16::MAX, 135, 119, u16::MAX, u16::MAX, 138, u16::MAX, 21, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 137, u16::MAX, u16::MAX, u16::MAX, 177, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 53, 176, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 62, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 4, 124, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 88, u16::MAX, 74, u16::MAX, u16::MAX, 228, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 142, 68, 130, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 115, u16::MAX, u16::MAX, 15, 112, u16::MAX, u16::MAX, 156, 162, 54, 69, 204, 46, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 111, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 166, u16::MAX, u16::MAX, 230, u16::MAX, u16::MAX, 210, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 181, u16::MAX, u16::MAX, u16::MAX, 165, u16::MAX, u16::MAX, u16::MAX, 63, u16::MAX, u16::MAX, u16::MAX, 225, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 78, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 39, u16::MAX, u16::MAX, 169, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 207, u16::MAX, u16::MAX, 121, u16::MAX, u16::MAX, u16::MAX, 12, 103, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 151, 11, 14, 10, 30, 100, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 5, u16::MAX, 37, 227, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 59, u16::MAX, u16::MAX, u16::MAX, 33, 17, 24, u16::MAX, u16::MAX, 102, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 232, u16::MAX, 146, 147, u16::MAX, u16::MAX, u16::MAX, 202, 155, u16::MAX, u16::MAX, u16::MAX, 40, 154, u16::MAX, 55, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 18, 75, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 132, 222, u16::MAX, 190, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 87, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 32, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 152, u16::MAX, 231, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 160, 116, 140, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 139, 56, 143, 183, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 36, 1, u16::MAX, 178, 79, u16::MAX, 185, u16::MAX, 23, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 211, u16::MAX, u16::MAX, 83, u16::MAX, u16::MAX, u16::MAX, 27, 122, u16::MAX, 205, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 96, u16::MAX, 29, u16::MAX, u16::MAX, 200, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 91, 220, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 101, 233, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 136, 66, 164, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 65, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 84, 73, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 51, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 108, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 218, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 196, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 98, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 226, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 208, u16::MAX, u16::MAX, u16::MAX, 60, u16::MAX, u16::MAX, u16::MAX, 215, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 99, 71, 180, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 2, u16::MAX, u16::MAX, u16::MAX, 192, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 8, 203, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 219, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 172, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 118, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 188, 229, u16::MAX, u16::MAX, u16::MAX, 134, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 148, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 31, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 212, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 80, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 7, u16::MAX, 48, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 94, u16::MAX, 193, u16::MAX, u16::MAX, u16::MAX, 173, 52, u16::MAX, u16::MAX, u16::MAX, 57, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 168, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 129, 224, u16::MAX, 216, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 20, 64, 104, 159, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 114, u16::MAX, u16::MAX, u16::MAX, 70, u16::MAX, u16::MAX, u16::MAX, 195, 0, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 34, 131, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 144, u16::MAX, u16::MAX, u16::MAX, 41, u16::MAX, 38, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 49, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 85, u16::MAX, u16::MAX, 77, u16::MAX, u16::MAX, 198, u16::MAX, 234, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 44, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 145, u16::MAX, u16::MAX, 45, u16::MAX, u16::MAX, u16::MAX, 19, u16::MAX, 209, u16::MAX, 86, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 81, u16::MAX, 67, u16::MAX, 206, u16::MAX, u16::MAX, u16::MAX, 175, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 197, u16::MAX, u16::MAX, 58, 92, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 158, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 127, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 93, u16::MAX, u16::MAX, 76, u16::MAX, u16::MAX, 191, 179, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 90, u16::MAX, 182, 186, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 6, u16::MAX, u16::MAX, u16::MAX, 133, 35, 26, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 201, u16::MAX, 16, 123, 22, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 171, u16::MAX, u16::MAX, 28, 43, u16::MAX, u16::MAX, u16::MAX, 82, u16::MAX, 223, u16::MAX, u16::MAX, 217, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX];
+static TOP_INDEX: [u16; 1024] = [u16::MAX, u16::MAX, u16::MAX, u16::MAX, 26, 90, 111, 126, 3, 152, 216, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 43, 108, u16::MAX, 114, u16::MAX, 107, u16::MAX, 186, u16::MAX, u16::MAX, u16::MAX, 176, u16::MAX, 163, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 223, u16::MAX, 98, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 51, u16::MAX, u16::MAX, u16::MAX, 48, 165, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 127, 201, u16::MAX, 143, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 172, 196, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 191, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 155, u16::MAX, u16::MAX, 129, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 73, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 121, u16::MAX, 13, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 118, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 110, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 106, u16::MAX, 62, u16::MAX, u16::MAX, u16::MAX, 9, u16::MAX, 96, 159, 189, u16::MAX, 169, 151, 215, u16::MAX, u16::MAX, u16::MAX, 136, 120, u16::MAX, u16::MAX, 139, u16::MAX, 21, u16::MAX, u16::MAX, u16::MAX, 140, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 138, u16::MAX, u16::MAX, u16::MAX, 179, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 54, 178, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 63, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 4, 125, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 89, u16::MAX, 75, u16::MAX, u16::MAX, 230, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 144, 69, 131, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 116, u16::MAX, u16::MAX, 15, 113, u16::MAX, u16::MAX, 158, 164, 55, 70, 206, 47, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 112, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 168, u16::MAX, u16::MAX, 232, u16::MAX, u16::MAX, 212, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 183, u16::MAX, u16::MAX, u16::MAX, 167, u16::MAX, u16::MAX, u16::MAX, 64, u16::MAX, u16::MAX, u16::MAX, 227, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 79, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 40, u16::MAX, 25, 171, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 209, u16::MAX, u16::MAX, 122, u16::MAX, u16::MAX, u16::MAX, 12, 104, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 153, 11, 14, 10, 31, 101, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 5, u16::MAX, 38, 229, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 60, u16::MAX, u16::MAX, u16::MAX, 34, 17, 24, u16::MAX, u16::MAX, 103, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 234, u16::MAX, 148, 149, u16::MAX, u16::MAX, u16::MAX, 204, 157, u16::MAX, u16::MAX, u16::MAX, 41, 156, u16::MAX, 56, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 18, 76, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 133, 224, u16::MAX, 192, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 88, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 33, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 154, u16::MAX, 233, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 162, 117, 142, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 141, 57, 145, 185, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 37, 1, u16::MAX, 180, 80, u16::MAX, 187, u16::MAX, 23, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 213, u16::MAX, u16::MAX, 84, u16::MAX, u16::MAX, u16::MAX, 28, 123, u16::MAX, 207, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 97, u16::MAX, 30, u16::MAX, u16::MAX, 202, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 92, 222, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 102, 235, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 137, 67, 166, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 66, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 85, 74, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 52, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 109, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 220, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 198, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 99, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 228, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 210, u16::MAX, u16::MAX, u16::MAX, 61, u16::MAX, u16::MAX, u16::MAX, 217, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 100, 72, 182, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 2, u16::MAX, u16::MAX, u16::MAX, 194, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 8, 205, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 221, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 174, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 119, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 190, 231, u16::MAX, u16::MAX, u16::MAX, 135, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 150, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 32, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 214, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 81, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 7, u16::MAX, 49, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 95, u16::MAX, 195, u16::MAX, u16::MAX, u16::MAX, 175, 53, u16::MAX, u16::MAX, u16::MAX, 58, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 170, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 130, 226, u16::MAX, 218, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 20, 65, 105, 161, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 115, u16::MAX, u16::MAX, u16::MAX, 71, u16::MAX, u16::MAX, u16::MAX, 197, 0, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 35, 132, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 146, u16::MAX, u16::MAX, u16::MAX, 42, u16::MAX, 39, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 50, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 86, u16::MAX, u16::MAX, 78, u16::MAX, u16::MAX, 200, u16::MAX, 236, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 45, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 147, u16::MAX, u16::MAX, 46, u16::MAX, u16::MAX, u16::MAX, 19, u16::MAX, 211, u16::MAX, 87, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 82, u16::MAX, 68, u16::MAX, 208, u16::MAX, u16::MAX, u16::MAX, 177, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 199, u16::MAX, u16::MAX, 59, 93, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 160, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 128, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 94, u16::MAX, u16::MAX, 77, u16::MAX, u16::MAX, 193, 181, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 91, u16::MAX, 184, 188, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 6, u16::MAX, u16::MAX, u16::MAX, 134, 36, 27, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 203, u16::MAX, 16, 124, 22, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 173, u16::MAX, u16::MAX, 29, 44, u16::MAX, u16::MAX, u16::MAX, 83, u16::MAX, 225, u16::MAX, u16::MAX, 219, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX];
 
 /// FNV-1a (64-bit) of an already lowercase name.
 #[inline]

@@ -736,7 +736,7 @@ fn unsupported_types_are_refused() {
         ot::HASH_METADATA_PRE_GA,
         ot::HASH_LISTPACK_EX_PRE_GA,
         26,
-        ot::DARNER_SET_TTL,
+        199,
     ] {
         assert!(
             matches!(
@@ -748,6 +748,34 @@ fn unsupported_types_are_refused() {
             ),
             "type {t}"
         );
+    }
+}
+
+#[test]
+fn darner_sets_with_member_ttls_decode_and_are_checked() {
+    // A count, then each member as a string and its TTL (8 bytes LE, 0 for none).
+    let mut body = vec![2, 1, b'a'];
+    body.extend_from_slice(&4_102_444_800_000u64.to_le_bytes());
+    body.extend_from_slice(&[1, b'b']);
+    body.extend_from_slice(&0u64.to_le_bytes());
+    let v = decode(&payload(ot::DARNER_SET_TTL, &body)).unwrap();
+    assert_eq!(
+        v,
+        Value::SetWithTtl(vec![
+            (b"a".to_vec(), Some(4_102_444_800_000)),
+            (b"b".to_vec(), None)
+        ])
+    );
+    // A duplicate member, a count past the input, and a cut TTL are bad data.
+    let mut dup = body.clone();
+    dup[11] = b'a';
+    let mut long = body.clone();
+    long[0] = 3;
+    for bad in [dup, long, body[..body.len() - 1].to_vec()] {
+        assert!(matches!(
+            decode(&payload(ot::DARNER_SET_TTL, &bad)),
+            Err(DumpError::BadData(_))
+        ));
     }
 }
 

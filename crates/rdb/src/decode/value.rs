@@ -50,9 +50,12 @@ pub(crate) struct Elements {
 }
 
 /// Whether `t` is an object type this decoder loads (not modules, not 7.4's pre-release
-/// types, not Darner's own type 200 yet).
+/// types).
 pub(crate) fn is_object_type(t: u8) -> bool {
-    matches!(t, 0..=5 | 9..=21 | ot::HASH_METADATA | ot::HASH_LISTPACK_EX)
+    matches!(
+        t,
+        0..=5 | 9..=21 | ot::HASH_METADATA | ot::HASH_LISTPACK_EX | ot::DARNER_SET_TTL
+    )
 }
 
 /// Whether `t` is stored element by element.
@@ -284,6 +287,18 @@ pub(crate) fn read_value(r: &mut Reader, t: u8) -> R<Option<Value>> {
         }
         ot::STREAM_LISTPACKS | ot::STREAM_LISTPACKS_2 | ot::STREAM_LISTPACKS_3 => {
             Value::Stream(Box::new(stream::read(r, t)?))
+        }
+        ot::DARNER_SET_TTL => {
+            // Darner's own type (encode/value.rs): a count, then each member as a string and
+            // its TTL, an absolute unix ms time in 8 bytes LE, 0 for none.
+            let n = r.count(9)?;
+            let mut v = Vec::with_capacity(r.capacity(n, 9));
+            for _ in 0..n {
+                let member = r.string()?;
+                let ttl = r.u64_le()?;
+                v.push((member, (ttl != 0).then_some(ttl)));
+            }
+            Value::SetWithTtl(v)
         }
         ot::HASH_ZIPMAP
         | ot::LIST_ZIPLIST

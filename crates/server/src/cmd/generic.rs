@@ -39,6 +39,8 @@ pub fn register(r: &mut Reg) {
     r.key("expiretime", expiretime);
     r.key("pexpiretime", pexpiretime);
     r.key("persist", persist);
+    r.key("dump", dump);
+    r.key("restore", restore);
     r.key("object|encoding", object_encoding);
     r.key("object|freq", object_freq);
     r.key("object|idletime", object_idletime);
@@ -764,6 +766,124 @@ fn persist(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     } else {
         w.int(0)
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// DUMP / RESTORE: a value in Redis's DUMP payload format (crates/rdb: the RDB object, the RDB
+// version, a CRC-64), so payloads move between Redis and Darner both ways.
+
+fn dump(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let now = ctx.clock.now_ms;
+    let mut db = ctx.db();
+    let Some(e) = db.get(args[1]) else {
+        return w.null();
+    };
+    let value = darner_engine::persist::to_rdb(e.value(), now);
+    w.bulk(&darner_rdb::dump_payload(&value, true));
+}
+
+const ERR_BUSYKEY: &[u8] = b"BUSYKEY Target key name already exists.";
+
+/// RESTORE's options, checked in Redis's order (restoreCommand).
+struct RestoreArgs {
+    replace: bool,
+    absttl: bool,
+    /// IDLETIME seconds (LRU), or FREQ (LFU): Redis takes one or the other.
+    idle: Option<i64>,
+    freq: Option<u8>,
+}
+
+fn parse_restore(args: &[&[u8]]) -> Result<RestoreArgs, &'static [u8]> {
+    let mut r = RestoreArgs {
+        replace: false,
+        absttl: false,
+        idle: None,
+        freq: None,
+    };
+    let mut j = 4;
+    while j < args.len() {
+        let more = j + 1 < args.len();
+        let a = args[j];
+        if super::eq(a, "replace") {
+            r.replace = true;
+        } else if super::eq(a, "absttl") {
+            r.absttl = true;
+        } else if super::eq(a, "idletime") && more && r.freq.is_none() {
+            let v = super::parse_int(args[j + 1]).ok_or(super::ERR_NOT_INT)?;
+            if v < 0 {
+                return Err(b"ERR Invalid IDLETIME value, must be >= 0");
+            }
+            r.idle = Some(v);
+            j += 1;
+        } else if super::eq(a, "freq") && more && r.idle.is_none() {
+            let v = super::parse_int(args[j + 1]).ok_or(super::ERR_NOT_INT)?;
+            if !(0..=255).contains(&v) {
+                return Err(b"ERR Invalid FREQ value, must be >= 0 and <= 255");
+            }
+            r.freq = Some(v as u8);
+            j += 1;
+        } else {
+            return Err(super::ERR_SYNTAX);
+        }
+        j += 1;
+    }
+    Ok(r)
+}
+
+fn restore(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let opts = match parse_restore(args) {
+        Ok(o) => o,
+        Err(e) => return w.error(e),
+    };
+    let key = args[1];
+    if !opts.replace && ctx.db().exists(key) {
+        return w.error(ERR_BUSYKEY);
+    }
+    let Some(ttl) = super::parse_int(args[2]) else {
+        return w.error(super::ERR_NOT_INT);
+    };
+    if ttl < 0 {
+        return w.error(b"ERR Invalid TTL value, must be >= 0");
+    }
+    let value = match darner_rdb::decode_dump_payload(args[3]) {
+        Ok((value, _version)) => value,
+        Err(darner_rdb::DumpError::VersionOrChecksum) => {
+            return w.error(darner_rdb::ERR_DUMP_VERSION_OR_CHECKSUM.as_bytes())
+        }
+        Err(darner_rdb::DumpError::BadData(_)) => {
+            return w.error(darner_rdb::ERR_BAD_DATA_FORMAT.as_bytes())
+        }
+    };
+    let clock = ctx.clock;
+    let limits = ctx.limits();
+    let loaded = match darner_engine::persist::from_rdb(value, &limits, clock.now_ms) {
+        Ok(l) => l,
+        Err(_) => return w.error(darner_rdb::ERR_BAD_DATA_FORMAT.as_bytes()),
+    };
+    let deleted = opts.replace && ctx.db().delete(key);
+    let expire = match (ttl, opts.absttl) {
+        (0, _) => None,
+        (t, true) => Some(t),
+        (t, false) => Some(clock.now_ms.saturating_add(t)),
+    };
+    if expire.is_some_and(|at| at <= clock.now_ms) {
+        // Already expired: Redis stores nothing, and a replaced key is gone (a `del`).
+        if deleted {
+            notify(ctx, GENERIC, "del", key);
+        }
+        return w.ok();
+    }
+    // The access clock: IDLETIME under LRU, FREQ under LFU (Redis's objectSetLRUOrLFU
+    // ignores the other one).
+    let access = match (clock.lfu, opts.freq, opts.idle) {
+        (Some(l), Some(f), _) => ((l.minute as u16) << 8) | f as u16,
+        (None, _, Some(idle)) => clock.lru.wrapping_sub(idle.min(u16::MAX as i64) as u16),
+        _ => clock.lru,
+    };
+    let entry = loaded.into_entry(key, expire, access);
+    ctx.db().set(entry);
+    notify(ctx, GENERIC, "restore", key);
+    w.ok();
 }
 
 // ---------------------------------------------------------------------------------------------
