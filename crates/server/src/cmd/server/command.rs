@@ -508,6 +508,8 @@ pub fn summary(full_name: &str) -> Option<&'static str> {
         "config|rewrite" => "Writes the running configuration back to the config file.",
         "config|set" => "Changes configuration directives, all or none.",
         "copy" => "Copies a key's value to another key.",
+        "dump" => "Serializes a key's value as a DUMP payload.",
+        "restore" => "Creates a key from a DUMP payload.",
         "dbsize" => "Returns the number of keys in the selected database.",
         "debug" => "Debugging and introspection helpers.",
         "decr" => "Subtracts one from the integer value of a key.",
