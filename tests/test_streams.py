@@ -5,6 +5,7 @@ Waits are bounded by deadlines (INFO's blocked_clients), never fixed sleeps."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -413,3 +414,161 @@ def test_xread_and_xreadgroup_without_block_on_one_shard_skip_the_transaction(ra
         assert other.read_reply(30).py() == [[side.encode(), [[b"1-0", [b"f", b"v"]]]]]
         assert writer.read_reply(30).py() == b"999999-0"
         c.call("DEL", key, side)
+
+
+# ---- big XREADGROUP, multi-key XREAD and XINFO STREAM FULL replies are streamed too ---------
+
+def _mask_times(reply):
+    """A reply with its millisecond timestamps (XINFO's seen-time, active-time and delivery
+    times: the servers' clocks) replaced by T; every other integer is far smaller."""
+    return re.sub(rb":1\d{12}\r\n", b":T\r\n", reply)
+
+
+def _as_redis_70(reply):
+    """An XINFO STREAM FULL reply as Redis 7.0 (the reference binary here) would shape it:
+    consumers without 7.2's active-time; radix-tree-nodes masked (Darner's is an estimate,
+    docs/compatibility.md)."""
+    reply = re.sub(rb"\$11\r\nactive-time\r\n:(-?\d+|T)\r\n", b"", reply)
+    reply = reply.replace(b"*10\r\n$4\r\nname\r\n", b"*8\r\n$4\r\nname\r\n")
+    reply = reply.replace(b"%5\r\n$4\r\nname\r\n", b"%4\r\n$4\r\nname\r\n")
+    return re.sub(rb"radix-tree-nodes\r\n:\d+\r\n", b"radix-tree-nodes\r\n:N\r\n", reply)
+
+
+def _same_as_redis(ref, d, cmd):
+    """`cmd`'s reply on darner (`d`) and redis-server (`ref`): the same bytes, delivery and seen
+    times masked. XINFO STREAM FULL (7.2's shape here, 7.0's there) is compared in 7.0's shape,
+    and byte for byte with the reply darner builds at once (inside MULTI/EXEC)."""
+    want = _mask_times(_raw_reply(ref, *cmd))
+    got = _raw_reply(d, *cmd)
+    if cmd[:2] == ("XINFO", "STREAM") and len(cmd) > 3:
+        d.send("MULTI")
+        d.send(*cmd)
+        at_once = _raw_reply(d, "EXEC")
+        assert at_once == b"+OK\r\n+QUEUED\r\n*1\r\n" + got, cmd
+        want, got = _as_redis_70(want), _as_redis_70(got)
+    got = _mask_times(got)
+    assert len(got) == len(want) and got == want, (cmd, len(got), len(want))
+
+
+def _same_shard_pair(tag):
+    """Two keys of one shard (a hashtag), for a multi-key read on one shard."""
+    return f"{{{tag}}}a", f"{{{tag}}}b"
+
+
+def _group_steps(key, g):
+    """XREADGROUP reads of a 200,000-entry stream (each more than a streamed reply's 2048
+    entries) and what they leave behind, for group `g`: `>` with a COUNT that cuts inside a
+    node, entries deleted after delivery, the consumer's history (deleted ones as nulls), `>`
+    without COUNT and NOACK for another consumer, then XPENDING and XINFO (times masked)."""
+    dels = [f"{1000 + i // 3}-{i % 3}" for i in range(40, 30000, 101)]
+    return [
+        ("XGROUP", "CREATE", key, g, "0"),
+        ("XREADGROUP", "GROUP", g, "c1", "COUNT", "150001", "STREAMS", key, ">"),
+        ("XDEL", key, *dels),
+        ("XREADGROUP", "GROUP", g, "c1", "STREAMS", key, "0"),
+        ("XREADGROUP", "GROUP", g, "c1", "COUNT", "5000", "STREAMS", key, "1500-1"),
+        ("XREADGROUP", "GROUP", g, "c2", "NOACK", "STREAMS", key, ">"),
+        ("XREADGROUP", "GROUP", g, "c2", "STREAMS", key, ">"),
+        ("XPENDING", key, g),
+        ("XPENDING", key, g, "-", "+", "3", "c2"),
+        ("XINFO", "GROUPS", key),
+        ("XINFO", "STREAM", key, "FULL", "COUNT", "0"),
+        ("XINFO", "STREAM", key, "FULL", "COUNT", "3000"),
+        ("XINFO", "STREAM", key, "FULL"),
+        ("XGROUP", "DESTROY", key, g),
+    ]
+
+
+def test_a_big_xreadgroup_and_its_effects_are_byte_identical_to_redis(raw, redis_ref):
+    """XREADGROUP of more than 2048 entries (streamed in steps by darner, writing the group's
+    PEL and last delivered id as it goes) answers the same bytes as redis-server, `>` (with and
+    without COUNT, NOACK) and history reads (deleted entries as nulls), RESP2 and RESP3, on
+    both shards; and leaves the same state: XPENDING, XINFO GROUPS and XINFO STREAM FULL (big,
+    streamed too; delivery times masked) agree."""
+    ref = raw(redis_ref, timeout=60)
+    _load_big_stream(ref, "bigg")
+    for key in _pair_on_two_shards("bigg"):
+        d = raw(timeout=60)
+        _load_big_stream(d, key)
+        ref.call("COPY", "bigg", key)
+        for proto in ("2", "3"):
+            d.call("HELLO", proto)
+            ref.call("HELLO", proto)
+            for cmd in _group_steps(key, "g" + proto):
+                _same_as_redis(ref, d, cmd)
+            ref.call("DEL", key)
+            ref.call("COPY", "bigg", key)
+            _load_big_stream(d, key)
+        ref.call("DEL", key)
+        d.call("DEL", key)
+
+
+def test_a_big_xread_of_several_keys_is_byte_identical_to_redis(raw, redis_ref):
+    """XREAD of several keys of one shard answering more than 2048 entries (streamed in steps
+    by darner, key after key) answers the same bytes as redis-server: all keys, a COUNT, keys
+    with nothing to answer (missing, `$`, past the end) between them, RESP2 and RESP3, on
+    both shards."""
+    ref = raw(redis_ref, timeout=60)
+    _load_big_stream(ref, "bigm")
+    for tag in ("t1", "t3"):
+        a, b = _same_shard_pair(tag)
+        missing = f"{{{tag}}}none"
+        assert keyslot.shard(a) == keyslot.shard(b) == keyslot.shard(missing)
+        d = raw(timeout=60)
+        _load_big_stream(d, a)
+        d.call("COPY", a, b)
+        d.call("XTRIM", b, "MAXLEN", "3000")
+        ref.call("COPY", "bigm", a)
+        ref.call("COPY", "bigm", b)
+        ref.call("XTRIM", b, "MAXLEN", "3000")
+        for proto in ("2", "3"):
+            d.call("HELLO", proto)
+            ref.call("HELLO", proto)
+            for cmd in [
+                ("XREAD", "STREAMS", a, b, "0", "0"),
+                ("XREAD", "COUNT", "2500", "STREAMS", a, missing, b, "1500-1", "0", "0"),
+                ("XREAD", "STREAMS", b, missing, a, "0", "0", "60000-1"),
+                ("XREAD", "STREAMS", a, b, "$", "0"),
+                ("XREAD", "STREAMS", b, a, "60000", "1-0"),
+                ("XREAD", "COUNT", "100", "STREAMS", a, b, "0", "0"),
+            ]:
+                want = _raw_reply(ref, *cmd)
+                got = _raw_reply(d, *cmd)
+                assert len(got) == len(want) and got == want, (cmd, proto, len(got), len(want))
+        ref.call("DEL", a, b)
+        d.call("DEL", a, b)
+
+
+def test_a_big_xinfo_stream_full_is_byte_identical_to_redis(raw, redis_ref):
+    """XINFO STREAM FULL with COUNT 0 or a big COUNT (streamed in steps by darner: its entries,
+    each group's PEL, each consumer's PEL) answers the same bytes as redis-server, without
+    groups and with groups whose PELs are big (delivery times masked), RESP2 and RESP3."""
+    ref = raw(redis_ref, timeout=60)
+    _load_big_stream(ref, "bigi")
+    for key in _pair_on_two_shards("bigi"):
+        d = raw(timeout=60)
+        _load_big_stream(d, key)
+        ref.call("COPY", "bigi", key)
+        setup = [
+            ("XGROUP", "CREATE", key, "ga", "0"),
+            ("XGROUP", "CREATE", key, "gb", "1500"),
+            ("XGROUP", "CREATE", key, "empty", "$"),
+            ("XREADGROUP", "GROUP", "ga", "x", "COUNT", "4000", "STREAMS", key, ">"),
+            ("XREADGROUP", "GROUP", "ga", "y", "COUNT", "3000", "STREAMS", key, ">"),
+            ("XREADGROUP", "GROUP", "gb", "x", "COUNT", "10", "STREAMS", key, ">"),
+            ("XGROUP", "CREATECONSUMER", key, "gb", "idle"),
+        ]
+        for proto in ("2", "3"):
+            d.call("HELLO", proto)
+            ref.call("HELLO", proto)
+            for cmd in [
+                ("XINFO", "STREAM", key, "FULL", "COUNT", "0"),
+                ("XINFO", "STREAM", key, "FULL", "COUNT", "150000"),
+                *(setup if proto == "2" else []),
+                ("XINFO", "STREAM", key, "FULL", "COUNT", "0"),
+                ("XINFO", "STREAM", key, "FULL", "COUNT", "3500"),
+                ("XINFO", "STREAM", key, "FULL", "COUNT", "-1"),
+            ]:
+                _same_as_redis(ref, d, cmd)
+        ref.call("DEL", key)
+        d.call("DEL", key)
