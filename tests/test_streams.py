@@ -572,3 +572,94 @@ def test_a_big_xinfo_stream_full_is_byte_identical_to_redis(raw, redis_ref):
                 _same_as_redis(ref, d, cmd)
         ref.call("DEL", key)
         d.call("DEL", key)
+
+
+def _tag_on(shard):
+    return next(t for t in (f"q{i}" for i in range(100)) if keyslot.shard(f"{{{t}}}a") == shard)
+
+
+def _big_read_case(c, case, a, b):
+    """Sets up `case` on the 200,000-entry stream `a` (and `b`, a copy trimmed to 3000
+    entries); returns the command and the exact reply it must give (RESP2)."""
+    whole = _raw_reply(c, "XRANGE", a, "-", "+")
+    as_read = b"*1\r\n*2\r\n$%d\r\n%s\r\n" % (len(a), a.encode()) + whole
+    if case == "xread_keys":
+        c.call("COPY", a, b)
+        c.call("XTRIM", b, "MAXLEN", "3000")
+        cmd = ("XREAD", "STREAMS", a, b, "0", "0")
+        return cmd, _raw_reply(c, *cmd)
+    c.call("XGROUP", "CREATE", a, "g", "0")
+    if case == "xreadgroup":
+        return ("XREADGROUP", "GROUP", "g", "c", "STREAMS", a, ">"), as_read
+    assert _raw_reply(c, "XREADGROUP", "GROUP", "g", "c", "STREAMS", a, ">") == as_read
+    if case == "xreadgroup_history":
+        return ("XREADGROUP", "GROUP", "g", "c", "STREAMS", a, "0"), as_read
+    cmd = ("XINFO", "STREAM", a, "FULL", "COUNT", "0")
+    return cmd, _raw_reply(c, *cmd)
+
+
+@pytest.mark.parametrize("case", ["xreadgroup", "xreadgroup_history", "xread_keys", "xinfo_full"])
+def test_other_clients_are_served_while_a_big_group_read_or_info_streams(raw, case):
+    """While a big XREADGROUP (`>`, or the consumer's history of 200,000 entries), XREAD of two
+    keys or XINFO STREAM FULL COUNT 0 streams to a client that has read only its first byte,
+    other clients' commands on another key of the same shard are answered; a write to a key
+    it reads waits for the reply to end and is not in it. XREADGROUP's effect is whole when it
+    ends: every entry pending once more, the late entry still new to the group."""
+    for shard in (0, 1):
+        tag = _tag_on(shard)
+        a, b, other = f"{{{tag}}}a", f"{{{tag}}}b", f"{{{tag}}}other"
+        c = raw(timeout=60)
+        _load_big_stream(c, a)
+        c.call("SET", other, "v")
+        cmd, want = _big_read_case(c, case, a, b)
+        n = c.call("XLEN", a).py()
+        reader, writer = raw(timeout=60), raw()
+        reader.send(*cmd)
+        first = reader.read_raw(1)
+        written = b if case == "xread_keys" else a
+        writer.send("XADD", written, "999999-0", "late", "1")
+        # Served while the reply is produced in steps (the reader reads nothing meanwhile).
+        for _ in range(20):
+            assert c.call("GET", other).py() == b"v"
+            assert c.call("PING").py() == b"PONG"
+        # The write to the streamed key waits behind the stream: nothing yet.
+        assert writer.pending(0.2) == b""
+        rest = bytearray(reader.reader.buf)
+        reader.reader.buf = b""
+        deadline = time.monotonic() + 60
+        while len(rest) < len(want) - 1:
+            rest += reader._recv_some(deadline)
+        assert first + bytes(rest) == want
+        assert writer.read_reply(10).py() == b"999999-0"
+        if case.startswith("xreadgroup"):
+            summary = c.call("XPENDING", a, "g").py()
+            assert summary[0] == n and summary[3] == [[b"c", str(n).encode()]]
+            times = 2 if case == "xreadgroup_history" else 1
+            assert c.call("XPENDING", a, "g", "-", "+", "1").py()[0][3] == times
+            assert c.call("XREADGROUP", "GROUP", "g", "c", "STREAMS", a, ">").py() == \
+                [[a.encode(), [[b"999999-0", [b"late", b"1"]]]]]
+        c.call("DEL", a, b, other)
+
+
+def test_a_big_xreadgroup_whose_client_goes_away_still_delivers_every_entry(raw):
+    """A client that sends a big XREADGROUP `>` and closes after the first byte of its reply:
+    the command's effect is whole all the same (as Redis's, which runs at once), every entry
+    pending for the consumer and the group's last delivered id the stream's last, though its
+    reply was streamed and is no longer sent."""
+    for shard in (0, 1):
+        a = f"{{{_tag_on(shard)}}}a"
+        c = raw(timeout=60)
+        _load_big_stream(c, a)
+        c.call("XGROUP", "CREATE", a, "g", "0")
+        n = c.call("XLEN", a).py()
+        last = c.call("XREVRANGE", a, "+", "-", "COUNT", "1").py()[0][0]
+        reader = raw(timeout=60)
+        reader.send("XREADGROUP", "GROUP", "g", "gone", "STREAMS", a, ">")
+        reader.read_raw(1)
+        reader.close()
+        # The group is read to its end before anything else touches the key.
+        assert c.call("XPENDING", a, "g").py() == [n, b"1000-0", last, [[b"gone", str(n).encode()]]]
+        groups = c.call("XINFO", "GROUPS", a).py()
+        # last-delivered-id, entries-read (every entry ever added), lag.
+        assert (groups[0][7], groups[0][9], groups[0][11]) == (last, BIG_XRANGE, 0)
+        c.call("DEL", a)

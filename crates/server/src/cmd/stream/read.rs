@@ -463,9 +463,6 @@ fn serve_group(ctx: &mut ShardCtx, key: &[u8], id: GroupId, r: &GroupRead<'_>) -
             }
             w.bulk(key);
             match id {
-                // Past the last possible id (Redis fails to increment it): nothing, not even
-                // the key.
-                GroupId::History(StreamId::MAX) => None,
                 GroupId::History(after) => {
                     // The consumer's pending entries after the id (Redis increments it first).
                     let c = &g.consumers[r.consumer];
@@ -605,7 +602,12 @@ fn group_ids<A: AsRef<[u8]>>(args: &[A]) -> Vec<GroupId> {
             b">" => GroupId::New,
             b"$" => GroupId::Dollar,
             b"+" => GroupId::Plus,
-            a => parse_strict(a).map_or(GroupId::Invalid, GroupId::History),
+            // The last possible id is how Redis represents `>` itself: it reads new entries.
+            a => match parse_strict(a) {
+                Ok(StreamId::MAX) => GroupId::New,
+                Ok(id) => GroupId::History(id),
+                Err(_) => GroupId::Invalid,
+            },
         })
         .collect()
 }
@@ -924,7 +926,6 @@ pub(super) fn xreadgroup_segs(ctx: &mut ShardCtx, args: &[&[u8]]) -> Option<Segs
                     segs.push((*id, start));
                 }
             }
-            GroupId::History(StreamId::MAX) => {}
             GroupId::History(after) => {
                 // The pending entries after the id, as `serve_group`.
                 let n = grp.consumers.get(consumer).map_or(0, |c| {
