@@ -8,10 +8,17 @@
 //! value has more than [`STREAM_MIN`] elements, and so do XRANGE / XREVRANGE replies of more
 //! than [`STREAM_MIN_ENTRIES`] entries (any bounds, with or without COUNT: the entries in the
 //! range are counted first, node by node, to write the reply's length; each step then reads
-//! on from the id after the last one it wrote), as do XREAD replies of one key read after an
-//! explicit id without BLOCK (their single-shard form; with BLOCK, with several keys, and for
-//! XREADGROUP, which writes its group as it reads, the reply is built in one go): the shard
-//! writes the reply a chunk at a time,
+//! on from the id after the last one it wrote). So do replies *made of parts* ([`Segs`]) of
+//! more than [`STREAM_MIN_ENTRIES`] entries: XREAD and XREADGROUP without BLOCK whose keys
+//! are on one shard (their single-shard form), of one key or several, and XINFO STREAM FULL
+//! (its entries, each group's PEL, each consumer's PEL); their headers are written when the
+//! command runs, and each part of entries reads on from the id after the last one it wrote.
+//! XREADGROUP writes as it reads (the PELs, the group's last id, delivery counts): each step
+//! makes the writes of the entries it sends, under the same lock, and a stream whose client
+//! went away still runs to its end (its bytes dropped), so no client ever sees the group half
+//! read and the effect is always whole (cmd/stream/read.rs, `xreadgroup_segs`). With BLOCK,
+//! and with keys on several shards (a transaction), the reply is built in one go, each shard
+//! building its keys' part: the shard writes the reply a chunk at a time,
 //! one chunk (~0.2 ms of work, [`STEP_TIME`], and at most [`STEP_ELEMS`] elements or
 //! [`STEP_BYTES`] bytes) per turn of the worker's loop, so every other connection's commands
 //! run between two chunks.
