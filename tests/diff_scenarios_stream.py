@@ -166,6 +166,11 @@ SCENARIOS["stream_groups"] = [
     ("XACK", "s", "g", "1", "99"), ("XACK", "s", "g", "1"), ("XACK", "s", "g", "x"),
     ("XACK", "s", "nog", "1"), ("XACK", "nokey2", "g", "1"),
     ("XDEL", "s", "3"), ("XREADGROUP", "GROUP", "g", "bob", "STREAMS", "s", "0"),
+    # A history read starts after the id given (Redis increments it); the last possible id is
+    # Redis's `>` itself.
+    ("XREADGROUP", "GROUP", "g", "bob", "STREAMS", "s", "1"),
+    ("XREADGROUP", "GROUP", "g", "bob", "COUNT", "1", "STREAMS", "s", "2-0"),
+    ("XREADGROUP", "GROUP", "g", "bob", "STREAMS", "s", "18446744073709551615-18446744073709551615"),
     ("XINFO", "GROUPS", "s"),
     ("XREADGROUP", "GROUP", "g", "bob", "NOACK", "STREAMS", "s", ">"), ("XINFO", "GROUPS", "s"),
     T("XPENDING", "s", "g"), ("XREADGROUP", "GROUP", "g", "bob", "STREAMS", "s", ">"),

@@ -5,6 +5,7 @@ Waits are bounded by deadlines (INFO's blocked_clients), never fixed sleeps."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -413,3 +414,252 @@ def test_xread_and_xreadgroup_without_block_on_one_shard_skip_the_transaction(ra
         assert other.read_reply(30).py() == [[side.encode(), [[b"1-0", [b"f", b"v"]]]]]
         assert writer.read_reply(30).py() == b"999999-0"
         c.call("DEL", key, side)
+
+
+# ---- big XREADGROUP, multi-key XREAD and XINFO STREAM FULL replies are streamed too ---------
+
+def _mask_times(reply):
+    """A reply with its millisecond timestamps (XINFO's seen-time, active-time and delivery
+    times: the servers' clocks) replaced by T; every other integer is far smaller."""
+    return re.sub(rb":1\d{12}\r\n", b":T\r\n", reply)
+
+
+def _as_redis_70(reply):
+    """An XINFO STREAM FULL reply as Redis 7.0 (the reference binary here) would shape it:
+    consumers without 7.2's active-time; radix-tree-nodes masked (Darner's is an estimate,
+    docs/compatibility.md)."""
+    reply = re.sub(rb"\$11\r\nactive-time\r\n:(-?\d+|T)\r\n", b"", reply)
+    reply = reply.replace(b"*10\r\n$4\r\nname\r\n", b"*8\r\n$4\r\nname\r\n")
+    reply = reply.replace(b"%5\r\n$4\r\nname\r\n", b"%4\r\n$4\r\nname\r\n")
+    return re.sub(rb"radix-tree-nodes\r\n:\d+\r\n", b"radix-tree-nodes\r\n:N\r\n", reply)
+
+
+def _same_as_redis(ref, d, cmd):
+    """`cmd`'s reply on darner (`d`) and redis-server (`ref`): the same bytes, delivery and seen
+    times masked. XINFO STREAM FULL (7.2's shape here, 7.0's there) is compared in 7.0's shape,
+    and byte for byte with the reply darner builds at once (inside MULTI/EXEC)."""
+    want = _mask_times(_raw_reply(ref, *cmd))
+    got = _raw_reply(d, *cmd)
+    if cmd[:2] == ("XINFO", "STREAM") and len(cmd) > 3:
+        d.send("MULTI")
+        d.send(*cmd)
+        at_once = _raw_reply(d, "EXEC")
+        assert at_once == b"+OK\r\n+QUEUED\r\n*1\r\n" + got, cmd
+        want, got = _as_redis_70(want), _as_redis_70(got)
+    got = _mask_times(got)
+    assert len(got) == len(want) and got == want, (cmd, len(got), len(want))
+
+
+def _same_shard_pair(tag):
+    """Two keys of one shard (a hashtag), for a multi-key read on one shard."""
+    return f"{{{tag}}}a", f"{{{tag}}}b"
+
+
+def _group_steps(key, g):
+    """XREADGROUP reads of a 200,000-entry stream (each more than a streamed reply's 2048
+    entries) and what they leave behind, for group `g`: `>` with a COUNT that cuts inside a
+    node, entries deleted after delivery, the consumer's history (deleted ones as nulls), `>`
+    without COUNT and NOACK for another consumer, then XPENDING and XINFO (times masked)."""
+    dels = [f"{1000 + i // 3}-{i % 3}" for i in range(40, 30000, 101)]
+    return [
+        ("XGROUP", "CREATE", key, g, "0"),
+        ("XREADGROUP", "GROUP", g, "c1", "COUNT", "150001", "STREAMS", key, ">"),
+        ("XDEL", key, *dels),
+        ("XREADGROUP", "GROUP", g, "c1", "STREAMS", key, "0"),
+        ("XREADGROUP", "GROUP", g, "c1", "COUNT", "5000", "STREAMS", key, "1500-1"),
+        ("XREADGROUP", "GROUP", g, "c2", "NOACK", "STREAMS", key, ">"),
+        ("XREADGROUP", "GROUP", g, "c2", "STREAMS", key, ">"),
+        ("XPENDING", key, g),
+        ("XPENDING", key, g, "-", "+", "3", "c2"),
+        ("XINFO", "GROUPS", key),
+        ("XINFO", "STREAM", key, "FULL", "COUNT", "0"),
+        ("XINFO", "STREAM", key, "FULL", "COUNT", "3000"),
+        ("XINFO", "STREAM", key, "FULL"),
+        ("XGROUP", "DESTROY", key, g),
+    ]
+
+
+def test_a_big_xreadgroup_and_its_effects_are_byte_identical_to_redis(raw, redis_ref):
+    """XREADGROUP of more than 2048 entries (streamed in steps by darner, writing the group's
+    PEL and last delivered id as it goes) answers the same bytes as redis-server, `>` (with and
+    without COUNT, NOACK) and history reads (deleted entries as nulls), RESP2 and RESP3, on
+    both shards; and leaves the same state: XPENDING, XINFO GROUPS and XINFO STREAM FULL (big,
+    streamed too; delivery times masked) agree."""
+    ref = raw(redis_ref, timeout=60)
+    _load_big_stream(ref, "bigg")
+    for key in _pair_on_two_shards("bigg"):
+        d = raw(timeout=60)
+        _load_big_stream(d, key)
+        ref.call("COPY", "bigg", key)
+        for proto in ("2", "3"):
+            d.call("HELLO", proto)
+            ref.call("HELLO", proto)
+            for cmd in _group_steps(key, "g" + proto):
+                _same_as_redis(ref, d, cmd)
+            ref.call("DEL", key)
+            ref.call("COPY", "bigg", key)
+            _load_big_stream(d, key)
+        ref.call("DEL", key)
+        d.call("DEL", key)
+
+
+def test_a_big_xread_of_several_keys_is_byte_identical_to_redis(raw, redis_ref):
+    """XREAD of several keys of one shard answering more than 2048 entries (streamed in steps
+    by darner, key after key) answers the same bytes as redis-server: all keys, a COUNT, keys
+    with nothing to answer (missing, `$`, past the end) between them, RESP2 and RESP3, on
+    both shards."""
+    ref = raw(redis_ref, timeout=60)
+    _load_big_stream(ref, "bigm")
+    for tag in ("t1", "t3"):
+        a, b = _same_shard_pair(tag)
+        missing = f"{{{tag}}}none"
+        assert keyslot.shard(a) == keyslot.shard(b) == keyslot.shard(missing)
+        d = raw(timeout=60)
+        _load_big_stream(d, a)
+        d.call("COPY", a, b)
+        d.call("XTRIM", b, "MAXLEN", "3000")
+        ref.call("COPY", "bigm", a)
+        ref.call("COPY", "bigm", b)
+        ref.call("XTRIM", b, "MAXLEN", "3000")
+        for proto in ("2", "3"):
+            d.call("HELLO", proto)
+            ref.call("HELLO", proto)
+            for cmd in [
+                ("XREAD", "STREAMS", a, b, "0", "0"),
+                ("XREAD", "COUNT", "2500", "STREAMS", a, missing, b, "1500-1", "0", "0"),
+                ("XREAD", "STREAMS", b, missing, a, "0", "0", "60000-1"),
+                ("XREAD", "STREAMS", a, b, "$", "0"),
+                ("XREAD", "STREAMS", b, a, "60000", "1-0"),
+                ("XREAD", "COUNT", "100", "STREAMS", a, b, "0", "0"),
+            ]:
+                want = _raw_reply(ref, *cmd)
+                got = _raw_reply(d, *cmd)
+                assert len(got) == len(want) and got == want, (cmd, proto, len(got), len(want))
+        ref.call("DEL", a, b)
+        d.call("DEL", a, b)
+
+
+def test_a_big_xinfo_stream_full_is_byte_identical_to_redis(raw, redis_ref):
+    """XINFO STREAM FULL with COUNT 0 or a big COUNT (streamed in steps by darner: its entries,
+    each group's PEL, each consumer's PEL) answers the same bytes as redis-server, without
+    groups and with groups whose PELs are big (delivery times masked), RESP2 and RESP3."""
+    ref = raw(redis_ref, timeout=60)
+    _load_big_stream(ref, "bigi")
+    for key in _pair_on_two_shards("bigi"):
+        d = raw(timeout=60)
+        _load_big_stream(d, key)
+        ref.call("COPY", "bigi", key)
+        setup = [
+            ("XGROUP", "CREATE", key, "ga", "0"),
+            ("XGROUP", "CREATE", key, "gb", "1500"),
+            ("XGROUP", "CREATE", key, "empty", "$"),
+            ("XREADGROUP", "GROUP", "ga", "x", "COUNT", "4000", "STREAMS", key, ">"),
+            ("XREADGROUP", "GROUP", "ga", "y", "COUNT", "3000", "STREAMS", key, ">"),
+            ("XREADGROUP", "GROUP", "gb", "x", "COUNT", "10", "STREAMS", key, ">"),
+            ("XGROUP", "CREATECONSUMER", key, "gb", "idle"),
+        ]
+        for proto in ("2", "3"):
+            d.call("HELLO", proto)
+            ref.call("HELLO", proto)
+            for cmd in [
+                ("XINFO", "STREAM", key, "FULL", "COUNT", "0"),
+                ("XINFO", "STREAM", key, "FULL", "COUNT", "150000"),
+                *(setup if proto == "2" else []),
+                ("XINFO", "STREAM", key, "FULL", "COUNT", "0"),
+                ("XINFO", "STREAM", key, "FULL", "COUNT", "3500"),
+                ("XINFO", "STREAM", key, "FULL", "COUNT", "-1"),
+            ]:
+                _same_as_redis(ref, d, cmd)
+        ref.call("DEL", key)
+        d.call("DEL", key)
+
+
+def _tag_on(shard):
+    return next(t for t in (f"q{i}" for i in range(100)) if keyslot.shard(f"{{{t}}}a") == shard)
+
+
+def _big_read_case(c, case, a, b):
+    """Sets up `case` on the 200,000-entry stream `a` (and `b`, a copy trimmed to 3000
+    entries); returns the command and the exact reply it must give (RESP2)."""
+    whole = _raw_reply(c, "XRANGE", a, "-", "+")
+    as_read = b"*1\r\n*2\r\n$%d\r\n%s\r\n" % (len(a), a.encode()) + whole
+    if case == "xread_keys":
+        c.call("COPY", a, b)
+        c.call("XTRIM", b, "MAXLEN", "3000")
+        cmd = ("XREAD", "STREAMS", a, b, "0", "0")
+        return cmd, _raw_reply(c, *cmd)
+    c.call("XGROUP", "CREATE", a, "g", "0")
+    if case == "xreadgroup":
+        return ("XREADGROUP", "GROUP", "g", "c", "STREAMS", a, ">"), as_read
+    assert _raw_reply(c, "XREADGROUP", "GROUP", "g", "c", "STREAMS", a, ">") == as_read
+    if case == "xreadgroup_history":
+        return ("XREADGROUP", "GROUP", "g", "c", "STREAMS", a, "0"), as_read
+    cmd = ("XINFO", "STREAM", a, "FULL", "COUNT", "0")
+    return cmd, _raw_reply(c, *cmd)
+
+
+@pytest.mark.parametrize("case", ["xreadgroup", "xreadgroup_history", "xread_keys", "xinfo_full"])
+def test_other_clients_are_served_while_a_big_group_read_or_info_streams(raw, case):
+    """While a big XREADGROUP (`>`, or the consumer's history of 200,000 entries), XREAD of two
+    keys or XINFO STREAM FULL COUNT 0 streams to a client that has read only its first byte,
+    other clients' commands on another key of the same shard are answered; a write to a key
+    it reads waits for the reply to end and is not in it. XREADGROUP's effect is whole when it
+    ends: every entry pending once more, the late entry still new to the group."""
+    for shard in (0, 1):
+        tag = _tag_on(shard)
+        a, b, other = f"{{{tag}}}a", f"{{{tag}}}b", f"{{{tag}}}other"
+        c = raw(timeout=60)
+        _load_big_stream(c, a)
+        c.call("SET", other, "v")
+        cmd, want = _big_read_case(c, case, a, b)
+        n = c.call("XLEN", a).py()
+        reader, writer = raw(timeout=60), raw()
+        reader.send(*cmd)
+        first = reader.read_raw(1)
+        written = b if case == "xread_keys" else a
+        writer.send("XADD", written, "999999-0", "late", "1")
+        # Served while the reply is produced in steps (the reader reads nothing meanwhile).
+        for _ in range(20):
+            assert c.call("GET", other).py() == b"v"
+            assert c.call("PING").py() == b"PONG"
+        # The write to the streamed key waits behind the stream: nothing yet.
+        assert writer.pending(0.2) == b""
+        rest = bytearray(reader.reader.buf)
+        reader.reader.buf = b""
+        deadline = time.monotonic() + 60
+        while len(rest) < len(want) - 1:
+            rest += reader._recv_some(deadline)
+        assert first + bytes(rest) == want
+        assert writer.read_reply(10).py() == b"999999-0"
+        if case.startswith("xreadgroup"):
+            summary = c.call("XPENDING", a, "g").py()
+            assert summary[0] == n and summary[3] == [[b"c", str(n).encode()]]
+            times = 2 if case == "xreadgroup_history" else 1
+            assert c.call("XPENDING", a, "g", "-", "+", "1").py()[0][3] == times
+            assert c.call("XREADGROUP", "GROUP", "g", "c", "STREAMS", a, ">").py() == \
+                [[a.encode(), [[b"999999-0", [b"late", b"1"]]]]]
+        c.call("DEL", a, b, other)
+
+
+def test_a_big_xreadgroup_whose_client_goes_away_still_delivers_every_entry(raw):
+    """A client that sends a big XREADGROUP `>` and closes after the first byte of its reply:
+    the command's effect is whole all the same (as Redis's, which runs at once), every entry
+    pending for the consumer and the group's last delivered id the stream's last, though its
+    reply was streamed and is no longer sent."""
+    for shard in (0, 1):
+        a = f"{{{_tag_on(shard)}}}a"
+        c = raw(timeout=60)
+        _load_big_stream(c, a)
+        c.call("XGROUP", "CREATE", a, "g", "0")
+        n = c.call("XLEN", a).py()
+        last = c.call("XREVRANGE", a, "+", "-", "COUNT", "1").py()[0][0]
+        reader = raw(timeout=60)
+        reader.send("XREADGROUP", "GROUP", "g", "gone", "STREAMS", a, ">")
+        reader.read_raw(1)
+        reader.close()
+        # The group is read to its end before anything else touches the key.
+        assert c.call("XPENDING", a, "g").py() == [n, b"1000-0", last, [[b"gone", str(n).encode()]]]
+        groups = c.call("XINFO", "GROUPS", a).py()
+        # last-delivered-id, entries-read (every entry ever added), lag.
+        assert (groups[0][7], groups[0][9], groups[0][11]) == (last, BIG_XRANGE, 0)
+        c.call("DEL", a)

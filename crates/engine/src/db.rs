@@ -1201,6 +1201,13 @@ impl<'a> DbView<'a> {
         self.db
     }
 
+    /// A live entry to edit in place with no access counted and no watcher marked: for the
+    /// later steps of a streamed reply that writes as it reads (XREADGROUP), whose access was
+    /// counted once when it started.
+    pub fn peek_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        self.live(key)
+    }
+
     /// Like [`DbView::get_mut`] (a live entry to edit in place, access clock updated) but
     /// without marking watchers: for commands that may leave the value as it was (SETBIT or
     /// BITFIELD writing the bits already there, a failed type check), which Redis does not

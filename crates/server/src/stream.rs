@@ -8,10 +8,17 @@
 //! value has more than [`STREAM_MIN`] elements, and so do XRANGE / XREVRANGE replies of more
 //! than [`STREAM_MIN_ENTRIES`] entries (any bounds, with or without COUNT: the entries in the
 //! range are counted first, node by node, to write the reply's length; each step then reads
-//! on from the id after the last one it wrote), as do XREAD replies of one key read after an
-//! explicit id without BLOCK (their single-shard form; with BLOCK, with several keys, and for
-//! XREADGROUP, which writes its group as it reads, the reply is built in one go): the shard
-//! writes the reply a chunk at a time,
+//! on from the id after the last one it wrote). So do replies *made of parts* ([`Segs`]) of
+//! more than [`STREAM_MIN_ENTRIES`] entries: XREAD and XREADGROUP without BLOCK whose keys
+//! are on one shard (their single-shard form), of one key or several, and XINFO STREAM FULL
+//! (its entries, each group's PEL, each consumer's PEL); their headers are written when the
+//! command runs, and each part of entries reads on from the id after the last one it wrote.
+//! XREADGROUP writes as it reads (the PELs, the group's last id, delivery counts): each step
+//! makes the writes of the entries it sends, under the same lock, and a stream whose client
+//! went away still runs to its end (its bytes dropped), so no client ever sees the group half
+//! read and the effect is always whole (cmd/stream/read.rs, `xreadgroup_segs`). With BLOCK,
+//! and with keys on several shards (a transaction), the reply is built in one go, each shard
+//! building its keys' part: the shard writes the reply a chunk at a time,
 //! one chunk (~0.2 ms of work, [`STEP_TIME`], and at most [`STEP_ELEMS`] elements or
 //! [`STEP_BYTES`] bytes) per turn of the worker's loop, so every other connection's commands
 //! run between two chunks.
@@ -151,20 +158,137 @@ enum Kind {
         rev: bool,
         withscores: bool,
     },
-    /// XRANGE / XREVRANGE: the entries with ids in `lo..=hi`, from the top when `rev`; XREAD
-    /// of one key (`read`) the same forward, inside its `[[key, entries]]` reply.
+    /// XRANGE / XREVRANGE: the entries with ids in `lo..=hi`, from the top when `rev`.
     XRange {
         lo: StreamId,
         hi: StreamId,
         rev: bool,
-        read: bool,
     },
+    /// A reply made of parts ([`Segs`]: XREAD, XREADGROUP, XINFO STREAM FULL).
+    Segs,
+}
+
+/// One part of a reply made of parts (see [`Segs`]). `key`: an index into the stream's keys.
+pub enum Seg {
+    /// Bytes written as they are (headers, computed when the stream started).
+    Raw(Vec<u8>),
+    /// `left` entries of a stream from id `from` on (XREAD, XINFO STREAM FULL's entries).
+    Entries {
+        key: usize,
+        from: StreamId,
+        left: usize,
+    },
+    /// XREADGROUP `>`: the `left` entries after the group's last delivered id, each
+    /// delivered to the consumer (its PEL, the group's last id) as it is written.
+    GroupNew {
+        key: usize,
+        group: Box<[u8]>,
+        consumer: Box<[u8]>,
+        noack: bool,
+        now: i64,
+        left: usize,
+    },
+    /// XREADGROUP with an id: `left` of the consumer's pending entries from `from` on, each
+    /// counted as delivered again as it is written.
+    GroupHistory {
+        key: usize,
+        group: Box<[u8]>,
+        consumer: Box<[u8]>,
+        now: i64,
+        from: StreamId,
+        left: usize,
+    },
+    /// XINFO STREAM FULL: `left` entries of a group's PEL from `from` on.
+    GroupPel {
+        key: usize,
+        group: Box<[u8]>,
+        from: StreamId,
+        left: usize,
+    },
+    /// XINFO STREAM FULL: `left` entries of a consumer's PEL from `from` on.
+    ConsumerPel {
+        key: usize,
+        group: Box<[u8]>,
+        consumer: Box<[u8]>,
+        from: StreamId,
+        left: usize,
+    },
+}
+
+impl Seg {
+    /// Whether producing it writes the value (it must be produced to the end even when its
+    /// client went away: the command's effect is whole, as Redis's would be).
+    fn writes(&self) -> bool {
+        matches!(self, Seg::GroupNew { .. } | Seg::GroupHistory { .. })
+    }
+
+    fn left(&self) -> usize {
+        match self {
+            Seg::Raw(_) => 0,
+            Seg::Entries { left, .. }
+            | Seg::GroupNew { left, .. }
+            | Seg::GroupHistory { left, .. }
+            | Seg::GroupPel { left, .. }
+            | Seg::ConsumerPel { left, .. } => *left,
+        }
+    }
+}
+
+/// A reply made of parts, planned by its command (cmd/stream/) when it ran: the keys whose
+/// values later parts read (locked and pinned while the stream runs) and the parts in order.
+#[derive(Default)]
+pub struct Segs {
+    keys: Vec<Box<[u8]>>,
+    segs: VecDeque<Seg>,
+    /// Elements (entries, PEL entries) the parts other than raw bytes will write.
+    elems: usize,
+}
+
+impl Segs {
+    /// The index of `key` among the stream's keys (added once).
+    pub fn key(&mut self, key: &[u8]) -> usize {
+        match self.keys.iter().position(|k| **k == *key) {
+            Some(i) => i,
+            None => {
+                self.keys.push(key.into());
+                self.keys.len() - 1
+            }
+        }
+    }
+
+    /// The raw bytes at the end of the parts, to write a header into.
+    pub fn raw(&mut self) -> &mut Vec<u8> {
+        if !matches!(self.segs.back(), Some(Seg::Raw(_))) {
+            self.segs.push_back(Seg::Raw(Vec::new()));
+        }
+        match self.segs.back_mut() {
+            Some(Seg::Raw(b)) => b,
+            _ => unreachable!("pushed above"),
+        }
+    }
+
+    /// Appends a part (one that writes nothing is left out).
+    pub fn push(&mut self, seg: Seg) {
+        let n = seg.left();
+        if n > 0 || matches!(seg, Seg::Raw(_)) {
+            self.elems += n;
+            self.segs.push_back(seg);
+        }
+    }
+
+    /// The elements the parts will write.
+    pub fn elems(&self) -> usize {
+        self.elems
+    }
 }
 
 struct Stream {
     db: usize,
-    key: Box<[u8]>,
+    /// The keys read: one, or a [`Segs`] reply's (locked and pinned while it runs).
+    keys: Vec<Box<[u8]>>,
     kind: Kind,
+    /// A [`Kind::Segs`] reply's parts still to write.
+    segs: VecDeque<Seg>,
     resp3: bool,
     dest: Dest,
     flow: Arc<Flow>,
@@ -212,7 +336,9 @@ impl Streams {
     }
 
     fn streamed(&self, db: usize, key: &[u8]) -> bool {
-        self.active.iter().any(|s| s.db == db && &*s.key == key)
+        self.active
+            .iter()
+            .any(|s| s.db == db && s.keys.iter().any(|k| **k == *key))
     }
 
     /// Whether a single-shard command of connection `conn` (of thread `from`) must wait: it
@@ -272,6 +398,8 @@ pub fn candidate(cmd: &Command) -> bool {
             | "xrange"
             | "xrevrange"
             | "xread"
+            | "xreadgroup"
+            | "xinfo|stream"
     )
 }
 
@@ -283,14 +411,13 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
         // here (streams and granted intents never coexist: shard.rs).
         return false;
     }
+    if let Some(planner) = crate::cmd::stream::segs_planner(cmd.spec.full_name) {
+        return start_segs(ctx, planner, args, dest);
+    }
     let Some(plan) = plan(cmd.spec.full_name, args) else {
         return false;
     };
-    // XREAD's one key follows STREAMS; every other command's is its first argument.
-    let key = match plan {
-        Plan::XRange { read: true, .. } => args[args.len() - 2],
-        _ => args[1],
-    };
+    let key = args[1];
     let mut db = ctx.db();
     if let Plan::Hash { .. } = plan {
         // The handler's first step: fields past their TTL go (a set's lookup does the same
@@ -348,7 +475,6 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
                 end,
                 count,
                 rev,
-                read,
             },
             ValueRef::Stream(st),
         ) => {
@@ -366,7 +492,6 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
                     lo: start,
                     hi: end,
                     rev,
-                    read,
                 },
                 n as usize,
             )
@@ -382,17 +507,12 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
     db.db().pin(key);
     ctx.shard.streams.active.push_back(Stream {
         db: ctx.db,
-        key: key.into(),
+        keys: vec![key.into()],
         kind,
+        segs: VecDeque::new(),
         resp3: ctx.resp3,
         dest,
-        flow: Arc::new(Flow {
-            cancel: AtomicBool::new(false),
-            ready: AtomicBool::new(true),
-            producer: ctx.shard.id,
-            waiting_since: Default::default(),
-            unthrottled: AtomicBool::new(false),
-        }),
+        flow: new_flow(ctx.shard.id),
         total,
         done: 0,
         cursor: Some(0),
@@ -401,6 +521,57 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
             Kind::XRange { lo, hi, rev, .. } => Some(if rev { hi } else { lo }),
             _ => None,
         },
+        started: false,
+    });
+    true
+}
+
+fn new_flow(producer: usize) -> Arc<Flow> {
+    Arc::new(Flow {
+        cancel: AtomicBool::new(false),
+        ready: AtomicBool::new(true),
+        producer,
+        waiting_since: Default::default(),
+        unthrottled: AtomicBool::new(false),
+    })
+}
+
+/// What a command of a reply made of parts provides (cmd/stream/): `plan` looks (changing
+/// nothing, counting no access) and returns the reply's parts, None when the handler must
+/// answer (errors, BLOCK, ...); `begin` then applies what the command does before its reply
+/// (XREADGROUP: the consumer created, its seen time) and counts its accesses.
+pub struct SegsPlanner {
+    pub plan: fn(&mut ShardCtx, &[&[u8]]) -> Option<Segs>,
+    pub begin: fn(&mut ShardCtx, &[&[u8]]),
+}
+
+/// Starts a stream of a reply made of parts when it has more than [`STREAM_MIN_ENTRIES`]
+/// elements.
+fn start_segs(ctx: &mut ShardCtx, planner: SegsPlanner, args: &[&[u8]], dest: Dest) -> bool {
+    let Some(segs) = (planner.plan)(ctx, args) else {
+        return false;
+    };
+    if segs.elems <= STREAM_MIN_ENTRIES {
+        return false;
+    }
+    (planner.begin)(ctx, args);
+    let db = ctx.shard.dbs.get_mut(ctx.db).expect("selected db");
+    for k in &segs.keys {
+        db.pin(k);
+    }
+    ctx.shard.streams.active.push_back(Stream {
+        db: ctx.db,
+        keys: segs.keys,
+        kind: Kind::Segs,
+        segs: segs.segs,
+        resp3: ctx.resp3,
+        dest,
+        flow: new_flow(ctx.shard.id),
+        total: 1,
+        done: 0,
+        cursor: None,
+        list_seek: ListSeek::default(),
+        id_cursor: None,
         started: false,
     });
     true
@@ -423,13 +594,12 @@ enum Plan {
         rev: bool,
         withscores: bool,
     },
-    /// `count`: negative when not given. `read`: XREAD of one key.
+    /// `count`: negative when not given.
     XRange {
         start: StreamId,
         end: StreamId,
         count: i64,
         rev: bool,
-        read: bool,
     },
 }
 
@@ -484,27 +654,6 @@ fn plan(name: &str, args: &[&[u8]]) -> Option<Plan> {
                 end: r.end,
                 count: r.count,
                 rev,
-                read: false,
-            })
-        }
-        "xread" => {
-            // One key, an explicit id, no BLOCK (`$` and `+` read at most what arrives or
-            // one entry; BLOCK is a transaction's): the entries after the id.
-            let r = crate::cmd::stream::parse_read(args, false).ok()?;
-            if r.block.is_some() || r.nkeys != 1 {
-                return None;
-            }
-            let after = crate::cmd::stream::parse_strict(args[r.streams_at + 1]).ok()?;
-            Some(Plan::XRange {
-                start: after.next()?,
-                end: StreamId::MAX,
-                count: if r.count == 0 {
-                    -1
-                } else {
-                    i64::try_from(r.count).unwrap_or(i64::MAX)
-                },
-                rev: false,
-                read: true,
             })
         }
         _ => None,
@@ -523,9 +672,12 @@ pub fn step(shard: &mut Shard, shared: &crate::shared::Shared, now_ms: i64) -> b
     };
     streams.active.rotate_left(i);
     let mut s = streams.active.pop_front().expect("found above");
-    if s.flow.cancel.load(Ordering::Acquire) {
-        shard.dbs[s.db].unpin(&s.key);
-        return true; // its client went away: nothing more to send
+    // Its client went away: nothing more to send, but a reply that writes as it reads
+    // (XREADGROUP) is produced to its end, its bytes dropped.
+    let cancelled = s.flow.cancel.load(Ordering::Acquire);
+    if cancelled && !s.segs.iter().any(Seg::writes) {
+        unpin(shard, &s);
+        return true;
     }
     s.flow.ready.store(false, Ordering::Release);
     let first = !s.started;
@@ -533,19 +685,23 @@ pub fn step(shard: &mut Shard, shared: &crate::shared::Shared, now_ms: i64) -> b
     // chunk while growing it.
     let mut out = Vec::with_capacity(STEP_BYTES + (16 << 10));
     let finished = produce(&mut s, shard, now_ms, &mut out);
-    crate::exec::post(
-        shared,
-        s.dest.thread,
-        Msg::StreamChunk {
-            conn: s.dest.conn,
-            seq: s.dest.seq,
-            bytes: out,
-            last: finished,
-            flow: (first && !finished).then(|| s.flow.clone()),
-        },
-    );
+    if cancelled {
+        out.clear();
+    } else {
+        crate::exec::post(
+            shared,
+            s.dest.thread,
+            Msg::StreamChunk {
+                conn: s.dest.conn,
+                seq: s.dest.seq,
+                bytes: out,
+                last: finished,
+                flow: (first && !finished).then(|| s.flow.clone()),
+            },
+        );
+    }
     if finished {
-        shard.dbs[s.db].unpin(&s.key);
+        unpin(shard, &s);
         true
     } else {
         shard.streams.active.push_back(s);
@@ -553,8 +709,17 @@ pub fn step(shard: &mut Shard, shared: &crate::shared::Shared, now_ms: i64) -> b
     }
 }
 
+fn unpin(shard: &mut Shard, s: &Stream) {
+    for k in &s.keys {
+        shard.dbs[s.db].unpin(k);
+    }
+}
+
 /// Writes the stream's next chunk into `out`; true when the reply is complete.
 fn produce(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) -> bool {
+    if matches!(s.kind, Kind::Segs) {
+        return produce_segs(s, shard, now_ms, out);
+    }
     let mut w = ReplyWriter::new(out, s.resp3);
     if !s.started {
         s.started = true;
@@ -563,17 +728,7 @@ fn produce(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) ->
                 keys: true,
                 vals: true,
             } => w.map(s.total),
-            Kind::XRange { read: true, .. } => {
-                // XREAD's `[[key, entries]]` (a map of one key in RESP3).
-                if s.resp3 {
-                    w.map(1);
-                } else {
-                    w.array(1);
-                    w.array(2);
-                }
-                w.bulk(&s.key);
-                w.array(s.total)
-            }
+            Kind::Segs => unreachable!("produce_segs"),
             Kind::Hash { .. } | Kind::List { .. } | Kind::XRange { .. } => w.array(s.total),
             Kind::Set => w.set(s.total),
             Kind::ZSet { withscores, .. } => {
@@ -586,7 +741,7 @@ fn produce(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) ->
         }
     }
     let mut view = shard.dbs[s.db].view(Clock::at(now_ms));
-    let value = view.peek(&s.key).map(|e| e.value());
+    let value = view.peek(&s.keys[0]).map(|e| e.value());
     let owed = s.total - s.done;
     let mut n = 0;
     let started = std::time::Instant::now();
@@ -712,6 +867,200 @@ fn produce(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) ->
         return true;
     }
     ended
+}
+
+/// Writes the next chunk of a reply made of parts ([`Kind::Segs`]) into `out`; true when the
+/// reply is complete. Each part resumes where the last step left it: entries from the id after
+/// the last one written, a PEL from the id after the last one, XREADGROUP `>` from the group's
+/// last delivered id (which the step advanced).
+fn produce_segs(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8>) -> bool {
+    use crate::cmd::stream::group::{with_group, write_consumer_nack, write_group_nack};
+    use crate::cmd::stream::{write_entry, write_id};
+    use darner_engine::Value;
+    s.started = true;
+    let mut w = ReplyWriter::new(out, s.resp3);
+    let mut view = shard.dbs[s.db].view(Clock::at(now_ms));
+    let started = std::time::Instant::now();
+    let mut check_at = CHECK_EVERY;
+    // Elements written this step (an entry counts its id, fields and values, as XRANGE's).
+    let mut elems = 0;
+    let mut enough = |n: usize, bytes: usize| {
+        if n >= STEP_ELEMS || bytes >= STEP_BYTES {
+            return true;
+        }
+        if n >= check_at {
+            check_at = n + CHECK_EVERY;
+            return started.elapsed() >= STEP_TIME;
+        }
+        false
+    };
+    while let Some(seg) = s.segs.front_mut() {
+        // The part's elements written by this step.
+        let mut n = 0;
+        match seg {
+            Seg::Raw(b) => w.raw(b),
+            Seg::Entries { key, from, left } => {
+                if let Some(ValueRef::Stream(st)) = view.peek(&s.keys[*key]).map(|e| e.value()) {
+                    for e in st.range(*from, StreamId::MAX, false).take(*left) {
+                        write_entry(&mut w, &e);
+                        n += 1;
+                        elems += 1 + 2 * e.pairs.len();
+                        *from = e.id.next().unwrap_or(StreamId::MAX);
+                        if enough(elems, w.out.len()) {
+                            break;
+                        }
+                    }
+                }
+            }
+            Seg::GroupNew {
+                key,
+                group,
+                consumer,
+                noack,
+                now,
+                left,
+            } => {
+                if let Some(Value::Stream(st)) =
+                    view.peek_mut(&s.keys[*key]).and_then(|e| e.heap_mut())
+                {
+                    with_group(st, group, |st, g| {
+                        let Some(start) = g.last_id.next() else {
+                            return;
+                        };
+                        for e in st.range(start, StreamId::MAX, false).take(*left) {
+                            st.advance_group(g, e.id);
+                            write_entry(&mut w, &e);
+                            if !*noack {
+                                g.deliver(e.id, consumer, *now);
+                                if let Some(c) = g.consumers.get_mut(&**consumer) {
+                                    c.active_time = *now;
+                                }
+                            }
+                            n += 1;
+                            elems += 1 + 2 * e.pairs.len();
+                            if enough(elems, w.out.len()) {
+                                break;
+                            }
+                        }
+                    });
+                }
+            }
+            Seg::GroupHistory {
+                key,
+                group,
+                consumer,
+                now,
+                from,
+                left,
+            } => {
+                if let Some(Value::Stream(st)) =
+                    view.peek_mut(&s.keys[*key]).and_then(|e| e.heap_mut())
+                {
+                    with_group(st, group, |st, g| {
+                        while n < *left {
+                            let Some(c) = g.consumers.get(&**consumer) else {
+                                break;
+                            };
+                            let Some(&id) = c.pel.range(*from..).next() else {
+                                break;
+                            };
+                            match st.range(id, id, false).next() {
+                                Some(e) => {
+                                    write_entry(&mut w, &e);
+                                    elems += 1 + 2 * e.pairs.len();
+                                    if let Some(nack) = g.pel.get_mut(&id) {
+                                        nack.delivery_time = *now;
+                                        nack.delivery_count += 1;
+                                    }
+                                }
+                                None => {
+                                    // Deleted since it was delivered: its id and a null.
+                                    w.array(2);
+                                    write_id(&mut w, id);
+                                    w.null_array();
+                                    elems += 2;
+                                }
+                            }
+                            n += 1;
+                            *from = id.next().unwrap_or(StreamId::MAX);
+                            if enough(elems, w.out.len()) {
+                                break;
+                            }
+                        }
+                    });
+                }
+            }
+            Seg::GroupPel {
+                key,
+                group,
+                from,
+                left,
+            } => {
+                if let Some(ValueRef::Stream(st)) = view.peek(&s.keys[*key]).map(|e| e.value()) {
+                    if let Some(g) = st.group(group) {
+                        for (id, nack) in g.pel.range(*from..).take(*left) {
+                            write_group_nack(&mut w, *id, nack);
+                            n += 1;
+                            elems += 4;
+                            *from = id.next().unwrap_or(StreamId::MAX);
+                            if enough(elems, w.out.len()) {
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            Seg::ConsumerPel {
+                key,
+                group,
+                consumer,
+                from,
+                left,
+            } => {
+                if let Some(ValueRef::Stream(st)) = view.peek(&s.keys[*key]).map(|e| e.value()) {
+                    let g = st.group(group);
+                    if let Some((g, c)) = g.and_then(|g| Some((g, g.consumers.get(&**consumer)?))) {
+                        for id in c.pel.range(*from..).take(*left) {
+                            if let Some(nack) = g.pel.get(id) {
+                                write_consumer_nack(&mut w, *id, nack);
+                            }
+                            n += 1;
+                            elems += 3;
+                            *from = id.next().unwrap_or(StreamId::MAX);
+                            if enough(elems, w.out.len()) {
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let left = match seg {
+            Seg::Raw(_) => 0,
+            Seg::Entries { left, .. }
+            | Seg::GroupNew { left, .. }
+            | Seg::GroupHistory { left, .. }
+            | Seg::GroupPel { left, .. }
+            | Seg::ConsumerPel { left, .. } => {
+                *left -= n;
+                *left
+            }
+        };
+        if left > 0 && n == 0 {
+            // Unreachable while nothing can change a streamed key; keep the reply well formed.
+            crate::log::warning("BUG: a streamed value changed under its stream; reply padded");
+            for _ in 0..left {
+                w.null();
+            }
+        } else if left > 0 {
+            return false; // the step did its share
+        }
+        s.segs.pop_front();
+        if enough(elems, w.out.len()) {
+            break;
+        }
+    }
+    s.segs.is_empty()
 }
 
 /// Writes `n` null elements of the stream's shape (see `produce`).
@@ -845,19 +1194,6 @@ mod tests {
         assert!(plan("zrevrange", &a(&["zrevrange", "k", "0", "-1", "rev"])).is_none());
         assert!(plan("lrange", &a(&["lrange", "k", "x", "-1"])).is_none());
         assert!(plan("get", &a(&["get", "k"])).is_none());
-    }
-
-    #[test]
-    fn plan_takes_xread_of_one_key_after_an_explicit_id_without_block() {
-        let a = |v: &[&'static str]| v.iter().map(|s| s.as_bytes()).collect::<Vec<&[u8]>>();
-        assert!(plan("xread", &a(&["xread", "streams", "k", "0"])).is_some());
-        assert!(plan("xread", &a(&["xread", "COUNT", "9", "streams", "k", "5-1"])).is_some());
-        assert!(plan("xread", &a(&["xread", "block", "0", "streams", "k", "0"])).is_none());
-        assert!(plan("xread", &a(&["xread", "streams", "k", "j", "0", "0"])).is_none());
-        assert!(plan("xread", &a(&["xread", "streams", "k", "$"])).is_none());
-        assert!(plan("xread", &a(&["xread", "streams", "k", "+"])).is_none());
-        let max = "18446744073709551615-18446744073709551615";
-        assert!(plan("xread", &a(&["xread", "streams", "k", max])).is_none());
         assert!(plan("xrange", &a(&["xrange", "k", "-", "+", "count"])).is_none());
     }
 }

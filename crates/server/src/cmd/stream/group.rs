@@ -10,9 +10,10 @@ use crate::cmd::server::{help_reply, subcommand_error};
 use crate::cmd::{eq, ConnCtx, Locks, Reg, ERR_NO_SUCH_KEY, ERR_SYNTAX, ERR_WRONGTYPE};
 use crate::notify::{notify, STREAM};
 use crate::shard::ShardCtx;
-use darner_engine::types::stream::{Consumer, Group};
+use crate::stream::{Seg, Segs};
+use darner_engine::types::stream::{Consumer, Group, Nack};
 use darner_engine::types::{Stream, StreamId};
-use darner_engine::{Entry, Value};
+use darner_engine::{Entry, Value, ValueRef};
 use darner_resp::ReplyWriter;
 use std::collections::BTreeMap;
 
@@ -783,22 +784,7 @@ fn xinfo_stream(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let Some(s) = info_stream(&mut db, args[2], w) else {
         return;
     };
-    let (keys, nodes) = tree_figures(s);
-    w.map(if full { 9 } else { 10 });
-    w.bulk(b"length");
-    w.int(s.len() as i64);
-    w.bulk(b"radix-tree-keys");
-    w.int(keys);
-    w.bulk(b"radix-tree-nodes");
-    w.int(nodes);
-    w.bulk(b"last-generated-id");
-    write_id(w, s.last_id);
-    w.bulk(b"max-deleted-entry-id");
-    write_id(w, s.max_deleted_id);
-    w.bulk(b"entries-added");
-    w.int(s.entries_added as i64);
-    w.bulk(b"recorded-first-entry-id");
-    write_id(w, s.first_id);
+    info_stream_head(w, s, full);
     if !full {
         w.bulk(b"groups");
         w.int(s.groups().count() as i64);
@@ -822,51 +808,185 @@ fn xinfo_stream(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let groups: Vec<(&Vec<u8>, &Group)> = s.groups().collect();
     w.array(groups.len());
     for (name, g) in groups {
-        w.map(7);
-        w.bulk(b"name");
-        w.bulk(name);
-        w.bulk(b"last-delivered-id");
-        write_id(w, g.last_id);
-        w.bulk(b"entries-read");
-        opt_int(w, g.entries_read.map(|n| n as i64));
-        w.bulk(b"lag");
-        opt_int(w, s.group_lag(g));
-        w.bulk(b"pel-count");
-        w.int(g.pel.len() as i64);
-        w.bulk(b"pending");
+        info_group_head(w, s, name, g);
         let pel: Vec<_> = g.pel.iter().take(limit).collect();
         w.array(pel.len());
         for (id, n) in pel {
-            w.array(4);
-            write_id(w, *id);
-            w.bulk(&n.consumer);
-            w.int(n.delivery_time);
-            w.int(n.delivery_count as i64);
+            write_group_nack(w, *id, n);
         }
         w.bulk(b"consumers");
         w.array(g.consumers.len());
         for (cname, c) in &g.consumers {
-            w.map(5);
-            w.bulk(b"name");
-            w.bulk(cname);
-            w.bulk(b"seen-time");
-            w.int(c.seen_time);
-            w.bulk(b"active-time");
-            w.int(c.active_time);
-            w.bulk(b"pel-count");
-            w.int(c.pel.len() as i64);
-            w.bulk(b"pending");
+            info_consumer_head(w, cname, c);
             let pel: Vec<_> = c.pel.iter().take(limit).collect();
             w.array(pel.len());
             for id in pel {
-                let n = &g.pel[id];
-                w.array(3);
-                write_id(w, *id);
-                w.int(n.delivery_time);
-                w.int(n.delivery_count as i64);
+                write_consumer_nack(w, *id, &g.pel[id]);
             }
         }
     }
+}
+
+/// XINFO STREAM's map header and its figures up to `recorded-first-entry-id` (FULL: 9
+/// fields, then `entries` and `groups`; otherwise 10, then the group count and edge entries).
+pub fn info_stream_head(w: &mut ReplyWriter, s: &Stream, full: bool) {
+    let (keys, nodes) = tree_figures(s);
+    w.map(if full { 9 } else { 10 });
+    w.bulk(b"length");
+    w.int(s.len() as i64);
+    w.bulk(b"radix-tree-keys");
+    w.int(keys);
+    w.bulk(b"radix-tree-nodes");
+    w.int(nodes);
+    w.bulk(b"last-generated-id");
+    write_id(w, s.last_id);
+    w.bulk(b"max-deleted-entry-id");
+    write_id(w, s.max_deleted_id);
+    w.bulk(b"entries-added");
+    w.int(s.entries_added as i64);
+    w.bulk(b"recorded-first-entry-id");
+    write_id(w, s.first_id);
+}
+
+/// XINFO STREAM FULL: a group's map up to its `pending` key (its PEL and then its
+/// `consumers` follow).
+pub fn info_group_head(w: &mut ReplyWriter, s: &Stream, name: &[u8], g: &Group) {
+    w.map(7);
+    w.bulk(b"name");
+    w.bulk(name);
+    w.bulk(b"last-delivered-id");
+    write_id(w, g.last_id);
+    w.bulk(b"entries-read");
+    opt_int(w, g.entries_read.map(|n| n as i64));
+    w.bulk(b"lag");
+    opt_int(w, s.group_lag(g));
+    w.bulk(b"pel-count");
+    w.int(g.pel.len() as i64);
+    w.bulk(b"pending");
+}
+
+/// XINFO STREAM FULL: one entry of a group's PEL.
+pub fn write_group_nack(w: &mut ReplyWriter, id: StreamId, n: &Nack) {
+    w.array(4);
+    write_id(w, id);
+    w.bulk(&n.consumer);
+    w.int(n.delivery_time);
+    w.int(n.delivery_count as i64);
+}
+
+/// XINFO STREAM FULL: a consumer's map up to its `pending` key (its PEL follows).
+pub fn info_consumer_head(w: &mut ReplyWriter, name: &[u8], c: &Consumer) {
+    w.map(5);
+    w.bulk(b"name");
+    w.bulk(name);
+    w.bulk(b"seen-time");
+    w.int(c.seen_time);
+    w.bulk(b"active-time");
+    w.int(c.active_time);
+    w.bulk(b"pel-count");
+    w.int(c.pel.len() as i64);
+    w.bulk(b"pending");
+}
+
+/// XINFO STREAM FULL: one entry of a consumer's PEL (`n`: the group's entry for it).
+pub fn write_consumer_nack(w: &mut ReplyWriter, id: StreamId, n: &Nack) {
+    w.array(3);
+    write_id(w, id);
+    w.int(n.delivery_time);
+    w.int(n.delivery_count as i64);
+}
+
+/// XINFO STREAM FULL's COUNT (10 when not given or negative, 0: everything), or None when
+/// the arguments are not FULL's (the handler answers).
+fn full_count(args: &[&[u8]]) -> Option<i64> {
+    match &args[3..] {
+        [full] if eq(full, "full") => Some(10),
+        [full, c, n] if eq(full, "full") && eq(c, "count") => {
+            parse_ll(n).ok().map(|c| if c < 0 { 10 } else { c })
+        }
+        _ => None,
+    }
+}
+
+/// XINFO STREAM FULL as a streamed reply (stream.rs) when its entries and PEL entries are more
+/// than [`crate::stream::STREAM_MIN_ENTRIES`]: the headers (the stream's, each group's and
+/// consumer's figures) are written at once, the entries and each PEL in steps, read on from
+/// the id after the last one sent (nothing changes the key meanwhile: it is locked). None:
+/// the handler answers.
+pub(super) fn xinfo_full_segs(ctx: &mut ShardCtx, args: &[&[u8]]) -> Option<Segs> {
+    let count = full_count(args)?;
+    let limit = if count == 0 {
+        usize::MAX
+    } else {
+        count as usize
+    };
+    let resp3 = ctx.resp3;
+    let mut db = ctx.db();
+    let Some(ValueRef::Stream(s)) = db.peek(args[2]).map(|e| e.value()) else {
+        return None;
+    };
+    let entries = s.count_range(StreamId::MIN, StreamId::MAX, limit as u64) as usize;
+    let pels: usize = s
+        .groups()
+        .map(|(_, g)| {
+            g.pel.len().min(limit)
+                + g.consumers
+                    .values()
+                    .map(|c| c.pel.len().min(limit))
+                    .sum::<usize>()
+        })
+        .sum();
+    if entries + pels <= crate::stream::STREAM_MIN_ENTRIES {
+        return None;
+    }
+    let mut segs = Segs::default();
+    let key = segs.key(args[2]);
+    let mut w = ReplyWriter::new(segs.raw(), resp3);
+    info_stream_head(&mut w, s, true);
+    w.bulk(b"entries");
+    w.array(entries);
+    segs.push(Seg::Entries {
+        key,
+        from: StreamId::MIN,
+        left: entries,
+    });
+    let mut w = ReplyWriter::new(segs.raw(), resp3);
+    w.bulk(b"groups");
+    w.array(s.groups().count());
+    for (name, g) in s.groups() {
+        let mut w = ReplyWriter::new(segs.raw(), resp3);
+        info_group_head(&mut w, s, name, g);
+        let n = g.pel.len().min(limit);
+        w.array(n);
+        segs.push(Seg::GroupPel {
+            key,
+            group: name[..].into(),
+            from: StreamId::MIN,
+            left: n,
+        });
+        let mut w = ReplyWriter::new(segs.raw(), resp3);
+        w.bulk(b"consumers");
+        w.array(g.consumers.len());
+        for (cname, c) in &g.consumers {
+            let mut w = ReplyWriter::new(segs.raw(), resp3);
+            info_consumer_head(&mut w, cname, c);
+            let n = c.pel.len().min(limit);
+            w.array(n);
+            segs.push(Seg::ConsumerPel {
+                key,
+                group: name[..].into(),
+                consumer: cname[..].into(),
+                from: StreamId::MIN,
+                left: n,
+            });
+        }
+    }
+    Some(segs)
+}
+
+/// A streamed XINFO STREAM FULL's access: one read of the key.
+pub(super) fn xinfo_full_begin(ctx: &mut ShardCtx, args: &[&[u8]]) {
+    ctx.db().get(args[2]);
 }
 
 fn xinfo_groups(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {

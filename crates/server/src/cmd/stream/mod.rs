@@ -34,6 +34,27 @@ pub fn register(r: &mut Reg) {
     group::register(r);
 }
 
+/// The planner of a command whose big reply is streamed in parts (stream.rs): XREAD,
+/// XREADGROUP (without BLOCK, on one shard) and XINFO STREAM FULL.
+pub fn segs_planner(name: &str) -> Option<crate::stream::SegsPlanner> {
+    use crate::stream::SegsPlanner;
+    match name {
+        "xread" => Some(SegsPlanner {
+            plan: read::xread_segs,
+            begin: read::xread_begin,
+        }),
+        "xreadgroup" => Some(SegsPlanner {
+            plan: read::xreadgroup_segs,
+            begin: read::xreadgroup_begin,
+        }),
+        "xinfo|stream" => Some(SegsPlanner {
+            plan: group::xinfo_full_segs,
+            begin: group::xinfo_full_begin,
+        }),
+        _ => None,
+    }
+}
+
 pub const ERR_INVALID_ID: &[u8] = b"ERR Invalid stream ID specified as stream command argument";
 
 /// The key holds another type.

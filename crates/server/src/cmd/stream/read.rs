@@ -12,9 +12,12 @@ use crate::blocking::{self, BlockOp, KeyKind, Outcome};
 use crate::cmd::{eq, parse_int, with_writer, TxFuture, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
 use crate::exec::Tx;
 use crate::shard::ShardCtx;
+use crate::stream::{Seg, Segs};
 use bytes::Bytes;
 use darner_engine::types::StreamId;
+use darner_engine::ValueRef;
 use darner_resp::ReplyWriter;
+use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -402,7 +405,7 @@ pub(super) fn xread(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 enum GroupId {
     /// `>`: entries never delivered to the group.
     New,
-    /// The consumer's pending entries from this id on.
+    /// The consumer's pending entries after this id.
     History(StreamId),
     Dollar,
     Plus,
@@ -460,11 +463,12 @@ fn serve_group(ctx: &mut ShardCtx, key: &[u8], id: GroupId, r: &GroupRead<'_>) -
             }
             w.bulk(key);
             match id {
-                GroupId::History(start) => {
+                GroupId::History(after) => {
+                    // The consumer's pending entries after the id (Redis increments it first).
                     let c = &g.consumers[r.consumer];
                     let ids: Vec<StreamId> = c
                         .pel
-                        .range(start..)
+                        .range((Bound::Excluded(after), Bound::Unbounded))
                         .take(if r.count == 0 { usize::MAX } else { r.count })
                         .copied()
                         .collect();
@@ -598,7 +602,12 @@ fn group_ids<A: AsRef<[u8]>>(args: &[A]) -> Vec<GroupId> {
             b">" => GroupId::New,
             b"$" => GroupId::Dollar,
             b"+" => GroupId::Plus,
-            a => parse_strict(a).map_or(GroupId::Invalid, GroupId::History),
+            // The last possible id is how Redis represents `>` itself: it reads new entries.
+            a => match parse_strict(a) {
+                Ok(StreamId::MAX) => GroupId::New,
+                Ok(id) => GroupId::History(id),
+                Err(_) => GroupId::Invalid,
+            },
         })
         .collect()
 }
@@ -767,4 +776,224 @@ pub(super) fn xreadgroup(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             _ => with_writer(resp3, |w| w.null_array()),
         }
     })
+}
+
+// ---- streamed replies (stream.rs) ------------------------------------------------------------
+
+/// The reply of XREAD / XREADGROUP's keys with something to answer (`parts`: each key, and
+/// how many entries it answers) as the parts of a streamed reply: the header of the array (a
+/// map in RESP3) and of each key's `[key, entries]`, then `part(segs, index, key, entries)`'s
+/// part of entries.
+fn read_segs(
+    resp3: bool,
+    parts: &[(&[u8], usize)],
+    mut part: impl FnMut(&mut Segs, usize, usize),
+) -> Option<Segs> {
+    let total: usize = parts.iter().map(|p| p.1).sum();
+    if parts.is_empty() || total <= crate::stream::STREAM_MIN_ENTRIES {
+        return None; // the handler's: a small reply is built at once
+    }
+    let mut segs = Segs::default();
+    let mut w = ReplyWriter::new(segs.raw(), resp3);
+    if resp3 {
+        w.map(parts.len());
+    } else {
+        w.array(parts.len());
+    }
+    for (i, (key, n)) in parts.iter().enumerate() {
+        let mut w = ReplyWriter::new(segs.raw(), resp3);
+        if !resp3 {
+            w.array(2);
+        }
+        w.bulk(key);
+        w.array(*n);
+        let k = segs.key(key);
+        part(&mut segs, i, k);
+    }
+    Some(segs)
+}
+
+/// XREAD without BLOCK on one shard as a streamed reply (stream.rs) when it answers more than
+/// [`crate::stream::STREAM_MIN_ENTRIES`] entries; None: the handler answers (errors
+/// included). Looks only: [`xread_begin`] counts the accesses once it streams. Nothing is
+/// written, so each key's entries are read on from the id after the last one sent; the keys
+/// are locked until the reply ends.
+pub(super) fn xread_segs(ctx: &mut ShardCtx, args: &[&[u8]]) -> Option<Segs> {
+    let r = parse_read(args, false).ok()?;
+    if r.block.is_some() {
+        return None;
+    }
+    let keys = &args[r.streams_at..r.streams_at + r.nkeys];
+    let ids = read_ids(&args[r.streams_at + r.nkeys..]);
+    let limit = if r.count == 0 {
+        u64::MAX
+    } else {
+        r.count as u64
+    };
+    let mut parts: Vec<(&[u8], usize)> = Vec::new();
+    let mut starts: Vec<StreamId> = Vec::new();
+    let mut db = ctx.db();
+    for (k, id) in keys.iter().zip(&ids) {
+        let s = match db.peek(k).map(|e| e.value()) {
+            None => None,
+            Some(ValueRef::Stream(s)) => Some(s),
+            Some(_) => return None, // WRONGTYPE: the handler's
+        };
+        // As `look` resolves it (its errors are the handler's).
+        let after = match id {
+            IdArg::Last => s.map_or(StreamId::MIN, |s| s.last_id),
+            IdArg::Plus => match s {
+                None => StreamId::MIN,
+                Some(s) => s.last_id.prev()?,
+            },
+            IdArg::Id(id) => *id,
+            IdArg::Invalid => return None,
+        };
+        let (Some(s), Some(start)) = (s, after.next()) else {
+            continue;
+        };
+        let n = s.count_range(start, StreamId::MAX, limit) as usize;
+        if n > 0 {
+            parts.push((k, n));
+            starts.push(start);
+        }
+    }
+    let counts: Vec<usize> = parts.iter().map(|p| p.1).collect();
+    read_segs(ctx.resp3, &parts, |segs, i, key| {
+        segs.push(Seg::Entries {
+            key,
+            from: starts[i],
+            left: counts[i],
+        })
+    })
+}
+
+/// A streamed XREAD's accesses: one read of each key, as Redis's lookup.
+pub(super) fn xread_begin(ctx: &mut ShardCtx, args: &[&[u8]]) {
+    let Ok(r) = parse_read(args, false) else {
+        return;
+    };
+    let mut db = ctx.db();
+    for k in &args[r.streams_at..r.streams_at + r.nkeys] {
+        db.get(k);
+    }
+}
+
+/// XREADGROUP without BLOCK on one shard as a streamed reply (stream.rs) when it answers more
+/// than [`crate::stream::STREAM_MIN_ENTRIES`] entries; None: the handler answers (errors, a
+/// key named twice, whose second read depends on the first's effect).
+///
+/// Consistency: XREADGROUP writes as it reads (`>` advances the group's last delivered id and
+/// adds each entry to the PELs, a history read counts each entry delivered again). Those
+/// writes are made by the steps, for the entries each step writes, not all at the start:
+/// doing them at once would be the O(n) stall streams exist to avoid. That is atomic all the
+/// same for every client: the stream holds its keys' intent lock from the first step to the
+/// last (anything that touches them, XPENDING, XINFO, XACK, a transaction, DEBUG DIGEST, a
+/// snapshot, waits), so nothing sees the group half read; and a reply whose client goes away
+/// is produced to its end all the same, its bytes dropped (stream.rs), so the command's
+/// effect is always whole, as Redis's. What happens before the reply (the consumer created,
+/// its seen time) is done at once by [`xreadgroup_begin`], with the `now` the steps use.
+pub(super) fn xreadgroup_segs(ctx: &mut ShardCtx, args: &[&[u8]]) -> Option<Segs> {
+    let r = parse_read(args, true).ok()?;
+    if r.block.is_some() {
+        return None;
+    }
+    let g = r.group?;
+    let (group, consumer) = (args[g], args[g + 1]);
+    let keys = &args[r.streams_at..r.streams_at + r.nkeys];
+    if keys.iter().enumerate().any(|(i, k)| keys[..i].contains(k)) {
+        return None;
+    }
+    let ids = group_ids(&args[r.streams_at + r.nkeys..]);
+    let limit = if r.count == 0 { usize::MAX } else { r.count };
+    let now = ctx.now_ms();
+    let mut parts: Vec<(&[u8], usize)> = Vec::new();
+    let mut segs: Vec<(GroupId, StreamId)> = Vec::new();
+    let mut db = ctx.db();
+    for (k, id) in keys.iter().zip(&ids) {
+        let Some(ValueRef::Stream(s)) = db.peek(k).map(|e| e.value()) else {
+            return None; // no stream: NOGROUP or WRONGTYPE, the handler's
+        };
+        let grp = s.group(group)?;
+        match id {
+            GroupId::New => {
+                let Some(start) = grp.last_id.next() else {
+                    continue;
+                };
+                let n = s.count_range(start, StreamId::MAX, limit as u64) as usize;
+                if n > 0 {
+                    parts.push((k, n));
+                    segs.push((*id, start));
+                }
+            }
+            GroupId::History(after) => {
+                // The pending entries after the id, as `serve_group`.
+                let n = grp.consumers.get(consumer).map_or(0, |c| {
+                    c.pel
+                        .range((Bound::Excluded(*after), Bound::Unbounded))
+                        .take(limit)
+                        .count()
+                });
+                parts.push((k, n));
+                segs.push((*id, after.next().unwrap_or(StreamId::MAX)));
+            }
+            _ => return None,
+        }
+    }
+    let counts: Vec<usize> = parts.iter().map(|p| p.1).collect();
+    read_segs(ctx.resp3, &parts, |out, i, key| {
+        let (group, consumer): (Box<[u8]>, Box<[u8]>) = (group.into(), consumer.into());
+        let left = counts[i];
+        out.push(match segs[i] {
+            (GroupId::New, _) => Seg::GroupNew {
+                key,
+                group,
+                consumer,
+                noack: r.noack,
+                now,
+                left,
+            },
+            (_, from) => Seg::GroupHistory {
+                key,
+                group,
+                consumer,
+                now,
+                from,
+                left,
+            },
+        })
+    })
+}
+
+/// What a streamed XREADGROUP does before its reply, key by key as [`serve_group`]: one read
+/// of the key, the consumer created (notified) and seen now.
+pub(super) fn xreadgroup_begin(ctx: &mut ShardCtx, args: &[&[u8]]) {
+    let Ok(r) = parse_read(args, true) else {
+        return;
+    };
+    let Some(g) = r.group else {
+        return;
+    };
+    let (group, consumer) = (args[g], args[g + 1]);
+    let now = ctx.now_ms();
+    for k in &args[r.streams_at..r.streams_at + r.nkeys] {
+        let created = {
+            let mut db = ctx.db();
+            db.get(k);
+            let Some(s) = super::write(&mut db, k).ok().flatten() else {
+                continue;
+            };
+            super::group::with_group(s, group, |_, g| {
+                let created = super::group::ensure_consumer(g, consumer, now);
+                if let Some(c) = g.consumers.get_mut(consumer) {
+                    c.seen_time = now;
+                }
+                created
+            })
+            .unwrap_or(false)
+        };
+        if created {
+            crate::notify::notify(ctx, crate::notify::STREAM, "xgroup-createconsumer", k);
+        }
+    }
 }
