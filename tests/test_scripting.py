@@ -291,7 +291,10 @@ def test_a_script_holds_only_its_declared_keys_so_other_shards_keep_serving(darn
     done = {}
 
     def spin():
-        done["reply"] = spinner.eval(SPIN, 1, declared, 8000)
+        # 15 s: finding two connections on the free thread takes up to 5 s and the probes up
+        # to 2 s; on a loaded machine (the whole suite) 8 s once left a probe answered just
+        # after the script's end.
+        done["reply"] = spinner.eval(SPIN, 1, declared, 15000)
         done["at"] = time.monotonic()
 
     t = threading.Thread(target=spin)
