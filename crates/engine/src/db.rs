@@ -661,6 +661,26 @@ impl Db {
         }
     }
 
+    /// Starts a fork-less snapshot of this database as it is now (BGSAVE): every entry goes
+    /// to `sink` once, as it was at this moment, through [`Db::snapshot_step`] and the guards
+    /// of the writes that change it first ([`Table::snapshot_begin`]). Entries past their TTL
+    /// go too: the sink decides (a loader drops them).
+    pub fn snapshot_begin(&mut self, sink: Box<dyn FnMut(&Entry)>) {
+        self.table.snapshot_begin(sink);
+    }
+
+    /// Writes about `count` more entries of the snapshot in progress; true once it is
+    /// complete (or none is in progress).
+    pub fn snapshot_step(&mut self, count: usize) -> bool {
+        self.table.snapshot_step(count)
+    }
+
+    /// Whether a snapshot of this database's table is in progress. (A table flushed while
+    /// one was keeps it, and finishes it as it is freed.)
+    pub fn snapshot_active(&self) -> bool {
+        self.table.snapshot_active()
+    }
+
     /// Empties the database, marking watchers of existing keys dirty and signalling the keys
     /// clients are blocked on that existed as ready (as Redis 7.2 signals them deleted: a
     /// blocked XREADGROUP is told its stream went; other waiters find nothing and wait on).

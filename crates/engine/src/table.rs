@@ -18,6 +18,20 @@
 //! Iteration order (SCAN, the active expiry sweep) follows the top 32 bits of the hash: a key
 //! always has the same position in that order whatever splits happen, so a cursor that is a
 //! hash prefix never misses a key that stayed in the table for the whole iteration.
+//!
+//! **Snapshots without fork** (BGSAVE) use the same order. [`Table::snapshot_begin`] marks
+//! the table as it is at that moment; [`Table::snapshot_step`] hands the entries at the
+//! snapshot cursor to the snapshot's sink, a bounded number per step, between requests. A
+//! change to the table before the cursor gets there would lose the old contents, so every
+//! mutating entry point first calls `guard`: if the key's position is at or past the cursor
+//! and not yet written, the part of the key's segment that is not yet written goes to the
+//! sink first (serialize-before-write), and that position range is recorded as written
+//! early, so the cursor skips it later. Whole segment ranges, not single keys: a key
+//! inserted after the mark lands in a range that is already written (so it is not written),
+//! and 32-bit position collisions cannot split. A segment holds at most `MAX_BUCKETS * 6`
+//! entries, so a guard's work is bounded like a split's (big values aside: the sink
+//! serializes what it is given). Segment ranges only get finer (splits, never merges), so a
+//! range recorded early either contains a later segment range or is disjoint from it.
 
 use crate::bucket::{self, Pos};
 use crate::entry::Entry;
@@ -97,11 +111,45 @@ pub struct Table {
     global_depth: u32,
     segments: Vec<Segment>,
     len: usize,
+    /// A snapshot of this table being written (boxed: rare, and the table stays small).
+    snapshot: Option<Box<SnapshotMark>>,
+}
+
+/// Where a snapshot of a table stands (see "Snapshots without fork" above).
+struct SnapshotMark {
+    /// Positions below this have been written.
+    cursor: u64,
+    /// Position ranges at or past `cursor` written early (start -> end), disjoint.
+    early: std::collections::BTreeMap<u64, u64>,
+    /// Receives each entry of the snapshot once, as it was when the snapshot began.
+    sink: Box<dyn FnMut(&Entry)>,
+}
+
+impl SnapshotMark {
+    /// Whether position `p` has been written already.
+    fn written(&self, p: u64) -> bool {
+        p < self.cursor
+            || self
+                .early
+                .range(..=p)
+                .next_back()
+                .is_some_and(|(_, &end)| p < end)
+    }
 }
 
 impl Default for Table {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        // A table thrown away whole (a small flushed database) still owes its snapshot the
+        // entries not written yet.
+        if self.snapshot.is_some() {
+            self.snapshot_finish();
+        }
     }
 }
 
@@ -121,15 +169,129 @@ impl Table {
     /// from the back: hands the entries of the last `segments` segments to `f` and frees
     /// those segments. Returns true once nothing is left. The table is only fit to be dropped
     /// afterwards (its directory names freed segments).
+    ///
+    /// A snapshot in progress over the table (a database flushed during BGSAVE) gets each
+    /// segment's entries it has not written yet before the segment goes, and ends with the
+    /// table.
     pub fn drain_step(&mut self, segments: usize, mut f: impl FnMut(Entry)) -> bool {
         for _ in 0..segments {
             let Some(mut seg) = self.segments.pop() else {
                 break;
             };
+            if let Some(mark) = self.snapshot.as_mut() {
+                for e in seg.table.iter() {
+                    if !mark.written(position(hash_key(e.key()))) {
+                        (mark.sink)(e);
+                    }
+                }
+            }
             self.len -= seg.table.len();
             seg.table.remove_if(|_| true, &mut f);
         }
+        if self.segments.is_empty() {
+            self.snapshot = None;
+        }
         self.segments.is_empty()
+    }
+
+    // ---- snapshots (see "Snapshots without fork" at the top) ----
+
+    /// Marks the table as it is now as a snapshot to be written to `sink`, each entry once,
+    /// by [`Table::snapshot_step`] and by the guards of the writes that come first. A
+    /// snapshot still in progress is ended first (its remaining entries written).
+    pub fn snapshot_begin(&mut self, sink: Box<dyn FnMut(&Entry)>) {
+        self.snapshot_finish();
+        self.snapshot = Some(Box::new(SnapshotMark {
+            cursor: 0,
+            early: Default::default(),
+            sink,
+        }));
+    }
+
+    /// Whether a snapshot of this table is in progress.
+    pub fn snapshot_active(&self) -> bool {
+        self.snapshot.is_some()
+    }
+
+    /// Writes the snapshot's entries from its cursor on, whole segment ranges at a time,
+    /// until about `count` were written. Returns true once the snapshot is complete (the
+    /// sink is then dropped); true at once when none is in progress.
+    pub fn snapshot_step(&mut self, count: usize) -> bool {
+        let mut written = 0;
+        while written < count.max(1) {
+            let Some(mark) = self.snapshot.as_deref() else {
+                return true;
+            };
+            let cursor = mark.cursor;
+            if cursor >= SCAN_END {
+                self.snapshot = None;
+                return true;
+            }
+            // A range written early at the cursor is skipped.
+            if let Some(&end) = mark.early.get(&cursor) {
+                let mark = self.snapshot.as_deref_mut().expect("checked");
+                mark.early.remove(&cursor);
+                mark.cursor = end;
+                continue;
+            }
+            let (s, seg_end) = self.segment_at_position(cursor);
+            let limit = mark
+                .early
+                .range(cursor..)
+                .next()
+                .map_or(seg_end, |(&start, _)| start.min(seg_end));
+            let mark = self.snapshot.as_deref_mut().expect("checked");
+            for e in self.segments[s].table.iter() {
+                let p = position(hash_key(e.key()));
+                if p >= cursor && p < limit {
+                    (mark.sink)(e);
+                    written += 1;
+                }
+            }
+            mark.cursor = limit;
+        }
+        false
+    }
+
+    /// Writes everything the snapshot in progress has not written yet, and ends it.
+    pub fn snapshot_finish(&mut self) {
+        while !self.snapshot_step(usize::MAX) {}
+    }
+
+    /// Before a change to the key of hash `h`: if the snapshot in progress has not written
+    /// the key's position yet, writes what it has not written of the key's segment and
+    /// records that range as written.
+    #[inline]
+    fn guard(&mut self, h: u64) {
+        if self.snapshot.is_some() {
+            self.guard_slow(position(h));
+        }
+    }
+
+    #[inline(never)]
+    fn guard_slow(&mut self, p: u64) {
+        let Some(mark) = self.snapshot.as_deref() else {
+            return;
+        };
+        if mark.written(p) {
+            return;
+        }
+        let (s, end) = self.segment_at_position(p);
+        let width = 1u64 << (32 - self.segments[s].depth.min(32));
+        let start = (end - width).max(mark.cursor);
+        let mark = self.snapshot.as_deref_mut().expect("checked");
+        for e in self.segments[s].table.iter() {
+            let q = position(hash_key(e.key()));
+            if q >= start && q < end && !mark.written(q) {
+                (mark.sink)(e);
+            }
+        }
+        // Ranges written early inside this one are part of it now.
+        let inner: Vec<u64> = mark.early.range(start..end).map(|(&k, _)| k).collect();
+        for k in inner {
+            mark.early.remove(&k);
+        }
+        mark.early.insert(start, end);
     }
 
     pub fn new() -> Table {
@@ -141,6 +303,7 @@ impl Table {
                 table: bucket::Segment::new(),
             }],
             len: 0,
+            snapshot: None,
         }
     }
 
@@ -190,6 +353,7 @@ impl Table {
 
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let h = hash_key(key);
+        self.guard(h);
         let s = self.segment_of(h);
         let seg = &mut self.segments[s].table;
         let p = seg.find(slot_hash(h), key)?;
@@ -209,6 +373,7 @@ impl Table {
         frozen: impl FnOnce(i64) -> bool,
     ) -> Found<'_> {
         let h = hash_key(key);
+        self.guard(h);
         let s = self.segment_of(h);
         let seg = &mut self.segments[s].table;
         let Some(p) = seg.find(slot_hash(h), key) else {
@@ -234,6 +399,7 @@ impl Table {
         make: impl FnOnce() -> Entry,
     ) -> Upsert {
         let h = hash_key(key);
+        self.guard(h);
         let s = self.segment_of(h);
         if let Some(p) = self.segments[s].table.find(slot_hash(h), key) {
             let e = self.segments[s].table.at_mut(p);
@@ -250,6 +416,7 @@ impl Table {
     /// segment must grow or split first.
     pub fn insert(&mut self, e: Entry) -> Option<Entry> {
         let h = hash_key(e.key());
+        self.guard(h);
         let sh = slot_hash(h);
         let s = self.segment_of(h);
         if let Some(p) = self.segments[s].table.find(sh, e.key()) {
@@ -286,6 +453,7 @@ impl Table {
 
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         let h = hash_key(key);
+        self.guard(h);
         let s = self.segment_of(h);
         let seg = &mut self.segments[s].table;
         let p: Pos = seg.find(slot_hash(h), key)?;
@@ -405,6 +573,19 @@ impl Table {
         let mut s = start % n;
         let mut visited = 0;
         for _ in 0..n {
+            // A snapshot in progress gets what this segment would lose first (`remove` is
+            // asked twice then: it must be a plain test).
+            if self.snapshot.is_some() {
+                let doomed: Vec<u64> = self.segments[s]
+                    .table
+                    .iter()
+                    .filter(|e| remove(e))
+                    .map(|e| hash_key(e.key()))
+                    .collect();
+                for h in doomed {
+                    self.guard(h);
+                }
+            }
             let seg = &mut self.segments[s];
             visited += seg.table.len();
             let before = seg.table.len();
@@ -486,7 +667,126 @@ impl Table {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::cell::RefCell;
     use std::collections::{BTreeMap, HashSet};
+    use std::rc::Rc;
+
+    #[derive(Debug, Clone)]
+    enum SnapOp {
+        Insert(u16, u8),
+        Remove(u16),
+        Modify(u16, u8),
+        Upsert(u16, u8),
+        Sweep(u8),
+        Step(u8),
+    }
+
+    fn snap_op() -> impl Strategy<Value = SnapOp> {
+        prop_oneof![
+            (0u16..3000, any::<u8>()).prop_map(|(k, v)| SnapOp::Insert(k, v)),
+            (0u16..3000).prop_map(SnapOp::Remove),
+            (0u16..3000, any::<u8>()).prop_map(|(k, v)| SnapOp::Modify(k, v)),
+            (0u16..3000, any::<u8>()).prop_map(|(k, v)| SnapOp::Upsert(k, v)),
+            any::<u8>().prop_map(SnapOp::Sweep),
+            (1u8..200).prop_map(SnapOp::Step),
+        ]
+    }
+
+    fn key(k: u16) -> Vec<u8> {
+        format!("key:{k}").into_bytes()
+    }
+
+    /// Runs `ops` on `t` while a snapshot is in progress (begun on `t` as it is), then
+    /// finishes it (by steps, by a flush drained in steps, or by dropping the table), and
+    /// checks the snapshot got exactly the contents at its beginning, each key once.
+    fn check_snapshot(mut t: Table, ops: &[SnapOp], end: u8) -> Result<(), TestCaseError> {
+        let before: BTreeMap<Vec<u8>, Vec<u8>> = t
+            .iter()
+            .map(|e| (e.key().to_vec(), e.str_value().to_vec()))
+            .collect();
+        type Written = Vec<(Vec<u8>, Vec<u8>)>;
+        let got: Rc<RefCell<Written>> = Rc::default();
+        let sink = got.clone();
+        t.snapshot_begin(Box::new(move |e: &Entry| {
+            sink.borrow_mut()
+                .push((e.key().to_vec(), e.str_value().to_vec()))
+        }));
+        for op in ops {
+            match op {
+                SnapOp::Insert(k, v) => {
+                    t.insert(e(&key(*k), &[*v]));
+                }
+                SnapOp::Remove(k) => {
+                    t.remove(&key(*k));
+                }
+                SnapOp::Modify(k, v) => {
+                    if let Some(x) = t.get_mut(&key(*k)) {
+                        *x = e(&key(*k), &[*v, *v]);
+                    }
+                }
+                SnapOp::Upsert(k, v) => {
+                    t.upsert(&key(*k), |_| false, || e(&key(*k), &[*v, 1]));
+                }
+                SnapOp::Sweep(m) => {
+                    let m = *m;
+                    t.sweep(
+                        m as usize,
+                        500,
+                        |x| x.str_value().first() == Some(&m),
+                        |_| {},
+                    );
+                }
+                SnapOp::Step(n) => {
+                    t.snapshot_step(*n as usize);
+                }
+            }
+        }
+        match end % 3 {
+            0 => while !t.snapshot_step(64) {},
+            1 => while !t.drain_step(1, |_| {}) {},
+            _ => drop(t),
+        }
+        let got = got.borrow();
+        let keys: HashSet<&Vec<u8>> = got.iter().map(|(k, _)| k).collect();
+        prop_assert_eq!(keys.len(), got.len(), "a key written twice");
+        let got: BTreeMap<Vec<u8>, Vec<u8>> = got.iter().cloned().collect();
+        prop_assert_eq!(got, before);
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn a_snapshot_holds_the_table_as_it_was_whatever_changes_meanwhile(
+            n in prop_oneof![0usize..10, 100usize..3000],
+            ops in prop::collection::vec(snap_op(), 0..400),
+            end in any::<u8>(),
+        ) {
+            let mut t = Table::new();
+            for k in 0..n as u16 {
+                t.insert(e(&key(k), &[k as u8]));
+            }
+            check_snapshot(t, &ops, end)?;
+        }
+    }
+
+    #[test]
+    fn a_snapshot_after_a_snapshot_starts_over_and_steps_are_bounded() {
+        let mut t = Table::new();
+        for k in 0..5000u16 {
+            t.insert(e(&key(k), b"v"));
+        }
+        let n: Rc<RefCell<usize>> = Rc::default();
+        let c = n.clone();
+        t.snapshot_begin(Box::new(move |_| *c.borrow_mut() += 1));
+        assert!(!t.snapshot_step(10));
+        // A step writes whole segment ranges: at most one segment past what it was asked.
+        assert!(*n.borrow() < 10 + MAX_BUCKETS * 6);
+        t.snapshot_finish();
+        assert_eq!(*n.borrow(), 5000);
+        assert!(!t.snapshot_active() && t.snapshot_step(1));
+    }
 
     fn e(k: &[u8], v: &[u8]) -> Entry {
         Entry::new_str(k, v, None, false, 0)
