@@ -665,7 +665,7 @@ impl Db {
     /// to `sink` once, as it was at this moment, through [`Db::snapshot_step`] and the guards
     /// of the writes that change it first ([`Table::snapshot_begin`]). Entries past their TTL
     /// go too: the sink decides (a loader drops them).
-    pub fn snapshot_begin(&mut self, sink: Box<dyn FnMut(&Entry)>) {
+    pub fn snapshot_begin(&mut self, sink: Box<dyn FnMut(&Entry) + Send>) {
         self.table.snapshot_begin(sink);
     }
 

@@ -122,7 +122,7 @@ struct SnapshotMark {
     /// Position ranges at or past `cursor` written early (start -> end), disjoint.
     early: std::collections::BTreeMap<u64, u64>,
     /// Receives each entry of the snapshot once, as it was when the snapshot began.
-    sink: Box<dyn FnMut(&Entry)>,
+    sink: Box<dyn FnMut(&Entry) + Send>,
 }
 
 impl SnapshotMark {
@@ -199,7 +199,7 @@ impl Table {
     /// Marks the table as it is now as a snapshot to be written to `sink`, each entry once,
     /// by [`Table::snapshot_step`] and by the guards of the writes that come first. A
     /// snapshot still in progress is ended first (its remaining entries written).
-    pub fn snapshot_begin(&mut self, sink: Box<dyn FnMut(&Entry)>) {
+    pub fn snapshot_begin(&mut self, sink: Box<dyn FnMut(&Entry) + Send>) {
         self.snapshot_finish();
         self.snapshot = Some(Box::new(SnapshotMark {
             cursor: 0,
@@ -667,9 +667,8 @@ impl Table {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use std::cell::RefCell;
     use std::collections::{BTreeMap, HashSet};
-    use std::rc::Rc;
+    use std::sync::{Arc, Mutex};
 
     #[derive(Debug, Clone)]
     enum SnapOp {
@@ -705,10 +704,11 @@ mod tests {
             .map(|e| (e.key().to_vec(), e.str_value().to_vec()))
             .collect();
         type Written = Vec<(Vec<u8>, Vec<u8>)>;
-        let got: Rc<RefCell<Written>> = Rc::default();
+        let got: Arc<Mutex<Written>> = Arc::default();
         let sink = got.clone();
         t.snapshot_begin(Box::new(move |e: &Entry| {
-            sink.borrow_mut()
+            sink.lock()
+                .unwrap()
                 .push((e.key().to_vec(), e.str_value().to_vec()))
         }));
         for op in ops {
@@ -746,7 +746,7 @@ mod tests {
             1 => while !t.drain_step(1, |_| {}) {},
             _ => drop(t),
         }
-        let got = got.borrow();
+        let got = got.lock().unwrap();
         let keys: HashSet<&Vec<u8>> = got.iter().map(|(k, _)| k).collect();
         prop_assert_eq!(keys.len(), got.len(), "a key written twice");
         let got: BTreeMap<Vec<u8>, Vec<u8>> = got.iter().cloned().collect();
@@ -777,14 +777,14 @@ mod tests {
         for k in 0..5000u16 {
             t.insert(e(&key(k), b"v"));
         }
-        let n: Rc<RefCell<usize>> = Rc::default();
+        let n: Arc<Mutex<usize>> = Arc::default();
         let c = n.clone();
-        t.snapshot_begin(Box::new(move |_| *c.borrow_mut() += 1));
+        t.snapshot_begin(Box::new(move |_| *c.lock().unwrap() += 1));
         assert!(!t.snapshot_step(10));
         // A step writes whole segment ranges: at most one segment past what it was asked.
-        assert!(*n.borrow() < 10 + MAX_BUCKETS * 6);
+        assert!(*n.lock().unwrap() < 10 + MAX_BUCKETS * 6);
         t.snapshot_finish();
-        assert_eq!(*n.borrow(), 5000);
+        assert_eq!(*n.lock().unwrap(), 5000);
         assert!(!t.snapshot_active() && t.snapshot_step(1));
     }
 

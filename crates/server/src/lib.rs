@@ -37,6 +37,7 @@
 //!   (an idle thread sleeps without a timeout; the alarm rings for the cron and timers).
 
 pub mod alloc;
+pub mod bgsave;
 pub mod blocking;
 pub mod cmd;
 pub mod config;

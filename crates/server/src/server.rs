@@ -207,6 +207,7 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         config,
         sequencer: Default::default(),
         scripts: crate::cmd::scripting::Scripts::new(threads),
+        bgsaves: Default::default(),
     });
 
     // Signals: SIGTERM and SIGINT shut down gracefully.

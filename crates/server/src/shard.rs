@@ -36,6 +36,8 @@ pub struct Shard {
     pub events_recorded: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Transactions' intents on this shard and the work waiting behind them.
     pub lock: ShardLock,
+    /// A background save's part on this shard, while it is being written (bgsave.rs).
+    pub snapshot: Option<crate::bgsave::ShardSnapshot>,
     rng: u64,
 }
 
@@ -50,6 +52,7 @@ impl Shard {
             dying: Default::default(),
             events_recorded: Default::default(),
             lock: Default::default(),
+            snapshot: None,
             rng: 0x9E37_79B9_7F4A_7C15
                 ^ ((id as u64 + 1) * 0x2545_F491_4F6C_DD1D)
                 ^ Shared::now_us() as u64,

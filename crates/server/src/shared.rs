@@ -224,6 +224,8 @@ pub struct Shared {
     pub sequencer: Mutex<()>,
     /// Lua scripts: the bodies loaded on any thread, SCRIPT FLUSH, kill switches.
     pub scripts: crate::cmd::scripting::Scripts,
+    /// Background saves (bgsave.rs): in progress, last status, for INFO persistence.
+    pub bgsaves: crate::bgsave::Bgsaves,
 }
 
 impl Shared {

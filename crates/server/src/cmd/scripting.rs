@@ -341,6 +341,11 @@ fn with_functions<R>(scripts: &Scripts, f: impl FnOnce(&mut FunctionEngine) -> R
     })
 }
 
+/// The code of every loaded function library (what a snapshot writes).
+pub fn library_codes(shared: &crate::shared::Shared) -> Vec<Bytes> {
+    shared.scripts.libraries.lock().unwrap().clone()
+}
+
 /// After a FUNCTION command changed this thread's engine: its libraries become everyone's.
 fn publish_libraries(scripts: &Scripts, engine: &FunctionEngine) {
     let mut libs = scripts.libraries.lock().unwrap();

@@ -44,6 +44,7 @@ pub fn register(r: &mut Reg) {
     r.tx("swapdb", Locks::All, swapdb);
     r.conn("time", time);
     r.conn("lastsave", lastsave);
+    r.tx("bgsave", Locks::All, bgsave);
     r.conn("slowlog|get", slowlog_get);
     r.conn("slowlog|len", slowlog_len);
     r.conn("slowlog|reset", slowlog_reset);
@@ -204,6 +205,25 @@ fn time(_: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
 /// before its first save.
 fn lastsave(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     w.int(ctx.shared.started_unix);
+}
+
+// ---- BGSAVE ----
+
+/// BGSAVE [SCHEDULE]: a point-in-time snapshot written while the shards serve (bgsave.rs).
+/// SCHEDULE matters in Redis only while an AOF rewrite runs, which Darner does not have yet.
+fn bgsave(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        if args.len() > 2 || (args.len() == 2 && !eq(&args[1], "schedule")) {
+            return with_writer(resp3, |w| w.error(super::ERR_SYNTAX));
+        }
+        let opts = darner_rdb::EncodeOptions { compression: true };
+        let path = std::path::PathBuf::from("dump.rdb");
+        match crate::bgsave::start(&tx, path, opts, true).await {
+            Ok(()) => with_writer(resp3, |w| w.simple(b"Background saving started")),
+            Err(e) => with_writer(resp3, |w| w.error(e)),
+        }
+    })
 }
 
 // ---- SLOWLOG ----

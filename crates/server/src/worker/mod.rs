@@ -215,6 +215,7 @@ impl Worker {
                 || LOCAL.with(|l| !l.borrow().is_empty())
                 || !self.more_input.is_empty()
                 || !self.shard.dying.is_empty()
+                || self.shard.snapshot.is_some()
                 || self.evict.pending;
             let hz = self
                 .shared
@@ -327,6 +328,10 @@ impl Worker {
             self.send_batches();
             self.flush_dirty();
             self.bury_graveyards();
+            // A background save's part on this shard (bgsave.rs), a bounded step a turn.
+            if self.shard.snapshot.is_some() {
+                crate::bgsave::step(&mut self.shard);
+            }
             self.count_turn();
         }
         // Shutdown: close every client.

@@ -531,7 +531,9 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 line!("loading:0");
                 line!("async_loading:0");
                 line!("rdb_changes_since_last_save:{changes}");
-                line!("rdb_bgsave_in_progress:0");
+                let bg = &shared.bgsaves;
+                let bg_running = bg.in_progress.load(Ordering::Acquire);
+                line!("rdb_bgsave_in_progress:{}", bg_running as u8);
                 // No fork, ever: no save in progress, no copy-on-write.
                 line!("current_cow_peak:0");
                 line!("current_cow_size:0");
@@ -540,9 +542,21 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 line!("current_save_keys_processed:0");
                 line!("current_save_keys_total:0");
                 line!("rdb_last_save_time:{}", shared.started_unix);
-                line!("rdb_last_bgsave_status:ok");
-                line!("rdb_last_bgsave_time_sec:-1");
-                line!("rdb_current_bgsave_time_sec:-1");
+                let failed = bg.last_failed.load(Ordering::Relaxed);
+                line!(
+                    "rdb_last_bgsave_status:{}",
+                    if failed { "err" } else { "ok" }
+                );
+                line!(
+                    "rdb_last_bgsave_time_sec:{}",
+                    bg.last_secs.load(Ordering::Relaxed)
+                );
+                let current = if bg_running {
+                    (Shared::now_ms().div_euclid(1000) - bg.started.load(Ordering::Relaxed)).max(0)
+                } else {
+                    -1
+                };
+                line!("rdb_current_bgsave_time_sec:{current}");
                 line!("rdb_saves:0");
                 line!("rdb_last_cow_size:0");
                 line!("rdb_last_load_keys_expired:0");

@@ -1,0 +1,331 @@
+//! BGSAVE without fork: a point-in-time RDB file of every shard, written while the shards go
+//! on serving.
+//!
+//! Redis forks: the child has the parent's memory as it was, copy-on-write, and writes it
+//! out. That stalls the parent while the page tables are copied and, under writes, can
+//! double its memory. Here there is no second process. Instead:
+//!
+//! 1. **One cut.** BGSAVE is a transaction over every shard (`Locks::All`): while it holds
+//!    them, no command runs anywhere, so the moment it marks the tables is one point in
+//!    every shard's order (a MULTI/EXEC or MSET over several shards is wholly before it or
+//!    wholly after). In that hop each shard marks each of its databases' tables
+//!    ([`darner_engine::Db::snapshot_begin`]) with a sink that serializes an entry into the
+//!    shard's buffer, and the transaction lets go at once.
+//! 2. **Serialize before write.** From then on a write to a key the snapshot has not
+//!    written yet first hands the key's part of the table, as it still is, to the sink (the
+//!    table's guard, table.rs "Snapshots without fork"); the rest is written by the shard's
+//!    loop in bounded steps between requests ([`step`]). Keys created after the cut land in
+//!    ranges already written and are not in the file; keys deleted after it were written
+//!    first. A flushed database finishes its snapshot as its old table is freed.
+//! 3. **One file.** Each shard sends its buffer in chunks to a writer thread, each chunk
+//!    self-contained (it starts with the SELECTDB of its entries), so the chunks of several
+//!    shards interleave freely. The writer puts the header, AUX fields and function
+//!    libraries first, appends the chunks as they come with the CRC-64 running over them,
+//!    and once every shard has said it is done writes the end and the checksum to
+//!    `temp-bg-<pid>.rdb`, fsyncs it, renames it over the dump file and fsyncs the
+//!    directory: a crash leaves the old file or the new one, never a part.
+//!
+//! A shard knows it is done when nothing but itself holds its buffer: each marked table's
+//! sink holds a reference, dropped when that table's snapshot completes (written by steps,
+//! by guards, or by the freeing of a flushed table).
+//!
+//! Memory: the buffers in flight (a shard flushes at [`CHUNK`] bytes) and the values that
+//! writes forced out early; no copy of the dataset. What is not bounded yet: a big value is
+//! serialized whole when the cursor or a guard reaches it.
+
+use crate::shared::Shared;
+use darner_engine::{Clock, Entry};
+use darner_rdb::encode::{self, FileWriter};
+use darner_rdb::EncodeOptions;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A shard hands its buffer to the writer once it holds this much.
+pub const CHUNK: usize = 256 << 10;
+/// Time a shard's loop spends on its snapshot per turn.
+const STEP_TIME: Duration = Duration::from_micros(500);
+
+/// What the process knows of its background saves (INFO persistence).
+pub struct Bgsaves {
+    pub in_progress: AtomicBool,
+    /// Unix seconds the save in progress started (`rdb_current_bgsave_time_sec`).
+    pub started: AtomicI64,
+    /// Seconds the last one took (`rdb_last_bgsave_time_sec`), -1 before the first.
+    pub last_secs: AtomicI64,
+    pub last_failed: AtomicBool,
+}
+
+impl Default for Bgsaves {
+    fn default() -> Bgsaves {
+        Bgsaves {
+            in_progress: AtomicBool::new(false),
+            started: AtomicI64::new(0),
+            last_secs: AtomicI64::new(-1),
+            last_failed: AtomicBool::new(false),
+        }
+    }
+}
+
+/// What goes to the writer thread.
+pub enum Piece {
+    Bytes(Vec<u8>),
+    /// A shard has sent all it had.
+    Done,
+}
+
+/// A shard's side of a snapshot in progress: the buffer its tables' sinks write into.
+pub struct ShardSnapshot {
+    out: Arc<Mutex<ShardOut>>,
+}
+
+struct ShardOut {
+    buf: Vec<u8>,
+    /// The database of the last entry written into `buf` (a chunk starts with none).
+    db: Option<usize>,
+    to_writer: mpsc::Sender<Piece>,
+    /// The cut's clock: entries already past their TTL then are left out.
+    clock: Clock,
+    opts: EncodeOptions,
+}
+
+impl ShardOut {
+    fn write(&mut self, db: usize, e: &Entry) {
+        if e.is_expired(self.clock.now_ms) {
+            return;
+        }
+        let value = darner_engine::persist::to_rdb(e.value(), self.clock.now_ms);
+        if is_empty(&value) {
+            // Every field or member had expired: the key is gone.
+            return;
+        }
+        if self.db != Some(db) {
+            encode::write_select_db(&mut self.buf, db as u64);
+            self.db = Some(db);
+        }
+        if let Some(at) = e.expire() {
+            encode::write_expire_ms(&mut self.buf, at.max(0) as u64);
+        }
+        let t = encode::object_type_of(&value);
+        encode::write_key(&mut self.buf, t, e.key(), &self.opts);
+        encode::encode_value(&value, &self.opts, &mut self.buf);
+        if self.buf.len() >= CHUNK {
+            self.send();
+        }
+    }
+
+    fn send(&mut self) {
+        if !self.buf.is_empty() {
+            let chunk = std::mem::take(&mut self.buf);
+            let _ = self.to_writer.send(Piece::Bytes(chunk));
+            self.db = None;
+        }
+    }
+}
+
+/// Whether a value holds nothing (a collection whose members all expired).
+fn is_empty(v: &darner_rdb::Value) -> bool {
+    use darner_rdb::Value as V;
+    match v {
+        V::String(_) | V::Stream(_) => false,
+        V::List(x) | V::Set(x) => x.is_empty(),
+        V::SetWithTtl(x) => x.is_empty(),
+        V::SortedSet(x) => x.is_empty(),
+        V::Hash(x) => x.is_empty(),
+    }
+}
+
+/// What a shard reports from the cut: whether a hash holds field TTLs (the file is then RDB
+/// 12).
+pub struct Marked {
+    pub field_ttls: bool,
+}
+
+/// The cut, on one shard (inside the transaction that holds every shard): marks every
+/// database's table for the snapshot.
+pub fn mark(
+    shard: &mut crate::shard::Shard,
+    to_writer: mpsc::Sender<Piece>,
+    clock: Clock,
+    opts: EncodeOptions,
+) -> Marked {
+    let out = Arc::new(Mutex::new(ShardOut {
+        buf: Vec::new(),
+        db: None,
+        to_writer,
+        clock,
+        opts,
+    }));
+    let mut field_ttls = false;
+    for (j, db) in shard.dbs.iter_mut().enumerate() {
+        field_ttls |= db.field_ttl_hashes() > 0;
+        let out = out.clone();
+        db.snapshot_begin(Box::new(move |e: &Entry| {
+            out.lock().unwrap_or_else(|p| p.into_inner()).write(j, e)
+        }));
+    }
+    shard.snapshot = Some(ShardSnapshot { out });
+    Marked { field_ttls }
+}
+
+/// The shard loop's share of the snapshot: writes its tables' entries for a bounded time,
+/// and once no table still owes anything, sends the rest and tells the writer. Returns true
+/// while a snapshot is in progress here.
+pub fn step(shard: &mut crate::shard::Shard) -> bool {
+    let Some(snap) = shard.snapshot.as_ref() else {
+        return false;
+    };
+    let start = Instant::now();
+    'dbs: for db in shard.dbs.iter_mut() {
+        while db.snapshot_active() {
+            if db.snapshot_step(64) {
+                break;
+            }
+            if start.elapsed() >= STEP_TIME {
+                break 'dbs;
+            }
+        }
+    }
+    if Arc::strong_count(&snap.out) > 1 {
+        return true;
+    }
+    let mut out = snap.out.lock().unwrap_or_else(|p| p.into_inner());
+    out.send();
+    let _ = out.to_writer.send(Piece::Done);
+    drop(out);
+    shard.snapshot = None;
+    false
+}
+
+/// BGSAVE's work once the shards are marked: the writer thread. `header` is the file's start
+/// (header, AUX fields, function libraries), `shards` how many will say they are done.
+pub fn spawn_writer(
+    shared: Arc<Shared>,
+    header: Vec<u8>,
+    checksum: bool,
+    shards: usize,
+    from_shards: mpsc::Receiver<Piece>,
+    path: std::path::PathBuf,
+) {
+    let started = Instant::now();
+    let run = move || -> std::io::Result<()> {
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .map(|d| d.to_path_buf())
+            .unwrap_or_else(|| std::path::PathBuf::from("."));
+        let tmp = dir.join(format!("temp-bg-{}.rdb", std::process::id()));
+        let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
+        let mut crc = darner_rdb::crc64::crc64(0, &header);
+        f.write_all(&header)?;
+        let mut done = 0;
+        while done < shards {
+            match from_shards.recv() {
+                Ok(Piece::Bytes(b)) => {
+                    crc = darner_rdb::crc64::crc64(crc, &b);
+                    f.write_all(&b)?;
+                }
+                Ok(Piece::Done) => done += 1,
+                Err(_) => {
+                    return Err(std::io::Error::other("a shard stopped before its part"));
+                }
+            }
+        }
+        let mut tail = vec![darner_rdb::opcode::EOF];
+        crc = darner_rdb::crc64::crc64(crc, &tail);
+        tail.extend_from_slice(&(if checksum { crc } else { 0 }).to_le_bytes());
+        f.write_all(&tail)?;
+        let file = f.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        drop(file);
+        if let Err(e) = std::fs::rename(&tmp, &path) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        std::fs::File::open(&dir)?.sync_all()?;
+        Ok(())
+    };
+    std::thread::Builder::new()
+        .name("darner-bgsave".into())
+        .spawn(move || {
+            let r = run();
+            let b = &shared.bgsaves;
+            b.last_secs
+                .store(started.elapsed().as_secs() as i64, Ordering::Relaxed);
+            match r {
+                Ok(()) => {
+                    b.last_failed.store(false, Ordering::Relaxed);
+                    crate::log::notice("Background saving terminated with success");
+                }
+                Err(e) => {
+                    b.last_failed.store(true, Ordering::Relaxed);
+                    crate::log::warning(&format!("Background saving error: {e}"));
+                }
+            }
+            b.in_progress.store(false, Ordering::Release);
+        })
+        .expect("spawn the BGSAVE writer");
+}
+
+/// The file's start: header, Redis's AUX fields, the function libraries.
+pub fn header(version: u16, opts: EncodeOptions, libraries: &[bytes::Bytes]) -> Vec<u8> {
+    let mut w = FileWriter::new(version, true, opts);
+    w.aux(b"redis-ver", crate::REDIS_COMPAT_VERSION.as_bytes());
+    w.aux(b"redis-bits", b"64");
+    w.aux(
+        b"ctime",
+        Shared::now_ms().div_euclid(1000).to_string().as_bytes(),
+    );
+    w.aux(
+        b"used-mem",
+        crate::alloc::used_memory().to_string().as_bytes(),
+    );
+    w.aux(b"aof-base", b"0");
+    for code in libraries {
+        w.function(code);
+    }
+    w.take()
+}
+
+/// Starts a background save: the cut over every shard, then the writer. Err when one is in
+/// progress already.
+pub async fn start(
+    tx: &crate::exec::Tx,
+    path: std::path::PathBuf,
+    opts: EncodeOptions,
+    checksum: bool,
+) -> Result<(), &'static [u8]> {
+    let shared = tx.shared().clone();
+    if shared.bgsaves.in_progress.swap(true, Ordering::AcqRel) {
+        return Err(b"ERR Background save already in progress");
+    }
+    shared
+        .bgsaves
+        .started
+        .store(Shared::now_ms().div_euclid(1000), Ordering::Relaxed);
+    let (to_writer, from_shards) = mpsc::channel();
+    let marked = tx
+        .run_all(move |ctx| {
+            let clock = ctx.clock;
+            mark(ctx.shard, to_writer.clone(), clock, opts)
+        })
+        .await;
+    let version = if marked.iter().any(|m| m.field_ttls) {
+        darner_rdb::WRITTEN_VERSION_FIELD_TTL
+    } else {
+        darner_rdb::WRITTEN_VERSION
+    };
+    let libraries = crate::cmd::scripting::library_codes(&shared);
+    let header = header(version, opts, &libraries);
+    spawn_writer(
+        shared.clone(),
+        header,
+        checksum,
+        marked.len(),
+        from_shards,
+        path,
+    );
+    Ok(())
+}
