@@ -142,3 +142,36 @@ def test_bgsave_never_splits_a_transaction_over_two_shards(darner_factory):
         finally:
             stop.set()
             th.join(30)
+
+
+@pytest.mark.darner_only
+def test_big_values_are_written_in_steps_and_stay_as_at_the_cut(darner_factory):
+    """Collections past bgsave.rs's BIG are written a step at a time; a write to one while it
+    is pending or half written has the rest written first, from the value at the cut."""
+    srv = darner_factory()
+    with srv.raw() as c, srv.raw() as w:
+        big = 30_000
+        for i in range(0, big, 1000):
+            pipeline(c, [
+                ("HSET", "bh") + tuple(x for j in range(i, i + 1000) for x in ("f%d" % j, "v")),
+                ("SADD", "bs") + tuple("m%d" % j for j in range(i, i + 1000)),
+                ("ZADD", "bz") + tuple(x for j in range(i, i + 1000) for x in (str(j), "m%d" % j)),
+                ("RPUSH", "bl") + tuple("e%d" % j for j in range(i, i + 1000)),
+            ])
+        for n in range(6):
+            pipeline(c, [("HSET", "bh%d" % n) + tuple(x for j in range(5000)
+                                                      for x in ("f%d" % j, "v"))])
+        fill(c, 5000)
+        digest = c.call("DEBUG", "DIGEST").py()
+        assert c.call("BGSAVE").raw == b"+Background saving started\r\n"
+        pipeline(w, [("HSET", "bh", "new", "x"), ("DEL", "bs"), ("ZADD", "bz", "-1", "first"),
+                     ("LPOP", "bl"), ("HSET", "bh3", "f1", "changed"), ("DEL", "bh5"),
+                     ("FLUSHDB",)])
+        wait_saved(c)
+        ref = load_in_redis(os.path.join(srv.workdir, "dump.rdb"))
+        try:
+            with ref.raw() as r:
+                assert r.call("HLEN", "bh").py() == big
+                assert r.call("DEBUG", "DIGEST").py() == digest
+        finally:
+            ref.stop()

@@ -665,12 +665,18 @@ impl Db {
     /// to `sink` once, as it was at this moment, through [`Db::snapshot_step`] and the guards
     /// of the writes that change it first ([`Table::snapshot_begin`]). Entries past their TTL
     /// go too: the sink decides (a loader drops them).
-    pub fn snapshot_begin(&mut self, sink: Box<dyn FnMut(&Entry) + Send>) {
+    pub fn snapshot_begin(&mut self, sink: crate::table::SnapshotSink) {
         self.table.snapshot_begin(sink);
     }
 
-    /// Writes about `count` more entries of the snapshot in progress; true once it is
-    /// complete (or none is in progress).
+    /// The sink wrote the big value of `key` it had taken for later (see
+    /// [`crate::table::SnapshotSink`]).
+    pub fn snapshot_undefer(&mut self, key: &[u8]) {
+        self.table.snapshot_undefer(key);
+    }
+
+    /// Writes about `count` more entries of the snapshot in progress; true once its cursor
+    /// is through (see [`Table::snapshot_step`]).
     pub fn snapshot_step(&mut self, count: usize) -> bool {
         self.table.snapshot_step(count)
     }

@@ -115,14 +115,21 @@ pub struct Table {
     snapshot: Option<Box<SnapshotMark>>,
 }
 
+/// Receives each entry of a snapshot once, as it was when the snapshot began. `forced`:
+/// the entry is about to change or go, so it must be written whole now; otherwise the sink
+/// may return false to take it later, in steps of its own (a big value), and the table then
+/// forces it only if a write comes first ([`Table::snapshot_undefer`] when it is done).
+pub type SnapshotSink = Box<dyn FnMut(&Entry, bool) -> bool + Send>;
+
 /// Where a snapshot of a table stands (see "Snapshots without fork" above).
 struct SnapshotMark {
     /// Positions below this have been written.
     cursor: u64,
     /// Position ranges at or past `cursor` written early (start -> end), disjoint.
     early: std::collections::BTreeMap<u64, u64>,
-    /// Receives each entry of the snapshot once, as it was when the snapshot began.
-    sink: Box<dyn FnMut(&Entry) + Send>,
+    /// Keys the sink took to write later in steps (big values), not written yet.
+    deferred: std::collections::HashSet<Box<[u8]>>,
+    sink: SnapshotSink,
 }
 
 impl SnapshotMark {
@@ -180,8 +187,8 @@ impl Table {
             };
             if let Some(mark) = self.snapshot.as_mut() {
                 for e in seg.table.iter() {
-                    if !mark.written(position(hash_key(e.key()))) {
-                        (mark.sink)(e);
+                    if !mark.written(position(hash_key(e.key()))) || mark.deferred.remove(e.key()) {
+                        (mark.sink)(e, true);
                     }
                 }
             }
@@ -199,11 +206,12 @@ impl Table {
     /// Marks the table as it is now as a snapshot to be written to `sink`, each entry once,
     /// by [`Table::snapshot_step`] and by the guards of the writes that come first. A
     /// snapshot still in progress is ended first (its remaining entries written).
-    pub fn snapshot_begin(&mut self, sink: Box<dyn FnMut(&Entry) + Send>) {
+    pub fn snapshot_begin(&mut self, sink: SnapshotSink) {
         self.snapshot_finish();
         self.snapshot = Some(Box::new(SnapshotMark {
             cursor: 0,
             early: Default::default(),
+            deferred: Default::default(),
             sink,
         }));
     }
@@ -214,8 +222,10 @@ impl Table {
     }
 
     /// Writes the snapshot's entries from its cursor on, whole segment ranges at a time,
-    /// until about `count` were written. Returns true once the snapshot is complete (the
-    /// sink is then dropped); true at once when none is in progress.
+    /// until about `count` were written. Returns true once the cursor has nothing more to
+    /// write: the snapshot is then complete (the sink dropped), or only waits for the big
+    /// values the sink took for later ([`Table::snapshot_undefer`] ends it once the last
+    /// is written); true at once when none is in progress.
     pub fn snapshot_step(&mut self, count: usize) -> bool {
         let mut written = 0;
         while written < count.max(1) {
@@ -224,7 +234,9 @@ impl Table {
             };
             let cursor = mark.cursor;
             if cursor >= SCAN_END {
-                self.snapshot = None;
+                if mark.deferred.is_empty() {
+                    self.snapshot = None;
+                }
                 return true;
             }
             // A range written early at the cursor is skipped.
@@ -244,7 +256,9 @@ impl Table {
             for e in self.segments[s].table.iter() {
                 let p = position(hash_key(e.key()));
                 if p >= cursor && p < limit {
-                    (mark.sink)(e);
+                    if !(mark.sink)(e, false) {
+                        mark.deferred.insert(e.key().into());
+                    }
                     written += 1;
                 }
             }
@@ -253,27 +267,68 @@ impl Table {
         false
     }
 
+    /// The sink wrote the big value of `key` it had taken for later: the table stops
+    /// forcing it before writes.
+    pub fn snapshot_undefer(&mut self, key: &[u8]) {
+        if let Some(mark) = self.snapshot.as_deref_mut() {
+            mark.deferred.remove(key);
+            if mark.deferred.is_empty() && mark.cursor >= SCAN_END {
+                self.snapshot = None;
+            }
+        }
+    }
+
     /// Writes everything the snapshot in progress has not written yet, and ends it.
     pub fn snapshot_finish(&mut self) {
-        while !self.snapshot_step(usize::MAX) {}
+        while let Some(mark) = self.snapshot.as_deref() {
+            if mark.cursor < SCAN_END {
+                self.snapshot_step(usize::MAX);
+                continue;
+            }
+            // Big values taken for later: written whole now.
+            let keys: Vec<Box<[u8]>> = mark.deferred.iter().cloned().collect();
+            for k in keys {
+                self.force(&k);
+            }
+            self.snapshot = None;
+        }
+    }
+
+    /// Writes the deferred big value of `key` whole, now (it is about to change).
+    fn force(&mut self, key: &[u8]) {
+        let h = hash_key(key);
+        let s = self.segment_of(h);
+        let seg = &self.segments[s].table;
+        let found = seg.find(slot_hash(h), key);
+        let mark = self
+            .snapshot
+            .as_deref_mut()
+            .expect("a snapshot is in progress");
+        mark.deferred.remove(key);
+        if let Some(p) = found {
+            (mark.sink)(self.segments[s].table.at(p), true);
+        }
     }
 
     /// Before a change to the key of hash `h`: if the snapshot in progress has not written
     /// the key's position yet, writes what it has not written of the key's segment and
     /// records that range as written.
     #[inline]
-    fn guard(&mut self, h: u64) {
+    fn guard(&mut self, h: u64, key: &[u8]) {
         if self.snapshot.is_some() {
-            self.guard_slow(position(h));
+            self.guard_slow(position(h), key);
         }
     }
 
     #[inline(never)]
-    fn guard_slow(&mut self, p: u64) {
+    fn guard_slow(&mut self, p: u64, key: &[u8]) {
         let Some(mark) = self.snapshot.as_deref() else {
             return;
         };
         if mark.written(p) {
+            if mark.deferred.contains(key) {
+                self.force(key);
+            }
             return;
         }
         let (s, end) = self.segment_at_position(p);
@@ -283,7 +338,12 @@ impl Table {
         for e in self.segments[s].table.iter() {
             let q = position(hash_key(e.key()));
             if q >= start && q < end && !mark.written(q) {
-                (mark.sink)(e);
+                // The key about to change is written whole; its neighbours' big values may
+                // be taken for later.
+                let forced = e.key() == key;
+                if !(mark.sink)(e, forced) && !forced {
+                    mark.deferred.insert(e.key().into());
+                }
             }
         }
         // Ranges written early inside this one are part of it now.
@@ -353,7 +413,7 @@ impl Table {
 
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let h = hash_key(key);
-        self.guard(h);
+        self.guard(h, key);
         let s = self.segment_of(h);
         let seg = &mut self.segments[s].table;
         let p = seg.find(slot_hash(h), key)?;
@@ -373,7 +433,7 @@ impl Table {
         frozen: impl FnOnce(i64) -> bool,
     ) -> Found<'_> {
         let h = hash_key(key);
-        self.guard(h);
+        self.guard(h, key);
         let s = self.segment_of(h);
         let seg = &mut self.segments[s].table;
         let Some(p) = seg.find(slot_hash(h), key) else {
@@ -399,7 +459,7 @@ impl Table {
         make: impl FnOnce() -> Entry,
     ) -> Upsert {
         let h = hash_key(key);
-        self.guard(h);
+        self.guard(h, key);
         let s = self.segment_of(h);
         if let Some(p) = self.segments[s].table.find(slot_hash(h), key) {
             let e = self.segments[s].table.at_mut(p);
@@ -416,7 +476,7 @@ impl Table {
     /// segment must grow or split first.
     pub fn insert(&mut self, e: Entry) -> Option<Entry> {
         let h = hash_key(e.key());
-        self.guard(h);
+        self.guard(h, e.key());
         let sh = slot_hash(h);
         let s = self.segment_of(h);
         if let Some(p) = self.segments[s].table.find(sh, e.key()) {
@@ -453,7 +513,7 @@ impl Table {
 
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         let h = hash_key(key);
-        self.guard(h);
+        self.guard(h, key);
         let s = self.segment_of(h);
         let seg = &mut self.segments[s].table;
         let p: Pos = seg.find(slot_hash(h), key)?;
@@ -576,14 +636,14 @@ impl Table {
             // A snapshot in progress gets what this segment would lose first (`remove` is
             // asked twice then: it must be a plain test).
             if self.snapshot.is_some() {
-                let doomed: Vec<u64> = self.segments[s]
+                let doomed: Vec<Box<[u8]>> = self.segments[s]
                     .table
                     .iter()
                     .filter(|e| remove(e))
-                    .map(|e| hash_key(e.key()))
+                    .map(|e| e.key().into())
                     .collect();
-                for h in doomed {
-                    self.guard(h);
+                for k in doomed {
+                    self.guard(hash_key(&k), &k);
                 }
             }
             let seg = &mut self.segments[s];
@@ -705,12 +765,33 @@ mod tests {
             .collect();
         type Written = Vec<(Vec<u8>, Vec<u8>)>;
         let got: Arc<Mutex<Written>> = Arc::default();
-        let sink = got.clone();
-        t.snapshot_begin(Box::new(move |e: &Entry| {
+        // Entries whose value starts with a multiple of 5 play big values: the sink takes
+        // them for later (unless forced) and the test's steps write them one at a time.
+        let pending: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+        let (sink, later) = (got.clone(), pending.clone());
+        t.snapshot_begin(Box::new(move |e: &Entry, forced| {
+            let big = e.str_value().first().is_some_and(|b| b % 5 == 0);
+            let mut later = later.lock().unwrap();
+            if big && !forced && !later.iter().any(|k| k == e.key()) {
+                later.push(e.key().to_vec());
+                return false;
+            }
+            later.retain(|k| k != e.key());
             sink.lock()
                 .unwrap()
-                .push((e.key().to_vec(), e.str_value().to_vec()))
+                .push((e.key().to_vec(), e.str_value().to_vec()));
+            true
         }));
+        let write_later = |t: &mut Table, got: &Arc<Mutex<Written>>| {
+            let k = pending.lock().unwrap().pop();
+            if let Some(k) = k {
+                let e = t.get(&k).expect("a deferred key stays until forced");
+                got.lock()
+                    .unwrap()
+                    .push((k.clone(), e.str_value().to_vec()));
+                t.snapshot_undefer(&k);
+            }
+        };
         for op in ops {
             match op {
                 SnapOp::Insert(k, v) => {
@@ -738,11 +819,17 @@ mod tests {
                 }
                 SnapOp::Step(n) => {
                     t.snapshot_step(*n as usize);
+                    write_later(&mut t, &got);
                 }
             }
         }
         match end % 3 {
-            0 => while !t.snapshot_step(64) {},
+            0 => {
+                while t.snapshot_active() {
+                    t.snapshot_step(64);
+                    write_later(&mut t, &got);
+                }
+            }
             1 => while !t.drain_step(1, |_| {}) {},
             _ => drop(t),
         }
@@ -779,7 +866,10 @@ mod tests {
         }
         let n: Arc<Mutex<usize>> = Arc::default();
         let c = n.clone();
-        t.snapshot_begin(Box::new(move |_| *c.lock().unwrap() += 1));
+        t.snapshot_begin(Box::new(move |_, _| {
+            *c.lock().unwrap() += 1;
+            true
+        }));
         assert!(!t.snapshot_step(10));
         // A step writes whole segment ranges: at most one segment past what it was asked.
         assert!(*n.lock().unwrap() < 10 + MAX_BUCKETS * 6);

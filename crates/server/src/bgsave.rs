@@ -29,9 +29,16 @@
 //! sink holds a reference, dropped when that table's snapshot completes (written by steps,
 //! by guards, or by the freeing of a flushed table).
 //!
-//! Memory: the buffers in flight (a shard flushes at [`CHUNK`] bytes) and the values that
-//! writes forced out early; no copy of the dataset. What is not bounded yet: a big value is
-//! serialized whole when the cursor or a guard reaches it.
+//! **Big values in steps.** A hash, set, sorted set or list of more than [`BIG`] elements is
+//! not serialized when the cursor reaches it: the sink takes it for later, and the shard's
+//! loop writes it [`BIG_STEP`] elements a turn (as RDB's element-by-element types, into a
+//! buffer of its own, since a key's record must be contiguous in the file). Until it is
+//! done, the table forces it: a write to that key first has the rest written at once, from
+//! the value as it still is, so the record stays the value at the cut. Streams, and hashes
+//! and sets with field TTLs, are still written whole.
+//!
+//! Memory: the buffers in flight (a shard flushes at [`CHUNK`] bytes), the record of the big
+//! value being written, and the values that writes forced out early; no copy of the dataset.
 
 use crate::shared::Shared;
 use darner_engine::{Clock, Entry};
@@ -47,6 +54,10 @@ use std::time::{Duration, Instant};
 pub const CHUNK: usize = 256 << 10;
 /// Time a shard's loop spends on its snapshot per turn.
 const STEP_TIME: Duration = Duration::from_micros(500);
+/// Collections with more elements than this are written in steps.
+pub const BIG: usize = 4096;
+/// Elements of a big value written per step.
+const BIG_STEP: usize = 1024;
 
 /// What the process knows of its background saves (INFO persistence).
 pub struct Bgsaves {
@@ -83,6 +94,10 @@ pub struct ShardSnapshot {
 
 struct ShardOut {
     buf: Vec<u8>,
+    /// Big values taken for later (database, key), in the order the cursor met them.
+    later: std::collections::VecDeque<(usize, Vec<u8>)>,
+    /// The big value being written.
+    current: Option<BigValue>,
     /// The database of the last entry written into `buf` (a chunk starts with none).
     db: Option<usize>,
     to_writer: mpsc::Sender<Piece>,
@@ -91,20 +106,123 @@ struct ShardOut {
     opts: EncodeOptions,
 }
 
-impl ShardOut {
-    fn write(&mut self, db: usize, e: &Entry) {
-        if e.is_expired(self.clock.now_ms) {
-            return;
+/// A big value being written in steps: its record so far, and where its walk resumes.
+struct BigValue {
+    db: usize,
+    key: Vec<u8>,
+    record: Vec<u8>,
+    at: usize,
+}
+
+/// The element-by-element RDB type a big value is written as, and its element count; None
+/// for a value written whole.
+fn big_kind(v: darner_engine::ValueRef<'_>, now_ms: i64) -> Option<(u8, usize)> {
+    use darner_engine::ValueRef as R;
+    use darner_rdb::object_type as t;
+    let n = darner_engine::persist::live_len(v, now_ms);
+    if n <= BIG {
+        return None;
+    }
+    match v {
+        R::Hash(h) if !h.has_ttls() => Some((t::HASH, n)),
+        R::Set(s) if !darner_engine::persist::set_has_live_ttls(s, now_ms) => Some((t::SET, n)),
+        R::ZSet(_) => Some((t::ZSET_2, n)),
+        R::List(_) => Some((t::LIST, n)),
+        _ => None,
+    }
+}
+
+/// Writes up to `min` more elements of big value `v` (of [`big_kind`] `t`) from `at` into
+/// `out`; where to resume, None when done.
+fn big_walk(
+    v: darner_engine::ValueRef<'_>,
+    at: usize,
+    min: usize,
+    now_ms: i64,
+    opts: &EncodeOptions,
+    out: &mut Vec<u8>,
+) -> Option<usize> {
+    use darner_engine::persist as p;
+    use darner_engine::ValueRef as R;
+    match v {
+        R::Hash(h) => p::hash_fields_from(h, at, min, now_ms, |f, v, _| {
+            encode::hash_field(out, f, v, opts)
+        }),
+        R::Set(s) => {
+            p::set_members_from(s, at, min, now_ms, |m, _| encode::set_member(out, m, opts))
         }
+        R::ZSet(z) => {
+            p::zset_members_from(z, at, min, |m, sc| encode::zset_member(out, m, sc, opts))
+        }
+        R::List(l) => p::list_elements_from(l, at, min, |e| encode::list_element(out, e, opts)),
+        _ => None,
+    }
+}
+
+impl ShardOut {
+    /// The table's sink: writes `e` of database `db` into the buffer, or takes a big value
+    /// for later (false) unless `forced`.
+    fn write(&mut self, db: usize, e: &Entry, forced: bool) -> bool {
+        if e.is_expired(self.clock.now_ms) {
+            return true;
+        }
+        if let Some(cur) = self.current.as_mut() {
+            if cur.db == db && cur.key == e.key() {
+                // About to change while being written: the rest now, from the value as it
+                // still is.
+                let mut at = Some(cur.at);
+                while let Some(a) = at {
+                    at = big_walk(
+                        e.value(),
+                        a,
+                        usize::MAX,
+                        self.clock.now_ms,
+                        &self.opts,
+                        &mut cur.record,
+                    );
+                }
+                self.finish_big();
+                return true;
+            }
+        }
+        if !forced && big_kind(e.value(), self.clock.now_ms).is_some() {
+            self.later.push_back((db, e.key().to_vec()));
+            return false;
+        }
+        if forced {
+            // Taken for later but not started: forgotten there, written whole here.
+            self.later
+                .retain(|(d, k)| !(*d == db && k.as_slice() == e.key()));
+        }
+        self.write_whole(db, e);
+        true
+    }
+
+    /// Moves the finished big value's record into the buffer.
+    fn finish_big(&mut self) {
+        if let Some(cur) = self.current.take() {
+            self.select(cur.db);
+            self.buf.extend_from_slice(&cur.record);
+            if self.buf.len() >= CHUNK {
+                self.send();
+            }
+        }
+    }
+
+    fn select(&mut self, db: usize) {
+        if self.db != Some(db) {
+            encode::write_select_db(&mut self.buf, db as u64);
+            self.db = Some(db);
+        }
+    }
+
+    fn write_whole(&mut self, db: usize, e: &Entry) {
         let value = darner_engine::persist::to_rdb(e.value(), self.clock.now_ms);
         if is_empty(&value) {
             // Every field or member had expired: the key is gone.
             return;
         }
-        if self.db != Some(db) {
-            encode::write_select_db(&mut self.buf, db as u64);
-            self.db = Some(db);
-        }
+        self.select(db);
         if let Some(at) = e.expire() {
             encode::write_expire_ms(&mut self.buf, at.max(0) as u64);
         }
@@ -153,6 +271,8 @@ pub fn mark(
 ) -> Marked {
     let out = Arc::new(Mutex::new(ShardOut {
         buf: Vec::new(),
+        later: Default::default(),
+        current: None,
         db: None,
         to_writer,
         clock,
@@ -162,8 +282,10 @@ pub fn mark(
     for (j, db) in shard.dbs.iter_mut().enumerate() {
         field_ttls |= db.field_ttl_hashes() > 0;
         let out = out.clone();
-        db.snapshot_begin(Box::new(move |e: &Entry| {
-            out.lock().unwrap_or_else(|p| p.into_inner()).write(j, e)
+        db.snapshot_begin(Box::new(move |e: &Entry, forced| {
+            out.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .write(j, e, forced)
         }));
     }
     shard.snapshot = Some(ShardSnapshot { out });
@@ -177,17 +299,71 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
     let Some(snap) = shard.snapshot.as_ref() else {
         return false;
     };
+    let out = snap.out.clone();
     let start = Instant::now();
-    'dbs: for db in shard.dbs.iter_mut() {
+    for db in shard.dbs.iter_mut() {
         while db.snapshot_active() {
-            if db.snapshot_step(64) {
+            // True once the cursor is through (big values taken for later may remain).
+            if db.snapshot_step(64) || start.elapsed() >= STEP_TIME {
                 break;
             }
-            if start.elapsed() >= STEP_TIME {
-                break 'dbs;
+        }
+        if start.elapsed() >= STEP_TIME {
+            break;
+        }
+    }
+    // Big values taken for later, a step at a time.
+    while start.elapsed() < STEP_TIME {
+        let mut g = out.lock().unwrap_or_else(|p| p.into_inner());
+        if g.current.is_none() {
+            let Some((db, key)) = g.later.pop_front() else {
+                break;
+            };
+            let (now, opts) = (g.clock.now_ms, g.opts);
+            let Some(e) = shard.dbs[db].entry_raw(&key) else {
+                continue;
+            };
+            let Some((t, n)) = big_kind(e.value(), now) else {
+                g.write_whole(db, e);
+                drop(g);
+                shard.dbs[db].snapshot_undefer(&key);
+                continue;
+            };
+            let mut record = Vec::new();
+            if let Some(at) = e.expire() {
+                encode::write_expire_ms(&mut record, at.max(0) as u64);
+            }
+            encode::write_key(&mut record, t, &key, &opts);
+            encode::write_len(&mut record, n as u64);
+            g.current = Some(BigValue {
+                db,
+                key,
+                record,
+                at: 0,
+            });
+        }
+        let o = &mut *g;
+        let (now, opts) = (o.clock.now_ms, o.opts);
+        let cur = o.current.as_mut().expect("set above");
+        let db = cur.db;
+        let Some(e) = shard.dbs[db].entry_raw(&cur.key) else {
+            o.current = None;
+            continue;
+        };
+        match big_walk(e.value(), cur.at, BIG_STEP, now, &opts, &mut cur.record) {
+            Some(at) => cur.at = at,
+            None => {
+                let key = cur.key.clone();
+                o.finish_big();
+                drop(g);
+                shard.dbs[db].snapshot_undefer(&key);
             }
         }
     }
+    drop(out);
+    let Some(snap) = shard.snapshot.as_ref() else {
+        return false;
+    };
     if Arc::strong_count(&snap.out) > 1 {
         return true;
     }

@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""Snapshots: darner vs redis-server, same machine, same run (issue 14).
+
+Dataset: --keys string keys of --value-size bytes plus one hash of --hash-fields fields (the
+issue's figures are 1,000,000 keys of 1 KB and a 10,000,000-field hash; the defaults are
+smaller so a run takes a minute on a laptop). For each server, on a fresh process in a temp
+dir, it prints:
+
+  SAVE           seconds the SAVE command took (darner: only if SAVE is built)
+  BGSAVE         seconds from BGSAVE to rdb_bgsave_in_progress:0, while a writer process
+                 overwrites random keys at full speed (pipelined SETs)
+  peak/steady    the highest memory seen during BGSAVE over the RSS just before it. For Redis
+                 the forked child counts too: the sum of both processes' Pss
+                 (/proc/PID/smaps_rollup), sampled every 20 ms
+  probe p99.9 / max   a probe process GETs one key in a loop during BGSAVE (one request at a
+                 time): latency percentiles in ms (Redis's fork stalls it)
+  load           seconds from start with the file to the first PING answered, not LOADING
+                 (darner: only if loading is built)
+
+Targets (issue 14): SAVE and BGSAVE at most 1.0x Redis's time with --threads 1 and faster with
+2; peak memory during BGSAVE at most 1.1x darner's steady RSS (Redis's near 2x); probe p99.9
+under 2 ms and max under 5 ms; load at most 0.8x Redis's.
+
+Servers bind 127.0.0.1 on free ports, every phase is bounded in time, and each server is
+stopped whatever happens.
+
+Usage: bench/persistence.py [--darner target/release/darner] [--redis redis-server]
+                            [--threads 2] [--keys 200000] [--value-size 1024]
+                            [--hash-fields 1000000] [--servers darner,redis]
+"""
+import argparse
+import multiprocessing as mp
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import free_port, rss_bytes, machine_line, stop_process, wait_ready  # noqa: E402
+
+
+def enc(*args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+class Conn:
+    def __init__(self, port, timeout=600):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.buf = b""
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.s.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("closed")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def reply(self):
+        line = self._line()
+        t = line[:1]
+        if t == b"$":
+            n = int(line[1:])
+            if n < 0:
+                return None
+            while len(self.buf) < n + 2:
+                self.buf += self.s.recv(1 << 20)
+            v, self.buf = self.buf[:n], self.buf[n + 2:]
+            return v
+        if t == b"*":
+            return [self.reply() for _ in range(int(line[1:]))]
+        if t == b"-":
+            raise RuntimeError(line.decode())
+        return line[1:]
+
+    def call(self, *args):
+        self.s.sendall(enc(*args))
+        return self.reply()
+
+    def pipeline(self, cmds):
+        self.s.sendall(b"".join(enc(*c) for c in cmds))
+        return [self.reply() for _ in cmds]
+
+
+def info(c, section):
+    text = c.call("INFO", section).decode()
+    return dict(l.split(":", 1) for l in text.split("\r\n") if ":" in l)
+
+
+def load_dataset(port, keys, size, fields):
+    c = Conn(port)
+    value = os.urandom(size // 2).hex()[:size]
+    batch = 1000
+    for i in range(0, keys, batch):
+        c.pipeline([("SET", "key:%d" % j, value) for j in range(i, min(keys, i + batch))])
+    for i in range(0, fields, 10_000):
+        args = ["HSET", "bighash"]
+        for j in range(i, min(fields, i + 10_000)):
+            args += ["f%d" % j, "v%d" % j]
+        c.call(*args)
+
+
+def writer(port, keys, size, stop):
+    c = Conn(port)
+    value = b"w" * size
+    rnd = random.Random(1)
+    while not stop.is_set():
+        c.pipeline([("SET", "key:%d" % rnd.randrange(keys), value) for _ in range(100)])
+
+
+def probe(port, stop, out):
+    c = Conn(port)
+    lat = []
+    while not stop.is_set():
+        t = time.perf_counter()
+        c.call("GET", "key:0")
+        lat.append(time.perf_counter() - t)
+    out.put(lat)
+
+
+def pss(pid):
+    try:
+        with open("/proc/%d/smaps_rollup" % pid) as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def start(argv, port, cwd):
+    p = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_ready(port, p, timeout=600)
+    return p
+
+
+def wait_loaded(port, proc, timeout=600):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("server exited while loading")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(64).startswith(b"+PONG"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.01)
+    raise RuntimeError("not loaded in time")
+
+
+def run_server(name, argv_of, args):
+    res = {}
+    d = tempfile.mkdtemp(prefix="persist-bench-")
+    port = free_port()
+    proc = start(argv_of(port), port, d)
+    try:
+        load_dataset(port, args.keys, args.value_size, args.hash_fields)
+        c = Conn(port)
+        time.sleep(1)
+        steady = rss_bytes(proc.pid)
+        res["steady_rss"] = steady
+        # SAVE
+        t = time.perf_counter()
+        try:
+            c.call("SAVE")
+            res["save"] = time.perf_counter() - t
+        except RuntimeError as e:
+            res["save"] = None
+            res["save_err"] = str(e)
+        # BGSAVE under writes, with a probe.
+        stop = mp.Event()
+        q = mp.Queue()
+        w = mp.Process(target=writer, args=(port, args.keys, args.value_size, stop))
+        pr = mp.Process(target=probe, args=(port, stop, q))
+        w.start()
+        pr.start()
+        time.sleep(1)
+        steady = max(steady, rss_bytes(proc.pid))
+        peak = 0
+        t = time.perf_counter()
+        c.call("BGSAVE")
+        while True:
+            if name == "redis":
+                mem = pss(proc.pid) + sum(pss(k) for k in children(proc.pid))
+            else:
+                mem = rss_bytes(proc.pid)
+            peak = max(peak, mem)
+            if info(c, "persistence").get("rdb_bgsave_in_progress") == "0":
+                break
+            if time.perf_counter() - t > 600:
+                raise RuntimeError("BGSAVE did not finish")
+            time.sleep(0.02)
+        res["bgsave"] = time.perf_counter() - t
+        stop.set()
+        lat = sorted(q.get(timeout=60))
+        w.join(30)
+        pr.join(30)
+        res["peak"] = peak
+        res["peak_ratio"] = peak / steady
+        res["p999_ms"] = lat[int(len(lat) * 0.999) - 1] * 1000 if lat else 0
+        res["max_ms"] = lat[-1] * 1000 if lat else 0
+        res["probes"] = len(lat)
+    finally:
+        stop_process(proc)
+    # Load time.
+    if os.path.exists(os.path.join(d, "dump.rdb")):
+        port = free_port()
+        t = time.perf_counter()
+        p = subprocess.Popen(argv_of(port), cwd=d, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        try:
+            wait_loaded(port, p)
+            res["load"] = time.perf_counter() - t
+            keys = Conn(port).call("DBSIZE")
+            res["loaded_keys"] = int(keys) if keys is not None else -1
+        except RuntimeError as e:
+            res["load"] = None
+            res["load_err"] = str(e)
+        finally:
+            stop_process(p)
+    shutil.rmtree(d, ignore_errors=True)
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--darner", default="target/release/darner")
+    ap.add_argument("--redis", default="redis-server")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--keys", type=int, default=200_000)
+    ap.add_argument("--value-size", type=int, default=1024)
+    ap.add_argument("--hash-fields", type=int, default=1_000_000)
+    ap.add_argument("--servers", default="darner,redis")
+    args = ap.parse_args()
+    print(machine_line())
+    print("dataset: %d keys of %d bytes + a hash of %d fields; darner --threads %d"
+          % (args.keys, args.value_size, args.hash_fields, args.threads))
+    darner = os.path.abspath(args.darner)
+    argv = {
+        "darner": lambda port: [darner, "--port", str(port), "--bind", "127.0.0.1",
+                                "--save", "", "--threads", str(args.threads)],
+        "redis": lambda port: [args.redis, "--port", str(port), "--bind", "127.0.0.1",
+                               "--save", "", "--appendonly", "no"],
+    }
+    results = {}
+    for name in args.servers.split(","):
+        results[name] = run_server(name, argv[name], args)
+        r = results[name]
+        fmt = lambda v, f="%.2f s": "n/a" if v is None else f % v  # noqa: E731
+        print("%-7s SAVE %s  BGSAVE %s  peak/steady %.2f (%.0f / %.0f MiB)  probe p99.9 %.2f ms"
+              " max %.2f ms (%d GETs)  load %s%s"
+              % (name, fmt(r.get("save")), fmt(r["bgsave"]), r["peak_ratio"],
+                 r["peak"] / 2**20, r["steady_rss"] / 2**20, r["p999_ms"], r["max_ms"],
+                 r["probes"], fmt(r.get("load")),
+                 ("  (" + r["save_err"] + ")") if r.get("save_err") else ""))
+    if "darner" in results and "redis" in results:
+        d, r = results["darner"], results["redis"]
+
+        def ratio(k):
+            if d.get(k) is None or r.get(k) in (None, 0):
+                return "n/a"
+            return "%.2fx" % (d[k] / r[k])
+        print("darner/redis: SAVE %s  BGSAVE %s  load %s  peak/steady darner %.2f redis %.2f"
+              % (ratio("save"), ratio("bgsave"), ratio("load"), d["peak_ratio"],
+                 r["peak_ratio"]))
+
+
+if __name__ == "__main__":
+    main()
