@@ -101,6 +101,11 @@ pub struct ThreadStats {
     /// Successful calls of write commands that changed nothing (a SETBIT of the bit's own
     /// value...): INFO's rdb_changes_since_last_save leaves them out, as Redis does.
     pub unchanged_writes: AtomicU64,
+    /// Successful calls of write commands, and those of them that changed nothing, since
+    /// start (not reset by CONFIG RESETSTAT): Redis's `server.dirty`, summed over threads
+    /// (`persist::dirty`).
+    pub dirty: AtomicU64,
+    pub undirty: AtomicU64,
     /// Turns of the thread's event loop, the time they took (µs; from the end of the wait for
     /// events to the end of the turn: Redis's `eventloop_duration_sum`), and the longest one.
     pub eventloop_cycles: AtomicU64,
@@ -224,6 +229,8 @@ pub struct Shared {
     pub sequencer: Mutex<()>,
     /// Lua scripts: the bodies loaded on any thread, SCRIPT FLUSH, kill switches.
     pub scripts: crate::cmd::scripting::Scripts,
+    /// Snapshots: last save, loading (persist/).
+    pub persist: crate::persist::State,
 }
 
 impl Shared {
