@@ -380,7 +380,7 @@ pub static TABLE: &[Directive] = &[
         name: "rdbchecksum",
         kind: Kind::Bool,
         default: "yes",
-        mutable: true,
+        mutable: false,
         apply: nothing,
     },
     // Redis's MISCONF refusal of writes after a failed background save; Darner has no

@@ -348,12 +348,13 @@ impl Scripts {
     }
 
     /// Replaces the libraries with those of `codes` (a loaded snapshot's), after checking that
-    /// each loads: on an error nothing changes. Every thread's engine reloads them before its
-    /// next use.
-    pub fn install_libraries(&self, codes: &[Vec<u8>]) -> Result<(), String> {
+    /// each loads (`replace`: a later library of a name replaces an earlier one, rather than
+    /// being an error): on an error nothing changes. Every thread's engine reloads them
+    /// before its next use.
+    pub fn install_libraries(&self, codes: &[Vec<u8>], replace: bool) -> Result<(), String> {
         let mut engine = FunctionEngine::new();
         for code in codes {
-            engine.load(&mut LoadHost, code, false)?;
+            engine.load(&mut LoadHost, code, replace)?;
         }
         let mut libs = self.libraries.lock().unwrap();
         *libs = engine.libraries().map(|l| l.code.clone()).collect();

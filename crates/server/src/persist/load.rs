@@ -427,7 +427,7 @@ pub fn at_startup(shared: &std::sync::Arc<crate::shared::Shared>) {
         ));
     }
     let s = std::mem::take(&mut loader.summary);
-    if let Err(e) = shared.scripts.install_libraries(&s.functions) {
+    if let Err(e) = shared.scripts.install_libraries(&s.functions, false) {
         exit(&format!(
             "Failed loading the RDB file {}: function library: {e}",
             path.display()
@@ -483,7 +483,7 @@ pub async fn reload(tx: &crate::exec::Tx, flush: bool, merge: bool) -> Result<()
             .collect()
     };
     codes.extend(s.functions.iter().cloned());
-    shared.scripts.install_libraries(&codes).map_err(|e| {
+    shared.scripts.install_libraries(&codes, merge).map_err(|e| {
         format!(
             "Failed loading the RDB file {}: function library: {e}",
             path.display()
