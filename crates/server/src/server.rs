@@ -210,8 +210,11 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         persist: crate::persist::State::new(Shared::now_ms() / 1000),
     });
     // Until `dir/dbfilename` is loaded (below), commands get -LOADING.
-    let rdb = crate::persist::rdb_path(&shared);
-    shared.persist.loading.store(rdb.exists(), Ordering::SeqCst);
+    let rdb = crate::persist::load::open_at_startup(&shared);
+    shared
+        .persist
+        .loading
+        .store(rdb.is_some(), Ordering::SeqCst);
 
     // Signals: SIGTERM and SIGINT shut down gracefully.
     {
@@ -263,7 +266,9 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
     }
     // The threads serve (commands without the `loading` flag get -LOADING, as in Redis) while
     // this thread reads the snapshot and hands its keys to them (persist/load.rs).
-    crate::persist::load::at_startup(&shared);
+    if let Some(loader) = rdb {
+        crate::persist::load::at_startup(&shared, loader);
+    }
     shared.persist.loading.store(false, Ordering::SeqCst);
     log::notice(&format!(
         "Ready to accept connections tcp on {}",

@@ -349,24 +349,28 @@ pub fn insert_batch(ctx: &mut ShardCtx, batch: Vec<RdbEntry>, replace: bool) -> 
 /// Waits for the shard batches in flight at start-up: each shard has at most this many.
 const IN_FLIGHT: usize = 4;
 
-/// Loads `dir/dbfilename` at start-up, if it exists, into the shards (whose threads run and
-/// answer `-LOADING` meanwhile). On any error: the message is logged and the process exits
-/// with status 1, before anything is served.
-pub fn at_startup(shared: &std::sync::Arc<crate::shared::Shared>) {
+/// Logs `msg` and exits with status 1 (a load that failed at start-up: nothing is served).
+fn exit(msg: &str) -> ! {
+    log::warning(msg);
+    std::process::exit(1);
+}
+
+/// Opens `dir/dbfilename` for [`at_startup`], before the threads start (None: no file).
+pub fn open_at_startup(shared: &crate::shared::Shared) -> Option<FileLoader> {
+    let path = super::rdb_path(shared);
+    let now = crate::shared::Shared::now_ms();
+    FileLoader::open(&path, shared.threads, shared.databases, now).unwrap_or_else(|e| exit(&e))
+}
+
+/// Loads the file [`open_at_startup`] opened into the shards (whose threads run and answer
+/// `-LOADING` meanwhile). On any error: the message is logged and the process exits with
+/// status 1, before anything is served.
+pub fn at_startup(shared: &std::sync::Arc<crate::shared::Shared>, mut loader: FileLoader) {
     use std::sync::atomic::AtomicUsize;
     use std::sync::{Arc, Mutex};
-    let exit = |msg: &str| -> ! {
-        log::warning(msg);
-        std::process::exit(1);
-    };
     let path = super::rdb_path(shared);
     let start = std::time::Instant::now();
-    let now = crate::shared::Shared::now_ms();
-    let mut loader = match FileLoader::open(&path, shared.threads, shared.databases, now) {
-        Ok(Some(l)) => l,
-        Ok(None) => return,
-        Err(e) => exit(&e),
-    };
+    let now = loader.now_ms;
     let p = &shared.persist;
     p.loading_start.store(now / 1000, Ordering::Relaxed);
     p.loading_total_bytes
@@ -483,12 +487,15 @@ pub async fn reload(tx: &crate::exec::Tx, flush: bool, merge: bool) -> Result<()
             .collect()
     };
     codes.extend(s.functions.iter().cloned());
-    shared.scripts.install_libraries(&codes, merge).map_err(|e| {
-        format!(
-            "Failed loading the RDB file {}: function library: {e}",
-            path.display()
-        )
-    })?;
+    shared
+        .scripts
+        .install_libraries(&codes, merge)
+        .map_err(|e| {
+            format!(
+                "Failed loading the RDB file {}: function library: {e}",
+                path.display()
+            )
+        })?;
     done_log(&shared, &s, start);
     Ok(())
 }
