@@ -363,3 +363,137 @@ pub fn has_hash_field_ttls(db: &Db, now_ms: i64) -> bool {
         })
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use darner_rdb::{HashField, Value};
+
+    /// A database with small and big values of every type, field and member TTLs, key TTLs.
+    fn sample_db(now: i64) -> Db {
+        let mut db = Db::new();
+        let limits = darner_engine::types::Limits::default();
+        let clock = Clock::at(now);
+        let s = |n: usize, p: &str| (0..n).map(|i| format!("{p}{i}").into_bytes()).collect();
+        let hash = |n: usize, ttl: bool| {
+            Value::Hash(
+                (0..n)
+                    .map(|i| HashField {
+                        field: format!("f{i}").into_bytes(),
+                        value: vec![b'v'; i % 7],
+                        expire_at_ms: (ttl && i % 3 == 0).then_some(now as u64 + 1_000_000),
+                    })
+                    .collect(),
+            )
+        };
+        let mut values: Vec<(String, Value, Option<i64>)> = vec![
+            ("str".into(), Value::String(b"hello".to_vec()), None),
+            (
+                "int".into(),
+                Value::String(b"12345".to_vec()),
+                Some(now + 50_000),
+            ),
+            ("list:small".into(), Value::List(s(10, "e")), None),
+            ("list:big".into(), Value::List(s(5000, "e")), None),
+            ("set:small".into(), Value::Set(s(10, "m")), None),
+            ("set:big".into(), Value::Set(s(3000, "m")), None),
+            (
+                "set:ttl:big".into(),
+                Value::SetWithTtl(
+                    (0..2000)
+                        .map(|i| (format!("m{i}").into_bytes(), Some(now as u64 + 99_000)))
+                        .collect(),
+                ),
+                None,
+            ),
+            (
+                "zset:big".into(),
+                Value::SortedSet(
+                    (0..3000)
+                        .map(|i| (format!("m{i}").into_bytes(), i as f64))
+                        .collect(),
+                ),
+                None,
+            ),
+            ("hash:small".into(), hash(10, false), None),
+            ("hash:big".into(), hash(4000, false), None),
+            ("hash:ttl:big".into(), hash(3000, true), Some(now + 1)),
+        ];
+        for i in 0..2000 {
+            values.push((format!("k{i}"), Value::String(vec![b'x'; i % 50]), None));
+        }
+        for (k, v, ttl) in values {
+            let e = darner_engine::persist::entry_from_rdb(k.as_bytes(), v, ttl, 0, &limits, now)
+                .unwrap();
+            db.view(clock).set(e);
+        }
+        db
+    }
+
+    fn write(db: &Db, now: i64, budget: usize) -> (Vec<u8>, u64, usize) {
+        let opts = SnapshotOptions {
+            encode: EncodeOptions::default(),
+            access: AccessOpcode::None,
+            now_ms: now,
+        };
+        let mut c = DbCursor::new(0, opts);
+        let (mut out, mut steps) = (Vec::new(), 0);
+        while !c.step(db, &Clock::at(now), &mut out, budget) {
+            steps += 1;
+            assert!(steps < 10_000_000);
+        }
+        (out, c.keys_written(), steps)
+    }
+
+    #[test]
+    fn tiny_steps_write_the_same_bytes_as_one_step_and_the_file_decodes_to_the_values() {
+        let now = 1_700_000_000_000;
+        let db = sample_db(now);
+        let (whole, keys, one) = write(&db, now, usize::MAX);
+        assert_eq!(one, 0);
+        assert_eq!(keys, db.len() as u64);
+        let (stepped, keys2, many) = write(&db, now, 1);
+        assert!(many > 100, "{many} steps");
+        assert_eq!(keys2, keys);
+        assert_eq!(stepped, whole);
+
+        let mut file = Vec::new();
+        enc::write_header(&mut file, 12);
+        enc::write_select_db(&mut file, 0);
+        file.extend_from_slice(&whole);
+        enc::write_eof(&mut file, true);
+        let (_, entries, _) = darner_rdb::decode_file(&file).unwrap();
+        assert_eq!(entries.len(), db.len());
+        for e in entries {
+            let mine = db.entry_raw(&e.key).unwrap();
+            assert_eq!(
+                e.expire_at_ms.map(|t| t as i64),
+                mine.expire(),
+                "{:?}",
+                e.key
+            );
+            let mut want = to_rdb(mine.value(), now);
+            let mut got = e.value;
+            for v in [&mut want, &mut got] {
+                match v {
+                    Value::Set(m) => m.sort(),
+                    Value::SetWithTtl(m) => m.sort(),
+                    Value::Hash(f) => f.sort_by(|a, b| a.field.cmp(&b.field)),
+                    Value::SortedSet(m) => m.sort_by(|a, b| a.0.cmp(&b.0)),
+                    _ => {}
+                }
+            }
+            assert_eq!(got, want, "{:?}", String::from_utf8_lossy(&e.key));
+        }
+    }
+
+    #[test]
+    fn field_ttls_are_found_for_the_file_version() {
+        let now = 1_700_000_000_000;
+        let db = sample_db(now);
+        assert!(has_hash_field_ttls(&db, now));
+        // Every field TTL passed: RDB 10 is enough.
+        assert!(!has_hash_field_ttls(&db, now + 2_000_000));
+        assert!(!has_hash_field_ttls(&Db::new(), now));
+    }
+}
