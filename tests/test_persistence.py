@@ -487,3 +487,41 @@ def test_dbfilename_names_the_file_saved_and_loaded():
         srv.stop(cleanup=False)
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_clients_get_loading_while_the_file_loads():
+    d = tempfile.mkdtemp(prefix="darner-persist-")
+    try:
+        ref = start_redis(d)
+        try:
+            with ref.raw() as c:
+                # About 3 s of loading for Darner on a small machine.
+                assert c.call("DEBUG", "POPULATE", "2000000", "key", "100").raw == b"+OK\r\n"
+                assert c.call("SAVE").raw == b"+OK\r\n"
+        finally:
+            ref.stop(cleanup=False)
+        srv = start_darner(d, wait_ready=False)
+        deadline = time.monotonic() + 60
+        replies = []
+        while time.monotonic() < deadline:
+            try:
+                with srv.raw(timeout=5) as c:
+                    while time.monotonic() < deadline:
+                        r = c.call("SET", "probe", "1").raw
+                        replies.append(r)
+                        if not r.startswith(b"-LOADING"):
+                            break
+                        info = c.call("INFO", "persistence").py().decode()
+                        assert "loading:1\r\n" in info and "loading_total_bytes:" in info
+                        time.sleep(0.05)
+                break
+            except (OSError, ConnectionClosed):
+                time.sleep(0.02)
+        assert replies[0] == b"-LOADING Redis is loading the dataset in memory\r\n", replies[:3]
+        assert replies[-1] == b"+OK\r\n"
+        with srv.raw() as c:
+            assert c.call("DBSIZE").py() == 2000001
+            assert "loading:0\r\n" in c.call("INFO", "persistence").py().decode()
+        srv.stop(cleanup=False)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
