@@ -394,6 +394,20 @@ impl Db {
         self.table.iter()
     }
 
+    /// One step of a walk over every entry present, logically expired ones included, in SCAN
+    /// order from position `cursor` (0 starts; [`SCAN_DONE`] means done), visiting roughly
+    /// `count` entries; returns where to resume. Touches nothing: a snapshot (which, like
+    /// Redis's, writes expired keys with their TTL and lets the loading side drop them).
+    pub fn scan_all(&self, cursor: u64, count: usize, f: impl FnMut(&Entry)) -> u64 {
+        self.table.scan(cursor, count, f)
+    }
+
+    /// The keys of the hashes and sets registered as having field (member) TTLs, stale names
+    /// included (a snapshot checks each one to know whether the file needs RDB 12).
+    pub fn field_ttl_keys(&self) -> impl Iterator<Item = &[u8]> {
+        self.field_ttl_keys.iter().map(|k| &k[..])
+    }
+
     /// The entry of `key` if present, even logically expired, without touching it (DEBUG
     /// DIGEST-VALUE works on logically expired keys in Redis).
     pub fn entry_raw(&self, key: &[u8]) -> Option<&Entry> {

@@ -40,6 +40,9 @@
 //! Memory: the buffers in flight (a shard flushes at [`CHUNK`] bytes), the record of the big
 //! value being written, and the values that writes forced out early; no copy of the dataset.
 
+use crate::persist::snapshot::{
+    has_hash_field_ttls, write_modifiers, write_small, AccessOpcode, SnapshotOptions,
+};
 use crate::shared::Shared;
 use darner_engine::{Clock, Entry};
 use darner_rdb::encode::{self, FileWriter};
@@ -66,7 +69,6 @@ pub struct Bgsaves {
     pub started: AtomicI64,
     /// Seconds the last one took (`rdb_last_bgsave_time_sec`), -1 before the first.
     pub last_secs: AtomicI64,
-    pub last_failed: AtomicBool,
 }
 
 impl Default for Bgsaves {
@@ -75,7 +77,6 @@ impl Default for Bgsaves {
             in_progress: AtomicBool::new(false),
             started: AtomicI64::new(0),
             last_secs: AtomicI64::new(-1),
-            last_failed: AtomicBool::new(false),
         }
     }
 }
@@ -103,6 +104,8 @@ struct ShardOut {
     to_writer: mpsc::Sender<Piece>,
     /// The cut's clock: entries already past their TTL then are left out.
     clock: Clock,
+    /// How entries are written (SAVE's: persist/snapshot.rs).
+    snap: SnapshotOptions,
     opts: EncodeOptions,
 }
 
@@ -217,20 +220,13 @@ impl ShardOut {
     }
 
     fn write_whole(&mut self, db: usize, e: &Entry) {
-        let value = darner_engine::persist::to_rdb(e.value(), self.clock.now_ms);
-        if is_empty(&value) {
-            // Every field or member had expired: the key is gone.
-            return;
-        }
-        self.select(db);
-        if let Some(at) = e.expire() {
-            encode::write_expire_ms(&mut self.buf, at.max(0) as u64);
-        }
-        let t = encode::object_type_of(&value);
-        encode::write_key(&mut self.buf, t, e.key(), &self.opts);
-        encode::encode_value(&value, &self.opts, &mut self.buf);
-        if self.buf.len() >= CHUNK {
-            self.send();
+        let mut record = Vec::new();
+        if write_small(e, &self.snap, &self.clock, &mut record) {
+            self.select(db);
+            self.buf.extend_from_slice(&record);
+            if self.buf.len() >= CHUNK {
+                self.send();
+            }
         }
     }
 
@@ -240,18 +236,6 @@ impl ShardOut {
             let _ = self.to_writer.send(Piece::Bytes(chunk));
             self.db = None;
         }
-    }
-}
-
-/// Whether a value holds nothing (a collection whose members all expired).
-fn is_empty(v: &darner_rdb::Value) -> bool {
-    use darner_rdb::Value as V;
-    match v {
-        V::String(_) | V::Stream(_) => false,
-        V::List(x) | V::Set(x) => x.is_empty(),
-        V::SetWithTtl(x) => x.is_empty(),
-        V::SortedSet(x) => x.is_empty(),
-        V::Hash(x) => x.is_empty(),
     }
 }
 
@@ -267,8 +251,9 @@ pub fn mark(
     shard: &mut crate::shard::Shard,
     to_writer: mpsc::Sender<Piece>,
     clock: Clock,
-    opts: EncodeOptions,
+    snap: SnapshotOptions,
 ) -> Marked {
+    let opts = snap.encode;
     let out = Arc::new(Mutex::new(ShardOut {
         buf: Vec::new(),
         later: Default::default(),
@@ -276,11 +261,12 @@ pub fn mark(
         db: None,
         to_writer,
         clock,
+        snap,
         opts,
     }));
     let mut field_ttls = false;
     for (j, db) in shard.dbs.iter_mut().enumerate() {
-        field_ttls |= db.field_ttl_hashes() > 0;
+        field_ttls |= has_hash_field_ttls(db, clock.now_ms);
         let out = out.clone();
         db.snapshot_begin(Box::new(move |e: &Entry, forced| {
             out.lock()
@@ -319,7 +305,7 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
             let Some((db, key)) = g.later.pop_front() else {
                 break;
             };
-            let (now, opts) = (g.clock.now_ms, g.opts);
+            let (now, opts, snap, clock) = (g.clock.now_ms, g.opts, g.snap, g.clock);
             let Some(e) = shard.dbs[db].entry_raw(&key) else {
                 continue;
             };
@@ -330,9 +316,7 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
                 continue;
             };
             let mut record = Vec::new();
-            if let Some(at) = e.expire() {
-                encode::write_expire_ms(&mut record, at.max(0) as u64);
-            }
+            write_modifiers(e, &snap, &clock, &mut record);
             encode::write_key(&mut record, t, &key, &opts);
             encode::write_len(&mut record, n as u64);
             g.current = Some(BigValue {
@@ -384,6 +368,7 @@ pub fn spawn_writer(
     shards: usize,
     from_shards: mpsc::Receiver<Piece>,
     path: std::path::PathBuf,
+    dirty_at_cut: u64,
 ) {
     let started = Instant::now();
     let run = move || -> std::io::Result<()> {
@@ -430,13 +415,17 @@ pub fn spawn_writer(
             let b = &shared.bgsaves;
             b.last_secs
                 .store(started.elapsed().as_secs() as i64, Ordering::Relaxed);
+            let p = &shared.persist;
             match r {
                 Ok(()) => {
-                    b.last_failed.store(false, Ordering::Relaxed);
+                    p.lastsave.store(Shared::now_ms() / 1000, Ordering::Relaxed);
+                    p.saves.fetch_add(1, Ordering::Relaxed);
+                    p.dirty_at_save.store(dirty_at_cut, Ordering::Relaxed);
+                    p.last_save_failed.store(false, Ordering::Relaxed);
                     crate::log::notice("Background saving terminated with success");
                 }
                 Err(e) => {
-                    b.last_failed.store(true, Ordering::Relaxed);
+                    p.last_save_failed.store(true, Ordering::Relaxed);
                     crate::log::warning(&format!("Background saving error: {e}"));
                 }
             }
@@ -467,12 +456,7 @@ pub fn header(version: u16, opts: EncodeOptions, libraries: &[bytes::Bytes]) -> 
 
 /// Starts a background save: the cut over every shard, then the writer. Err when one is in
 /// progress already.
-pub async fn start(
-    tx: &crate::exec::Tx,
-    path: std::path::PathBuf,
-    opts: EncodeOptions,
-    checksum: bool,
-) -> Result<(), &'static [u8]> {
+pub async fn start(tx: &crate::exec::Tx) -> Result<(), &'static [u8]> {
     let shared = tx.shared().clone();
     if shared.bgsaves.in_progress.swap(true, Ordering::AcqRel) {
         return Err(b"ERR Background save already in progress");
@@ -481,11 +465,24 @@ pub async fn start(
         .bgsaves
         .started
         .store(Shared::now_ms().div_euclid(1000), Ordering::Relaxed);
+    let path = crate::persist::rdb_path(&shared);
+    let encode = EncodeOptions {
+        compression: crate::persist::yes(&shared, "rdbcompression"),
+    };
+    let checksum = crate::persist::yes(&shared, "rdbchecksum");
+    let policy = shared.config.get("maxmemory-policy").unwrap_or_default();
+    let snap = SnapshotOptions {
+        encode,
+        access: AccessOpcode::for_policy(&policy),
+        now_ms: Shared::now_ms(),
+    };
+    // Taken while every shard is held: exactly the changes the snapshot holds.
+    let dirty_at_cut = crate::persist::dirty(&shared);
     let (to_writer, from_shards) = mpsc::channel();
     let marked = tx
         .run_all(move |ctx| {
             let clock = ctx.clock;
-            mark(ctx.shard, to_writer.clone(), clock, opts)
+            mark(ctx.shard, to_writer.clone(), clock, snap)
         })
         .await;
     let version = if marked.iter().any(|m| m.field_ttls) {
@@ -493,8 +490,8 @@ pub async fn start(
     } else {
         darner_rdb::WRITTEN_VERSION
     };
-    let libraries = crate::cmd::scripting::library_codes(&shared);
-    let header = header(version, opts, &libraries);
+    let libraries = shared.scripts.library_codes();
+    let header = header(version, encode, &libraries);
     spawn_writer(
         shared.clone(),
         header,
@@ -502,6 +499,7 @@ pub async fn start(
         marked.len(),
         from_shards,
         path,
+        dirty_at_cut,
     );
     Ok(())
 }

@@ -361,6 +361,56 @@ pub static TABLE: &[Directive] = &[
             std::env::set_current_dir(v).map_err(|e| format!("No such file or directory ({e})"))
         },
     },
+    // Snapshots (persist/): the file in `dir`, and how it is written.
+    Directive {
+        name: "dbfilename",
+        kind: Kind::Special,
+        default: "dump.rdb",
+        mutable: true,
+        apply: nothing,
+    },
+    Directive {
+        name: "rdbcompression",
+        kind: Kind::Bool,
+        default: "yes",
+        mutable: true,
+        apply: nothing,
+    },
+    Directive {
+        name: "rdbchecksum",
+        kind: Kind::Bool,
+        default: "yes",
+        mutable: false,
+        apply: nothing,
+    },
+    // Redis's MISCONF refusal of writes after a failed background save; Darner has no
+    // background save yet, so nothing ever trips it.
+    Directive {
+        name: "stop-writes-on-bgsave-error",
+        kind: Kind::Bool,
+        default: "yes",
+        mutable: true,
+        apply: nothing,
+    },
+    // Whether a replica-less instance deletes the RDB files replication made (Redis: only
+    // when persistence is off, for files written for a replica's full sync). Darner has no
+    // replication yet: there are never such files.
+    Directive {
+        name: "rdb-del-sync-files",
+        kind: Kind::Bool,
+        default: "no",
+        mutable: true,
+        apply: nothing,
+    },
+    // Darner always checks payloads and files deeply (Redis's `yes`): see
+    // docs/compatibility.md.
+    Directive {
+        name: "sanitize-dump-payload",
+        kind: Kind::Enum(&["no", "yes", "clients"]),
+        default: "no",
+        mutable: true,
+        apply: nothing,
+    },
     Directive {
         name: "proto-max-bulk-len",
         kind: Kind::Memory {
@@ -1047,6 +1097,12 @@ impl Config {
                     memtoull(value)
                         .ok_or_else(|| "argument must be a memory value".to_string())?
                         .to_string()
+                } else if d.name == "dbfilename" {
+                    // Redis's isValidDBfilename: a file name, not a path.
+                    if value.contains('/') {
+                        return Err("dbfilename can't be a path, just a filename".into());
+                    }
+                    value.to_string()
                 } else if d.name == "bind" {
                     // Redis's CONFIG_BINDADDR_MAX. No address at all: no TCP listener.
                     if value.split_whitespace().count() > 16 {

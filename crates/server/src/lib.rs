@@ -31,6 +31,8 @@
 //! - `tracking.rs`: client-side caching (CLIENT TRACKING): per-shard tables, invalidations.
 //! - `pubsub.rs`: Pub/Sub subscriptions (a process-wide registry) and message delivery.
 //! - `notify.rs`: keyspace notifications (`notify-keyspace-events`), published over Pub/Sub.
+//! - `persist/`: RDB snapshots: SAVE's driver, the per-shard serializer (a resumable
+//!   cursor), loading a file at start-up.
 //! - `lazyfree.rs`: big values freed off the request path, in steps between requests.
 //! - `log.rs`: Redis-format logging; `alloc.rs`: the counting global allocator; `sys.rs`: the
 //!   request path's `recv` and `send`, made as direct system calls, and the loop's alarm clock
@@ -50,6 +52,7 @@ pub mod lazyfree;
 pub mod log;
 pub mod msg;
 pub mod notify;
+pub mod persist;
 pub mod pubsub;
 pub mod sched;
 pub mod server;

@@ -208,7 +208,14 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         sequencer: Default::default(),
         scripts: crate::cmd::scripting::Scripts::new(threads),
         bgsaves: Default::default(),
+        persist: crate::persist::State::new(Shared::now_ms() / 1000),
     });
+    // Until `dir/dbfilename` is loaded (below), commands get -LOADING.
+    let rdb = crate::persist::load::open_at_startup(&shared);
+    shared
+        .persist
+        .loading
+        .store(rdb.is_some(), Ordering::SeqCst);
 
     // Signals: SIGTERM and SIGINT shut down gracefully.
     {
@@ -238,10 +245,6 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         "Server initialized with {threads} thread(s), one shard each"
     ));
     crate::alloc::mark_startup();
-    log::notice(&format!(
-        "Ready to accept connections tcp on {}",
-        bound.join(", ")
-    ));
     // The command timer's tick rate takes 20 ms to measure: now, not in the first command.
     // After the listeners (connections wait in their backlog meanwhile), so that start-up
     // holds the port no later than before.
@@ -262,6 +265,16 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
                 .map_err(|e| e.to_string())?,
         );
     }
+    // The threads serve (commands without the `loading` flag get -LOADING, as in Redis) while
+    // this thread reads the snapshot and hands its keys to them (persist/load.rs).
+    if let Some(loader) = rdb {
+        crate::persist::load::at_startup(&shared, loader);
+    }
+    shared.persist.loading.store(false, Ordering::SeqCst);
+    log::notice(&format!(
+        "Ready to accept connections tcp on {}",
+        bound.join(", ")
+    ));
     for h in handles {
         let _ = h.join();
     }

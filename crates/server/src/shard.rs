@@ -85,6 +85,7 @@ impl<'a> ShardCtx<'a> {
     /// `server.dirty`, so INFO's rdb_changes_since_last_save leaves it out).
     pub fn unchanged_write(&self) {
         crate::shared::bump(&self.shared.stats[self.shard.id].unchanged_writes, 1);
+        crate::shared::bump(&self.shared.stats[self.shard.id].undirty, 1);
     }
 
     pub fn db(&mut self) -> DbView<'_> {

@@ -101,6 +101,11 @@ pub struct ThreadStats {
     /// Successful calls of write commands that changed nothing (a SETBIT of the bit's own
     /// value...): INFO's rdb_changes_since_last_save leaves them out, as Redis does.
     pub unchanged_writes: AtomicU64,
+    /// Successful calls of write commands, and those of them that changed nothing, since
+    /// start (not reset by CONFIG RESETSTAT): Redis's `server.dirty`, summed over threads
+    /// (`persist::dirty`).
+    pub dirty: AtomicU64,
+    pub undirty: AtomicU64,
     /// Turns of the thread's event loop, the time they took (µs; from the end of the wait for
     /// events to the end of the turn: Redis's `eventloop_duration_sum`), and the longest one.
     pub eventloop_cycles: AtomicU64,
@@ -226,6 +231,8 @@ pub struct Shared {
     pub scripts: crate::cmd::scripting::Scripts,
     /// Background saves (bgsave.rs): in progress, last status, for INFO persistence.
     pub bgsaves: crate::bgsave::Bgsaves,
+    /// Snapshots: last save, loading (persist/).
+    pub persist: crate::persist::State,
 }
 
 impl Shared {

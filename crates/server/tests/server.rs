@@ -975,9 +975,25 @@ fn monitor_shows_the_commands_run_inside_multi_exec() {
 
 // ---- SHUTDOWN ----
 
+/// An empty temp dir for a server's `dir`; [`make_save_fail`] then makes its saves fail.
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("darner-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Makes `dump.rdb` a directory (once the server has started: it would not load one), so
+/// the rename of a save fails.
+fn make_save_fail(dir: &std::path::Path) {
+    std::fs::create_dir_all(dir.join("dump.rdb")).unwrap();
+}
+
 #[test]
 fn shutdown_stops_the_server() {
-    let (mut child, port) = spawn(None, &[]);
+    let dir = temp_dir("shutdown");
+    let (mut child, port) = spawn(None, &["--dir", dir.to_str().unwrap()]);
+    make_save_fail(&dir);
     let mut r = raw_at(port);
     for bad in [
         cmd(&[b"SHUTDOWN", b"foo"]),
@@ -990,7 +1006,7 @@ fn shutdown_stops_the_server() {
         &cmd(&[b"SHUTDOWN", b"ABORT"]),
         b"-ERR No shutdown in progress.\r\n",
     );
-    // Persistence is not built: SAVE fails, and the server keeps running.
+    // The save fails (see make_save_fail), and the server keeps running.
     r.roundtrip(
         &cmd(&[b"SHUTDOWN", b"SAVE"]),
         b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n",
@@ -1019,11 +1035,14 @@ fn shutdown_stops_the_server() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn shutdown_save_force_exits_anyway() {
-    let (mut child, port) = spawn(None, &[]);
+    let dir = temp_dir("shutdown-force");
+    let (mut child, port) = spawn(None, &["--dir", dir.to_str().unwrap()]);
+    make_save_fail(&dir);
     let mut r = raw_at(port);
     r.send(&cmd(&[b"SHUTDOWN", b"SAVE", b"FORCE"]));
     assert!(r.closed());
@@ -1032,6 +1051,7 @@ fn shutdown_save_force_exits_anyway() {
         assert!(Instant::now() < deadline, "darner still running");
         std::thread::sleep(Duration::from_millis(20));
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ---- DEBUG ----
@@ -1144,7 +1164,7 @@ fn debug_subcommands() {
     let help = ask_str(&mut r, &[b"debug", b"help"]);
     assert!(
         help.starts_with(
-            "*32\r\n+DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n"
+            "*37\r\n+DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n"
         ),
         "{help}"
     );

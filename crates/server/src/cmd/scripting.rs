@@ -341,9 +341,28 @@ fn with_functions<R>(scripts: &Scripts, f: impl FnOnce(&mut FunctionEngine) -> R
     })
 }
 
-/// The code of every loaded function library (what a snapshot writes).
-pub fn library_codes(shared: &crate::shared::Shared) -> Vec<Bytes> {
-    shared.scripts.libraries.lock().unwrap().clone()
+impl Scripts {
+    /// Every function library's code (a snapshot's FUNCTION2 records).
+    pub fn library_codes(&self) -> Vec<Bytes> {
+        self.libraries.lock().unwrap().clone()
+    }
+
+    /// Replaces the libraries with those of `codes` (a loaded snapshot's), after checking that
+    /// each loads (`replace`: a later library of a name replaces an earlier one, rather than
+    /// being an error): on an error nothing changes. Every thread's engine reloads them
+    /// before its next use.
+    pub fn install_libraries(&self, codes: &[Vec<u8>], replace: bool) -> Result<(), String> {
+        let mut engine = FunctionEngine::new();
+        for code in codes {
+            engine.load(&mut LoadHost, code, replace)?;
+        }
+        let mut libs = self.libraries.lock().unwrap();
+        *libs = engine.libraries().map(|l| l.code.clone()).collect();
+        self.functions
+            .store(engine.function_count(), Ordering::Release);
+        self.library_changes.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
 }
 
 /// After a FUNCTION command changed this thread's engine: its libraries become everyone's.

@@ -1,5 +1,5 @@
 //! Server commands: COMMAND, INFO, DBSIZE, FLUSHDB, FLUSHALL, TIME, CONFIG, SLOWLOG, MONITOR,
-//! SHUTDOWN, DEBUG, LASTSAVE.
+//! SHUTDOWN, DEBUG, SAVE, LASTSAVE.
 //!
 //! - `server/command.rs`: COMMAND and its subcommands (the command table as Redis prints it).
 //! - `server/info.rs`: INFO, CONFIG RESETSTAT and the sampled metrics INFO reports.
@@ -45,12 +45,13 @@ pub fn register(r: &mut Reg) {
     r.conn("time", time);
     r.conn("lastsave", lastsave);
     r.tx("bgsave", Locks::All, bgsave);
+    r.tx("save", Locks::All, save);
     r.conn("slowlog|get", slowlog_get);
     r.conn("slowlog|len", slowlog_len);
     r.conn("slowlog|reset", slowlog_reset);
     r.conn("slowlog|help", slowlog_help);
     r.conn("monitor", monitor);
-    r.conn("shutdown", shutdown);
+    r.tx("shutdown", Locks::None, shutdown);
     debug::register(r);
     lolwut::register(r);
     memory::register(r);
@@ -110,6 +111,14 @@ async fn flush(tx: &Tx, args: &[Bytes], all: bool) -> Vec<u8> {
     if !flush_mode_ok(args) {
         return with_writer(resp3, |w| w.error(super::ERR_SYNTAX));
     }
+    flush_shards(tx, all).await;
+    with_writer(resp3, |w| w.ok())
+}
+
+/// Empties every shard's databases (`all`) or the client's one, each shard freeing the old
+/// tables in steps; tracking clients get their null invalidation. (FLUSHDB, FLUSHALL,
+/// DEBUG RELOAD.)
+pub async fn flush_shards(tx: &Tx, all: bool) {
     tx.run_all(move |ctx| {
         // Client tracking: every table is emptied and every tracking client told (below),
         // with one null invalidation, as Redis does for FLUSHDB and FLUSHALL alike.
@@ -135,7 +144,6 @@ async fn flush(tx: &Tx, args: &[Bytes], all: bool) -> Vec<u8> {
             crate::exec::post(tx.shared(), t, crate::msg::Msg::TrackingFlush);
         }
     }
-    with_writer(resp3, |w| w.ok())
 }
 
 fn flushdb(tx: Tx, args: Vec<Bytes>) -> TxFuture {
@@ -192,7 +200,23 @@ fn swapdb(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     })
 }
 
-// ---- TIME, LASTSAVE ----
+// ---- SAVE, TIME, LASTSAVE ----
+
+/// SAVE: the whole dataset to `dir/dbfilename`, holding every shard meanwhile (persist/).
+fn save(tx: Tx, _args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        if tx.shared().bgsaves.in_progress.load(Ordering::Acquire) {
+            return with_writer(tx.resp3(), |w| {
+                w.error(b"ERR Background save already in progress")
+            });
+        }
+        let r = crate::persist::save(&tx).await;
+        with_writer(tx.resp3(), |w| match r {
+            Ok(()) => w.ok(),
+            Err(_) => w.error(b"ERR"),
+        })
+    })
+}
 
 fn time(_: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     let us = Shared::now_us();
@@ -201,10 +225,9 @@ fn time(_: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     w.bulk((us % 1_000_000).to_string().as_bytes());
 }
 
-/// Without persistence nothing is ever saved: the server's start time, as Redis reports
-/// before its first save.
+/// The unix time of the last successful save (the start time before the first, as Redis).
 fn lastsave(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
-    w.int(ctx.shared.started_unix);
+    w.int(ctx.shared.persist.lastsave.load(Ordering::Relaxed));
 }
 
 // ---- BGSAVE ----
@@ -217,9 +240,7 @@ fn bgsave(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         if args.len() > 2 || (args.len() == 2 && !eq(&args[1], "schedule")) {
             return with_writer(resp3, |w| w.error(super::ERR_SYNTAX));
         }
-        let opts = darner_rdb::EncodeOptions { compression: true };
-        let path = std::path::PathBuf::from("dump.rdb");
-        match crate::bgsave::start(&tx, path, opts, true).await {
+        match crate::bgsave::start(&tx).await {
             Ok(()) => with_writer(resp3, |w| w.simple(b"Background saving started")),
             Err(e) => with_writer(resp3, |w| w.error(e)),
         }
@@ -298,47 +319,60 @@ fn monitor(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
 
 // ---- SHUTDOWN ----
 
-fn shutdown(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
-    let (mut nosave, mut save, mut now, mut force, mut abort) = (false, false, false, false, false);
-    for a in &args[1..] {
-        if eq(a, "nosave") {
-            nosave = true;
-        } else if eq(a, "save") {
-            save = true;
-        } else if eq(a, "now") {
-            now = true;
-        } else if eq(a, "force") {
-            force = true;
-        } else if eq(a, "abort") {
-            abort = true;
-        } else {
-            return w.error(super::ERR_SYNTAX);
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]. A transaction task (reserving nothing) so
+/// that SHUTDOWN SAVE can take every shard for its snapshot; SHUTDOWN NOSAVE stays allowed
+/// under a busy script.
+fn shutdown(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        let err = |e: &[u8]| with_writer(resp3, |w| w.error(e));
+        let (mut nosave, mut save, mut now, mut force, mut abort) =
+            (false, false, false, false, false);
+        for a in &args[1..] {
+            if eq(a, "nosave") {
+                nosave = true;
+            } else if eq(a, "save") {
+                save = true;
+            } else if eq(a, "now") {
+                now = true;
+            } else if eq(a, "force") {
+                force = true;
+            } else if eq(a, "abort") {
+                abort = true;
+            } else {
+                return err(super::ERR_SYNTAX);
+            }
         }
-    }
-    if (abort && (nosave || save || now || force)) || (nosave && save) {
-        return w.error(super::ERR_SYNTAX);
-    }
-    if abort {
-        // Shutdown here is immediate: there is never one in progress to abort.
-        return w.error(b"ERR No shutdown in progress.");
-    }
-    if let Some(e) = super::scripting::shutdown_refused(ctx.shared, nosave) {
-        return w.error(e);
-    }
-    // Without SAVE, Redis saves only when save points are configured; Darner refuses to start
-    // with any, so only an explicit SAVE asks for a snapshot, which cannot be taken yet.
-    if save {
-        log::warning(
-            "SHUTDOWN SAVE: can't save the DB: persistence (RDB/AOF) is not built in this version of Darner",
-        );
-        if !force {
-            log::warning(
-                "Errors trying to shut down the server. Check the logs for more information.",
-            );
-            return w.error(b"ERR Errors trying to SHUTDOWN. Check logs.");
+        if (abort && (nosave || save || now || force)) || (nosave && save) {
+            return err(super::ERR_SYNTAX);
         }
-        log::warning("Error trying to save the DB. Exit anyway (FORCE).");
-    }
-    // Success: no reply, the connection closes with the server (as in Redis).
-    crate::server::shutdown(ctx.shared);
+        if abort {
+            // Shutdown here is immediate: there is never one in progress to abort.
+            return err(b"ERR No shutdown in progress.");
+        }
+        let shared = tx.shared().clone();
+        if let Some(e) = super::scripting::shutdown_refused(&shared, nosave) {
+            return err(e);
+        }
+        // Without SAVE, Redis saves only when save points are configured, which Darner does
+        // not have yet (`save ""` is the only value it takes).
+        if save {
+            log::notice("Saving the final RDB snapshot before exiting.");
+            tx.reserve(super::transactions::every_shard(tx.nshards()))
+                .await;
+            if crate::persist::save(&tx).await.is_err() {
+                if !force {
+                    log::warning("Error trying to save the DB, can't exit.");
+                    log::warning(
+                        "Errors trying to shut down the server. Check the logs for more information.",
+                    );
+                    return err(b"ERR Errors trying to SHUTDOWN. Check logs.");
+                }
+                log::warning("Error trying to save the DB. Exit anyway.");
+            }
+        }
+        // Success: no reply, the connection closes with the server (as in Redis).
+        crate::server::shutdown(&shared);
+        Vec::new()
+    })
 }

@@ -143,7 +143,7 @@ pub fn reservation(
     plan
 }
 
-fn every_shard(shards: usize) -> Vec<(usize, Intents)> {
+pub fn every_shard(shards: usize) -> Vec<(usize, Intents)> {
     (0..shards).map(|s| (s, Intents::whole())).collect()
 }
 

@@ -284,6 +284,15 @@ impl Worker {
             self.reject(c, Some(spec), b"NOAUTH Authentication required.");
             return;
         }
+        // While the dataset loads, only commands flagged `loading` (PING, INFO, ...).
+        if !spec.has(flags::LOADING) && self.shared.persist.loading.load(Ordering::Relaxed) {
+            self.reject(
+                c,
+                Some(spec),
+                b"LOADING Redis is loading the dataset in memory",
+            );
+            return;
+        }
         // A script past busy-reply-threshold: only allow-busy commands (SCRIPT KILL, ...).
         if !spec.has(flags::ALLOW_BUSY) {
             let threshold = self

@@ -158,6 +158,9 @@ pub(super) fn record_stats(
         };
         crate::latency::monitor(shared, event, us);
     }
+    if err.is_none() && cmd.spec.has(flags::WRITE) {
+        bump(&shared.stats[thread].dirty, 1);
+    }
     if let Some(e) = err {
         bump(&st.failed, 1);
         bump(&shared.stats[thread].total_error_replies, 1);

@@ -581,6 +581,7 @@ pub fn summary(full_name: &str) -> Option<&'static str> {
         "info" => "Returns server information and statistics, by section.",
         "keys" => "Returns the keys matching a glob pattern.",
         "lastsave" => "Returns the unix time of the last successful save.",
+        "save" => "Synchronously saves the database(s) to disk.",
         "lcs" => "Finds the longest common subsequence of two strings.",
         "mget" => "Returns the string values of several keys.",
         "monitor" => "Streams every command the server processes to this connection.",

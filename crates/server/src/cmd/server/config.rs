@@ -332,7 +332,7 @@ fn directive_lines(i: usize, v: &str) -> Vec<String> {
     let value = match d.kind {
         Kind::Str => quote(v),
         Kind::Memory { .. } => memory(v),
-        Kind::Special if d.name == "dir" => quote(v),
+        Kind::Special if d.name == "dir" || d.name == "dbfilename" => quote(v),
         Kind::Special if d.name == "client-output-buffer-limit" => {
             let words: Vec<&str> = v.split_whitespace().collect();
             return words

@@ -63,6 +63,8 @@ fn debug(tx: Tx, args: Vec<Bytes>) -> TxFuture {
                 })
             })
             .await
+        } else if eq(sub, "reload") {
+            reload(&tx, &args[2..]).await
         } else if eq(sub, "digest") && n == 2 {
             let d = dataset_digest(&tx).await;
             with_writer(resp3, |w| w.simple(hex(&d).as_bytes()))
@@ -128,6 +130,11 @@ fn debug_help(w: &mut ReplyWriter, command: &[u8]) {
             "PROTOCOL <type>",
             "    Reply with a sample value of one reply type: string, integer, double,",
             "    bignum, null, array, set, map, attrib, push, verbatim, true or false.",
+            "RELOAD [option ...]",
+            "    Save the RDB on disk and reload it back to memory. Options:",
+            "    * MERGE: keys of the file replace keys already in memory.",
+            "    * NOFLUSH: do not empty the dataset before loading.",
+            "    * NOSAVE: do not save before loading.",
             "REPLYBUFFER PEAK-RESET-TIME <NEVER||RESET|time>",
             "    Accepted for compatibility (Darner's reply buffers are not resized by a cron).",
             "REPLYBUFFER RESIZING <0|1>",
@@ -142,6 +149,48 @@ fn debug_help(w: &mut ReplyWriter, command: &[u8]) {
             "    Run a fuzz tester against the glob-style pattern matcher.",
         ],
     );
+}
+
+// ---- RELOAD ----
+
+/// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: save, empty the dataset, load the file back, all
+/// while holding every shard (Redis's semantics and replies).
+async fn reload(tx: &Tx, opts: &[Bytes]) -> Vec<u8> {
+    let resp3 = tx.resp3();
+    let (mut merge, mut flush, mut save) = (false, true, true);
+    for o in opts {
+        if eq(o, "merge") {
+            merge = true;
+        } else if eq(o, "noflush") {
+            flush = false;
+        } else if eq(o, "nosave") {
+            save = false;
+        } else {
+            return with_writer(resp3, |w| {
+                w.error(b"ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.")
+            });
+        }
+    }
+    tx.reserve(crate::cmd::transactions::every_shard(tx.nshards()))
+        .await;
+    if save && crate::persist::save(tx).await.is_err() {
+        return with_writer(resp3, |w| w.error(b"ERR"));
+    }
+    if flush {
+        super::flush_shards(tx, true).await;
+    }
+    match crate::persist::load::reload(tx, flush, merge).await {
+        Ok(()) => {
+            log::notice("DB reloaded by DEBUG RELOAD");
+            with_writer(resp3, |w| w.ok())
+        }
+        Err(e) => {
+            log::warning(&e);
+            with_writer(resp3, |w| {
+                w.error(b"ERR Error trying to load the RDB dump, check server logs.")
+            })
+        }
+    }
 }
 
 // ---- SLEEP ----

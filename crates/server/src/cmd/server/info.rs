@@ -14,7 +14,6 @@ use crate::cmd::{registry, with_writer, Locks, Reg, TxFuture};
 use crate::exec::Tx;
 use crate::shared::Shared;
 use bytes::Bytes;
-use darner_commands::flags;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -510,42 +509,55 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 );
             }
             PERSISTENCE => {
-                // No persistence yet: every change since start is unsaved. Approximated by the
-                // successful calls of write commands (Redis counts changed keys), less those
-                // that said they changed nothing (ShardCtx::unchanged_write).
-                let unchanged: u64 = shared
-                    .stats
-                    .iter()
-                    .map(|s| s.unchanged_writes.load(Ordering::Relaxed))
-                    .sum();
-                let changes: u64 = registry()
-                    .list
-                    .iter()
-                    .filter(|c| c.spec.has(flags::WRITE))
-                    .map(|c| {
-                        let t = cmd_totals(shared, c.id);
-                        t[0].saturating_sub(t[3])
-                    })
-                    .sum::<u64>()
-                    .saturating_sub(unchanged);
-                line!("loading:0");
+                let p = &shared.persist;
+                let loading = p.loading.load(Ordering::Relaxed);
+                line!("loading:{}", loading as u8);
                 line!("async_loading:0");
-                line!("rdb_changes_since_last_save:{changes}");
+                if loading {
+                    // Redis's loading fields, while a file loads (persist/load.rs).
+                    let start = p.loading_start.load(Ordering::Relaxed);
+                    let total = p.loading_total_bytes.load(Ordering::Relaxed);
+                    let done = p.loading_loaded_bytes.load(Ordering::Relaxed).min(total);
+                    let perc = if total == 0 {
+                        0.0
+                    } else {
+                        done as f64 * 100.0 / total as f64
+                    };
+                    let elapsed = (Shared::now_ms() / 1000 - start).max(0);
+                    let eta = if done == 0 {
+                        1
+                    } else {
+                        ((total - done) as f64 / (done as f64 / elapsed.max(1) as f64)) as i64
+                    };
+                    line!("loading_start_time:{start}");
+                    line!("loading_total_bytes:{total}");
+                    line!("loading_rdb_used_mem:0");
+                    line!("loading_loaded_bytes:{done}");
+                    line!("loading_loaded_perc:{perc:.2}");
+                    line!("loading_eta_seconds:{eta}");
+                }
+                // No fork, ever: no copy-on-write.
                 let bg = &shared.bgsaves;
                 let bg_running = bg.in_progress.load(Ordering::Acquire);
-                line!("rdb_bgsave_in_progress:{}", bg_running as u8);
-                // No fork, ever: no save in progress, no copy-on-write.
                 line!("current_cow_peak:0");
                 line!("current_cow_size:0");
                 line!("current_cow_size_age:0");
                 line!("current_fork_perc:0.00");
                 line!("current_save_keys_processed:0");
                 line!("current_save_keys_total:0");
-                line!("rdb_last_save_time:{}", shared.started_unix);
-                let failed = bg.last_failed.load(Ordering::Relaxed);
+                line!(
+                    "rdb_changes_since_last_save:{}",
+                    crate::persist::changes_since_save(shared)
+                );
+                line!("rdb_bgsave_in_progress:{}", bg_running as u8);
+                line!("rdb_last_save_time:{}", p.lastsave.load(Ordering::Relaxed));
                 line!(
                     "rdb_last_bgsave_status:{}",
-                    if failed { "err" } else { "ok" }
+                    if p.last_save_failed.load(Ordering::Relaxed) {
+                        "err"
+                    } else {
+                        "ok"
+                    }
                 );
                 line!(
                     "rdb_last_bgsave_time_sec:{}",
@@ -557,10 +569,16 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                     -1
                 };
                 line!("rdb_current_bgsave_time_sec:{current}");
-                line!("rdb_saves:0");
+                line!("rdb_saves:{}", p.saves.load(Ordering::Relaxed));
                 line!("rdb_last_cow_size:0");
-                line!("rdb_last_load_keys_expired:0");
-                line!("rdb_last_load_keys_loaded:0");
+                line!(
+                    "rdb_last_load_keys_expired:{}",
+                    p.last_load_expired.load(Ordering::Relaxed)
+                );
+                line!(
+                    "rdb_last_load_keys_loaded:{}",
+                    p.last_load_keys.load(Ordering::Relaxed)
+                );
                 line!("aof_enabled:0");
                 line!("aof_rewrite_in_progress:0");
                 line!("aof_rewrite_scheduled:0");

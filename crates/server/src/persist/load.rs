@@ -1,0 +1,501 @@
+//! Loading an RDB file: at start-up (before the server serves commands: clients get
+//! `-LOADING` meanwhile) and for DEBUG RELOAD.
+//!
+//! One thread reads and decodes the file in pieces ([`FileLoader`]: `darner_rdb::FileDecoder`
+//! fed 1 MiB reads, so memory stays bounded by the biggest single value, not the file), drops
+//! the keys whose TTL has passed (as Redis does when a master loads a file), and routes each
+//! key to its shard (`cmd::shard_of`, the server's own rule) in batches. Each shard builds its
+//! entries on its own thread ([`insert_batch`]: `darner_engine::persist::entry_from_rdb` with
+//! the encoding limits in force), so the values' memory belongs to the thread that will use
+//! and free it, and the shards build in parallel while the reader decodes the next batches.
+//! A big collection arrives from the decoder in batches of elements; the reader gathers them
+//! into one value before it goes to its shard.
+//!
+//! Anything wrong in the file (a bad length, a failed listpack check, a duplicate key, the
+//! checksum) stops the load with a message naming the file and the offset.
+
+use crate::log;
+use crate::shard::ShardCtx;
+use darner_rdb::{Entry as RdbEntry, FileDecoder, Item, Step, Value};
+use std::io::Read;
+use std::sync::atomic::Ordering;
+
+/// Bytes read from the file at a time.
+const READ_BYTES: usize = 1 << 20;
+/// A shard's batch goes when it holds this many keys or bytes.
+const BATCH_KEYS: usize = 512;
+const BATCH_BYTES: usize = 1 << 20;
+
+/// What a file held besides its keys, and the counts of a finished load.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub version: u16,
+    /// Function libraries' code, in file order.
+    pub functions: Vec<Vec<u8>>,
+    /// Keys handed to shards, and keys dropped because their TTL had passed.
+    pub keys: u64,
+    pub expired: u64,
+    /// Empty collections skipped.
+    pub empty: u64,
+}
+
+/// Reads an RDB file in pieces and hands out its keys in per-shard batches.
+pub struct FileLoader {
+    file: std::fs::File,
+    name: String,
+    buf: Vec<u8>,
+    /// Bytes of `buf` already consumed by the decoder.
+    start: usize,
+    eof: bool,
+    dec: FileDecoder,
+    shards: usize,
+    databases: usize,
+    now_ms: i64,
+    pending: Vec<(Vec<RdbEntry>, usize)>,
+    /// The big key being gathered.
+    big: Option<RdbEntry>,
+    /// Bytes read so far (INFO's loading_loaded_bytes).
+    pub read: u64,
+    pub summary: Summary,
+    ended: bool,
+}
+
+/// A load error, with the file's name and the offset in the message.
+pub type LoadError = String;
+
+impl FileLoader {
+    /// Opens `path` (None when there is no such file).
+    pub fn open(
+        path: &std::path::Path,
+        shards: usize,
+        databases: usize,
+        now_ms: i64,
+    ) -> Result<Option<FileLoader>, LoadError> {
+        let file = match std::fs::File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(format!(
+                    "Fatal error loading the DB, check server logs. Exiting. ({}: {e})",
+                    path.display()
+                ))
+            }
+        };
+        Ok(Some(FileLoader {
+            file,
+            name: path.display().to_string(),
+            buf: Vec::new(),
+            start: 0,
+            eof: false,
+            dec: FileDecoder::new(),
+            shards,
+            databases,
+            now_ms,
+            pending: (0..shards).map(|_| (Vec::new(), 0)).collect(),
+            big: None,
+            read: 0,
+            summary: Summary::default(),
+            ended: false,
+        }))
+    }
+
+    /// The file's size in bytes (0 if unknown).
+    pub fn size(&self) -> u64 {
+        self.file.metadata().map(|m| m.len()).unwrap_or(0)
+    }
+
+    fn fail(&self, what: impl std::fmt::Display) -> LoadError {
+        format!("Failed loading the RDB file {}: {what}", self.name)
+    }
+
+    /// Reads at least `need` more bytes unless the file ends first.
+    fn fill(&mut self, need: u64) -> Result<(), LoadError> {
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        let want = need.max(READ_BYTES as u64);
+        let before = self.buf.len();
+        // `take` bounds the read by what the file holds, whatever length the file claims.
+        let got = (&mut self.file)
+            .take(want)
+            .read_to_end(&mut self.buf)
+            .map_err(|e| self.fail(format_args!("read error: {e}")))?;
+        self.read += got as u64;
+        if got == 0 || ((self.buf.len() - before) as u64) < need {
+            self.eof = true;
+        }
+        Ok(())
+    }
+
+    /// The next batch for a shard: (shard, entries). None once the file is done (its
+    /// checksum verified); then [`FileLoader::summary`] has the rest.
+    pub fn next_batch(&mut self) -> Result<Option<(usize, Vec<RdbEntry>)>, LoadError> {
+        loop {
+            if self.ended {
+                // Flush what the shards have not been given yet.
+                return Ok(self
+                    .pending
+                    .iter_mut()
+                    .enumerate()
+                    .find(|(_, p)| !p.0.is_empty())
+                    .map(|(s, p)| {
+                        p.1 = 0;
+                        (s, std::mem::take(&mut p.0))
+                    }));
+            }
+            let step = self
+                .dec
+                .next(&self.buf[self.start..])
+                .map_err(|e| self.fail(e))?;
+            match step {
+                Step::Need(n) => {
+                    if self.eof {
+                        let at = self.dec.offset() + (self.buf.len() - self.start) as u64;
+                        return Err(self.fail(format_args!(
+                            "unexpected end of file at offset {at} (the item at offset {} is cut short)",
+                            self.dec.offset()
+                        )));
+                    }
+                    self.fill(n)?;
+                }
+                Step::Item { item, consumed } => {
+                    self.start += consumed;
+                    if let Some(shard) = self.take(item)? {
+                        let p = &mut self.pending[shard];
+                        p.1 = 0;
+                        return Ok(Some((shard, std::mem::take(&mut p.0))));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes one decoded item; returns a shard whose batch is full.
+    fn take(&mut self, item: Item) -> Result<Option<usize>, LoadError> {
+        match item {
+            Item::Header { version } => {
+                self.summary.version = version;
+            }
+            Item::Aux { key, value } => aux(&key, &value, self.now_ms),
+            Item::SelectDb(db) => {
+                if db as usize >= self.databases {
+                    return Err(format!(
+                        "FATAL: Data file was created with a Redis server configured to handle more than {} databases. Exiting",
+                        self.databases
+                    ));
+                }
+            }
+            Item::ResizeDb { .. } | Item::SlotInfo { .. } => {}
+            Item::Function { code } => self.summary.functions.push(code),
+            Item::Key(e) => return Ok(self.route(e)),
+            Item::KeyStart(k) => {
+                self.big = Some(RdbEntry {
+                    db: k.db,
+                    key: k.key,
+                    expire_at_ms: k.expire_at_ms,
+                    idle_seconds: k.idle_seconds,
+                    lfu_freq: k.lfu_freq,
+                    value: k.kind.empty(),
+                })
+            }
+            Item::Elements(batch) => {
+                if let Some(e) = self.big.as_mut() {
+                    append(&mut e.value, batch);
+                }
+            }
+            Item::KeyEnd => {
+                if let Some(e) = self.big.take() {
+                    if is_empty(&e.value) {
+                        self.summary.empty += 1;
+                    } else {
+                        return Ok(self.route(e));
+                    }
+                }
+            }
+            Item::EmptyKey { .. } => self.summary.empty += 1,
+            Item::End { .. } => self.ended = true,
+        }
+        Ok(None)
+    }
+
+    /// Drops an expired key, or adds it to its shard's batch; returns the shard if its batch
+    /// is full.
+    fn route(&mut self, e: RdbEntry) -> Option<usize> {
+        if e.expire_at_ms.is_some_and(|t| (t as i64) < self.now_ms) {
+            self.summary.expired += 1;
+            return None;
+        }
+        self.summary.keys += 1;
+        let s = crate::cmd::shard_of(&e.key, self.shards);
+        let p = &mut self.pending[s];
+        p.1 += e.key.len() + approx_size(&e.value);
+        p.0.push(e);
+        (p.0.len() >= BATCH_KEYS || p.1 >= BATCH_BYTES).then_some(s)
+    }
+}
+
+/// Logs the AUX fields Redis logs while loading.
+fn aux(key: &[u8], value: &[u8], now_ms: i64) {
+    let v = String::from_utf8_lossy(value);
+    match key {
+        b"redis-ver" | b"valkey-ver" => {
+            log::notice(&format!("Loading RDB produced by version {v}"))
+        }
+        b"ctime" => {
+            let ctime: i64 = v.parse().unwrap_or(0);
+            let age = (now_ms / 1000 - ctime).max(0);
+            log::notice(&format!("RDB age {age} seconds"));
+        }
+        b"used-mem" => {
+            let mem: f64 = v.parse().unwrap_or(0.0);
+            log::notice(&format!(
+                "RDB memory usage when created {:.2} Mb",
+                mem / (1024.0 * 1024.0)
+            ));
+        }
+        _ => {}
+    }
+}
+
+fn append(into: &mut Value, batch: Value) {
+    match (into, batch) {
+        (Value::List(a), Value::List(b)) | (Value::Set(a), Value::Set(b)) => a.extend(b),
+        (Value::SetWithTtl(a), Value::SetWithTtl(b)) => a.extend(b),
+        (Value::SortedSet(a), Value::SortedSet(b)) => a.extend(b),
+        (Value::Hash(a), Value::Hash(b)) => a.extend(b),
+        // The decoder gives a key's batches in its own kind; a set whose batches turned out
+        // to carry TTLs (Darner's type 200) is gathered as such.
+        (into @ Value::Set(_), Value::SetWithTtl(b)) => {
+            let Value::Set(a) = std::mem::replace(into, Value::Set(Vec::new())) else {
+                return;
+            };
+            let mut all: Vec<(Vec<u8>, Option<u64>)> = a.into_iter().map(|m| (m, None)).collect();
+            all.extend(b);
+            *into = Value::SetWithTtl(all);
+        }
+        _ => {}
+    }
+}
+
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::String(_) | Value::Stream(_) => false,
+        Value::List(x) | Value::Set(x) => x.is_empty(),
+        Value::SetWithTtl(x) => x.is_empty(),
+        Value::SortedSet(x) => x.is_empty(),
+        Value::Hash(x) => x.is_empty(),
+    }
+}
+
+/// About how many bytes a value holds (for batch sizes).
+fn approx_size(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.len(),
+        Value::List(x) | Value::Set(x) => x.iter().map(|e| e.len() + 16).sum(),
+        Value::SetWithTtl(x) => x.iter().map(|e| e.0.len() + 24).sum(),
+        Value::SortedSet(x) => x.iter().map(|e| e.0.len() + 24).sum(),
+        Value::Hash(x) => x.iter().map(|f| f.field.len() + f.value.len() + 32).sum(),
+        Value::Stream(s) => s.entries.len() * 64,
+    }
+}
+
+/// Builds a batch's entries on their shard (run on the shard's thread). A key already there
+/// is an error (Redis's "duplicated key"), or with `replace` is replaced. Errors name the key.
+pub fn insert_batch(ctx: &mut ShardCtx, batch: Vec<RdbEntry>, replace: bool) -> Result<(), String> {
+    let limits = ctx.limits();
+    let clock = ctx.clock;
+    for e in batch {
+        let db = e.db as usize;
+        if db >= ctx.shard.dbs.len() {
+            return Err(format!("key in database {db}, out of range"));
+        }
+        if !replace && ctx.shard.dbs[db].entry_raw(&e.key).is_some() {
+            return Err(format!(
+                "RDB has duplicated key '{}' in DB {db}",
+                String::from_utf8_lossy(&e.key)
+            ));
+        }
+        // The access clock, as RESTORE sets it: the file's LFU counter under an LFU policy,
+        // its idle time under LRU (Redis's objectSetLRUOrLFU).
+        let access = match (clock.lfu, e.lfu_freq, e.idle_seconds) {
+            (Some(l), Some(f), _) => ((l.minute as u16) << 8) | f as u16,
+            (None, _, Some(idle)) => clock.lru.wrapping_sub(idle.min(u16::MAX as u64) as u16),
+            _ => clock.lru,
+        };
+        let expire = e
+            .expire_at_ms
+            .map(|t| i64::try_from(t).map_err(|_| "TTL out of range".to_string()))
+            .transpose()?;
+        let entry = darner_engine::persist::entry_from_rdb(
+            &e.key,
+            e.value,
+            expire,
+            access,
+            &limits,
+            clock.now_ms,
+        )
+        .map_err(|m| {
+            format!(
+                "bad value of key '{}' in DB {db}: {m}",
+                String::from_utf8_lossy(&e.key)
+            )
+        })?;
+        ctx.shard.dbs[db].view(clock).set(entry);
+    }
+    Ok(())
+}
+
+/// Waits for the shard batches in flight at start-up: each shard has at most this many.
+const IN_FLIGHT: usize = 4;
+
+/// Logs `msg` and exits with status 1 (a load that failed at start-up: nothing is served).
+fn exit(msg: &str) -> ! {
+    log::warning(msg);
+    std::process::exit(1);
+}
+
+/// Opens `dir/dbfilename` for [`at_startup`], before the threads start (None: no file).
+pub fn open_at_startup(shared: &crate::shared::Shared) -> Option<FileLoader> {
+    let path = super::rdb_path(shared);
+    let now = crate::shared::Shared::now_ms();
+    FileLoader::open(&path, shared.threads, shared.databases, now).unwrap_or_else(|e| exit(&e))
+}
+
+/// Loads the file [`open_at_startup`] opened into the shards (whose threads run and answer
+/// `-LOADING` meanwhile). On any error: the message is logged and the process exits with
+/// status 1, before anything is served.
+pub fn at_startup(shared: &std::sync::Arc<crate::shared::Shared>, mut loader: FileLoader) {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::{Arc, Mutex};
+    let path = super::rdb_path(shared);
+    let start = std::time::Instant::now();
+    let now = loader.now_ms;
+    let p = &shared.persist;
+    p.loading_start.store(now / 1000, Ordering::Relaxed);
+    p.loading_total_bytes
+        .store(loader.size(), Ordering::Relaxed);
+    p.loading_loaded_bytes.store(0, Ordering::Relaxed);
+    let in_flight: Arc<Vec<AtomicUsize>> =
+        Arc::new((0..shared.threads).map(|_| AtomicUsize::new(0)).collect());
+    let failed: Arc<Mutex<Option<String>>> = Default::default();
+    let me = std::thread::current();
+    loop {
+        let batch = match loader.next_batch() {
+            Ok(b) => b,
+            Err(e) => exit(&e),
+        };
+        p.loading_loaded_bytes.store(loader.read, Ordering::Relaxed);
+        let Some((s, entries)) = batch else { break };
+        while in_flight[s].load(Ordering::Acquire) >= IN_FLIGHT {
+            if shared.shutdown.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::park_timeout(std::time::Duration::from_millis(1));
+        }
+        if let Some(e) = failed.lock().unwrap().clone() {
+            exit(&format!(
+                "Failed loading the RDB file {}: {e}",
+                path.display()
+            ));
+        }
+        in_flight[s].fetch_add(1, Ordering::AcqRel);
+        let (flight, failed, me) = (in_flight.clone(), failed.clone(), me.clone());
+        shared.send(
+            s,
+            crate::msg::Msg::Run {
+                tx: None,
+                db: 0,
+                resp3: false,
+                writer: None,
+                f: Box::new(move |ctx| {
+                    if let Err(e) = insert_batch(ctx, entries, false) {
+                        failed.lock().unwrap().get_or_insert(e);
+                    }
+                    flight[s].fetch_sub(1, Ordering::AcqRel);
+                    me.unpark();
+                }),
+            },
+        );
+    }
+    while in_flight.iter().any(|n| n.load(Ordering::Acquire) > 0) {
+        if shared.shutdown.load(Ordering::Relaxed) {
+            return;
+        }
+        std::thread::park_timeout(std::time::Duration::from_millis(1));
+    }
+    if let Some(e) = failed.lock().unwrap().clone() {
+        exit(&format!(
+            "Failed loading the RDB file {}: {e}",
+            path.display()
+        ));
+    }
+    let s = std::mem::take(&mut loader.summary);
+    if let Err(e) = shared.scripts.install_libraries(&s.functions, false) {
+        exit(&format!(
+            "Failed loading the RDB file {}: function library: {e}",
+            path.display()
+        ));
+    }
+    done_log(shared, &s, start);
+}
+
+/// The lines Redis logs at the end of a load, and the counts INFO reports.
+pub fn done_log(shared: &crate::shared::Shared, s: &Summary, start: std::time::Instant) {
+    log::notice(&format!(
+        "Done loading RDB, keys loaded: {}, keys expired: {}.",
+        s.keys, s.expired
+    ));
+    let p = &shared.persist;
+    p.last_load_keys.store(s.keys, Ordering::Relaxed);
+    p.last_load_expired.store(s.expired, Ordering::Relaxed);
+    log::notice(&format!(
+        "DB loaded from disk: {:.3} seconds",
+        start.elapsed().as_secs_f64()
+    ));
+}
+
+/// DEBUG RELOAD's load: `dir/dbfilename` into the shards `tx` holds (every one), batch by
+/// batch. `merge`: a key already present is replaced (Redis's MERGE) instead of being an
+/// error. Function libraries: with `flush`, the file's replace them; otherwise they are added.
+pub async fn reload(tx: &crate::exec::Tx, flush: bool, merge: bool) -> Result<(), String> {
+    let shared = tx.shared().clone();
+    let start = std::time::Instant::now();
+    let path = super::rdb_path(&shared);
+    let now = crate::shared::Shared::now_ms();
+    let mut loader =
+        FileLoader::open(&path, shared.threads, shared.databases, now)?.ok_or_else(|| {
+            format!(
+                "Fatal error loading the DB ({}): no such file",
+                path.display()
+            )
+        })?;
+    while let Some((s, entries)) = loader.next_batch()? {
+        tx.run(s, move |ctx| insert_batch(ctx, entries, merge))
+            .await
+            .map_err(|e| format!("Failed loading the RDB file {}: {e}", path.display()))?;
+    }
+    let s = std::mem::take(&mut loader.summary);
+    let mut codes: Vec<Vec<u8>> = if flush {
+        Vec::new()
+    } else {
+        shared
+            .scripts
+            .library_codes()
+            .iter()
+            .map(|b| b.to_vec())
+            .collect()
+    };
+    codes.extend(s.functions.iter().cloned());
+    shared
+        .scripts
+        .install_libraries(&codes, merge)
+        .map_err(|e| {
+            format!(
+                "Failed loading the RDB file {}: function library: {e}",
+                path.display()
+            )
+        })?;
+    done_log(&shared, &s, start);
+    Ok(())
+}

@@ -1,0 +1,246 @@
+//! RDB snapshots: SAVE, and loading `dir/dbfilename` at start-up (and for DEBUG RELOAD).
+//!
+//! - `snapshot.rs`: the per-shard serializer, a resumable cursor writing one database of one
+//!   shard in bounded steps (its essay says why it is a cursor).
+//! - `load.rs`: reading a file in pieces, routing its keys to their shards in batches, and
+//!   building the entries on the shards' own threads.
+//! - this file: the state INFO persistence reports, and [`save`], the driver that writes a
+//!   whole file from a transaction holding every shard.
+//!
+//! # SAVE
+//!
+//! SAVE is a transaction over every shard (`Locks::All`): once it holds them, no command
+//! runs anywhere until it lets go, so what it writes is one instant of the whole dataset, a
+//! MULTI/EXEC over several shards wholly in it or wholly out. The driver runs on the client's
+//! thread: it asks each shard for its counts (and whether a hash holds field TTLs, which makes
+//! the file RDB 12), writes the header and AUX fields as Redis does, the function libraries,
+//! then for each database `SELECTDB` and `RESIZEDB` (every shard's counts summed) and each
+//! shard's part, a hop at a time: the shard runs its cursor for about [`STEP_BYTES`] and
+//! hands the bytes back, which the driver appends to the file (the CRC-64 runs over them as
+//! they pass, `darner_rdb::encode::FileWriter`). Memory stays about one step per shard, not a
+//! copy of the dataset. The file is `temp-<pid>.rdb` in `dir`, fsynced, renamed to
+//! `dbfilename`, and the directory fsynced, so a crash leaves the old file or the new one.
+
+pub mod load;
+pub mod snapshot;
+
+use crate::exec::Tx;
+use crate::log;
+use crate::shared::Shared;
+use darner_rdb::encode::FileWriter;
+use darner_rdb::EncodeOptions;
+use snapshot::{AccessOpcode, DbCursor, SnapshotOptions};
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+
+/// Bytes a shard writes per hop of SAVE.
+pub const STEP_BYTES: usize = 1 << 20;
+
+/// What INFO persistence and LASTSAVE report.
+#[derive(Default)]
+pub struct State {
+    /// Unix seconds of the last successful save (the start time before the first one).
+    pub lastsave: AtomicI64,
+    /// Successful saves since start (`rdb_saves`).
+    pub saves: AtomicU64,
+    /// The change counter (`Shared::dirty`) at the last successful save.
+    pub dirty_at_save: AtomicU64,
+    /// Whether the last background save failed (`rdb_last_bgsave_status`; SAVE sets it back
+    /// to ok when it succeeds, as Redis's rdbSave does).
+    pub last_save_failed: AtomicBool,
+    /// Set while the dataset is loading (`-LOADING`, INFO's `loading:1`).
+    pub loading: AtomicBool,
+    /// INFO's loading fields: start (unix s), file size, bytes read so far.
+    pub loading_start: AtomicI64,
+    pub loading_total_bytes: AtomicU64,
+    pub loading_loaded_bytes: AtomicU64,
+    /// The last load's counts (`rdb_last_load_keys_loaded` / `_expired`).
+    pub last_load_keys: AtomicU64,
+    pub last_load_expired: AtomicU64,
+}
+
+impl State {
+    pub fn new(started_unix: i64) -> State {
+        let s = State::default();
+        s.lastsave.store(started_unix, Ordering::Relaxed);
+        s
+    }
+}
+
+/// The changes since start that count as Redis's `server.dirty`: successful calls of write
+/// commands, less those that said they changed nothing; summed over threads.
+pub fn dirty(shared: &Shared) -> u64 {
+    let (mut d, mut u) = (0u64, 0u64);
+    for s in &shared.stats {
+        d = d.wrapping_add(s.dirty.load(Ordering::Relaxed));
+        u = u.wrapping_add(s.undirty.load(Ordering::Relaxed));
+    }
+    d.saturating_sub(u)
+}
+
+/// `rdb_changes_since_last_save`.
+pub fn changes_since_save(shared: &Shared) -> u64 {
+    dirty(shared).saturating_sub(shared.persist.dirty_at_save.load(Ordering::Relaxed))
+}
+
+/// The file snapshots go to and load from: `dbfilename` in `dir` (the working directory).
+pub fn rdb_path(shared: &Shared) -> std::path::PathBuf {
+    std::path::PathBuf::from(
+        shared
+            .config
+            .get("dbfilename")
+            .unwrap_or_else(|| "dump.rdb".into()),
+    )
+}
+
+pub(crate) fn yes(shared: &Shared, name: &str) -> bool {
+    shared.config.get(name).as_deref() == Some("yes")
+}
+
+/// The working directory, for log lines.
+fn cwd() -> String {
+    std::env::current_dir()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+/// Writes the whole dataset to `dir/dbfilename`. `tx` must hold every shard. Logs as Redis
+/// does and updates the state INFO reports; on failure the old file is untouched.
+pub async fn save(tx: &Tx) -> Result<(), String> {
+    let shared = tx.shared().clone();
+    let r = save_to(tx, &rdb_path(&shared)).await;
+    match &r {
+        Ok(dirty) => {
+            log::notice("DB saved on disk");
+            let p = &shared.persist;
+            p.lastsave.store(Shared::now_ms() / 1000, Ordering::Relaxed);
+            p.saves.fetch_add(1, Ordering::Relaxed);
+            p.dirty_at_save.store(*dirty, Ordering::Relaxed);
+            p.last_save_failed.store(false, Ordering::Relaxed);
+        }
+        // A failed SAVE leaves `rdb_last_bgsave_status` alone, as in Redis (it describes
+        // background saves, which BGSAVE will set).
+        Err(e) => log::warning(e),
+    }
+    r.map(|_| ())
+}
+
+/// Per shard: each database's (keys, keys with a TTL), and whether a hash has field TTLs.
+type Counts = (Vec<(u64, u64)>, bool);
+
+/// [`save`] to `path`; returns the change counter as of the snapshot.
+async fn save_to(tx: &Tx, path: &std::path::Path) -> Result<u64, String> {
+    let shared = tx.shared().clone();
+    let now_ms = Shared::now_ms();
+    // Taken while every shard is held: exactly the changes the snapshot holds.
+    let dirty = dirty(&shared);
+    let counts: Vec<Counts> = tx
+        .run_all(move |ctx| {
+            let dbs = &ctx.shard.dbs;
+            let per_db = dbs
+                .iter()
+                .map(|d| (d.len() as u64, d.expires() as u64))
+                .collect();
+            let ttls = dbs.iter().any(|d| snapshot::has_hash_field_ttls(d, now_ms));
+            (per_db, ttls)
+        })
+        .await;
+    let version = if counts.iter().any(|c| c.1) {
+        darner_rdb::WRITTEN_VERSION_FIELD_TTL
+    } else {
+        darner_rdb::WRITTEN_VERSION
+    };
+    let encode = EncodeOptions {
+        compression: yes(&shared, "rdbcompression"),
+    };
+    let policy = shared.config.get("maxmemory-policy").unwrap_or_default();
+    let opts = SnapshotOptions {
+        encode,
+        access: AccessOpcode::for_policy(&policy),
+        now_ms,
+    };
+
+    let tmp = format!("temp-{}.rdb", std::process::id());
+    let mut file = std::fs::File::create(&tmp).map_err(|e| {
+        format!(
+            "Failed opening the temp RDB file {tmp} (in server root dir {}) for saving: {e}",
+            cwd()
+        )
+    })?;
+    let written = async {
+        let mut w = FileWriter::new(version, yes(&shared, "rdbchecksum"), encode);
+        aux_fields(&mut w, now_ms);
+        for code in shared.scripts.library_codes() {
+            w.function(&code);
+        }
+        let dbs = counts.first().map_or(0, |c| c.0.len());
+        for db in 0..dbs {
+            let (keys, expires) = counts
+                .iter()
+                .fold((0, 0), |(k, e), c| (k + c.0[db].0, e + c.0[db].1));
+            if keys == 0 {
+                continue;
+            }
+            w.select_db(db as u64);
+            w.resize_db(keys, expires);
+            for s in 0..tx.nshards() {
+                let mut cursor = Some(DbCursor::new(db, opts));
+                while let Some(c) = cursor.take() {
+                    let (c, bytes, done) = tx
+                        .run(s, move |ctx| {
+                            let mut c = c;
+                            let mut out = Vec::with_capacity(STEP_BYTES + (64 << 10));
+                            let clock = ctx.clock;
+                            let done = c.step(&ctx.shard.dbs[db], &clock, &mut out, STEP_BYTES);
+                            (c, out, done)
+                        })
+                        .await;
+                    w.buf().extend_from_slice(&bytes);
+                    file.write_all(&w.take())?;
+                    if !done {
+                        cursor = Some(c);
+                    }
+                }
+            }
+        }
+        file.write_all(&w.finish())?;
+        file.sync_all()
+    }
+    .await;
+    if let Err(e) = written {
+        drop(file);
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!("Write error saving DB on disk: {e}"));
+    }
+    drop(file);
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!(
+            "Error moving temp DB file {tmp} on the final destination {} (in server root dir {}): {e}",
+            path.display(),
+            cwd()
+        ));
+    }
+    // The rename is durable once the directory is.
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(dirty)
+}
+
+/// The AUX fields Redis writes first (rdbSaveInfoAuxFields): version, bits, creation time,
+/// memory in use, and `aof-base` 0 (not an AOF preamble).
+pub(crate) fn aux_fields(w: &mut FileWriter, now_ms: i64) {
+    w.aux(b"redis-ver", crate::REDIS_COMPAT_VERSION.as_bytes());
+    w.aux(b"redis-bits", b"64");
+    w.aux(b"ctime", (now_ms / 1000).to_string().as_bytes());
+    w.aux(
+        b"used-mem",
+        crate::alloc::used_memory().to_string().as_bytes(),
+    );
+    w.aux(b"aof-base", b"0");
+}
