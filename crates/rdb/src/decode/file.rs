@@ -58,6 +58,9 @@ pub struct KeyStart {
     /// Elements (or quicklist nodes) the file claims: a hint, not to be trusted for an
     /// allocation.
     pub len_hint: u64,
+    /// Where the key starts in the file (after its type byte): the offset an error about the
+    /// whole value (duplicate members) names, as for a key decoded whole.
+    pub offset: u64,
 }
 
 /// The file's checksum trailer.
@@ -281,6 +284,7 @@ impl FileDecoder {
                                 lfu_freq: m.lfu_freq,
                                 kind,
                                 len_hint,
+                                offset: at + 1,
                             }),
                             r.pos(),
                         ));
@@ -371,7 +375,9 @@ pub struct Collector {
     info: FileInfo,
     keys: Vec<Entry>,
     functions: Vec<Vec<u8>>,
+    /// The key arriving in batches, and where it starts.
     current: Option<Entry>,
+    current_at: u64,
 }
 
 impl Default for Collector {
@@ -393,6 +399,7 @@ impl Collector {
             keys: Vec::new(),
             functions: Vec::new(),
             current: None,
+            current_at: 0,
         }
     }
 
@@ -406,6 +413,7 @@ impl Collector {
             Item::Key(e) => self.keys.push(e),
             Item::EmptyKey { .. } => self.info.empty_keys_skipped += 1,
             Item::KeyStart(k) => {
+                self.current_at = k.offset;
                 self.current = Some(Entry {
                     db: k.db,
                     key: k.key,
@@ -426,7 +434,7 @@ impl Collector {
                         self.info.empty_keys_skipped += 1;
                     } else {
                         value::check_unique(&e.value).map_err(|m| Error {
-                            offset,
+                            offset: self.current_at,
                             kind: ErrorKind::Corrupt(m),
                         })?;
                         self.keys.push(e);
