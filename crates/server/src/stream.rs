@@ -16,9 +16,12 @@
 //! XREADGROUP writes as it reads (the PELs, the group's last id, delivery counts): each step
 //! makes the writes of the entries it sends, under the same lock, and a stream whose client
 //! went away still runs to its end (its bytes dropped), so no client ever sees the group half
-//! read and the effect is always whole (cmd/stream/read.rs, `xreadgroup_segs`). With BLOCK,
-//! and with keys on several shards (a transaction), the reply is built in one go, each shard
-//! building its keys' part: the shard writes the reply a chunk at a time,
+//! read and the effect is always whole (cmd/stream/read.rs, `xreadgroup_segs`). With BLOCK
+//! the reply is built in one go. With keys on several shards (a transaction holding them
+//! all), each big part is a stream of its key's shard run for the transaction
+//! ([`start_tx_segs`]: under its intents, one at a time, in key order; see read.rs,
+//! `xread_streamed`), and the transaction holds its keys here meanwhile ([`Streams::hold`]).
+//! A stream writes the reply a chunk at a time,
 //! one chunk (~0.2 ms of work, [`STEP_TIME`], and at most [`STEP_ELEMS`] elements or
 //! [`STEP_BYTES`] bytes) per turn of the worker's loop, so every other connection's commands
 //! run between two chunks.
