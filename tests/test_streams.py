@@ -663,3 +663,243 @@ def test_a_big_xreadgroup_whose_client_goes_away_still_delivers_every_entry(raw)
         # last-delivered-id, entries-read (every entry ever added), lag.
         assert (groups[0][7], groups[0][9], groups[0][11]) == (last, BIG_XRANGE, 0)
         c.call("DEL", a)
+
+
+# ---- big XREAD / XREADGROUP over keys of both shards stream too (a transaction's parts) -----
+
+def _pairs_across_shards(tag0, tag1):
+    """Keys of both shards in an order that goes back and forth: a and c on shard 0, b on
+    shard 1 (and a missing key of shard 1)."""
+    t0, t1 = _tag_on(0), _tag_on(1)
+    a, c = f"{{{t0}}}{tag0}a", f"{{{t0}}}{tag0}c"
+    b, missing = f"{{{t1}}}{tag1}b", f"{{{t1}}}{tag1}none"
+    assert keyslot.shard(a) == keyslot.shard(c) == 0
+    assert keyslot.shard(b) == keyslot.shard(missing) == 1
+    return a, b, c, missing
+
+
+def _load_across(conn, a, b, c, src=None):
+    """a: the 200,000-entry stream, b: a copy trimmed to 3000 entries, c: one of 100."""
+    if src is None:
+        _load_big_stream(conn, a)
+    else:
+        conn.call("COPY", src, a)
+    conn.call("COPY", a, b)
+    conn.call("XTRIM", b, "MAXLEN", "3000")
+    conn.call("COPY", a, c)
+    conn.call("XTRIM", c, "MAXLEN", "100")
+
+
+def test_a_big_xread_over_both_shards_is_byte_identical_to_redis(raw, redis_ref):
+    """XREAD of keys on both shards answering more than 2048 entries (each shard's big part
+    streamed in steps there, key after key in argument order) answers the same bytes as
+    redis-server: big and small keys on both shards, keys with nothing to answer between
+    them, a COUNT, `$`, RESP2 and RESP3."""
+    ref = raw(redis_ref, timeout=60)
+    a, b, c, missing = _pairs_across_shards("xm", "xm")
+    _load_big_stream(ref, "bigms")
+    _load_across(ref, a, b, c, src="bigms")
+    d = raw(timeout=60)
+    _load_across(d, a, b, c)
+    for proto in ("2", "3"):
+        d.call("HELLO", proto)
+        ref.call("HELLO", proto)
+        for cmd in [
+            ("XREAD", "STREAMS", a, b, "0", "0"),
+            ("XREAD", "STREAMS", b, a, c, "0", "0", "0"),
+            ("XREAD", "STREAMS", c, missing, a, b, "0", "0", "1500-1", "0"),
+            ("XREAD", "COUNT", "2500", "STREAMS", a, missing, b, c, "1500-1", "0", "0", "0"),
+            ("XREAD", "COUNT", "1500", "STREAMS", b, c, a, "0", "0", "0"),
+            ("XREAD", "STREAMS", a, b, c, "$", "0", "60000"),
+            ("XREAD", "STREAMS", b, a, "60000", "1-0"),
+            ("XREAD", "STREAMS", a, b, a, "0", "0", "60000-2"),
+            ("XREAD", "COUNT", "100", "STREAMS", a, b, "0", "0"),
+        ]:
+            want = _raw_reply(ref, *cmd)
+            got = _raw_reply(d, *cmd)
+            assert len(got) == len(want) and got == want, (cmd, proto, len(got), len(want))
+    ref.call("DEL", a, b, c, "bigms")
+    d.call("DEL", a, b, c)
+
+
+def test_a_big_xreadgroup_over_both_shards_and_its_effects_are_byte_identical_to_redis(
+    raw, redis_ref
+):
+    """XREADGROUP of keys on both shards answering more than 2048 entries (each big key's part
+    streamed in steps on its shard, writing the PEL and last delivered id as it goes) answers
+    the same bytes as redis-server: `>` with and without COUNT, NOACK, history reads (deleted
+    entries as nulls), RESP2 and RESP3; and leaves the same state: XPENDING, XINFO GROUPS and
+    XINFO STREAM FULL of each key (delivery times masked) agree."""
+    ref = raw(redis_ref, timeout=60)
+    a, b, c, _ = _pairs_across_shards("gm", "gm")
+    _load_big_stream(ref, "bigmg")
+    d = raw(timeout=60)
+    _load_big_stream(d, "bigmg")
+    for proto in ("2", "3"):
+        for conn in (d, ref):
+            conn.call("HELLO", proto)
+            _load_across(conn, a, b, c, src="bigmg")
+        dels = [f"{1000 + i // 3}-{i % 3}" for i in range(40, 30000, 101)]
+        g = "g" + proto
+        # (Every `>` read of a consumer new to a key finds entries there: Redis 7.0, the
+        # reference here, does not create the consumer otherwise, 7.2 and darner do.)
+        steps = [
+            *[("XGROUP", "CREATE", k, g, "0") for k in (a, b, c)],
+            ("XREADGROUP", "GROUP", g, "c1", "COUNT", "150001", "STREAMS", c, a, b, ">", ">", ">"),
+            ("XDEL", a, *dels),
+            ("XREADGROUP", "GROUP", g, "c1", "STREAMS", b, a, c, "0", "0", "0"),
+            ("XREADGROUP", "GROUP", g, "c1", "COUNT", "5000", "STREAMS", a, b, "1500-1", "0"),
+            ("XADD", b, "999990-0", "f", "v"),
+            ("XREADGROUP", "GROUP", g, "c2", "NOACK", "STREAMS", b, a, ">", ">"),
+            ("XADD", a, "999991-0", "f", "v"),
+            ("XADD", b, "999991-0", "f", "v"),
+            ("XREADGROUP", "GROUP", g, "c2", "STREAMS", a, b, ">", ">"),
+            ("XREADGROUP", "GROUP", g, "c3", "STREAMS", a, b, c, "0", "0", "0"),
+        ]
+        for k in (a, b, c):
+            steps += [
+                ("XPENDING", k, g),
+                ("XINFO", "GROUPS", k),
+                ("XINFO", "STREAM", k, "FULL", "COUNT", "0"),
+            ]
+        for cmd in steps:
+            _same_as_redis(ref, d, cmd)
+        for k in (a, b, c):
+            # Each pending entry's id, consumer and delivery count (its idle time is the
+            # servers' clocks).
+            pel = [
+                [[e[0], e[1], e[3]] for e in conn.call("XPENDING", k, g, "-", "+", "200000").py()]
+                for conn in (d, ref)
+            ]
+            assert pel[0] == pel[1], k
+        for conn in (d, ref):
+            conn.call("DEL", a, b, c)
+    ref.call("DEL", "bigmg")
+    d.call("DEL", "bigmg")
+
+
+def _across_case(c, case, a, b, side):
+    """Sets up `case` on the 200,000-entry stream `a` (shard 0) and `b` (shard 1, a copy
+    trimmed to 3000 entries); returns the command (reading b, then a) and the exact reply it
+    must give (RESP2): the two keys read one at a time, each alone on its shard."""
+    c.call("COPY", a, b)
+    c.call("XTRIM", b, "MAXLEN", "3000")
+    if case == "xread":
+        cmd = ("XREAD", "STREAMS", b, a, "0", "0")
+        part = lambda k: _raw_reply(c, "XREAD", "STREAMS", k, "0")[len(b"*1\r\n"):]  # noqa: E731
+        return cmd, b"*2\r\n" + part(b) + part(a)
+    for k in (a, b):
+        c.call("XGROUP", "CREATE", k, "g", "0")
+    # The same groups on copies (other keys of the same shards) give the reply to expect.
+    ca, cb = side(0, "copy"), side(1, "copy")
+    c.call("COPY", a, ca)
+    c.call("COPY", b, cb)
+    if case == "xreadgroup_history":
+        _raw_reply(c, "XREADGROUP", "GROUP", "g", "c", "STREAMS", b, a, ">", ">")
+        _raw_reply(c, "XREADGROUP", "GROUP", "g", "c", "STREAMS", cb, ca, ">", ">")
+        cmd = ("XREADGROUP", "GROUP", "g", "c", "STREAMS", b, a, "0", "0")
+    else:
+        cmd = ("XREADGROUP", "GROUP", "g", "c", "STREAMS", b, a, ">", ">")
+
+    def part(k, name):
+        r = _raw_reply(c, *cmd[:5], k, cmd[-1])[len(b"*1\r\n"):]
+        head = b"*2\r\n$%d\r\n%s\r\n" % (len(k), k.encode())
+        assert r.startswith(head)
+        return b"*2\r\n$%d\r\n%s\r\n" % (len(name), name.encode()) + r[len(head):]
+
+    want = b"*2\r\n" + part(cb, b) + part(ca, a)
+    c.call("DEL", ca, cb)
+    return cmd, want
+
+
+@pytest.mark.parametrize("case", ["xread", "xreadgroup", "xreadgroup_history"])
+def test_other_clients_are_served_while_a_big_read_over_both_shards_streams(raw, case):
+    """While a big XREAD or XREADGROUP (`>`, or the consumer's history) of a key of each shard
+    streams to a client that has read only its first byte, other clients' commands on other
+    keys of both shards are answered, also while writes to both keys it reads wait for it
+    (they wait aside, not in front of the shards' other work); the reply is the two keys'
+    parts in argument order, the bytes Redis sends, without the writes. XREADGROUP's effect
+    is whole when it ends: every entry of both keys pending (once more for a history
+    read)."""
+    t0, t1 = _tag_on(0), _tag_on(1)
+
+    def side(shard, name):
+        return f"{{{(t0, t1)[shard]}}}{name}"
+
+    a, b = side(0, "a"), side(1, "b")
+    c = raw(timeout=60)
+    _load_big_stream(c, a)
+    for shard in (0, 1):
+        c.call("SET", side(shard, "other"), "v")
+    cmd, want = _across_case(c, case, a, b, side)
+    lens = [c.call("XLEN", k).py() for k in (a, b)]
+    reader, writers = raw(timeout=60), [raw(), raw()]
+    reader.send(*cmd)
+    first = reader.read_raw(1)
+    for w, k in zip(writers, (a, b)):
+        w.send("XADD", k, "999999-0", "late", "1")
+    # Served while the reply is produced in steps (the reader reads nothing meanwhile).
+    for _ in range(20):
+        for shard in (0, 1):
+            assert c.call("GET", side(shard, "other")).py() == b"v"
+        assert c.call("PING").py() == b"PONG"
+    # The writes wait behind the read: nothing yet.
+    for w in writers:
+        assert w.pending(0.1) == b""
+    rest = bytearray(reader.reader.buf)
+    reader.reader.buf = b""
+    deadline = time.monotonic() + 60
+    while len(rest) < len(want) - 1:
+        rest += reader._recv_some(deadline)
+    assert first + bytes(rest) == want
+    for w in writers:
+        assert w.read_reply(10).py() == b"999999-0"
+    if case.startswith("xreadgroup"):
+        times = 2 if case == "xreadgroup_history" else 1
+        for k, n in zip((a, b), lens):
+            summary = c.call("XPENDING", k, "g").py()
+            assert summary[0] == n and summary[3] == [[b"c", str(n).encode()]]
+            assert c.call("XPENDING", k, "g", "-", "+", "1").py()[0][3] == times
+    c.call("DEL", a, b, side(0, "other"), side(1, "other"))
+
+
+@pytest.mark.parametrize("cmd_name", ["xread", "xreadgroup"])
+@pytest.mark.parametrize("written", [0, 1])
+def test_a_write_during_a_big_read_over_both_shards_lands_after_it(raw, cmd_name, written):
+    """A write to one of the keys of a big XREAD / XREADGROUP over both shards, issued while
+    the reply streams (its first byte read): it waits, is not in the reply (which is each key
+    as it was when the command ran, the first part still streaming or the second not yet
+    begun), and lands after it; a new entry of XREADGROUP's keys is still new to the group."""
+    t0, t1 = _tag_on(0), _tag_on(1)
+    a, b = f"{{{t0}}}wa", f"{{{t1}}}wb"
+    c = raw(timeout=60)
+    _load_big_stream(c, a)
+    c.call("COPY", a, b)
+    if cmd_name == "xread":
+        cmd = ("XREAD", "STREAMS", a, b, "0", "0")
+    else:
+        for k in (a, b):
+            c.call("XGROUP", "CREATE", k, "g", "0")
+        cmd = ("XREADGROUP", "GROUP", "g", "c", "STREAMS", a, b, ">", ">")
+    part = _raw_reply(c, "XRANGE", a, "-", "+")
+    head = lambda k: b"*2\r\n$%d\r\n%s\r\n" % (len(k), k.encode())  # noqa: E731
+    want = b"*2\r\n" + head(a) + part + head(b) + part
+    key = (a, b)[written]
+    reader, writer = raw(timeout=60), raw()
+    reader.send(*cmd)
+    first = reader.read_raw(1)
+    writer.send("XADD", key, "999999-0", "late", "1")
+    # The write waits behind the read: nothing yet.
+    assert writer.pending(0.2) == b""
+    rest = bytearray(reader.reader.buf)
+    reader.reader.buf = b""
+    deadline = time.monotonic() + 60
+    while len(rest) < len(want) - 1:
+        rest += reader._recv_some(deadline)
+    assert first + bytes(rest) == want
+    assert writer.read_reply(10).py() == b"999999-0"
+    assert c.call("XRANGE", key, "999999", "+").py() == [[b"999999-0", [b"late", b"1"]]]
+    if cmd_name == "xreadgroup":
+        assert c.call("XREADGROUP", "GROUP", "g", "c", "STREAMS", key, ">").py() == \
+            [[key.encode(), [[b"999999-0", [b"late", b"1"]]]]]
+    c.call("DEL", a, b)

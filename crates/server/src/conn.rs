@@ -257,6 +257,16 @@ impl Conn {
         if i >= self.pending.len() {
             return;
         }
+        let mut reply = reply;
+        if !self.stream.partial.is_empty() {
+            // The end of a reply whose parts streamed ahead of it (a transaction's: XREAD of
+            // several shards), kept while earlier replies are owed.
+            if let Some(at) = self.stream.partial.iter().position(|(s, _)| *s == seq) {
+                let (_, mut whole) = self.stream.partial.swap_remove(at);
+                whole.extend_from_slice(&reply);
+                reply = whole;
+            }
+        }
         self.pending[i].0 = Some(reply);
         self.advance();
     }

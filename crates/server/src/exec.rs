@@ -398,6 +398,9 @@ struct TxInner {
     /// The time every step sees (EXEC: one instant for the whole transaction, as Redis's
     /// command time snapshot; a key does not expire between two queued commands).
     frozen_ms: Cell<Option<i64>>,
+    /// Where the command's reply goes (set for a command the connection sent itself), for
+    /// parts of it streamed by its shards (stream.rs, `start_tx_segs`).
+    dest: Cell<Option<crate::stream::Dest>>,
 }
 
 /// A transaction: the handle multi-shard commands use to reach shards.
@@ -416,6 +419,7 @@ impl Tx {
             nested: Cell::new(false),
             track: Cell::new(None),
             frozen_ms: Cell::new(None),
+            dest: Cell::new(None),
         }))
     }
 
@@ -460,6 +464,18 @@ impl Tx {
 
     pub fn set_nested(&self, nested: bool) {
         self.0.nested.set(nested);
+    }
+
+    /// Notes where the command's reply goes (its connection's next reply).
+    pub fn set_dest(&self, dest: crate::stream::Dest) {
+        self.0.dest.set(Some(dest));
+    }
+
+    /// Where shards may stream parts of the command's reply (stream.rs, `start_tx_segs`):
+    /// the reply of a command the connection sent itself, not one inside EXEC or a script
+    /// (whose replies are built at once).
+    pub fn stream_dest(&self) -> Option<crate::stream::Dest> {
+        self.0.dest.get().filter(|_| !self.nested())
     }
 
     pub fn db(&self) -> usize {

@@ -162,6 +162,9 @@ pub enum Msg {
         seq: u64,
         bytes: Vec<u8>,
         last: bool,
+        /// The stream producing it ended (with `last`, or a transaction's part: the
+        /// transaction completes the reply).
+        end: bool,
         flow: Option<std::sync::Arc<crate::stream::Flow>>,
     },
     /// Run one step of this thread's shard's streams (queued once per loop turn while streams

@@ -15,6 +15,14 @@
 //! waits, no new stream starts (big reads run at once instead), so it cannot starve. No stream
 //! starts while anything is granted, so a transaction's steps never see a half-streamed key,
 //! and streams and granted intents never coexist on a shard (so neither waits for the other).
+//! The exception proves the rule: a transaction's own part (XREAD / XREADGROUP over several
+//! shards, `stream::start_tx_segs`) streams under that transaction's intents, which guard its
+//! keys; it waits for nothing but its client (bounded: `stream::SLOW_CLIENT_MS`), so
+//! transactions behind it wait no differently than behind any holder. While its transaction
+//! holds keys for it (`Streams::hold`), work outside transactions on them waits aside in
+//! `Streams` (the deferred FIFO would hold the whole shard), and transactions' parts arriving
+//! while some waits there wait in `tx_waiting` behind it (a connection's order); the
+//! transaction's release puts both back at the front of the deferred work, in that order.
 
 use crate::msg::{Msg, Part};
 use crate::shared::Shared;

@@ -16,9 +16,12 @@
 //! XREADGROUP writes as it reads (the PELs, the group's last id, delivery counts): each step
 //! makes the writes of the entries it sends, under the same lock, and a stream whose client
 //! went away still runs to its end (its bytes dropped), so no client ever sees the group half
-//! read and the effect is always whole (cmd/stream/read.rs, `xreadgroup_segs`). With BLOCK,
-//! and with keys on several shards (a transaction), the reply is built in one go, each shard
-//! building its keys' part: the shard writes the reply a chunk at a time,
+//! read and the effect is always whole (cmd/stream/read.rs, `xreadgroup_segs`). With BLOCK
+//! the reply is built in one go. With keys on several shards (a transaction holding them
+//! all), each big part is a stream of its key's shard run for the transaction
+//! ([`start_tx_segs`]: under its intents, one at a time, in key order; see read.rs,
+//! `xread_streamed`), and the transaction holds its keys here meanwhile ([`Streams::hold`]).
+//! A stream writes the reply a chunk at a time,
 //! one chunk (~0.2 ms of work, [`STEP_TIME`], and at most [`STEP_ELEMS`] elements or
 //! [`STEP_BYTES`] bytes) per turn of the worker's loop, so every other connection's commands
 //! run between two chunks.
@@ -304,6 +307,9 @@ struct Stream {
     /// None once no id is left on that side.
     id_cursor: Option<StreamId>,
     started: bool,
+    /// A transaction's part (XREAD / XREADGROUP over several shards): the task to tell when
+    /// it ends (see [`start_tx_segs`]); None for a command's own stream.
+    owner: Option<crate::msg::Completion>,
 }
 
 /// The streams of one shard and the work waiting for them. See the module documentation.
@@ -322,12 +328,27 @@ pub struct Streams {
     pub ticking: bool,
     /// The loop turn of the last step (one step per turn).
     pub last_turn: Option<std::time::Instant>,
+    /// Keys held for a transaction whose reply streams in parts (`(tx, db, key)`: XREAD /
+    /// XREADGROUP over several shards, see [`start_tx_segs`]) until it releases this shard:
+    /// work outside transactions that touches one waits here as it does for a stream (its
+    /// connection's later work behind it), not in the scheduler's FIFO, which would hold
+    /// every later command of the shard for the whole reply.
+    holds: Vec<(crate::msg::TxId, usize, Box<[u8]>)>,
+    /// Holds were added: work deferred behind their keys' intents meanwhile waits here instead.
+    pub held_new: bool,
 }
 
 impl Streams {
-    /// No stream is running.
+    /// No stream is running, leaving aside transactions' parts ([`start_tx_segs`]): those
+    /// run under their transaction's intents, which the scheduler orders.
     pub fn idle(&self) -> bool {
-        self.active.is_empty()
+        self.active.iter().all(|s| s.owner.is_some())
+    }
+
+    /// A transaction's part streams here (it may step while intents are granted: its keys
+    /// are its transaction's).
+    pub fn tx_streams(&self) -> bool {
+        self.active.iter().any(|s| s.owner.is_some())
     }
 
     /// Some stream may take a step now (not all wait for their client).
@@ -338,7 +359,38 @@ impl Streams {
     fn streamed(&self, db: usize, key: &[u8]) -> bool {
         self.active
             .iter()
-            .any(|s| s.db == db && s.keys.iter().any(|k| **k == *key))
+            .any(|s| s.owner.is_none() && s.db == db && s.keys.iter().any(|k| **k == *key))
+            || self.held(db, key)
+    }
+
+    /// Holds `keys` (of database `db`) for transaction `tx` (see `holds`).
+    pub fn hold(&mut self, tx: crate::msg::TxId, db: usize, keys: &[bytes::Bytes]) {
+        for k in keys {
+            self.holds.push((tx, db, k.as_ref().into()));
+        }
+        self.held_new = true;
+    }
+
+    /// Whether a transaction holds `key` here (see `holds`).
+    pub fn held(&self, db: usize, key: &[u8]) -> bool {
+        self.holds.iter().any(|(_, d, k)| *d == db && **k == *key)
+    }
+
+    pub fn has_holds(&self) -> bool {
+        !self.holds.is_empty()
+    }
+
+    /// Work outside transactions waits here (a transaction's part arriving now waits behind
+    /// it, in `tx_waiting`: a connection's command must not be passed by its next one).
+    pub fn has_parked(&self) -> bool {
+        !self.parked.is_empty()
+    }
+
+    /// Drops `tx`'s holds; whether it had some.
+    pub fn release_holds(&mut self, tx: crate::msg::TxId) -> bool {
+        let n = self.holds.len();
+        self.holds.retain(|(t, _, _)| *t != tx);
+        self.holds.len() != n
     }
 
     /// Whether a single-shard command of connection `conn` (of thread `from`) must wait: it
@@ -352,7 +404,7 @@ impl Streams {
         keys: &[usize],
         args: &[A],
     ) -> bool {
-        if self.active.is_empty() && self.parked.is_empty() {
+        if self.idle() && self.parked.is_empty() && self.holds.is_empty() {
             return false;
         }
         if self.parked_conns.contains(&(from, conn)) {
@@ -522,6 +574,7 @@ pub fn try_start(ctx: &mut ShardCtx, cmd: &Command, args: &[&[u8]], dest: Dest) 
             _ => None,
         },
         started: false,
+        owner: None,
     });
     true
 }
@@ -573,8 +626,43 @@ fn start_segs(ctx: &mut ShardCtx, planner: SegsPlanner, args: &[&[u8]], dest: De
         list_seek: ListSeek::default(),
         id_cursor: None,
         started: false,
+        owner: None,
     });
     true
+}
+
+/// Starts the stream of one part of a transaction's reply (XREAD / XREADGROUP whose keys are
+/// on several shards: cmd/stream/read.rs), on a shard the transaction holds: `segs` is written
+/// to `dest`'s reply (which the transaction completes itself: no chunk is its last), then
+/// `done` gets whether the client went away. Its keys are guarded by the transaction's intents
+/// (nothing else touches them, and no stream of this shard's own starts while they are held),
+/// and pinned by whoever planned the part (the stream unpins them when it ends). `cancel`:
+/// the client went away already (a part that writes is produced all the same, unsent).
+pub fn start_tx_segs(
+    ctx: &mut ShardCtx,
+    segs: Segs,
+    dest: Dest,
+    done: crate::msg::Completion,
+    cancel: bool,
+) {
+    let flow = new_flow(ctx.shard.id);
+    flow.cancel.store(cancel, Ordering::Release);
+    ctx.shard.streams.active.push_back(Stream {
+        db: ctx.db,
+        keys: segs.keys,
+        kind: Kind::Segs,
+        segs: segs.segs,
+        resp3: ctx.resp3,
+        dest,
+        flow,
+        total: 1,
+        done: 0,
+        cursor: None,
+        list_seek: ListSeek::default(),
+        id_cursor: None,
+        started: false,
+        owner: Some(done),
+    });
 }
 
 #[derive(Clone, Copy)]
@@ -664,7 +752,8 @@ fn plan(name: &str, args: &[&[u8]]) -> Option<Plan> {
 use crate::cmd::list::clamp_range as clamp;
 
 /// Runs one step of the next stream that may take one (round robin) and posts its chunk.
-/// Returns true when a stream ended (waiting work may now run).
+/// Returns true when a stream of the shard's own ended (waiting work may now run); a
+/// transaction's part tells its transaction instead.
 pub fn step(shard: &mut Shard, shared: &crate::shared::Shared, now_ms: i64) -> bool {
     let streams = &mut shard.streams;
     let Some(i) = streams.active.iter().position(|s| s.flow.runnable()) else {
@@ -676,8 +765,7 @@ pub fn step(shard: &mut Shard, shared: &crate::shared::Shared, now_ms: i64) -> b
     // (XREADGROUP) is produced to its end, its bytes dropped.
     let cancelled = s.flow.cancel.load(Ordering::Acquire);
     if cancelled && !s.segs.iter().any(Seg::writes) {
-        unpin(shard, &s);
-        return true;
+        return end(shard, shared, &s, true);
     }
     s.flow.ready.store(false, Ordering::Release);
     let first = !s.started;
@@ -695,17 +783,32 @@ pub fn step(shard: &mut Shard, shared: &crate::shared::Shared, now_ms: i64) -> b
                 conn: s.dest.conn,
                 seq: s.dest.seq,
                 bytes: out,
-                last: finished,
+                // A transaction's part is not its reply's end (the transaction's is).
+                last: finished && s.owner.is_none(),
+                end: finished,
                 flow: (first && !finished).then(|| s.flow.clone()),
             },
         );
     }
     if finished {
-        unpin(shard, &s);
-        true
+        end(shard, shared, &s, cancelled)
     } else {
         shard.streams.active.push_back(s);
         false
+    }
+}
+
+/// A stream ended (its last chunk posted): its keys are released; a transaction's part tells
+/// its transaction (after its last chunk, on the same way: the transaction's next part or
+/// reply follows it), with whether the client went away.
+fn end(shard: &mut Shard, shared: &crate::shared::Shared, s: &Stream, cancelled: bool) -> bool {
+    unpin(shard, s);
+    match s.owner {
+        Some(done) => {
+            crate::exec::complete(shared, done, cancelled);
+            false
+        }
+        None => true,
     }
 }
 

@@ -432,7 +432,8 @@ impl Worker {
         match to {
             To::Conn(f) => self.run_conn(c, cmd, f, args),
             To::Shard(f, shard) => {
-                let inline = shard == self.id && self.admits_inline(cmd, args, &keys);
+                let db = self.conns[c].state.db;
+                let inline = shard == self.id && self.admits_inline(cmd, db, args, &keys);
                 let conn = &mut self.conns[c];
                 if inline {
                     let suppress = take_suppress(&mut conn.state);
@@ -566,6 +567,11 @@ impl Worker {
                     idx: c as u32,
                     gen: conn.gen,
                 };
+                tx.set_dest(crate::stream::Dest {
+                    thread: self.id,
+                    conn: conn_ref,
+                    seq,
+                });
                 let shared = self.shared.clone();
                 let thread = self.id;
                 let args: Vec<Bytes> = owner.own(args);

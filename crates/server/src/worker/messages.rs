@@ -116,6 +116,7 @@ impl Worker {
                 f,
             } => self.on_run(tx, db, resp3, writer, f),
             Msg::Release { tx } => {
+                self.release_holds(tx);
                 let granted = self.shard.lock.sched.release(tx);
                 self.after_change(granted);
             }
@@ -193,8 +194,9 @@ impl Worker {
                 seq,
                 bytes,
                 last,
+                end,
                 flow,
-            } => self.stream_chunk(conn, seq, &bytes, last, flow),
+            } => self.stream_chunk(conn, seq, &bytes, last, end, flow),
             Msg::StreamTick => self.stream_tick(),
             Msg::Evict => {
                 self.evict_check(false);
@@ -272,6 +274,10 @@ impl Worker {
         f: crate::msg::ShardFn,
     ) {
         self.run_on_shard(db, resp3, writer, f);
+        if std::mem::take(&mut self.shard.streams.held_new) {
+            // Work deferred behind the keys just held waits for them aside instead.
+            self.after_change(Vec::new());
+        }
         // A transaction's serving step may have left second steps to run (blocking.rs).
         for m in crate::blocking::take_stashed() {
             self.exec.spawn(m);

@@ -24,7 +24,7 @@ impl Worker {
     /// A transaction's part for this shard (Msg::Schedule).
     pub(super) fn on_schedule(&mut self, s: Box<Scheduled>) {
         let streams = &mut self.shard.streams;
-        if !streams.idle() || !streams.tx_waiting.is_empty() {
+        if !streams.idle() || !streams.tx_waiting.is_empty() || streams.has_parked() {
             streams.tx_waiting.push_back(Msg::Schedule(s));
             return;
         }
@@ -197,9 +197,11 @@ impl Worker {
         }
     }
 
-    /// Whether a command outside transactions with keys at positions `idx` of `args` may not
-    /// run now.
-    fn blocked(&self, cmd: &Command, args: &[impl AsRef<[u8]>], idx: &[usize]) -> bool {
+    /// Whether a command outside transactions (in database `db`) with keys at positions
+    /// `idx` of `args` may not run now. A key a transaction holds for its streamed reply
+    /// does not count: the command waits for it as for a stream (stream.rs, `Streams::hold`),
+    /// without holding up the shard's other work.
+    fn blocked(&self, cmd: &Command, db: usize, args: &[impl AsRef<[u8]>], idx: &[usize]) -> bool {
         let sched = &self.shard.lock.sched;
         if sched.idle() {
             return false;
@@ -208,13 +210,47 @@ impl Worker {
             return true; // keyless: it may look at anything
         }
         let write = !cmd.spec.has(flags::READONLY);
-        idx.iter()
-            .any(|&i| sched.blocks_key(args[i].as_ref(), write))
+        let streams = &self.shard.streams;
+        idx.iter().any(|&i| {
+            let k = args[i].as_ref();
+            sched.blocks_key(k, write) && !(streams.has_holds() && streams.held(db, k))
+        })
+    }
+
+    /// A transaction released this shard: the work that waited for its holds (stream.rs,
+    /// `Streams::hold`) goes first in the deferred work, in order, the transactions' parts
+    /// that waited behind it after; all run as the release allows.
+    pub(super) fn release_holds(&mut self, tx: TxId) {
+        if !self.shard.streams.release_holds(tx) {
+            return;
+        }
+        let (parked, waiters) = self.shard.streams.take_waiting();
+        for (from, item) in parked.into_iter().rev() {
+            self.shard.lock.deferred.push_front(Msg::Batch {
+                from,
+                items: vec![item],
+                spare: None,
+            });
+        }
+        for r in waiters {
+            if let Some(cn) = self.conn_mut(r) {
+                cn.stream.wait = false;
+                self.resume.push(r.idx as usize);
+            }
+        }
+        let waiting = std::mem::take(&mut self.shard.streams.tx_waiting);
+        self.shard.lock.deferred.extend(waiting);
     }
 
     /// A single-shard command of this thread's connection, about to run inline: whether it
     /// may (nothing deferred, and no granted intent on its keys).
-    pub(super) fn admits_inline(&mut self, cmd: &Command, args: &[&[u8]], keys: &[usize]) -> bool {
+    pub(super) fn admits_inline(
+        &mut self,
+        cmd: &Command,
+        db: usize,
+        args: &[&[u8]],
+        keys: &[usize],
+    ) -> bool {
         if self.shard.lock.free() {
             return true;
         }
@@ -224,7 +260,7 @@ impl Worker {
         if self.shard.lock.sched.sweepable() {
             self.sweep_lingering();
         }
-        self.shard.lock.deferred.is_empty() && !self.blocked(cmd, args, keys)
+        self.shard.lock.deferred.is_empty() && !self.blocked(cmd, db, args, keys)
     }
 
     /// Runs a batch's items up to the first that must wait; that one and the rest wait (at the
@@ -254,7 +290,7 @@ impl Worker {
         }
         let cut = items
             .iter()
-            .position(|it| self.blocked(it.cmd, &it.args, &it.keys));
+            .position(|it| self.blocked(it.cmd, it.db, &it.args, &it.keys));
         let rest = cut.map(|i| items.split_off(i));
         if !items.is_empty() {
             self.exec_batch(from, items);

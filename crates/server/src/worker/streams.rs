@@ -16,7 +16,8 @@ impl Worker {
         args: &[&[u8]],
         owner: Owner<'_>,
     ) -> bool {
-        if self.shard.streams.idle() || !self.shard.lock.free() {
+        let streams = &self.shard.streams;
+        if (streams.idle() || !self.shard.lock.free()) && !streams.has_holds() {
             return false;
         }
         // Only a single-shard command on this thread's shard.
@@ -101,6 +102,7 @@ impl Worker {
         seq: u64,
         bytes: &[u8],
         last: bool,
+        end: bool,
         flow: Option<Arc<crate::stream::Flow>>,
     ) {
         match self.conn_mut(conn) {
@@ -109,7 +111,8 @@ impl Worker {
                 self.dirty.push(conn.idx as usize);
                 if let Some(flow) = flow {
                     self.inbound.open(conn, seq, flow);
-                } else if last {
+                } else if end {
+                    // (A reply of a transaction's parts has one stream open at a time.)
                     self.inbound.close(conn, seq);
                 }
             }
@@ -126,7 +129,10 @@ impl Worker {
     /// One step of this shard's streams per loop turn; when one ends, what waited runs again.
     pub(super) fn stream_tick(&mut self) {
         self.shard.streams.ticking = false;
-        if self.shard.streams.last_turn == Some(self.loop_now) || !self.shard.lock.sched.idle() {
+        // A stream of the shard's own steps only while nothing is granted (they never
+        // coexist: shard.rs); a transaction's part runs under its transaction's intents.
+        let granted = !self.shard.lock.sched.idle() && !self.shard.streams.tx_streams();
+        if self.shard.streams.last_turn == Some(self.loop_now) || granted {
             return; // stepped this turn already (stream_turn_end queues the next tick)
         }
         self.shard.streams.last_turn = Some(self.loop_now);

@@ -128,6 +128,9 @@ enum Look {
     Ok(StreamId, Option<Vec<u8>>),
     /// `+` on a stream whose last id is 0-0.
     PlusZero,
+    /// The id after which entries count, and how many the reply has (some): streamed later
+    /// ([`xread_streamed`]); the key is pinned meanwhile.
+    Later(StreamId, usize),
 }
 
 /// Writes `[key, entries]` (RESP2) or `key entries` (a map entry in RESP3) of the entries of
@@ -166,6 +169,73 @@ fn entries_after(
         write_entry(&mut w, e);
     }
     Ok(Some(out))
+}
+
+/// The id after which XREAD's entries count, as [`look`] resolves it; None where `look` has an
+/// error to give (an invalid id, `+` on a stream whose last id is 0-0).
+fn resolve(s: Option<&darner_engine::types::Stream>, id: IdArg) -> Option<StreamId> {
+    Some(match id {
+        IdArg::Last => s.map_or(StreamId::MIN, |s| s.last_id),
+        IdArg::Plus => match s {
+            None => StreamId::MIN,
+            Some(s) => s.last_id.prev()?,
+        },
+        IdArg::Id(id) => id,
+        IdArg::Invalid => return None,
+    })
+}
+
+/// One shard's keys of a multi-shard XREAD whose reply streams (`stream`): when they answer
+/// more than [`crate::stream::STREAM_MIN_ENTRIES`] entries, each key with entries is a
+/// [`Look::Later`] (counted and pinned, read later in steps); otherwise, and for errors, as
+/// [`look`] answers them, at once.
+fn look_shard(ctx: &mut ShardCtx, ks: &[(Bytes, IdArg)], count: usize, stream: bool) -> Vec<Look> {
+    let resp3 = ctx.resp3;
+    if stream {
+        if let Some(looks) = look_later(ctx, ks, count) {
+            return looks;
+        }
+    }
+    ks.iter()
+        .map(|(k, id)| look(ctx, k, *id, count, resp3))
+        .collect()
+}
+
+fn look_later(ctx: &mut ShardCtx, ks: &[(Bytes, IdArg)], count: usize) -> Option<Vec<Look>> {
+    let limit = if count == 0 { u64::MAX } else { count as u64 };
+    let mut db = ctx.db();
+    let mut looks = Vec::with_capacity(ks.len());
+    let mut total = 0;
+    for (k, id) in ks {
+        let s = match db.peek(k).map(|e| e.value()) {
+            None => None,
+            Some(ValueRef::Stream(s)) => Some(s),
+            Some(_) => return None, // WRONGTYPE: `look`'s
+        };
+        let after = resolve(s, *id)?;
+        let n = match (s, after.next()) {
+            (Some(s), Some(start)) => s.count_range(start, StreamId::MAX, limit) as usize,
+            _ => 0,
+        };
+        total += n;
+        looks.push(if n > 0 {
+            Look::Later(after, n)
+        } else {
+            Look::Ok(after, None)
+        });
+    }
+    if total <= crate::stream::STREAM_MIN_ENTRIES {
+        return None;
+    }
+    for ((k, _), l) in ks.iter().zip(&looks) {
+        // The read counts as one (hit, access clock), as `look`'s would.
+        db.get(k);
+        if matches!(l, Look::Later(..)) {
+            // Until its part has streamed, expiry must not change it (stream.rs).
+            db.db().pin(k);
+        }
+    }
+    Some(looks)
 }
 
 fn look(ctx: &mut ShardCtx, key: &[u8], id: IdArg, count: usize, resp3: bool) -> Look {
@@ -341,6 +411,9 @@ pub(super) fn xread(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         let keys: Vec<Bytes> = args[r.streams_at..r.streams_at + r.nkeys].to_vec();
         let ids = read_ids(&args[r.streams_at + r.nkeys..]);
         let count = r.count;
+        // A big reply streams, its parts in key order (without BLOCK, not inside EXEC or a
+        // script: see `xread_streamed`).
+        let stream = r.block.is_none() && tx.stream_dest().is_some();
         // One hop per shard: each key's type, resolved id and entries.
         let groups = crate::cmd::generic::by_shard(&tx, &keys);
         let hops: Vec<_> = groups
@@ -348,11 +421,7 @@ pub(super) fn xread(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             .map(|(s, idx)| {
                 let ks: Vec<(Bytes, IdArg)> =
                     idx.iter().map(|&i| (keys[i].clone(), ids[i])).collect();
-                tx.run(*s, move |ctx| {
-                    ks.iter()
-                        .map(|(k, id)| look(ctx, k, *id, count, resp3))
-                        .collect::<Vec<_>>()
-                })
+                tx.run(*s, move |ctx| look_shard(ctx, &ks, count, stream))
             })
             .collect();
         let mut looks: Vec<Option<Look>> = (0..keys.len()).map(|_| None).collect();
@@ -363,7 +432,11 @@ pub(super) fn xread(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         }
         let looks: Vec<Look> = looks.into_iter().map(|l| l.expect("looked")).collect();
         if let Some(e) = read_error(&looks, &ids, &args[r.streams_at + r.nkeys..]) {
+            unpin_later(&tx, &keys, &looks).await;
             return err(e);
+        }
+        if looks.iter().any(|l| matches!(l, Look::Later(..))) {
+            return xread_streamed(&tx, &keys, looks).await;
         }
         if looks.iter().any(|l| matches!(l, Look::Ok(_, Some(_)))) {
             let mut out = Vec::new();
@@ -396,6 +469,129 @@ pub(super) fn xread(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             _ => with_writer(resp3, |w| w.null_array()),
         }
     })
+}
+
+/// The `[key, entries]` header of one key's part of XREAD / XREADGROUP's reply (RESP3: the
+/// key of a map entry, then its entries' array), for `n` entries.
+fn part_header(out: &mut Vec<u8>, resp3: bool, key: &[u8], n: usize) {
+    let mut w = ReplyWriter::new(out, resp3);
+    if !resp3 {
+        w.array(2);
+    }
+    w.bulk(key);
+    w.array(n);
+}
+
+/// Streams one part of a multi-shard reply from `shard`, which `tx` holds: the parts `plan`
+/// makes there are produced in steps (stream.rs, `start_tx_segs`) and written to the
+/// client's reply; resolves, once they all left, to whether the client went away. `gone`:
+/// it went already (a part that writes is produced all the same, unsent).
+async fn stream_part<F>(tx: &Tx, shard: usize, gone: bool, plan: F) -> bool
+where
+    F: FnOnce(&mut ShardCtx) -> Segs + Send + 'static,
+{
+    let dest = tx.stream_dest().expect("streamed only with a destination");
+    let (done, ended) = crate::exec::pending::<bool>();
+    tx.run(shard, move |ctx| {
+        let segs = plan(ctx);
+        crate::stream::start_tx_segs(ctx, segs, dest, done, gone);
+    })
+    .await;
+    ended.await || gone
+}
+
+/// Takes back the pins of the keys a first look pinned for a streamed part
+/// ([`Look::Later`], a big XREADGROUP key) when the command ends without streaming them (an
+/// error of another key).
+async fn unpin_keys(tx: &Tx, keys: Vec<Bytes>) {
+    let hops: Vec<_> = keys
+        .into_iter()
+        .map(|k| {
+            tx.run(tx.shard_of(&k), move |ctx| {
+                if let Some(db) = ctx.shard.dbs.get_mut(ctx.db) {
+                    db.unpin(&k);
+                }
+            })
+        })
+        .collect();
+    crate::exec::join(hops).await;
+}
+
+/// Holds `keys` on their shards for the transaction until it releases them (stream.rs,
+/// `Streams::hold`): while its reply streams, a command outside transactions that touches one
+/// waits for it as for a stream, without holding up the other work of its shard.
+async fn hold_keys(tx: &Tx, keys: &[Bytes]) {
+    let id = tx.id();
+    let hops: Vec<_> = crate::cmd::generic::by_shard(tx, keys)
+        .into_iter()
+        .map(|(s, idx)| {
+            let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
+            tx.run(s, move |ctx| {
+                let db = ctx.db;
+                ctx.shard.streams.hold(id, db, &ks);
+            })
+        })
+        .collect();
+    crate::exec::join(hops).await;
+}
+
+async fn unpin_later(tx: &Tx, keys: &[Bytes], looks: &[Look]) {
+    let pinned = keys
+        .iter()
+        .zip(looks)
+        .filter(|(_, l)| matches!(l, Look::Later(..)))
+        .map(|(k, _)| k.clone())
+        .collect();
+    unpin_keys(tx, pinned).await;
+}
+
+/// XREAD whose keys are on several shards, with a big reply (some shard's keys answer more
+/// than [`crate::stream::STREAM_MIN_ENTRIES`] entries: [`Look::Later`]). The reply is the one
+/// Redis sends, its keys' parts in argument order; each later part is produced in steps on its
+/// shard (stream.rs, `start_tx_segs`), one shard at a time, so no shard stalls for its keys'
+/// size. The transaction holds every key (read intents) from the first look to its end, so the
+/// reply is each key as it was at that look: a write issued meanwhile waits, and lands after.
+/// The bytes before a streamed part (the header, parts built at once) go out as its first
+/// part; what follows the last one is the transaction's reply.
+async fn xread_streamed(tx: &Tx, keys: &[Bytes], looks: Vec<Look>) -> Vec<u8> {
+    let resp3 = tx.resp3();
+    let parts = looks
+        .iter()
+        .filter(|l| matches!(l, Look::Ok(_, Some(_)) | Look::Later(..)))
+        .count();
+    hold_keys(tx, keys).await;
+    let mut out = Vec::new();
+    let mut w = ReplyWriter::new(&mut out, resp3);
+    if resp3 {
+        w.map(parts);
+    } else {
+        w.array(parts);
+    }
+    let mut gone = false;
+    for (k, l) in keys.iter().zip(looks) {
+        match l {
+            Look::Ok(_, Some(p)) => out.extend_from_slice(&p),
+            Look::Later(after, n) => {
+                let prefix = std::mem::take(&mut out);
+                let key = k.clone();
+                gone = stream_part(tx, tx.shard_of(k), gone, move |ctx| {
+                    let mut segs = Segs::default();
+                    segs.raw().extend_from_slice(&prefix);
+                    part_header(segs.raw(), ctx.resp3, &key, n);
+                    let key = segs.key(&key);
+                    segs.push(Seg::Entries {
+                        key,
+                        from: after.next().unwrap_or(StreamId::MAX),
+                        left: n,
+                    });
+                    segs
+                })
+                .await;
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 // ---- XREADGROUP ------------------------------------------------------------------------------------
@@ -701,28 +897,57 @@ pub(super) fn xreadgroup(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         let (group, consumer) = (args[g].clone(), args[g + 1].clone());
         let keys: Vec<Bytes> = args[r.streams_at..r.streams_at + r.nkeys].to_vec();
         let ids = group_ids(&args[r.streams_at + r.nkeys..]);
-        // First look: each key's type and group.
+        // A big reply streams, its parts in key order (without BLOCK, not inside EXEC or a
+        // script, no key named twice: see `xreadgroup_streamed`).
+        let stream = r.block.is_none()
+            && tx.stream_dest().is_some()
+            && !keys.iter().enumerate().any(|(i, k)| keys[..i].contains(k));
+        // First look: each key's type and group (and when it may stream, the entries each
+        // key answers).
         let groups = crate::cmd::generic::by_shard(&tx, &keys);
         let hops: Vec<_> = groups
             .iter()
             .map(|(s, idx)| {
-                let ks: Vec<Bytes> = idx.iter().map(|&i| keys[i].clone()).collect();
-                let g = group.clone();
+                let ks: Vec<(Bytes, GroupId)> =
+                    idx.iter().map(|&i| (keys[i].clone(), ids[i])).collect();
+                let (g, c) = (group.clone(), consumer.clone());
+                let count = r.count;
                 tx.run(*s, move |ctx| {
                     ks.iter()
-                        .map(|k| group_look(ctx, k, &g))
+                        .map(|(k, id)| {
+                            let l = group_look(ctx, k, &g);
+                            let n = match l {
+                                GroupLook::Ok if stream => group_count(ctx, k, &g, &c, *id, count),
+                                _ => None,
+                            };
+                            (l, n)
+                        })
                         .collect::<Vec<_>>()
                 })
             })
             .collect();
         let mut looks = vec![GroupLook::Ok; keys.len()];
+        let mut counts: Vec<Option<usize>> = vec![None; keys.len()];
         for (g, hop) in hops.into_iter().enumerate() {
-            for (j, l) in hop.await.into_iter().enumerate() {
+            for (j, (l, n)) in hop.await.into_iter().enumerate() {
                 looks[groups[g].1[j]] = l;
+                counts[groups[g].1[j]] = n;
             }
         }
+        let big = |n: &Option<usize>| n.is_some_and(|n| n > crate::stream::STREAM_MIN_ENTRIES);
         if let Some(e) = group_error(&looks, &ids, &keys, &group) {
+            let pinned = keys.iter().zip(&counts).filter(|(_, n)| big(n));
+            unpin_keys(&tx, pinned.map(|(k, _)| k.clone()).collect()).await;
             return err(&e);
+        }
+        if counts.iter().any(big) {
+            let rd = StreamedGroupRead {
+                group,
+                consumer,
+                count: r.count,
+                noack: r.noack,
+            };
+            return xreadgroup_streamed(&tx, &keys, &ids, &counts, rd).await;
         }
         // Serve, key by key in argument order (a key named twice is served twice, as Redis
         // does: the second `>` finds nothing new).
@@ -778,6 +1003,141 @@ pub(super) fn xreadgroup(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     })
 }
 
+/// What a key of XREADGROUP answers, when it may stream (the first look, with the
+/// transaction holding it): the entries of its part (None: it has no part, a `>` read with
+/// nothing new, or an id that is an error). A key that answers more than
+/// [`crate::stream::STREAM_MIN_ENTRIES`] is pinned until its part has streamed.
+fn group_count(
+    ctx: &mut ShardCtx,
+    key: &[u8],
+    group: &[u8],
+    consumer: &[u8],
+    id: GroupId,
+    count: usize,
+) -> Option<usize> {
+    let limit = if count == 0 { usize::MAX } else { count };
+    let mut db = ctx.db();
+    let Some(ValueRef::Stream(s)) = db.peek(key).map(|e| e.value()) else {
+        return None;
+    };
+    let g = s.group(group)?;
+    let n = match id {
+        GroupId::New => {
+            let start = g.last_id.next()?;
+            match s.count_range(start, StreamId::MAX, limit as u64) as usize {
+                0 => return None,
+                n => n,
+            }
+        }
+        // The pending entries after the id, as `serve_group` (a part even when none).
+        GroupId::History(after) => g.consumers.get(consumer).map_or(0, |c| {
+            c.pel
+                .range((Bound::Excluded(after), Bound::Unbounded))
+                .take(limit)
+                .count()
+        }),
+        _ => return None,
+    };
+    if n > crate::stream::STREAM_MIN_ENTRIES {
+        db.db().pin(key);
+    }
+    Some(n)
+}
+
+/// XREADGROUP's group, consumer and options, to take to the keys' shards.
+struct StreamedGroupRead {
+    group: Bytes,
+    consumer: Bytes,
+    count: usize,
+    noack: bool,
+}
+
+/// XREADGROUP whose keys are on several shards, with a big reply (a key answers more than
+/// [`crate::stream::STREAM_MIN_ENTRIES`] entries; `counts`: what each key answers, from the
+/// first look). The reply is the one Redis sends, its keys' parts in argument order: a big
+/// part is produced in steps on its key's shard (stream.rs, `start_tx_segs`), the others at
+/// once, key after key. The writes (PELs, the group's last delivered id, delivery counts) are
+/// made as the steps write the entries, as in the single-shard form (`xreadgroup_segs`): the
+/// transaction holds every key (write intents) from the first look to its end, so nothing
+/// sees a group half read, and a part whose client went away is produced all the same, its
+/// bytes dropped: the effect is whole.
+async fn xreadgroup_streamed(
+    tx: &Tx,
+    keys: &[Bytes],
+    ids: &[GroupId],
+    counts: &[Option<usize>],
+    rd: StreamedGroupRead,
+) -> Vec<u8> {
+    let resp3 = tx.resp3();
+    hold_keys(tx, keys).await;
+    let mut out = Vec::new();
+    let mut w = ReplyWriter::new(&mut out, resp3);
+    let parts = counts.iter().filter(|n| n.is_some()).count();
+    if resp3 {
+        w.map(parts);
+    } else {
+        w.array(parts);
+    }
+    let mut gone = false;
+    for ((k, id), n) in keys.iter().zip(ids).zip(counts) {
+        let (key, id) = (k.clone(), *id);
+        let (g, c) = (rd.group.clone(), rd.consumer.clone());
+        let (count, noack) = (rd.count, rd.noack);
+        match *n {
+            Some(n) if n > crate::stream::STREAM_MIN_ENTRIES => {
+                let prefix = std::mem::take(&mut out);
+                gone = stream_part(tx, tx.shard_of(k), gone, move |ctx| {
+                    let now = ctx.now_ms();
+                    group_begin(ctx, &key, &g, &c, now);
+                    let mut segs = Segs::default();
+                    segs.raw().extend_from_slice(&prefix);
+                    part_header(segs.raw(), ctx.resp3, &key, n);
+                    let key = segs.key(&key);
+                    let (group, consumer): (Box<[u8]>, Box<[u8]>) = ((*g).into(), (*c).into());
+                    segs.push(match id {
+                        GroupId::History(after) => Seg::GroupHistory {
+                            key,
+                            group,
+                            consumer,
+                            now,
+                            from: after.next().unwrap_or(StreamId::MAX),
+                            left: n,
+                        },
+                        _ => Seg::GroupNew {
+                            key,
+                            group,
+                            consumer,
+                            noack,
+                            now,
+                            left: n,
+                        },
+                    });
+                    segs
+                })
+                .await;
+            }
+            _ => {
+                let part = tx
+                    .run(tx.shard_of(k), move |ctx| {
+                        let rd = GroupRead {
+                            group: &g,
+                            consumer: &c,
+                            count,
+                            noack,
+                            resp3,
+                        };
+                        serve_group(ctx, &key, id, &rd)
+                    })
+                    .await;
+                if let Some(p) = part {
+                    out.extend_from_slice(&p);
+                }
+            }
+        }
+    }
+    out
+}
+
 // ---- streamed replies (stream.rs) ------------------------------------------------------------
 
 /// The reply of XREAD / XREADGROUP's keys with something to answer (`parts`: each key, and
@@ -801,12 +1161,7 @@ fn read_segs(
         w.array(parts.len());
     }
     for (i, (key, n)) in parts.iter().enumerate() {
-        let mut w = ReplyWriter::new(segs.raw(), resp3);
-        if !resp3 {
-            w.array(2);
-        }
-        w.bulk(key);
-        w.array(*n);
+        part_header(segs.raw(), resp3, key, *n);
         let k = segs.key(key);
         part(&mut segs, i, k);
     }
@@ -977,23 +1332,29 @@ pub(super) fn xreadgroup_begin(ctx: &mut ShardCtx, args: &[&[u8]]) {
     let (group, consumer) = (args[g], args[g + 1]);
     let now = ctx.now_ms();
     for k in &args[r.streams_at..r.streams_at + r.nkeys] {
-        let created = {
-            let mut db = ctx.db();
-            db.get(k);
-            let Some(s) = super::write(&mut db, k).ok().flatten() else {
-                continue;
-            };
-            super::group::with_group(s, group, |_, g| {
-                let created = super::group::ensure_consumer(g, consumer, now);
-                if let Some(c) = g.consumers.get_mut(consumer) {
-                    c.seen_time = now;
-                }
-                created
-            })
-            .unwrap_or(false)
+        group_begin(ctx, k, group, consumer, now);
+    }
+}
+
+/// What XREADGROUP does to one key before its part of the reply (a streamed part's, as
+/// [`serve_group`] does): one read of the key, the consumer created (notified) and seen now.
+fn group_begin(ctx: &mut ShardCtx, k: &[u8], group: &[u8], consumer: &[u8], now: i64) {
+    let created = {
+        let mut db = ctx.db();
+        db.get(k);
+        let Some(s) = super::write(&mut db, k).ok().flatten() else {
+            return;
         };
-        if created {
-            crate::notify::notify(ctx, crate::notify::STREAM, "xgroup-createconsumer", k);
-        }
+        super::group::with_group(s, group, |_, g| {
+            let created = super::group::ensure_consumer(g, consumer, now);
+            if let Some(c) = g.consumers.get_mut(consumer) {
+                c.seen_time = now;
+            }
+            created
+        })
+        .unwrap_or(false)
+    };
+    if created {
+        crate::notify::notify(ctx, crate::notify::STREAM, "xgroup-createconsumer", k);
     }
 }
