@@ -96,7 +96,14 @@ impl Redis {
                 }
                 if TcpStream::connect(("127.0.0.1", port)).is_ok() {
                     // Up: wait until it has loaded its file (PING answers LOADING before).
-                    let mut con = r.client();
+                    // The connection may still be refused (another test's server that had
+                    // the port a moment): then look again.
+                    let Ok(mut con) = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                        .and_then(|c| c.get_connection())
+                    else {
+                        std::thread::sleep(Duration::from_millis(20));
+                        continue;
+                    };
                     while Instant::now() < deadline {
                         if redis::cmd("PING").query::<String>(&mut con).is_ok() {
                             return r;
