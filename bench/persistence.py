@@ -152,22 +152,6 @@ def start(argv, port, cwd):
     return p
 
 
-def wait_loaded(port, proc, timeout=600):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("server exited while loading")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                s.sendall(b"PING\r\n")
-                if s.recv(64).startswith(b"+PONG"):
-                    return
-        except OSError:
-            pass
-        time.sleep(0.01)
-    raise RuntimeError("not loaded in time")
-
-
 def run_server(name, argv_of, args):
     res = {}
     d = tempfile.mkdtemp(prefix="persist-bench-")
@@ -229,7 +213,8 @@ def run_server(name, argv_of, args):
         p = subprocess.Popen(argv_of(port), cwd=d, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
         try:
-            wait_loaded(port, p)
+            # PING answers -LOADING until the file is in: ready means loaded.
+            wait_ready(port, p, timeout=600)
             res["load"] = time.perf_counter() - t
             keys = Conn(port).call("DBSIZE")
             res["loaded_keys"] = int(keys) if keys is not None else -1
