@@ -189,10 +189,9 @@ fn counted_overhead() -> usize {
 /// (`alloc::sample_rss_overhead`) and sets what eviction counts of it. Called by one
 /// thread's cron, ten times a second, while a maxmemory is set.
 ///
-/// The first 3% of the budget (at least 2 MiB: below a few tens of MB the allocator's fixed
-/// granularity, the pages of each size class in use and the thread caches, is most of it)
-/// are left to the allocator, so a cache keeps its keys where fragmentation is small
-/// (counting all of it cost an LRU cache 1% of its hit ratio at 64 MB). Past that, the
+/// The first 3% of the budget (at least 256 KiB) are left to the allocator, so a cache keeps
+/// its keys where fragmentation is small (counting all of it cost an LRU cache 1% of its hit
+/// ratio at 64 MB). A floor of 2 MiB, tried first, let a 16 MB cache pass the bound (1.083). Past that, the
 /// counted part follows the unexplained memory up only **while the resident set grows** (by
 /// steps of 0.5% of the budget, at least 256 KiB):
 /// evicting frees blocks, and pages come back to the system only when wholly empty, so
@@ -204,7 +203,7 @@ fn counted_overhead() -> usize {
 pub fn sample_overhead(max: u64) {
     let step = (max as usize / 200).max(256 << 10);
     let (overhead, growing) = crate::alloc::sample_rss_overhead(step);
-    let allowance = (max as usize * 3 / 100).max(2 << 20);
+    let allowance = (max as usize * 3 / 100).max(256 << 10);
     let want = overhead.saturating_sub(allowance);
     let cur = counted_overhead();
     let next = if growing {
