@@ -13,7 +13,8 @@ dir, it prints:
                  the forked child counts too: the sum of both processes' Pss
                  (/proc/PID/smaps_rollup), sampled every 20 ms
   probe p99.9 / max   a probe process GETs one key in a loop during BGSAVE (one request at a
-                 time): latency percentiles in ms (Redis's fork stalls it)
+                 time): latency percentiles in ms (Redis's fork stalls it); and the same
+                 under the same writer without a snapshot, --baseline seconds first
   load           seconds from start with the file to the first PING answered, not LOADING
                  (darner: only if loading is built)
 
@@ -171,6 +172,21 @@ def run_server(name, argv_of, args):
         except RuntimeError as e:
             res["save"] = None
             res["save_err"] = str(e)
+        # The probe's latency under the same writes without a snapshot first (the baseline:
+        # on a small machine the writer's pipelines, not the snapshot, may dominate it).
+        stop = mp.Event()
+        q = mp.Queue()
+        w = mp.Process(target=writer, args=(port, args.keys, args.value_size, stop))
+        pr = mp.Process(target=probe, args=(port, stop, q))
+        w.start()
+        pr.start()
+        time.sleep(args.baseline)
+        stop.set()
+        lat = sorted(q.get(timeout=60))
+        w.join(30)
+        pr.join(30)
+        res["base_p999_ms"] = lat[int(len(lat) * 0.999) - 1] * 1000 if lat else 0
+        res["base_max_ms"] = lat[-1] * 1000 if lat else 0
         # BGSAVE under writes, with a probe.
         stop = mp.Event()
         q = mp.Queue()
@@ -236,6 +252,8 @@ def main():
     ap.add_argument("--value-size", type=int, default=1024)
     ap.add_argument("--hash-fields", type=int, default=1_000_000)
     ap.add_argument("--servers", default="darner,redis")
+    ap.add_argument("--baseline", type=float, default=3.0,
+                    help="seconds of the writer and the probe without a snapshot first")
     args = ap.parse_args()
     print(machine_line())
     print("dataset: %d keys of %d bytes + a hash of %d fields; darner --threads %d"
@@ -253,10 +271,10 @@ def main():
         r = results[name]
         fmt = lambda v, f="%.2f s": "n/a" if v is None else f % v  # noqa: E731
         print("%-7s SAVE %s  BGSAVE %s  peak/steady %.2f (%.0f / %.0f MiB)  probe p99.9 %.2f ms"
-              " max %.2f ms (%d GETs)  load %s%s"
+              " max %.2f ms (%d GETs; without BGSAVE %.2f / %.2f ms)  load %s%s"
               % (name, fmt(r.get("save")), fmt(r["bgsave"]), r["peak_ratio"],
                  r["peak"] / 2**20, r["steady_rss"] / 2**20, r["p999_ms"], r["max_ms"],
-                 r["probes"], fmt(r.get("load")),
+                 r["probes"], r["base_p999_ms"], r["base_max_ms"], fmt(r.get("load")),
                  ("  (" + r["save_err"] + ")") if r.get("save_err") else ""))
     if "darner" in results and "redis" in results:
         d, r = results["darner"], results["redis"]
