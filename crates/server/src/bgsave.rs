@@ -86,6 +86,8 @@ impl Default for Bgsaves {
 /// What goes to the writer thread.
 pub enum Piece {
     Bytes(Vec<u8>),
+    /// A big value's record and the SELECTDB before it.
+    Record(Vec<u8>, Vec<u8>),
     /// A shard has sent all it had.
     Done,
 }
@@ -204,13 +206,15 @@ impl ShardOut {
     }
 
     /// Moves the finished big value's record into the buffer.
+    /// A big record goes to the writer as a piece of its own (after what the buffer holds),
+    /// not copied into the buffer.
     fn finish_big(&mut self) {
         if let Some(cur) = self.current.take() {
-            self.select(cur.db);
-            self.buf.extend_from_slice(&cur.record);
-            if self.buf.len() >= CHUNK {
-                self.send();
-            }
+            self.send();
+            let mut head = Vec::with_capacity(8);
+            encode::write_select_db(&mut head, cur.db as u64);
+            // One piece: another shard's chunk must not come between the two.
+            let _ = self.to_writer.send(Piece::Record(head, cur.record));
         }
     }
 
@@ -389,6 +393,12 @@ pub fn spawn_writer(
                 Ok(Piece::Bytes(b)) => {
                     crc = darner_rdb::crc64::crc64(crc, &b);
                     f.write_all(&b)?;
+                }
+                Ok(Piece::Record(head, body)) => {
+                    for b in [head, body] {
+                        crc = darner_rdb::crc64::crc64(crc, &b);
+                        f.write_all(&b)?;
+                    }
                 }
                 Ok(Piece::Done) => done += 1,
                 Err(_) => {
