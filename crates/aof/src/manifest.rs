@@ -288,7 +288,8 @@ impl Manifest {
             if line.is_empty() {
                 return Err(invalid());
             }
-            let argv = split_args(line).ok_or_else(invalid)?;
+            // Redis's `sdssplitargs` (the inline request splitter's rules).
+            let argv = darner_resp::split_args(line).map_err(|()| invalid())?;
             if argv.len() < 6 || argv.len() % 2 != 0 {
                 return Err(invalid());
             }
@@ -491,83 +492,6 @@ fn cat_repr(b: &[u8], out: &mut Vec<u8>) {
         }
     }
     out.push(b'"');
-}
-
-/// Redis's `sdssplitargs` on a C string (no NUL inside): words separated by blanks, `"..."` with
-/// escapes (`\xHH`, `\n`, `\r`, `\t`, `\b`, `\a`, `\<c>`), `'...'` with `\'`. `None` for
-/// unbalanced quotes or a closing quote followed by something other than a blank.
-fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let at = |i: usize| line.get(i).copied().unwrap_or(0);
-    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    let mut args = Vec::new();
-    let mut p = 0usize;
-    loop {
-        while at(p) != 0 && is_space(at(p)) {
-            p += 1;
-        }
-        if at(p) == 0 {
-            return Some(args);
-        }
-        let (mut inq, mut insq, mut done) = (false, false, false);
-        let mut current = Vec::new();
-        while !done {
-            let c = at(p);
-            if inq {
-                if c == b'\\'
-                    && at(p + 1) == b'x'
-                    && hex(at(p + 2)).is_some()
-                    && hex(at(p + 3)).is_some()
-                {
-                    current.push(hex(at(p + 2))? * 16 + hex(at(p + 3))?);
-                    p += 3;
-                } else if c == b'\\' && at(p + 1) != 0 {
-                    p += 1;
-                    current.push(match at(p) {
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'b' => 0x08,
-                        b'a' => 0x07,
-                        other => other,
-                    });
-                } else if c == b'"' {
-                    if at(p + 1) != 0 && !is_space(at(p + 1)) {
-                        return None;
-                    }
-                    done = true;
-                } else if c == 0 {
-                    return None;
-                } else {
-                    current.push(c);
-                }
-            } else if insq {
-                if c == b'\\' && at(p + 1) == b'\'' {
-                    p += 1;
-                    current.push(b'\'');
-                } else if c == b'\'' {
-                    if at(p + 1) != 0 && !is_space(at(p + 1)) {
-                        return None;
-                    }
-                    done = true;
-                } else if c == 0 {
-                    return None;
-                } else {
-                    current.push(c);
-                }
-            } else {
-                match c {
-                    b' ' | b'\n' | b'\r' | b'\t' | 0 => done = true,
-                    b'"' => inq = true,
-                    b'\'' => insq = true,
-                    _ => current.push(c),
-                }
-            }
-            if at(p) != 0 {
-                p += 1;
-            }
-        }
-        args.push(current);
-    }
 }
 
 /// C's `atoll` (glibc: `strtoll`, saturating): leading blanks, a sign, digits; 0 when none.

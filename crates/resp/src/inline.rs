@@ -127,14 +127,20 @@ pub(crate) fn split_inline(line: &[u8], base: usize, out: &mut Vec<Arg>) -> Resu
     }
 }
 
+/// [`split_inline`] into owned arguments: Redis's `sdssplitargs` for other line formats that
+/// use it (the AOF manifest). `line` must hold no NUL byte (a C string).
+pub fn split_args(line: &[u8]) -> Result<Vec<Vec<u8>>, ()> {
+    let mut out = Vec::new();
+    split_inline(line, 0, &mut out)?;
+    Ok(out.into_iter().map(|a| a.as_slice(line).to_vec()).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn split(line: &[u8]) -> Result<Vec<Vec<u8>>, ()> {
-        let mut out = Vec::new();
-        split_inline(line, 0, &mut out)?;
-        Ok(out.into_iter().map(|a| a.as_slice(line).to_vec()).collect())
+        split_args(line)
     }
 
     fn ok(line: &str, want: &[&str]) {

@@ -77,6 +77,7 @@ mod request;
 mod scan;
 
 pub use bytes::Bytes;
+pub use inline::split_args;
 
 pub use error::ProtocolError;
 pub use frame::{decode, encode, Frame, MAX_DEPTH};
