@@ -5,14 +5,14 @@
 //! before it.
 
 /// `RDB_OPCODE_FUNCTION2`.
-pub const OPCODE_FUNCTION2: u8 = 245;
+pub const OPCODE_FUNCTION2: u8 = darner_rdb::opcode::FUNCTION2;
 /// `RDB_OPCODE_FUNCTION_PRE_GA` (Redis 7.0 release candidates).
-pub const OPCODE_FUNCTION_PRE_GA: u8 = 246;
+pub const OPCODE_FUNCTION_PRE_GA: u8 = darner_rdb::opcode::FUNCTION_PRE_GA;
 /// The newest RDB version this crate accepts (Redis 7.2's).
 pub const RDB_VERSION: u16 = 11;
 /// The version it writes: the lowest with the function opcode (Redis 7.0's), so that Redis
 /// 7.0 as well as 7.2 and Valkey restore our dumps (the format is the same).
-pub const WRITTEN_RDB_VERSION: u16 = 10;
+pub const WRITTEN_RDB_VERSION: u16 = darner_rdb::WRITTEN_VERSION;
 
 /// What FUNCTION RESTORE does with the libraries already loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -28,27 +28,12 @@ pub enum RestorePolicy {
 
 pub use darner_rdb::crc64::crc64;
 
-fn write_len(out: &mut Vec<u8>, len: usize) {
-    if len < 1 << 6 {
-        out.push(len as u8);
-    } else if len < 1 << 14 {
-        out.push(0x40 | (len >> 8) as u8);
-        out.push(len as u8);
-    } else if len <= u32::MAX as usize {
-        out.push(0x80);
-        out.extend_from_slice(&(len as u32).to_be_bytes());
-    } else {
-        out.push(0x81);
-        out.extend_from_slice(&(len as u64).to_be_bytes());
-    }
-}
-
 /// The payload for these library codes.
 pub fn encode<'a>(codes: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
     let mut out = Vec::new();
     for code in codes {
         out.push(OPCODE_FUNCTION2);
-        write_len(&mut out, code.len());
+        darner_rdb::encode::write_len(&mut out, code.len() as u64);
         out.extend_from_slice(code);
     }
     out.extend_from_slice(&WRITTEN_RDB_VERSION.to_le_bytes());
