@@ -289,7 +289,7 @@ impl Manifest {
                 return Err(invalid());
             }
             // Redis's `sdssplitargs` (the inline request splitter's rules).
-            let argv = darner_resp::split_args(line).map_err(|()| invalid())?;
+            let argv = darner_resp::split_args(line).ok_or_else(invalid)?;
             if argv.len() < 6 || argv.len() % 2 != 0 {
                 return Err(invalid());
             }

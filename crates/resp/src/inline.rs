@@ -128,11 +128,12 @@ pub(crate) fn split_inline(line: &[u8], base: usize, out: &mut Vec<Arg>) -> Resu
 }
 
 /// [`split_inline`] into owned arguments: Redis's `sdssplitargs` for other line formats that
-/// use it (the AOF manifest). `line` must hold no NUL byte (a C string).
-pub fn split_args(line: &[u8]) -> Result<Vec<Vec<u8>>, ()> {
+/// use it (the AOF manifest). `line` must hold no NUL byte (a C string). None for unbalanced
+/// quotes.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
     let mut out = Vec::new();
-    split_inline(line, 0, &mut out)?;
-    Ok(out.into_iter().map(|a| a.as_slice(line).to_vec()).collect())
+    split_inline(line, 0, &mut out).ok()?;
+    Some(out.into_iter().map(|a| a.as_slice(line).to_vec()).collect())
 }
 
 #[cfg(test)]
@@ -140,7 +141,7 @@ mod tests {
     use super::*;
 
     fn split(line: &[u8]) -> Result<Vec<Vec<u8>>, ()> {
-        split_args(line)
+        split_args(line).ok_or(())
     }
 
     fn ok(line: &str, want: &[&str]) {

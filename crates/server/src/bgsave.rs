@@ -29,8 +29,8 @@
 //! sink holds a reference, dropped when that table's snapshot completes (written by steps,
 //! by guards, or by the freeing of a flushed table).
 //!
-//! **Big values in steps.** A hash, set, sorted set or list of more than [`BIG`] elements is
-//! not serialized when the cursor reaches it: the sink takes it for later, and the shard's
+//! **Big values in steps.** A hash, set, sorted set or list of more than SAVE's
+//! `BIG_ELEMENTS` (persist/snapshot.rs) is not serialized when the cursor reaches it: the sink takes it for later, and the shard's
 //! loop writes it [`BIG_STEP`] elements a turn (as RDB's element-by-element types, into a
 //! buffer of its own, since a key's record must be contiguous in the file). Until it is
 //! done, the table forces it: a write to that key first has the rest written at once, from
@@ -41,7 +41,7 @@
 //! value being written, and the values that writes forced out early; no copy of the dataset.
 
 use crate::persist::snapshot::{
-    has_hash_field_ttls, write_modifiers, write_small, AccessOpcode, SnapshotOptions,
+    has_hash_field_ttls, is_big, write_small, AccessOpcode, Big, SnapshotOptions,
 };
 use crate::shared::Shared;
 use darner_engine::{Clock, Entry};
@@ -59,8 +59,6 @@ pub const CHUNK: usize = 256 << 10;
 /// 9.1 ms during BGSAVE on two cores (bench/persistence.py); 200 µs 1.2-3.1 ms, at the same
 /// BGSAVE time.
 const STEP_TIME: Duration = Duration::from_micros(200);
-/// Collections with more elements than this are written in steps.
-pub const BIG: usize = 4096;
 /// Elements of a big value written per step.
 const BIG_STEP: usize = 1024;
 
@@ -110,60 +108,14 @@ struct ShardOut {
     clock: Clock,
     /// How entries are written (SAVE's: persist/snapshot.rs).
     snap: SnapshotOptions,
-    opts: EncodeOptions,
 }
 
-/// A big value being written in steps: its record so far, and where its walk resumes.
+/// A big value being written in steps: its database, its record so far and its walk (SAVE's,
+/// persist/snapshot.rs).
 struct BigValue {
     db: usize,
-    key: Vec<u8>,
     record: Vec<u8>,
-    at: usize,
-}
-
-/// The element-by-element RDB type a big value is written as, and its element count; None
-/// for a value written whole.
-fn big_kind(v: darner_engine::ValueRef<'_>, now_ms: i64) -> Option<(u8, usize)> {
-    use darner_engine::ValueRef as R;
-    use darner_rdb::object_type as t;
-    let n = darner_engine::persist::live_len(v, now_ms);
-    if n <= BIG {
-        return None;
-    }
-    match v {
-        R::Hash(h) if !h.has_ttls() => Some((t::HASH, n)),
-        R::Set(s) if !darner_engine::persist::set_has_live_ttls(s, now_ms) => Some((t::SET, n)),
-        R::ZSet(_) => Some((t::ZSET_2, n)),
-        R::List(_) => Some((t::LIST, n)),
-        _ => None,
-    }
-}
-
-/// Writes up to `min` more elements of big value `v` (of [`big_kind`] `t`) from `at` into
-/// `out`; where to resume, None when done.
-fn big_walk(
-    v: darner_engine::ValueRef<'_>,
-    at: usize,
-    min: usize,
-    now_ms: i64,
-    opts: &EncodeOptions,
-    out: &mut Vec<u8>,
-) -> Option<usize> {
-    use darner_engine::persist as p;
-    use darner_engine::ValueRef as R;
-    match v {
-        R::Hash(h) => p::hash_fields_from(h, at, min, now_ms, |f, v, _| {
-            encode::hash_field(out, f, v, opts)
-        }),
-        R::Set(s) => {
-            p::set_members_from(s, at, min, now_ms, |m, _| encode::set_member(out, m, opts))
-        }
-        R::ZSet(z) => {
-            p::zset_members_from(z, at, min, |m, sc| encode::zset_member(out, m, sc, opts))
-        }
-        R::List(l) => p::list_elements_from(l, at, min, |e| encode::list_element(out, e, opts)),
-        _ => None,
-    }
+    walk: Big,
 }
 
 impl ShardOut {
@@ -174,25 +126,15 @@ impl ShardOut {
             return true;
         }
         if let Some(cur) = self.current.as_mut() {
-            if cur.db == db && cur.key == e.key() {
+            if cur.db == db && *cur.walk.key == *e.key() {
                 // About to change while being written: the rest now, from the value as it
                 // still is.
-                let mut at = Some(cur.at);
-                while let Some(a) = at {
-                    at = big_walk(
-                        e.value(),
-                        a,
-                        usize::MAX,
-                        self.clock.now_ms,
-                        &self.opts,
-                        &mut cur.record,
-                    );
-                }
+                while !cur.walk.walk(e, &self.snap, usize::MAX, &mut cur.record) {}
                 self.finish_big();
                 return true;
             }
         }
-        if !forced && big_kind(e.value(), self.clock.now_ms).is_some() {
+        if !forced && is_big(e, self.clock.now_ms) {
             self.later.push_back((db, e.key().to_vec()));
             return false;
         }
@@ -259,7 +201,6 @@ pub fn mark(
     clock: Clock,
     snap: SnapshotOptions,
 ) -> Marked {
-    let opts = snap.encode;
     let out = Arc::new(Mutex::new(ShardOut {
         buf: Vec::new(),
         later: Default::default(),
@@ -268,7 +209,6 @@ pub fn mark(
         to_writer,
         clock,
         snap,
-        opts,
     }));
     let mut field_ttls = false;
     for (j, db) in shard.dbs.iter_mut().enumerate() {
@@ -311,43 +251,34 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
             let Some((db, key)) = g.later.pop_front() else {
                 break;
             };
-            let (now, opts, snap, clock) = (g.clock.now_ms, g.opts, g.snap, g.clock);
+            let (snap, clock) = (g.snap, g.clock);
             let Some(e) = shard.dbs[db].entry_raw(&key) else {
                 continue;
             };
-            let Some((t, n)) = big_kind(e.value(), now) else {
-                g.write_whole(db, e);
-                drop(g);
-                shard.dbs[db].snapshot_undefer(&key);
-                continue;
-            };
             let mut record = Vec::new();
-            write_modifiers(e, &snap, &clock, &mut record);
-            encode::write_key(&mut record, t, &key, &opts);
-            encode::write_len(&mut record, n as u64);
-            g.current = Some(BigValue {
-                db,
-                key,
-                record,
-                at: 0,
-            });
+            match Big::start(e, &snap, &clock, &mut record) {
+                Some(walk) => g.current = Some(BigValue { db, record, walk }),
+                None => {
+                    // Nothing left at the cut's time: nothing to write.
+                    drop(g);
+                    shard.dbs[db].snapshot_undefer(&key);
+                    continue;
+                }
+            }
         }
         let o = &mut *g;
-        let (now, opts) = (o.clock.now_ms, o.opts);
+        let snap = o.snap;
         let cur = o.current.as_mut().expect("set above");
         let db = cur.db;
-        let Some(e) = shard.dbs[db].entry_raw(&cur.key) else {
+        let Some(e) = shard.dbs[db].entry_raw(&cur.walk.key) else {
             o.current = None;
             continue;
         };
-        match big_walk(e.value(), cur.at, BIG_STEP, now, &opts, &mut cur.record) {
-            Some(at) => cur.at = at,
-            None => {
-                let key = cur.key.clone();
-                o.finish_big();
-                drop(g);
-                shard.dbs[db].snapshot_undefer(&key);
-            }
+        if cur.walk.walk(e, &snap, BIG_STEP, &mut cur.record) {
+            let key = cur.walk.key.clone();
+            o.finish_big();
+            drop(g);
+            shard.dbs[db].snapshot_undefer(&key);
         }
     }
     drop(out);

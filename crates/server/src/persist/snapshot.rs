@@ -101,10 +101,10 @@ pub struct SnapshotOptions {
     pub now_ms: i64,
 }
 
-/// A big value being written element by element.
+/// A big value being written element by element (SAVE's cursor and BGSAVE's shards).
 #[derive(Debug)]
-struct Big {
-    key: Box<[u8]>,
+pub(crate) struct Big {
+    pub(crate) key: Box<[u8]>,
     kind: BigKind,
     /// Where its walk resumes (None: every element written).
     at: Option<usize>,
@@ -204,13 +204,48 @@ impl DbCursor {
         self.done()
     }
 
-    /// Writes a big value's header (opcodes, type, key, count) and makes it the one in
-    /// progress; a value with nothing left to write is skipped.
+    /// Writes a big value's header and makes it the one in progress; a value with nothing
+    /// left to write is skipped.
     fn start_big(&mut self, e: &Entry, clock: &Clock, out: &mut Vec<u8>) {
-        let now = self.opts.now_ms;
+        if let Some(big) = Big::start(e, &self.opts, clock, out) {
+            self.keys += 1;
+            self.big = Some(big);
+        }
+    }
+
+    /// Writes elements of the big value in progress until the buffer reaches `limit` or the
+    /// value is finished.
+    fn big_step(&mut self, db: &Db, out: &mut Vec<u8>, limit: usize) {
+        let Some(big) = self.big.as_mut() else {
+            return;
+        };
+        // The value cannot have gone (see the module essay); if it did, stop writing it.
+        let Some(e) = db.entry_raw(&big.key) else {
+            self.big = None;
+            return;
+        };
+        while out.len() < limit {
+            if big.walk(e, &self.opts, ELEMENTS_PER_CHECK, out) {
+                self.big = None;
+                return;
+            }
+        }
+    }
+}
+
+impl Big {
+    /// Writes the header of big value `e` (opcodes, type, key, count) and returns its walk;
+    /// None, writing nothing, when it has no element left at the snapshot's time.
+    pub(crate) fn start(
+        e: &Entry,
+        opts: &SnapshotOptions,
+        clock: &Clock,
+        out: &mut Vec<u8>,
+    ) -> Option<Big> {
+        let now = opts.now_ms;
         let n = live_len(e.value(), now) as u64;
         if n == 0 {
-            return;
+            return None;
         }
         let kind = match e.value() {
             ValueRef::Hash(h) if h.has_ttls() => {
@@ -224,8 +259,8 @@ impl DbCursor {
             ValueRef::Set(_) => BigKind::Set,
             ValueRef::ZSet(_) => BigKind::ZSet,
             ValueRef::List(_) => BigKind::List,
-            // Never queued (see `is_big`).
-            ValueRef::Str(_) | ValueRef::Stream(_) => return,
+            // Never big (see `is_big`).
+            ValueRef::Str(_) | ValueRef::Stream(_) => return None,
         };
         let ty = match kind {
             BigKind::Hash => ot::HASH,
@@ -235,8 +270,8 @@ impl DbCursor {
             BigKind::ZSet => ot::ZSET_2,
             BigKind::List => ot::LIST,
         };
-        write_modifiers(e, &self.opts, clock, out);
-        enc::write_key(out, ty, e.key(), &self.opts.encode);
+        write_modifiers(e, opts, clock, out);
+        enc::write_key(out, ty, e.key(), &opts.encode);
         match kind {
             BigKind::HashTtl(min) => enc::begin_hash_with_ttl(out, min, n),
             BigKind::Hash => enc::begin_hash(out, n),
@@ -245,62 +280,56 @@ impl DbCursor {
             BigKind::ZSet => enc::begin_zset(out, n),
             BigKind::List => enc::begin_list(out, n),
         }
-        self.keys += 1;
-        self.big = Some(Big {
+        Some(Big {
             key: e.key().into(),
             kind,
             at: Some(0),
-        });
+        })
     }
 
-    /// Writes elements of the big value in progress until the buffer reaches `limit` or the
-    /// value is finished.
-    fn big_step(&mut self, db: &Db, out: &mut Vec<u8>, limit: usize) {
-        let Some(big) = self.big.as_mut() else {
-            return;
+    /// Writes about `n` more elements of `e` (the value this walk started on, unchanged
+    /// since); true once every element is written.
+    pub(crate) fn walk(
+        &mut self,
+        e: &Entry,
+        opts: &SnapshotOptions,
+        n: usize,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let (now, o) = (opts.now_ms, opts.encode);
+        let Some(at) = self.at else {
+            return true;
         };
-        let (now, o) = (self.opts.now_ms, self.opts.encode);
-        // The value cannot have gone (see the module essay); if it did, stop writing it.
-        let Some(e) = db.entry_raw(&big.key) else {
-            self.big = None;
-            return;
-        };
-        while let Some(at) = big.at {
-            if out.len() >= limit {
-                return;
+        self.at = match (self.kind, e.value()) {
+            (BigKind::Hash, ValueRef::Hash(h)) => {
+                hash_fields_from(h, at, n, now, |f, v, _| enc::hash_field(out, f, v, &o))
             }
-            let n = ELEMENTS_PER_CHECK;
-            big.at = match (big.kind, e.value()) {
-                (BigKind::Hash, ValueRef::Hash(h)) => {
-                    hash_fields_from(h, at, n, now, |f, v, _| enc::hash_field(out, f, v, &o))
-                }
-                (BigKind::HashTtl(min), ValueRef::Hash(h)) => {
-                    hash_fields_from(h, at, n, now, |f, v, t| {
-                        enc::hash_field_with_ttl(out, min, f, v, t, &o)
-                    })
-                }
-                (BigKind::Set, ValueRef::Set(s)) => {
-                    set_members_from(s, at, n, now, |m, _| enc::set_member(out, m, &o))
-                }
-                (BigKind::SetTtl, ValueRef::Set(s)) => set_members_from(s, at, n, now, |m, t| {
-                    enc::set_with_ttl_member(out, m, t, &o)
-                }),
-                (BigKind::ZSet, ValueRef::ZSet(z)) => {
-                    zset_members_from(z, at, n, |m, s| enc::zset_member(out, m, s, &o))
-                }
-                (BigKind::List, ValueRef::List(l)) => {
-                    list_elements_from(l, at, n, |x| enc::list_element(out, x, &o))
-                }
-                _ => None,
-            };
-        }
-        self.big = None;
+            (BigKind::HashTtl(min), ValueRef::Hash(h)) => {
+                hash_fields_from(h, at, n, now, |f, v, t| {
+                    enc::hash_field_with_ttl(out, min, f, v, t, &o)
+                })
+            }
+            (BigKind::Set, ValueRef::Set(s)) => {
+                set_members_from(s, at, n, now, |m, _| enc::set_member(out, m, &o))
+            }
+            (BigKind::SetTtl, ValueRef::Set(s)) => set_members_from(s, at, n, now, |m, t| {
+                enc::set_with_ttl_member(out, m, t, &o)
+            }),
+            (BigKind::ZSet, ValueRef::ZSet(z)) => {
+                zset_members_from(z, at, n, |m, s| enc::zset_member(out, m, s, &o))
+            }
+            (BigKind::List, ValueRef::List(l)) => {
+                list_elements_from(l, at, n, |x| enc::list_element(out, x, &o))
+            }
+            _ => None,
+        };
+        self.at.is_none()
     }
 }
 
 /// Whether `e` is written in steps: a collection (not a stream) of more than
 /// [`BIG_ELEMENTS`] elements.
-fn is_big(e: &Entry, now_ms: i64) -> bool {
+pub(crate) fn is_big(e: &Entry, now_ms: i64) -> bool {
     match e.value() {
         ValueRef::Str(_) | ValueRef::Stream(_) => false,
         v => live_len(v, now_ms) > BIG_ELEMENTS,
