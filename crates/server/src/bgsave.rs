@@ -34,8 +34,8 @@
 //! loop writes it [`BIG_STEP`] elements a turn (as RDB's element-by-element types, into a
 //! buffer of its own, since a key's record must be contiguous in the file). Until it is
 //! done, the table forces it: a write to that key first has the rest written at once, from
-//! the value as it still is, so the record stays the value at the cut. Streams, and hashes
-//! and sets with field TTLs, are still written whole.
+//! the value as it still is, so the record stays the value at the cut. Streams are still
+//! written whole.
 //!
 //! Memory: the buffers in flight (a shard flushes at [`CHUNK`] bytes), the record of the big
 //! value being written, and the values that writes forced out early; no copy of the dataset.
