@@ -9,6 +9,7 @@ with a deadline.
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -294,6 +295,37 @@ def test_shrinking_maxmemory_evicts_without_traffic_on_every_shard(darner_factor
         assert int(info(c, "stats")["evicted_keys"]) == 4000
         assert c.call("SET", "a", "b").raw == \
             b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.darner_only
+@pytest.mark.parametrize("policy", ["allkeys-random", "volatile-lru"])
+def test_over_budget_with_nothing_left_to_evict_leaves_threads_idle(darner_factory, policy):
+    # Regression: shards over the budget with nothing (left) to evict started eviction
+    # rounds and woke each other without end, so busy that a keyless DBSIZE went
+    # unanswered (failed one run in ten); sparse tables after mass eviction made the
+    # sampler give up while keys remained, which did the same.
+    srv = darner_factory("--maxmemory-policy", policy, threads=4)
+    with srv.raw() as c:
+        fill(c, "k", 4000, 100)
+        c.call("CONFIG", "SET", "maxmemory", "1")
+        if policy == "allkeys-random":
+            poll(lambda: c.call("DBSIZE").value == 0, timeout=10, what="every key evicted")
+        else:
+            assert c.call("SET", "a", "b").raw == \
+                b"-OOM command not allowed when used memory > 'maxmemory'."  b"\r\n"
+        time.sleep(0.3)
+        before = cpu_seconds(srv.proc.pid)
+        for _ in range(50):
+            assert c.call("DBSIZE").kind == ":"
+            time.sleep(0.02)
+        spent = cpu_seconds(srv.proc.pid) - before
+        # Idle threads (a cron tick each 100 ms) spend a few ms; the storm spent two cores.
+        assert spent < 0.5, spent
 
 
 @pytest.mark.darner_only

@@ -753,6 +753,29 @@ impl Db {
         })
     }
 
+    /// One live entry picked at random (`r`), only one with a TTL when `volatile`, not a
+    /// pinned one: RANDOMKEY's pick, which finds an entry however sparse the table is (a
+    /// bucket sample may land on empty buckets only), tried a few times against expired,
+    /// pinned or TTL-less picks.
+    pub fn random_entry(&self, mut r: u64, volatile: bool, now_ms: i64) -> Option<&Entry> {
+        if volatile && self.expires == 0 {
+            return None;
+        }
+        for _ in 0..16 {
+            let e = self.table.random(r)?;
+            if (!volatile || e.expire().is_some())
+                && !e.is_expired(now_ms)
+                && !is_pinned(&self.pinned, e.key())
+            {
+                return Some(e);
+            }
+            r = r
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+        }
+        None
+    }
+
     /// Evicts `key` (maxmemory): removes it whatever its TTL, marks its watchers, notes it
     /// for tracking's invalidations, records the `evicted` event, and frees its value (big
     /// values in steps, through the graveyard). False if absent or pinned (a streamed reply

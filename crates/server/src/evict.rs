@@ -22,7 +22,10 @@
 //! it may be over (then at most every 100 µs); between baselines it reads its own counter.
 //! A shard whose baseline finds the process over the budget starts an eviction *round* (one
 //! process-wide record: a number and the excess) if no shard still owes anything of the
-//! last round, or that one is 10 ms old, and wakes the other shards. Each shard takes part
+//! last round, or that one is 10 ms old, and wakes the other shards; never when no shard
+//! has anything to evict, and a round that evicted nothing is followed by the next one
+//! millisecond later at the soonest (otherwise shards that cannot pay would start rounds
+//! and wake each other without end). Each shard takes part
 //! in each round once, as soon as it sees it (a load on every check): its part is the
 //! round's excess times its weight, the keys it could evict under the policy (all its keys,
 //! or those with a TTL under `volatile-*`) over all shards' (each shard publishes its count
@@ -130,11 +133,30 @@ struct Candidate {
 }
 
 /// The process-wide eviction round (see the essay): its number, for a cheap look on every
-/// check, and (number, excess in bytes, start in unix ms) under a lock taken once per round.
+/// check, and its record under a lock taken once per round.
 #[derive(Default)]
 pub struct Round {
     id: AtomicU64,
-    data: Mutex<(u64, u64, i64)>,
+    data: Mutex<RoundData>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct RoundData {
+    id: u64,
+    /// Bytes over the budget when it started.
+    excess: u64,
+    /// Unix ms.
+    started_ms: i64,
+    /// Every shard's evicted_keys summed when it started.
+    evicted_at_start: u64,
+}
+
+fn total_evicted(shared: &Shared) -> u64 {
+    shared
+        .stats
+        .iter()
+        .map(|s| s.evicted_keys.load(Ordering::Relaxed))
+        .sum()
 }
 
 /// What a check asks of the worker.
@@ -317,16 +339,33 @@ impl Evictor {
                 .map(|s| s.evict_owed.load(Ordering::Relaxed))
                 .sum();
             let now_ms = Shared::now_ms();
+            // Nothing evictable anywhere: a round would ask nobody for anything, and starting
+            // one per check wakes every shard, whose checks start the next (an endless
+            // exchange of wake-ups that kept the loops from their sockets).
+            let anything = shared
+                .stats
+                .iter()
+                .any(|s| s.evictable.load(Ordering::Relaxed) > 0);
+            let evicted = total_evicted(shared);
             let mut d = round.data.lock().unwrap_or_else(|e| e.into_inner());
-            if owed == 0 || now_ms - d.2 >= ROUND_AGE_MS {
-                *d = (d.0 + 1, raw as u64, now_ms);
-                round.id.store(d.0, Ordering::Release);
+            // A round that freed nothing (its victims were not to be found) is not followed
+            // by the next at once: at most one such round a millisecond.
+            let paid = evicted != d.evicted_at_start || now_ms > d.started_ms;
+            if anything && ((owed == 0 && paid) || now_ms - d.started_ms >= ROUND_AGE_MS) {
+                *d = RoundData {
+                    id: d.id + 1,
+                    excess: raw as u64,
+                    started_ms: now_ms,
+                    evicted_at_start: evicted,
+                };
+                round.id.store(d.id, Ordering::Release);
                 started = true;
             }
         }
         let id = round.id.load(Ordering::Acquire);
         if id != self.round {
-            let (id, excess, _) = *round.data.lock().unwrap_or_else(|e| e.into_inner());
+            let RoundData { id, excess, .. } =
+                *round.data.lock().unwrap_or_else(|e| e.into_inner());
             self.round = id;
             let total: u64 = shared
                 .stats
@@ -458,13 +497,20 @@ impl Evictor {
             }
             let r = shard.random();
             let pool = &mut self.pool;
-            shard.dbs[i].sample(r, samples, volatile, clock.now_ms, |e| {
-                let score = match policy {
-                    Policy::Ttl => u64::MAX - e.expire().unwrap_or(0).max(0) as u64,
-                    _ => clock.eviction_score(e.clock()),
-                };
-                offer(pool, score, i, e.key());
+            let score = |e: &darner_engine::Entry| match policy {
+                Policy::Ttl => u64::MAX - e.expire().unwrap_or(0).max(0) as u64,
+                _ => clock.eviction_score(e.clock()),
+            };
+            let seen = shard.dbs[i].sample(r, samples, volatile, clock.now_ms, |e| {
+                offer(pool, score(e), i, e.key());
             });
+            if seen == 0 {
+                // A sparse table (most keys evicted): the sampled buckets were empty.
+                let r = shard.random();
+                if let Some(e) = shard.dbs[i].random_entry(r, volatile, clock.now_ms) {
+                    offer(pool, score(e), i, e.key());
+                }
+            }
         }
         while let Some(c) = self.pool.pop() {
             let db = &shard.dbs[c.db];
@@ -493,7 +539,8 @@ impl Evictor {
             if db.is_empty() || (volatile && db.expires() == 0) {
                 continue;
             }
-            // A few places: volatile keys may be rare in the table.
+            // A few places: volatile keys may be rare in the table (a sample looks at many
+            // buckets for them).
             for _ in 0..8 {
                 let r = shard.random();
                 let mut key = None;
@@ -503,6 +550,12 @@ impl Evictor {
                 if let Some(k) = key {
                     return Some((i, k));
                 }
+            }
+            // A table emptied by eviction has few keys in many buckets, where a sample
+            // finds nothing: then RANDOMKEY's pick, which always lands on an entry.
+            let r = shard.random();
+            if let Some(e) = shard.dbs[i].random_entry(r, volatile, clock.now_ms) {
+                return Some((i, e.key().into()));
             }
         }
         None
