@@ -10,6 +10,7 @@
 //! | --- | --- |
 //! | [`manifest`] | [`Manifest`]: parsing (`file <name> seq <n> type <b\|h\|i>` lines, Redis's quoting, validation and error texts), rendering, the file names Redis generates (`<appendfilename>.<seq>.base.rdb`, `.base.aof`, `.incr.aof`, `.manifest`), and the manifest's life: new incr file, rewrite done, history removed |
 //! | [`reader`] | [`Reader`]: incremental reading of a RESP file (incr or base) into commands with their offsets, `#TS:` annotations, MULTI/EXEC and truncation ([`Ending`]) as `loadSingleAppendOnlyFile` handles them, format errors with their offsets, the log lines Redis writes; [`detect_format`] (RDB or RESP base) |
+//! | [`merge`] | [`Merger`]: the shards' streams of commands merged into one log that agrees with each shard's order, multi-shard transactions as one block, tickets for acknowledging after the fsync |
 //! | [`writer`] | [`Writer`]: commands rendered as Redis appends them, SELECT when the database changes, MULTI/EXEC around transactions, `#TS:` annotations |
 //! | [`fuzz_support`] | the checks shared by the cargo-fuzz target and its stable stand-in test (hidden) |
 //!
@@ -47,6 +48,7 @@
 //! Those are small duties next to a format that can be tested exhaustively on its own.
 
 pub mod manifest;
+pub mod merge;
 pub mod reader;
 pub mod writer;
 
@@ -59,4 +61,5 @@ pub use reader::{
     detect_format, read_all, tx_role, Ending, Entry, EntryKind, Event, FileFormat, FormatError,
     FormatErrorKind, Reader, TxRole,
 };
+pub use merge::{Cmd, Item, Merger, Output};
 pub use writer::{render_command, render_select, render_timestamp, Writer};
