@@ -211,8 +211,10 @@ impl Merger {
                 if lone.is_empty() {
                     return;
                 }
-                let mut lone: Vec<(u64, u64)> =
-                    lone.into_iter().map(|tx| (self.done[&tx].seq, tx)).collect();
+                let mut lone: Vec<(u64, u64)> = lone
+                    .into_iter()
+                    .map(|tx| (self.done[&tx].seq, tx))
+                    .collect();
                 lone.sort_unstable();
                 for (_, tx) in lone {
                     self.emit(tx, out);
@@ -316,7 +318,10 @@ mod tests {
     fn cmd(s: &str) -> Cmd {
         Cmd {
             db: Some(0),
-            argv: s.split(' ').map(|a| Bytes::copy_from_slice(a.as_bytes())).collect(),
+            argv: s
+                .split(' ')
+                .map(|a| Bytes::copy_from_slice(a.as_bytes()))
+                .collect(),
         }
     }
 
@@ -343,7 +348,11 @@ mod tests {
     #[test]
     fn plain_commands_pass_in_stream_order() {
         let mut m = Merger::new(2);
-        m.push(0, 1, vec![Item::Cmd(cmd("SET a 1")), Item::Cmd(cmd("SET a 2"))]);
+        m.push(
+            0,
+            1,
+            vec![Item::Cmd(cmd("SET a 1")), Item::Cmd(cmd("SET a 2"))],
+        );
         m.push(1, 1, vec![Item::Cmd(cmd("SET b 1"))]);
         let out = drain(&mut m);
         assert_eq!(out.len(), 3);
@@ -388,7 +397,14 @@ mod tests {
         assert_eq!(drain(&mut m), vec!["SET a 0"]);
         assert_eq!(m.done_ticket(0), 0);
         // The coordinator (thread 2) ends it.
-        m.push(2, 5, vec![Item::TxDone { tx: 7, cmds: vec![] }]);
+        m.push(
+            2,
+            5,
+            vec![Item::TxDone {
+                tx: 7,
+                cmds: vec![],
+            }],
+        );
         assert_eq!(m.done_ticket(2), 4);
         assert_eq!(drain(&mut m), vec!["[SET b 1; SET a 1]", "SET a 9"]);
         assert_eq!(m.done_ticket(0), 1);

@@ -61,6 +61,8 @@ pub struct Hot {
     pub enable_debug_command: AtomicU8,
     /// enable-module-command: the same values, for MODULE LOAD / LOADEX / UNLOAD.
     pub enable_module_command: AtomicU8,
+    /// appendfsync: 0 no, 1 everysec, 2 always (an index into [`APPENDFSYNC`]).
+    pub appendfsync: AtomicU8,
     pub tcp_keepalive: AtomicI64,
     /// requirepass; empty means none.
     pub requirepass: RwLock<String>,
@@ -169,6 +171,7 @@ pub const LOG_NOTICE: u8 = 2;
 pub const LOG_WARNING: u8 = 3;
 pub const LOG_NOTHING: u8 = 4;
 const LOGLEVELS: &[&str] = &["debug", "verbose", "notice", "warning", "nothing"];
+pub const APPENDFSYNC: &[&str] = &["no", "everysec", "always"];
 /// Redis's values for the protected-action directives (enable-debug-command).
 pub const PROTECTED_ACTION: &[&str] = &["no", "yes", "local"];
 
@@ -387,6 +390,62 @@ pub static TABLE: &[Directive] = &[
     // background save yet, so nothing ever trips it.
     Directive {
         name: "stop-writes-on-bgsave-error",
+        kind: Kind::Bool,
+        default: "yes",
+        mutable: true,
+        apply: nothing,
+    },
+    // The append-only file (aof.rs): Redis 7's multi-part layout in `dir/appenddirname`.
+    // appendonly is read at start-up; switching it at run time needs a rewrite to write the
+    // base from the data in memory, which is not built yet (CONFIG SET refuses it).
+    Directive {
+        name: "appendonly",
+        kind: Kind::Bool,
+        default: "no",
+        mutable: false,
+        apply: nothing,
+    },
+    Directive {
+        name: "appendfsync",
+        kind: Kind::Enum(APPENDFSYNC),
+        default: "everysec",
+        mutable: true,
+        apply: |h, v| {
+            let i = APPENDFSYNC.iter().position(|p| *p == v).unwrap_or(1);
+            h.appendfsync.store(i as u8, Ordering::Relaxed);
+            Ok(())
+        },
+    },
+    Directive {
+        name: "appenddirname",
+        kind: Kind::Special,
+        default: "appendonlydir",
+        mutable: false,
+        apply: nothing,
+    },
+    Directive {
+        name: "appendfilename",
+        kind: Kind::Special,
+        default: "appendonly.aof",
+        mutable: false,
+        apply: nothing,
+    },
+    Directive {
+        name: "aof-use-rdb-preamble",
+        kind: Kind::Bool,
+        default: "yes",
+        mutable: true,
+        apply: nothing,
+    },
+    Directive {
+        name: "aof-timestamp-enabled",
+        kind: Kind::Bool,
+        default: "no",
+        mutable: true,
+        apply: nothing,
+    },
+    Directive {
+        name: "aof-load-truncated",
         kind: Kind::Bool,
         default: "yes",
         mutable: true,
@@ -813,7 +872,6 @@ pub static UNBUILT_IMMUTABLE: &[&str] = &[
 ];
 
 pub static UNBUILT: &[(&str, &[&str])] = &[
-    ("appendonly", &["no"]),
     ("save", &[""]),
     ("cluster-enabled", &["no"]),
     ("replicaof", &[]),
@@ -982,6 +1040,7 @@ impl Config {
                 loglevel: AtomicU8::new(LOG_NOTICE),
                 enable_debug_command: AtomicU8::new(0),
                 enable_module_command: AtomicU8::new(0),
+                appendfsync: AtomicU8::new(1),
                 tcp_keepalive: AtomicI64::new(300),
                 requirepass: RwLock::new(String::new()),
                 has_password: AtomicBool::new(false),
@@ -1097,6 +1156,16 @@ impl Config {
                     memtoull(value)
                         .ok_or_else(|| "argument must be a memory value".to_string())?
                         .to_string()
+                } else if d.name == "appendfilename" {
+                    if value.contains('/') {
+                        return Err("appendfilename can't be a path, just a filename".into());
+                    }
+                    value.to_string()
+                } else if d.name == "appenddirname" {
+                    if value.contains('/') {
+                        return Err("appenddirname can't be a path, just a dirname".into());
+                    }
+                    value.to_string()
                 } else if d.name == "dbfilename" {
                     // Redis's isValidDBfilename: a file name, not a path.
                     if value.contains('/') {
@@ -1380,7 +1449,9 @@ mod tests {
         assert_eq!(c.hot.hz.load(Ordering::Relaxed), 20);
         let bad =
             |a: &[&str]| load(None, &a.iter().map(|s| s.to_string()).collect::<Vec<_>>()).is_err();
-        assert!(bad(&["--appendonly", "yes"]));
+        assert!(bad(&["--appendonly", "maybe"]));
+        assert!(bad(&["--appendfsync", "sometimes"]));
+        assert!(bad(&["--appenddirname", "a/b"]));
         assert!(bad(&["--save", "900", "1"]));
         assert!(bad(&["--maxmemory", "1x"]));
         assert!(bad(&["--maxmemory-policy", "lru"]));

@@ -44,6 +44,9 @@ pub struct ClientState {
     pub db: usize,
     pub resp3: bool,
     pub authenticated: bool,
+    /// The start-up thread's AOF replay connection (aof.rs): Redis's fake AOF client, which
+    /// no -LOADING, AUTH or OOM refusal stops.
+    pub loader: bool,
     pub name: String,
     pub lib_name: String,
     pub lib_ver: String,
@@ -167,6 +170,16 @@ pub struct StreamState {
     pub wait: bool,
 }
 
+/// Output of a connection that waits for the fsync of the AOF chunks it may reveal.
+#[derive(Default)]
+pub struct DurableHold {
+    /// Output before this offset has been through the check; after it, it waits for it.
+    pub decided: usize,
+    /// (ticket, offset): output from the offset on waits until this thread's chunk `ticket`
+    /// is fsynced.
+    pub waits: VecDeque<(u64, usize)>,
+}
+
 pub struct Conn {
     pub sock: TcpStream,
     pub gen: u32,
@@ -179,6 +192,8 @@ pub struct Conn {
     /// shard: its reply leaves once that is done, blocking.rs), while `fences` are up.
     pub fence: Option<usize>,
     pub fences: u32,
+    /// appendfsync always: output that waits for the AOF's fsync (worker/durability.rs).
+    pub durable_hold: Option<Box<DurableHold>>,
     pub next_seq: u64,
     pub done_seq: u64,
     /// Replies for sequence numbers done_seq.. (None: not arrived yet); bool: suppressed.
@@ -420,6 +435,10 @@ impl Conn {
 
     /// Where the output that may be sent now ends.
     pub fn sendable_end(&self) -> usize {
-        self.fence.map_or(self.out.len(), |f| f.min(self.out.len()))
+        let end = self.fence.map_or(self.out.len(), |f| f.min(self.out.len()));
+        match &self.durable_hold {
+            None => end,
+            Some(h) => h.waits.front().map_or(h.decided, |w| w.1).min(end),
+        }
     }
 }

@@ -445,7 +445,10 @@ impl Evictor {
                 break;
             };
             let before = crate::alloc::thread_counter();
-            evicted += shard.dbs[db].evict(&key) as u64;
+            if shard.dbs[db].evict(&key) {
+                evicted += 1;
+                crate::propagate::evicted(db, &key);
+            }
             self.part_left -= before - crate::alloc::thread_counter();
             attempts += 1;
             if attempts.is_multiple_of(16) && limit.is_some_and(|l| start.elapsed() >= l) {

@@ -363,6 +363,7 @@ fn new_completion() -> Completion {
 fn part_job<R, F>(
     frozen: Option<i64>,
     track: Option<(crate::tracking::Reader, Vec<Bytes>)>,
+    logged: Option<(TxId, u32)>,
     f: F,
 ) -> crate::msg::PartFn
 where
@@ -373,7 +374,12 @@ where
         if let Some(ms) = frozen {
             ctx.clock.now_ms = ms;
         }
-        let r: Box<dyn Any + Send> = Box::new(f(ctx));
+        let r: Box<dyn Any + Send> = Box::new(crate::propagate::in_tx(logged, || f(ctx)));
+        // What it wrote reaches the AOF thread before its result reaches the coordinator,
+        // which ends the transaction's log after every part (propagate.rs).
+        if logged.is_some() {
+            crate::propagate::flush_here(ctx.shared);
+        }
         if let Some((reader, keys)) = &track {
             for k in keys {
                 crate::tracking::remember_later(ctx.shard, k, *reader);
@@ -401,6 +407,8 @@ struct TxInner {
     /// Where the command's reply goes (set for a command the connection sent itself), for
     /// parts of it streamed by its shards (stream.rs, `start_tx_segs`).
     dest: Cell<Option<crate::stream::Dest>>,
+    /// What it writes to the AOF itself, when it may write (propagate.rs).
+    log: RefCell<Option<crate::propagate::TxLog>>,
 }
 
 /// A transaction: the handle multi-shard commands use to reach shards.
@@ -420,11 +428,48 @@ impl Tx {
             track: Cell::new(None),
             frozen_ms: Cell::new(None),
             dest: Cell::new(None),
+            log: RefCell::new(None),
         }))
     }
 
     pub fn id(&self) -> TxId {
         self.0.id
+    }
+
+    /// Records what this transaction writes for the AOF (a command that may write, with the
+    /// AOF on): its steps on shards are tagged, and it ends with its own commands.
+    pub fn start_log(&self) {
+        if crate::propagate::enabled() {
+            *self.0.log.borrow_mut() = Some(crate::propagate::TxLog::new(self.0.id));
+        }
+    }
+
+    /// The tag of its steps: the transaction and its current step (None: not logged).
+    fn log_tag(&self) -> Option<(TxId, u32)> {
+        self.0.log.borrow().as_ref().map(|l| (l.id, l.step()))
+    }
+
+    /// The next command of the transaction begins (EXEC's next queued command, a script's
+    /// next call).
+    pub fn next_step(&self) {
+        if let Some(l) = self.0.log.borrow_mut().as_mut() {
+            l.next_step();
+        }
+    }
+
+    /// Writes `argv` as one of its commands (a multi-shard command as sent).
+    pub fn log_command(&self, argv: Vec<Bytes>) {
+        let db = self.db();
+        if let Some(l) = self.0.log.borrow_mut().as_mut() {
+            l.command(db, argv);
+        }
+    }
+
+    /// Ends its log: its commands go to the AOF with the transaction's end (before its reply
+    /// leaves).
+    pub fn end_log(&self) {
+        let l = self.0.log.borrow_mut().take();
+        drop(l);
     }
 
     /// Makes every later step of this transaction see `now_ms` as the time.
@@ -523,13 +568,18 @@ impl Tx {
         let held = self.0.held.borrow().contains(&shard);
         let writer = self.writer();
         let frozen = self.0.frozen_ms.get();
+        let logged = self.log_tag();
         let job: crate::msg::ShardFn = Box::new(move |ctx: &mut ShardCtx| {
             if let Some(ms) = frozen {
                 ctx.clock.now_ms = ms;
             }
-            let r = f(ctx);
-            // The hop's keyspace events leave before its result can (notify.rs).
+            let r = crate::propagate::in_tx(logged, || f(ctx));
+            // The hop's keyspace events leave before its result can (notify.rs); so does
+            // what it wrote, to the AOF thread (propagate.rs).
             crate::notify::done(ctx);
+            if logged.is_some() {
+                crate::propagate::flush_here(ctx.shared);
+            }
             complete(&shared, done, r);
         });
         post(
@@ -656,7 +706,7 @@ impl Tx {
             let (done, hop) = pending::<R>();
             hops.push(hop);
             let reads = std::mem::take(&mut intents.reads);
-            let job = part_job(frozen, track.map(|r| (r, reads)), f);
+            let job = part_job(frozen, track.map(|r| (r, reads)), self.log_tag(), f);
             msgs.push((
                 s,
                 Msg::Schedule(Box::new(Scheduled {
@@ -698,7 +748,7 @@ impl Tx {
             let (done, hop) = pending::<R>();
             hops.push(hop);
             shards.push(s);
-            let job = part_job(frozen, None, f);
+            let job = part_job(frozen, None, self.log_tag(), f);
             msgs.push((
                 s,
                 Msg::Schedule(Box::new(Scheduled {

@@ -33,12 +33,16 @@
 //! - `notify.rs`: keyspace notifications (`notify-keyspace-events`), published over Pub/Sub.
 //! - `persist/`: RDB snapshots: SAVE's driver, the per-shard serializer (a resumable
 //!   cursor), loading a file at start-up.
+//! - `propagate.rs`: what each write does, recorded per thread as commands for the AOF;
+//!   `aof.rs`: loading the AOF directory at start-up and the AOF thread that merges, writes and
+//!   fsyncs the log (`worker/durability.rs`: replies held for `appendfsync always`).
 //! - `lazyfree.rs`: big values freed off the request path, in steps between requests.
 //! - `log.rs`: Redis-format logging; `alloc.rs`: the counting global allocator; `sys.rs`: the
 //!   request path's `recv` and `send`, made as direct system calls, and the loop's alarm clock
 //!   (an idle thread sleeps without a timeout; the alarm rings for the cron and timers).
 
 pub mod alloc;
+pub mod aof;
 pub mod bgsave;
 pub mod blocking;
 pub mod cmd;
@@ -53,6 +57,7 @@ pub mod log;
 pub mod msg;
 pub mod notify;
 pub mod persist;
+pub mod propagate;
 pub mod pubsub;
 pub mod sched;
 pub mod server;

@@ -75,7 +75,7 @@ pub fn log(level: u8, msg: &str) {
     let line = format!(
         "{}:M {} {} {}\n",
         std::process::id(),
-        timestamp(crate::shared::Shared::now_ms()),
+        timestamp(crate::shared::Shared::real_now_ms()),
         mark,
         msg
     );

@@ -139,6 +139,9 @@ pub enum Msg {
     Unpaused,
     /// maxmemory: a shard started an eviction round; take this shard's part now (evict.rs).
     Evict,
+    /// appendfsync always: the AOF thread fsynced more of this thread's chunks; replies held
+    /// for them can go (worker/durability.rs).
+    AofSynced,
     /// A hop's result for a task of this thread.
     HopDone {
         task: usize,

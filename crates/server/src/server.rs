@@ -209,13 +209,19 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         scripts: crate::cmd::scripting::Scripts::new(threads),
         bgsaves: Default::default(),
         persist: crate::persist::State::new(Shared::now_ms() / 1000),
+        aof: crate::aof::Aof::new(threads),
     });
-    // Until `dir/dbfilename` is loaded (below), commands get -LOADING.
-    let rdb = crate::persist::load::open_at_startup(&shared);
-    shared
-        .persist
-        .loading
-        .store(rdb.is_some(), Ordering::SeqCst);
+    // Until the data is loaded (below), commands get -LOADING: the AOF with appendonly yes
+    // (Redis then ignores the RDB file), `dir/dbfilename` otherwise.
+    let aof = crate::aof::open_at_startup(&shared);
+    let rdb = match aof {
+        Some(_) => None,
+        None => crate::persist::load::open_at_startup(&shared),
+    };
+    shared.persist.loading.store(
+        rdb.is_some() || aof.as_ref().is_some_and(|a| a.has_data()),
+        Ordering::SeqCst,
+    );
 
     // Signals: SIGTERM and SIGINT shut down gracefully.
     {
@@ -270,6 +276,10 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
     if let Some(loader) = rdb {
         crate::persist::load::at_startup(&shared, loader);
     }
+    if let Some(aof) = aof {
+        let listen = shared.listening.lock().unwrap().addrs.clone();
+        crate::aof::load_and_start(&shared, aof, &listen);
+    }
     shared.persist.loading.store(false, Ordering::SeqCst);
     log::notice(&format!(
         "Ready to accept connections tcp on {}",
@@ -278,6 +288,8 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
     for h in handles {
         let _ = h.join();
     }
+    // What the threads handed over last is written and fsynced.
+    shared.aof.finish();
     log::warning("Darner is now ready to exit, bye bye...");
     Ok(())
 }

@@ -189,6 +189,15 @@ pub struct Listening {
     pub closing: Vec<(std::net::SocketAddr, usize)>,
 }
 
+/// The time commands see while an AOF is replayed (i64::MIN: the real time). Redis expires
+/// nothing while it loads; a clock stopped before every TTL does the same here (aof.rs).
+static FROZEN_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(i64::MIN);
+
+/// Stops the clock at `ms` (None: it runs again).
+pub fn freeze_clock(ms: Option<i64>) {
+    FROZEN_MS.store(ms.unwrap_or(i64::MIN), Ordering::SeqCst);
+}
+
 pub struct Shared {
     pub config: Config,
     pub threads: usize,
@@ -233,6 +242,8 @@ pub struct Shared {
     pub bgsaves: crate::bgsave::Bgsaves,
     /// Snapshots: last save, loading (persist/).
     pub persist: crate::persist::State,
+    /// The append-only file's writer and state (aof.rs).
+    pub aof: crate::aof::Aof,
 }
 
 impl Shared {
@@ -287,6 +298,15 @@ impl Shared {
     /// Unix time in milliseconds. Read once per loop turn: one vDSO call, no `SystemTime`
     /// arithmetic (a subtraction and a Result per call in std).
     pub fn now_ms() -> i64 {
+        let frozen = FROZEN_MS.load(Ordering::Relaxed);
+        if frozen != i64::MIN {
+            return frozen;
+        }
+        Shared::real_now_ms()
+    }
+
+    /// The wall clock, even while an AOF replay has stopped [`Shared::now_ms`] (log lines).
+    pub fn real_now_ms() -> i64 {
         let mut ts = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,

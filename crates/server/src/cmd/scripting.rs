@@ -1035,6 +1035,7 @@ async fn drive(
         match co.get().resume(std::mem::take(&mut input)) {
             CoroutineResult::Yield(Out::Call(call)) => {
                 tx.set_resp3(call.resp3);
+                tx.next_step();
                 let unsaved = journal.unsaved(tx, &call.save);
                 let ran = match (unsaved.len(), call.cmd.handler) {
                     (0, _) => Some(super::transactions::run_in_tx(tx, call.cmd, call.args).await),

@@ -186,7 +186,14 @@ pub fn key_step(
         .filter(|_| cmd.spec.has(darner_commands::flags::READONLY));
     let step = move |ctx: &mut crate::shard::ShardCtx| {
         let views = super::views(&args);
-        let reply = super::with_writer(ctx.resp3, |w| f(ctx, &views, w));
+        let db = ctx.db;
+        let reply = crate::propagate::call(
+            cmd.spec,
+            db,
+            &views,
+            || super::with_writer(ctx.resp3, |w| f(ctx, &views, w)),
+            |r: &Vec<u8>| r.first() == Some(&b'-'),
+        );
         if let Some(r) = track {
             for (_, k) in crate::tracking::read_keys(cmd.spec, &views, &keys, 1) {
                 crate::tracking::remember_later(ctx.shard, &k, r);
@@ -224,6 +231,9 @@ pub async fn run_in_tx(tx: &Tx, cmd: &'static Command, args: Vec<Bytes>) -> Vec<
             tx.set_nested(true);
             let reply = f(tx.clone(), args.clone()).await;
             tx.set_nested(false);
+            if reply.first() != Some(&b'-') {
+                crate::propagate::coordinator_command(tx, cmd.spec, &args);
+            }
             if let Some(r) = tx.track() {
                 let at = darner_commands::key_positions(cmd.spec, &args);
                 let keys = crate::tracking::read_keys(cmd.spec, &args, &at, tx.nshards());
@@ -302,6 +312,7 @@ fn exec_queue(tx: Tx, _args: Vec<Bytes>) -> TxFuture {
         }
         let mut out = super::with_writer(resp3, |w| w.array(queue.len()));
         for (cmd, args) in queue {
+            tx.next_step();
             // Each queued command counts in INFO commandstats / errorstats and the slow log,
             // as in Redis (EXEC itself is never slow-logged).
             let started = std::time::Instant::now();

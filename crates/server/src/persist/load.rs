@@ -51,6 +51,9 @@ pub struct FileLoader {
     shards: usize,
     databases: usize,
     now_ms: i64,
+    /// Keys past their TTL are loaded too (an AOF's base: later commands in the AOF may
+    /// still change them, as Redis loads a preamble).
+    keep_expired: bool,
     pending: Vec<(Vec<RdbEntry>, usize)>,
     /// The big key being gathered.
     big: Option<RdbEntry>,
@@ -64,6 +67,11 @@ pub struct FileLoader {
 pub type LoadError = String;
 
 impl FileLoader {
+    /// Loads keys past their TTL too (see `keep_expired`).
+    pub fn keep_expired(&mut self) {
+        self.keep_expired = true;
+    }
+
     /// Opens `path` (None when there is no such file).
     pub fn open(
         path: &std::path::Path,
@@ -91,6 +99,7 @@ impl FileLoader {
             shards,
             databases,
             now_ms,
+            keep_expired: false,
             pending: (0..shards).map(|_| (Vec::new(), 0)).collect(),
             big: None,
             read: 0,
@@ -222,7 +231,7 @@ impl FileLoader {
     /// Drops an expired key, or adds it to its shard's batch; returns the shard if its batch
     /// is full.
     fn route(&mut self, e: RdbEntry) -> Option<usize> {
-        if e.expire_at_ms.is_some_and(|t| (t as i64) < self.now_ms) {
+        if !self.keep_expired && e.expire_at_ms.is_some_and(|t| (t as i64) < self.now_ms) {
             self.summary.expired += 1;
             return None;
         }
@@ -365,10 +374,19 @@ pub fn open_at_startup(shared: &crate::shared::Shared) -> Option<FileLoader> {
 /// Loads the file [`open_at_startup`] opened into the shards (whose threads run and answer
 /// `-LOADING` meanwhile). On any error: the message is logged and the process exits with
 /// status 1, before anything is served.
-pub fn at_startup(shared: &std::sync::Arc<crate::shared::Shared>, mut loader: FileLoader) {
+pub fn at_startup(shared: &std::sync::Arc<crate::shared::Shared>, loader: FileLoader) {
+    let path = super::rdb_path(shared);
+    load_file(shared, loader, &path)
+}
+
+/// [`at_startup`]'s load, of the file at `path` (also an AOF's RDB base: aof.rs).
+pub fn load_file(
+    shared: &std::sync::Arc<crate::shared::Shared>,
+    mut loader: FileLoader,
+    path: &std::path::Path,
+) {
     use std::sync::atomic::AtomicUsize;
     use std::sync::{Arc, Mutex};
-    let path = super::rdb_path(shared);
     let start = std::time::Instant::now();
     let now = loader.now_ms;
     let p = &shared.persist;

@@ -235,6 +235,11 @@ async fn save_to(tx: &Tx, path: &std::path::Path) -> Result<u64, String> {
 /// The AUX fields Redis writes first (rdbSaveInfoAuxFields): version, bits, creation time,
 /// memory in use, and `aof-base` 0 (not an AOF preamble).
 pub(crate) fn aux_fields(w: &mut FileWriter, now_ms: i64) {
+    aux_fields_for(w, now_ms, false)
+}
+
+/// [`aux_fields`], with `aof-base` 1 for an AOF's base file.
+pub(crate) fn aux_fields_for(w: &mut FileWriter, now_ms: i64, aof_base: bool) {
     w.aux(b"redis-ver", crate::REDIS_COMPAT_VERSION.as_bytes());
     w.aux(b"redis-bits", b"64");
     w.aux(b"ctime", (now_ms / 1000).to_string().as_bytes());
@@ -242,5 +247,5 @@ pub(crate) fn aux_fields(w: &mut FileWriter, now_ms: i64) {
         b"used-mem",
         crate::alloc::used_memory().to_string().as_bytes(),
     );
-    w.aux(b"aof-base", b"0");
+    w.aux(b"aof-base", if aof_base { b"1" } else { b"0" });
 }

@@ -38,7 +38,8 @@ impl Worker {
     pub(super) fn new_conn(&mut self, mut sock: TcpStream, peer: std::net::SocketAddr) {
         let hot = &self.shared.config.hot;
         let max = hot.maxclients.load(Ordering::Relaxed) as usize;
-        if self.shared.connected.load(Ordering::Relaxed) >= max {
+        if self.shared.connected.load(Ordering::Relaxed) >= max && !self.shared.aof.is_loader(&peer)
+        {
             let _ = sock.write_all(b"-ERR max number of clients reached\r\n");
             bump(&self.shared.stats[self.id].rejected_connections, 1);
             return;
@@ -95,7 +96,8 @@ impl Worker {
             return;
         }
         self.next_gen = self.next_gen.wrapping_add(1);
-        let authenticated = !hot.has_password.load(Ordering::Relaxed);
+        let loader = self.shared.aof.is_loader(&peer);
+        let authenticated = loader || !hot.has_password.load(Ordering::Relaxed);
         entry.insert(Conn {
             sock,
             gen: self.next_gen,
@@ -105,6 +107,7 @@ impl Worker {
             out_pos: 0,
             fence: None,
             fences: 0,
+            durable_hold: None,
             next_seq: 0,
             done_seq: 0,
             pending: Default::default(),
@@ -116,6 +119,7 @@ impl Worker {
             state: ClientState {
                 id,
                 authenticated,
+                loader,
                 addr: peer.to_string(),
                 laddr,
                 local: peer.ip().is_loopback(),
@@ -357,6 +361,14 @@ impl Worker {
     }
 
     pub(super) fn flush(&mut self, c: usize) {
+        if self.shared.aof.acks_wait(&self.shared)
+            || self
+                .conns
+                .get(c)
+                .is_some_and(|cn| cn.durable_hold.is_some())
+        {
+            self.gate_output(c);
+        }
         let Some(conn) = self.conns.get_mut(c) else {
             return;
         };
@@ -381,6 +393,9 @@ impl Worker {
         if conn.out_pos == conn.out.len() {
             conn.out.clear();
             conn.out_pos = 0;
+            if let Some(h) = &mut conn.durable_hold {
+                h.decided = 0;
+            }
             if conn.fence.is_some() {
                 conn.fence = Some(0);
             }

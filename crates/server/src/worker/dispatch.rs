@@ -285,7 +285,10 @@ impl Worker {
             return;
         }
         // While the dataset loads, only commands flagged `loading` (PING, INFO, ...).
-        if !spec.has(flags::LOADING) && self.shared.persist.loading.load(Ordering::Relaxed) {
+        if !spec.has(flags::LOADING)
+            && self.shared.persist.loading.load(Ordering::Relaxed)
+            && !self.conns[c].state.loader
+        {
             self.reject(
                 c,
                 Some(spec),
@@ -323,6 +326,7 @@ impl Worker {
         // out of memory with nothing to evict, a command that may grow memory is refused,
         // and inside MULTI any command but EXEC / DISCARD / QUIT / RESET (Redis's rules).
         let oom = self.shared.config.hot.maxmemory.load(Ordering::Relaxed) != 0
+            && !self.conns[c].state.loader
             && self.evict_check(false);
         if oom != self.conns[c].state.oom_at_dispatch {
             self.conns[c].state.oom_at_dispatch = oom;
@@ -562,6 +566,13 @@ impl Worker {
                 let seq = conn.expect(suppress);
                 conn.in_tx = true;
                 let tx = Tx::new(self.shared.clone(), conn.state.clone());
+                if crate::propagate::enabled()
+                    && (spec.has(flags::WRITE)
+                        || spec.has(flags::MAY_REPLICATE)
+                        || spec.full_name == "exec")
+                {
+                    tx.start_log();
+                }
                 tx.set_track(reader);
                 let conn_ref = ConnRef {
                     idx: c as u32,
@@ -579,6 +590,9 @@ impl Worker {
                     let start = Instant::now();
                     tx.reserve(plan).await;
                     let reply = f(tx.clone(), args.clone()).await;
+                    if reply.first() != Some(&b'-') {
+                        crate::propagate::coordinator_command(&tx, cmd.spec, &args);
+                    }
                     if let (Some(r), false) = (reader, tracked.is_empty()) {
                         crate::tracking::remember_in_tx(&tx, tracked, r).await;
                     }
@@ -586,6 +600,7 @@ impl Worker {
                     // shards, and its reply waits for their moves to other shards.
                     let woken = crate::blocking::serve_before_release(&tx).await;
                     tx.release();
+                    tx.end_log();
                     for w in woken {
                         w.await;
                     }
@@ -777,7 +792,20 @@ pub(super) fn run_handler(
     at: usize,
     cmd: &Command,
 ) {
-    if contained(cmd.spec.full_name, || f(ctx, args, w)).is_none() {
+    let db = ctx.db;
+    // What it wrote goes to the AOF unless it failed (its reply an error).
+    let (ran, _) = crate::propagate::call(
+        cmd.spec,
+        db,
+        args,
+        || {
+            let ran = contained(cmd.spec.full_name, || f(ctx, args, w));
+            let failed = ran.is_none() || w.out.get(at) == Some(&b'-');
+            (ran, failed)
+        },
+        |r| r.1,
+    );
+    if ran.is_none() {
         w.out.truncate(at);
         w.error(internal_error(cmd.spec.full_name).as_bytes());
     }

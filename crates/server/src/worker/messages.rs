@@ -201,6 +201,7 @@ impl Worker {
             Msg::Evict => {
                 self.evict_check(false);
             }
+            Msg::AofSynced => self.release_durable(),
             Msg::Monitor { line } => {
                 let ids: Vec<usize> = self
                     .conns
@@ -441,7 +442,7 @@ impl Worker {
             spent: items,
         };
         if held.is_empty() {
-            post(&self.shared, from, batch);
+            self.post_reply(from, batch);
         } else {
             self.spawn_movers(held, Some((from, batch)));
         }

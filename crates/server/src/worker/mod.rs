@@ -36,6 +36,7 @@ use smallvec::SmallVec;
 
 mod conn_io;
 mod dispatch;
+mod durability;
 mod messages;
 mod route;
 mod scheduling;
@@ -125,6 +126,10 @@ pub struct Worker {
     reply_spares: Vec<Box<ReplyBufs>>,
     /// Connections with output to write or input to resume.
     dirty: Vec<usize>,
+    /// appendfsync always: connections with output waiting for an fsync, and replies to
+    /// other threads waiting for one (ticket, thread, message): durability.rs.
+    held_conns: Vec<usize>,
+    held_msgs: std::collections::VecDeque<(u64, usize, Msg)>,
     resume: Vec<usize>,
     /// When the cron runs next (one period, 1000/hz ms, after it last ran).
     next_cron: Instant,
@@ -173,6 +178,8 @@ impl Worker {
             rx,
             exec: Executor::default(),
             dirty: Vec::new(),
+            held_conns: Vec::new(),
+            held_msgs: Default::default(),
             resume: Vec::new(),
             next_cron: Instant::now(),
             alarm: crate::sys::Alarm::new()?,
@@ -327,6 +334,10 @@ impl Worker {
             }
             self.send_batches();
             self.flush_dirty();
+            // What this turn recorded for the AOF leaves now (not at the next wake-up).
+            if crate::propagate::pending() {
+                crate::propagate::flush(&self.shared, self.id);
+            }
             self.bury_graveyards();
             // A background save's part on this shard (bgsave.rs), a bounded step a turn.
             if self.shard.snapshot.is_some() {
@@ -444,7 +455,11 @@ impl Worker {
             counts[self.id].store(self.shard.tracking.keys(), Ordering::Relaxed);
         }
         // Active expiry: bounded by time (25% of a tick at effort 1, like Redis) and by entries.
-        if self.shared.active_expire_enabled.load(Ordering::Relaxed) && self.shard.lock.sched.idle()
+        // Not while the data loads: Redis expires nothing then (an AOF's later commands may
+        // still change a key its base holds past its TTL).
+        if self.shared.active_expire_enabled.load(Ordering::Relaxed)
+            && self.shard.lock.sched.idle()
+            && !self.shared.persist.loading.load(Ordering::Relaxed)
         {
             let hz = hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64;
             let effort = hot

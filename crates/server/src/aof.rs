@@ -1,0 +1,741 @@
+//! The append-only file in the server: loading Redis 7's multi-part AOF directory at
+//! start-up, and writing every change to it from one thread.
+//!
+//! **Writing.** The shards record their changes (propagate.rs) and hand them over in chunks
+//! through one channel to the AOF thread, which merges them into one log
+//! (`darner_aof::Merger`: each shard's order kept, a multi-shard transaction as one MULTI/EXEC
+//! block), renders it (`darner_aof::Writer`: SELECT when the database changes, `#TS:`
+//! annotations) and appends it to the last incr file, `write(2)` once per batch of chunks.
+//! `appendfsync everysec` fsyncs at most once a second and `no` never (the kernel decides);
+//! neither makes anyone wait. `always` fsyncs after every write and then publishes, per
+//! thread, the last chunk that fsync covered ([`Aof::durable`]): a thread holds every reply it
+//! produced while a chunk of its is not covered yet, and sends them when the AOF thread says
+//! so (worker/durability.rs). That is group commit: while one fsync runs, every thread goes on
+//! serving, and all the chunks handed over meanwhile share the next fsync, so 50 clients
+//! writing at once need a few fsyncs, not 50.
+//!
+//! **Loading.** The manifest lists a base (an RDB file when `aof-use-rdb-preamble` wrote it,
+//! loaded by the RDB loader; or RESP commands) and incr files of RESP commands. Commands are
+//! replayed through a connection of the server's own: the start-up thread connects to one of
+//! the listeners from a port it bound first, and the thread that accepts a connection from
+//! exactly that address gives it the AOF client's rights (no -LOADING, no AUTH, no OOM; as
+//! Redis's fake AOF client). So a command in the file runs exactly as a client's would: its
+//! shard, MULTI/EXEC, scripts, everything. Replies are read and counted; an unknown command is
+//! a fatal error as in Redis. While loading, the clock commands see is frozen before any TTL
+//! in the file (Redis does not expire keys while loading): a key written with a TTL and
+//! changed later is changed, not recreated, whatever the time of the load.
+
+use crate::log;
+use crate::msg::Msg;
+use crate::shared::Shared;
+use darner_aof::{Item, Manifest, Merger, Output};
+use std::cell::RefCell;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A thread's recorded changes, handed to the AOF thread.
+pub struct Chunk {
+    thread: usize,
+    ticket: u64,
+    items: Vec<Item>,
+}
+
+/// What the AOF thread shares with the others.
+pub struct Aof {
+    sender: Mutex<Option<Sender<Chunk>>>,
+    /// Per thread: the last ticket whose chunk is written (and fsynced, under `always`).
+    pub durable: Vec<AtomicU64>,
+    /// Per thread: it holds replies until its chunks are fsynced (worker/durability.rs).
+    pub holding: Vec<AtomicBool>,
+    /// The AOF is being written.
+    pub on: AtomicBool,
+    pub current_size: AtomicU64,
+    pub base_size: AtomicU64,
+    pub last_write_failed: AtomicBool,
+    /// The address the start-up thread's replay connection comes from.
+    pub loader_peer: Mutex<Option<SocketAddr>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+thread_local! {
+    static SENDER: RefCell<Option<Sender<Chunk>>> = const { RefCell::new(None) };
+}
+
+impl Aof {
+    pub fn new(threads: usize) -> Aof {
+        Aof {
+            sender: Mutex::new(None),
+            durable: (0..threads).map(|_| AtomicU64::new(0)).collect(),
+            holding: (0..threads).map(|_| AtomicBool::new(false)).collect(),
+            on: AtomicBool::new(false),
+            current_size: AtomicU64::new(0),
+            base_size: AtomicU64::new(0),
+            last_write_failed: AtomicBool::new(false),
+            loader_peer: Mutex::new(None),
+            writer: Mutex::new(None),
+        }
+    }
+
+    /// Hands a thread's chunk to the AOF thread (dropped when the AOF is off).
+    pub fn hand_over(&self, thread: usize, ticket: u64, items: Vec<Item>) {
+        SENDER.with(|s| {
+            let mut s = s.borrow_mut();
+            if s.is_none() {
+                *s = self
+                    .sender
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+            }
+            if let Some(tx) = s.as_ref() {
+                let _ = tx.send(Chunk {
+                    thread,
+                    ticket,
+                    items,
+                });
+            }
+        });
+    }
+
+    /// Whether replies wait for the fsync (`appendfsync always` with the AOF on).
+    pub fn acks_wait(&self, shared: &Shared) -> bool {
+        self.on.load(Ordering::Relaxed)
+            && shared.config.hot.appendfsync.load(Ordering::Relaxed) == 2
+    }
+
+    /// Is the peer of a new connection the start-up thread's replay connection?
+    pub fn is_loader(&self, peer: &SocketAddr) -> bool {
+        self.loader_peer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            == Some(peer)
+    }
+
+    /// At exit: the AOF thread writes what it has, fsyncs, and stops.
+    pub fn finish(&self) {
+        self.sender.lock().unwrap_or_else(|e| e.into_inner()).take();
+        SENDER.with(|s| s.borrow_mut().take());
+        if let Some(h) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn yes(shared: &Shared, name: &str) -> bool {
+    crate::persist::yes(shared, name)
+}
+
+fn dir_name(shared: &Shared) -> PathBuf {
+    PathBuf::from(
+        shared
+            .config
+            .get("appenddirname")
+            .unwrap_or_else(|| "appendonlydir".into()),
+    )
+}
+
+fn file_name(shared: &Shared) -> String {
+    shared
+        .config
+        .get("appendfilename")
+        .unwrap_or_else(|| "appendonly.aof".into())
+}
+
+fn path_of(dir: &Path, name: &[u8]) -> PathBuf {
+    dir.join(String::from_utf8_lossy(name).as_ref())
+}
+
+/// What start-up found: the manifest (empty when there is no AOF yet).
+pub struct Startup {
+    manifest: Manifest,
+}
+
+/// Reads the manifest when `appendonly yes` (None when the AOF is off). Exits on a bad one,
+/// with Redis's message.
+pub fn open_at_startup(shared: &Shared) -> Option<Startup> {
+    if !yes(shared, "appendonly") {
+        return None;
+    }
+    let dir = dir_name(shared);
+    let name = file_name(shared);
+    let mpath = path_of(&dir, &darner_aof::manifest::manifest_name(name.as_bytes()));
+    let manifest = match std::fs::read(&mpath) {
+        Ok(bytes) => match Manifest::parse(&bytes) {
+            Ok(m) => m,
+            Err(e) => {
+                for l in e.log_lines() {
+                    log::warning(&l);
+                }
+                fatal(&format!(
+                    "Failed to load the manifest file {}: {}",
+                    mpath.display(),
+                    e.message()
+                ));
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Manifest::new(),
+        Err(e) => fatal(&format!(
+            "Fatal error: can't open the AOF manifest {}: {e}",
+            mpath.display()
+        )),
+    };
+    Some(Startup { manifest })
+}
+
+impl Startup {
+    /// Whether there is anything to load.
+    pub fn has_data(&self) -> bool {
+        !self.manifest.is_empty()
+    }
+}
+
+fn fatal(msg: &str) -> ! {
+    log::warning(msg);
+    std::process::exit(1);
+}
+
+/// Loads every file the manifest lists (the threads answer -LOADING meanwhile), then opens
+/// the incr file to append to and starts the AOF thread. Exits on any error.
+pub fn load_and_start(shared: &Arc<Shared>, mut st: Startup, listen: &[SocketAddr]) {
+    let dir = dir_name(shared);
+    let name = file_name(shared);
+    let start = Instant::now();
+    let files: Vec<darner_aof::AofInfo> = st.manifest.files_to_load().cloned().collect();
+    let total = files.len();
+    for (i, info) in files.iter().enumerate() {
+        let path = path_of(&dir, &info.name);
+        let last = i + 1 == total;
+        let head = read_head(&path);
+        match head {
+            None if info.file_type == darner_aof::FileType::Base || !last => fatal(&format!(
+                "Can't open the append-only file {}: No such file or directory",
+                path.display()
+            )),
+            None => continue,
+            Some(h) if h.is_empty() => {
+                log::notice(&format!(
+                    "DB loaded from {} file {}: {:.3} seconds",
+                    kind_name(info),
+                    String::from_utf8_lossy(&info.name),
+                    0.0
+                ));
+                continue;
+            }
+            Some(h) => {
+                if darner_aof::detect_format(&h) == darner_aof::FileFormat::Rdb {
+                    let now = Shared::now_ms();
+                    let loader = crate::persist::load::FileLoader::open(
+                        &path,
+                        shared.threads,
+                        shared.databases,
+                        now,
+                    )
+                    .unwrap_or_else(|e| fatal(&e));
+                    if let Some(mut l) = loader {
+                        l.keep_expired();
+                        crate::persist::load::load_file(shared, l, &path);
+                    }
+                } else {
+                    // Nothing expires while the commands run (see the essay).
+                    crate::shared::freeze_clock(Some(0));
+                    replay(shared, &path, last, listen);
+                    crate::shared::freeze_clock(None);
+                }
+            }
+        }
+        if info.file_type == darner_aof::FileType::Base {
+            let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            shared.aof.base_size.store(size, Ordering::Relaxed);
+        }
+        log::notice(&format!(
+            "DB loaded from {} file {}: {:.3} seconds",
+            kind_name(info),
+            String::from_utf8_lossy(&info.name),
+            start.elapsed().as_secs_f64()
+        ));
+    }
+    if total > 0 {
+        log::notice(&format!(
+            "DB loaded from append only file: {:.3} seconds",
+            start.elapsed().as_secs_f64()
+        ));
+    }
+    start_writing(shared, &mut st.manifest, &dir, &name);
+}
+
+fn kind_name(info: &darner_aof::AofInfo) -> &'static str {
+    match info.file_type {
+        darner_aof::FileType::Base => "base",
+        darner_aof::FileType::History => "history",
+        darner_aof::FileType::Incr => "incr",
+    }
+}
+
+/// The first bytes of a file (None: no such file).
+fn read_head(path: &Path) -> Option<Vec<u8>> {
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => fatal(&format!(
+            "Fatal error: can't open the append log file {} for reading: {e}",
+            path.display()
+        )),
+    };
+    let mut head = vec![0u8; 5];
+    let mut n = 0;
+    while n < head.len() {
+        match f.read(&mut head[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) => fatal(&format!(
+                "Unrecoverable error reading {}: {e}",
+                path.display()
+            )),
+        }
+    }
+    head.truncate(n);
+    Some(head)
+}
+
+/// Commands sent before their replies are read.
+const REPLAY_WINDOW: usize = 512;
+
+/// Replays a RESP file through a connection of the server's own (see the essay).
+fn replay(shared: &Arc<Shared>, path: &Path, last: bool, listen: &[SocketAddr]) {
+    let file_label = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut sock = connect_loader(shared, listen)
+        .unwrap_or_else(|e| fatal(&format!("Can't replay {}: {e}", path.display())));
+    let mut f = std::fs::File::open(path).unwrap_or_else(|e| {
+        fatal(&format!(
+            "Fatal error: can't open the append log file {} for reading: {e}",
+            path.display()
+        ))
+    });
+    let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let p = &shared.persist;
+    p.loading_total_bytes.store(size, Ordering::Relaxed);
+    let mut reader = darner_aof::Reader::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut out: Vec<u8> = Vec::new();
+    let mut replies = Replies::default();
+    let mut sent = 0usize;
+    let mut read_bytes = 0u64;
+    let mut eof = false;
+    loop {
+        match reader.next_event() {
+            Ok(darner_aof::Event::Entry(e)) => {
+                if let Some(argv) = e.argv() {
+                    darner_aof::render_command(&mut out, argv);
+                    sent += 1;
+                    if sent - replies.count >= REPLAY_WINDOW {
+                        send_and_wait(
+                            &mut sock,
+                            &mut out,
+                            &mut replies,
+                            sent - REPLAY_WINDOW / 2,
+                            &file_label,
+                        );
+                    }
+                }
+            }
+            Ok(darner_aof::Event::NeedData) if !eof => {
+                let n = f.read(&mut buf).unwrap_or_else(|e| {
+                    fatal(&format!(
+                        "Unrecoverable error reading the append only file {file_label}: {e}"
+                    ))
+                });
+                read_bytes += n as u64;
+                p.loading_loaded_bytes.store(read_bytes, Ordering::Relaxed);
+                if n == 0 {
+                    eof = true;
+                    reader.finish();
+                } else {
+                    reader.feed(&buf[..n]);
+                }
+            }
+            Ok(darner_aof::Event::NeedData) => {
+                reader.finish();
+            }
+            Ok(darner_aof::Event::End(ending)) => {
+                if let Some(to) = ending.truncate_to() {
+                    if !last {
+                        fatal(darner_aof::reader::TRUNCATED_NOT_LAST);
+                    }
+                    if !yes(shared, "aof-load-truncated") {
+                        if let Some(lines) = ending.fatal_message(&file_label) {
+                            for l in lines {
+                                log::warning(&l);
+                            }
+                        }
+                        std::process::exit(1);
+                    }
+                    for l in ending.log_lines(&file_label) {
+                        log::warning(&l);
+                    }
+                    // The commands of an unfinished MULTI were never sent as a block; cut the
+                    // file where the last whole command ended, as Redis does.
+                    if let Err(e) = std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(path)
+                        .and_then(|f| f.set_len(to).and_then(|_| f.sync_all()))
+                    {
+                        fatal(&format!("Error truncating the AOF file {file_label}: {e}"));
+                    }
+                }
+                break;
+            }
+            Err(e) => {
+                log::warning(&e.log_line(&file_label));
+                fatal(&format!(
+                    "Bad file format reading the append only file {file_label}: make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>"
+                ));
+            }
+        }
+    }
+    send_and_wait(&mut sock, &mut out, &mut replies, sent, &file_label);
+    let _ = sock.shutdown(std::net::Shutdown::Both);
+}
+
+#[derive(Default)]
+struct Replies {
+    buf: Vec<u8>,
+    count: usize,
+}
+
+/// Sends what is buffered and reads replies until `upto` have come.
+fn send_and_wait(
+    sock: &mut std::net::TcpStream,
+    out: &mut Vec<u8>,
+    replies: &mut Replies,
+    upto: usize,
+    file: &str,
+) {
+    if !out.is_empty() {
+        sock.write_all(out)
+            .unwrap_or_else(|e| fatal(&format!("AOF replay connection failed: {e}")));
+        out.clear();
+    }
+    let limits = darner_resp::Limits::default();
+    let mut chunk = vec![0u8; 1 << 16];
+    while replies.count < upto {
+        let mut used = 0;
+        while let Ok(Some((frame, n))) = darner_resp::decode(&replies.buf[used..], &limits) {
+            used += n;
+            replies.count += 1;
+            if let darner_resp::Frame::Error(e) = &frame {
+                if e.starts_with(b"ERR unknown command") {
+                    fatal(&format!(
+                        "Unknown command reading the append only file {file}: {}",
+                        String::from_utf8_lossy(e)
+                    ));
+                }
+            }
+        }
+        replies.buf.drain(..used);
+        if replies.count >= upto {
+            break;
+        }
+        let n = sock
+            .read(&mut chunk)
+            .unwrap_or_else(|e| fatal(&format!("AOF replay connection failed: {e}")));
+        if n == 0 {
+            fatal("AOF replay connection closed by the server");
+        }
+        replies.buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Connects to the server itself from an address the accepting thread recognizes.
+fn connect_loader(shared: &Shared, listen: &[SocketAddr]) -> Result<std::net::TcpStream, String> {
+    let target = listen
+        .iter()
+        .find(|a| a.ip().is_loopback())
+        .or_else(|| listen.first())
+        .copied()
+        .ok_or("no TCP listener to replay the AOF through")?;
+    let domain = socket2::Domain::for_address(target);
+    let s = socket2::Socket::new(domain, socket2::Type::STREAM, None).map_err(|e| e.to_string())?;
+    let local: SocketAddr = SocketAddr::new(
+        if target.ip().is_unspecified() {
+            match target {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            }
+        } else {
+            target.ip()
+        },
+        0,
+    );
+    s.bind(&local.into()).map_err(|e| e.to_string())?;
+    let me = s
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .ok_or("no local address")?;
+    *shared
+        .aof
+        .loader_peer
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = Some(me);
+    let to = SocketAddr::new(local.ip(), target.port());
+    s.connect(&to.into()).map_err(|e| e.to_string())?;
+    let _ = s.set_nodelay(true);
+    Ok(s.into())
+}
+
+/// Opens the file to append to (creating the directory, an empty base and the first incr
+/// file when there is no AOF yet, as Redis does on start-up), writes the manifest, and starts
+/// the AOF thread.
+fn start_writing(shared: &Arc<Shared>, manifest: &mut Manifest, dir: &Path, name: &str) {
+    *shared
+        .aof
+        .loader_peer
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = None;
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        fatal(&format!(
+            "Can't open or create append-only dir {}: {e}",
+            dir.display()
+        ));
+    }
+    let mut changed = false;
+    if manifest.is_empty() {
+        // Nothing in memory yet: the base is an empty dataset.
+        let rdb = yes(shared, "aof-use-rdb-preamble");
+        let base = manifest.new_base(name.as_bytes(), rdb).name.clone();
+        let path = path_of(dir, &base);
+        let bytes = if rdb { empty_rdb(shared) } else { Vec::new() };
+        if let Err(e) = write_synced(&path, &bytes) {
+            fatal(&format!(
+                "Can't create the AOF base file {}: {e}",
+                path.display()
+            ));
+        }
+        shared
+            .aof
+            .base_size
+            .store(bytes.len() as u64, Ordering::Relaxed);
+        log::notice(&format!(
+            "Creating AOF base file {} on server start",
+            String::from_utf8_lossy(&base)
+        ));
+        changed = true;
+    }
+    let had_incr = !manifest.incr.is_empty();
+    let incr = manifest.last_or_new_incr(name.as_bytes()).name.clone();
+    if !had_incr {
+        log::notice(&format!(
+            "Creating AOF incr file {} on server start",
+            String::from_utf8_lossy(&incr)
+        ));
+        changed = true;
+    }
+    let ipath = path_of(dir, &incr);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&ipath)
+        .unwrap_or_else(|e| {
+            fatal(&format!(
+                "Can't open the append-only file {}: {e}",
+                ipath.display()
+            ))
+        });
+    if changed {
+        if let Err(e) = persist_manifest(dir, name, manifest) {
+            fatal(&format!("Can't persist the AOF manifest: {e}"));
+        }
+    }
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    shared.aof.current_size.store(
+        size + shared.aof.base_size.load(Ordering::Relaxed),
+        Ordering::Relaxed,
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    *shared.aof.sender.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+    shared.aof.on.store(true, Ordering::SeqCst);
+    crate::propagate::set_enabled(true);
+    let sh = shared.clone();
+    let h = std::thread::Builder::new()
+        .name("aof".into())
+        .spawn(move || writer_loop(sh, rx, file))
+        .unwrap_or_else(|e| fatal(&format!("Can't start the AOF thread: {e}")));
+    *shared.aof.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
+}
+
+/// An RDB file of no keys, as an AOF base (`aof-base 1`).
+fn empty_rdb(shared: &Shared) -> Vec<u8> {
+    let encode = darner_rdb::EncodeOptions {
+        compression: yes(shared, "rdbcompression"),
+    };
+    let mut w = darner_rdb::encode::FileWriter::new(
+        darner_rdb::WRITTEN_VERSION,
+        yes(shared, "rdbchecksum"),
+        encode,
+    );
+    crate::persist::aux_fields_for(&mut w, Shared::now_ms(), true);
+    for code in shared.scripts.library_codes() {
+        w.function(&code);
+    }
+    let mut out = w.take();
+    out.extend_from_slice(&w.finish());
+    out
+}
+
+/// Writes `bytes` to `path` through a temp file, fsynced and renamed.
+fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        "temp-{}-{}",
+        std::process::id(),
+        path.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    ));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)?;
+    sync_dir(dir);
+    Ok(())
+}
+
+fn sync_dir(dir: &Path) {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Writes the manifest: temp file, fsync, rename, directory fsync (Redis's
+/// `persistAofManifest`).
+fn persist_manifest(dir: &Path, name: &str, m: &Manifest) -> std::io::Result<()> {
+    let path = path_of(dir, &darner_aof::manifest::manifest_name(name.as_bytes()));
+    write_synced(&path, &m.render())
+}
+
+/// The AOF thread: merges, writes, fsyncs, publishes.
+fn writer_loop(shared: Arc<Shared>, rx: Receiver<Chunk>, mut file: std::fs::File) {
+    let threads = shared.threads;
+    let mut merger = Merger::new(threads);
+    let mut w = darner_aof::Writer::new(yes(&shared, "aof-timestamp-enabled"));
+    let mut buf: Vec<u8> = Vec::new();
+    let mut last_fsync = Instant::now();
+    let mut unsynced = false;
+    let mut published = vec![0u64; threads];
+    let mut open = true;
+    while open {
+        let wait = if unsynced {
+            Duration::from_secs(1).saturating_sub(last_fsync.elapsed())
+        } else {
+            Duration::from_secs(1)
+        };
+        let mut chunks = Vec::new();
+        match rx.recv_timeout(wait.max(Duration::from_millis(1))) {
+            Ok(c) => chunks.push(c),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => open = false,
+        }
+        loop {
+            match rx.try_recv() {
+                Ok(c) => chunks.push(c),
+                Err(std::sync::mpsc::TryRecvError::Empty) => break,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    open = false;
+                    break;
+                }
+            }
+        }
+        for c in chunks {
+            merger.push(c.thread, c.ticket, c.items);
+        }
+        let now_secs = Shared::now_ms() / 1000;
+        w.set_timestamps(yes_fast(&shared));
+        merger.drain(&mut |o| match o {
+            Output::Cmd(c) => w.append(&mut buf, c.db, &c.argv, now_secs),
+            Output::Block(cmds) => {
+                let list: Vec<(u32, &[bytes::Bytes])> = cmds
+                    .iter()
+                    .map(|c| (c.db.unwrap_or(0), &c.argv[..]))
+                    .collect();
+                w.append_transaction(&mut buf, &list, now_secs)
+            }
+        });
+        if !buf.is_empty() {
+            match file.write_all(&buf) {
+                Ok(()) => {
+                    shared
+                        .aof
+                        .current_size
+                        .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                    buf.clear();
+                    unsynced = true;
+                    if shared.aof.last_write_failed.swap(false, Ordering::Relaxed) {
+                        log::warning("AOF write error looks solved, Redis can write again.");
+                    }
+                }
+                Err(e) => {
+                    if !shared.aof.last_write_failed.swap(true, Ordering::Relaxed) {
+                        log::warning(&format!("Error writing to the AOF file: {e}"));
+                    }
+                    if shared.config.hot.appendfsync.load(Ordering::Relaxed) == 2 {
+                        fatal("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
+                    }
+                    // Kept, and tried again at the next chunk or in a second.
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+            }
+        }
+        let policy = shared.config.hot.appendfsync.load(Ordering::Relaxed);
+        let sync_now = unsynced
+            && (policy == 2
+                || (policy == 1 && last_fsync.elapsed() >= Duration::from_secs(1))
+                || !open);
+        if sync_now {
+            if let Err(e) = file.sync_data() {
+                log::warning(&format!("Can't persist the AOF file: {e}"));
+                if policy == 2 {
+                    fatal("Can't recover from AOF fsync error when the AOF fsync policy is 'always'. Exiting...");
+                }
+            }
+            unsynced = false;
+            last_fsync = Instant::now();
+        }
+        // Under `always` a chunk counts once fsynced; otherwise once written.
+        if policy != 2 || !unsynced {
+            for (t, last) in published.iter_mut().enumerate() {
+                let d = merger.done_ticket(t);
+                if d > *last {
+                    *last = d;
+                    shared.aof.durable[t].store(d, Ordering::SeqCst);
+                    if shared.aof.holding[t].load(Ordering::SeqCst) {
+                        shared.send(t, Msg::AofSynced);
+                    }
+                }
+            }
+        }
+    }
+    if !buf.is_empty() {
+        let _ = file.write_all(&buf);
+    }
+    let _ = file.sync_data();
+}
+
+fn yes_fast(shared: &Shared) -> bool {
+    yes(shared, "aof-timestamp-enabled")
+}

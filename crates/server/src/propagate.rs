@@ -1,0 +1,277 @@
+//! What a write does to the dataset, as commands for the append-only file (and later for
+//! replicas): Redis's `propagate`.
+//!
+//! Every thread keeps its own list of what its shard changed, in the order it changed it
+//! (a thread-local: a shard is a thread, so the list needs no lock), and hands it to the AOF
+//! thread in chunks ([`flush`]) at the end of each loop turn and of each transaction step.
+//! The AOF thread merges the threads' lists into one log (`darner_aof::Merger`).
+//!
+//! **What is written.** A write command that succeeded is written as it was sent, the way
+//! Redis propagates `c->argv`, unless its handler says otherwise while it runs: a command
+//! whose effect depends on when or where it ran (a relative TTL, a random pop, a generated
+//! stream id, a float increment) gives the commands that redo its effect exactly
+//! ([`ShardCtx::propagate`], Redis's `rewriteClientCommandVector` / `alsoPropagate`), and one
+//! that changed nothing says so ([`ShardCtx::propagate_nothing`]). Keys evicted for maxmemory
+//! are written as DEL. Keys that expire are not: the log's TTLs are absolute and a load
+//! replays it with expiry off, so an expired key is gone after the load just as it was
+//! before (Redis writes a DEL for them for its replicas; replication will add them).
+//!
+//! **Transactions.** A command that ran as a step of a multi-shard transaction (a queued
+//! command of EXEC, a script's call, a part of a multi-shard MSET) is tagged with the
+//! transaction and its step; the transaction's first step on a shard leaves a marker there,
+//! and the coordinating thread ends the transaction with the commands it writes itself
+//! ([`TxLog`]: the multi-shard command as sent, when no shard wrote it piecewise). The AOF
+//! thread writes the whole transaction as one MULTI/EXEC block where the markers say.
+
+use crate::shard::ShardCtx;
+use bytes::Bytes;
+use darner_aof::{Cmd, Item};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether anything is being recorded (the AOF is on).
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+pub fn set_enabled(on: bool) {
+    ENABLED.store(on, Ordering::SeqCst);
+}
+
+#[derive(Default)]
+struct Local {
+    items: Vec<Item>,
+    /// The transaction step running on this thread now (set around a hop's work).
+    tx: Option<(u64, u32)>,
+    /// The transaction whose marker this thread placed last.
+    marked: Option<u64>,
+    /// Commands the running handler gave in place of its arguments; None: its arguments.
+    call: Option<Vec<Cmd>>,
+    /// Handlers running now (a script's call runs inside EVAL's hop): only the outermost
+    /// call's arguments are written when nothing better was given.
+    depth: u32,
+    ticket: u64,
+}
+
+thread_local! {
+    static LOCAL: RefCell<Local> = RefCell::new(Local::default());
+}
+
+fn push(item: Item) {
+    LOCAL.with(|l| l.borrow_mut().items.push(item));
+}
+
+fn cmd_of(db: usize, argv: Vec<Bytes>) -> Cmd {
+    Cmd {
+        db: Some(db as u32),
+        argv,
+    }
+}
+
+/// Records one command run on this thread's shard, where it belongs: inside the transaction
+/// step running now, if any.
+fn record(cmd: Cmd) {
+    LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        match l.tx {
+            Some((tx, step)) => l.items.push(Item::TxCmd { tx, step, cmd }),
+            None => l.items.push(Item::Cmd(cmd)),
+        }
+    });
+}
+
+impl ShardCtx<'_> {
+    /// Whether the command running now should say what to write ([`ShardCtx::propagate`]).
+    pub fn propagating(&self) -> bool {
+        enabled()
+    }
+
+    /// Writes `argv` (in this command's database) in place of the running command's own
+    /// arguments; call it once per command to write, in order.
+    pub fn propagate(&self, argv: Vec<Bytes>) {
+        if !enabled() {
+            return;
+        }
+        let cmd = cmd_of(self.db, argv);
+        LOCAL.with(|l| {
+            let mut l = l.borrow_mut();
+            if l.depth > 0 {
+                l.call.get_or_insert_with(Vec::new).push(cmd);
+            } else {
+                drop(l);
+                record(cmd);
+            }
+        });
+    }
+
+    /// The running command changed nothing: nothing is written for it.
+    pub fn propagate_nothing(&self) {
+        if enabled() {
+            LOCAL.with(|l| {
+                let mut l = l.borrow_mut();
+                if l.depth > 0 {
+                    l.call.get_or_insert_with(Vec::new);
+                }
+            });
+        }
+    }
+}
+
+/// Runs a key handler's call `f`, then records what it wrote: what the handler gave, or its
+/// arguments if it is a write command that succeeded (`failed` tells from the reply).
+pub fn call<R>(
+    spec: &darner_commands::CommandSpec,
+    db: usize,
+    args: &[&[u8]],
+    f: impl FnOnce() -> R,
+    failed: impl FnOnce(&R) -> bool,
+) -> R {
+    if !enabled() {
+        return f();
+    }
+    let outer = LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        l.depth += 1;
+        std::mem::take(&mut l.call)
+    });
+    let r = f();
+    let given = LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        l.depth -= 1;
+        std::mem::replace(&mut l.call, outer)
+    });
+    match given {
+        Some(cmds) => {
+            for c in cmds {
+                record(c);
+            }
+        }
+        None if spec.has(darner_commands::flags::WRITE) && !failed(&r) => {
+            record(cmd_of(
+                db,
+                args.iter().map(|a| Bytes::copy_from_slice(a)).collect(),
+            ));
+        }
+        None => {}
+    }
+    r
+}
+
+/// A key evicted for maxmemory: written as DEL, as Redis propagates it.
+pub fn evicted(db: usize, key: &[u8]) {
+    if enabled() {
+        record(cmd_of(
+            db,
+            vec![Bytes::from_static(b"DEL"), Bytes::copy_from_slice(key)],
+        ));
+    }
+}
+
+/// Runs a transaction's step on this thread's shard: what it writes is tagged with the
+/// transaction, and its first step here leaves the marker.
+pub fn in_tx<R>(tx: Option<(u64, u32)>, f: impl FnOnce() -> R) -> R {
+    let Some((id, step)) = tx.filter(|_| enabled()) else {
+        return f();
+    };
+    let before = LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        if l.marked != Some(id) {
+            l.marked = Some(id);
+            l.items.push(Item::Marker { tx: id });
+        }
+        l.tx.replace((id, step))
+    });
+    let r = f();
+    LOCAL.with(|l| l.borrow_mut().tx = before);
+    r
+}
+
+/// What a multi-shard transaction's coordinator writes itself: its commands (each with its
+/// step), handed over with the transaction's end when it is dropped, on the coordinator's
+/// thread, after every step (so after every shard's part was handed over).
+pub struct TxLog {
+    pub id: u64,
+    step: u32,
+    cmds: Vec<(u32, Cmd)>,
+}
+
+impl TxLog {
+    pub fn new(id: u64) -> TxLog {
+        TxLog {
+            id,
+            step: 0,
+            cmds: Vec::new(),
+        }
+    }
+
+    pub fn step(&self) -> u32 {
+        self.step
+    }
+
+    /// The next command of the transaction begins (EXEC's next queued command).
+    pub fn next_step(&mut self) {
+        self.step += 1;
+    }
+
+    /// Writes `argv` at the current step.
+    pub fn command(&mut self, db: usize, argv: Vec<Bytes>) {
+        self.cmds.push((self.step, cmd_of(db, argv)));
+    }
+}
+
+impl Drop for TxLog {
+    fn drop(&mut self) {
+        if enabled() {
+            let cmds = std::mem::take(&mut self.cmds);
+            push(Item::TxDone { tx: self.id, cmds });
+        }
+    }
+}
+
+/// Whether this thread has recorded anything not handed over yet.
+pub fn pending() -> bool {
+    LOCAL.with(|l| !l.borrow().items.is_empty())
+}
+
+/// Hands what this thread recorded to the AOF thread; returns the chunk's ticket (None when
+/// there was nothing).
+pub fn flush(shared: &crate::shared::Shared, thread: usize) -> Option<u64> {
+    let (items, ticket) = LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        if l.items.is_empty() {
+            return (Vec::new(), 0);
+        }
+        l.ticket += 1;
+        (std::mem::take(&mut l.items), l.ticket)
+    });
+    if items.is_empty() {
+        return None;
+    }
+    shared.aof.hand_over(thread, ticket, items);
+    Some(ticket)
+}
+
+/// [`flush`] from a shard step (the thread's own id).
+pub fn flush_here(shared: &crate::shared::Shared) {
+    flush(shared, crate::exec::THREAD.with(|t| t.get()));
+}
+
+/// A multi-shard command's coordinator, after it succeeded: the command as sent, for the
+/// ones that do not say what they wrote step by step (EXEC and scripts do: their steps'
+/// commands are recorded where they run).
+pub fn coordinator_command(
+    tx: &crate::exec::Tx,
+    spec: &darner_commands::CommandSpec,
+    args: &[Bytes],
+) {
+    if enabled() && spec.has(darner_commands::flags::WRITE) && spec.full_name != "exec" {
+        tx.log_command(args.to_vec());
+    }
+}
+
+/// The last ticket this thread handed over.
+pub fn last_ticket() -> u64 {
+    LOCAL.with(|l| l.borrow().ticket)
+}
