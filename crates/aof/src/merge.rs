@@ -45,8 +45,13 @@ pub enum Item {
     /// A command transaction `tx` ran on this shard at step `step`.
     TxCmd { tx: u64, step: u32, cmd: Cmd },
     /// Transaction `tx` is over; `cmds` are the commands its coordinator writes, each with its
-    /// step.
-    TxDone { tx: u64, cmds: Vec<(u32, Cmd)> },
+    /// step. With `barrier`, [`Output::Barrier`] follows its block: the log is cut there (an
+    /// AOF rewrite's point in time, whose transaction holds every shard).
+    TxDone {
+        tx: u64,
+        cmds: Vec<(u32, Cmd)>,
+        barrier: bool,
+    },
 }
 
 /// What the merger emits, in log order.
@@ -55,6 +60,9 @@ pub enum Output {
     Cmd(Cmd),
     /// Commands to write as one MULTI/EXEC (one command: written alone).
     Block(Vec<Cmd>),
+    /// Everything before it in the log was done before a barrier transaction, everything
+    /// after it after.
+    Barrier,
 }
 
 struct Queued {
@@ -66,6 +74,7 @@ struct Done {
     ticket: u64,
     stream: usize,
     cmds: Vec<(u32, Cmd)>,
+    barrier: bool,
     /// Arrival order, for the cycle breaker.
     seq: u64,
 }
@@ -115,7 +124,7 @@ impl Merger {
         *st.open.entry(ticket).or_default() += items.len();
         for item in items {
             match item {
-                Item::TxDone { tx, cmds } => {
+                Item::TxDone { tx, cmds, barrier } => {
                     self.done_seq += 1;
                     self.done.insert(
                         tx,
@@ -123,6 +132,7 @@ impl Merger {
                             ticket,
                             stream,
                             cmds,
+                            barrier,
                             seq: self.done_seq,
                         },
                     );
@@ -308,6 +318,9 @@ impl Merger {
             1 => out(Output::Cmd(cmds.into_iter().next().expect("one"))),
             _ => out(Output::Block(cmds)),
         }
+        if done.barrier {
+            out(Output::Barrier);
+        }
     }
 }
 
@@ -336,6 +349,7 @@ mod tests {
         match o {
             Output::Cmd(c) => one(c),
             Output::Block(b) => format!("[{}]", b.iter().map(one).collect::<Vec<_>>().join("; ")),
+            Output::Barrier => "|".into(),
         }
     }
 
@@ -403,6 +417,7 @@ mod tests {
             vec![Item::TxDone {
                 tx: 7,
                 cmds: vec![],
+                barrier: false,
             }],
         );
         assert_eq!(m.done_ticket(2), 4);
@@ -423,6 +438,7 @@ mod tests {
             vec![Item::TxDone {
                 tx: 3,
                 cmds: vec![(0, cmd("MSET a 1 b 2"))],
+                barrier: false,
             }],
         );
         assert_eq!(drain(&mut m), vec!["MSET a 1 b 2"]);
@@ -441,10 +457,12 @@ mod tests {
                 Item::TxDone {
                     tx: 1,
                     cmds: vec![(0, cmd("X 1"))],
+                    barrier: false,
                 },
                 Item::TxDone {
                     tx: 2,
                     cmds: vec![(0, cmd("X 2"))],
+                    barrier: false,
                 },
             ],
         );
@@ -463,8 +481,48 @@ mod tests {
             vec![Item::TxDone {
                 tx: 9,
                 cmds: vec![(0, cmd("FLUSHALL"))],
+                barrier: false,
             }],
         );
         assert_eq!(drain(&mut m), vec!["FLUSHALL"]);
+    }
+
+    #[test]
+    fn a_barrier_cuts_the_log_between_before_and_after() {
+        let mut m = Merger::new(2);
+        m.push(
+            0,
+            1,
+            vec![
+                Item::Cmd(cmd("SET a 1")),
+                Item::Marker { tx: 5 },
+                Item::Cmd(cmd("SET a 2")),
+            ],
+        );
+        m.push(
+            1,
+            1,
+            vec![Item::Cmd(cmd("SET b 1")), Item::Marker { tx: 5 }],
+        );
+        m.push(
+            1,
+            2,
+            vec![
+                Item::TxDone {
+                    tx: 5,
+                    cmds: vec![],
+                    barrier: true,
+                },
+                Item::Cmd(cmd("SET b 2")),
+            ],
+        );
+        let out = drain(&mut m);
+        let bar = out.iter().position(|s| s == "|").unwrap();
+        for before in ["SET a 1", "SET b 1"] {
+            assert!(out.iter().position(|s| s == before).unwrap() < bar);
+        }
+        for after in ["SET a 2", "SET b 2"] {
+            assert!(out.iter().position(|s| s == after).unwrap() > bar);
+        }
     }
 }

@@ -33,21 +33,34 @@ use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// A thread's recorded changes, handed to the AOF thread.
-pub struct Chunk {
-    thread: usize,
-    ticket: u64,
-    items: Vec<Item>,
+/// What the AOF thread receives.
+pub enum ToAof {
+    /// A thread's recorded changes.
+    Chunk {
+        thread: usize,
+        ticket: u64,
+        items: Vec<Item>,
+    },
+    /// A rewrite's base is written to `tmp` (or failed): it becomes the base once the log
+    /// has been cut at barrier number `barrier`.
+    RewriteDone {
+        tmp: PathBuf,
+        result: Result<(), String>,
+        barrier: u64,
+        started: Instant,
+    },
+    /// Write what is left, fsync, and end (CONFIG SET appendonly no, exit).
+    Stop,
 }
 
 /// What the AOF thread shares with the others.
 pub struct Aof {
-    sender: Mutex<Option<Sender<Chunk>>>,
+    sender: Mutex<Option<Sender<ToAof>>>,
     /// Per thread: the last ticket whose chunk is written (and fsynced, under `always`).
     pub durable: Vec<AtomicU64>,
     /// Per thread: it holds replies until its chunks are fsynced (worker/durability.rs).
@@ -56,14 +69,34 @@ pub struct Aof {
     pub on: AtomicBool,
     pub current_size: AtomicU64,
     pub base_size: AtomicU64,
+    /// The AOF's size after the last rewrite (or at start-up): auto rewrites grow from it.
+    pub rewrite_base_size: AtomicU64,
     pub last_write_failed: AtomicBool,
     /// The address the start-up thread's replay connection comes from.
     pub loader_peer: Mutex<Option<SocketAddr>>,
+    /// A rewrite is in progress (its base being written), or scheduled (a BGSAVE runs).
+    pub rewriting: AtomicBool,
+    pub rewrite_scheduled: AtomicBool,
+    /// Unix seconds the rewrite in progress started; seconds the last one took (-1: none).
+    pub rewrite_started: AtomicI64,
+    pub last_rewrite_secs: AtomicI64,
+    pub last_rewrite_failed: AtomicBool,
+    pub rewrites: AtomicU64,
+    pub rewrite_failures_in_a_row: AtomicU64,
+    /// Barriers (rewrite cuts) asked for so far.
+    barriers: AtomicU64,
+    /// Changes each time the AOF thread is replaced (threads renew their channel copy).
+    generation: AtomicU64,
+    /// CONFIG SET appendonly yes is being carried out.
+    switching: AtomicBool,
+    /// Start-up is over (the cron switches the AOF on or off only then).
+    pub ready: AtomicBool,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 thread_local! {
-    static SENDER: RefCell<Option<Sender<Chunk>>> = const { RefCell::new(None) };
+    /// This thread's copy of the channel, and the generation of the AOF it belongs to.
+    static SENDER: RefCell<(u64, Option<Sender<ToAof>>)> = const { RefCell::new((0, None)) };
 }
 
 impl Aof {
@@ -75,8 +108,20 @@ impl Aof {
             on: AtomicBool::new(false),
             current_size: AtomicU64::new(0),
             base_size: AtomicU64::new(0),
+            rewrite_base_size: AtomicU64::new(0),
             last_write_failed: AtomicBool::new(false),
             loader_peer: Mutex::new(None),
+            rewriting: AtomicBool::new(false),
+            rewrite_scheduled: AtomicBool::new(false),
+            rewrite_started: AtomicI64::new(0),
+            last_rewrite_secs: AtomicI64::new(-1),
+            last_rewrite_failed: AtomicBool::new(false),
+            rewrites: AtomicU64::new(0),
+            rewrite_failures_in_a_row: AtomicU64::new(0),
+            barriers: AtomicU64::new(0),
+            generation: AtomicU64::new(1),
+            switching: AtomicBool::new(false),
+            ready: AtomicBool::new(false),
             writer: Mutex::new(None),
         }
     }
@@ -85,15 +130,18 @@ impl Aof {
     pub fn hand_over(&self, thread: usize, ticket: u64, items: Vec<Item>) {
         SENDER.with(|s| {
             let mut s = s.borrow_mut();
-            if s.is_none() {
-                *s = self
-                    .sender
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .clone();
+            let generation = self.generation.load(Ordering::Acquire);
+            if s.0 != generation {
+                *s = (
+                    generation,
+                    self.sender
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone(),
+                );
             }
-            if let Some(tx) = s.as_ref() {
-                let _ = tx.send(Chunk {
+            if let Some(tx) = s.1.as_ref() {
+                let _ = tx.send(ToAof::Chunk {
                     thread,
                     ticket,
                     items,
@@ -117,10 +165,15 @@ impl Aof {
             == Some(peer)
     }
 
-    /// At exit: the AOF thread writes what it has, fsyncs, and stops.
+    /// At exit or CONFIG SET appendonly no: recording stops, the AOF thread writes what it
+    /// has, fsyncs, and ends; replies held for an fsync go.
     pub fn finish(&self) {
-        self.sender.lock().unwrap_or_else(|e| e.into_inner()).take();
-        SENDER.with(|s| s.borrow_mut().take());
+        crate::propagate::set_enabled(false);
+        self.on.store(false, Ordering::SeqCst);
+        if let Some(tx) = self.sender.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = tx.send(ToAof::Stop);
+        }
+        self.generation.fetch_add(1, Ordering::AcqRel);
         if let Some(h) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = h.join();
         }
@@ -555,21 +608,193 @@ fn start_writing(shared: &Arc<Shared>, manifest: &mut Manifest, dir: &Path, name
             fatal(&format!("Can't persist the AOF manifest: {e}"));
         }
     }
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    shared.aof.current_size.store(
-        size + shared.aof.base_size.load(Ordering::Relaxed),
-        Ordering::Relaxed,
+    // Every listed file counts (Redis's aof_current_size at start-up).
+    let size: u64 = manifest
+        .files_to_load()
+        .filter_map(|f| std::fs::metadata(path_of(dir, &f.name)).ok())
+        .map(|m| m.len())
+        .sum();
+    shared.aof.current_size.store(size, Ordering::Relaxed);
+    shared.aof.rewrite_base_size.store(size, Ordering::Relaxed);
+    spawn_writer(
+        shared,
+        Writing {
+            manifest: manifest.clone(),
+            dir: dir.to_path_buf(),
+            name: name.to_string(),
+            file,
+            barriers_seen: 0,
+            pending_done: None,
+        },
     );
+}
+
+/// Starts the AOF thread over `writing` and turns recording on.
+fn spawn_writer(shared: &Arc<Shared>, writing: Writing) {
     let (tx, rx) = std::sync::mpsc::channel();
     *shared.aof.sender.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+    shared.aof.generation.fetch_add(1, Ordering::AcqRel);
     shared.aof.on.store(true, Ordering::SeqCst);
     crate::propagate::set_enabled(true);
     let sh = shared.clone();
     let h = std::thread::Builder::new()
         .name("aof".into())
-        .spawn(move || writer_loop(sh, rx, file))
+        .spawn(move || writer_loop(sh, rx, writing))
         .unwrap_or_else(|e| fatal(&format!("Can't start the AOF thread: {e}")));
     *shared.aof.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
+}
+
+/// The AOF thread's files: the manifest it keeps current, and the incr file it appends to.
+struct Writing {
+    manifest: Manifest,
+    dir: PathBuf,
+    name: String,
+    file: std::fs::File,
+    /// Barriers the log has been cut at.
+    barriers_seen: u64,
+    /// A rewrite's base that waits for its barrier.
+    pending_done: Option<(PathBuf, Result<(), String>, u64, Instant)>,
+}
+
+impl Writing {
+    /// The log's cut for a rewrite: what follows goes to a new incr file, which the
+    /// manifest lists from now on (a crash during the rewrite loads old base, old incr
+    /// files, then this one).
+    fn rotate(&mut self, shared: &Shared, w: &mut darner_aof::Writer) {
+        self.barriers_seen += 1;
+        if let Err(e) = self.file.sync_data() {
+            log::warning(&format!("Can't persist the AOF file before a rewrite: {e}"));
+        }
+        let mut next = self.manifest.clone();
+        let incr = next.new_incr(self.name.as_bytes()).name.clone();
+        let path = path_of(&self.dir, &incr);
+        let opened = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|f| {
+                persist_manifest(&self.dir, &self.name, &next)?;
+                Ok(f)
+            });
+        match opened {
+            Ok(f) => {
+                self.file = f;
+                self.manifest = next;
+                w.force_select();
+                log::notice(&format!(
+                    "Creating AOF incr file {} on background rewrite",
+                    String::from_utf8_lossy(&incr)
+                ));
+            }
+            Err(e) => {
+                // The rewrite fails (its base would lose what the old incr file gets next).
+                log::warning(&format!("Can't open new incr AOF {}: {e}", path.display()));
+                self.barriers_seen = u64::MAX;
+            }
+        }
+        self.try_finish(shared);
+    }
+
+    fn rewrite_done(
+        &mut self,
+        shared: &Shared,
+        tmp: PathBuf,
+        result: Result<(), String>,
+        barrier: u64,
+        started: Instant,
+    ) {
+        self.pending_done = Some((tmp, result, barrier, started));
+        self.try_finish(shared);
+    }
+
+    /// Installs a finished rewrite's base once the log has been cut for it.
+    fn try_finish(&mut self, shared: &Shared) {
+        let Some((_, _, barrier, _)) = &self.pending_done else {
+            return;
+        };
+        if self.barriers_seen < *barrier {
+            return;
+        }
+        let (tmp, result, _, started) = self.pending_done.take().expect("pending");
+        let result = if self.barriers_seen == u64::MAX {
+            self.barriers_seen = 0;
+            Err("the AOF could not be cut for the rewrite".to_string())
+        } else {
+            result
+        };
+        let result = result.and_then(|()| {
+            install_base(&self.dir, &self.name, &mut self.manifest, &tmp, true)
+                .map_err(|e| e.to_string())
+        });
+        if result.is_ok() {
+            let base = self
+                .manifest
+                .base
+                .as_ref()
+                .and_then(|b| std::fs::metadata(path_of(&self.dir, &b.name)).ok())
+                .map_or(0, |m| m.len());
+            let incr = self.file.metadata().map(|m| m.len()).unwrap_or(0);
+            shared.aof.base_size.store(base, Ordering::Relaxed);
+            shared
+                .aof
+                .current_size
+                .store(base + incr, Ordering::Relaxed);
+            shared
+                .aof
+                .rewrite_base_size
+                .store(base + incr, Ordering::Relaxed);
+        }
+        rewrite_finished(shared, &tmp, result, started);
+    }
+}
+
+/// A rewrite's base at `tmp` becomes the manifest's base; the incr files it holds (all
+/// but the one being written, with `keep_last`) become history and are deleted (Redis's
+/// backgroundRewriteDoneHandler and aofDelHistoryFiles).
+fn install_base(
+    dir: &Path,
+    name: &str,
+    manifest: &mut Manifest,
+    tmp: &Path,
+    keep_last: bool,
+) -> std::io::Result<()> {
+    let mut next = manifest.clone();
+    let base = next.new_base(name.as_bytes(), true).name.clone();
+    next.mark_rewritten_incr_as_history(keep_last);
+    std::fs::rename(tmp, path_of(dir, &base))?;
+    persist_manifest(dir, name, &next)?;
+    *manifest = next;
+    let history = manifest.take_history();
+    if !history.is_empty() {
+        for h in &history {
+            let _ = std::fs::remove_file(path_of(dir, &h.name));
+        }
+        persist_manifest(dir, name, manifest)?;
+    }
+    Ok(())
+}
+
+/// Records a rewrite's end (INFO persistence) and logs it as Redis does.
+fn rewrite_finished(shared: &Shared, tmp: &Path, result: Result<(), String>, started: Instant) {
+    let a = &shared.aof;
+    a.last_rewrite_secs
+        .store(started.elapsed().as_secs() as i64, Ordering::Relaxed);
+    match result {
+        Ok(()) => {
+            a.last_rewrite_failed.store(false, Ordering::Relaxed);
+            a.rewrite_failures_in_a_row.store(0, Ordering::Relaxed);
+            a.rewrites.fetch_add(1, Ordering::Relaxed);
+            log::notice("Background AOF rewrite terminated with success");
+            log::notice("Background AOF rewrite finished successfully");
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(tmp);
+            a.last_rewrite_failed.store(true, Ordering::Relaxed);
+            a.rewrite_failures_in_a_row.fetch_add(1, Ordering::Relaxed);
+            log::warning(&format!("Background AOF rewrite failed: {e}"));
+        }
+    }
+    a.rewriting.store(false, Ordering::Release);
 }
 
 /// An RDB file of no keys, as an AOF base (`aof-base 1`).
@@ -628,8 +853,8 @@ fn persist_manifest(dir: &Path, name: &str, m: &Manifest) -> std::io::Result<()>
     write_synced(&path, &m.render())
 }
 
-/// The AOF thread: merges, writes, fsyncs, publishes.
-fn writer_loop(shared: Arc<Shared>, rx: Receiver<Chunk>, mut file: std::fs::File) {
+/// The AOF thread: merges, writes, fsyncs, publishes; cuts the log for rewrites.
+fn writer_loop(shared: Arc<Shared>, rx: Receiver<ToAof>, mut st: Writing) {
     let threads = shared.threads;
     let mut merger = Merger::new(threads);
     let mut w = darner_aof::Writer::new(yes(&shared, "aof-timestamp-enabled"));
@@ -644,15 +869,15 @@ fn writer_loop(shared: Arc<Shared>, rx: Receiver<Chunk>, mut file: std::fs::File
         } else {
             Duration::from_secs(1)
         };
-        let mut chunks = Vec::new();
+        let mut got = Vec::new();
         match rx.recv_timeout(wait.max(Duration::from_millis(1))) {
-            Ok(c) => chunks.push(c),
+            Ok(c) => got.push(c),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => open = false,
         }
         loop {
             match rx.try_recv() {
-                Ok(c) => chunks.push(c),
+                Ok(c) => got.push(c),
                 Err(std::sync::mpsc::TryRecvError::Empty) => break,
                 Err(std::sync::mpsc::TryRecvError::Disconnected) => {
                     open = false;
@@ -660,11 +885,27 @@ fn writer_loop(shared: Arc<Shared>, rx: Receiver<Chunk>, mut file: std::fs::File
                 }
             }
         }
-        for c in chunks {
-            merger.push(c.thread, c.ticket, c.items);
+        let mut dones = Vec::new();
+        for m in got {
+            match m {
+                ToAof::Chunk {
+                    thread,
+                    ticket,
+                    items,
+                } => merger.push(thread, ticket, items),
+                ToAof::RewriteDone {
+                    tmp,
+                    result,
+                    barrier,
+                    started,
+                } => dones.push((tmp, result, barrier, started)),
+                ToAof::Stop => open = false,
+            }
         }
         let now_secs = Shared::now_ms() / 1000;
-        w.set_timestamps(yes_fast(&shared));
+        w.set_timestamps(yes(&shared, "aof-timestamp-enabled"));
+        // Written in pieces: a barrier switches files between two of them.
+        let mut pieces: Vec<Vec<u8>> = Vec::new();
         merger.drain(&mut |o| match o {
             Output::Cmd(c) => w.append(&mut buf, c.db, &c.argv, now_secs),
             Output::Block(cmds) => {
@@ -674,32 +915,23 @@ fn writer_loop(shared: Arc<Shared>, rx: Receiver<Chunk>, mut file: std::fs::File
                     .collect();
                 w.append_transaction(&mut buf, &list, now_secs)
             }
+            Output::Barrier => pieces.push(std::mem::take(&mut buf)),
         });
-        if !buf.is_empty() {
-            match file.write_all(&buf) {
-                Ok(()) => {
-                    shared
-                        .aof
-                        .current_size
-                        .fetch_add(buf.len() as u64, Ordering::Relaxed);
-                    buf.clear();
-                    unsynced = true;
-                    if shared.aof.last_write_failed.swap(false, Ordering::Relaxed) {
-                        log::warning("AOF write error looks solved, Redis can write again.");
-                    }
-                }
-                Err(e) => {
-                    if !shared.aof.last_write_failed.swap(true, Ordering::Relaxed) {
-                        log::warning(&format!("Error writing to the AOF file: {e}"));
-                    }
-                    if shared.config.hot.appendfsync.load(Ordering::Relaxed) == 2 {
-                        fatal("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
-                    }
-                    // Kept, and tried again at the next chunk or in a second.
-                    std::thread::sleep(Duration::from_millis(100));
-                    continue;
-                }
+        let cuts = pieces.len();
+        pieces.push(std::mem::take(&mut buf));
+        for (i, piece) in pieces.into_iter().enumerate() {
+            if !piece.is_empty() {
+                write_piece(&shared, &mut st.file, &piece);
+                unsynced = true;
             }
+            if i < cuts {
+                st.rotate(&shared, &mut w);
+                unsynced = false;
+                last_fsync = Instant::now();
+            }
+        }
+        for (tmp, result, barrier, started) in dones {
+            st.rewrite_done(&shared, tmp, result, barrier, started);
         }
         let policy = shared.config.hot.appendfsync.load(Ordering::Relaxed);
         let sync_now = unsynced
@@ -707,7 +939,7 @@ fn writer_loop(shared: Arc<Shared>, rx: Receiver<Chunk>, mut file: std::fs::File
                 || (policy == 1 && last_fsync.elapsed() >= Duration::from_secs(1))
                 || !open);
         if sync_now {
-            if let Err(e) = file.sync_data() {
+            if let Err(e) = st.file.sync_data() {
                 log::warning(&format!("Can't persist the AOF file: {e}"));
                 if policy == 2 {
                     fatal("Can't recover from AOF fsync error when the AOF fsync policy is 'always'. Exiting...");
@@ -730,12 +962,271 @@ fn writer_loop(shared: Arc<Shared>, rx: Receiver<Chunk>, mut file: std::fs::File
             }
         }
     }
-    if !buf.is_empty() {
-        let _ = file.write_all(&buf);
+    let _ = st.file.sync_data();
+    if let Some((tmp, _, _, started)) = st.pending_done.take() {
+        rewrite_finished(&shared, &tmp, Err("the AOF was turned off".into()), started);
     }
-    let _ = file.sync_data();
+    // Nothing waits for this AOF's fsyncs any more.
+    for t in 0..threads {
+        shared.aof.durable[t].store(u64::MAX, Ordering::SeqCst);
+        shared.send(t, Msg::AofSynced);
+    }
 }
 
-fn yes_fast(shared: &Shared) -> bool {
-    yes(shared, "aof-timestamp-enabled")
+/// Appends to the incr file; a failed write is retried until it goes (Redis keeps the
+/// buffer and retries; under `always` it exits).
+fn write_piece(shared: &Shared, file: &mut std::fs::File, piece: &[u8]) {
+    loop {
+        match file.write_all(piece) {
+            Ok(()) => {
+                shared
+                    .aof
+                    .current_size
+                    .fetch_add(piece.len() as u64, Ordering::Relaxed);
+                if shared.aof.last_write_failed.swap(false, Ordering::Relaxed) {
+                    log::warning("AOF write error looks solved, Redis can write again.");
+                }
+                return;
+            }
+            Err(e) => {
+                if !shared.aof.last_write_failed.swap(true, Ordering::Relaxed) {
+                    log::warning(&format!("Error writing to the AOF file: {e}"));
+                }
+                if shared.config.hot.appendfsync.load(Ordering::Relaxed) == 2 {
+                    fatal("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+pub const ERR_REWRITING: &[u8] = b"ERR Background append only file rewriting already in progress";
+
+/// How BGREWRITEAOF went.
+pub enum Rewrite {
+    Started,
+    /// A BGSAVE runs: the cron starts the rewrite after it.
+    Scheduled,
+}
+
+/// Starts a rewrite without fork: `tx` holds every shard. The base is a snapshot of that
+/// instant (the BGSAVE machinery, bgsave.rs, writing an RDB with `aof-base 1`), and the log is
+/// cut at the same instant (the transaction is a barrier in the AOF thread's merge): what
+/// follows goes to a new incr file, opened before the rewrite goes on. When the base is
+/// written, it becomes the manifest's base and the incr files it holds are deleted.
+pub async fn start_rewrite(tx: &crate::exec::Tx) -> Result<Rewrite, &'static [u8]> {
+    let shared = tx.shared().clone();
+    let a = &shared.aof;
+    if a.rewriting.load(Ordering::Acquire) {
+        return Err(ERR_REWRITING);
+    }
+    if shared.bgsaves.in_progress.load(Ordering::Acquire) {
+        a.rewrite_scheduled.store(true, Ordering::Release);
+        return Ok(Rewrite::Scheduled);
+    }
+    let on = a.on.load(Ordering::Acquire);
+    let barrier = if on {
+        tx.start_barrier_log();
+        a.barriers.fetch_add(1, Ordering::AcqRel) + 1
+    } else {
+        0
+    };
+    rewrite_at_cut(tx, on, barrier).await
+}
+
+/// The rewrite from the cut on (`tx` holds every shard): with `on`, the AOF thread installs
+/// the base once the log has been cut at `barrier` (0: it was started at the cut).
+async fn rewrite_at_cut(
+    tx: &crate::exec::Tx,
+    on: bool,
+    barrier: u64,
+) -> Result<Rewrite, &'static [u8]> {
+    let shared = tx.shared().clone();
+    let a = &shared.aof;
+    a.rewrite_scheduled.store(false, Ordering::Release);
+    a.rewriting.store(true, Ordering::Release);
+    a.rewrite_started
+        .store(Shared::now_ms() / 1000, Ordering::Relaxed);
+    let started = Instant::now();
+    let encode = darner_rdb::EncodeOptions {
+        compression: yes(&shared, "rdbcompression"),
+    };
+    let policy = shared.config.get("maxmemory-policy").unwrap_or_default();
+    let snap = crate::persist::snapshot::SnapshotOptions {
+        encode,
+        access: crate::persist::snapshot::AccessOpcode::for_policy(&policy),
+        now_ms: Shared::now_ms(),
+    };
+    let (header, shards, from_shards) = crate::bgsave::cut(tx, snap, true).await;
+    // The cut's end in the log: every shard's marker is in, the transaction's end follows.
+    tx.end_log();
+    log::notice("Background append only file rewriting started");
+    let checksum = yes(&shared, "rdbchecksum");
+    let tmp = PathBuf::from(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
+    let sh = shared.clone();
+    std::thread::Builder::new()
+        .name("aof-rewrite".into())
+        .spawn(move || {
+            let result = crate::bgsave::write_file(&header, checksum, shards, &from_shards, &tmp)
+                .map_err(|e| e.to_string());
+            if on {
+                let sent = sh
+                    .aof
+                    .sender
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_ref()
+                    .map(|s| {
+                        s.send(ToAof::RewriteDone {
+                            tmp: tmp.clone(),
+                            result: result.clone(),
+                            barrier,
+                            started,
+                        })
+                        .is_ok()
+                    })
+                    .unwrap_or(false);
+                if !sent {
+                    rewrite_finished(&sh, &tmp, Err("the AOF was turned off".into()), started);
+                }
+            } else {
+                // No AOF thread: the manifest on disk is changed here (no incr file stays).
+                let dir = dir_name(&sh);
+                let name = file_name(&sh);
+                let result = result.and_then(|()| {
+                    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+                    let mut m = read_manifest(&dir, &name)?;
+                    install_base(&dir, &name, &mut m, &tmp, false).map_err(|e| e.to_string())
+                });
+                rewrite_finished(&sh, &tmp, result, started);
+            }
+        })
+        .map_err(|_| &b"ERR Can't start the rewrite thread"[..])?;
+    Ok(Rewrite::Started)
+}
+
+fn read_manifest(dir: &Path, name: &str) -> Result<Manifest, String> {
+    let mpath = path_of(dir, &darner_aof::manifest::manifest_name(name.as_bytes()));
+    match std::fs::read(&mpath) {
+        Ok(bytes) => Manifest::parse(&bytes).map_err(|e| e.message().to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Manifest::new()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Thread 0's cron: a rewrite scheduled behind a BGSAVE, or one the AOF's growth calls for
+/// (`auto-aof-rewrite-percentage` over the size after the last rewrite, past
+/// `auto-aof-rewrite-min-size`), as a task holding every shard.
+pub fn cron(
+    shared: &Arc<Shared>,
+) -> Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>> {
+    let a = &shared.aof;
+    if !a.ready.load(Ordering::Acquire) {
+        return None;
+    }
+    let want = shared.config.hot.appendonly.load(Ordering::Relaxed);
+    let on = a.on.load(Ordering::Acquire);
+    if !want && on {
+        log::notice("AOF was disabled by CONFIG SET appendonly no");
+        a.finish();
+        return None;
+    }
+    if a.rewriting.load(Ordering::Acquire) || shared.bgsaves.in_progress.load(Ordering::Acquire) {
+        return None;
+    }
+    if want && !on && !a.switching.swap(true, Ordering::AcqRel) {
+        let shared = shared.clone();
+        return Some(Box::pin(async move {
+            let tx = crate::exec::Tx::new(shared.clone(), Default::default());
+            tx.reserve(crate::cmd::transactions::every_shard(shared.threads))
+                .await;
+            if let Err(e) = switch_on(&tx).await {
+                log::warning(&e);
+                // Not retried every tick: CONFIG SET appendonly yes again tries again.
+                shared.config.hot.appendonly.store(false, Ordering::Relaxed);
+            }
+            tx.release();
+            shared.aof.switching.store(false, Ordering::Release);
+        }));
+    }
+    let due = a.rewrite_scheduled.load(Ordering::Acquire) || {
+        let pct = shared.config.get_i64("auto-aof-rewrite-percentage");
+        let min = shared.config.get_i64("auto-aof-rewrite-min-size").max(0) as u64;
+        let size = a.current_size.load(Ordering::Relaxed);
+        let base = a.rewrite_base_size.load(Ordering::Relaxed).max(1);
+        a.on.load(Ordering::Relaxed)
+            && pct > 0
+            && size > min
+            && (size * 100 / base).saturating_sub(100) >= pct as u64
+            // After a failed rewrite, wait before the next (Redis: AOF_WAIT_REWRITE_DELAY).
+            && (a.rewrite_failures_in_a_row.load(Ordering::Relaxed) == 0
+                || Shared::now_ms() / 1000 - a.rewrite_started.load(Ordering::Relaxed) >= 60)
+    };
+    if !due {
+        return None;
+    }
+    if !a.rewrite_scheduled.load(Ordering::Relaxed) {
+        log::notice(&format!(
+            "Starting automatic rewriting of AOF on {}% growth",
+            (a.current_size.load(Ordering::Relaxed) * 100
+                / a.rewrite_base_size.load(Ordering::Relaxed).max(1))
+            .saturating_sub(100)
+        ));
+    }
+    let shared = shared.clone();
+    Some(Box::pin(async move {
+        let tx = crate::exec::Tx::new(shared.clone(), Default::default());
+        tx.reserve(crate::cmd::transactions::every_shard(shared.threads))
+            .await;
+        let _ = start_rewrite(&tx).await;
+        tx.release();
+    }))
+}
+
+/// CONFIG SET appendonly yes (`tx` holds every shard): from this instant on every change is
+/// recorded into a new incr file, and a rewrite writes the base of this same instant; the
+/// manifest names them once the base is written (a crash before that leaves the old
+/// manifest, as Redis's temporary incr file does).
+async fn switch_on(tx: &crate::exec::Tx) -> Result<(), String> {
+    let shared = tx.shared().clone();
+    let dir = dir_name(&shared);
+    let name = file_name(&shared);
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        format!(
+            "Can't open or create append-only dir {}: {e}",
+            dir.display()
+        )
+    })?;
+    let mut manifest = read_manifest(&dir, &name)?;
+    let incr = manifest.new_incr(name.as_bytes()).name.clone();
+    let path = path_of(&dir, &incr);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .map_err(|e| {
+            format!(
+                "Redis needs to enable the AOF but can't open the append only file {}: {e}",
+                path.display()
+            )
+        })?;
+    shared.aof.current_size.store(0, Ordering::Relaxed);
+    spawn_writer(
+        &shared,
+        Writing {
+            manifest,
+            dir,
+            name,
+            file,
+            barriers_seen: 0,
+            pending_done: None,
+        },
+    );
+    log::notice("AOF was enabled by CONFIG SET appendonly yes");
+    rewrite_at_cut(tx, true, 0)
+        .await
+        .map(|_| ())
+        .map_err(|e| String::from_utf8_lossy(e).into_owned())
 }

@@ -315,35 +315,7 @@ pub fn spawn_writer(
             .map(|d| d.to_path_buf())
             .unwrap_or_else(|| std::path::PathBuf::from("."));
         let tmp = dir.join(format!("temp-bg-{}.rdb", std::process::id()));
-        let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
-        let mut crc = darner_rdb::crc64::crc64(0, &header);
-        f.write_all(&header)?;
-        let mut done = 0;
-        while done < shards {
-            match from_shards.recv() {
-                Ok(Piece::Bytes(b)) => {
-                    crc = darner_rdb::crc64::crc64(crc, &b);
-                    f.write_all(&b)?;
-                }
-                Ok(Piece::Record(head, body)) => {
-                    for b in [head, body] {
-                        crc = darner_rdb::crc64::crc64(crc, &b);
-                        f.write_all(&b)?;
-                    }
-                }
-                Ok(Piece::Done) => done += 1,
-                Err(_) => {
-                    return Err(std::io::Error::other("a shard stopped before its part"));
-                }
-            }
-        }
-        let mut tail = vec![darner_rdb::opcode::EOF];
-        crc = darner_rdb::crc64::crc64(crc, &tail);
-        tail.extend_from_slice(&(if checksum { crc } else { 0 }).to_le_bytes());
-        f.write_all(&tail)?;
-        let file = f.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
-        drop(file);
+        write_file(&header, checksum, shards, &from_shards, &tmp)?;
         if let Err(e) = std::fs::rename(&tmp, &path) {
             let _ = std::fs::remove_file(&tmp);
             return Err(e);
@@ -377,8 +349,64 @@ pub fn spawn_writer(
         .expect("spawn the BGSAVE writer");
 }
 
+/// Writes the file the shards' pieces make to `tmp`, and fsyncs it (it stays there: the
+/// caller renames it). On failure the partial file is removed.
+pub fn write_file(
+    header: &[u8],
+    checksum: bool,
+    shards: usize,
+    from_shards: &mpsc::Receiver<Piece>,
+    tmp: &std::path::Path,
+) -> std::io::Result<()> {
+    let run = || -> std::io::Result<()> {
+        let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(tmp)?);
+        let mut crc = darner_rdb::crc64::crc64(0, header);
+        f.write_all(header)?;
+        let mut done = 0;
+        while done < shards {
+            match from_shards.recv() {
+                Ok(Piece::Bytes(b)) => {
+                    crc = darner_rdb::crc64::crc64(crc, &b);
+                    f.write_all(&b)?;
+                }
+                Ok(Piece::Record(head, body)) => {
+                    for b in [head, body] {
+                        crc = darner_rdb::crc64::crc64(crc, &b);
+                        f.write_all(&b)?;
+                    }
+                }
+                Ok(Piece::Done) => done += 1,
+                Err(_) => {
+                    return Err(std::io::Error::other("a shard stopped before its part"));
+                }
+            }
+        }
+        let mut tail = vec![darner_rdb::opcode::EOF];
+        crc = darner_rdb::crc64::crc64(crc, &tail);
+        tail.extend_from_slice(&(if checksum { crc } else { 0 }).to_le_bytes());
+        f.write_all(&tail)?;
+        let file = f.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()
+    };
+    let r = run();
+    if r.is_err() {
+        let _ = std::fs::remove_file(tmp);
+    }
+    r
+}
+
 /// The file's start: header, Redis's AUX fields, the function libraries.
 pub fn header(version: u16, opts: EncodeOptions, libraries: &[bytes::Bytes]) -> Vec<u8> {
+    header_for(version, opts, libraries, false)
+}
+
+/// [`header`], with `aof-base` 1 for an AOF rewrite's base.
+pub fn header_for(
+    version: u16,
+    opts: EncodeOptions,
+    libraries: &[bytes::Bytes],
+    aof_base: bool,
+) -> Vec<u8> {
     let mut w = FileWriter::new(version, true, opts);
     w.aux(b"redis-ver", crate::REDIS_COMPAT_VERSION.as_bytes());
     w.aux(b"redis-bits", b"64");
@@ -390,7 +418,7 @@ pub fn header(version: u16, opts: EncodeOptions, libraries: &[bytes::Bytes]) -> 
         b"used-mem",
         crate::alloc::used_memory().to_string().as_bytes(),
     );
-    w.aux(b"aof-base", b"0");
+    w.aux(b"aof-base", if aof_base { b"1" } else { b"0" });
     for code in libraries {
         w.function(code);
     }
@@ -401,6 +429,9 @@ pub fn header(version: u16, opts: EncodeOptions, libraries: &[bytes::Bytes]) -> 
 /// progress already.
 pub async fn start(tx: &crate::exec::Tx) -> Result<(), &'static [u8]> {
     let shared = tx.shared().clone();
+    if shared.aof.rewriting.load(Ordering::Acquire) {
+        return Err(b"ERR An AOF log rewriting in progress: can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.");
+    }
     if shared.bgsaves.in_progress.swap(true, Ordering::AcqRel) {
         return Err(b"ERR Background save already in progress");
     }
@@ -421,6 +452,27 @@ pub async fn start(tx: &crate::exec::Tx) -> Result<(), &'static [u8]> {
     };
     // Taken while every shard is held: exactly the changes the snapshot holds.
     let dirty_at_cut = crate::persist::dirty(&shared);
+    let (header, shards, from_shards) = cut(tx, snap, false).await;
+    spawn_writer(
+        shared.clone(),
+        header,
+        checksum,
+        shards,
+        from_shards,
+        path,
+        dirty_at_cut,
+    );
+    Ok(())
+}
+
+/// The cut: marks every shard's tables (the transaction holds them all) and returns the
+/// file's header, how many shards will send pieces, and where the pieces arrive.
+pub async fn cut(
+    tx: &crate::exec::Tx,
+    snap: SnapshotOptions,
+    aof_base: bool,
+) -> (Vec<u8>, usize, mpsc::Receiver<Piece>) {
+    let shared = tx.shared().clone();
     let (to_writer, from_shards) = mpsc::channel();
     let marked = tx
         .run_all(move |ctx| {
@@ -434,15 +486,6 @@ pub async fn start(tx: &crate::exec::Tx) -> Result<(), &'static [u8]> {
         darner_rdb::WRITTEN_VERSION
     };
     let libraries = shared.scripts.library_codes();
-    let header = header(version, encode, &libraries);
-    spawn_writer(
-        shared.clone(),
-        header,
-        checksum,
-        marked.len(),
-        from_shards,
-        path,
-        dirty_at_cut,
-    );
-    Ok(())
+    let header = header_for(version, snap.encode, &libraries, aof_base);
+    (header, marked.len(), from_shards)
 }

@@ -63,6 +63,8 @@ pub struct Hot {
     pub enable_module_command: AtomicU8,
     /// appendfsync: 0 no, 1 everysec, 2 always (an index into [`APPENDFSYNC`]).
     pub appendfsync: AtomicU8,
+    /// appendonly as last set; the cron starts or stops the AOF to match (aof.rs).
+    pub appendonly: AtomicBool,
     pub tcp_keepalive: AtomicI64,
     /// requirepass; empty means none.
     pub requirepass: RwLock<String>,
@@ -396,13 +398,35 @@ pub static TABLE: &[Directive] = &[
         apply: nothing,
     },
     // The append-only file (aof.rs): Redis 7's multi-part layout in `dir/appenddirname`.
-    // appendonly is read at start-up; switching it at run time needs a rewrite to write the
-    // base from the data in memory, which is not built yet (CONFIG SET refuses it).
+    // Switched on at run time, it starts with a rewrite (the base from the data in memory).
     Directive {
         name: "appendonly",
         kind: Kind::Bool,
         default: "no",
-        mutable: false,
+        mutable: true,
+        apply: |h, v| {
+            h.appendonly.store(v == "yes", Ordering::Relaxed);
+            Ok(())
+        },
+    },
+    Directive {
+        name: "auto-aof-rewrite-percentage",
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        default: "100",
+        mutable: true,
+        apply: nothing,
+    },
+    Directive {
+        name: "auto-aof-rewrite-min-size",
+        kind: Kind::Memory {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "67108864",
+        mutable: true,
         apply: nothing,
     },
     Directive {
@@ -1041,6 +1065,7 @@ impl Config {
                 enable_debug_command: AtomicU8::new(0),
                 enable_module_command: AtomicU8::new(0),
                 appendfsync: AtomicU8::new(1),
+                appendonly: AtomicBool::new(false),
                 tcp_keepalive: AtomicI64::new(300),
                 requirepass: RwLock::new(String::new()),
                 has_password: AtomicBool::new(false),

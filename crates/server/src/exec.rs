@@ -444,6 +444,14 @@ impl Tx {
         }
     }
 
+    /// Makes it a barrier in the AOF's log (an AOF rewrite's cut: it holds every shard).
+    pub fn start_barrier_log(&self) {
+        self.start_log();
+        if let Some(l) = self.0.log.borrow_mut().as_mut() {
+            l.barrier = true;
+        }
+    }
+
     /// The tag of its steps: the transaction and its current step (None: not logged).
     fn log_tag(&self) -> Option<(TxId, u32)> {
         self.0.log.borrow().as_ref().map(|l| (l.id, l.step()))

@@ -195,6 +195,8 @@ pub struct TxLog {
     pub id: u64,
     step: u32,
     cmds: Vec<(u32, Cmd)>,
+    /// The log is cut where it sits (an AOF rewrite's point in time).
+    pub barrier: bool,
 }
 
 impl TxLog {
@@ -203,6 +205,7 @@ impl TxLog {
             id,
             step: 0,
             cmds: Vec::new(),
+            barrier: false,
         }
     }
 
@@ -225,7 +228,11 @@ impl Drop for TxLog {
     fn drop(&mut self) {
         if enabled() {
             let cmds = std::mem::take(&mut self.cmds);
-            push(Item::TxDone { tx: self.id, cmds });
+            push(Item::TxDone {
+                tx: self.id,
+                cmds,
+                barrier: self.barrier,
+            });
         }
     }
 }

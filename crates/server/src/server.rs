@@ -281,6 +281,7 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         crate::aof::load_and_start(&shared, aof, &listen);
     }
     shared.persist.loading.store(false, Ordering::SeqCst);
+    shared.aof.ready.store(true, Ordering::Release);
     log::notice(&format!(
         "Ready to accept connections tcp on {}",
         bound.join(", ")

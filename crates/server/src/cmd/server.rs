@@ -45,6 +45,7 @@ pub fn register(r: &mut Reg) {
     r.conn("time", time);
     r.conn("lastsave", lastsave);
     r.tx("bgsave", Locks::All, bgsave);
+    r.tx("bgrewriteaof", Locks::All, bgrewriteaof);
     r.tx("save", Locks::All, save);
     r.conn("slowlog|get", slowlog_get);
     r.conn("slowlog|len", slowlog_len);
@@ -242,6 +243,21 @@ fn bgsave(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         }
         match crate::bgsave::start(&tx).await {
             Ok(()) => with_writer(resp3, |w| w.simple(b"Background saving started")),
+            Err(e) => with_writer(resp3, |w| w.error(e)),
+        }
+    })
+}
+
+fn bgrewriteaof(tx: Tx, _args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        match crate::aof::start_rewrite(&tx).await {
+            Ok(crate::aof::Rewrite::Started) => with_writer(resp3, |w| {
+                w.simple(b"Background append only file rewriting started")
+            }),
+            Ok(crate::aof::Rewrite::Scheduled) => with_writer(resp3, |w| {
+                w.simple(b"Background append only file rewriting scheduled")
+            }),
             Err(e) => with_writer(resp3, |w| w.error(e)),
         }
     })

@@ -415,6 +415,10 @@ impl Worker {
         self.evict_check(true);
         if self.id == 0 {
             cmd::server::cron(&self.shared);
+            // The AOF: switched on or off by CONFIG SET, a rewrite due (aof.rs).
+            if let Some(task) = crate::aof::cron(&self.shared) {
+                self.exec.spawn(task);
+            }
             if self.cron_count == 1 {
                 crate::alloc::mark_rss_base();
             }

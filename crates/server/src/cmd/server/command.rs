@@ -509,6 +509,7 @@ pub fn summary(full_name: &str) -> Option<&'static str> {
         "config|set" => "Changes configuration directives, all or none.",
         "copy" => "Copies a key's value to another key.",
         "bgsave" => "Writes the dataset to the RDB file while the server goes on serving.",
+        "bgrewriteaof" => "Rewrites the append-only file from the dataset while the server goes on serving.",
         "dump" => "Serializes a key's value as a DUMP payload.",
         "restore" => "Creates a key from a DUMP payload.",
         "dbsize" => "Returns the number of keys in the selected database.",

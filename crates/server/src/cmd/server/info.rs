@@ -579,18 +579,57 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                     "rdb_last_load_keys_loaded:{}",
                     p.last_load_keys.load(Ordering::Relaxed)
                 );
-                line!("aof_enabled:0");
-                line!("aof_rewrite_in_progress:0");
-                line!("aof_rewrite_scheduled:0");
-                line!("aof_last_rewrite_time_sec:-1");
-                line!("aof_current_rewrite_time_sec:-1");
-                line!("aof_last_bgrewrite_status:ok");
-                line!("aof_rewrites:0");
-                line!("aof_rewrites_consecutive_failures:0");
-                line!("aof_last_write_status:ok");
+                let a = &shared.aof;
+                let on = a.on.load(Ordering::Relaxed);
+                let rewriting = a.rewriting.load(Ordering::Relaxed);
+                let status = |failed: bool| if failed { "err" } else { "ok" };
+                line!("aof_enabled:{}", u8::from(on));
+                line!("aof_rewrite_in_progress:{}", u8::from(rewriting));
+                line!(
+                    "aof_rewrite_scheduled:{}",
+                    u8::from(a.rewrite_scheduled.load(Ordering::Relaxed))
+                );
+                line!(
+                    "aof_last_rewrite_time_sec:{}",
+                    a.last_rewrite_secs.load(Ordering::Relaxed)
+                );
+                let current = if rewriting {
+                    crate::shared::Shared::now_ms() / 1000
+                        - a.rewrite_started.load(Ordering::Relaxed)
+                } else {
+                    -1
+                };
+                line!("aof_current_rewrite_time_sec:{current}");
+                line!(
+                    "aof_last_bgrewrite_status:{}",
+                    status(a.last_rewrite_failed.load(Ordering::Relaxed))
+                );
+                line!("aof_rewrites:{}", a.rewrites.load(Ordering::Relaxed));
+                line!(
+                    "aof_rewrites_consecutive_failures:{}",
+                    a.rewrite_failures_in_a_row.load(Ordering::Relaxed)
+                );
+                line!(
+                    "aof_last_write_status:{}",
+                    status(a.last_write_failed.load(Ordering::Relaxed))
+                );
                 line!("aof_last_cow_size:0");
                 line!("module_fork_in_progress:0");
                 line!("module_fork_last_cow_size:0");
+                if on {
+                    line!(
+                        "aof_current_size:{}",
+                        a.current_size.load(Ordering::Relaxed)
+                    );
+                    line!("aof_base_size:{}", a.base_size.load(Ordering::Relaxed));
+                    line!(
+                        "aof_pending_rewrite:{}",
+                        u8::from(a.rewrite_scheduled.load(Ordering::Relaxed))
+                    );
+                    line!("aof_buffer_length:0");
+                    line!("aof_pending_bio_fsync:0");
+                    line!("aof_delayed_fsync:0");
+                }
             }
             STATS => {
                 let m = &shared.metrics;
