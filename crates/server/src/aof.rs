@@ -241,13 +241,6 @@ pub fn open_at_startup(shared: &Shared) -> Option<Startup> {
     Some(Startup { manifest })
 }
 
-impl Startup {
-    /// Whether there is anything to load.
-    pub fn has_data(&self) -> bool {
-        !self.manifest.is_empty()
-    }
-}
-
 fn fatal(msg: &str) -> ! {
     log::warning(msg);
     std::process::exit(1);

@@ -218,10 +218,12 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         Some(_) => None,
         None => crate::persist::load::open_at_startup(&shared),
     };
-    shared.persist.loading.store(
-        rdb.is_some() || aof.as_ref().is_some_and(|a| a.has_data()),
-        Ordering::SeqCst,
-    );
+    // (With the AOF on, also while its files are created: a write before the AOF thread
+    // runs would not be in it.)
+    shared
+        .persist
+        .loading
+        .store(rdb.is_some() || aof.is_some(), Ordering::SeqCst);
 
     // Signals: SIGTERM and SIGINT shut down gracefully.
     {
