@@ -111,7 +111,7 @@ class Server:
     def __init__(self, binary: str, args: Sequence[str] = (), *, is_redis: bool = False,
                  config_file: Optional[str] = None, port: Optional[int] = None,
                  add_port: bool = True, name: str = "darner", wait_ready: bool = True,
-                 auth: Optional[str] = None):
+                 auth: Optional[str] = None, save_off: bool = True):
         self.binary = binary
         self.user_args = [str(a) for a in args]
         self.is_redis = is_redis
@@ -120,6 +120,8 @@ class Server:
         self.add_port = add_port
         self.name = name
         self.auth = auth
+        # False: no `--save ""` is added (the server keeps its default save points).
+        self.save_off = save_off
         self.proc: Optional[subprocess.Popen] = None
         self.port: Optional[int] = port
         self.workdir = tempfile.mkdtemp(prefix="%s-test-" % name)
@@ -151,7 +153,7 @@ class Server:
 
     def sets_save(self) -> bool:
         """Whether the test gives save points itself (an argument or a config file line)."""
-        if "--save" in self.user_args:
+        if "--save" in self.user_args or not self.save_off:
             return True
         if self.config_file:
             try:

@@ -409,10 +409,19 @@ impl Worker {
         let sig = shared.shutdown_asap.load(Ordering::SeqCst);
         if sig != 0 {
             if !shared.shutdown_running.swap(true, Ordering::SeqCst) {
+                // Under a busy script, which holds the shards, the server stops as for
+                // SHUTDOWN NOSAVE (docs/compatibility.md); otherwise it takes every shard to
+                // save (with save points) or to stop a background save.
+                let busy = cmd::scripting::shutdown_refused(&shared, false).is_some();
+                let hold = !busy
+                    && (shared.config.hot.save_points.load(Ordering::Relaxed)
+                        || shared.bgsaves.in_progress.load(Ordering::Acquire));
                 self.exec.spawn(async move {
                     let tx = crate::exec::Tx::new(shared.clone(), Default::default());
-                    tx.reserve(every).await;
-                    let ok = cmd::server::finish_shutdown(&tx, true, false, false, false).await;
+                    if hold {
+                        tx.reserve(every).await;
+                    }
+                    let ok = cmd::server::finish_shutdown(&tx, hold, busy, false, false).await;
                     tx.release();
                     if ok {
                         crate::server::shutdown(&shared);
