@@ -297,6 +297,18 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
     // Big values taken for later, a step at a time.
     while start.elapsed() < STEP_TIME {
         let mut g = out.lock().unwrap_or_else(|p| p.into_inner());
+        if g.stopped.load(Ordering::Relaxed) {
+            // A stopped save writes nothing more: its big values are let go.
+            let mut keys: Vec<(usize, Vec<u8>)> = g.later.drain(..).collect();
+            if let Some(cur) = g.current.take() {
+                keys.push((cur.db, cur.walk.key.to_vec()));
+            }
+            drop(g);
+            for (db, key) in keys {
+                shard.dbs[db].snapshot_undefer(&key);
+            }
+            break;
+        }
         if g.current.is_none() {
             let Some((db, key)) = g.later.pop_front() else {
                 break;
