@@ -122,7 +122,7 @@ def measure(case, darner, redis):
     for name in ("darner", "redis"):
         port = free_port()
         if name == "darner":
-            argv = [darner, "--port", str(port), "--bind", "127.0.0.1", "--threads", "1",
+            argv = [darner, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--threads", "1",
                     "--loglevel", "warning"]
         else:
             argv = [redis, "--port", str(port), "--bind", "127.0.0.1", "--save", "",

@@ -94,7 +94,7 @@ def main():
     for name in [args.only] if args.only else ["darner", "redis"]:
         port = free_port()
         if name == "darner":
-            argv = [args.darner, "--port", str(port), "--bind", "127.0.0.1", "--threads", "1",
+            argv = [args.darner, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--threads", "1",
                     "--loglevel", "warning"]
         else:
             argv = [args.redis, "--port", str(port), "--bind", "127.0.0.1", "--save", "",

@@ -72,7 +72,7 @@ def main():
     try:
         dport, rport = free_port(), free_port()
         servers.append(Server("darner", [args.darner, "--port", str(dport), "--bind", "127.0.0.1",
-                                         "--threads", "1", "--loglevel", "warning"], dport, None))
+                                         "--save", "", "--threads", "1", "--loglevel", "warning"], dport, None))
         servers.append(Server("redis", [args.redis, "--port", str(rport), "--bind", "127.0.0.1",
                                         "--save", "", "--appendonly", "no", "--loglevel", "warning"],
                               rport, None))

@@ -36,7 +36,7 @@ from benchlib import free_port, cpu_seconds, rss_bytes, Server  # noqa: E402
 def start_servers(args, cores):
     servers = []
     dport, rport = free_port(), free_port()
-    servers.append(Server("darner", [args.darner, "--port", str(dport), "--bind", "127.0.0.1",
+    servers.append(Server("darner", [args.darner, "--port", str(dport), "--bind", "127.0.0.1", "--save", "",
                                      "--threads", str(args.threads), "--loglevel", "warning"], dport, cores[0]))
     servers.append(Server("redis", [args.redis, "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
                                     "--appendonly", "no", "--loglevel", "warning"], rport, cores[0]))

@@ -209,7 +209,7 @@ def run_budget(args, budget):
             common = ["--port", str(port), "--bind", "127.0.0.1", "--maxmemory", str(maxmemory),
                       "--maxmemory-policy", policy, "--loglevel", "warning"]
             if name == "darner":
-                argv = [args.darner, "--threads", str(args.threads)] + common
+                argv = [args.darner, "--save", "", "--threads", str(args.threads)] + common
             else:
                 argv = [args.redis, "--save", "", "--appendonly", "no"] + common
             r = got[name] = run_case(case_args, name, argv, port, policy)

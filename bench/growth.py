@@ -102,7 +102,8 @@ def main():
     for name in ("darner", "redis"):
         port = free_port()
         if name == "darner":
-            argv = [args.darner, "--port", str(port), "--bind", "127.0.0.1", "--threads", str(args.threads)]
+            argv = [args.darner, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                    "--threads", str(args.threads)]
         else:
             argv = [args.redis, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         srv = Server(name, argv, port, 0 if (os.cpu_count() or 1) > 1 else None)

@@ -72,7 +72,7 @@ def bench(port, args, requests, connections=50, pin=True):
 def run_binary(binary, requests):
     port = free_port()
     argv = ["taskset", "-c", "0", binary, "--port", str(port), "--bind", "127.0.0.1",
-            "--threads", "1"]
+            "--save", "", "--threads", "1"]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_ready(port, proc)
@@ -91,7 +91,8 @@ def run_callgrind(binary, requests):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "cg")
         argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                binary, "--port", str(port), "--bind", "127.0.0.1", "--threads", "1"]
+                binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                "--threads", "1"]
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_ready(port, proc, timeout=60)

@@ -108,7 +108,7 @@ def main():
         for name in ("darner", "redis"):
             port = free_port()
             if name == "darner":
-                argv = [args.darner, "--threads", "1"]
+                argv = [args.darner, "--save", "", "--threads", "1"]
             else:
                 argv = [args.redis, "--save", "", "--appendonly", "no"]
             argv += ["--port", str(port), "--bind", "127.0.0.1", "--loglevel", "warning",

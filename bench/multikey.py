@@ -84,7 +84,7 @@ def start_server(args, name, core):
                 "--appendonly", "no", "--loglevel", "warning"]
     else:
         threads = name.split("-t")[1]
-        argv = [args.darner, "--port", str(port), "--bind", "127.0.0.1", "--threads", threads,
+        argv = [args.darner, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--threads", threads,
                 "--loglevel", "warning"]
     return Server(name, argv, port, core)
 

@@ -60,7 +60,7 @@ REDIS_IO_THREADS = [1, 4, 8]
 def start_server(args, family, n, cores):
     port = free_port()
     if family == "darner":
-        argv = [args.darner, "--port", str(port), "--bind", "127.0.0.1", "--threads", str(n),
+        argv = [args.darner, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--threads", str(n),
                 "--loglevel", "warning"]
     else:
         argv = [args.redis, "--port", str(port), "--bind", "127.0.0.1", "--save", "",

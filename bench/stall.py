@@ -264,7 +264,7 @@ def main():
         wanted = args.servers.split(",")
         if "darner" in wanted:
             servers.append(("darner", dport, subprocess.Popen(
-                pin + [args.darner, "--port", str(dport), "--bind", "127.0.0.1", "--threads",
+                pin + [args.darner, "--port", str(dport), "--bind", "127.0.0.1", "--save", "", "--threads",
                        str(args.threads), "--loglevel", "warning"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
         if "redis" in wanted:

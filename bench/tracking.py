@@ -83,7 +83,8 @@ def main():
     results = {}
     for name in ("darner", "redis"):
         port = free_port()
-        argv = ([a.darner, "--port", str(port), "--bind", "127.0.0.1", "--threads", str(a.threads)]
+        argv = ([a.darner, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                 "--threads", str(a.threads)]
                 if name == "darner" else
                 [a.redis, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
         proc = start(argv, port)

@@ -8,6 +8,11 @@ Environment:
                    darner-only arguments (--threads) are dropped and
                    --save "" --appendonly no are added.  Auto-detected when the
                    binary's file name starts with "redis-server".
+
+Every server runs in a temporary directory of its own (removed by stop()), and without save
+points (`--save ""`, as Redis's test suite runs it) unless the test gives its own `--save` or a
+config file with a `save` line: Redis's default save points would make each server write
+dump.rdb when it stops and load it when it starts again in the same directory.
   REDIS_SERVER     path of the reference redis-server (default: from $PATH)
 """
 
@@ -106,7 +111,7 @@ class Server:
     def __init__(self, binary: str, args: Sequence[str] = (), *, is_redis: bool = False,
                  config_file: Optional[str] = None, port: Optional[int] = None,
                  add_port: bool = True, name: str = "darner", wait_ready: bool = True,
-                 auth: Optional[str] = None):
+                 auth: Optional[str] = None, save_off: bool = True):
         self.binary = binary
         self.user_args = [str(a) for a in args]
         self.is_redis = is_redis
@@ -115,6 +120,8 @@ class Server:
         self.add_port = add_port
         self.name = name
         self.auth = auth
+        # False: no `--save ""` is added (the server keeps its default save points).
+        self.save_off = save_off
         self.proc: Optional[subprocess.Popen] = None
         self.port: Optional[int] = port
         self.workdir = tempfile.mkdtemp(prefix="%s-test-" % name)
@@ -129,14 +136,32 @@ class Server:
         if self.config_file:
             cmd.append(self.config_file)
         args = list(self.user_args)
+        own_save = self.sets_save()
         if self.is_redis:
-            args = strip_darner_only(args) + REDIS_EXTRA_ARGS
+            extra = list(REDIS_EXTRA_ARGS)
+            if own_save:
+                extra = extra[2:]  # the test's own save points win
+            args = strip_darner_only(args) + extra
         else:
-            args = DARNER_TEST_ARGS + args
+            # Given first: a later --save of the test's replaces these (save lines add up
+            # only after a first one).
+            args = DARNER_TEST_ARGS + ([] if own_save else ["--save", ""]) + args
         if self.add_port and port is not None:
             cmd += ["--port", str(port), "--bind", "127.0.0.1"]
         cmd += args
         return cmd
+
+    def sets_save(self) -> bool:
+        """Whether the test gives save points itself (an argument or a config file line)."""
+        if "--save" in self.user_args or not self.save_off:
+            return True
+        if self.config_file:
+            try:
+                with open(self.config_file) as f:
+                    return any(line.split()[:1] == ["save"] for line in f)
+            except OSError:
+                return False
+        return False
 
     def start(self) -> "Server":
         check_binary(self.binary, self.name)

@@ -386,8 +386,8 @@ def test_startup_refuses_bad_config(darner_factory, args, word):
 @pytest.mark.darner_only
 @pytest.mark.parametrize("args,word", [
     (["--appendonly", "yes"], "appendonly"),
-    (["--save", "900 1"], "save"),
-    (["--save", "900", "1"], "save"),
+    (["--save", "900"], "invalid save parameters"),
+    (["--save", "0", "1"], "invalid save parameters"),
     (["--maxmemory", "1x"], "maxmemory"),
     (["--threads", "0"], "threads"),
     (["--threads", "abc"], "threads"),

@@ -22,7 +22,7 @@ one() {
     port=$(free_port)
     case $which in
         probe) taskset -c 0 "$probe" epoll "$port" >/dev/null 2>&1 & pid=$! ;;
-        darner) taskset -c 0 "$darner" --port "$port" --bind 127.0.0.1 --threads 1 >/dev/null 2>&1 & pid=$! ;;
+        darner) taskset -c 0 "$darner" --port "$port" --bind 127.0.0.1 --save "" --threads 1 >/dev/null 2>&1 & pid=$! ;;
         redis) taskset -c 0 redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no >/dev/null 2>&1 & pid=$! ;;
     esac
     for _ in $(seq 50); do

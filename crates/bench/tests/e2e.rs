@@ -36,7 +36,10 @@ fn darner_bin() -> PathBuf {
 }
 
 fn start_darner() -> Server {
-    start_server(&darner_bin(), &["--threads", "2", "--loglevel", "warning"])
+    start_server(
+        &darner_bin(),
+        &["--save", "", "--threads", "2", "--loglevel", "warning"],
+    )
 }
 
 /// redis-server, when installed (the reference the figures are checked against).

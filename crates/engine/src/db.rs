@@ -683,6 +683,11 @@ impl Db {
         self.table.snapshot_begin(sink);
     }
 
+    /// Ends the snapshot in progress unwritten (see [`Table::snapshot_abort`]).
+    pub fn snapshot_abort(&mut self) {
+        self.table.snapshot_abort();
+    }
+
     /// The sink wrote the big value of `key` it had taken for later (see
     /// [`crate::table::SnapshotSink`]).
     pub fn snapshot_undefer(&mut self, key: &[u8]) {

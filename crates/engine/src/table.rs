@@ -278,6 +278,12 @@ impl Table {
         }
     }
 
+    /// Ends the snapshot in progress without writing what it has not written yet (the save
+    /// was stopped): its sink is dropped, writes no longer call it.
+    pub fn snapshot_abort(&mut self) {
+        self.snapshot = None;
+    }
+
     /// Writes everything the snapshot in progress has not written yet, and ends it.
     pub fn snapshot_finish(&mut self) {
         while let Some(mark) = self.snapshot.as_deref() {

@@ -1051,7 +1051,8 @@ async fn rewrite_at_cut(
         access: crate::persist::snapshot::AccessOpcode::for_policy(&policy),
         now_ms: Shared::now_ms(),
     };
-    let (header, shards, from_shards) = crate::bgsave::cut(tx, snap, true).await;
+    let (header, shards, from_shards) =
+        crate::bgsave::cut(tx, snap, true, Arc::new(AtomicBool::new(false))).await;
     // The cut's end in the log: every shard's marker is in, the transaction's end follows.
     tx.end_log();
     log::notice("Background append only file rewriting started");
@@ -1061,8 +1062,19 @@ async fn rewrite_at_cut(
     std::thread::Builder::new()
         .name("aof-rewrite".into())
         .spawn(move || {
-            let result = crate::bgsave::write_file(&header, checksum, shards, &from_shards, &tmp)
-                .map_err(|e| e.to_string());
+            let result = crate::bgsave::write_file(
+                &header,
+                checksum,
+                shards,
+                &from_shards,
+                &tmp,
+                &AtomicBool::new(false),
+            )
+            .map(drop)
+            .map_err(|e| e.to_string());
+            if result.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
             if on {
                 let sent = sh
                     .aof

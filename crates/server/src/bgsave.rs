@@ -62,6 +62,30 @@ const STEP_TIME: Duration = Duration::from_micros(200);
 /// Elements of a big value written per step.
 const BIG_STEP: usize = 1024;
 
+/// Seconds the cron waits after a failed background save before a save point or a
+/// scheduled BGSAVE may start another (Redis's CONFIG_BGSAVE_RETRY_DELAY).
+pub const RETRY_DELAY: i64 = 5;
+
+/// Redis's refusal of writes after a failed background save (its shared.bgsaveerr).
+pub const ERR_MISCONF: &[u8] = b"MISCONF Redis is configured to save RDB snapshots, but it's \
+currently unable to persist to disk. Commands that may modify the data set are disabled, because \
+this instance is configured to report errors during writes if RDB snapshotting fails \
+(stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
+
+/// Redis's writeCommandsDeniedByDiskError: the last background save failed, save points are
+/// set and stop-writes-on-bgsave-error is yes. Writes, and PING, then get [`ERR_MISCONF`]
+/// until a save succeeds.
+#[inline]
+pub fn writes_denied(shared: &Shared) -> bool {
+    shared.persist.last_save_failed.load(Ordering::Relaxed)
+        && shared.config.hot.save_points.load(Ordering::Relaxed)
+        && shared
+            .config
+            .hot
+            .stop_writes_on_bgsave_error
+            .load(Ordering::Relaxed)
+}
+
 /// What the process knows of its background saves (INFO persistence).
 pub struct Bgsaves {
     pub in_progress: AtomicBool,
@@ -69,6 +93,15 @@ pub struct Bgsaves {
     pub started: AtomicI64,
     /// Seconds the last one took (`rdb_last_bgsave_time_sec`), -1 before the first.
     pub last_secs: AtomicI64,
+    /// Unix seconds of the last start (Redis's `lastbgsave_try`): after a failure, the cron
+    /// starts the next one [`RETRY_DELAY`] seconds later at the soonest.
+    pub last_try: AtomicI64,
+    /// A BGSAVE that could not start at once (BGSAVE inside MULTI/EXEC) waits for the cron.
+    pub scheduled: AtomicBool,
+    /// The save in progress's stop flag ([`stop`]). The writer renames its file and
+    /// records its success holding this lock, and only if the flag is not set: once [`stop`]
+    /// has set it, the save in progress can no longer replace the file or the state.
+    stopping: Mutex<Option<Arc<AtomicBool>>>,
 }
 
 impl Default for Bgsaves {
@@ -77,6 +110,9 @@ impl Default for Bgsaves {
             in_progress: AtomicBool::new(false),
             started: AtomicI64::new(0),
             last_secs: AtomicI64::new(-1),
+            last_try: AtomicI64::new(0),
+            scheduled: AtomicBool::new(false),
+            stopping: Mutex::new(None),
         }
     }
 }
@@ -108,6 +144,8 @@ struct ShardOut {
     clock: Clock,
     /// How entries are written (SAVE's: persist/snapshot.rs).
     snap: SnapshotOptions,
+    /// Set when the save is stopped: nothing more is serialized.
+    stopped: Arc<AtomicBool>,
 }
 
 /// A big value being written in steps: its database, its record so far and its walk (SAVE's,
@@ -122,7 +160,7 @@ impl ShardOut {
     /// The table's sink: writes `e` of database `db` into the buffer, or takes a big value
     /// for later (false) unless `forced`.
     fn write(&mut self, db: usize, e: &Entry, forced: bool) -> bool {
-        if e.is_expired(self.clock.now_ms) {
+        if e.is_expired(self.clock.now_ms) || self.stopped.load(Ordering::Relaxed) {
             return true;
         }
         if let Some(cur) = self.current.as_mut() {
@@ -200,6 +238,7 @@ pub fn mark(
     to_writer: mpsc::Sender<Piece>,
     clock: Clock,
     snap: SnapshotOptions,
+    stopped: Arc<AtomicBool>,
 ) -> Marked {
     let out = Arc::new(Mutex::new(ShardOut {
         buf: Vec::new(),
@@ -209,6 +248,7 @@ pub fn mark(
         to_writer,
         clock,
         snap,
+        stopped,
     }));
     let mut field_ttls = false;
     for (j, db) in shard.dbs.iter_mut().enumerate() {
@@ -222,6 +262,16 @@ pub fn mark(
     }
     shard.snapshot = Some(ShardSnapshot { out });
     Marked { field_ttls }
+}
+
+/// Drops this shard's part of a stopped save: its tables' marks (their sinks) and its
+/// buffer. Once every shard has, the writer's channel is closed and it ends.
+pub fn abort(shard: &mut crate::shard::Shard) {
+    if shard.snapshot.take().is_some() {
+        for db in shard.dbs.iter_mut() {
+            db.snapshot_abort();
+        }
+    }
 }
 
 /// The shard loop's share of the snapshot: writes its tables' entries for a bounded time,
@@ -247,6 +297,18 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
     // Big values taken for later, a step at a time.
     while start.elapsed() < STEP_TIME {
         let mut g = out.lock().unwrap_or_else(|p| p.into_inner());
+        if g.stopped.load(Ordering::Relaxed) {
+            // A stopped save writes nothing more: its big values are let go.
+            let mut keys: Vec<(usize, Vec<u8>)> = g.later.drain(..).collect();
+            if let Some(cur) = g.current.take() {
+                keys.push((cur.db, cur.walk.key.to_vec()));
+            }
+            drop(g);
+            for (db, key) in keys {
+                shard.dbs[db].snapshot_undefer(&key);
+            }
+            break;
+        }
         if g.current.is_none() {
             let Some((db, key)) = g.later.pop_front() else {
                 break;
@@ -298,6 +360,7 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
 
 /// BGSAVE's work once the shards are marked: the writer thread. `header` is the file's start
 /// (header, AUX fields, function libraries), `shards` how many will say they are done.
+#[allow(clippy::too_many_arguments)]
 pub fn spawn_writer(
     shared: Arc<Shared>,
     header: Vec<u8>,
@@ -306,93 +369,143 @@ pub fn spawn_writer(
     from_shards: mpsc::Receiver<Piece>,
     path: std::path::PathBuf,
     dirty_at_cut: u64,
+    stopped: Arc<AtomicBool>,
 ) {
     let started = Instant::now();
-    let run = move || -> std::io::Result<()> {
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .map(|d| d.to_path_buf())
-            .unwrap_or_else(|| std::path::PathBuf::from("."));
-        let tmp = dir.join(format!("temp-bg-{}.rdb", std::process::id()));
-        write_file(&header, checksum, shards, &from_shards, &tmp)?;
-        if let Err(e) = std::fs::rename(&tmp, &path) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-        std::fs::File::open(&dir)?.sync_all()?;
-        Ok(())
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(|d| d.to_path_buf())
+        .unwrap_or_else(|| std::path::PathBuf::from("."));
+    let tmp = dir.join(temp_file_name());
+    let write = {
+        let tmp = tmp.clone();
+        let stopped = stopped.clone();
+        move || write_file(&header, checksum, shards, &from_shards, &tmp, &stopped)
     };
     std::thread::Builder::new()
         .name("darner-bgsave".into())
         .spawn(move || {
-            let r = run();
+            let written = write();
             let b = &shared.bgsaves;
+            let p = &shared.persist;
+            // The rename and the state change under the stop lock: a stopped save changes
+            // neither (bgsave::stop).
+            let guard = b.stopping.lock().unwrap_or_else(|e| e.into_inner());
+            let was_stopped = stopped.load(Ordering::Relaxed);
+            let r = written.and_then(|file| {
+                drop(file);
+                if was_stopped {
+                    return Err(std::io::Error::other("stopped"));
+                }
+                std::fs::rename(&tmp, &path)?;
+                std::fs::File::open(&dir)?.sync_all()
+            });
+            if r.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
             b.last_secs
                 .store(started.elapsed().as_secs() as i64, Ordering::Relaxed);
-            let p = &shared.persist;
             match r {
+                _ if was_stopped => {
+                    crate::log::warning("Background saving stopped before its end");
+                }
                 Ok(()) => {
                     p.lastsave.store(Shared::now_ms() / 1000, Ordering::Relaxed);
-                    p.saves.fetch_add(1, Ordering::Relaxed);
                     p.dirty_at_save.store(dirty_at_cut, Ordering::Relaxed);
                     p.last_save_failed.store(false, Ordering::Relaxed);
                     crate::log::notice("Background saving terminated with success");
                 }
                 Err(e) => {
                     p.last_save_failed.store(true, Ordering::Relaxed);
-                    crate::log::warning(&format!("Background saving error: {e}"));
+                    crate::log::warning(&format!(
+                        "Background saving error: {e} (writing {} in server root dir {})",
+                        tmp.display(),
+                        crate::persist::cwd()
+                    ));
                 }
             }
+            drop(guard);
             b.in_progress.store(false, Ordering::Release);
         })
         .expect("spawn the BGSAVE writer");
 }
 
-/// Writes the file the shards' pieces make to `tmp`, and fsyncs it (it stays there: the
-/// caller renames it). On failure the partial file is removed.
+/// Writes the file the shards' pieces make to `tmp` and fsyncs it (the caller renames it,
+/// or removes it on failure); stops early when `stopped` is set.
 pub fn write_file(
     header: &[u8],
     checksum: bool,
     shards: usize,
     from_shards: &mpsc::Receiver<Piece>,
     tmp: &std::path::Path,
-) -> std::io::Result<()> {
-    let run = || -> std::io::Result<()> {
-        let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(tmp)?);
-        let mut crc = darner_rdb::crc64::crc64(0, header);
-        f.write_all(header)?;
-        let mut done = 0;
-        while done < shards {
-            match from_shards.recv() {
-                Ok(Piece::Bytes(b)) => {
+    stopped: &AtomicBool,
+) -> std::io::Result<std::fs::File> {
+    let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(tmp)?);
+    let mut crc = darner_rdb::crc64::crc64(0, header);
+    f.write_all(header)?;
+    let mut done = 0;
+    while done < shards {
+        match from_shards.recv() {
+            Ok(Piece::Bytes(b)) => {
+                crc = darner_rdb::crc64::crc64(crc, &b);
+                f.write_all(&b)?;
+            }
+            Ok(Piece::Record(head, body)) => {
+                for b in [head, body] {
                     crc = darner_rdb::crc64::crc64(crc, &b);
                     f.write_all(&b)?;
                 }
-                Ok(Piece::Record(head, body)) => {
-                    for b in [head, body] {
-                        crc = darner_rdb::crc64::crc64(crc, &b);
-                        f.write_all(&b)?;
-                    }
-                }
-                Ok(Piece::Done) => done += 1,
-                Err(_) => {
-                    return Err(std::io::Error::other("a shard stopped before its part"));
-                }
+            }
+            Ok(Piece::Done) => done += 1,
+            Err(_) => {
+                return Err(std::io::Error::other("a shard stopped before its part"));
             }
         }
-        let mut tail = vec![darner_rdb::opcode::EOF];
-        crc = darner_rdb::crc64::crc64(crc, &tail);
-        tail.extend_from_slice(&(if checksum { crc } else { 0 }).to_le_bytes());
-        f.write_all(&tail)?;
-        let file = f.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()
-    };
-    let r = run();
-    if r.is_err() {
-        let _ = std::fs::remove_file(tmp);
+        if stopped.load(Ordering::Relaxed) {
+            return Err(std::io::Error::other("stopped"));
+        }
     }
-    r
+    let mut tail = vec![darner_rdb::opcode::EOF];
+    crc = darner_rdb::crc64::crc64(crc, &tail);
+    tail.extend_from_slice(&(if checksum { crc } else { 0 }).to_le_bytes());
+    f.write_all(&tail)?;
+    let file = f.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    Ok(file)
+}
+
+/// The background save's temporary file, in `dir` (SAVE's is `temp-<pid>.rdb`).
+pub fn temp_file_name() -> String {
+    format!("temp-bg-{}.rdb", std::process::id())
+}
+
+/// Stops the background save in progress, if any (SHUTDOWN, FLUSHALL, as Redis kills its
+/// child): from now on it can neither replace the file nor change the state INFO reports.
+/// `tx` must hold every shard: each drops its part ([`abort`]), so the writer ends and
+/// removes its temporary file. Returns whether one was in progress.
+pub async fn stop(tx: &crate::exec::Tx) -> bool {
+    if !stop_flag(tx.shared()) {
+        return false;
+    }
+    tx.run_all(|ctx| abort(ctx.shard)).await;
+    true
+}
+
+/// [`stop`]'s first half, for a caller that does not hold the shards (SHUTDOWN NOSAVE, which
+/// exits at once): the save can no longer replace the file; its shards go on writing into a
+/// closed channel. Returns whether one was in progress.
+pub fn stop_flag(shared: &Shared) -> bool {
+    let b = &shared.bgsaves;
+    if let Some(f) = b
+        .stopping
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+    {
+        f.store(true, Ordering::Relaxed);
+    }
+    b.in_progress.load(Ordering::Acquire)
 }
 
 /// The file's start: header, Redis's AUX fields, the function libraries.
@@ -425,20 +538,44 @@ pub fn header_for(
     w.take()
 }
 
+/// Takes the right to start a background save: false when one is in progress already.
+/// Counts the attempt as Redis's rdbSaveBackground does (`rdb_saves`, the retry clock).
+pub fn claim(shared: &Shared) -> bool {
+    let b = &shared.bgsaves;
+    // An AOF rewrite takes the same snapshot of the shards: one at a time.
+    if shared.aof.rewriting.load(Ordering::Acquire) || b.in_progress.swap(true, Ordering::AcqRel)
+    {
+        return false;
+    }
+    let now = Shared::now_ms().div_euclid(1000);
+    b.started.store(now, Ordering::Relaxed);
+    b.last_try.store(now, Ordering::Relaxed);
+    shared.persist.saves.fetch_add(1, Ordering::Relaxed);
+    true
+}
+
 /// Starts a background save: the cut over every shard, then the writer. Err when one is in
-/// progress already.
+/// progress already. `tx` must hold every shard.
 pub async fn start(tx: &crate::exec::Tx) -> Result<(), &'static [u8]> {
-    let shared = tx.shared().clone();
-    if shared.aof.rewriting.load(Ordering::Acquire) {
+    if tx.shared().aof.rewriting.load(Ordering::Acquire) {
         return Err(b"ERR An AOF log rewriting in progress: can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.");
     }
-    if shared.bgsaves.in_progress.swap(true, Ordering::AcqRel) {
+    if !claim(tx.shared()) {
         return Err(b"ERR Background save already in progress");
     }
-    shared
+    start_claimed(tx).await;
+    Ok(())
+}
+
+/// [`start`] once [`claim`] succeeded.
+pub async fn start_claimed(tx: &crate::exec::Tx) {
+    let shared = tx.shared().clone();
+    let stopped = Arc::new(AtomicBool::new(false));
+    *shared
         .bgsaves
-        .started
-        .store(Shared::now_ms().div_euclid(1000), Ordering::Relaxed);
+        .stopping
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = Some(stopped.clone());
     let path = crate::persist::rdb_path(&shared);
     let encode = EncodeOptions {
         compression: crate::persist::yes(&shared, "rdbcompression"),
@@ -452,7 +589,8 @@ pub async fn start(tx: &crate::exec::Tx) -> Result<(), &'static [u8]> {
     };
     // Taken while every shard is held: exactly the changes the snapshot holds.
     let dirty_at_cut = crate::persist::dirty(&shared);
-    let (header, shards, from_shards) = cut(tx, snap, false).await;
+    let (header, shards, from_shards) = cut(tx, snap, false, stopped.clone()).await;
+    crate::log::notice("Background saving started");
     spawn_writer(
         shared.clone(),
         header,
@@ -461,8 +599,8 @@ pub async fn start(tx: &crate::exec::Tx) -> Result<(), &'static [u8]> {
         from_shards,
         path,
         dirty_at_cut,
+        stopped,
     );
-    Ok(())
 }
 
 /// The cut: marks every shard's tables (the transaction holds them all) and returns the
@@ -471,13 +609,14 @@ pub async fn cut(
     tx: &crate::exec::Tx,
     snap: SnapshotOptions,
     aof_base: bool,
+    stopped: Arc<AtomicBool>,
 ) -> (Vec<u8>, usize, mpsc::Receiver<Piece>) {
     let shared = tx.shared().clone();
     let (to_writer, from_shards) = mpsc::channel();
     let marked = tx
         .run_all(move |ctx| {
             let clock = ctx.clock;
-            mark(ctx.shard, to_writer.clone(), clock, snap)
+            mark(ctx.shard, to_writer.clone(), clock, snap, stopped.clone())
         })
         .await;
     let version = if marked.iter().any(|m| m.field_ttls) {
@@ -488,4 +627,46 @@ pub async fn cut(
     let libraries = shared.scripts.library_codes();
     let header = header_for(version, snap.encode, &libraries, aof_base);
     (header, marked.len(), from_shards)
+}
+
+/// The cron's part (thread 0, each tick), as Redis's serverCron: whether to start a
+/// background save now, claimed already ([`claim`]) when true. One starts when a save
+/// point is met (at least its changes since the last save, more than its seconds since
+/// then), or when one was scheduled; after a failed one, only [`RETRY_DELAY`] seconds after
+/// its start.
+pub fn due(shared: &Shared) -> bool {
+    let b = &shared.bgsaves;
+    let p = &shared.persist;
+    if b.in_progress.load(Ordering::Acquire)
+        || p.loading.load(Ordering::Relaxed)
+        || shared.aof.rewriting.load(Ordering::Acquire)
+    {
+        return false;
+    }
+    let now = Shared::now_ms().div_euclid(1000);
+    let may_retry = now - b.last_try.load(Ordering::Relaxed) > RETRY_DELAY
+        || !p.last_save_failed.load(Ordering::Relaxed);
+    if !may_retry {
+        return false;
+    }
+    if shared.config.hot.save_points.load(Ordering::Relaxed) {
+        let changes = crate::persist::changes_since_save(shared) as i64;
+        let since = now - p.lastsave.load(Ordering::Relaxed);
+        let points = crate::config::save_points(&shared.config.get("save").unwrap_or_default());
+        if let Some(sp) = points
+            .iter()
+            .find(|sp| changes >= sp.changes as i64 && since > sp.seconds)
+        {
+            crate::log::notice(&format!(
+                "{} changes in {} seconds. Saving...",
+                sp.changes, sp.seconds
+            ));
+            return claim(shared);
+        }
+    }
+    if b.scheduled.load(Ordering::Relaxed) && claim(shared) {
+        b.scheduled.store(false, Ordering::Relaxed);
+        return true;
+    }
+    false
 }

@@ -92,6 +92,9 @@ pub struct Hot {
     pub maxmemory_eviction_tenacity: AtomicI64,
     pub lfu_log_factor: AtomicI64,
     pub lfu_decay_time: AtomicI64,
+    /// Whether save points are set (`save` is not empty).
+    pub save_points: AtomicBool,
+    pub stop_writes_on_bgsave_error: AtomicBool,
 }
 
 /// maxmemory-policy's values, in Redis's order (its error message lists them so).
@@ -388,14 +391,30 @@ pub static TABLE: &[Directive] = &[
         mutable: false,
         apply: nothing,
     },
-    // Redis's MISCONF refusal of writes after a failed background save; Darner has no
-    // background save yet, so nothing ever trips it.
+    // Save points: `<seconds> <changes>` pairs; the cron starts a BGSAVE when one is met
+    // (bgsave.rs `cron`). Redis's default; `save ""` turns them off.
+    Directive {
+        name: "save",
+        kind: Kind::Special,
+        default: "3600 1 300 100 60 10000",
+        mutable: true,
+        apply: |h, v| {
+            h.save_points.store(!v.is_empty(), Ordering::Relaxed);
+            Ok(())
+        },
+    },
+    // Redis's MISCONF refusal of writes (and PING) after a failed background save, while save
+    // points are set (worker/dispatch.rs).
     Directive {
         name: "stop-writes-on-bgsave-error",
         kind: Kind::Bool,
         default: "yes",
         mutable: true,
-        apply: nothing,
+        apply: |h, v| {
+            h.stop_writes_on_bgsave_error
+                .store(bool_value(v), Ordering::Relaxed);
+            Ok(())
+        },
     },
     // The append-only file (aof.rs): Redis 7's multi-part layout in `dir/appenddirname`.
     // Switched on at run time, it starts with a rewrite (the base from the data in memory).
@@ -896,7 +915,6 @@ pub static UNBUILT_IMMUTABLE: &[&str] = &[
 ];
 
 pub static UNBUILT: &[(&str, &[&str])] = &[
-    ("save", &[""]),
     ("cluster-enabled", &["no"]),
     ("replicaof", &[]),
     ("slaveof", &[]),
@@ -905,6 +923,102 @@ pub static UNBUILT: &[(&str, &[&str])] = &[
     ("unixsocket", &[]),
     ("tls-port", &["0"]),
 ];
+
+/// One save point: a BGSAVE once `seconds` have passed since the last save and `changes`
+/// writes were made meanwhile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SavePoint {
+    pub seconds: i64,
+    pub changes: i32,
+}
+
+/// C's `strtoll(s, &end, 10)` as Redis checks it for `save`: the value and whether `end`
+/// reached the end of the string. Leading white space and a sign are taken; no digit at all
+/// leaves `end` at the start (so "" reads as 0, complete, and " " as incomplete); out of
+/// range saturates.
+fn strtoll_complete(s: &str) -> (i64, bool) {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
+        i += 1;
+    }
+    let neg = match b.get(i) {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    let start = i;
+    let mut v: i64 = 0;
+    let mut overflow = false;
+    while i < b.len() && b[i].is_ascii_digit() {
+        let d = (b[i] - b'0') as i64;
+        match v.checked_mul(10).and_then(|x| {
+            if neg {
+                x.checked_sub(d)
+            } else {
+                x.checked_add(d)
+            }
+        }) {
+            Some(x) => v = x,
+            None => overflow = true,
+        }
+        i += 1;
+    }
+    if i == start {
+        return (0, b.is_empty());
+    }
+    if overflow {
+        v = if neg { i64::MIN } else { i64::MAX };
+    }
+    (v, i == b.len())
+}
+
+/// Redis's checks of `save`'s words: pairs of seconds (at least 1) and changes (at least 0),
+/// each a whole decimal number; a lone "" is no save point. Changes are a C int in Redis:
+/// larger numbers wrap as they do there.
+pub fn parse_save<S: AsRef<str>>(words: &[S]) -> Result<Vec<SavePoint>, String> {
+    const INVALID: &str = "Invalid save parameters";
+    if words.len() == 1 && words[0].as_ref().is_empty() {
+        return Ok(Vec::new());
+    }
+    if words.len() % 2 == 1 {
+        return Err(INVALID.into());
+    }
+    let mut out = Vec::with_capacity(words.len() / 2);
+    for pair in words.chunks(2) {
+        let (seconds, s_ok) = strtoll_complete(pair[0].as_ref());
+        let (changes, c_ok) = strtoll_complete(pair[1].as_ref());
+        if !s_ok || !c_ok || seconds < 1 || changes < 0 {
+            return Err(INVALID.into());
+        }
+        out.push(SavePoint {
+            seconds,
+            changes: changes as i32,
+        });
+    }
+    Ok(out)
+}
+
+/// `save`'s value as CONFIG GET shows it: "3600 1 300 100", or "" for none.
+pub fn render_save(points: &[SavePoint]) -> String {
+    points
+        .iter()
+        .map(|p| format!("{} {}", p.seconds, p.changes))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The save points of a canonical `save` value.
+pub fn save_points(v: &str) -> Vec<SavePoint> {
+    let words: Vec<&str> = v.split_whitespace().collect();
+    parse_save(&words).unwrap_or_default()
+}
 
 /// Parses a byte count with Redis's units: b, k, kb, m, mb, g, gb (case-insensitive).
 pub fn parse_memory(v: &str) -> Option<i64> {
@@ -1083,6 +1197,8 @@ impl Config {
                 maxmemory_eviction_tenacity: AtomicI64::new(10),
                 lfu_log_factor: AtomicI64::new(10),
                 lfu_decay_time: AtomicI64::new(1),
+                save_points: AtomicBool::new(true),
+                stop_writes_on_bgsave_error: AtomicBool::new(true),
             },
             file,
         };
@@ -1191,6 +1307,15 @@ impl Config {
                         return Err("appenddirname can't be a path, just a dirname".into());
                     }
                     value.to_string()
+                } else if d.name == "save" {
+                    // CONFIG SET's one value, split at each space as Redis splits it (two
+                    // spaces make an empty word; an empty value is no save point at all).
+                    let words: Vec<&str> = if value.is_empty() {
+                        Vec::new()
+                    } else {
+                        value.split(' ').collect()
+                    };
+                    render_save(&parse_save(&words)?)
                 } else if d.name == "dbfilename" {
                     // Redis's isValidDBfilename: a file name, not a path.
                     if value.contains('/') {
@@ -1340,8 +1465,16 @@ impl std::fmt::Display for StartupError {
     }
 }
 
+/// What start-up reading remembers between directives.
+#[derive(Default)]
+struct Reading {
+    /// A `save` line was read: later ones add their save points to its (the default ones
+    /// are dropped at the first), as in Redis.
+    save_read: bool,
+}
+
 /// Applies one directive (name + values) at start-up.
-fn apply_directive(cfg: &Config, words: &[String]) -> Result<(), String> {
+fn apply_directive(cfg: &Config, words: &[String], reading: &mut Reading) -> Result<(), String> {
     let name = words[0].to_ascii_lowercase();
     let values = &words[1..];
     if let Some((_, ok)) = UNBUILT.iter().find(|(n, _)| *n == name) {
@@ -1361,6 +1494,9 @@ fn apply_directive(cfg: &Config, words: &[String]) -> Result<(), String> {
         find(&name).ok_or_else(|| "Bad directive or wrong number of arguments".to_string())?;
     let d = &TABLE[idx];
     let name = d.name;
+    if name == "save" {
+        return apply_save(cfg, values, reading);
+    }
     let multi = matches!(d.kind, Kind::Special)
         && matches!(
             name,
@@ -1381,10 +1517,31 @@ fn apply_directive(cfg: &Config, words: &[String]) -> Result<(), String> {
     cfg.set(name, &values.join(" "), true)
 }
 
+/// A `save` line at start-up, as Redis reads it: one non-empty value is split into words
+/// (`save "3600 1 300 100"`); a lone "" drops every save point; otherwise the line's points
+/// are added to those of earlier `save` lines (the first replaces the defaults).
+fn apply_save(cfg: &Config, values: &[String], reading: &mut Reading) -> Result<(), String> {
+    let words: Vec<String> = match values {
+        [one] if !one.is_empty() => split_line(one)?,
+        _ => values.to_vec(),
+    };
+    let points = parse_save(&words)?;
+    let lone_empty = words.len() == 1 && words[0].is_empty();
+    let mut all = if reading.save_read && !lone_empty {
+        save_points(&cfg.get("save").unwrap_or_default())
+    } else {
+        Vec::new()
+    };
+    reading.save_read = true;
+    all.extend(points);
+    cfg.set("save", &render_save(&all), true)
+}
+
 /// Builds the configuration from an optional file and `--name value ...` arguments, in that
 /// order (the last setting of a directive wins, as in Redis).
 pub fn load(file: Option<&std::path::Path>, args: &[String]) -> Result<Config, StartupError> {
     let cfg = Config::defaults(file.map(|p| p.to_path_buf()));
+    let mut reading = Reading::default();
     if let Some(path) = file {
         let text = std::fs::read_to_string(path).map_err(|e| StartupError {
             line: None,
@@ -1404,7 +1561,7 @@ pub fn load(file: Option<&std::path::Path>, args: &[String]) -> Result<Config, S
                 text: line.to_string(),
                 reason,
             })?;
-            apply_directive(&cfg, &words).map_err(|reason| StartupError {
+            apply_directive(&cfg, &words, &mut reading).map_err(|reason| StartupError {
                 line: Some(n + 1),
                 text: line.to_string(),
                 reason,
@@ -1432,7 +1589,7 @@ pub fn load(file: Option<&std::path::Path>, args: &[String]) -> Result<Config, S
         if words.len() == 1 && name == "save" {
             words.push(String::new());
         }
-        apply_directive(&cfg, &words).map_err(|reason| StartupError {
+        apply_directive(&cfg, &words, &mut reading).map_err(|reason| StartupError {
             line: None,
             text: words.join(" "),
             reason,
@@ -1477,7 +1634,7 @@ mod tests {
         assert!(bad(&["--appendonly", "maybe"]));
         assert!(bad(&["--appendfsync", "sometimes"]));
         assert!(bad(&["--appenddirname", "a/b"]));
-        assert!(bad(&["--save", "900", "1"]));
+        assert!(bad(&["--save", "900"]));
         assert!(bad(&["--maxmemory", "1x"]));
         assert!(bad(&["--maxmemory-policy", "lru"]));
         assert!(bad(&["--nosuch", "1"]));
@@ -1493,6 +1650,59 @@ mod tests {
             assert_eq!(c.hot.hz.load(Ordering::Relaxed), kept);
             assert_eq!(c.get("hz").unwrap(), kept.to_string());
         }
+    }
+
+    #[test]
+    fn save_points_are_read_and_refused_as_redis() {
+        let load_args =
+            |a: &[&str]| load(None, &a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let save = |a: &[&str]| load_args(a).map(|c| c.get("save").unwrap());
+        assert_eq!(save(&[]).unwrap(), "3600 1 300 100 60 10000");
+        assert_eq!(save(&["--save", ""]).unwrap(), "");
+        assert_eq!(save(&["--save"]).unwrap(), "");
+        assert_eq!(
+            save(&["--save", "3600", "1", "300", "100"]).unwrap(),
+            "3600 1 300 100"
+        );
+        // One word holding them all, as in `--save "900 1"`.
+        assert_eq!(save(&["--save", "900 1 30 2"]).unwrap(), "900 1 30 2");
+        // Lines add up; "" drops what was there; the first line replaces the defaults.
+        assert_eq!(
+            save(&["--save", "1", "2", "--save", "3", "4"]).unwrap(),
+            "1 2 3 4"
+        );
+        assert_eq!(save(&["--save", "1", "2", "--save", ""]).unwrap(), "");
+        assert_eq!(save(&["--save", "", "--save", "5", "6"]).unwrap(), "5 6");
+        // Changes are a C int in Redis; signs and "+" as strtoll takes them.
+        assert_eq!(save(&["--save", "+5", "0"]).unwrap(), "5 0");
+        assert_eq!(save(&["--save", "5", "4294967297"]).unwrap(), "5 1");
+        for bad in [
+            &["--save", "0", "1"][..],
+            &["--save", "1", "-1"],
+            &["--save", "x", "1"],
+            &["--save", "1", "1x"],
+            &["--save", "1", "2", "3"],
+            &["--save", " ", "1"],
+        ] {
+            let Err(e) = load_args(bad) else {
+                panic!("{bad:?} accepted")
+            };
+            assert_eq!(e.reason, "Invalid save parameters", "{bad:?}");
+        }
+        // CONFIG SET's value is split at each single space.
+        let c = load(None, &[]).unwrap();
+        c.set("save", "10 1 20 2", false).unwrap();
+        assert_eq!(c.get("save").unwrap(), "10 1 20 2");
+        assert!(c.hot.save_points.load(Ordering::Relaxed));
+        assert_eq!(
+            c.set("save", "10  1", false).unwrap_err(),
+            "Invalid save parameters"
+        );
+        c.set("save", "5 ", false).unwrap();
+        assert_eq!(c.get("save").unwrap(), "5 0");
+        c.set("save", "", false).unwrap();
+        assert_eq!(c.get("save").unwrap(), "");
+        assert!(!c.hot.save_points.load(Ordering::Relaxed));
     }
 
     #[test]

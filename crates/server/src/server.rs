@@ -186,6 +186,8 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         connected: AtomicUsize::new(0),
         clients: Mutex::new(Default::default()),
         shutdown: AtomicBool::new(false),
+        shutdown_asap: Default::default(),
+        shutdown_running: AtomicBool::new(false),
         slowlog: Mutex::new(Default::default()),
         slowlog_next_id: AtomicU64::new(0),
         latency: Default::default(),
@@ -225,7 +227,9 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         .loading
         .store(rdb.is_some() || aof.is_some(), Ordering::SeqCst);
 
-    // Signals: SIGTERM and SIGINT shut down gracefully.
+    // Signals: SIGTERM and SIGINT shut down gracefully: thread 0's cron saves first when
+    // save points are set (cmd/server.rs `finish_shutdown`), as Redis's serverCron does. A
+    // SIGINT while that is under way exits at once, as in Redis.
     {
         let shared = shared.clone();
         let mut signals = signal_hook::iterator::Signals::new([
@@ -236,14 +240,22 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         std::thread::Builder::new()
             .name("signals".into())
             .spawn(move || {
-                if let Some(sig) = signals.forever().next() {
-                    let name = if sig == signal_hook::consts::SIGINT {
-                        "SIGINT"
-                    } else {
-                        "SIGTERM"
-                    };
+                for sig in signals.forever() {
+                    let int = sig == signal_hook::consts::SIGINT;
+                    let pending = shared.shutdown_asap.load(Ordering::SeqCst) != 0;
+                    if pending && int {
+                        log::warning("You insist... exiting now.");
+                        remove_bgsave_temp(&shared);
+                        std::process::exit(1);
+                    }
+                    if pending {
+                        log::warning("Received SIGTERM scheduling shutdown...");
+                        continue;
+                    }
+                    let name = if int { "SIGINT" } else { "SIGTERM" };
                     log::warning(&format!("Received {name} scheduling shutdown..."));
-                    shutdown(&shared);
+                    // Thread 0's cron acts on it within a tick.
+                    shared.shutdown_asap.store(sig, Ordering::SeqCst);
                 }
             })
             .map_err(|e| e.to_string())?;
@@ -293,8 +305,21 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
     }
     // What the threads handed over last is written and fsynced.
     shared.aof.finish();
+    // A background save the shutdown stopped, or that started at its last moment, leaves
+    // no temporary file behind.
+    remove_bgsave_temp(&shared);
     log::warning("Darner is now ready to exit, bye bye...");
     Ok(())
+}
+
+/// Removes the background save's temporary file, if there is one.
+fn remove_bgsave_temp(shared: &Shared) {
+    let path = crate::persist::rdb_path(shared);
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let _ = std::fs::remove_file(dir.join(crate::bgsave::temp_file_name()));
 }
 
 /// Stops every thread (SIGTERM, SHUTDOWN).
@@ -302,7 +327,6 @@ pub fn shutdown(shared: &Shared) {
     if shared.shutdown.swap(true, Ordering::SeqCst) {
         return;
     }
-    log::warning("User requested shutdown...");
     for t in 0..shared.threads {
         shared.send(t, Msg::Shutdown);
     }

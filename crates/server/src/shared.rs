@@ -210,6 +210,11 @@ pub struct Shared {
     pub connected: AtomicUsize,
     pub clients: Mutex<HashMap<u64, Arc<ClientHandle>>>,
     pub shutdown: AtomicBool,
+    /// A SIGTERM / SIGINT to act on (its number; 0: none): thread 0's cron runs the shutdown
+    /// (Redis's `shutdown_asap`), and clears it when the shutdown fails.
+    pub shutdown_asap: std::sync::atomic::AtomicI32,
+    /// The cron's shutdown task is running.
+    pub shutdown_running: AtomicBool,
     pub slowlog: Mutex<std::collections::VecDeque<SlowlogEntry>>,
     pub slowlog_next_id: AtomicU64,
     /// The latency monitor's events (LATENCY LATEST, HISTORY, ...).

@@ -90,10 +90,12 @@ fn spawn(first: Option<&std::path::Path>, extra: &[&str]) -> (Child, u16) {
             c.arg(f);
         }
         c.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--loglevel", "warning", "--threads", "2"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .args(["--loglevel", "warning", "--threads", "2"]);
+        // No save points unless the test gives its own (see common::Server::start).
+        if !extra.contains(&"--save") {
+            c.args(["--save", ""]);
+        }
+        c.args(extra).stdout(Stdio::null()).stderr(Stdio::null());
         let mut child = c.spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline && child.try_wait().unwrap().is_none() {

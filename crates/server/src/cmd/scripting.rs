@@ -503,6 +503,11 @@ async fn run(tx: Tx, args: Vec<Bytes>, by_sha: bool, read_only: bool) -> Vec<u8>
 /// refused (Err); otherwise Ok(whether its commands that may grow memory are refused until it
 /// has written: a script without flags, or with `no-writes`; never with `allow-oom`).
 fn oom_rule(tx: &Tx, flags: ScriptFlags) -> Result<bool, &'static [u8]> {
+    // A script whose flags allow writes is a write command to Redis's MISCONF rule
+    // (bgsave.rs `writes_denied`); one without flags meets it at its first write.
+    if !flags.eval_compat_mode && !flags.no_writes && crate::bgsave::writes_denied(tx.shared()) {
+        return Err(crate::bgsave::ERR_MISCONF);
+    }
     if !tx.client().oom_at_dispatch || flags.allow_oom {
         return Ok(false);
     }
@@ -579,7 +584,11 @@ async fn schedule(
             }))
         };
         let mut journal = Journal::default();
-        let limits = Limits { ro, oom };
+        let limits = Limits {
+            ro,
+            oom,
+            misconf: crate::bgsave::writes_denied(tx.shared()),
+        };
         let frame = drive(tx, what, keys, argv, limits, declared.clone(), &mut journal).await;
         match declared {
             Some(d) if d.beyond.get() => {
@@ -609,6 +618,8 @@ fn every_shard(n: usize) -> Vec<(usize, Intents)> {
 struct Limits {
     ro: bool,
     oom: bool,
+    /// Writes are refused with MISCONF (bgsave.rs `writes_denied`) until the run has written.
+    misconf: bool,
 }
 
 /// A run that holds only its declared keys.
@@ -1130,6 +1141,11 @@ impl Host for ScriptHost<'_> {
         let writes = spec.has(flags::WRITE);
         if writes && (self.limits.ro || ctx.flags.no_writes) {
             return error_frame(errors::WRITE_IN_READONLY);
+        }
+        // Redis stops a script's writes after a failed background save only before its first
+        // write, as for maxmemory below: after it, stopping would leave half of it.
+        if writes && self.limits.misconf && !self.control.has_written() {
+            return Frame::Error(Bytes::from_static(crate::bgsave::ERR_MISCONF));
         }
         // Redis stops a script over maxmemory only before its first write: after it, stopping
         // would leave half of it.

@@ -112,7 +112,23 @@ async fn flush(tx: &Tx, args: &[Bytes], all: bool) -> Vec<u8> {
     if !flush_mode_ok(args) {
         return with_writer(resp3, |w| w.error(super::ERR_SYNTAX));
     }
+    if all {
+        // As Redis 7.2's FLUSHALL: a background save in progress is stopped (it would write
+        // the data back), and with save points the empty dataset is saved at once.
+        crate::bgsave::stop(tx).await;
+    }
     flush_shards(tx, all).await;
+    let shared = tx.shared();
+    if all
+        && shared.config.hot.save_points.load(Ordering::Relaxed)
+        && crate::persist::save(tx).await.is_ok()
+    {
+        // The save leaves no change unsaved, this FLUSHALL included (Redis's rdbSave sets
+        // `server.dirty` to 0 after the flush counted its keys): the call's own count,
+        // added when it returns, is taken back.
+        let thread = crate::exec::THREAD.with(|t| t.get());
+        crate::shared::bump(&shared.stats[thread].undirty, 1);
+    }
     with_writer(resp3, |w| w.ok())
 }
 
@@ -211,6 +227,7 @@ fn save(tx: Tx, _args: Vec<Bytes>) -> TxFuture {
                 w.error(b"ERR Background save already in progress")
             });
         }
+        tx.shared().persist.saves.fetch_add(1, Ordering::Relaxed);
         let r = crate::persist::save(&tx).await;
         with_writer(tx.resp3(), |w| match r {
             Ok(()) => w.ok(),
@@ -234,12 +251,18 @@ fn lastsave(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
 // ---- BGSAVE ----
 
 /// BGSAVE [SCHEDULE]: a point-in-time snapshot written while the shards serve (bgsave.rs).
-/// SCHEDULE matters in Redis only while an AOF rewrite runs, which Darner does not have yet.
+/// As in Redis, one inside MULTI/EXEC is scheduled: the cron starts it. SCHEDULE matters in
+/// Redis only while another child process (an AOF rewrite) runs, which Darner does not have.
 fn bgsave(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
         let resp3 = tx.resp3();
         if args.len() > 2 || (args.len() == 2 && !eq(&args[1], "schedule")) {
             return with_writer(resp3, |w| w.error(super::ERR_SYNTAX));
+        }
+        let b = &tx.shared().bgsaves;
+        if tx.nested() && !b.in_progress.load(Ordering::Acquire) {
+            b.scheduled.store(true, Ordering::Relaxed);
+            return with_writer(resp3, |w| w.simple(b"Background saving scheduled"));
         }
         match crate::bgsave::start(&tx).await {
             Ok(()) => with_writer(resp3, |w| w.simple(b"Background saving started")),
@@ -370,25 +393,62 @@ fn shutdown(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         if let Some(e) = super::scripting::shutdown_refused(&shared, nosave) {
             return err(e);
         }
-        // Without SAVE, Redis saves only when save points are configured, which Darner does
-        // not have yet (`save ""` is the only value it takes).
-        if save {
-            log::notice("Saving the final RDB snapshot before exiting.");
+        // Every shard, for the save (and to stop a background save's shards); not for
+        // NOSAVE, which stays allowed under a busy script that holds them.
+        let points = shared.config.hot.save_points.load(Ordering::Relaxed);
+        let hold = save || (points && !nosave);
+        if hold {
             tx.reserve(super::transactions::every_shard(tx.nshards()))
                 .await;
-            if crate::persist::save(&tx).await.is_err() {
-                if !force {
-                    log::warning("Error trying to save the DB, can't exit.");
-                    log::warning(
-                        "Errors trying to shut down the server. Check the logs for more information.",
-                    );
-                    return err(b"ERR Errors trying to SHUTDOWN. Check logs.");
-                }
-                log::warning("Error trying to save the DB. Exit anyway.");
-            }
+        }
+        if !finish_shutdown(&tx, hold, nosave, save, force).await {
+            log::warning(
+                "Errors trying to shut down the server. Check the logs for more information.",
+            );
+            return err(b"ERR Errors trying to SHUTDOWN. Check logs.");
         }
         // Success: no reply, the connection closes with the server (as in Redis).
         crate::server::shutdown(&shared);
         Vec::new()
     })
+}
+
+/// Redis's finishShutdown, for SHUTDOWN and for SIGTERM / SIGINT: stops a background save
+/// in progress (its temporary file removed), then saves when asked to (`save`) or when save
+/// points are set and NOSAVE was not given, never while the dataset is loading. False when
+/// the save failed and `force` was not given: the server then goes on. `held`: `tx` holds
+/// every shard (needed to save). The threads are stopped by the caller.
+pub async fn finish_shutdown(tx: &Tx, held: bool, nosave: bool, save: bool, force: bool) -> bool {
+    let shared = tx.shared().clone();
+    log::warning("User requested shutdown...");
+    let (mut nosave, mut save) = (nosave, save);
+    if shared.persist.loading.load(Ordering::Relaxed) {
+        (nosave, save) = (true, false);
+    }
+    let stopped = if held {
+        crate::bgsave::stop(tx).await
+    } else {
+        crate::bgsave::stop_flag(&shared)
+    };
+    if stopped {
+        log::warning("There is a background save in progress. Stopping it!");
+        let tmp = crate::persist::rdb_path(&shared)
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."))
+            .join(crate::bgsave::temp_file_name());
+        let _ = std::fs::remove_file(tmp);
+    }
+    let points = shared.config.hot.save_points.load(Ordering::Relaxed);
+    if held && ((points && !nosave) || save) {
+        log::notice("Saving the final RDB snapshot before exiting.");
+        if crate::persist::save(tx).await.is_err() {
+            if !force {
+                log::warning("Error trying to save the DB, can't exit.");
+                return false;
+            }
+            log::warning("Error trying to save the DB. Exit anyway.");
+        }
+    }
+    true
 }

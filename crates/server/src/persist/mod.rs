@@ -41,7 +41,8 @@ pub const STEP_BYTES: usize = 1 << 20;
 pub struct State {
     /// Unix seconds of the last successful save (the start time before the first one).
     pub lastsave: AtomicI64,
-    /// Successful saves since start (`rdb_saves`).
+    /// Saves started since start (`rdb_saves`): SAVE commands and background saves, as
+    /// Redis counts them (not the saves of SHUTDOWN and FLUSHALL).
     pub saves: AtomicU64,
     /// The change counter (`Shared::dirty`) at the last successful save.
     pub dirty_at_save: AtomicU64,
@@ -98,7 +99,7 @@ pub(crate) fn yes(shared: &Shared, name: &str) -> bool {
 }
 
 /// The working directory, for log lines.
-fn cwd() -> String {
+pub(crate) fn cwd() -> String {
     std::env::current_dir()
         .map(|p| p.display().to_string())
         .unwrap_or_default()
@@ -114,7 +115,6 @@ pub async fn save(tx: &Tx) -> Result<(), String> {
             log::notice("DB saved on disk");
             let p = &shared.persist;
             p.lastsave.store(Shared::now_ms() / 1000, Ordering::Relaxed);
-            p.saves.fetch_add(1, Ordering::Relaxed);
             p.dirty_at_save.store(*dirty, Ordering::Relaxed);
             p.last_save_failed.store(false, Ordering::Relaxed);
         }

@@ -410,6 +410,61 @@ impl Worker {
 
     // ---- periodic work ----
 
+    /// Thread 0's share of Redis's serverCron for persistence: the shutdown a SIGTERM or
+    /// SIGINT asked for (saving first when save points are set), and the background saves
+    /// that save points or BGSAVE inside MULTI/EXEC call for (bgsave.rs `due`). Each is a
+    /// task holding every shard, as the commands that do the same.
+    fn persistence_cron(&mut self) {
+        let shared = self.shared.clone();
+        let every = crate::cmd::transactions::every_shard(shared.threads);
+        let sig = shared.shutdown_asap.load(Ordering::SeqCst);
+        if sig != 0 {
+            if !shared.shutdown_running.swap(true, Ordering::SeqCst) {
+                // Under a busy script, which holds the shards, the server stops as for
+                // SHUTDOWN NOSAVE (docs/compatibility.md); otherwise it takes every shard to
+                // save (with save points) or to stop a background save.
+                let busy = cmd::scripting::shutdown_refused(&shared, false).is_some();
+                let hold = !busy
+                    && (shared.config.hot.save_points.load(Ordering::Relaxed)
+                        || shared.bgsaves.in_progress.load(Ordering::Acquire));
+                self.exec.spawn(async move {
+                    let tx = crate::exec::Tx::new(shared.clone(), Default::default());
+                    if hold {
+                        tx.reserve(every).await;
+                    }
+                    let ok = cmd::server::finish_shutdown(&tx, hold, busy, false, false).await;
+                    tx.release();
+                    if ok {
+                        crate::server::shutdown(&shared);
+                    } else {
+                        let name = if sig == signal_hook::consts::SIGINT {
+                            "SIGINT"
+                        } else {
+                            "SIGTERM"
+                        };
+                        log::warning(&format!(
+                            "{name} received but errors trying to shut down the server, check \
+                             the logs for more information"
+                        ));
+                        shared.shutdown_asap.store(0, Ordering::SeqCst);
+                        shared.shutdown_running.store(false, Ordering::SeqCst);
+                    }
+                });
+                self.pump();
+            }
+            return;
+        }
+        if crate::bgsave::due(&shared) {
+            self.exec.spawn(async move {
+                let tx = crate::exec::Tx::new(shared.clone(), Default::default());
+                tx.reserve(every).await;
+                crate::bgsave::start_claimed(&tx).await;
+                tx.release();
+            });
+            self.pump();
+        }
+    }
+
     fn cron(&mut self) {
         self.cron_count += 1;
         self.evict_check(true);
@@ -426,6 +481,7 @@ impl Worker {
             if max > 0 {
                 crate::evict::sample_overhead(max);
             }
+            self.persistence_cron();
         }
         let now = Shared::now_ms();
         let shared = self.shared.clone();

@@ -56,6 +56,12 @@ impl Server {
             if !extra.contains(&"--threads") {
                 args.extend(["--threads".into(), "2".into()]);
             }
+            // No save points unless the test gives its own: Redis's default ones would write
+            // dump.rdb into the test's working directory (the crate's) when a save point is
+            // met or at SHUTDOWN.
+            if !extra.contains(&"--save") {
+                args.extend(["--save".into(), String::new()]);
+            }
             args.extend(extra.iter().map(|s| s.to_string()));
             let child = Command::new(env!("CARGO_BIN_EXE_darner"))
                 .args(&args)
