@@ -1057,7 +1057,7 @@ async fn rewrite_at_cut(
     tx.end_log();
     log::notice("Background append only file rewriting started");
     let checksum = yes(&shared, "rdbchecksum");
-    let tmp = PathBuf::from(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
+    let tmp = PathBuf::from(rewrite_temp_name());
     let sh = shared.clone();
     std::thread::Builder::new()
         .name("aof-rewrite".into())
@@ -1109,6 +1109,11 @@ async fn rewrite_at_cut(
         })
         .map_err(|_| &b"ERR Can't start the rewrite thread"[..])?;
     Ok(Rewrite::Started)
+}
+
+/// A rewrite's base while it is written, in the working directory (Redis's name).
+pub fn rewrite_temp_name() -> String {
+    format!("temp-rewriteaof-bg-{}.aof", std::process::id())
 }
 
 fn read_manifest(dir: &Path, name: &str) -> Result<Manifest, String> {

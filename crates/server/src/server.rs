@@ -320,6 +320,8 @@ fn remove_bgsave_temp(shared: &Shared) {
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(std::path::Path::new("."));
     let _ = std::fs::remove_file(dir.join(crate::bgsave::temp_file_name()));
+    // And an AOF rewrite's unfinished base (aof.rs), in the working directory.
+    let _ = std::fs::remove_file(crate::aof::rewrite_temp_name());
 }
 
 /// Stops every thread (SIGTERM, SHUTDOWN).
