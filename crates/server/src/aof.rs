@@ -555,11 +555,11 @@ fn start_writing(shared: &Arc<Shared>, manifest: &mut Manifest, dir: &Path, name
     }
     let mut changed = false;
     if manifest.is_empty() {
-        // Nothing in memory yet: the base is an empty dataset.
-        let rdb = yes(shared, "aof-use-rdb-preamble");
-        let base = manifest.new_base(name.as_bytes(), rdb).name.clone();
+        // Nothing in memory yet: the base is an empty dataset (an RDB file: config.rs,
+        // aof-use-rdb-preamble).
+        let base = manifest.new_base(name.as_bytes(), true).name.clone();
         let path = path_of(dir, &base);
-        let bytes = if rdb { empty_rdb(shared) } else { Vec::new() };
+        let bytes = empty_rdb(shared);
         if let Err(e) = write_synced(&path, &bytes) {
             fatal(&format!(
                 "Can't create the AOF base file {}: {e}",
