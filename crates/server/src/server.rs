@@ -212,16 +212,18 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         aof: crate::aof::Aof::new(threads),
     });
     // Until the data is loaded (below), commands get -LOADING: the AOF with appendonly yes
-    // (Redis then ignores the RDB file), `dir/dbfilename` otherwise.
+    // (Redis then ignores the RDB file), `dir/dbfilename` otherwise. With appendonly yes and
+    // nothing to load too: until the AOF thread runs (aof::load_and_start creates the base
+    // and the manifest first), a write would be acknowledged and never logged.
     let aof = crate::aof::open_at_startup(&shared);
     let rdb = match aof {
         Some(_) => None,
         None => crate::persist::load::open_at_startup(&shared),
     };
-    shared.persist.loading.store(
-        rdb.is_some() || aof.as_ref().is_some_and(|a| a.has_data()),
-        Ordering::SeqCst,
-    );
+    shared
+        .persist
+        .loading
+        .store(rdb.is_some() || aof.is_some(), Ordering::SeqCst);
 
     // Signals: SIGTERM and SIGINT shut down gracefully.
     {
