@@ -214,14 +214,14 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         aof: crate::aof::Aof::new(threads),
     });
     // Until the data is loaded (below), commands get -LOADING: the AOF with appendonly yes
-    // (Redis then ignores the RDB file), `dir/dbfilename` otherwise.
+    // (Redis then ignores the RDB file), `dir/dbfilename` otherwise. With appendonly yes and
+    // nothing to load too: until the AOF thread runs (aof::load_and_start creates the base
+    // and the manifest first), a write would be acknowledged and never logged.
     let aof = crate::aof::open_at_startup(&shared);
     let rdb = match aof {
         Some(_) => None,
         None => crate::persist::load::open_at_startup(&shared),
     };
-    // (With the AOF on, also while its files are created: a write before the AOF thread
-    // runs would not be in it.)
     shared
         .persist
         .loading
