@@ -543,8 +543,7 @@ pub fn header_for(
 pub fn claim(shared: &Shared) -> bool {
     let b = &shared.bgsaves;
     // An AOF rewrite takes the same snapshot of the shards: one at a time.
-    if shared.aof.rewriting.load(Ordering::Acquire) || b.in_progress.swap(true, Ordering::AcqRel)
-    {
+    if shared.aof.rewriting.load(Ordering::Acquire) || b.in_progress.swap(true, Ordering::AcqRel) {
         return false;
     }
     let now = Shared::now_ms().div_euclid(1000);

@@ -61,7 +61,7 @@ pub struct Hot {
     pub enable_debug_command: AtomicU8,
     /// enable-module-command: the same values, for MODULE LOAD / LOADEX / UNLOAD.
     pub enable_module_command: AtomicU8,
-    /// appendfsync: 0 no, 1 everysec, 2 always (an index into [`APPENDFSYNC`]).
+    /// appendfsync: 0 no, 1 everysec, 2 always.
     pub appendfsync: AtomicU8,
     /// appendonly as last set; the cron starts or stops the AOF to match (aof.rs).
     pub appendonly: AtomicBool,
@@ -176,7 +176,8 @@ pub const LOG_NOTICE: u8 = 2;
 pub const LOG_WARNING: u8 = 3;
 pub const LOG_NOTHING: u8 = 4;
 const LOGLEVELS: &[&str] = &["debug", "verbose", "notice", "warning", "nothing"];
-pub const APPENDFSYNC: &[&str] = &["no", "everysec", "always"];
+/// appendfsync's values, in Redis's order (its error message lists them so).
+pub const APPENDFSYNC: &[&str] = &["everysec", "always", "no"];
 /// Redis's values for the protected-action directives (enable-debug-command).
 pub const PROTECTED_ACTION: &[&str] = &["no", "yes", "local"];
 
@@ -454,8 +455,12 @@ pub static TABLE: &[Directive] = &[
         default: "everysec",
         mutable: true,
         apply: |h, v| {
-            let i = APPENDFSYNC.iter().position(|p| *p == v).unwrap_or(1);
-            h.appendfsync.store(i as u8, Ordering::Relaxed);
+            let policy = match v {
+                "no" => 0,
+                "always" => 2,
+                _ => 1,
+            };
+            h.appendfsync.store(policy, Ordering::Relaxed);
             Ok(())
         },
     },
@@ -480,9 +485,11 @@ pub static TABLE: &[Directive] = &[
         kind: Kind::Bool,
         default: "yes",
         mutable: true,
-        apply: |_, v| match v {
+        apply: |_, v| {
+            match v {
             "yes" => Ok(()),
             _ => Err("aof-use-rdb-preamble no is not supported: Darner writes AOF bases as RDB files (it loads both kinds)".into()),
+        }
         },
     },
     Directive {

@@ -366,7 +366,8 @@ fn config_get_set_and_errors() {
         (&[b"protected-mode", b"maybe"], b"-ERR CONFIG SET failed (possibly related to argument 'protected-mode') - argument must be 'yes' or 'no'\r\n"),
         (&[b"proto-max-bulk-len", b"1"], b"-ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - argument must be between 1048576 and 9223372036854775807 inclusive\r\n"),
         (&[b"proto-max-bulk-len", b"1x"], b"-ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - argument must be a memory value\r\n"),
-        (&[b"appendonly", b"yes"], b"-ERR CONFIG SET failed (possibly related to argument 'appendonly') - not supported by this version of Darner (the feature is not built yet)\r\n"),
+        (&[b"tls-port", b"6390"], b"-ERR CONFIG SET failed (possibly related to argument 'tls-port') - not supported by this version of Darner (the feature is not built yet)\r\n"),
+        (&[b"appendfsync", b"sometimes"], b"-ERR CONFIG SET failed (possibly related to argument 'appendfsync') - argument(s) must be one of the following: everysec, always, no\r\n"),
         // Memory values as Redis's memtoull reads them: no sign; past 2^63 they read negative.
         (&[b"proto-max-bulk-len", b"-1"], b"-ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - argument must be a memory value\r\n"),
         (&[b"hll-sparse-max-bytes", b"-0"], b"-ERR CONFIG SET failed (possibly related to argument 'hll-sparse-max-bytes') - argument must be a memory value\r\n"),
