@@ -237,3 +237,33 @@ def test_bgrewriteaof_twice_at_once_is_refused_as_redis(darner_factory):
         assert second.raw == \
             b"-ERR Background append only file rewriting already in progress\r\n"
         wait_rewritten(c, 1)
+
+
+def test_kill9_during_bgrewriteaof_leaves_an_aof_that_loads(darner_factory):
+    # The rewrite is killed while its base is being written: the manifest still lists the old
+    # base and incr file (and the new incr file, once the cut opened it), which load to the
+    # dataset as acknowledged (appendfsync always).
+    srv = darner_factory("--appendonly", "yes", "--appendfsync", "always", threads=2)
+    with srv.raw() as c:
+        n = 60000
+        while True:
+            fill(c, n, prefix="big%d" % n)
+            c.call("SET", "marker", str(n))
+            assert c.call("BGREWRITEAOF").kind == "+"
+            # Writes acknowledged during the rewrite must survive too.
+            for i in range(50):
+                assert c.call("SET", "during:%d" % i, str(n)).raw == b"+OK\r\n"
+            digest = c.call("DEBUG", "DIGEST").value
+            if info(c)["aof_rewrite_in_progress"] == "1":
+                break
+            # The disk was quicker than the writes above: more data, try again.
+            wait_rewritten(c, 1)
+            n *= 2
+            assert n < 1_000_000, "could not catch a rewrite in progress"
+    srv.proc.kill()
+    srv.proc.wait()
+    assert [f for f in os.listdir(srv.workdir) if f.startswith("temp-rewriteaof")], \
+        "the rewrite was not in progress"
+    srv.start()
+    with srv.raw() as c:
+        assert c.call("DEBUG", "DIGEST").value == digest
