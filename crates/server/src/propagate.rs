@@ -106,6 +106,14 @@ impl ShardCtx<'_> {
         });
     }
 
+    /// [`ShardCtx::propagate`] of a command given by its parts (copied only when the AOF is
+    /// on).
+    pub fn propagate_args(&self, parts: &[&[u8]]) {
+        if enabled() {
+            self.propagate(parts.iter().map(|p| Bytes::copy_from_slice(p)).collect());
+        }
+    }
+
     /// The running command changed nothing: nothing is written for it.
     pub fn propagate_nothing(&self) {
         if enabled() {
