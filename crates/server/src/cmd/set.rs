@@ -462,7 +462,10 @@ fn saddex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     db.note_field_ttls(key);
     if ctx.propagating() && !pxat {
         let mut v: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
-        v.splice(at..at + 1, [Bytes::from_static(b"PXAT"), super::num_arg(when)]);
+        v.splice(
+            at..at + 1,
+            [Bytes::from_static(b"PXAT"), super::num_arg(when)],
+        );
         ctx.propagate(v);
     }
     w.int(added as i64);

@@ -375,7 +375,10 @@ fn getset(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 fn getdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
     match db.get(args[1]) {
-        None => return w.null(),
+        None => {
+            ctx.propagate_nothing();
+            return w.null();
+        }
         Some(e) if !is_str(e) => return w.error(ERR_WRONGTYPE),
         Some(e) => w.bulk(e.str_value()),
     }

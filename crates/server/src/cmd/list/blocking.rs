@@ -151,6 +151,8 @@ struct MoveOp {
     src_shard: usize,
     from_left: bool,
     to_left: bool,
+    /// BRPOPLPUSH: written as RPOPLPUSH, as Redis does (BLMOVE as LMOVE).
+    rpoplpush: bool,
 }
 
 impl MoveOp {
@@ -165,18 +167,28 @@ impl BlockOp for MoveOp {
     }
 
     fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8> {
-        let side = |left: bool| -> &'static [u8] { if left { b"LEFT" } else { b"RIGHT" } };
+        let side = |left: bool| -> &'static [u8] {
+            if left {
+                b"LEFT"
+            } else {
+                b"RIGHT"
+            }
+        };
         if self.same_shard() {
             let moved = lmove_local(ctx, key, &self.dst, self.from_left, self.to_left);
             if let Moved::Value(_) = moved {
-                // Written as the LMOVE it did.
-                ctx.propagate_args(&[
-                    b"LMOVE",
-                    key,
-                    &self.dst,
-                    side(self.from_left),
-                    side(self.to_left),
-                ]);
+                // Written as the LMOVE (RPOPLPUSH) it did.
+                if self.rpoplpush {
+                    ctx.propagate_args(&[b"RPOPLPUSH", key, &self.dst]);
+                } else {
+                    ctx.propagate_args(&[
+                        b"LMOVE",
+                        key,
+                        &self.dst,
+                        side(self.from_left),
+                        side(self.to_left),
+                    ]);
+                }
             }
             let mut out = vec![b'R'];
             let mut w = ReplyWriter::new(&mut out, ctx.resp3);
@@ -266,6 +278,7 @@ async fn bmove(
     from_left: bool,
     to_left: bool,
     timeout: Option<Duration>,
+    rpoplpush: bool,
 ) -> Vec<u8> {
     let resp3 = tx.resp3();
     let src_kind = tx
@@ -281,14 +294,21 @@ async fn bmove(
             let out = lmove_generic(tx, src.clone(), dst.clone(), from_left, to_left).await;
             // Served at once: written as the LMOVE it did (coordinator_command writes no
             // blocking command).
-            if crate::propagate::enabled() && !matches!(out.first(), Some(b'-' | b'_')) && !out.starts_with(b"$-1") {
-                tx.log_command(vec![
-                    Bytes::from_static(b"LMOVE"),
-                    src,
-                    dst,
-                    side(from_left),
-                    side(to_left),
-                ]);
+            if crate::propagate::enabled()
+                && !matches!(out.first(), Some(b'-' | b'_'))
+                && !out.starts_with(b"$-1")
+            {
+                tx.log_command(if rpoplpush {
+                    vec![Bytes::from_static(b"RPOPLPUSH"), src, dst]
+                } else {
+                    vec![
+                        Bytes::from_static(b"LMOVE"),
+                        src,
+                        dst,
+                        side(from_left),
+                        side(to_left),
+                    ]
+                });
             }
             return out;
         }
@@ -303,6 +323,7 @@ async fn bmove(
         src_shard: tx.shard_of(&src),
         from_left,
         to_left,
+        rpoplpush,
     };
     match blocking::block(tx, std::slice::from_ref(&src), Arc::new(op), timeout).await {
         Some(Outcome::Served { payload, .. }) if payload.first() == Some(&b'R') => {
@@ -325,7 +346,16 @@ pub(super) fn blmove(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             Ok(t) => t,
             Err(e) => return with_writer(resp3, |w| w.error(e)),
         };
-        bmove(&tx, args[1].clone(), args[2].clone(), from, to, timeout).await
+        bmove(
+            &tx,
+            args[1].clone(),
+            args[2].clone(),
+            from,
+            to,
+            timeout,
+            false,
+        )
+        .await
     })
 }
 
@@ -335,6 +365,15 @@ pub(super) fn brpoplpush(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             Ok(t) => t,
             Err(e) => return with_writer(tx.resp3(), |w| w.error(e)),
         };
-        bmove(&tx, args[1].clone(), args[2].clone(), false, true, timeout).await
+        bmove(
+            &tx,
+            args[1].clone(),
+            args[2].clone(),
+            false,
+            true,
+            timeout,
+            true,
+        )
+        .await
     })
 }

@@ -11,17 +11,23 @@ use crate::cmd::{eq, ConnCtx, Locks, Reg, ERR_NO_SUCH_KEY, ERR_SYNTAX, ERR_WRONG
 use crate::notify::{notify, STREAM};
 use crate::shard::ShardCtx;
 use crate::stream::{Seg, Segs};
+use bytes::Bytes;
 use darner_engine::types::stream::{Consumer, Group, Nack};
 use darner_engine::types::{Stream, StreamId};
 use darner_engine::{Entry, Value, ValueRef};
-use bytes::Bytes;
 use darner_resp::ReplyWriter;
 use std::collections::BTreeMap;
 
 /// Redis's `streamPropagateXCLAIM`: the XCLAIM that redoes a delivery or a claim of `id` (or
 /// removes it from the PEL where the entry was deleted) exactly whenever it is replayed: the
 /// pending entry's owner, time and count, and the group's last id.
-pub fn xclaim_argv(key: &[u8], group: &[u8], id: StreamId, nack: &Nack, last: StreamId) -> Vec<Bytes> {
+pub fn xclaim_argv(
+    key: &[u8],
+    group: &[u8],
+    id: StreamId,
+    nack: &Nack,
+    last: StreamId,
+) -> Vec<Bytes> {
     let mut v = crate::cmd::argv(&[b"XCLAIM", key, group, &nack.consumer, b"0"]);
     v.push(Bytes::from(id.to_bytes()));
     v.push(Bytes::from_static(b"TIME"));

@@ -15,9 +15,9 @@ pub use read::{may_block, parse_read};
 
 use super::{eq, parse_int, Reg, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
 use crate::cmd::Locks;
-use bytes::Bytes;
 use crate::notify::{notify, STREAM};
 use crate::shard::ShardCtx;
+use bytes::Bytes;
 use darner_engine::types::stream::{EntryRef, NodeLimits, Trim};
 use darner_engine::types::{Stream, StreamId};
 use darner_engine::{DbView, Entry, Value, ValueRef};
@@ -352,7 +352,12 @@ fn parse_add_trim(
 /// place of a generated or partial one (`id`: its index and value), and an approximate trim
 /// as the exact one it came to (`=` and the length left, or the first id left), without
 /// LIMIT. Only options are rewritten: their order and everything else is kept.
-fn exact_add_trim(args: &[&[u8]], id: Option<(usize, StreamId)>, approx: bool, s: &Stream) -> Vec<Bytes> {
+fn exact_add_trim(
+    args: &[&[u8]],
+    id: Option<(usize, StreamId)>,
+    approx: bool,
+    s: &Stream,
+) -> Vec<Bytes> {
     let mut v: Vec<Bytes> = Vec::with_capacity(args.len());
     let mut i = 0;
     while i < args.len() {
@@ -463,9 +468,8 @@ fn xadd(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         None => 0,
     };
     let generated = !opts.id.is_some_and(|p| p.seq_given);
-    let aof = (logging && (generated || opts.approx)).then(|| {
-        exact_add_trim(args, generated.then_some((id_at, id)), opts.approx, s)
-    });
+    let aof = (logging && (generated || opts.approx))
+        .then(|| exact_add_trim(args, generated.then_some((id_at, id)), opts.approx, s));
     db.signal(key);
     if let Some(v) = aof {
         ctx.propagate(v);
