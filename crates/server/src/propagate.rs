@@ -106,6 +106,14 @@ impl ShardCtx<'_> {
         });
     }
 
+    /// [`ShardCtx::propagate`] of a command given by its parts (copied only when the AOF is
+    /// on).
+    pub fn propagate_args(&self, parts: &[&[u8]]) {
+        if enabled() {
+            self.propagate(parts.iter().map(|p| Bytes::copy_from_slice(p)).collect());
+        }
+    }
+
     /// The running command changed nothing: nothing is written for it.
     pub fn propagate_nothing(&self) {
         if enabled() {
@@ -157,6 +165,14 @@ pub fn call<R>(
         None => {}
     }
     r
+}
+
+/// Writes `argv` for work on this thread's shard that runs outside a command's handler (a
+/// blocked client served, a streamed XREADGROUP's step).
+pub fn write(db: usize, argv: Vec<Bytes>) {
+    if enabled() {
+        record(cmd_of(db, argv));
+    }
 }
 
 /// A key evicted for maxmemory: written as DEL, as Redis propagates it.
@@ -273,8 +289,17 @@ pub fn coordinator_command(
     spec: &darner_commands::CommandSpec,
     args: &[Bytes],
 ) {
-    if enabled() && spec.has(darner_commands::flags::WRITE) && spec.full_name != "exec" {
-        tx.log_command(args.to_vec());
+    if !enabled() || !spec.has(darner_commands::flags::WRITE) {
+        return;
+    }
+    match spec.full_name {
+        // Their steps say what they wrote, where they ran: XREADGROUP its XCLAIMs, the
+        // blocking commands the pop or move that served them, at once or later
+        // (cmd/list/blocking.rs, cmd/sorted_set/blocking.rs), never themselves (a replayed
+        // BLPOP could block the load).
+        "exec" | "xreadgroup" | "blpop" | "brpop" | "blmpop" | "blmove" | "brpoplpush"
+        | "bzpopmin" | "bzpopmax" | "bzmpop" => {}
+        _ => tx.log_command(args.to_vec()),
     }
 }
 

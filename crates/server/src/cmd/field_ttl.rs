@@ -9,6 +9,7 @@
 
 use crate::cmd::{parse_int, Reg, ERR_NOT_INT, ERR_WRONGTYPE};
 use crate::shard::ShardCtx;
+use bytes::Bytes;
 use darner_engine::{DbView, Value, ValueRef, ValueType};
 use darner_resp::ReplyWriter;
 
@@ -73,10 +74,14 @@ fn fieldexpire(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         _ => return w.error(ERR_NOT_INT),
     };
     let fields = &args[3..];
+    let logging = ctx.propagating();
     let mut db = ctx.db();
     let when = db.now_ms() + secs * 1000;
     expire_hash_fields(&mut db, key, fields);
     let mut changed = false;
+    // The fields that got the TTL, for the AOF (written with the absolute time below).
+    let mut done: Vec<&[u8]> = Vec::new();
+    let mut is_set = false;
     w.array(fields.len());
     // A hash through `hash_mut`: a small one stays inline in its entry.
     let is_hash = db.get_mut_quiet(key).map(|e| e.value_type()) == Some(ValueType::Hash);
@@ -88,8 +93,12 @@ fn fieldexpire(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     };
     match (hash, set) {
         (_, Some(Value::Set(s))) => {
+            is_set = true;
             for f in fields {
                 let ok = s.set_expiry(f, Some(when));
+                if ok && logging {
+                    done.push(f);
+                }
                 changed |= ok;
                 w.int(if ok { 1 } else { -2 });
             }
@@ -101,6 +110,9 @@ fn fieldexpire(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             }
             for f in fields {
                 let ok = h.set_expiry(f, Some(when));
+                if ok && logging {
+                    done.push(f);
+                }
                 changed |= ok;
                 w.int(if ok { 1 } else { -2 });
             }
@@ -114,5 +126,30 @@ fn fieldexpire(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     if changed {
         db.signal(key);
         db.note_field_ttls(key);
+    }
+    // Written with the absolute time: SADDEX's PXAT form for set members, HPEXPIREAT for
+    // hash fields (the members and fields are there, so both just set the TTL).
+    if done.is_empty() {
+        ctx.propagate_nothing();
+    } else {
+        let when = Bytes::from(when.to_string());
+        let mut v = if is_set {
+            vec![
+                Bytes::from_static(b"SADDEX"),
+                Bytes::copy_from_slice(key),
+                Bytes::from_static(b"PXAT"),
+                when,
+            ]
+        } else {
+            vec![
+                Bytes::from_static(b"HPEXPIREAT"),
+                Bytes::copy_from_slice(key),
+                when,
+                Bytes::from_static(b"FIELDS"),
+                Bytes::from(done.len().to_string()),
+            ]
+        };
+        v.extend(done.iter().map(|f| Bytes::copy_from_slice(f)));
+        ctx.propagate(v);
     }
 }

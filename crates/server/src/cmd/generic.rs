@@ -680,6 +680,7 @@ fn expire_generic(
     }
     let key = &args[1];
     let Some(current) = ctx.db().expire_of(key) else {
+        ctx.propagate_nothing();
         return w.int(0);
     };
     // A key without a TTL counts as having an infinite one (Redis 7).
@@ -688,15 +689,25 @@ fn expire_generic(
         || (flags & EXPIRE_GT != 0 && current.is_none_or(|c| when <= c))
         || (flags & EXPIRE_LT != 0 && current.is_some_and(|c| when >= c));
     if refused {
+        ctx.propagate_nothing();
         return w.int(0);
     }
     // A time already past deletes the key (inside `set_expire`).
     ctx.db().set_expire(key, Some(when));
-    let event = if when <= ctx.now_ms() {
-        "del"
-    } else {
-        "expire"
-    };
+    let gone = when <= ctx.now_ms();
+    if ctx.propagating() {
+        // Redis 7.2 writes a DEL for a key it deleted, else PEXPIREAT with the absolute time
+        // (keeping NX/XX/GT/LT), which replays the same at any time.
+        if gone {
+            ctx.propagate_args(&[b"DEL", key]);
+        } else {
+            let mut v = super::argv(&[b"PEXPIREAT", key]);
+            v.push(super::num_arg(when));
+            v.extend(args[3..].iter().map(|a| Bytes::copy_from_slice(a)));
+            ctx.propagate(v);
+        }
+    }
+    let event = if gone { "del" } else { "expire" };
     notify(ctx, GENERIC, event, key);
     w.int(1);
 }
@@ -764,6 +775,7 @@ fn persist(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         notify(ctx, GENERIC, "persist", args[1]);
         w.int(1)
     } else {
+        ctx.propagate_nothing();
         w.int(0)
     }
 }
@@ -868,8 +880,12 @@ fn restore(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     };
     if expire.is_some_and(|at| at <= clock.now_ms) {
         // Already expired: Redis stores nothing, and a replaced key is gone (a `del`).
+        // Redis 7.2 writes a DEL for the replaced key, else nothing.
         if deleted {
+            ctx.propagate_args(&[b"DEL", key]);
             notify(ctx, GENERIC, "del", key);
+        } else {
+            ctx.propagate_nothing();
         }
         return w.ok();
     }
@@ -880,6 +896,13 @@ fn restore(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         (None, _, Some(idle)) => clock.lru.wrapping_sub(idle.min(u16::MAX as i64) as u16),
         _ => clock.lru,
     };
+    if let (Some(at), false, true) = (expire, opts.absttl, ctx.propagating()) {
+        // A relative TTL is written absolute, ABSTTL added at the end (Redis 7.2).
+        let mut v: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
+        v[2] = super::num_arg(at);
+        v.push(Bytes::from_static(b"ABSTTL"));
+        ctx.propagate(v);
+    }
     let entry = loaded.into_entry(key, expire, access);
     ctx.db().set(entry);
     notify(ctx, GENERIC, "restore", key);

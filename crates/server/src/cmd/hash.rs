@@ -15,6 +15,7 @@ use super::string::ld;
 use super::{eq, parse_int, random_samples, Reg, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
 use crate::notify::{notify, GENERIC, HASH};
 use crate::shard::ShardCtx;
+use bytes::Bytes;
 use darner_engine::db::Event;
 use darner_engine::entry::HashMut;
 use darner_engine::types::{Hash, HashRef};
@@ -401,6 +402,8 @@ fn hincrbyfloat(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut h = write_or_create(&mut db, args[1]).unwrap_or_else(|_| unreachable!("checked type"));
     h.set_keep_ttl(args[2], &text, &limits);
     db.signal(args[1]);
+    // Written as HSET of the result (Redis 7.2): float arithmetic may differ on replay.
+    ctx.propagate_args(&[b"HSET", args[1], args[2], &text]);
     notify(ctx, HASH, "hincrbyfloat", args[1]);
     w.bulk(&text);
 }
@@ -681,6 +684,7 @@ fn hexpire_generic(
     unit_ms: i64,
     relative: bool,
 ) {
+    let logging = ctx.propagating();
     let mut db = ctx.db();
     let now = db.now_ms();
     if write(&mut db, args[1]).is_err() {
@@ -718,11 +722,14 @@ fn hexpire_generic(
         for _ in fields {
             w.int(-2);
         }
+        ctx.propagate_nothing();
         return;
     };
     // Redis 7.4 turns a listpack hash into "listpackex" whenever this family runs on it.
     h.mark_ex();
     let (mut changed, mut deleted) = (false, false);
+    // For the AOF: the fields removed (a time already past) and those given the TTL.
+    let (mut removed, mut updated): (Vec<&[u8]>, Vec<&[u8]>) = (Vec::new(), Vec::new());
     w.array(fields.len());
     for f in fields {
         let Some(prev) = h.expiry_of(f) else {
@@ -745,9 +752,15 @@ fn hexpire_generic(
         if when <= now {
             h.remove(f);
             deleted = true;
+            if logging {
+                removed.push(f);
+            }
             w.int(2);
         } else {
             h.set_expiry(f, Some(when));
+            if logging {
+                updated.push(f);
+            }
             w.int(1);
         }
     }
@@ -761,6 +774,28 @@ fn hexpire_generic(
     if with_ttls {
         // The active expiry cycle removes the fields nobody reads again.
         db.note_field_ttls(args[1]);
+    }
+    // Written as Redis 7.4 does: HDEL of the fields a past time removed, then HPEXPIREAT
+    // with the absolute time for the fields that got it (the condition kept); nothing when
+    // no field changed.
+    if !removed.is_empty() {
+        let mut v = super::argv(&[b"HDEL", args[1]]);
+        v.extend(removed.iter().map(|f| Bytes::copy_from_slice(f)));
+        ctx.propagate(v);
+    }
+    if !updated.is_empty() {
+        let mut v = super::argv(&[b"HPEXPIREAT", args[1]]);
+        v.push(super::num_arg(when));
+        if cond != Cond::Always {
+            v.push(Bytes::copy_from_slice(args[3]));
+        }
+        v.push(Bytes::from_static(b"FIELDS"));
+        v.push(super::num_arg(updated.len() as i64));
+        v.extend(updated.iter().map(|f| Bytes::copy_from_slice(f)));
+        ctx.propagate(v);
+    }
+    if removed.is_empty() && updated.is_empty() {
+        ctx.propagate_nothing();
     }
     if changed {
         // Redis 7.4: `hdel` when a time already past removed fields, else `hexpire`; `del`
@@ -865,7 +900,19 @@ fn hpersist(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     if changed {
         db.signal(args[1]);
         notify(ctx, HASH, "hpersist", args[1]);
+    } else {
+        ctx.propagate_nothing();
     }
+}
+
+/// `NAME key [extra...] FIELDS n field...`, for the AOF.
+fn fields_cmd(name: &[u8], key: &[u8], extra: &[Bytes], fields: &[&[u8]]) -> Vec<Bytes> {
+    let mut v = super::argv(&[name, key]);
+    v.extend_from_slice(extra);
+    v.push(Bytes::from_static(b"FIELDS"));
+    v.push(super::num_arg(fields.len() as i64));
+    v.extend(fields.iter().map(|f| Bytes::copy_from_slice(f)));
+    v
 }
 
 /// Replies `n` nulls (the fields of a missing hash).
@@ -887,6 +934,7 @@ fn hgetdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         return;
     };
     let Ok(Some(mut h)) = write(&mut db, args[1]) else {
+        ctx.propagate_nothing();
         return nulls(w, fields.len());
     };
     let mut deleted = false;
@@ -905,6 +953,9 @@ fn hgetdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         db.remove(args[1]);
     } else if deleted {
         db.signal(args[1]);
+    }
+    if !deleted {
+        ctx.propagate_nothing();
     }
     if deleted {
         notify(ctx, HASH, "hgetdel", args[1]);
@@ -929,6 +980,7 @@ enum GetExTtl {
 /// As in Redis 8.0 the option is looked for only right after the key, so a second option
 /// (or any other word there) is reported as a misplaced FIELDS.
 fn hgetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let logging = ctx.propagating();
     let mut db = ctx.db();
     let now = db.now_ms();
     if write(&mut db, args[1]).is_err() {
@@ -968,8 +1020,11 @@ fn hgetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         return;
     };
     let Ok(Some(mut h)) = write(&mut db, args[1]) else {
+        ctx.propagate_nothing();
         return nulls(w, fields.len());
     };
+    // The fields whose TTL changed, for the AOF.
+    let mut touched: Vec<&[u8]> = Vec::new();
     if ttl != GetExTtl::Untouched {
         // Redis 8 turns a listpack into "listpackex" whenever an option is given.
         h.mark_ex();
@@ -988,28 +1043,57 @@ fn hgetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
                 if h.expiry_of(f).flatten().is_some() {
                     h.set_expiry(f, None);
                     changed = true;
+                    touched.push(f);
                 }
             }
             GetExTtl::At(when) if when <= now => {
                 h.remove(f);
                 changed = true;
                 deleted = true;
+                touched.push(f);
             }
             GetExTtl::At(when) => {
                 h.set_expiry(f, Some(when));
                 changed = true;
                 future = true;
+                touched.push(f);
             }
         }
     }
+    // Written as what it did to the TTLs (Redis 8): HPERSIST, HDEL for a time already
+    // past, else HPEXPIREAT with the absolute time; nothing for a plain read.
+    let aof = if touched.is_empty() || !logging {
+        None
+    } else {
+        let key = args[1];
+        Some(match ttl {
+            GetExTtl::Persist => fields_cmd(b"HPERSIST", key, &[], &touched),
+            GetExTtl::At(when) if when <= now => {
+                let mut v = super::argv(&[b"HDEL", key]);
+                v.extend(touched.iter().map(|f| Bytes::copy_from_slice(f)));
+                v
+            }
+            GetExTtl::At(when) => fields_cmd(b"HPEXPIREAT", key, &[super::num_arg(when)], &touched),
+            GetExTtl::Untouched => unreachable!("no field touched"),
+        })
+    };
+    let nothing = touched.is_empty();
     let event = match ttl {
         _ if deleted => "hdel",
         GetExTtl::Persist => "hpersist",
         _ => "hexpire",
     };
     let empty = h.is_empty();
+    let emit = |ctx: &mut ShardCtx| {
+        if nothing {
+            ctx.propagate_nothing();
+        } else if let Some(v) = aof {
+            ctx.propagate(v);
+        }
+    };
     if empty {
         db.remove(args[1]);
+        emit(ctx);
         notify(ctx, HASH, event, args[1]);
         notify(ctx, GENERIC, "del", args[1]);
         return;
@@ -1021,6 +1105,7 @@ fn hgetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         // The active expiry cycle removes the fields nobody reads again.
         db.note_field_ttls(args[1]);
     }
+    emit(ctx);
     if changed {
         notify(ctx, HASH, event, args[1]);
     }
@@ -1149,6 +1234,7 @@ fn hsetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 }
 
 fn hsetex_redis(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let logging = ctx.propagating();
     let limits = ctx.limits();
     let mut db = ctx.db();
     let now = db.now_ms();
@@ -1169,6 +1255,7 @@ fn hsetex_redis(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             _ => fnx,
         };
         if !met {
+            ctx.propagate_nothing();
             return w.int(0);
         }
     }
@@ -1208,6 +1295,31 @@ fn hsetex_redis(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             db.note_field_ttls(key);
         }
     }
+    // A relative or second TTL is written as PXAT (Redis 8); fields set and removed at once
+    // by a time already past are written as HSET then HDEL of them.
+    match opts.ttl {
+        SetExTtl::At(when) if logging && when <= now => {
+            let mut v = super::argv(&[b"HSET", key]);
+            v.extend(pairs.iter().map(|f| Bytes::copy_from_slice(f)));
+            ctx.propagate(v);
+            let mut v = super::argv(&[b"HDEL", key]);
+            v.extend(pairs.iter().step_by(2).map(|f| Bytes::copy_from_slice(f)));
+            ctx.propagate(v);
+        }
+        SetExTtl::At(when) if logging => {
+            let mut v = super::argv(&[b"HSETEX", key]);
+            if let Some(fnx) = opts.cond {
+                v.push(Bytes::from_static(if fnx { b"FNX" } else { b"FXX" }));
+            }
+            v.push(Bytes::from_static(b"PXAT"));
+            v.push(super::num_arg(when));
+            v.push(Bytes::from_static(b"FIELDS"));
+            v.push(super::num_arg((pairs.len() / 2) as i64));
+            v.extend(pairs.iter().map(|f| Bytes::copy_from_slice(f)));
+            ctx.propagate(v);
+        }
+        _ => {}
+    }
     notify(ctx, HASH, "hset", key);
     match opts.ttl {
         SetExTtl::At(when) if when <= now => notify(ctx, HASH, "hdel", key),
@@ -1245,10 +1357,13 @@ fn hsetex_dragonfly(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ttl
     if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
         return w.error(ERR_HSETEX_ARITY);
     }
+    let logging = ctx.propagating();
     let limits = ctx.limits();
     let mut db = ctx.db();
     let key = args[1];
     let when = db.now_ms() + secs * 1000;
+    // For the AOF: the pairs set keeping their field's TTL, and those given the new one.
+    let (mut kept, mut timed): (Vec<&[u8]>, Vec<&[u8]>) = (Vec::new(), Vec::new());
     lazy_expire(&mut db, key, Fields::Pairs(pairs));
     let Ok(mut h) = write_or_create(&mut db, key) else {
         return wrong(w);
@@ -1263,9 +1378,15 @@ fn hsetex_dragonfly(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ttl
         changed = true;
         if exists && keepttl {
             h.set_keep_ttl(p[0], p[1], &limits);
+            if logging {
+                kept.extend_from_slice(p);
+            }
         } else {
             h.set_expiring(p[0], p[1], when, &limits);
             future = true;
+            if logging {
+                timed.extend_from_slice(p);
+            }
         }
         created += i64::from(!exists);
     }
@@ -1274,6 +1395,28 @@ fn hsetex_dragonfly(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter, ttl
     }
     if future {
         db.note_field_ttls(key);
+    }
+    // Written in Redis 8's form, which says exactly what happened to each field:
+    // `HSETEX key KEEPTTL FIELDS ...` for those that kept their TTL, `HSETEX key PXAT <ms>
+    // FIELDS ...` for the others.
+    for (opt, set) in [
+        (vec![Bytes::from_static(b"KEEPTTL")], &kept),
+        (
+            vec![Bytes::from_static(b"PXAT"), super::num_arg(when)],
+            &timed,
+        ),
+    ] {
+        if !set.is_empty() {
+            let mut v = super::argv(&[b"HSETEX", key]);
+            v.extend(opt);
+            v.push(Bytes::from_static(b"FIELDS"));
+            v.push(super::num_arg((set.len() / 2) as i64));
+            v.extend(set.iter().map(|f| Bytes::copy_from_slice(f)));
+            ctx.propagate(v);
+        }
+    }
+    if !changed {
+        ctx.propagate_nothing();
     }
     if changed {
         notify(ctx, HASH, "hset", key);

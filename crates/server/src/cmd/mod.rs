@@ -53,6 +53,16 @@ pub fn views(args: &[Bytes]) -> smallvec::SmallVec<[&[u8]; 8]> {
     args.iter().map(|a| a.as_ref()).collect()
 }
 
+/// A command for the AOF from its parts ([`ShardCtx::propagate`]).
+pub fn argv(parts: &[&[u8]]) -> Vec<Bytes> {
+    parts.iter().map(|p| Bytes::copy_from_slice(p)).collect()
+}
+
+/// A number as a command argument, in decimal.
+pub fn num_arg(n: i64) -> Bytes {
+    Bytes::from(n.to_string())
+}
+
 /// Which shards a [`Handler::Tx`] locks before it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Locks {

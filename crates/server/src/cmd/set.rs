@@ -312,22 +312,42 @@ fn spop(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     } else {
         None
     };
+    // The members popped, for the AOF: written as SREM (the whole set as DEL), as Redis
+    // 7.2 does, since the choice is random.
+    let logging = ctx.propagating();
+    let mut popped: Vec<Bytes> = Vec::new();
     let mut db = ctx.db();
     let s = match db.get_mut_quiet(key).map(|e| e.value_mut()) {
-        None if count.is_some() => return w.set(0),
-        None => return w.null(),
+        None if count.is_some() => {
+            ctx.propagate_nothing();
+            return w.set(0);
+        }
+        None => {
+            ctx.propagate_nothing();
+            return w.null();
+        }
         Some(Some(Value::Set(s))) => s,
         Some(_) => return w.error(ERR_WRONGTYPE),
     };
     let len = s.len() as u64;
+    let mut whole = false;
     match count {
         None => match s.pop_random(rng.next()) {
-            Some(m) => w.bulk(&m),
+            Some(m) => {
+                w.bulk(&m);
+                if logging {
+                    popped.push(Bytes::from(m));
+                }
+            }
             None => w.null(),
         },
-        Some(0) => return w.set(0),
+        Some(0) => {
+            ctx.propagate_nothing();
+            return w.set(0);
+        }
         Some(c) if c >= len => {
             // The whole set goes.
+            whole = true;
             reply_set(w, &std::mem::take(s));
         }
         Some(c) if (len - c) * 5 > c || s.has_ttls() => {
@@ -336,6 +356,9 @@ fn spop(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             for _ in 0..c {
                 if let Some(m) = s.pop_random(rng.next()) {
                     w.bulk(&m);
+                    if logging {
+                        popped.push(Bytes::from(m));
+                    }
                 }
             }
         }
@@ -354,6 +377,9 @@ fn spop(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             }
             let old = std::mem::replace(s, kept);
             reply_set(w, &old);
+            if logging {
+                old.for_each(|m| popped.push(Bytes::copy_from_slice(m)));
+            }
         }
     }
     let empty = s.is_empty();
@@ -361,6 +387,16 @@ fn spop(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         db.remove(key);
     } else {
         db.signal(key);
+    }
+    if whole {
+        ctx.propagate_args(&[b"DEL", key]);
+    } else if logging {
+        // In SREMs of at most 1024 members, as Redis batches them.
+        for batch in popped.chunks(1024) {
+            let mut v = super::argv(&[b"SREM", key]);
+            v.extend_from_slice(batch);
+            ctx.propagate(v);
+        }
     }
     notify_removed(ctx, key, "spop", empty);
 }
@@ -385,18 +421,30 @@ fn saddex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     // key), the TTL, then at least one member.
     let keep = super::eq(args[2], "keepttl");
     let at = if keep { 3 } else { 2 };
-    let secs = match super::parse_int(args[at]) {
-        Some(n) if (1..=MAX_MEMBER_TTL_SECS).contains(&n) => n,
-        _ => return w.error(ERR_NOT_INT),
+    // Darner's own `PXAT <unix-ms>` in place of the seconds: the absolute form the AOF is
+    // written with (docs/compatibility.md).
+    let pxat = args.len() > at + 1 && super::eq(args[at], "pxat");
+    let (deadline, members) = if pxat {
+        match super::parse_int(args[at + 1]) {
+            Some(n) if n > 0 => (Some(n), &args[at + 2..]),
+            _ => return w.error(ERR_NOT_INT),
+        }
+    } else {
+        match super::parse_int(args[at]) {
+            Some(n) if (1..=MAX_MEMBER_TTL_SECS).contains(&n) => (None, &args[at + 1..]),
+            _ => return w.error(ERR_NOT_INT),
+        }
     };
-    let members = &args[at + 1..];
     if members.is_empty() {
         return w.error(b"ERR wrong number of arguments for 'saddex' command");
     }
     let key = args[1];
     let lru = ctx.clock.lru;
     let mut db = ctx.db();
-    let when = db.now_ms() + secs * 1000;
+    let when = match deadline {
+        Some(t) => t,
+        None => db.now_ms() + super::parse_int(args[at]).unwrap_or(0) * 1000,
+    };
     if !db.exists(key) {
         db.set(new_entry(key, Set::new(), lru));
     }
@@ -412,6 +460,14 @@ fn saddex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     }
     // The active expiry cycle removes the members nobody reads again.
     db.note_field_ttls(key);
+    if ctx.propagating() && !pxat {
+        let mut v: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
+        v.splice(
+            at..at + 1,
+            [Bytes::from_static(b"PXAT"), super::num_arg(when)],
+        );
+        ctx.propagate(v);
+    }
     w.int(added as i64);
 }
 

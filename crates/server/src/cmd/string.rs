@@ -300,6 +300,7 @@ fn set_generic(
         if flags & F_GET == 0 {
             w.null();
         }
+        ctx.propagate_nothing();
         return;
     }
     let ttl = if flags & F_KEEPTTL != 0 {
@@ -308,6 +309,13 @@ fn set_generic(
         when
     };
     db.set_str(key, value, ttl);
+    if let (Some(at), true) = (when, flags & F_PXAT == 0 && ctx.propagating()) {
+        // A TTL other than PXAT's is written as `SET key value PXAT <ms>` (Redis 7.2: the
+        // other options are spent, the key is set), which replays the same at any time.
+        let mut v = super::argv(&[b"SET", key, value, b"PXAT"]);
+        v.push(super::num_arg(at));
+        ctx.propagate(v);
+    }
     notify(ctx, STRING, "set", key);
     if when.is_some() {
         notify(ctx, GENERIC, "expire", key);
@@ -359,17 +367,24 @@ fn getset(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         Some(e) => w.bulk(e.str_value()),
     }
     db.set_str(args[1], args[2], None);
+    // Written as SET (Redis 7.2).
+    ctx.propagate_args(&[b"SET", args[1], args[2]]);
     notify(ctx, STRING, "set", args[1]);
 }
 
 fn getdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
     match db.get(args[1]) {
-        None => return w.null(),
+        None => {
+            ctx.propagate_nothing();
+            return w.null();
+        }
         Some(e) if !is_str(e) => return w.error(ERR_WRONGTYPE),
         Some(e) => w.bulk(e.str_value()),
     }
     db.delete(args[1]);
+    // Written as DEL (Redis 7.2).
+    ctx.propagate_args(&[b"DEL", args[1]]);
     notify(ctx, GENERIC, "del", args[1]);
 }
 
@@ -382,7 +397,10 @@ fn getex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
     // Redis looks the key up before it validates the expire time.
     let e = match db.get(key) {
-        None => return w.null(),
+        None => {
+            ctx.propagate_nothing();
+            return w.null();
+        }
         Some(e) if !is_str(e) => return w.error(ERR_WRONGTYPE),
         Some(e) => e,
     };
@@ -394,14 +412,26 @@ fn getex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         },
     };
     w.bulk(e.str_value());
+    // What is written: DEL for a key a past time deleted, PEXPIREAT for a TTL set, PERSIST
+    // for one removed, nothing for a plain read (Redis 7.2).
     if let Some(ms) = when {
         // An absolute time already past deletes the key (set_expire does that).
         db.set_expire(key, Some(ms));
+        if ms <= now {
+            ctx.propagate_args(&[b"DEL", key]);
+        } else if ctx.propagating() {
+            let mut v = super::argv(&[b"PEXPIREAT", key]);
+            v.push(super::num_arg(ms));
+            ctx.propagate(v);
+        }
         let event = if ms <= now { "del" } else { "expire" };
         notify(ctx, GENERIC, event, key);
     } else if flags & F_PERSIST != 0 && db.expire_of(key).flatten().is_some() {
         db.set_expire(key, None);
+        ctx.propagate_args(&[b"PERSIST", key]);
         notify(ctx, GENERIC, "persist", key);
+    } else {
+        ctx.propagate_nothing();
     }
 }
 
@@ -824,6 +854,9 @@ fn incrbyfloat(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut e = Entry::new_str(key, &text, ttl, false, lru);
     e.mark_not_int();
     db.set(e);
+    // Written as `SET key <result> KEEPTTL` (Redis 7.2): float arithmetic may differ where
+    // the log is replayed.
+    ctx.propagate_args(&[b"SET", key, &text, b"KEEPTTL"]);
     notify(ctx, STRING, "incrbyfloat", key);
     // A bulk string in RESP3 too: Redis replies with the stored text.
     w.bulk(&text);

@@ -32,11 +32,29 @@ impl BlockOp for PopOp {
         list_kind(ctx, key)
     }
 
+    // Written as the pop it did (Redis's blocked-client propagation): LPOP / RPOP key, with
+    // the number popped for BLMPOP.
     fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         let mut w = ReplyWriter::new(&mut out, ctx.resp3);
+        let pop: &[u8] = if self.left { b"LPOP" } else { b"RPOP" };
         match self.count {
-            Some(c) => mpop_key(ctx, key, self.left, c, &mut w),
+            Some(c) => {
+                let len = |ctx: &mut ShardCtx| match list_mut(&mut ctx.db(), key) {
+                    Ok(Some(l)) => l.len(),
+                    _ => 0,
+                };
+                let before = if ctx.propagating() { len(ctx) } else { 0 };
+                mpop_key(ctx, key, self.left, c, &mut w);
+                if ctx.propagating() {
+                    let n = before.saturating_sub(len(ctx));
+                    if n > 0 {
+                        let mut v = crate::cmd::argv(&[pop, key]);
+                        v.push(crate::cmd::num_arg(n as i64));
+                        ctx.propagate(v);
+                    }
+                }
+            }
             None => {
                 let fill = fill(ctx);
                 let mut db = ctx.db();
@@ -46,6 +64,7 @@ impl BlockOp for PopOp {
                 };
                 let gone = removed(&mut db, key, fill);
                 if v.is_some() {
+                    ctx.propagate_args(&[pop, key]);
                     notify_removed(ctx, key, pop_event(self.left), gone);
                 }
                 w.array(2);
@@ -132,6 +151,8 @@ struct MoveOp {
     src_shard: usize,
     from_left: bool,
     to_left: bool,
+    /// BRPOPLPUSH: written as RPOPLPUSH, as Redis does (BLMOVE as LMOVE).
+    rpoplpush: bool,
 }
 
 impl MoveOp {
@@ -146,8 +167,29 @@ impl BlockOp for MoveOp {
     }
 
     fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8> {
+        let side = |left: bool| -> &'static [u8] {
+            if left {
+                b"LEFT"
+            } else {
+                b"RIGHT"
+            }
+        };
         if self.same_shard() {
             let moved = lmove_local(ctx, key, &self.dst, self.from_left, self.to_left);
+            if let Moved::Value(_) = moved {
+                // Written as the LMOVE (RPOPLPUSH) it did.
+                if self.rpoplpush {
+                    ctx.propagate_args(&[b"RPOPLPUSH", key, &self.dst]);
+                } else {
+                    ctx.propagate_args(&[
+                        b"LMOVE",
+                        key,
+                        &self.dst,
+                        side(self.from_left),
+                        side(self.to_left),
+                    ]);
+                }
+            }
             let mut out = vec![b'R'];
             let mut w = ReplyWriter::new(&mut out, ctx.resp3);
             match moved {
@@ -165,7 +207,9 @@ impl BlockOp for MoveOp {
         };
         let gone = removed(&mut db, key, fill);
         // Across shards the pop's events leave now and the push's from the destination's
-        // thread later (Redis publishes the push first).
+        // thread later (Redis publishes the push first). Each shard writes its half: the
+        // pop here, the push (or the push back) where it happens.
+        ctx.propagate_args(&[if self.from_left { b"LPOP" } else { b"RPOP" }, key]);
         notify_removed(ctx, key, pop_event(self.from_left), gone);
         v
     }
@@ -189,6 +233,7 @@ impl BlockOp for MoveOp {
                 let bytes = added_bytes(&v, false);
                 let ok = push_into(&mut ctx.db(), &dst, &[&v], bytes, to_left, false, fill).is_ok();
                 if ok {
+                    ctx.propagate_args(&[if to_left { b"LPUSH" } else { b"RPUSH" }, &dst, &v]);
                     crate::notify::notify(ctx, crate::notify::LIST, push_event(to_left), &dst);
                 }
                 ok
@@ -202,7 +247,7 @@ impl BlockOp for MoveOp {
             crate::exec::run_on(&shared, src_shard, db, resp3, move |ctx| {
                 let fill = fill(ctx);
                 let bytes = added_bytes(&element, false);
-                let _ = push_into(
+                let back = push_into(
                     &mut ctx.db(),
                     &src,
                     &[&element],
@@ -211,6 +256,13 @@ impl BlockOp for MoveOp {
                     false,
                     fill,
                 );
+                if back.is_ok() {
+                    ctx.propagate_args(&[
+                        if from_left { b"LPUSH" } else { b"RPUSH" },
+                        &src,
+                        &element,
+                    ]);
+                }
             })
             .await;
             ReplyWriter::new(&mut out, resp3).error(ERR_WRONGTYPE);
@@ -226,6 +278,7 @@ async fn bmove(
     from_left: bool,
     to_left: bool,
     timeout: Option<Duration>,
+    rpoplpush: bool,
 ) -> Vec<u8> {
     let resp3 = tx.resp3();
     let src_kind = tx
@@ -236,7 +289,29 @@ async fn bmove(
         .await;
     match src_kind {
         KeyKind::WrongType => return with_writer(resp3, |w| w.error(ERR_WRONGTYPE)),
-        KeyKind::Ready => return lmove_generic(tx, src, dst, from_left, to_left).await,
+        KeyKind::Ready => {
+            let side = |left: bool| Bytes::from_static(if left { b"LEFT" } else { b"RIGHT" });
+            let out = lmove_generic(tx, src.clone(), dst.clone(), from_left, to_left).await;
+            // Served at once: written as the LMOVE it did (coordinator_command writes no
+            // blocking command).
+            if crate::propagate::enabled()
+                && !matches!(out.first(), Some(b'-' | b'_'))
+                && !out.starts_with(b"$-1")
+            {
+                tx.log_command(if rpoplpush {
+                    vec![Bytes::from_static(b"RPOPLPUSH"), src, dst]
+                } else {
+                    vec![
+                        Bytes::from_static(b"LMOVE"),
+                        src,
+                        dst,
+                        side(from_left),
+                        side(to_left),
+                    ]
+                });
+            }
+            return out;
+        }
         KeyKind::Missing => {}
     }
     if tx.nested() {
@@ -248,6 +323,7 @@ async fn bmove(
         src_shard: tx.shard_of(&src),
         from_left,
         to_left,
+        rpoplpush,
     };
     match blocking::block(tx, std::slice::from_ref(&src), Arc::new(op), timeout).await {
         Some(Outcome::Served { payload, .. }) if payload.first() == Some(&b'R') => {
@@ -270,7 +346,16 @@ pub(super) fn blmove(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             Ok(t) => t,
             Err(e) => return with_writer(resp3, |w| w.error(e)),
         };
-        bmove(&tx, args[1].clone(), args[2].clone(), from, to, timeout).await
+        bmove(
+            &tx,
+            args[1].clone(),
+            args[2].clone(),
+            from,
+            to,
+            timeout,
+            false,
+        )
+        .await
     })
 }
 
@@ -280,6 +365,15 @@ pub(super) fn brpoplpush(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             Ok(t) => t,
             Err(e) => return with_writer(tx.resp3(), |w| w.error(e)),
         };
-        bmove(&tx, args[1].clone(), args[2].clone(), false, true, timeout).await
+        bmove(
+            &tx,
+            args[1].clone(),
+            args[2].clone(),
+            false,
+            true,
+            timeout,
+            true,
+        )
+        .await
     })
 }

@@ -44,6 +44,16 @@ impl BlockOp for ZPopOp {
 
     fn serve(&self, ctx: &mut ShardCtx, key: &[u8]) -> Vec<u8> {
         let items = super::pop_notify(ctx, key, self.max, self.count.unwrap_or(1));
+        // Written as the pop it did (Redis's blocked-client propagation): ZPOPMIN / ZPOPMAX
+        // key, with the number popped for BZMPOP.
+        if !items.is_empty() && ctx.propagating() {
+            let pop: &[u8] = if self.max { b"ZPOPMAX" } else { b"ZPOPMIN" };
+            let mut v = crate::cmd::argv(&[pop, key]);
+            if self.count.is_some() {
+                v.push(crate::cmd::num_arg(items.len() as i64));
+            }
+            ctx.propagate(v);
+        }
         let mut out = Vec::new();
         let mut w = ReplyWriter::new(&mut out, ctx.resp3);
         match self.count {

@@ -11,11 +11,54 @@ use crate::cmd::{eq, ConnCtx, Locks, Reg, ERR_NO_SUCH_KEY, ERR_SYNTAX, ERR_WRONG
 use crate::notify::{notify, STREAM};
 use crate::shard::ShardCtx;
 use crate::stream::{Seg, Segs};
+use bytes::Bytes;
 use darner_engine::types::stream::{Consumer, Group, Nack};
 use darner_engine::types::{Stream, StreamId};
 use darner_engine::{Entry, Value, ValueRef};
 use darner_resp::ReplyWriter;
 use std::collections::BTreeMap;
+
+/// Redis's `streamPropagateXCLAIM`: the XCLAIM that redoes a delivery or a claim of `id` (or
+/// removes it from the PEL where the entry was deleted) exactly whenever it is replayed: the
+/// pending entry's owner, time and count, and the group's last id.
+pub fn xclaim_argv(
+    key: &[u8],
+    group: &[u8],
+    id: StreamId,
+    nack: &Nack,
+    last: StreamId,
+) -> Vec<Bytes> {
+    let mut v = crate::cmd::argv(&[b"XCLAIM", key, group, &nack.consumer, b"0"]);
+    v.push(Bytes::from(id.to_bytes()));
+    v.push(Bytes::from_static(b"TIME"));
+    v.push(crate::cmd::num_arg(nack.delivery_time));
+    v.push(Bytes::from_static(b"RETRYCOUNT"));
+    v.push(Bytes::from(nack.delivery_count.to_string()));
+    v.push(Bytes::from_static(b"FORCE"));
+    v.push(Bytes::from_static(b"JUSTID"));
+    v.push(Bytes::from_static(b"LASTID"));
+    v.push(Bytes::from(last.to_bytes()));
+    v
+}
+
+/// Redis's `streamPropagateGroupID`: `XGROUP SETID key group <last id> ENTRIESREAD <n>`
+/// (-1 for an unknown count).
+pub fn setid_argv(key: &[u8], group: &[u8], g: &Group) -> Vec<Bytes> {
+    let mut v = crate::cmd::argv(&[b"XGROUP", b"SETID", key, group]);
+    v.push(Bytes::from(g.last_id.to_bytes()));
+    v.push(Bytes::from_static(b"ENTRIESREAD"));
+    v.push(match g.entries_read {
+        Some(n) => Bytes::from(n.to_string()),
+        None => Bytes::from_static(b"-1"),
+    });
+    v
+}
+
+/// `XGROUP CREATECONSUMER key group consumer`, for a consumer created by a command whose
+/// other writes do not create it on replay.
+pub fn createconsumer_argv(key: &[u8], group: &[u8], consumer: &[u8]) -> Vec<Bytes> {
+    crate::cmd::argv(&[b"XGROUP", b"CREATECONSUMER", key, group, consumer])
+}
 
 pub fn register(r: &mut Reg) {
     r.key("xgroup|create", xgroup_create);
@@ -494,6 +537,7 @@ fn stream_with_group<'a>(
 fn xclaim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let (key, group, consumer) = (args[1], args[2], args[3]);
     let now = ctx.now_ms();
+    let logging = ctx.propagating();
     let mut db = ctx.db();
     let Some(s) = stream_with_group(&mut db, key, group, w) else {
         return;
@@ -568,14 +612,21 @@ fn xclaim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut reply = Vec::new();
     let mut rw = ReplyWriter::new(&mut reply, w.resp3);
     let mut n = 0;
+    // What is written (Redis 7.2): an XCLAIM with every detail per entry claimed or dropped
+    // from the PEL, else XGROUP SETID when LASTID moved the group.
+    let mut aof: Vec<Vec<Bytes>> = Vec::new();
     with_group(s, group, |s, g| {
-        if last_id > g.last_id {
+        let moved = last_id > g.last_id;
+        if moved {
             g.last_id = last_id;
         }
         created = ensure_consumer(g, consumer, now);
         g.consumers.get_mut(consumer).expect("created").seen_time = now;
         for id in ids {
             if !s.contains(id) {
+                if let (true, Some(nack)) = (logging, g.pel.get(&id)) {
+                    aof.push(xclaim_argv(key, group, id, nack, g.last_id));
+                }
                 g.ack(id);
                 continue;
             }
@@ -614,6 +665,9 @@ fn xclaim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
                 None if !justid => nack.delivery_count += 1,
                 None => {}
             }
+            if logging {
+                aof.push(xclaim_argv(key, group, id, nack, g.last_id));
+            }
             if justid {
                 write_id(&mut rw, id);
             } else {
@@ -623,9 +677,23 @@ fn xclaim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             n += 1;
             g.consumers.get_mut(consumer).expect("created").active_time = now;
         }
+        if logging && aof.is_empty() {
+            if moved {
+                aof.push(setid_argv(key, group, g));
+            }
+            if created {
+                aof.push(createconsumer_argv(key, group, consumer));
+            }
+        }
     });
     w.array(n);
     w.raw(&reply);
+    if aof.is_empty() {
+        ctx.propagate_nothing();
+    }
+    for v in aof {
+        ctx.propagate(v);
+    }
     if created {
         notify(ctx, STREAM, "xgroup-createconsumer", key);
     }
@@ -665,6 +733,8 @@ fn xautoclaim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         j += 1;
     }
     let now = ctx.now_ms();
+    let logging = ctx.propagating();
+    let mut aof: Vec<Vec<Bytes>> = Vec::new();
     let mut db = ctx.db();
     let Some(s) = stream_with_group(&mut db, key, group, w) else {
         return;
@@ -686,6 +756,9 @@ fn xautoclaim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             let id = pending[i];
             i += 1;
             if !s.contains(id) {
+                if let (true, Some(nack)) = (logging, g.pel.get(&id)) {
+                    aof.push(xclaim_argv(key, group, id, nack, g.last_id));
+                }
                 g.ack(id);
                 deleted.push(id);
                 count -= 1;
@@ -701,6 +774,9 @@ fn xautoclaim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             if !justid {
                 nack.delivery_count += 1;
             }
+            if logging {
+                aof.push(xclaim_argv(key, group, id, nack, g.last_id));
+            }
             if justid {
                 write_id(&mut cw, id);
             } else {
@@ -712,7 +788,17 @@ fn xautoclaim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             g.consumers.get_mut(consumer).expect("created").active_time = now;
         }
         cursor = pending.get(i).copied().unwrap_or(StreamId::MIN);
+        if logging && created && aof.is_empty() {
+            aof.push(createconsumer_argv(key, group, consumer));
+        }
     });
+    // Written as Redis 7.2 does: one XCLAIM per entry claimed or dropped.
+    if aof.is_empty() {
+        ctx.propagate_nothing();
+    }
+    for v in aof {
+        ctx.propagate(v);
+    }
     w.array(3);
     write_id(w, cursor);
     w.array(n);

@@ -17,6 +17,7 @@ use super::{eq, parse_int, Reg, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
 use crate::cmd::Locks;
 use crate::notify::{notify, STREAM};
 use crate::shard::ShardCtx;
+use bytes::Bytes;
 use darner_engine::types::stream::{EntryRef, NodeLimits, Trim};
 use darner_engine::types::{Stream, StreamId};
 use darner_engine::{DbView, Entry, Value, ValueRef};
@@ -347,6 +348,53 @@ fn parse_add_trim(
     Ok((a, i))
 }
 
+/// XADD's or XTRIM's arguments as written to the AOF (Redis 7.2): the id the entry got in
+/// place of a generated or partial one (`id`: its index and value), and an approximate trim
+/// as the exact one it came to (`=` and the length left, or the first id left), without
+/// LIMIT. Only options are rewritten: their order and everything else is kept.
+fn exact_add_trim(
+    args: &[&[u8]],
+    id: Option<(usize, StreamId)>,
+    approx: bool,
+    s: &Stream,
+) -> Vec<Bytes> {
+    let mut v: Vec<Bytes> = Vec::with_capacity(args.len());
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i];
+        if let Some((_, id)) = id.filter(|&(at, _)| at == i) {
+            v.push(Bytes::from(id.to_bytes()));
+            v.extend(args[i + 1..].iter().map(|a| Bytes::copy_from_slice(a)));
+            break;
+        }
+        if approx && i >= 2 && (eq(a, "maxlen") || eq(a, "minid")) && i + 1 < args.len() {
+            let skip = usize::from(args[i + 1] == b"~" || args[i + 1] == b"=");
+            let first = s.edge(false).map(|e| e.id);
+            match (eq(a, "minid"), first) {
+                (true, Some(first)) => {
+                    v.push(Bytes::copy_from_slice(a));
+                    v.push(Bytes::from_static(b"="));
+                    v.push(Bytes::from(first.to_bytes()));
+                }
+                _ => {
+                    v.push(Bytes::from_static(b"MAXLEN"));
+                    v.push(Bytes::from_static(b"="));
+                    v.push(Bytes::from(s.len().to_string()));
+                }
+            }
+            i += 2 + skip;
+            continue;
+        }
+        if approx && i >= 2 && eq(a, "limit") && i + 1 < args.len() {
+            i += 2;
+            continue;
+        }
+        v.push(Bytes::copy_from_slice(a));
+        i += 1;
+    }
+    v
+}
+
 fn xadd(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let lim = node_limits(ctx);
     let (opts, id_at) = match parse_add_trim(args, true, lim.max_entries) {
@@ -364,6 +412,7 @@ fn xadd(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     }
     let key = args[1];
     let now = ctx.now_ms();
+    let logging = ctx.propagating();
     let mut db = ctx.db();
     let s = if opts.nomkstream {
         match write(&mut db, key) {
@@ -418,7 +467,13 @@ fn xadd(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         Some(t) => s.trim(t, opts.approx, opts.limit),
         None => 0,
     };
+    let generated = !opts.id.is_some_and(|p| p.seq_given);
+    let aof = (logging && (generated || opts.approx))
+        .then(|| exact_add_trim(args, generated.then_some((id_at, id)), opts.approx, s));
     db.signal(key);
+    if let Some(v) = aof {
+        ctx.propagate(v);
+    }
     notify(ctx, STREAM, "xadd", key);
     if trimmed > 0 {
         notify(ctx, STREAM, "xtrim", key);
@@ -441,10 +496,15 @@ fn xtrim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     };
     let n = s.trim(opts.trim.expect("a strategy"), opts.approx, opts.limit);
     w.int(n as i64);
+    let aof = (n > 0 && opts.approx).then(|| exact_add_trim(args, None, true, s));
     if n > 0 {
         db.signal(key);
+        if let Some(v) = aof {
+            ctx.propagate(v);
+        }
         notify(ctx, STREAM, "xtrim", key);
     } else {
+        ctx.propagate_nothing();
         ctx.unchanged_write();
     }
 }

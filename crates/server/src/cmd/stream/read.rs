@@ -7,6 +7,7 @@
 //! type before its id). With nothing to serve and BLOCK given, the client waits
 //! (blocking.rs) with the resolved ids: `$` means the last id at the time it blocked.
 
+use super::group::{createconsumer_argv, setid_argv, xclaim_argv};
 use super::{parse_strict, write_entry, WrongType, ERR_INVALID_ID};
 use crate::blocking::{self, BlockOp, KeyKind, Outcome};
 use crate::cmd::{eq, parse_int, with_writer, TxFuture, ERR_NOT_INT, ERR_SYNTAX, ERR_WRONGTYPE};
@@ -646,6 +647,12 @@ struct GroupRead<'a> {
 fn serve_group(ctx: &mut ShardCtx, key: &[u8], id: GroupId, r: &GroupRead<'_>) -> Option<Vec<u8>> {
     let now = ctx.now_ms();
     let mut created = false;
+    // What is written (Redis 7.2's streamPropagateXCLAIM / streamPropagateGroupID): an
+    // XCLAIM per entry delivered, then XGROUP SETID when the group's last id moved; a
+    // consumer created and not by an XCLAIM, XGROUP CREATECONSUMER. Re-reading the history
+    // is not written, as in Redis.
+    let logging = ctx.propagating();
+    let mut aof: Vec<Vec<Bytes>> = Vec::new();
     let part = {
         let mut db = ctx.db();
         let s = super::write(&mut db, key).ok().flatten()?;
@@ -689,6 +696,9 @@ fn serve_group(ctx: &mut ShardCtx, key: &[u8], id: GroupId, r: &GroupRead<'_>) -
                 _ => {
                     let top = s.edge(true)?.id;
                     if top <= g.last_id {
+                        if logging && created {
+                            aof.push(createconsumer_argv(key, r.group, r.consumer));
+                        }
                         return None;
                     }
                     let start = g.last_id.next()?;
@@ -699,12 +709,24 @@ fn serve_group(ctx: &mut ShardCtx, key: &[u8], id: GroupId, r: &GroupRead<'_>) -
                         it.take(r.count).collect()
                     };
                     w.array(entries.len());
+                    let before = g.last_id;
                     for e in &entries {
                         s.advance_group(g, e.id);
                         write_entry(&mut w, e);
                         if !r.noack {
                             g.deliver(e.id, r.consumer, now);
                             g.consumers.get_mut(r.consumer).expect("exists").active_time = now;
+                            if logging {
+                                aof.push(xclaim_argv(key, r.group, e.id, &g.pel[&e.id], g.last_id));
+                            }
+                        }
+                    }
+                    if logging {
+                        if created && aof.is_empty() {
+                            aof.push(createconsumer_argv(key, r.group, r.consumer));
+                        }
+                        if g.last_id != before {
+                            aof.push(setid_argv(key, r.group, g));
                         }
                     }
                     Some(out)
@@ -713,6 +735,12 @@ fn serve_group(ctx: &mut ShardCtx, key: &[u8], id: GroupId, r: &GroupRead<'_>) -
         })
         .flatten()
     };
+    if logging && created && aof.is_empty() && matches!(id, GroupId::History(_)) {
+        aof.push(createconsumer_argv(key, r.group, r.consumer));
+    }
+    for v in aof {
+        ctx.propagate(v);
+    }
     if created {
         crate::notify::notify(ctx, crate::notify::STREAM, "xgroup-createconsumer", key);
     }
