@@ -394,7 +394,7 @@ def test_xadd_ids_and_spop_survive_a_restart(darner_factory):
 
 
 def test_darner_aof_loads_in_redis_with_the_same_data(darner_factory):
-    d = darner_factory(*AOF_ARGS, "--aof-use-rdb-preamble", "no")
+    d = darner_factory(*AOF_ARGS)
     c = d.client()
     c.execute_command("SET", "a", "1", "EX", "100")
     c.execute_command("SETEX", "b", "200", "x")
