@@ -457,3 +457,27 @@ def c_value(dump, r, key):
         return r.get("__tmp__")
     finally:
         r.delete("__tmp__")
+
+
+def test_keys_that_expire_are_written_as_del_before_what_follows(darner_factory):
+    # Regression: expiries were not written. A key that expired and was then written again
+    # replayed (with nothing expiring during the load) onto the old value: SET k v PX, then
+    # APPEND k x after the TTL came back as "vx" with the old TTL, i.e. gone, not "x".
+    d = darner_factory(*AOF_ARGS)
+    c = d.client()
+    c.execute_command("SET", "k", "v", "PX", "150")
+    c.execute_command("HSET", "h", "f", "1")
+    c.execute_command("PEXPIRE", "h", "150")
+    c.execute_command("SET", "gone", "1", "PX", "150")
+    time.sleep(0.4)
+    assert c.execute_command("APPEND", "k", "x") == 1
+    assert c.execute_command("HINCRBY", "h", "g", "5") == 5
+    written = [[a.upper() if i == 0 else a for i, a in enumerate(cmd)]
+               for cmd in incr_commands(d.workdir)]
+    assert written.index([b"DEL", b"k"]) < written.index([b"APPEND", b"k", b"x"])
+    assert written.index([b"DEL", b"h"]) < written.index([b"HINCRBY", b"h", b"g", b"5"])
+    assert [b"DEL", b"gone"] in written
+    new = restart(darner_factory, d).client()
+    assert new.get("k") == b"x" and new.ttl("k") == -1
+    assert new.hgetall("h") == {b"g": b"5"} and new.ttl("h") == -1
+    assert new.exists("gone") == 0

@@ -178,11 +178,22 @@ struct Events {
     /// end of a loop turn learns with one load whether any of them has events).
     recorded: Option<Arc<AtomicBool>>,
     log: Vec<(Event, Box<[u8]>)>,
+    /// While this flag is set, keys removed by their TTL are also noted in `expired`
+    /// ([`Db::log_expired_while`]: the server writes them to its AOF as DEL).
+    expired_wanted: Option<&'static AtomicBool>,
+    expired: Vec<Box<[u8]>>,
 }
 
 impl Events {
     #[inline]
     fn record(&mut self, ev: Event, key: &[u8]) {
+        if ev == Event::Expired
+            && self
+                .expired_wanted
+                .is_some_and(|w| w.load(Ordering::Relaxed))
+        {
+            self.expired.push(key.into());
+        }
         if let Some(w) = &self.wanted {
             if w.load(Ordering::Relaxed) & ev.bit() != 0 {
                 self.log.push((ev, key.into()));
@@ -854,6 +865,20 @@ impl Db {
     }
 
     /// The events recorded since the last call, oldest first.
+    /// Notes the keys their TTL removes while `flag` is set ([`Db::take_expired`]).
+    pub fn log_expired_while(&mut self, flag: &'static AtomicBool) {
+        self.signals.events.expired_wanted = Some(flag);
+    }
+
+    /// The keys removed by their TTL since the last call (while noting them).
+    pub fn take_expired(&mut self) -> Vec<Box<[u8]>> {
+        if self.signals.events.expired.is_empty() {
+            Vec::new()
+        } else {
+            std::mem::take(&mut self.signals.events.expired)
+        }
+    }
+
     pub fn take_events(&mut self) -> Option<Vec<(Event, Box<[u8]>)>> {
         if self.signals.events.log.is_empty() {
             None

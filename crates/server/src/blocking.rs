@@ -334,7 +334,9 @@ fn serve_key(
         };
         let key = Bytes::copy_from_slice(key);
         match w.op.second_step(at, payload) {
-            Ok(payload) => exec::complete(shared, w.done, Outcome::Served { key, payload }),
+            // Its reply shows this shard's write: under appendfsync always it waits for the
+            // fsync (worker/durability.rs).
+            Ok(payload) => exec::complete_durable(shared, w.done, Outcome::Served { key, payload }),
             Err(step) => {
                 let (shared, done) = (shared.clone(), w.done);
                 movers.push(Box::pin(async move {

@@ -335,6 +335,31 @@ where
     hop
 }
 
+thread_local! {
+    /// Results held for an fsync, posted by the worker at the end of its turn.
+    static HELD_RESULTS: RefCell<Vec<(usize, Msg)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// [`complete`] for a result that shows a write of this thread's shard (a blocked client
+/// served): under `appendfsync always` it leaves once the write is fsynced
+/// (worker/durability.rs takes it with [`take_held_results`]).
+pub fn complete_durable<R: Send + 'static>(shared: &Shared, done: Completion, r: R) {
+    if shared.aof.acks_wait(shared) {
+        let m = Msg::HopDone {
+            task: done.task,
+            slot: done.slot,
+            result: Box::new(r),
+        };
+        HELD_RESULTS.with(|h| h.borrow_mut().push((done.thread, m)));
+    } else {
+        complete(shared, done, r);
+    }
+}
+
+pub fn take_held_results() -> Vec<(usize, Msg)> {
+    HELD_RESULTS.with(|h| std::mem::take(&mut *h.borrow_mut()))
+}
+
 /// Sends a hop's result back to the task waiting for it.
 pub fn complete<R: Send + 'static>(shared: &Shared, done: Completion, r: R) {
     post(
@@ -374,7 +399,11 @@ where
         if let Some(ms) = frozen {
             ctx.clock.now_ms = ms;
         }
-        let r: Box<dyn Any + Send> = Box::new(crate::propagate::in_tx(logged, || f(ctx)));
+        let r: Box<dyn Any + Send> = Box::new(crate::propagate::in_tx(logged, || {
+            let r = f(ctx);
+            crate::propagate::expired(ctx.shard);
+            r
+        }));
         // What it wrote reaches the AOF thread before its result reaches the coordinator,
         // which ends the transaction's log after every part (propagate.rs).
         if logged.is_some() {
@@ -581,7 +610,12 @@ impl Tx {
             if let Some(ms) = frozen {
                 ctx.clock.now_ms = ms;
             }
-            let r = crate::propagate::in_tx(logged, || f(ctx));
+            let r = crate::propagate::in_tx(logged, || {
+                let r = f(ctx);
+                // Keys its step found expired: their DEL is part of the transaction.
+                crate::propagate::expired(ctx.shard);
+                r
+            });
             // The hop's keyspace events leave before its result can (notify.rs); so does
             // what it wrote, to the AOF thread (propagate.rs).
             crate::notify::done(ctx);

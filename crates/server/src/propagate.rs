@@ -12,9 +12,12 @@
 //! stream id, a float increment) gives the commands that redo its effect exactly
 //! ([`ShardCtx::propagate`], Redis's `rewriteClientCommandVector` / `alsoPropagate`), and one
 //! that changed nothing says so ([`ShardCtx::propagate_nothing`]). Keys evicted for maxmemory
-//! are written as DEL. Keys that expire are not: the log's TTLs are absolute and a load
-//! replays it with expiry off, so an expired key is gone after the load just as it was
-//! before (Redis writes a DEL for them for its replicas; replication will add them).
+//! are written as DEL, and so are keys their TTL removed ([`expired`]), before the command
+//! that found them expired: a load replays the log with nothing expiring (Redis's rule: the
+//! log's TTLs are absolute, and a key must not vanish between two of its commands), so
+//! without the DEL a key that expired and was written again would come back as its old value
+//! changed (SET k v PX 100, then APPEND k x after the TTL, would load as "vx", expired).
+//! Fields and set members removed by their TTL are not written yet (Redis 7.4 writes HDEL).
 //!
 //! **Transactions.** A command that ran as a step of a multi-shard transaction (a queued
 //! command of EXEC, a script's call, a part of a multi-shard MSET) is tagged with the
@@ -29,8 +32,9 @@ use darner_aof::{Cmd, Item};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Whether anything is being recorded (the AOF is on).
-static ENABLED: AtomicBool = AtomicBool::new(false);
+/// Whether anything is being recorded (the AOF is on). The engine's databases note the keys
+/// their TTL removes while it is set ([`expired`]).
+pub static ENABLED: AtomicBool = AtomicBool::new(false);
 
 pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
@@ -130,21 +134,24 @@ impl ShardCtx<'_> {
 /// Runs a key handler's call `f`, then records what it wrote: what the handler gave, or its
 /// arguments if it is a write command that succeeded (`failed` tells from the reply).
 pub fn call<R>(
+    ctx: &mut ShardCtx,
     spec: &darner_commands::CommandSpec,
-    db: usize,
     args: &[&[u8]],
-    f: impl FnOnce() -> R,
+    f: impl FnOnce(&mut ShardCtx) -> R,
     failed: impl FnOnce(&R) -> bool,
 ) -> R {
     if !enabled() {
-        return f();
+        return f(ctx);
     }
+    let db = ctx.db;
     let outer = LOCAL.with(|l| {
         let mut l = l.borrow_mut();
         l.depth += 1;
         std::mem::take(&mut l.call)
     });
-    let r = f();
+    let r = f(ctx);
+    // Keys the command found past their TTL went first: their DEL precedes it.
+    expired(ctx.shard);
     let given = LOCAL.with(|l| {
         let mut l = l.borrow_mut();
         l.depth -= 1;
@@ -172,6 +179,24 @@ pub fn call<R>(
 pub fn write(db: usize, argv: Vec<Bytes>) {
     if enabled() {
         record(cmd_of(db, argv));
+    }
+}
+
+/// Keys the shard's TTLs removed since the last look: written as DEL, as Redis propagates
+/// an expiry. Called right after each command (before what it wrote), after each
+/// transaction step and active expiry cycle, and at the end of each loop turn. (While the
+/// AOF loads nothing is recorded, and nothing expires.)
+pub fn expired(shard: &mut crate::shard::Shard) {
+    if !enabled() {
+        return;
+    }
+    for (db, d) in shard.dbs.iter_mut().enumerate() {
+        for key in d.take_expired() {
+            record(cmd_of(
+                db,
+                vec![Bytes::from_static(b"DEL"), Bytes::from(key.into_vec())],
+            ));
+        }
     }
 }
 

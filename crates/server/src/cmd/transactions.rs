@@ -186,12 +186,11 @@ pub fn key_step(
         .filter(|_| cmd.spec.has(darner_commands::flags::READONLY));
     let step = move |ctx: &mut crate::shard::ShardCtx| {
         let views = super::views(&args);
-        let db = ctx.db;
         let reply = crate::propagate::call(
+            ctx,
             cmd.spec,
-            db,
             &views,
-            || super::with_writer(ctx.resp3, |w| f(ctx, &views, w)),
+            |ctx| super::with_writer(ctx.resp3, |w| f(ctx, &views, w)),
             |r: &Vec<u8>| r.first() == Some(&b'-'),
         );
         if let Some(r) = track {

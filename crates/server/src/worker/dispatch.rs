@@ -808,13 +808,12 @@ pub(super) fn run_handler(
     at: usize,
     cmd: &Command,
 ) {
-    let db = ctx.db;
     // What it wrote goes to the AOF unless it failed (its reply an error).
     let (ran, _) = crate::propagate::call(
+        ctx,
         cmd.spec,
-        db,
         args,
-        || {
+        |ctx| {
             let ran = contained(cmd.spec.full_name, || f(ctx, args, w));
             let failed = ran.is_none() || w.out.get(at) == Some(&b'-');
             (ran, failed)

@@ -197,6 +197,8 @@ impl Worker {
         let bcast = w.shared.tracking.prefixes.active_flag();
         for db in &mut w.shard.dbs {
             db.collect_written_while(bcast.clone());
+            // The AOF writes keys removed by their TTL as DEL (propagate.rs).
+            db.log_expired_while(&crate::propagate::ENABLED);
             // A CLIENT PAUSE freezes expiry, as in Redis (nothing is written while paused).
             db.freeze_expiry_until(w.shared.pause_until.clone());
         }
@@ -332,9 +334,14 @@ impl Worker {
             if LOCAL.with(|l| !l.borrow().is_empty()) {
                 self.pump();
             }
+            // Keys that expired this turn outside a command (active expiry, a blocked client
+            // served, ...), then what this turn recorded, go to the AOF now.
+            crate::propagate::expired(&mut self.shard);
+            for (to, m) in crate::exec::take_held_results() {
+                self.post_reply(to, m);
+            }
             self.send_batches();
             self.flush_dirty();
-            // What this turn recorded for the AOF leaves now (not at the next wake-up).
             if crate::propagate::pending() {
                 crate::propagate::flush(&self.shared, self.id);
             }
