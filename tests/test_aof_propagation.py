@@ -481,3 +481,24 @@ def test_keys_that_expire_are_written_as_del_before_what_follows(darner_factory)
     assert new.get("k") == b"x" and new.ttl("k") == -1
     assert new.hgetall("h") == {b"g": b"5"} and new.ttl("h") == -1
     assert new.exists("gone") == 0
+
+
+def test_big_xreadgroup_streamed_in_steps_is_written(darner_factory):
+    # Regression: an XREADGROUP big enough to be answered in steps (stream.rs) wrote nothing,
+    # so its deliveries (the PEL, the group's last id, the consumer) were lost on restart.
+    d = darner_factory(*AOF_ARGS)
+    c = d.client()
+    pipe = c.pipeline(transaction=False)
+    for i in range(6000):
+        pipe.execute_command("XADD", "s", "%d-1" % (i + 1), "f", "v")
+    pipe.execute()
+    c.execute_command("XGROUP", "CREATE", "s", "g", "0")
+    got = c.execute_command("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">")
+    assert len(got[0][1]) == 6000
+    before = c.execute_command("XPENDING", "s", "g")
+    groups = c.execute_command("XINFO", "GROUPS", "s")
+    written = incr_commands(d.workdir)
+    assert sum(1 for cmd in written if cmd[0].upper() == b"XCLAIM") == 6000
+    new = restart(darner_factory, d).client()
+    assert new.execute_command("XPENDING", "s", "g") == before
+    assert new.execute_command("XINFO", "GROUPS", "s") == groups

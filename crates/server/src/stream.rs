@@ -1023,13 +1023,20 @@ fn produce_segs(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8
                 now,
                 left,
             } => {
+                let logging = crate::propagate::enabled();
+                let mut aof: Vec<Vec<bytes::Bytes>> = Vec::new();
                 if let Some(Value::Stream(st)) =
                     view.peek_mut(&s.keys[*key]).and_then(|e| e.heap_mut())
                 {
+                    let k = &s.keys[*key];
                     with_group(st, group, |st, g| {
                         let Some(start) = g.last_id.next() else {
                             return;
                         };
+                        let before = g.last_id;
+                        // What this step delivered goes to the AOF as XREADGROUP's does
+                        // (cmd/stream/read.rs, `serve_group`): an XCLAIM per entry, then the
+                        // group's new last id.
                         for e in st.range(start, StreamId::MAX, false).take(*left) {
                             st.advance_group(g, e.id);
                             write_entry(&mut w, &e);
@@ -1038,6 +1045,15 @@ fn produce_segs(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8
                                 if let Some(c) = g.consumers.get_mut(&**consumer) {
                                     c.active_time = *now;
                                 }
+                                if logging {
+                                    aof.push(crate::cmd::stream::group::xclaim_argv(
+                                        k,
+                                        group,
+                                        e.id,
+                                        &g.pel[&e.id],
+                                        g.last_id,
+                                    ));
+                                }
                             }
                             n += 1;
                             elems += 1 + 2 * e.pairs.len();
@@ -1045,7 +1061,13 @@ fn produce_segs(s: &mut Stream, shard: &mut Shard, now_ms: i64, out: &mut Vec<u8
                                 break;
                             }
                         }
+                        if logging && g.last_id != before {
+                            aof.push(crate::cmd::stream::group::setid_argv(k, group, g));
+                        }
                     });
+                }
+                for argv in aof {
+                    crate::propagate::write(s.db, argv);
                 }
             }
             Seg::GroupHistory {

@@ -1383,6 +1383,11 @@ fn group_begin(ctx: &mut ShardCtx, k: &[u8], group: &[u8], consumer: &[u8], now:
         .unwrap_or(false)
     };
     if created {
+        // The streamed steps write XCLAIMs, which create it on replay too; written first so
+        // that a read that delivers nothing still has its consumer after a load.
+        if ctx.propagating() {
+            ctx.propagate(super::group::createconsumer_argv(k, group, consumer));
+        }
         crate::notify::notify(ctx, crate::notify::STREAM, "xgroup-createconsumer", k);
     }
 }
