@@ -435,6 +435,10 @@ pub async fn block(
     BLOCKED_CLIENTS.fetch_add(1, Ordering::Relaxed);
     KEY_WAITERS.fetch_add(1, Ordering::Release);
     tx.release();
+    // Its log ends here (it wrote nothing yet): a transaction's markers hold its shards'
+    // AOF logs until it ends, and what serves it may wait for those (a push whose reply
+    // waits for its fsync). Whatever serves it writes what it did (`BlockOp::serve`).
+    tx.end_log();
     let sleep = timeout.map(|t| exec::sleep_until(Instant::now() + t));
     let outcome = match (Wait { result, sleep }).await {
         Waited::Done(o) => Some(o),
