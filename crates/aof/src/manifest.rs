@@ -496,38 +496,7 @@ fn cat_repr(b: &[u8], out: &mut Vec<u8>) {
 
 /// C's `atoll` (glibc: `strtoll`, saturating): leading blanks, a sign, digits; 0 when none.
 pub(crate) fn atoll(b: &[u8]) -> i64 {
-    let mut i = 0;
-    while i < b.len() && is_space(b[i]) {
-        i += 1;
-    }
-    let neg = match b.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
-    // Accumulate negatively so i64::MIN is reachable; saturate like strtoll.
-    let mut v: i64 = 0;
-    let mut overflow = false;
-    while let Some(d) = b.get(i).filter(|c| c.is_ascii_digit()) {
-        let d = i64::from(d - b'0');
-        match v.checked_mul(10).and_then(|v| v.checked_sub(d)) {
-            Some(n) => v = n,
-            None => overflow = true,
-        }
-        i += 1;
-    }
-    match (neg, overflow) {
-        (true, true) => i64::MIN,
-        (false, true) => i64::MAX,
-        (true, false) => v,
-        (false, false) => v.checked_neg().unwrap_or(i64::MAX),
-    }
+    darner_resp::strtoll(b).0
 }
 
 #[cfg(test)]

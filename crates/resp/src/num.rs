@@ -752,3 +752,64 @@ mod tests {
         assert_eq!(d, b"1000000000000000000");
     }
 }
+
+/// C's `strtoll(s, &end, 10)` (glibc): leading white space, a sign, decimal digits; out of
+/// range saturates. Returns the value and where the digits ended (`end`), which is 0, the
+/// start, when there was no digit at all (then the value is 0). Redis reads `atoll`ed and
+/// `strtoll`ed fields this way (the AOF manifest's `seq`, the `save` directive).
+pub fn strtoll(b: &[u8]) -> (i64, usize) {
+    let mut i = 0;
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
+        i += 1;
+    }
+    let neg = match b.get(i) {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    let start = i;
+    // Accumulated negatively, so that i64::MIN is reachable.
+    let mut v: i64 = 0;
+    let mut overflow = false;
+    while let Some(d) = b.get(i).filter(|c| c.is_ascii_digit()) {
+        let d = i64::from(d - b'0');
+        match v.checked_mul(10).and_then(|v| v.checked_sub(d)) {
+            Some(n) => v = n,
+            None => overflow = true,
+        }
+        i += 1;
+    }
+    if i == start {
+        return (0, 0);
+    }
+    let v = match (neg, overflow) {
+        (true, true) => i64::MIN,
+        (false, true) => i64::MAX,
+        (true, false) => v,
+        (false, false) => v.checked_neg().unwrap_or(i64::MAX),
+    };
+    (v, i)
+}
+
+#[cfg(test)]
+mod strtoll_tests {
+    use super::strtoll;
+
+    #[test]
+    fn strtoll_reads_as_glibc() {
+        assert_eq!(strtoll(b" 12x"), (12, 3));
+        assert_eq!(strtoll(b"-9223372036854775808"), (i64::MIN, 20));
+        assert_eq!(strtoll(b"99999999999999999999"), (i64::MAX, 20));
+        assert_eq!(strtoll(b"-99999999999999999999"), (i64::MIN, 21));
+        assert_eq!(strtoll(b"+"), (0, 0));
+        assert_eq!(strtoll(b"  "), (0, 0));
+        assert_eq!(strtoll(b""), (0, 0));
+        assert_eq!(strtoll(b"\t+7"), (7, 3));
+    }
+}

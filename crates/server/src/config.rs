@@ -949,46 +949,10 @@ pub struct SavePoint {
 /// leaves `end` at the start (so "" reads as 0, complete, and " " as incomplete); out of
 /// range saturates.
 fn strtoll_complete(s: &str) -> (i64, bool) {
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
-        i += 1;
+    match darner_resp::strtoll(s.as_bytes()) {
+        (_, 0) => (0, s.is_empty()),
+        (v, end) => (v, end == s.len()),
     }
-    let neg = match b.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
-    let start = i;
-    let mut v: i64 = 0;
-    let mut overflow = false;
-    while i < b.len() && b[i].is_ascii_digit() {
-        let d = (b[i] - b'0') as i64;
-        match v.checked_mul(10).and_then(|x| {
-            if neg {
-                x.checked_sub(d)
-            } else {
-                x.checked_add(d)
-            }
-        }) {
-            Some(x) => v = x,
-            None => overflow = true,
-        }
-        i += 1;
-    }
-    if i == start {
-        return (0, b.is_empty());
-    }
-    if overflow {
-        v = if neg { i64::MIN } else { i64::MAX };
-    }
-    (v, i == b.len())
 }
 
 /// Redis's checks of `save`'s words: pairs of seconds (at least 1) and changes (at least 0),
