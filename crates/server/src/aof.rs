@@ -215,29 +215,8 @@ pub fn open_at_startup(shared: &Shared) -> Option<Startup> {
     if !yes(shared, "appendonly") {
         return None;
     }
-    let dir = dir_name(shared);
-    let name = file_name(shared);
-    let mpath = path_of(&dir, &darner_aof::manifest::manifest_name(name.as_bytes()));
-    let manifest = match std::fs::read(&mpath) {
-        Ok(bytes) => match Manifest::parse(&bytes) {
-            Ok(m) => m,
-            Err(e) => {
-                for l in e.log_lines() {
-                    log::warning(&l);
-                }
-                fatal(&format!(
-                    "Failed to load the manifest file {}: {}",
-                    mpath.display(),
-                    e.message()
-                ));
-            }
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Manifest::new(),
-        Err(e) => fatal(&format!(
-            "Fatal error: can't open the AOF manifest {}: {e}",
-            mpath.display()
-        )),
-    };
+    let manifest =
+        read_manifest(&dir_name(shared), &file_name(shared)).unwrap_or_else(|e| fatal(&e));
     Some(Startup { manifest })
 }
 
@@ -1042,15 +1021,7 @@ async fn rewrite_at_cut(
     a.rewrite_started
         .store(Shared::now_ms() / 1000, Ordering::Relaxed);
     let started = Instant::now();
-    let encode = darner_rdb::EncodeOptions {
-        compression: yes(&shared, "rdbcompression"),
-    };
-    let policy = shared.config.get("maxmemory-policy").unwrap_or_default();
-    let snap = crate::persist::snapshot::SnapshotOptions {
-        encode,
-        access: crate::persist::snapshot::AccessOpcode::for_policy(&policy),
-        now_ms: Shared::now_ms(),
-    };
+    let snap = crate::persist::snapshot::SnapshotOptions::from_config(&shared, Shared::now_ms());
     let (header, shards, from_shards) =
         crate::bgsave::cut(tx, snap, true, Arc::new(AtomicBool::new(false))).await;
     // The cut's end in the log: every shard's marker is in, the transaction's end follows.
@@ -1116,12 +1087,26 @@ pub fn rewrite_temp_name() -> String {
     format!("temp-rewriteaof-bg-{}.aof", std::process::id())
 }
 
+/// The manifest in `dir` (an empty one when there is none). A bad one: Redis's lines are
+/// logged, and the error names the file.
 fn read_manifest(dir: &Path, name: &str) -> Result<Manifest, String> {
     let mpath = path_of(dir, &darner_aof::manifest::manifest_name(name.as_bytes()));
     match std::fs::read(&mpath) {
-        Ok(bytes) => Manifest::parse(&bytes).map_err(|e| e.message().to_string()),
+        Ok(bytes) => Manifest::parse(&bytes).map_err(|e| {
+            for l in e.log_lines() {
+                log::warning(&l);
+            }
+            format!(
+                "Failed to load the manifest file {}: {}",
+                mpath.display(),
+                e.message()
+            )
+        }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Manifest::new()),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(format!(
+            "Fatal error: can't open the AOF manifest {}: {e}",
+            mpath.display()
+        )),
     }
 }
 

@@ -40,9 +40,7 @@
 //! Memory: the buffers in flight (a shard flushes at [`CHUNK`] bytes), the record of the big
 //! value being written, and the values that writes forced out early; no copy of the dataset.
 
-use crate::persist::snapshot::{
-    has_hash_field_ttls, is_big, write_small, AccessOpcode, Big, SnapshotOptions,
-};
+use crate::persist::snapshot::{has_hash_field_ttls, is_big, write_small, Big, SnapshotOptions};
 use crate::shared::Shared;
 use darner_engine::{Clock, Entry};
 use darner_rdb::encode::{self, FileWriter};
@@ -576,16 +574,8 @@ pub async fn start_claimed(tx: &crate::exec::Tx) {
         .lock()
         .unwrap_or_else(|e| e.into_inner()) = Some(stopped.clone());
     let path = crate::persist::rdb_path(&shared);
-    let encode = EncodeOptions {
-        compression: crate::persist::yes(&shared, "rdbcompression"),
-    };
     let checksum = crate::persist::yes(&shared, "rdbchecksum");
-    let policy = shared.config.get("maxmemory-policy").unwrap_or_default();
-    let snap = SnapshotOptions {
-        encode,
-        access: AccessOpcode::for_policy(&policy),
-        now_ms: Shared::now_ms(),
-    };
+    let snap = SnapshotOptions::from_config(&shared, Shared::now_ms());
     // Taken while every shard is held: exactly the changes the snapshot holds.
     let dirty_at_cut = crate::persist::dirty(&shared);
     let (header, shards, from_shards) = cut(tx, snap, false, stopped.clone()).await;

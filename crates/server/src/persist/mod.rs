@@ -28,8 +28,7 @@ use crate::exec::Tx;
 use crate::log;
 use crate::shared::Shared;
 use darner_rdb::encode::FileWriter;
-use darner_rdb::EncodeOptions;
-use snapshot::{AccessOpcode, DbCursor, SnapshotOptions};
+use snapshot::{DbCursor, SnapshotOptions};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
@@ -150,15 +149,8 @@ async fn save_to(tx: &Tx, path: &std::path::Path) -> Result<u64, String> {
     } else {
         darner_rdb::WRITTEN_VERSION
     };
-    let encode = EncodeOptions {
-        compression: yes(&shared, "rdbcompression"),
-    };
-    let policy = shared.config.get("maxmemory-policy").unwrap_or_default();
-    let opts = SnapshotOptions {
-        encode,
-        access: AccessOpcode::for_policy(&policy),
-        now_ms,
-    };
+    let opts = SnapshotOptions::from_config(&shared, now_ms);
+    let encode = opts.encode;
 
     let tmp = format!("temp-{}.rdb", std::process::id());
     let mut file = std::fs::File::create(&tmp).map_err(|e| {

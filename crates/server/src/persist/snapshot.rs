@@ -101,6 +101,21 @@ pub struct SnapshotOptions {
     pub now_ms: i64,
 }
 
+impl SnapshotOptions {
+    /// The options the configuration gives now (`rdbcompression`, `maxmemory-policy`), at
+    /// `now_ms`: SAVE's, BGSAVE's and an AOF rewrite's.
+    pub fn from_config(shared: &crate::shared::Shared, now_ms: i64) -> SnapshotOptions {
+        let policy = shared.config.get("maxmemory-policy").unwrap_or_default();
+        SnapshotOptions {
+            encode: EncodeOptions {
+                compression: super::yes(shared, "rdbcompression"),
+            },
+            access: AccessOpcode::for_policy(&policy),
+            now_ms,
+        }
+    }
+}
+
 /// A big value being written element by element (SAVE's cursor and BGSAVE's shards).
 #[derive(Debug)]
 pub(crate) struct Big {
