@@ -57,7 +57,7 @@ pub mod fuzz_support;
 
 pub use bytes::Bytes;
 pub use manifest::{AofInfo, FileType, Manifest, ManifestError, ManifestErrorKind};
-pub use merge::{Cmd, Item, Merger, Output};
+pub use merge::{Cmd, Item, Merger, Output, Run};
 pub use reader::{
     detect_format, read_all, tx_role, Ending, Entry, EntryKind, Event, FileFormat, FormatError,
     FormatErrorKind, Reader, TxRole,

@@ -103,6 +103,30 @@ impl Writer {
         render_command(out, argv);
     }
 
+    /// Appends commands rendered already ([`render_command`]) for database `db`, with the
+    /// timestamp annotation and SELECT that [`Writer::append`] would put before the first.
+    pub fn append_rendered(
+        &mut self,
+        out: &mut Vec<u8>,
+        db: Option<u32>,
+        resp: &[u8],
+        now_secs: i64,
+    ) {
+        if resp.is_empty() {
+            return;
+        }
+        if self.timestamps && self.last_timestamp < now_secs {
+            self.timestamp_now(out, now_secs);
+        }
+        if let Some(db) = db {
+            if self.selected_db != Some(db) {
+                render_select(out, db);
+                self.selected_db = Some(db);
+            }
+        }
+        out.extend_from_slice(resp);
+    }
+
     /// Appends a transaction: `MULTI` (for the first command's database), each command (with
     /// SELECTs where the database changes), `EXEC` (for the last command's database). A single
     /// command is written without MULTI/EXEC, as Redis propagates it; none writes nothing.
@@ -138,6 +162,33 @@ mod tests {
             out,
             b"*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n$4\r\na\r\nb\r\n"
         );
+    }
+
+    #[test]
+    fn rendered_commands_get_the_same_select_and_timestamps_as_appended_ones() {
+        let cmds: [(u32, &[&str]); 4] = [
+            (0, &["SET", "a", "1"]),
+            (0, &["INCR", "a"]),
+            (3, &["DEL", "b"]),
+            (0, &["SET", "c", ""]),
+        ];
+        let mut appended = Vec::new();
+        let mut w = Writer::new(true);
+        for (db, argv) in cmds {
+            w.append(&mut appended, Some(db), argv, 100);
+        }
+        // The same commands as runs of one database each, rendered beforehand.
+        let mut rendered = Vec::new();
+        let mut w = Writer::new(true);
+        for run in [&cmds[..2], &cmds[2..3], &cmds[3..]] {
+            let mut resp = Vec::new();
+            for (_, argv) in run {
+                render_command(&mut resp, argv);
+            }
+            w.append_rendered(&mut rendered, Some(run[0].0), &resp, 100);
+        }
+        assert_eq!(rendered, appended);
+        assert!(rendered.starts_with(b"#TS:100\r\n"));
     }
 
     #[test]

@@ -880,6 +880,7 @@ fn writer_loop(shared: Arc<Shared>, rx: Receiver<ToAof>, mut st: Writing) {
         let mut pieces: Vec<Vec<u8>> = Vec::new();
         merger.drain(&mut |o| match o {
             Output::Cmd(c) => w.append(&mut buf, c.db, &c.argv, now_secs),
+            Output::Run(r) => w.append_rendered(&mut buf, r.db, &r.resp, now_secs),
             Output::Block(cmds) => {
                 let list: Vec<(u32, &[bytes::Bytes])> = cmds
                     .iter()

@@ -81,9 +81,37 @@ fn record(cmd: Cmd) {
         let mut l = l.borrow_mut();
         match l.tx {
             Some((tx, step)) => l.items.push(Item::TxCmd { tx, step, cmd }),
-            None => l.items.push(Item::Cmd(cmd)),
+            None => render(&mut l.items, cmd.db, &cmd.argv),
         }
     });
+}
+
+/// [`record`] of a command given by its arguments: outside a transaction it is rendered
+/// straight from them, with no copy of its own.
+fn record_args(db: usize, args: &[&[u8]]) {
+    LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        match l.tx {
+            Some(_) => {
+                drop(l);
+                record(cmd_of(db, crate::cmd::argv(args)));
+            }
+            None => render(&mut l.items, Some(db as u32), args),
+        }
+    });
+}
+
+/// Appends a command outside transactions to the thread's items: rendered in AOF form, onto
+/// the last run when that is one of the same database (darner_aof::Run).
+fn render<A: AsRef<[u8]>>(items: &mut Vec<Item>, db: Option<u32>, argv: &[A]) {
+    match items.last_mut() {
+        Some(Item::Run(r)) if r.db == db => darner_aof::writer::render_command(&mut r.resp, argv),
+        _ => {
+            let mut resp = Vec::new();
+            darner_aof::writer::render_command(&mut resp, argv);
+            items.push(Item::Run(darner_aof::Run { db, resp }));
+        }
+    }
 }
 
 impl ShardCtx<'_> {
@@ -163,12 +191,7 @@ pub fn call<R>(
                 record(c);
             }
         }
-        None if spec.has(darner_commands::flags::WRITE) && !failed(&r) => {
-            record(cmd_of(
-                db,
-                args.iter().map(|a| Bytes::copy_from_slice(a)).collect(),
-            ));
-        }
+        None if spec.has(darner_commands::flags::WRITE) && !failed(&r) => record_args(db, args),
         None => {}
     }
     r
@@ -192,10 +215,7 @@ pub fn expired(shard: &mut crate::shard::Shard) {
     }
     for (db, d) in shard.dbs.iter_mut().enumerate() {
         for key in d.take_expired() {
-            record(cmd_of(
-                db,
-                vec![Bytes::from_static(b"DEL"), Bytes::from(key.into_vec())],
-            ));
+            record_args(db, &[b"DEL", &key]);
         }
     }
 }
@@ -203,10 +223,7 @@ pub fn expired(shard: &mut crate::shard::Shard) {
 /// A key evicted for maxmemory: written as DEL, as Redis propagates it.
 pub fn evicted(db: usize, key: &[u8]) {
     if enabled() {
-        record(cmd_of(
-            db,
-            vec![Bytes::from_static(b"DEL"), Bytes::copy_from_slice(key)],
-        ));
+        record_args(db, &[b"DEL", key]);
     }
 }
 
