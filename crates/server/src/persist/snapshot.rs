@@ -50,6 +50,7 @@
 //! tells whether the cursor has passed a key already, by its SCAN position, which is what
 //! such a hook needs.
 
+use darner_aof::rewrite::{self as cmds, Collection};
 use darner_engine::entry::ValueRef;
 use darner_engine::persist::{
     hash_fields, hash_fields_from, list_elements_from, live_len, set_has_live_ttls,
@@ -91,6 +92,16 @@ impl AccessOpcode {
     }
 }
 
+/// What a snapshot's entries are written as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// RDB records (SAVE, BGSAVE, an AOF base with `aof-use-rdb-preamble yes`).
+    Rdb,
+    /// The commands that rebuild each key (an AOF base with `aof-use-rdb-preamble no`:
+    /// `darner_aof::rewrite`).
+    Commands,
+}
+
 /// How a snapshot is written.
 #[derive(Clone, Copy, Debug)]
 pub struct SnapshotOptions {
@@ -99,6 +110,7 @@ pub struct SnapshotOptions {
     pub access: AccessOpcode,
     /// The snapshot's time: field and member TTLs at or before it are left out.
     pub now_ms: i64,
+    pub form: Form,
 }
 
 impl SnapshotOptions {
@@ -112,7 +124,16 @@ impl SnapshotOptions {
             },
             access: AccessOpcode::for_policy(&policy),
             now_ms,
+            form: Form::Rdb,
         }
+    }
+}
+
+/// Appends the start of a part of database `db`: RDB's `SELECTDB`, or `SELECT`.
+pub(crate) fn write_select(out: &mut Vec<u8>, db: usize, form: Form) {
+    match form {
+        Form::Rdb => enc::write_select_db(out, db as u64),
+        Form::Commands => darner_aof::render_select(out, db as u32),
     }
 }
 
@@ -123,6 +144,8 @@ pub(crate) struct Big {
     kind: BigKind,
     /// Where its walk resumes (None: every element written).
     at: Option<usize>,
+    /// Written as commands ([`Form::Commands`]): the command being filled.
+    commands: Option<Collection>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -285,6 +308,20 @@ impl Big {
             BigKind::ZSet => ot::ZSET_2,
             BigKind::List => ot::LIST,
         };
+        if opts.form == Form::Commands {
+            let ck = match kind {
+                BigKind::Hash | BigKind::HashTtl(_) => cmds::Kind::Hash,
+                BigKind::Set | BigKind::SetTtl => cmds::Kind::Set,
+                BigKind::ZSet => cmds::Kind::ZSet,
+                BigKind::List => cmds::Kind::List,
+            };
+            return Some(Big {
+                key: e.key().into(),
+                kind,
+                at: Some(0),
+                commands: Some(Collection::new(ck, e.key())),
+            });
+        }
         write_modifiers(e, opts, clock, out);
         enc::write_key(out, ty, e.key(), &opts.encode);
         match kind {
@@ -299,6 +336,7 @@ impl Big {
             key: e.key().into(),
             kind,
             at: Some(0),
+            commands: None,
         })
     }
 
@@ -315,6 +353,24 @@ impl Big {
         let Some(at) = self.at else {
             return true;
         };
+        if let Some(c) = self.commands.as_mut() {
+            self.at = match e.value() {
+                ValueRef::Hash(h) => {
+                    hash_fields_from(h, at, n, now, |f, v, t| c.hash_field(out, f, v, t))
+                }
+                ValueRef::Set(s) => set_members_from(s, at, n, now, |m, t| c.set_member(out, m, t)),
+                ValueRef::ZSet(z) => zset_members_from(z, at, n, |m, s| c.zset_member(out, m, s)),
+                ValueRef::List(l) => list_elements_from(l, at, n, |x| c.list_element(out, x)),
+                _ => None,
+            };
+            if self.at.is_none() {
+                c.finish(out);
+                if let Some(t) = e.expire() {
+                    cmds::render_pexpireat(out, e.key(), t);
+                }
+            }
+            return self.at.is_none();
+        }
         self.at = match (self.kind, e.value()) {
             (BigKind::Hash, ValueRef::Hash(h)) => {
                 hash_fields_from(h, at, n, now, |f, v, _| enc::hash_field(out, f, v, &o))
@@ -380,6 +436,10 @@ pub(crate) fn write_small(
     let value = to_rdb(e.value(), opts.now_ms);
     if is_empty(&value) {
         return false;
+    }
+    if opts.form == Form::Commands {
+        cmds::render_key(out, e.key(), &value, e.expire());
+        return true;
     }
     write_modifiers(e, opts, clock, out);
     let ty = enc::object_type_of(&value);
@@ -484,6 +544,7 @@ mod tests {
             encode: EncodeOptions::default(),
             access: AccessOpcode::None,
             now_ms: now,
+            form: Form::Rdb,
         };
         let mut c = DbCursor::new(0, opts);
         let (mut out, mut steps) = (Vec::new(), 0);
