@@ -21,9 +21,12 @@ enum M {
     Stream(MStream),
 }
 
+/// A stream entry: its id and field/value pairs.
+type MEntry = (StreamId, Vec<(Vec<u8>, Vec<u8>)>);
+
 #[derive(Clone, Debug, Default, PartialEq)]
 struct MStream {
-    entries: Vec<(StreamId, Vec<(Vec<u8>, Vec<u8>)>)>,
+    entries: Vec<MEntry>,
     last_id: StreamId,
     entries_added: u64,
     max_deleted_id: StreamId,
@@ -218,7 +221,9 @@ fn replay(base: &[u8]) -> Data {
                 }
             }
             "ZADD" => {
-                assert!(a.len() % 2 == 0 && a.len() > 2 && (a.len() - 2) / 2 <= ITEMS_PER_CMD);
+                assert!(
+                    a.len().is_multiple_of(2) && a.len() > 2 && (a.len() - 2) / 2 <= ITEMS_PER_CMD
+                );
                 let (v, _) = slot.or_insert((M::ZSet(BTreeMap::new()), None));
                 let M::ZSet(z) = v else { panic!() };
                 for p in a[2..].chunks(2) {
@@ -226,7 +231,9 @@ fn replay(base: &[u8]) -> Data {
                 }
             }
             "HMSET" | "HSET" => {
-                assert!(a.len() % 2 == 0 && a.len() > 2 && (a.len() - 2) / 2 <= ITEMS_PER_CMD);
+                assert!(
+                    a.len().is_multiple_of(2) && a.len() > 2 && (a.len() - 2) / 2 <= ITEMS_PER_CMD
+                );
                 let (v, _) = slot.or_insert((M::Hash(BTreeMap::new()), None));
                 let M::Hash(h) = v else { panic!() };
                 for p in a[2..].chunks(2) {

@@ -37,6 +37,11 @@
 //! the value as it still is, so the record stays the value at the cut. Streams are still
 //! written whole.
 //!
+//! **An AOF base of commands** (`aof-use-rdb-preamble no`) is this same snapshot with
+//! `SnapshotOptions::form` set to `Form::Commands`: the entries are encoded as commands, each
+//! chunk starts with `SELECT`, the header is [`commands_header`] and the file has no EOF or
+//! checksum ([`Tail::None`]).
+//!
 //! Memory: the buffers in flight (a shard flushes at [`CHUNK`] bytes), the record of the big
 //! value being written, and the values that writes forced out early; no copy of the dataset.
 

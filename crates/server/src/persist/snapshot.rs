@@ -1,6 +1,11 @@
 //! The per-shard snapshot serializer: a resumable cursor that writes one database of one
 //! shard as RDB bytes, in bounded steps.
 //!
+//! The same walk writes an AOF base of commands (`aof-use-rdb-preamble no`, [`Form::Commands`]):
+//! each key as the commands that rebuild it (`darner_aof::rewrite`), a big collection through a
+//! `darner_aof::rewrite::Collection` that emits a command every 64 elements the walk gives it,
+//! and its PEXPIREAT after the last; no opcodes, no RDB types.
+//!
 //! # Why a cursor, when SAVE could just loop
 //!
 //! SAVE holds every shard (a transaction over all of them) and asks each for its keys until
@@ -540,11 +545,15 @@ mod tests {
     }
 
     fn write(db: &Db, now: i64, budget: usize) -> (Vec<u8>, u64, usize) {
+        write_as(db, now, budget, Form::Rdb)
+    }
+
+    fn write_as(db: &Db, now: i64, budget: usize, form: Form) -> (Vec<u8>, u64, usize) {
         let opts = SnapshotOptions {
             encode: EncodeOptions::default(),
             access: AccessOpcode::None,
             now_ms: now,
-            form: Form::Rdb,
+            form,
         };
         let mut c = DbCursor::new(0, opts);
         let (mut out, mut steps) = (Vec::new(), 0);
@@ -594,6 +603,49 @@ mod tests {
                 }
             }
             assert_eq!(got, want, "{:?}", String::from_utf8_lossy(&e.key));
+        }
+    }
+
+    #[test]
+    fn commands_in_tiny_steps_are_the_commands_of_one_step_64_elements_at_most() {
+        let now = 1_700_000_000_000;
+        let db = sample_db(now);
+        let (whole, keys, _) = write_as(&db, now, usize::MAX, Form::Commands);
+        assert_eq!(keys, db.len() as u64);
+        let (stepped, _, many) = write_as(&db, now, 1, Form::Commands);
+        assert!(many > 100, "{many} steps");
+        assert_eq!(stepped, whole);
+        // Per key: the elements its commands carry, and its TTL.
+        let (entries, _) = darner_aof::read_all(&whole).unwrap();
+        let mut elements: std::collections::HashMap<Vec<u8>, usize> = Default::default();
+        let mut ttls: std::collections::HashMap<Vec<u8>, i64> = Default::default();
+        for e in &entries {
+            let a = e.argv().unwrap();
+            let key = a[1].to_vec();
+            let n = match &a[0][..] {
+                b"RPUSH" | b"SADD" => a.len() - 2,
+                b"ZADD" | b"HMSET" => (a.len() - 2) / 2,
+                b"SADDEX" => a.len() - 4,
+                b"HSET" => 1,
+                b"SET" | b"HPEXPIREAT" => 0,
+                b"PEXPIREAT" => {
+                    ttls.insert(key, std::str::from_utf8(&a[2]).unwrap().parse().unwrap());
+                    continue;
+                }
+                other => panic!("{:?}", String::from_utf8_lossy(other)),
+            };
+            assert!(n <= darner_aof::rewrite::ITEMS_PER_CMD, "{n}");
+            *elements.entry(key).or_default() += n;
+        }
+        assert_eq!(elements.len(), db.len());
+        for (k, n) in &elements {
+            let e = db.entry_raw(k).unwrap();
+            let want = match e.value() {
+                ValueRef::Str(_) => 0,
+                v => live_len(v, now),
+            };
+            assert_eq!(*n, want, "{:?}", String::from_utf8_lossy(k));
+            assert_eq!(ttls.get(k).copied(), e.expire());
         }
     }
 
