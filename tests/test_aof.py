@@ -326,9 +326,8 @@ def test_first_write_after_start_up_is_in_the_aof(servers, tmpdir_):
         assert c.call("MGET", "first:0", "first:1", "first:2").py() == [b"v"] * 3
 
 
-# Darner writes AOF bases as RDB files only (aof-use-rdb-preamble no is refused: config.rs);
-# RESP bases written by Redis load (test_redis_7_0_aof_dir_loads_into_darner).
-@pytest.mark.parametrize("preamble", ["yes"])
+# With `aof-use-rdb-preamble no` the base made at start-up is an (empty) file of commands.
+@pytest.mark.parametrize("preamble", ["yes", "no"])
 def test_everything_survives_shutdown_and_restart(servers, tmpdir_, preamble):
     srv = servers.darner(tmpdir_, "--aof-use-rdb-preamble", preamble, threads=4)
     with srv.raw() as c:
@@ -383,7 +382,7 @@ def cross_state(c: RawConn) -> dict:
     return s
 
 
-@pytest.mark.parametrize("preamble", ["yes"])
+@pytest.mark.parametrize("preamble", ["yes", "no"])
 def test_darner_aof_dir_loads_into_redis_7_0(servers, tmpdir_, preamble):
     d1, d2 = os.path.join(tmpdir_, "darner"), os.path.join(tmpdir_, "redis")
     os.makedirs(d1)

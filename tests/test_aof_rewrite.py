@@ -92,10 +92,12 @@ def restart(srv, *extra):
     return srv
 
 
-@pytest.mark.parametrize("threads", [1, 4])
+@pytest.mark.parametrize("threads,preamble", [(1, "yes"), (4, "yes"), (4, "no")])
 def test_bgrewriteaof_replaces_base_and_incr_and_keeps_writes_made_during_it(
-        darner_factory, threads):
-    srv = darner_factory("--appendonly", "yes", threads=threads)
+        darner_factory, threads, preamble):
+    srv = darner_factory("--appendonly", "yes", "--aof-use-rdb-preamble", preamble,
+                         threads=threads)
+    base = "appendonly.aof.2.base." + ("rdb" if preamble == "yes" else "aof")
     with srv.raw() as c:
         fill(c, 20000)
         writers = [Writer(srv.port, "w%d" % i) for i in range(3)]
@@ -114,15 +116,15 @@ def test_bgrewriteaof_replaces_base_and_incr_and_keeps_writes_made_during_it(
         m = manifest(srv.workdir)
         # The new base (seq 2) and the incr file opened at the cut; nothing else listed, and
         # the files the rewrite replaced are gone.
-        assert [(l[1], l[5]) for l in m] == [("appendonly.aof.2.base.rdb", "b"),
+        assert [(l[1], l[5]) for l in m] == [(base, "b"),
                                              ("appendonly.aof.2.incr.aof", "i")], m
-        assert aof_files(srv.workdir) == {"appendonly.aof.2.base.rdb",
+        assert aof_files(srv.workdir) == {base,
                                           "appendonly.aof.2.incr.aof",
                                           "appendonly.aof.manifest"}
         assert not [f for f in os.listdir(srv.workdir) if f.startswith("temp-")]
         i = info(c)
         assert int(i["aof_base_size"]) == os.path.getsize(
-            os.path.join(srv.workdir, "appendonlydir", "appendonly.aof.2.base.rdb"))
+            os.path.join(srv.workdir, "appendonlydir", base))
     # kill -9: nothing but the files (appendfsync everysec wrote them; wait past a second).
     time.sleep(1.5)
     srv.proc.kill()

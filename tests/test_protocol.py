@@ -386,7 +386,6 @@ def test_startup_refuses_bad_config(darner_factory, args, word):
 @pytest.mark.darner_only
 @pytest.mark.parametrize("args,word", [
     (["--cluster-enabled", "yes"], "cluster-enabled"),
-    (["--aof-use-rdb-preamble", "no"], "aof-use-rdb-preamble"),
     (["--save", "900"], "invalid save parameters"),
     (["--save", "0", "1"], "invalid save parameters"),
     (["--maxmemory", "1x"], "maxmemory"),

@@ -12,10 +12,12 @@
 //! | [`reader`] | [`Reader`]: incremental reading of a RESP file (incr or base) into commands with their offsets, `#TS:` annotations, MULTI/EXEC and truncation ([`Ending`]) as `loadSingleAppendOnlyFile` handles them, format errors with their offsets, the log lines Redis writes; [`detect_format`] (RDB or RESP base) |
 //! | [`merge`] | [`Merger`]: the shards' streams of commands merged into one log that agrees with each shard's order, multi-shard transactions as one block, tickets for acknowledging after the fsync |
 //! | [`writer`] | [`Writer`]: commands rendered as Redis appends them, SELECT when the database changes, MULTI/EXEC around transactions, `#TS:` annotations |
+//! | [`rewrite`] | a rewrite's base as commands (`aof-use-rdb-preamble no`): a key's value (`darner_rdb::Value`) as the commands that rebuild it, big collections element by element ([`rewrite::Collection`]), 64 elements per command |
 //! | [`fuzz_support`] | the checks shared by the cargo-fuzz target and its stable stand-in test (hidden) |
 //!
 //! An AOF directory holds a manifest, at most one base file (an RDB when
-//! `aof-use-rdb-preamble yes`, which the server hands to the RDB loader; RESP otherwise), and
+//! `aof-use-rdb-preamble yes`, which the server hands to the RDB loader; RESP commands
+//! otherwise, which [`rewrite`] renders and the reader reads like an incr file), and
 //! incr files; loading reads the base, then each incr file in order. Only the last file may be
 //! truncated ([`reader::TRUNCATED_NOT_LAST`]).
 //!
@@ -50,6 +52,7 @@
 pub mod manifest;
 pub mod merge;
 pub mod reader;
+pub mod rewrite;
 pub mod writer;
 
 #[doc(hidden)]

@@ -14,8 +14,9 @@
 //! serving, and all the chunks handed over meanwhile share the next fsync, so 50 clients
 //! writing at once need a few fsyncs, not 50.
 //!
-//! **Loading.** The manifest lists a base (an RDB file when `aof-use-rdb-preamble` wrote it,
-//! loaded by the RDB loader; or RESP commands) and incr files of RESP commands. Commands are
+//! **Loading.** The manifest lists a base (an RDB file when `aof-use-rdb-preamble yes` wrote
+//! it, loaded by the RDB loader; or RESP commands, written with `no`) and incr files of RESP
+//! commands. Commands are
 //! replayed through a connection of the server's own: the start-up thread connects to one of
 //! the listeners from a port it bound first, and the thread that accepts a connection from
 //! exactly that address gives it the AOF client's rights (no -LOADING, no AUTH, no OOM; as
@@ -534,11 +535,16 @@ fn start_writing(shared: &Arc<Shared>, manifest: &mut Manifest, dir: &Path, name
     }
     let mut changed = false;
     if manifest.is_empty() {
-        // Nothing in memory yet: the base is an empty dataset (an RDB file: config.rs,
-        // aof-use-rdb-preamble).
-        let base = manifest.new_base(name.as_bytes(), true).name.clone();
+        // Nothing in memory yet: the base is an empty dataset (an RDB file, or with
+        // `aof-use-rdb-preamble no` a file of commands: the libraries, if any).
+        let rdb = yes(shared, "aof-use-rdb-preamble");
+        let base = manifest.new_base(name.as_bytes(), rdb).name.clone();
         let path = path_of(dir, &base);
-        let bytes = empty_rdb(shared);
+        let bytes = if rdb {
+            empty_rdb(shared)
+        } else {
+            crate::bgsave::commands_header(shared, &shared.scripts.library_codes())
+        };
         if let Err(e) = write_synced(&path, &bytes) {
             fatal(&format!(
                 "Can't create the AOF base file {}: {e}",
@@ -731,7 +737,9 @@ fn install_base(
     keep_last: bool,
 ) -> std::io::Result<()> {
     let mut next = manifest.clone();
-    let base = next.new_base(name.as_bytes(), true).name.clone();
+    // Named for what it holds (`.base.rdb` or `.base.aof`), whatever the directive says now.
+    let rdb = holds_rdb(tmp)?;
+    let base = next.new_base(name.as_bytes(), rdb).name.clone();
     next.mark_rewritten_incr_as_history(keep_last);
     std::fs::rename(tmp, path_of(dir, &base))?;
     persist_manifest(dir, name, &next)?;
@@ -744,6 +752,13 @@ fn install_base(
         persist_manifest(dir, name, manifest)?;
     }
     Ok(())
+}
+
+/// Whether the file at `path` is an RDB file (else commands).
+fn holds_rdb(path: &Path) -> std::io::Result<bool> {
+    let mut head = Vec::with_capacity(5);
+    std::fs::File::open(path)?.take(5).read_to_end(&mut head)?;
+    Ok(darner_aof::detect_format(&head) == darner_aof::FileFormat::Rdb)
 }
 
 /// Records a rewrite's end (INFO persistence) and logs it as Redis does.
@@ -984,7 +999,8 @@ pub enum Rewrite {
 }
 
 /// Starts a rewrite without fork: `tx` holds every shard. The base is a snapshot of that
-/// instant (the BGSAVE machinery, bgsave.rs, writing an RDB with `aof-base 1`), and the log is
+/// instant (the BGSAVE machinery, bgsave.rs, writing an RDB with `aof-base 1`, or with
+/// `aof-use-rdb-preamble no` the commands that rebuild each key), and the log is
 /// cut at the same instant (the transaction is a barrier in the AOF thread's merge): what
 /// follows goes to a new incr file, opened before the rewrite goes on. When the base is
 /// written, it becomes the manifest's base and the incr files it holds are deleted.
@@ -1022,13 +1038,22 @@ async fn rewrite_at_cut(
     a.rewrite_started
         .store(Shared::now_ms() / 1000, Ordering::Relaxed);
     let started = Instant::now();
-    let snap = crate::persist::snapshot::SnapshotOptions::from_config(&shared, Shared::now_ms());
+    let mut snap =
+        crate::persist::snapshot::SnapshotOptions::from_config(&shared, Shared::now_ms());
+    // `aof-use-rdb-preamble` as it is now: an RDB base, or one of commands.
+    let tail = if yes(&shared, "aof-use-rdb-preamble") {
+        crate::bgsave::Tail::Rdb {
+            checksum: yes(&shared, "rdbchecksum"),
+        }
+    } else {
+        snap.form = crate::persist::snapshot::Form::Commands;
+        crate::bgsave::Tail::None
+    };
     let (header, shards, from_shards) =
         crate::bgsave::cut(tx, snap, true, Arc::new(AtomicBool::new(false))).await;
     // The cut's end in the log: every shard's marker is in, the transaction's end follows.
     tx.end_log();
     log::notice("Background append only file rewriting started");
-    let checksum = yes(&shared, "rdbchecksum");
     let tmp = PathBuf::from(rewrite_temp_name());
     let sh = shared.clone();
     std::thread::Builder::new()
@@ -1036,7 +1061,7 @@ async fn rewrite_at_cut(
         .spawn(move || {
             let result = crate::bgsave::write_file(
                 &header,
-                checksum,
+                tail,
                 shards,
                 &from_shards,
                 &tmp,

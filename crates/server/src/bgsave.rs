@@ -37,13 +37,20 @@
 //! the value as it still is, so the record stays the value at the cut. Streams are still
 //! written whole.
 //!
+//! **An AOF base of commands** (`aof-use-rdb-preamble no`) is this same snapshot with
+//! `SnapshotOptions::form` set to `Form::Commands`: the entries are encoded as commands, each
+//! chunk starts with `SELECT`, the header is [`commands_header`] and the file has no EOF or
+//! checksum ([`Tail::None`]).
+//!
 //! Memory: the buffers in flight (a shard flushes at [`CHUNK`] bytes), the record of the big
 //! value being written, and the values that writes forced out early; no copy of the dataset.
 
-use crate::persist::snapshot::{has_hash_field_ttls, is_big, write_small, Big, SnapshotOptions};
+use crate::persist::snapshot::{
+    has_hash_field_ttls, is_big, write_select, write_small, Big, Form, SnapshotOptions,
+};
 use crate::shared::Shared;
 use darner_engine::{Clock, Entry};
-use darner_rdb::encode::{self, FileWriter};
+use darner_rdb::encode::FileWriter;
 use darner_rdb::EncodeOptions;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -189,8 +196,8 @@ impl ShardOut {
     fn finish_big(&mut self) {
         if let Some(cur) = self.current.take() {
             self.send();
-            let mut head = Vec::with_capacity(8);
-            encode::write_select_db(&mut head, cur.db as u64);
+            let mut head = Vec::with_capacity(24);
+            write_select(&mut head, cur.db, self.snap.form);
             // One piece: another shard's chunk must not come between the two.
             let _ = self.to_writer.send(Piece::Record(head, cur.record));
         }
@@ -198,7 +205,7 @@ impl ShardOut {
 
     fn select(&mut self, db: usize) {
         if self.db != Some(db) {
-            encode::write_select_db(&mut self.buf, db as u64);
+            write_select(&mut self.buf, db, self.snap.form);
             self.db = Some(db);
         }
     }
@@ -379,7 +386,16 @@ pub fn spawn_writer(
     let write = {
         let tmp = tmp.clone();
         let stopped = stopped.clone();
-        move || write_file(&header, checksum, shards, &from_shards, &tmp, &stopped)
+        move || {
+            write_file(
+                &header,
+                Tail::Rdb { checksum },
+                shards,
+                &from_shards,
+                &tmp,
+                &stopped,
+            )
+        }
     };
     std::thread::Builder::new()
         .name("darner-bgsave".into())
@@ -429,29 +445,50 @@ pub fn spawn_writer(
         .expect("spawn the BGSAVE writer");
 }
 
+/// How a file of pieces ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tail {
+    /// RDB's EOF and CRC-64 (0 without `checksum`).
+    Rdb { checksum: bool },
+    /// Nothing: a file of commands (an AOF base with `aof-use-rdb-preamble no`).
+    None,
+}
+
 /// Writes the file the shards' pieces make to `tmp` and fsyncs it (the caller renames it,
 /// or removes it on failure); stops early when `stopped` is set.
 pub fn write_file(
     header: &[u8],
-    checksum: bool,
+    tail: Tail,
     shards: usize,
     from_shards: &mpsc::Receiver<Piece>,
     tmp: &std::path::Path,
     stopped: &AtomicBool,
 ) -> std::io::Result<std::fs::File> {
+    let checksum = match tail {
+        Tail::Rdb { checksum } => checksum,
+        Tail::None => false,
+    };
     let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(tmp)?);
-    let mut crc = darner_rdb::crc64::crc64(0, header);
+    // The CRC-64 runs over everything but its own 8 bytes (only when it is written).
+    let sum = |crc: u64, b: &[u8]| {
+        if checksum {
+            darner_rdb::crc64::crc64(crc, b)
+        } else {
+            0
+        }
+    };
+    let mut crc = sum(0, header);
     f.write_all(header)?;
     let mut done = 0;
     while done < shards {
         match from_shards.recv() {
             Ok(Piece::Bytes(b)) => {
-                crc = darner_rdb::crc64::crc64(crc, &b);
+                crc = sum(crc, &b);
                 f.write_all(&b)?;
             }
             Ok(Piece::Record(head, body)) => {
                 for b in [head, body] {
-                    crc = darner_rdb::crc64::crc64(crc, &b);
+                    crc = sum(crc, &b);
                     f.write_all(&b)?;
                 }
             }
@@ -464,10 +501,12 @@ pub fn write_file(
             return Err(std::io::Error::other("stopped"));
         }
     }
-    let mut tail = vec![darner_rdb::opcode::EOF];
-    crc = darner_rdb::crc64::crc64(crc, &tail);
-    tail.extend_from_slice(&(if checksum { crc } else { 0 }).to_le_bytes());
-    f.write_all(&tail)?;
+    if let Tail::Rdb { .. } = tail {
+        let mut end = vec![darner_rdb::opcode::EOF];
+        crc = sum(crc, &end);
+        end.extend_from_slice(&crc.to_le_bytes());
+        f.write_all(&end)?;
+    }
     let file = f.into_inner().map_err(|e| e.into_error())?;
     file.sync_all()?;
     Ok(file)
@@ -534,6 +573,16 @@ pub fn header_for(
         w.function(code);
     }
     w.take()
+}
+
+/// The start of an AOF base of commands: the `#TS:` annotation (`aof-timestamp-enabled`),
+/// then `FUNCTION LOAD` for each library, as Redis's rewriteAppendOnlyFileRio.
+pub fn commands_header(shared: &Shared, libraries: &[bytes::Bytes]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let ts = crate::persist::yes(shared, "aof-timestamp-enabled")
+        .then(|| Shared::now_ms().div_euclid(1000));
+    darner_aof::rewrite::render_header(&mut out, ts, libraries);
+    out
 }
 
 /// Takes the right to start a background save: false when one is in progress already.
@@ -614,7 +663,10 @@ pub async fn cut(
         darner_rdb::WRITTEN_VERSION
     };
     let libraries = shared.scripts.library_codes();
-    let header = header_for(version, snap.encode, &libraries, aof_base);
+    let header = match snap.form {
+        Form::Rdb => header_for(version, snap.encode, &libraries, aof_base),
+        Form::Commands => commands_header(&shared, &libraries),
+    };
     (header, marked.len(), from_shards)
 }
 

@@ -478,19 +478,12 @@ pub static TABLE: &[Directive] = &[
         mutable: false,
         apply: nothing,
     },
-    // Darner writes an AOF base as an RDB file only (a base of commands, Redis's
-    // `aof-use-rdb-preamble no`, is loaded but never written): `no` is refused.
     Directive {
         name: "aof-use-rdb-preamble",
         kind: Kind::Bool,
         default: "yes",
         mutable: true,
-        apply: |_, v| {
-            match v {
-            "yes" => Ok(()),
-            _ => Err("aof-use-rdb-preamble no is not supported: Darner writes AOF bases as RDB files (it loads both kinds)".into()),
-        }
-        },
+        apply: nothing,
     },
     Directive {
         name: "aof-timestamp-enabled",

@@ -198,6 +198,18 @@ pub fn freeze_clock(ms: Option<i64>) {
     FROZEN_MS.store(ms.unwrap_or(i64::MIN), Ordering::SeqCst);
 }
 
+/// A command's time `now`, or the wall clock while an AOF replay has stopped the clock: the
+/// time a command records as when something happened (a pending entry's delivery time and the
+/// bound XCLAIM's TIME is clamped to, a consumer's seen time). Redis's clock runs while it
+/// loads, so a replayed `XCLAIM ... TIME t` keeps `t`.
+pub fn recorded_time(now: i64) -> i64 {
+    if FROZEN_MS.load(Ordering::Relaxed) == i64::MIN {
+        now
+    } else {
+        Shared::real_now_ms()
+    }
+}
+
 pub struct Shared {
     pub config: Config,
     pub threads: usize,

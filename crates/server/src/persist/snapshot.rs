@@ -1,6 +1,11 @@
 //! The per-shard snapshot serializer: a resumable cursor that writes one database of one
 //! shard as RDB bytes, in bounded steps.
 //!
+//! The same walk writes an AOF base of commands (`aof-use-rdb-preamble no`, [`Form::Commands`]):
+//! each key as the commands that rebuild it (`darner_aof::rewrite`), a big collection through a
+//! `darner_aof::rewrite::Collection` that emits a command every 64 elements the walk gives it,
+//! and its PEXPIREAT after the last; no opcodes, no RDB types.
+//!
 //! # Why a cursor, when SAVE could just loop
 //!
 //! SAVE holds every shard (a transaction over all of them) and asks each for its keys until
@@ -50,6 +55,7 @@
 //! tells whether the cursor has passed a key already, by its SCAN position, which is what
 //! such a hook needs.
 
+use darner_aof::rewrite::{self as cmds, Collection};
 use darner_engine::entry::ValueRef;
 use darner_engine::persist::{
     hash_fields, hash_fields_from, list_elements_from, live_len, set_has_live_ttls,
@@ -91,6 +97,16 @@ impl AccessOpcode {
     }
 }
 
+/// What a snapshot's entries are written as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// RDB records (SAVE, BGSAVE, an AOF base with `aof-use-rdb-preamble yes`).
+    Rdb,
+    /// The commands that rebuild each key (an AOF base with `aof-use-rdb-preamble no`:
+    /// `darner_aof::rewrite`).
+    Commands,
+}
+
 /// How a snapshot is written.
 #[derive(Clone, Copy, Debug)]
 pub struct SnapshotOptions {
@@ -99,6 +115,7 @@ pub struct SnapshotOptions {
     pub access: AccessOpcode,
     /// The snapshot's time: field and member TTLs at or before it are left out.
     pub now_ms: i64,
+    pub form: Form,
 }
 
 impl SnapshotOptions {
@@ -112,7 +129,16 @@ impl SnapshotOptions {
             },
             access: AccessOpcode::for_policy(&policy),
             now_ms,
+            form: Form::Rdb,
         }
+    }
+}
+
+/// Appends the start of a part of database `db`: RDB's `SELECTDB`, or `SELECT`.
+pub(crate) fn write_select(out: &mut Vec<u8>, db: usize, form: Form) {
+    match form {
+        Form::Rdb => enc::write_select_db(out, db as u64),
+        Form::Commands => darner_aof::render_select(out, db as u32),
     }
 }
 
@@ -123,6 +149,8 @@ pub(crate) struct Big {
     kind: BigKind,
     /// Where its walk resumes (None: every element written).
     at: Option<usize>,
+    /// Written as commands ([`Form::Commands`]): the command being filled.
+    commands: Option<Collection>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -285,6 +313,20 @@ impl Big {
             BigKind::ZSet => ot::ZSET_2,
             BigKind::List => ot::LIST,
         };
+        if opts.form == Form::Commands {
+            let ck = match kind {
+                BigKind::Hash | BigKind::HashTtl(_) => cmds::Kind::Hash,
+                BigKind::Set | BigKind::SetTtl => cmds::Kind::Set,
+                BigKind::ZSet => cmds::Kind::ZSet,
+                BigKind::List => cmds::Kind::List,
+            };
+            return Some(Big {
+                key: e.key().into(),
+                kind,
+                at: Some(0),
+                commands: Some(Collection::new(ck, e.key())),
+            });
+        }
         write_modifiers(e, opts, clock, out);
         enc::write_key(out, ty, e.key(), &opts.encode);
         match kind {
@@ -299,6 +341,7 @@ impl Big {
             key: e.key().into(),
             kind,
             at: Some(0),
+            commands: None,
         })
     }
 
@@ -315,6 +358,24 @@ impl Big {
         let Some(at) = self.at else {
             return true;
         };
+        if let Some(c) = self.commands.as_mut() {
+            self.at = match e.value() {
+                ValueRef::Hash(h) => {
+                    hash_fields_from(h, at, n, now, |f, v, t| c.hash_field(out, f, v, t))
+                }
+                ValueRef::Set(s) => set_members_from(s, at, n, now, |m, t| c.set_member(out, m, t)),
+                ValueRef::ZSet(z) => zset_members_from(z, at, n, |m, s| c.zset_member(out, m, s)),
+                ValueRef::List(l) => list_elements_from(l, at, n, |x| c.list_element(out, x)),
+                _ => None,
+            };
+            if self.at.is_none() {
+                c.finish(out);
+                if let Some(t) = e.expire() {
+                    cmds::render_pexpireat(out, e.key(), t);
+                }
+            }
+            return self.at.is_none();
+        }
         self.at = match (self.kind, e.value()) {
             (BigKind::Hash, ValueRef::Hash(h)) => {
                 hash_fields_from(h, at, n, now, |f, v, _| enc::hash_field(out, f, v, &o))
@@ -380,6 +441,10 @@ pub(crate) fn write_small(
     let value = to_rdb(e.value(), opts.now_ms);
     if is_empty(&value) {
         return false;
+    }
+    if opts.form == Form::Commands {
+        cmds::render_key(out, e.key(), &value, e.expire());
+        return true;
     }
     write_modifiers(e, opts, clock, out);
     let ty = enc::object_type_of(&value);
@@ -480,10 +545,15 @@ mod tests {
     }
 
     fn write(db: &Db, now: i64, budget: usize) -> (Vec<u8>, u64, usize) {
+        write_as(db, now, budget, Form::Rdb)
+    }
+
+    fn write_as(db: &Db, now: i64, budget: usize, form: Form) -> (Vec<u8>, u64, usize) {
         let opts = SnapshotOptions {
             encode: EncodeOptions::default(),
             access: AccessOpcode::None,
             now_ms: now,
+            form,
         };
         let mut c = DbCursor::new(0, opts);
         let (mut out, mut steps) = (Vec::new(), 0);
@@ -533,6 +603,49 @@ mod tests {
                 }
             }
             assert_eq!(got, want, "{:?}", String::from_utf8_lossy(&e.key));
+        }
+    }
+
+    #[test]
+    fn commands_in_tiny_steps_are_the_commands_of_one_step_64_elements_at_most() {
+        let now = 1_700_000_000_000;
+        let db = sample_db(now);
+        let (whole, keys, _) = write_as(&db, now, usize::MAX, Form::Commands);
+        assert_eq!(keys, db.len() as u64);
+        let (stepped, _, many) = write_as(&db, now, 1, Form::Commands);
+        assert!(many > 100, "{many} steps");
+        assert_eq!(stepped, whole);
+        // Per key: the elements its commands carry, and its TTL.
+        let (entries, _) = darner_aof::read_all(&whole).unwrap();
+        let mut elements: std::collections::HashMap<Vec<u8>, usize> = Default::default();
+        let mut ttls: std::collections::HashMap<Vec<u8>, i64> = Default::default();
+        for e in &entries {
+            let a = e.argv().unwrap();
+            let key = a[1].to_vec();
+            let n = match &a[0][..] {
+                b"RPUSH" | b"SADD" => a.len() - 2,
+                b"ZADD" | b"HMSET" => (a.len() - 2) / 2,
+                b"SADDEX" => a.len() - 4,
+                b"HSET" => 1,
+                b"SET" | b"HPEXPIREAT" => 0,
+                b"PEXPIREAT" => {
+                    ttls.insert(key, std::str::from_utf8(&a[2]).unwrap().parse().unwrap());
+                    continue;
+                }
+                other => panic!("{:?}", String::from_utf8_lossy(other)),
+            };
+            assert!(n <= darner_aof::rewrite::ITEMS_PER_CMD, "{n}");
+            *elements.entry(key).or_default() += n;
+        }
+        assert_eq!(elements.len(), db.len());
+        for (k, n) in &elements {
+            let e = db.entry_raw(k).unwrap();
+            let want = match e.value() {
+                ValueRef::Str(_) => 0,
+                v => live_len(v, now),
+            };
+            assert_eq!(*n, want, "{:?}", String::from_utf8_lossy(k));
+            assert_eq!(ttls.get(k).copied(), e.expire());
         }
     }
 

@@ -328,7 +328,7 @@ fn xgroup_consumer_group<'a>(
 }
 
 fn xgroup_createconsumer(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
-    let now = ctx.now_ms();
+    let now = crate::shared::recorded_time(ctx.now_ms());
     let mut db = ctx.db();
     let Some(g) = xgroup_consumer_group(&mut db, args, w) else {
         return;
@@ -536,7 +536,7 @@ fn stream_with_group<'a>(
 
 fn xclaim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let (key, group, consumer) = (args[1], args[2], args[3]);
-    let now = ctx.now_ms();
+    let now = crate::shared::recorded_time(ctx.now_ms());
     let logging = ctx.propagating();
     let mut db = ctx.db();
     let Some(s) = stream_with_group(&mut db, key, group, w) else {
