@@ -8,7 +8,6 @@
 //! are all on one shard (MOVE included: a key's shard is the same in every database) are `Key`
 //! handlers.
 
-use super::part_args::PartArgs;
 use super::{ConnCtx, Locks, Reg, TxFuture};
 use crate::exec::Tx;
 use crate::notify::{self, notify, GENERIC};
@@ -94,10 +93,7 @@ async fn count_keys(
             } else {
                 Intents::of_reads(&ks, tx.tracks_reads())
             };
-            // Owned by the part (cmd/part_args.rs).
-            let ks: PartArgs = ks.into_iter().collect();
             (s, intents, move |ctx: &mut ShardCtx| {
-                let ks = ks.views();
                 ctx.prefetch(&ks);
                 ks.iter().map(|k| f(ctx, k)).sum::<i64>()
             })

@@ -18,7 +18,6 @@ pub mod geo;
 pub mod hash;
 pub mod hyperloglog;
 pub mod list;
-pub mod part_args;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;

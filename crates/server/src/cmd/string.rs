@@ -12,7 +12,6 @@ mod bits;
 pub(super) mod ld;
 
 use super::generic::by_shard;
-use super::part_args::PartArgs;
 use super::{Locks, Reg, TxFuture, ERR_NOT_FLOAT, ERR_NOT_INT, ERR_OVERFLOW, ERR_SYNTAX};
 use crate::exec::Tx;
 use crate::notify::{notify, GENERIC, STRING};
@@ -478,10 +477,7 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
                     .map(|&i| std::mem::take(&mut args[1 + i]))
                     .collect();
                 let intents = Intents::of_reads(&ks, tx.tracks_reads());
-                // Owned by the part (part_args.rs).
-                let ks: PartArgs = ks.into_iter().collect();
                 (*s, intents, move |ctx: &mut ShardCtx| {
-                    let ks = ks.views();
                     ctx.prefetch(&ks);
                     let mut buf = Vec::with_capacity(ks.len() * 40);
                     let mut ends = Vec::with_capacity(ks.len());
@@ -519,13 +515,13 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     })
 }
 
-/// One shard's share of an MSET: its shard, its keys' intents, its pairs (key, value, key,
-/// value, ...).
-type PairsPart = (usize, Intents, PartArgs);
+/// Sets every pair on its shard (shards in parallel, one-shot parts unless the shards are
+/// reserved already: MSETNX, EXEC); clears TTLs as SET does.
+/// One shard's share of an MSET: its shard, its keys' intents, its pairs.
+type PairsPart = (usize, Intents, Vec<(Bytes, Bytes)>);
 
-/// Sets the pairs `args[1..]` (MSET's), one one-shot part per shard (shards in parallel, unless
-/// the shards are reserved already: MSETNX, EXEC); clears TTLs as SET does. Each part owns its
-/// pairs (part_args.rs), and the intents only fingerprints.
+/// Sets the pairs `args[1..]` (MSET's), one one-shot part per shard. The arguments move into
+/// the parts, none copied: each part owns its pairs, and the intents only fingerprints.
 async fn set_pairs(tx: &Tx, args: Vec<Bytes>) {
     let shards: smallvec::SmallVec<[usize; 16]> = args[1..]
         .iter()
@@ -541,23 +537,21 @@ async fn set_pairs(tx: &Tx, args: Vec<Bytes>) {
         let i = match parts.iter().position(|p| p.0 == s) {
             Some(i) => i,
             None => {
-                parts.push((s, Intents::default(), PartArgs::new()));
+                parts.push((s, Intents::default(), Vec::new()));
                 parts.len() - 1
             }
         };
         parts[i].1.push(&k, true);
-        parts[i].2.push(k);
-        parts[i].2.push(v);
+        parts[i].2.push((k, v));
     }
     let plan: Vec<_> = parts
         .into_iter()
         .map(|(s, mut intents, pairs)| {
             intents.normalize();
             (s, intents, move |ctx: &mut ShardCtx| {
-                let keys: smallvec::SmallVec<[&[u8]; 16]> = pairs.iter().step_by(2).collect();
+                let keys: smallvec::SmallVec<[&Bytes; 16]> = pairs.iter().map(|(k, _)| k).collect();
                 ctx.prefetch(&keys);
-                for i in (0..pairs.len()).step_by(2) {
-                    let (k, v) = (pairs.get(i), pairs.get(i + 1));
+                for (k, v) in &pairs {
                     ctx.db().set_str(k, v, None);
                     notify(ctx, STRING, "set", k);
                 }
