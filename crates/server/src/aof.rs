@@ -12,7 +12,8 @@
 //! produced while a chunk of its is not covered yet, and sends them when the AOF thread says
 //! so (worker/durability.rs). That is group commit: while one fsync runs, every thread goes on
 //! serving, and all the chunks handed over meanwhile share the next fsync, so 50 clients
-//! writing at once need a few fsyncs, not 50.
+//! writing at once need a few fsyncs, not 50. A failed write is kept and tried again, and
+//! refuses writes meanwhile; under `always` it ends the process (`Writing::flush`).
 //!
 //! **Loading.** The manifest lists a base (an RDB file when `aof-use-rdb-preamble` wrote it,
 //! loaded by the RDB loader; or RESP commands) and incr files of RESP commands. Commands are
@@ -679,7 +680,10 @@ impl Writing {
     /// The log's cut for a rewrite: what follows goes to a new incr file, which the
     /// manifest lists from now on (a crash during the rewrite loads old base, old incr
     /// files, then this one).
-    fn rotate(&mut self, shared: &Shared, w: &mut darner_aof::Writer) {
+    ///
+    /// What the old file could not take (a failed write) is written to the new one at once
+    /// (`db`: the database selected at the cut): true when bytes reached it.
+    fn rotate(&mut self, shared: &Shared, w: &mut darner_aof::Writer, db: Option<u32>) -> bool {
         self.barriers_seen += 1;
         if let Err(e) = self.file.sync_data() {
             log::warning(&format!("Can't persist the AOF file before a rewrite: {e}"));
@@ -695,6 +699,7 @@ impl Writing {
                 persist_manifest(&self.dir, &self.name, &next)?;
                 Ok(f)
             });
+        let mut wrote = false;
         match opened {
             Ok(f) => {
                 self.file = f;
@@ -717,6 +722,7 @@ impl Writing {
                     "Creating AOF incr file {} on background rewrite",
                     String::from_utf8_lossy(&incr)
                 ));
+                wrote = self.flush(shared, Vec::new(), db);
             }
             Err(e) => {
                 // The rewrite fails (its base would lose what the old incr file gets next).
@@ -725,6 +731,7 @@ impl Writing {
             }
         }
         self.try_finish(shared);
+        wrote
     }
 
     fn rewrite_done(
@@ -963,8 +970,8 @@ fn writer_loop(shared: Arc<Shared>, rx: Receiver<ToAof>, mut st: Writing) {
                 unsynced = true;
             }
             if i < cuts {
-                st.rotate(&shared, &mut w);
-                unsynced = false;
+                // The old file is fsynced; the new one holds what the old one did not take.
+                unsynced = st.rotate(&shared, &mut w, db);
                 last_fsync = Instant::now();
             }
         }
