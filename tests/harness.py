@@ -26,7 +26,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from resp_reader import ConnectionClosed, RawConn
 
@@ -111,7 +111,8 @@ class Server:
     def __init__(self, binary: str, args: Sequence[str] = (), *, is_redis: bool = False,
                  config_file: Optional[str] = None, port: Optional[int] = None,
                  add_port: bool = True, name: str = "darner", wait_ready: bool = True,
-                 auth: Optional[str] = None, save_off: bool = True):
+                 auth: Optional[str] = None, save_off: bool = True,
+                 preexec_fn: Optional[Callable[[], None]] = None):
         self.binary = binary
         self.user_args = [str(a) for a in args]
         self.is_redis = is_redis
@@ -122,6 +123,8 @@ class Server:
         self.auth = auth
         # False: no `--save ""` is added (the server keeps its default save points).
         self.save_off = save_off
+        # Run in the child before exec (e.g. a signal disposition it should inherit).
+        self.preexec_fn = preexec_fn
         self.proc: Optional[subprocess.Popen] = None
         self.port: Optional[int] = port
         self.workdir = tempfile.mkdtemp(prefix="%s-test-" % name)
@@ -175,7 +178,8 @@ class Server:
             logf.write(b"\n=== start: " + " ".join(shlex.quote(c) for c in self.cmdline).encode() + b"\n")
             logf.flush()
             self.proc = subprocess.Popen(self.cmdline, stdout=logf, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, cwd=self.workdir)
+                                         stdin=subprocess.DEVNULL, cwd=self.workdir,
+                                         preexec_fn=self.preexec_fn)
             logf.close()
             if not self._wait_ready:
                 return self

@@ -12,7 +12,8 @@
 //! produced while a chunk of its is not covered yet, and sends them when the AOF thread says
 //! so (worker/durability.rs). That is group commit: while one fsync runs, every thread goes on
 //! serving, and all the chunks handed over meanwhile share the next fsync, so 50 clients
-//! writing at once need a few fsyncs, not 50.
+//! writing at once need a few fsyncs, not 50. A failed write is kept and tried again, and
+//! refuses writes meanwhile; under `always` it ends the process (`Writing::flush`).
 //!
 //! **Loading.** The manifest lists a base (an RDB file when `aof-use-rdb-preamble yes` wrote
 //! it, loaded by the RDB loader; or RESP commands, written with `no`) and incr files of RESP
@@ -34,7 +35,7 @@ use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -72,7 +73,14 @@ pub struct Aof {
     pub base_size: AtomicU64,
     /// The AOF's size after the last rewrite (or at start-up): auto rewrites grow from it.
     pub rewrite_base_size: AtomicU64,
-    pub last_write_failed: AtomicBool,
+    /// The errno of the last failed write to the incr file, 0 once a write went through
+    /// (Redis's aof_last_write_status and aof_last_write_errno).
+    pub write_errno: AtomicI32,
+    /// The errno of the last failed fsync under `everysec`, 0 once one went through (Redis's
+    /// aof_bio_fsync_status and aof_bio_fsync_errno).
+    pub fsync_errno: AtomicI32,
+    /// Bytes the AOF thread could not write yet (INFO's aof_buffer_length).
+    pub buffer_length: AtomicU64,
     /// The address the start-up thread's replay connection comes from.
     pub loader_peer: Mutex<Option<SocketAddr>>,
     /// A rewrite is in progress (its base being written), or scheduled (a BGSAVE runs).
@@ -110,7 +118,9 @@ impl Aof {
             current_size: AtomicU64::new(0),
             base_size: AtomicU64::new(0),
             rewrite_base_size: AtomicU64::new(0),
-            last_write_failed: AtomicBool::new(false),
+            write_errno: AtomicI32::new(0),
+            fsync_errno: AtomicI32::new(0),
+            buffer_length: AtomicU64::new(0),
             loader_peer: Mutex::new(None),
             rewriting: AtomicBool::new(false),
             rewrite_scheduled: AtomicBool::new(false),
@@ -155,6 +165,28 @@ impl Aof {
     pub fn acks_wait(&self, shared: &Shared) -> bool {
         self.on.load(Ordering::Relaxed)
             && shared.config.hot.appendfsync.load(Ordering::Relaxed) == 2
+    }
+
+    /// The AOF's half of Redis's writeCommandsDeniedByDiskError: with the AOF on, the errno
+    /// of a write to the incr file (or an `everysec` fsync) that failed and has not gone
+    /// through since.
+    #[inline]
+    pub fn disk_error(&self) -> Option<i32> {
+        if !self.on.load(Ordering::Relaxed) {
+            return None;
+        }
+        let write = self.write_errno.load(Ordering::Relaxed);
+        if write != 0 {
+            return Some(write);
+        }
+        let fsync = self.fsync_errno.load(Ordering::Relaxed);
+        (fsync != 0).then_some(fsync)
+    }
+
+    /// INFO's aof_last_write_status: a failed write or fsync not gone through since.
+    pub fn last_write_failed(&self) -> bool {
+        self.write_errno.load(Ordering::Relaxed) != 0
+            || self.fsync_errno.load(Ordering::Relaxed) != 0
     }
 
     /// Is the peer of a new connection the start-up thread's replay connection?
@@ -600,9 +632,14 @@ fn start_writing(shared: &Arc<Shared>, manifest: &mut Manifest, dir: &Path, name
             manifest: manifest.clone(),
             dir: dir.to_path_buf(),
             name: name.to_string(),
+            incr_size: file.metadata().map_or(0, |m| m.len()),
             file,
             barriers_seen: 0,
             pending_done: None,
+            unwritten: Vec::new(),
+            error_logged: None,
+            cut_unwritten: false,
+            written_db: None,
         },
     );
 }
@@ -632,13 +669,27 @@ struct Writing {
     barriers_seen: u64,
     /// A rewrite's base that waits for its barrier.
     pending_done: Option<(PathBuf, Result<(), String>, u64, Instant)>,
+    /// What could not be written yet (a failed write, see [`Writing::flush`]).
+    unwritten: Vec<u8>,
+    /// The incr file's size as written by this thread (a short write is cut back to it).
+    incr_size: u64,
+    /// When a write error was last logged (Redis logs one per 30 seconds).
+    error_logged: Option<Instant>,
+    /// The log was cut for a rewrite while what came before the cut was not written yet: it
+    /// goes to the new incr file, so that rewrite's base (which holds it) must not be used.
+    cut_unwritten: bool,
+    /// The database selected where the written part of the incr file ends.
+    written_db: Option<u32>,
 }
 
 impl Writing {
     /// The log's cut for a rewrite: what follows goes to a new incr file, which the
     /// manifest lists from now on (a crash during the rewrite loads old base, old incr
     /// files, then this one).
-    fn rotate(&mut self, shared: &Shared, w: &mut darner_aof::Writer) {
+    ///
+    /// What the old file could not take (a failed write) is written to the new one at once
+    /// (`db`: the database selected at the cut): true when bytes reached it.
+    fn rotate(&mut self, shared: &Shared, w: &mut darner_aof::Writer, db: Option<u32>) -> bool {
         self.barriers_seen += 1;
         if let Err(e) = self.file.sync_data() {
             log::warning(&format!("Can't persist the AOF file before a rewrite: {e}"));
@@ -654,15 +705,30 @@ impl Writing {
                 persist_manifest(&self.dir, &self.name, &next)?;
                 Ok(f)
             });
+        let mut wrote = false;
         match opened {
             Ok(f) => {
                 self.file = f;
+                self.incr_size = 0;
+                if !self.unwritten.is_empty() {
+                    // What the old file did not take goes first into the new one (read
+                    // from database 0 on, as every file is).
+                    self.cut_unwritten = true;
+                    if let Some(db) = self.written_db {
+                        let mut head = Vec::new();
+                        darner_aof::render_select(&mut head, db);
+                        head.append(&mut self.unwritten);
+                        self.unwritten = head;
+                    }
+                }
+                self.written_db = None;
                 self.manifest = next;
                 w.force_select();
                 log::notice(&format!(
                     "Creating AOF incr file {} on background rewrite",
                     String::from_utf8_lossy(&incr)
                 ));
+                wrote = self.flush(shared, Vec::new(), db);
             }
             Err(e) => {
                 // The rewrite fails (its base would lose what the old incr file gets next).
@@ -671,6 +737,7 @@ impl Writing {
             }
         }
         self.try_finish(shared);
+        wrote
     }
 
     fn rewrite_done(
@@ -697,6 +764,8 @@ impl Writing {
         let result = if self.barriers_seen == u64::MAX {
             self.barriers_seen = 0;
             Err("the AOF could not be cut for the rewrite".to_string())
+        } else if std::mem::take(&mut self.cut_unwritten) {
+            Err("the AOF could not be written up to the rewrite's cut".to_string())
         } else {
             result
         };
@@ -851,7 +920,10 @@ fn writer_loop(shared: Arc<Shared>, rx: Receiver<ToAof>, mut st: Writing) {
     let mut published = vec![0u64; threads];
     let mut open = true;
     while open {
-        let wait = if unsynced {
+        let wait = if !st.unwritten.is_empty() {
+            // A failed write is tried again soon (Redis: before every event loop sleep).
+            RETRY_WRITE
+        } else if unsynced {
             Duration::from_secs(1).saturating_sub(last_fsync.elapsed())
         } else {
             Duration::from_secs(1)
@@ -892,7 +964,8 @@ fn writer_loop(shared: Arc<Shared>, rx: Receiver<ToAof>, mut st: Writing) {
         let now_secs = Shared::now_ms() / 1000;
         w.set_timestamps(yes(&shared, "aof-timestamp-enabled"));
         // Written in pieces: a barrier switches files between two of them.
-        let mut pieces: Vec<Vec<u8>> = Vec::new();
+        // Each with the database selected at its end.
+        let mut pieces: Vec<(Vec<u8>, Option<u32>)> = Vec::new();
         merger.drain(&mut |o| match o {
             Output::Cmd(c) => w.append(&mut buf, c.db, &c.argv, now_secs),
             Output::Run(r) => w.append_rendered(&mut buf, r.db, &r.resp, now_secs),
@@ -903,18 +976,18 @@ fn writer_loop(shared: Arc<Shared>, rx: Receiver<ToAof>, mut st: Writing) {
                     .collect();
                 w.append_transaction(&mut buf, &list, now_secs)
             }
-            Output::Barrier => pieces.push(std::mem::take(&mut buf)),
+            Output::Barrier => pieces.push((std::mem::take(&mut buf), w.selected_db())),
         });
         let cuts = pieces.len();
-        pieces.push(std::mem::take(&mut buf));
-        for (i, piece) in pieces.into_iter().enumerate() {
-            if !piece.is_empty() {
-                write_piece(&shared, &mut st.file, &piece);
+        pieces.push((std::mem::take(&mut buf), w.selected_db()));
+        for (i, (piece, db)) in pieces.into_iter().enumerate() {
+            // Also when there is nothing new: what a failed write left is tried again.
+            if st.flush(&shared, piece, db) {
                 unsynced = true;
             }
             if i < cuts {
-                st.rotate(&shared, &mut w);
-                unsynced = false;
+                // The old file is fsynced; the new one holds what the old one did not take.
+                unsynced = st.rotate(&shared, &mut w, db);
                 last_fsync = Instant::now();
             }
         }
@@ -927,12 +1000,7 @@ fn writer_loop(shared: Arc<Shared>, rx: Receiver<ToAof>, mut st: Writing) {
                 || (policy == 1 && last_fsync.elapsed() >= Duration::from_secs(1))
                 || !open);
         if sync_now {
-            if let Err(e) = st.file.sync_data() {
-                log::warning(&format!("Can't persist the AOF file: {e}"));
-                if policy == 2 {
-                    fatal("Can't recover from AOF fsync error when the AOF fsync policy is 'always'. Exiting...");
-                }
-            }
+            sync(&shared, &st.file, policy);
             unsynced = false;
             last_fsync = Instant::now();
         }
@@ -961,31 +1029,130 @@ fn writer_loop(shared: Arc<Shared>, rx: Receiver<ToAof>, mut st: Writing) {
     }
 }
 
-/// Appends to the incr file; a failed write is retried until it goes (Redis keeps the
-/// buffer and retries; under `always` it exits).
-fn write_piece(shared: &Shared, file: &mut std::fs::File, piece: &[u8]) {
-    loop {
-        match file.write_all(piece) {
-            Ok(()) => {
-                shared
-                    .aof
-                    .current_size
-                    .fetch_add(piece.len() as u64, Ordering::Relaxed);
-                if shared.aof.last_write_failed.swap(false, Ordering::Relaxed) {
-                    log::warning("AOF write error looks solved, Redis can write again.");
-                }
-                return;
+/// How soon a failed write is tried again.
+const RETRY_WRITE: Duration = Duration::from_millis(100);
+/// Seconds between two logs of a failing write (Redis's AOF_WRITE_LOG_ERROR_RATE).
+const WRITE_ERROR_LOG_RATE: Duration = Duration::from_secs(30);
+
+impl Writing {
+    /// Appends `piece` (rendered up to database `db`) to what waits, and writes that to the
+    /// incr file: true when bytes reached it. As Redis's flushAppendOnlyFile: a failed write
+    /// under `always` ends the process (its replies wait for this write, and the changes are
+    /// made: they can neither be acknowledged nor undone); otherwise the error is recorded
+    /// (writes are refused, bgsave.rs `writes_denied`), a short write is cut back off the file
+    /// (or, if that fails, kept and the rest waits), and what was not written waits for the
+    /// next try. The first write that goes through clears the error.
+    fn flush(&mut self, shared: &Shared, piece: Vec<u8>, db: Option<u32>) -> bool {
+        if self.unwritten.is_empty() {
+            self.unwritten = piece;
+        } else {
+            self.unwritten.extend_from_slice(&piece);
+        }
+        if self.unwritten.is_empty() {
+            return false;
+        }
+        let a = &shared.aof;
+        let (written, error) = write_some(&self.file, &self.unwritten);
+        let Some(error) = error else {
+            self.wrote(shared, written);
+            self.unwritten.clear();
+            self.written_db = db;
+            a.buffer_length.store(0, Ordering::Relaxed);
+            if a.write_errno.swap(0, Ordering::Relaxed) != 0 {
+                log::warning("AOF write error looks solved, Redis can write again.");
             }
-            Err(e) => {
-                if !shared.aof.last_write_failed.swap(true, Ordering::Relaxed) {
-                    log::warning(&format!("Error writing to the AOF file: {e}"));
-                }
-                if shared.config.hot.appendfsync.load(Ordering::Relaxed) == 2 {
-                    fatal("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
-                }
-                std::thread::sleep(Duration::from_millis(100));
+            return true;
+        };
+        let can_log = self
+            .error_logged
+            .is_none_or(|t| t.elapsed() > WRITE_ERROR_LOG_RATE);
+        if can_log {
+            self.error_logged = Some(Instant::now());
+        }
+        let mut kept = written;
+        let errno = if written == 0 {
+            if can_log {
+                log::warning(&format!(
+                    "Error writing to the AOF file: {}",
+                    log::strerror(&error)
+                ));
+            }
+            error.raw_os_error().unwrap_or(libc::EIO)
+        } else {
+            if can_log {
+                log::warning(&format!(
+                    "Short write while writing to the AOF file: (nwritten={written}, expected={})",
+                    self.unwritten.len()
+                ));
+            }
+            match self.file.set_len(self.incr_size) {
+                Ok(()) => kept = 0,
+                Err(e) if can_log => log::warning(&format!(
+                    "Could not remove short write from the append-only file.  Redis may refuse \
+                     to load the AOF the next time it starts.  ftruncate: {}",
+                    log::strerror(&e)
+                )),
+                Err(_) => {}
+            }
+            libc::ENOSPC
+        };
+        if shared.config.hot.appendfsync.load(Ordering::Relaxed) == 2 {
+            fatal("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
+        }
+        a.write_errno.store(errno, Ordering::Relaxed);
+        if kept > 0 {
+            self.wrote(shared, kept);
+            self.unwritten.drain(..kept);
+        }
+        a.buffer_length
+            .store(self.unwritten.len() as u64, Ordering::Relaxed);
+        kept > 0
+    }
+
+    fn wrote(&mut self, shared: &Shared, n: usize) {
+        self.incr_size += n as u64;
+        shared
+            .aof
+            .current_size
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// Writes as much of `buf` as the file takes (Redis's aofWrite: a short write is followed
+/// by another until an error): the bytes written, and the error that stopped it.
+fn write_some(mut file: &std::fs::File, buf: &[u8]) -> (usize, Option<std::io::Error>) {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.write(&buf[done..]) {
+            Ok(0) => return (done, Some(std::io::Error::from_raw_os_error(libc::ENOSPC))),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return (done, Some(e)),
+        }
+    }
+    (done, None)
+}
+
+/// The fsync `appendfsync` calls for. Under `always` a failure ends the process, as a failed
+/// write does; under `everysec` it is recorded (writes are refused until an fsync goes
+/// through), as Redis's background fsync does, which also ignores EBADF and EINVAL.
+fn sync(shared: &Shared, file: &std::fs::File, policy: u8) {
+    let a = &shared.aof;
+    match file.sync_data() {
+        Err(e) if policy == 2 => fatal(&format!(
+            "Can't persist AOF for fsync error when the AOF fsync policy is 'always': {}. Exiting...",
+            log::strerror(&e)
+        )),
+        Err(e) if !matches!(e.raw_os_error(), Some(libc::EBADF | libc::EINVAL)) => {
+            let errno = e.raw_os_error().unwrap_or(libc::EIO);
+            if a.fsync_errno.swap(errno, Ordering::Relaxed) == 0 {
+                log::warning(&format!(
+                    "Fail to fsync the AOF file: {}",
+                    log::strerror(&e)
+                ));
             }
         }
+        _ => a.fsync_errno.store(0, Ordering::Relaxed),
     }
 }
 
@@ -1234,6 +1401,14 @@ async fn switch_on(tx: &crate::exec::Tx) -> Result<(), String> {
             )
         })?;
     shared.aof.current_size.store(0, Ordering::Relaxed);
+    // A new file: the errors of the last one no longer refuse writes (Redis's
+    // startAppendOnly).
+    if shared.aof.fsync_errno.swap(0, Ordering::Relaxed) != 0 {
+        log::warning("AOF reopen, just ignore the AOF fsync error in bio job");
+    }
+    if shared.aof.write_errno.swap(0, Ordering::Relaxed) != 0 {
+        log::warning("AOF reopen, just ignore the last error.");
+    }
     spawn_writer(
         &shared,
         Writing {
@@ -1243,6 +1418,11 @@ async fn switch_on(tx: &crate::exec::Tx) -> Result<(), String> {
             file,
             barriers_seen: 0,
             pending_done: None,
+            unwritten: Vec::new(),
+            incr_size: 0,
+            error_logged: None,
+            cut_unwritten: false,
+            written_db: None,
         },
     );
     log::notice("AOF was enabled by CONFIG SET appendonly yes");

@@ -77,18 +77,48 @@ currently unable to persist to disk. Commands that may modify the data set are d
 this instance is configured to report errors during writes if RDB snapshotting fails \
 (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
 
-/// Redis's writeCommandsDeniedByDiskError: the last background save failed, save points are
-/// set and stop-writes-on-bgsave-error is yes. Writes, and PING, then get [`ERR_MISCONF`]
-/// until a save succeeds.
+/// Why writes are refused (Redis's writeCommandsDeniedByDiskError).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskError {
+    /// The last background save failed, save points are set and
+    /// stop-writes-on-bgsave-error is yes, until a save succeeds.
+    Rdb,
+    /// A write to the AOF (or an `everysec` fsync of it) failed with this errno, until one
+    /// goes through (aof.rs `Writing::flush`).
+    Aof(i32),
+}
+
+impl DiskError {
+    /// The refusal: [`ERR_MISCONF`], or Redis's `MISCONF Errors writing to the AOF file: `
+    /// and strerror's text.
+    pub fn message(self) -> std::borrow::Cow<'static, [u8]> {
+        match self {
+            DiskError::Rdb => ERR_MISCONF.into(),
+            DiskError::Aof(errno) => format!(
+                "MISCONF Errors writing to the AOF file: {}",
+                crate::log::errno_text(errno)
+            )
+            .into_bytes()
+            .into(),
+        }
+    }
+}
+
+/// Redis's writeCommandsDeniedByDiskError: whether writes, and PING, are refused now, and
+/// with what ([`DiskError::message`]). The RDB reason comes first, as in Redis.
 #[inline]
-pub fn writes_denied(shared: &Shared) -> bool {
-    shared.persist.last_save_failed.load(Ordering::Relaxed)
+pub fn writes_denied(shared: &Shared) -> Option<DiskError> {
+    if shared.persist.last_save_failed.load(Ordering::Relaxed)
         && shared.config.hot.save_points.load(Ordering::Relaxed)
         && shared
             .config
             .hot
             .stop_writes_on_bgsave_error
             .load(Ordering::Relaxed)
+    {
+        return Some(DiskError::Rdb);
+    }
+    shared.aof.disk_error().map(DiskError::Aof)
 }
 
 /// What the process knows of its background saves (INFO persistence).

@@ -88,6 +88,20 @@ pub fn log(level: u8, msg: &str) {
     let _ = std::io::stdout().lock().write_all(line.as_bytes());
 }
 
+/// An I/O error as Redis writes it: strerror's text, without Rust's " (os error N)" suffix.
+pub fn strerror(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+/// The text of `errno` (strerror).
+pub fn errno_text(errno: i32) -> String {
+    strerror(&std::io::Error::from_raw_os_error(errno))
+}
+
 pub fn verbose(msg: &str) {
     log(LOG_VERBOSE, msg)
 }

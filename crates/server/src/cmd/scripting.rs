@@ -66,6 +66,7 @@ use darner_scripting::{
     errors, CallCtx, EvalEngine, FunctionEngine, Host, KillOutcome, RestorePolicy, RunControl,
     ScriptFlags,
 };
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -493,7 +494,7 @@ async fn run(tx: Tx, args: Vec<Bytes>, by_sha: bool, read_only: bool) -> Vec<u8>
     }
     let oom = match oom_rule(&tx, script_flags) {
         Ok(oom) => oom,
-        Err(e) => return err(e),
+        Err(e) => return err(&e),
     };
     reply(&tx, Run::Script(sha), &args, n, read_only, oom).await
 }
@@ -502,17 +503,19 @@ async fn run(tx: Tx, args: Vec<Bytes>, by_sha: bool, read_only: bool) -> Vec<u8>
 /// when the command came: a script with flags but neither `allow-oom` nor `no-writes` is
 /// refused (Err); otherwise Ok(whether its commands that may grow memory are refused until it
 /// has written: a script without flags, or with `no-writes`; never with `allow-oom`).
-fn oom_rule(tx: &Tx, flags: ScriptFlags) -> Result<bool, &'static [u8]> {
+fn oom_rule(tx: &Tx, flags: ScriptFlags) -> Result<bool, Cow<'static, [u8]>> {
     // A script whose flags allow writes is a write command to Redis's MISCONF rule
     // (bgsave.rs `writes_denied`); one without flags meets it at its first write.
-    if !flags.eval_compat_mode && !flags.no_writes && crate::bgsave::writes_denied(tx.shared()) {
-        return Err(crate::bgsave::ERR_MISCONF);
+    if !flags.eval_compat_mode && !flags.no_writes {
+        if let Some(denied) = crate::bgsave::writes_denied(tx.shared()) {
+            return Err(denied.message());
+        }
     }
     if !tx.client().oom_at_dispatch || flags.allow_oom {
         return Ok(false);
     }
     if !flags.eval_compat_mode && !flags.no_writes {
-        return Err(crate::evict::ERR_OOM);
+        return Err(crate::evict::ERR_OOM.into());
     }
     Ok(true)
 }
@@ -619,7 +622,7 @@ struct Limits {
     ro: bool,
     oom: bool,
     /// Writes are refused with MISCONF (bgsave.rs `writes_denied`) until the run has written.
-    misconf: bool,
+    misconf: Option<crate::bgsave::DiskError>,
 }
 
 /// A run that holds only its declared keys.
@@ -1144,8 +1147,10 @@ impl Host for ScriptHost<'_> {
         }
         // Redis stops a script's writes after a failed background save only before its first
         // write, as for maxmemory below: after it, stopping would leave half of it.
-        if writes && self.limits.misconf && !self.control.has_written() {
-            return Frame::Error(Bytes::from_static(crate::bgsave::ERR_MISCONF));
+        if let Some(denied) = self.limits.misconf.filter(|_| writes) {
+            if !self.control.has_written() {
+                return Frame::Error(Bytes::from(denied.message().into_owned()));
+            }
         }
         // Redis stops a script over maxmemory only before its first write: after it, stopping
         // would leave half of it.
@@ -1332,7 +1337,7 @@ async fn run_function(tx: Tx, args: Vec<Bytes>, read_only: bool) -> Vec<u8> {
     }
     let oom = match oom_rule(&tx, flags) {
         Ok(oom) => oom,
-        Err(e) => return err(e),
+        Err(e) => return err(&e),
     };
     /// Clears FUNCTION STATS's running function however the run ends.
     struct Ran<'a>(Option<Registered<'a, (Arc<RunControl>, RunningFunction)>>);

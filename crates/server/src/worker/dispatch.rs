@@ -343,9 +343,10 @@ impl Worker {
                 return;
             }
         }
-        // After a failed background save (bgsave.rs `writes_denied`): writes, EXEC of a
-        // transaction holding one, and PING are refused, as Redis's processCommand does.
-        if crate::bgsave::writes_denied(&self.shared) {
+        // After a failed background save or AOF write (bgsave.rs `writes_denied`): writes,
+        // EXEC of a transaction holding one, and PING are refused, as Redis's processCommand
+        // does.
+        if let Some(denied) = crate::bgsave::writes_denied(&self.shared) {
             let state = &self.conns[c].state;
             let write = spec.has(flags::WRITE)
                 || (spec.full_name == "exec"
@@ -355,7 +356,7 @@ impl Worker {
                         .is_some_and(|q| q.iter().any(|(c, _)| c.spec.has(flags::WRITE))));
             if write || spec.full_name == "ping" {
                 bump(&self.shared.stats[self.id].cmd[cmd.id].rejected, 1);
-                self.reject(c, Some(spec), crate::bgsave::ERR_MISCONF);
+                self.reject(c, Some(spec), &denied.message());
                 return;
             }
         }

@@ -432,15 +432,6 @@ fn replace_file(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     result
 }
 
-/// strerror's text, without Rust's " (os error N)" suffix.
-fn io_text(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
-}
-
 fn rewrite(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     if ctx.shared.config_file.is_empty() {
         return w.error(b"ERR The server is running without a config file");
@@ -453,7 +444,9 @@ fn rewrite(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => {
             log::warning(&format!("CONFIG REWRITE failed: {e}"));
-            return w.error(format!("ERR Rewriting config file: {}", io_text(&e)).as_bytes());
+            return w.error(
+                format!("ERR Rewriting config file: {}", crate::log::strerror(&e)).as_bytes(),
+            );
         }
     };
     match replace_file(path, &rewritten(&old, &ctx.shared.config)) {
@@ -463,7 +456,7 @@ fn rewrite(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
         }
         Err(e) => {
             log::warning(&format!("CONFIG REWRITE failed: {e}"));
-            w.error(format!("ERR Rewriting config file: {}", io_text(&e)).as_bytes());
+            w.error(format!("ERR Rewriting config file: {}", crate::log::strerror(&e)).as_bytes());
         }
     }
 }

@@ -609,10 +609,7 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                     "aof_rewrites_consecutive_failures:{}",
                     a.rewrite_failures_in_a_row.load(Ordering::Relaxed)
                 );
-                line!(
-                    "aof_last_write_status:{}",
-                    status(a.last_write_failed.load(Ordering::Relaxed))
-                );
+                line!("aof_last_write_status:{}", status(a.last_write_failed()));
                 line!("aof_last_cow_size:0");
                 line!("module_fork_in_progress:0");
                 line!("module_fork_last_cow_size:0");
@@ -626,7 +623,10 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                         "aof_pending_rewrite:{}",
                         u8::from(a.rewrite_scheduled.load(Ordering::Relaxed))
                     );
-                    line!("aof_buffer_length:0");
+                    line!(
+                        "aof_buffer_length:{}",
+                        a.buffer_length.load(Ordering::Relaxed)
+                    );
                     line!("aof_pending_bio_fsync:0");
                     line!("aof_delayed_fsync:0");
                 }
