@@ -840,3 +840,55 @@ def test_appendfsync_always_serves_50_clients_at_once(servers, tmpdir_):
     with srv.raw() as c:
         assert c.call("DBSIZE").py() == n * each + 1
         assert c.call("GET", "gc:total").py() == b"%d" % n
+
+
+def test_streamed_reply_completes_under_appendfsync_always_with_writes_on_its_shard(
+        servers, tmpdir_):
+    """A reply big enough to be streamed in chunks (XRANGE of more than 2048 entries) while
+    another client writes on the same shard under `appendfsync always`: each chunk waits
+    until the shard's writes before it are fsynced (as every other reply does), then goes;
+    the reply completes, whole and in order, while the writes go on, and every write is
+    acknowledged."""
+    srv = servers.darner(tmpdir_, "--appendfsync", "always", threads=1)
+    n = 6000
+    with srv.raw(timeout=30) as c:
+        assert c.call("EVAL", "for i=1,tonumber(ARGV[1]) do "
+                      "redis.call('XADD', KEYS[1], i .. '-1', 'f', i) end return 1",
+                      1, "big", n).py() == 1
+    stop = threading.Event()
+    acks = []
+    errors = []
+
+    def writer():
+        try:
+            with srv.raw(timeout=30) as w:
+                i = 0
+                while not stop.is_set():
+                    i += 1
+                    if w.call("SET", "w:%d" % (i % 100), i).raw != b"+OK\r\n":
+                        errors.append(i)
+                        return
+                    acks.append(i)
+        except Exception as e:  # noqa
+            errors.append(e)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        with srv.raw(timeout=30) as c:
+            for _ in range(3):
+                got = c.call("XRANGE", "big", "-", "+").py()
+                assert len(got) == n
+                assert [e[1][1] for e in got[:3]] == [b"1", b"2", b"3"]
+                assert got[-1][0] == b"%d-1" % n and got[-1][1][1] == b"%d" % n
+    finally:
+        stop.set()
+        t.join(30)
+    assert not t.is_alive() and not errors, errors[:3]
+    assert acks
+    kill9(srv)
+    srv = servers.darner(tmpdir_, threads=1)
+    with srv.raw() as c:
+        assert c.call("XLEN", "big").py() == n
+        last = acks[-1]
+        assert c.call("GET", "w:%d" % (last % 100)).py() == b"%d" % last

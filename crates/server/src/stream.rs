@@ -336,6 +336,9 @@ pub struct Streams {
     holds: Vec<(crate::msg::TxId, usize, Box<[u8]>)>,
     /// Holds were added: work deferred behind their keys' intents meanwhile waits here instead.
     pub held_new: bool,
+    /// `appendfsync always`: the next chunks wait until this shard's changes up to this
+    /// ticket are fsynced (worker/durability.rs), as every other reply does.
+    pub durable_wait: Option<u64>,
 }
 
 impl Streams {
@@ -353,7 +356,7 @@ impl Streams {
 
     /// Some stream may take a step now (not all wait for their client).
     pub fn runnable(&self) -> bool {
-        self.active.iter().any(|s| s.flow.runnable())
+        self.durable_wait.is_none() && self.active.iter().any(|s| s.flow.runnable())
     }
 
     fn streamed(&self, db: usize, key: &[u8]) -> bool {

@@ -9,7 +9,9 @@
 //! sends back to other threads' connections (`BatchDone`). A reply may thus wait for a write
 //! it does not depend on (one of another client in the same turn), as in Redis, where every
 //! reply of an event-loop turn waits for the turn's fsync; in exchange no reply ever shows a
-//! write that a crash could still lose.
+//! write that a crash could still lose. A streamed reply's chunks (stream.rs) are produced
+//! only while everything this shard handed over is fsynced: the shard's streams wait
+//! (`Streams::durable_wait`) until it is.
 
 use super::Worker;
 use crate::conn::DurableHold;
@@ -84,9 +86,28 @@ impl Worker {
         crate::exec::post(&self.shared, to, m);
     }
 
+    /// Whether this shard's streams must wait before their next chunk, which may show a change
+    /// of this shard not fsynced yet; if so, they wait until [`Worker::release_durable`].
+    pub(super) fn streams_wait_durable(&mut self) -> bool {
+        if !self.shared.aof.acks_wait(&self.shared) {
+            return false;
+        }
+        let ticket = self.hand_over_log();
+        if ticket <= self.durable() {
+            return false;
+        }
+        self.shard.streams.durable_wait = Some(ticket);
+        self.note_holding(ticket);
+        true
+    }
+
     /// The AOF thread fsynced more: what waited for it goes.
     pub(super) fn release_durable(&mut self) {
         let durable = self.durable();
+        if self.shard.streams.durable_wait.is_some_and(|t| t <= durable) {
+            // The next pump's end queues their next step.
+            self.shard.streams.durable_wait = None;
+        }
         while self.held_msgs.front().is_some_and(|h| h.0 <= durable) {
             let (_, to, m) = self.held_msgs.pop_front().expect("front");
             crate::exec::post(&self.shared, to, m);
@@ -110,7 +131,10 @@ impl Worker {
                 self.held_conns.push(c);
             }
         }
-        if self.held_conns.is_empty() && self.held_msgs.is_empty() {
+        if self.held_conns.is_empty()
+            && self.held_msgs.is_empty()
+            && self.shard.streams.durable_wait.is_none()
+        {
             self.shared.aof.holding[self.id].store(false, Ordering::SeqCst);
         }
     }

@@ -135,6 +135,9 @@ impl Worker {
         if self.shard.streams.last_turn == Some(self.loop_now) || granted {
             return; // stepped this turn already (stream_turn_end queues the next tick)
         }
+        if self.streams_wait_durable() {
+            return;
+        }
         self.shard.streams.last_turn = Some(self.loop_now);
         if !crate::stream::step(&mut self.shard, &self.shared, Shared::now_ms()) {
             return;
