@@ -502,3 +502,118 @@ def test_big_xreadgroup_streamed_in_steps_is_written(darner_factory):
     new = restart(darner_factory, d).client()
     assert new.execute_command("XPENDING", "s", "g") == before
     assert new.execute_command("XINFO", "GROUPS", "s") == groups
+
+
+# ---- hash fields and set members their TTL removes -------------------------------------------
+
+def upper_names(cmds):
+    return [[a.upper() if i == 0 else a for i, a in enumerate(cmd)] for cmd in cmds]
+
+
+def wait_past(ms):
+    """Sleeps until the wall clock (the server's) is past unix ms `ms`, polling."""
+    deadline = time.time() + 10
+    while time.time() * 1000 <= ms + 5:
+        assert time.time() < deadline
+        time.sleep(0.01)
+
+
+def test_hash_fields_their_ttl_removes_are_written_as_hdel_before_what_follows(darner_factory):
+    # Regression: a field removed lazily by its TTL was not written, so the replay (nothing
+    # expires during a load) changed the old value: HSET f 5, HPEXPIRE f, HINCRBY f 1 after
+    # the TTL replayed as 6 instead of 1. Redis 7.4 writes `HDEL key field` for each
+    # (t_hash.c, propagateHashFieldDeletion), and nothing else for a hash its last HDEL
+    # empties.
+    d = darner_factory(*AOF_ARGS)
+    c = d.client()
+    # Lazy expiry only: the active cycle must not get there first.
+    c.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    c.execute_command("HSET", "h", "f", "5", "other", "x")
+    c.execute_command("HSET", "one", "f", "5")
+    c.execute_command("HSET", "ft", "f", "5", "other", "x")
+    keys = ("h", "one", "ft")
+    for k in keys:
+        c.execute_command("HPEXPIRE", k, "100", "FIELDS", "1", "f")
+    wait_past(max(c.execute_command("HPEXPIRETIME", k, "FIELDS", "1", "f")[0] for k in keys))
+    # Dragonfly's FIELDTTL removes the field it finds due too (cmd/field_ttl.rs).
+    assert c.execute_command("FIELDTTL", "ft", "f") == -3
+    live = [c.execute_command("HINCRBY", k, "f", "1") for k in keys]
+    assert live == [1, 1, 1]
+    written = upper_names(incr_commands(
+        d.workdir, until=lambda cs: [b"HINCRBY", b"ft", b"f", b"1"] in upper_names(cs)))
+    for k in (b"h", b"one", b"ft"):
+        assert written.index([b"HDEL", k, b"f"]) < written.index([b"HINCRBY", k, b"f", b"1"])
+    # The emptied hash goes with its HDEL, as in Redis: no DEL of it.
+    assert not [cmd for cmd in written if cmd[0] == b"DEL"]
+    before = {k: c.hgetall(k) for k in keys}
+    new = restart(darner_factory, d).client()
+    assert {k: new.hgetall(k) for k in keys} == before
+    assert new.execute_command("HTTL", "h", "FIELDS", "1", "f") == [-1]
+
+
+def test_hash_fields_the_active_cycle_removes_are_written_as_hdel(darner_factory):
+    d = darner_factory(*AOF_ARGS)
+    c = d.client()
+    c.execute_command("HSET", "h", "f", "5", "g", "1")
+    c.execute_command("HPEXPIRE", "h", "100", "FIELDS", "1", "f")
+    # A big hash all of whose fields are due goes whole (the cycle frees it in steps): DEL.
+    c.execute_command("HSET", "big", *[x for i in range(300) for x in ("f%d" % i, "v")])
+    c.execute_command("HPEXPIRE", "big", "100", "FIELDS", "300",
+                      *["f%d" % i for i in range(300)])
+    written = upper_names(incr_commands(
+        d.workdir, until=lambda cs: {(b"HDEL", b"h", b"f"), (b"DEL", b"big")}
+        <= {tuple(x) for x in upper_names(cs)}))
+    assert [b"HDEL", b"h", b"f"] in written and [b"DEL", b"big"] in written
+    # Nothing read the field: the cycle removed it, so HINCRBY starts from nothing.
+    assert c.execute_command("HINCRBY", "h", "f", "1") == 1
+    live = (c.hlen("h"), c.hgetall("h"), c.exists("big"))
+    new = restart(darner_factory, d).client()
+    assert live == (2, {b"f": b"1", b"g": b"1"}, 0)
+    assert (new.hlen("h"), new.hgetall("h"), new.exists("big")) == live
+
+
+def test_set_members_their_ttl_removes_are_written_as_srem_before_what_follows(darner_factory):
+    # Regression: a member removed by its TTL was not written; SADD of it again replayed
+    # onto the old member, which kept its TTL (SADD leaves a member's TTL alone) and was gone
+    # after the restart.
+    d = darner_factory(*AOF_ARGS)
+    c = d.client()
+    c.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    at = int(time.time() * 1000) + 100
+    c.execute_command("SADD", "s", "keep")
+    c.execute_command("SADDEX", "s", "PXAT", str(at), "m", "n")
+    c.execute_command("SADDEX", "only", "PXAT", str(at), "m")
+    c.execute_command("SADDEX", "moved", "PXAT", str(at), "m")
+    c.execute_command("SADD", "moved", "keep")
+    wait_past(at)
+    assert c.execute_command("SADD", "s", "m") == 1
+    assert c.execute_command("SADD", "only", "m") == 1
+    assert c.execute_command("SMOVE", "moved", "dst", "m") == 0
+    written = upper_names(incr_commands(
+        d.workdir, until=lambda cs: [b"SADD", b"only", b"m"] in upper_names(cs)))
+    assert written.index([b"SREM", b"s", b"m"]) < written.index([b"SADD", b"s", b"m"])
+    assert [b"SREM", b"s", b"n"] in written
+    # The SMOVE found nothing to move (whether it is written or not, the SREM comes first).
+    srem = written.index([b"SREM", b"moved", b"m"])
+    assert all(i > srem for i, cmd in enumerate(written) if cmd[0] == b"SMOVE")
+    # A set all of whose members were due goes as an expired key: DEL.
+    assert written.index([b"DEL", b"only"]) < written.index([b"SADD", b"only", b"m"])
+    live = {k: c.smembers(k) for k in ("s", "only", "moved", "dst")}
+    assert live == {"s": {b"keep", b"m"}, "only": {b"m"}, "moved": {b"keep"}, "dst": set()}
+    new = restart(darner_factory, d).client()
+    assert {k: new.smembers(k) for k in live} == live
+    assert new.execute_command("FIELDTTL", "s", "m") == -1
+
+
+def test_set_members_the_active_cycle_removes_are_written_as_srem(darner_factory):
+    d = darner_factory(*AOF_ARGS)
+    c = d.client()
+    c.execute_command("SADD", "s", "keep")
+    c.execute_command("SADDEX", "s", "PXAT", str(int(time.time() * 1000) + 100), "m")
+    written = upper_names(incr_commands(
+        d.workdir, until=lambda cs: [b"SREM", b"s", b"m"] in upper_names(cs)))
+    assert [b"SREM", b"s", b"m"] in written
+    assert c.execute_command("SADD", "s", "m") == 1
+    new = restart(darner_factory, d).client()
+    assert new.smembers("s") == {b"keep", b"m"}
+    assert new.execute_command("FIELDTTL", "s", "m") == -1

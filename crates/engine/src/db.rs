@@ -178,21 +178,46 @@ struct Events {
     /// end of a loop turn learns with one load whether any of them has events).
     recorded: Option<Arc<AtomicBool>>,
     log: Vec<(Event, Box<[u8]>)>,
-    /// While this flag is set, keys removed by their TTL are also noted in `expired`
-    /// ([`Db::log_expired_while`]: the server writes them to its AOF as DEL).
+    /// While this flag is set, what TTLs remove (keys, hash fields, set members) is also
+    /// noted in `expired`, in the order it goes ([`Db::log_expired_while`]: the server writes
+    /// it to its AOF).
     expired_wanted: Option<&'static AtomicBool>,
-    expired: Vec<Box<[u8]>>,
+    expired: Vec<Expired>,
+}
+
+/// What a TTL removed, for the AOF ([`Db::take_expired`]): a load replays the log with
+/// nothing expiring, so each removal is written as the command that does it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Expired {
+    /// A key (DEL): one past its TTL, or a hash or set all of whose fields (members) were due
+    /// at once and went whole.
+    Key(Box<[u8]>),
+    /// Fields of the hash at the key (HDEL, one per field, as Redis 7.4 propagates them).
+    /// The last field of a hash takes the key with it, as HDEL does.
+    Fields(Box<[u8]>, Vec<Box<[u8]>>),
+    /// Members of the set at the key (SREM, one per member).
+    Members(Box<[u8]>, Vec<Box<[u8]>>),
 }
 
 impl Events {
+    /// Whether what TTLs remove is noted now ([`Db::log_expired_while`]).
+    #[inline]
+    fn logging_expired(&self) -> bool {
+        self.expired_wanted
+            .is_some_and(|w| w.load(Ordering::Relaxed))
+    }
+
+    /// Notes a removal by TTL (while noting them).
+    fn log_expired(&mut self, what: Expired) {
+        if self.logging_expired() {
+            self.expired.push(what);
+        }
+    }
+
     #[inline]
     fn record(&mut self, ev: Event, key: &[u8]) {
-        if ev == Event::Expired
-            && self
-                .expired_wanted
-                .is_some_and(|w| w.load(Ordering::Relaxed))
-        {
-            self.expired.push(key.into());
+        if ev == Event::Expired && self.logging_expired() {
+            self.expired.push(Expired::Key(key.into()));
         }
         if let Some(w) = &self.wanted {
             if w.load(Ordering::Relaxed) & ev.bit() != 0 {
@@ -263,12 +288,26 @@ fn expire_members(
         }
         Some(Value::Set(s)) if s.due(now_ms) => {
             // `due` may be a stale bound: then nothing goes and nothing is signalled.
-            let gone = s.remove_all_expired(now_ms);
+            let log = signals.events.logging_expired();
+            let mut names: Vec<Box<[u8]>> = Vec::new();
+            let gone = s.remove_all_expired_with(now_ms, &mut |m| {
+                if log {
+                    names.push(m.into())
+                }
+            });
             if gone == 0 {
                 return false;
             }
             *expired_fields += gone as u64;
-            s.is_empty()
+            // A set left empty goes as an expired key: its reclaiming writes DEL, which
+            // stands for these members' SREMs too.
+            let empty = s.is_empty();
+            if !empty {
+                signals
+                    .events
+                    .log_expired(Expired::Members(key.into(), names));
+            }
+            empty
         }
         _ => return false,
     };
@@ -496,10 +535,19 @@ impl Db {
                 self.field_sweep_at += 1;
                 continue;
             }
+            // The names of the fields (members) removed, for the AOF while it is on.
+            let log = self.signals.events.logging_expired();
+            let mut names: Vec<Box<[u8]>> = Vec::new();
+            let mut note = |f: &[u8]| {
+                if log {
+                    names.push(f.into())
+                }
+            };
             let (gone, empty, keep) = match self.table.get_mut(&key) {
                 // Every field (member) due: the value goes whole, freed in steps from the
-                // graveyard like an expired key's.
+                // graveyard like an expired key's (and written as DEL).
                 Some(e) if !e.is_expired(now_ms) && all_elements_due(e, now_ms) => {
+                    self.signals.events.log_expired(Expired::Key(key.clone()));
                     (element_count(e), true, false)
                 }
                 // Through the guard: a small hash stays inline in its entry.
@@ -508,16 +556,29 @@ impl Db {
                 {
                     match e.hash_mut() {
                         Some(mut h) => {
-                            let gone = h.remove_expired(now_ms, 16);
+                            let gone = h.remove_expired_with(now_ms, 16, &mut note);
+                            if gone > 0 {
+                                let f = std::mem::take(&mut names);
+                                self.signals
+                                    .events
+                                    .log_expired(Expired::Fields(key.clone(), f));
+                            }
                             (gone, h.is_empty(), h.has_ttls())
                         }
                         None => (0, false, false),
                     }
                 }
                 Some(e) if !e.is_expired(now_ms) => match e.value_mut() {
-                    // As for hashes: a few buckets of the set's table a step.
+                    // As for hashes: a few buckets of the set's table a step. A set they
+                    // leave empty goes with its last SREM, as SREM's would.
                     Some(Value::Set(s)) => {
-                        let gone = s.remove_expired(now_ms, 16);
+                        let gone = s.remove_expired_with(now_ms, 16, &mut note);
+                        if gone > 0 {
+                            let m = std::mem::take(&mut names);
+                            self.signals
+                                .events
+                                .log_expired(Expired::Members(key.clone(), m));
+                        }
                         (gone, s.is_empty(), s.has_ttls())
                     }
                     _ => (0, false, false),
@@ -839,9 +900,6 @@ impl Db {
 }
 
 impl Db {
-    /// Has this database record the [`Event`]s whose bits are set in `wanted` (the server
-    /// keeps the mask current as its configuration changes), and set `recorded` when it
-    /// records one (the caller clears it when it takes the events).
     /// Binds the time (unix ms, shared with the server) until which expiry is frozen: while
     /// it is ahead, a key whose TTL passed is neither removed on access (it reads as
     /// missing) nor by the active cycle, so nothing is written (CLIENT PAUSE, as Redis
@@ -850,6 +908,9 @@ impl Db {
         self.frozen_until = Some(until);
     }
 
+    /// Has this database record the [`Event`]s whose bits are set in `wanted` (the server
+    /// keeps the mask current as its configuration changes), and set `recorded` when it
+    /// records one (the caller clears it when it takes the events).
     pub fn record_events(&mut self, wanted: Arc<AtomicU32>, recorded: Arc<AtomicBool>) {
         self.signals.events.wanted = Some(wanted);
         self.signals.events.recorded = Some(recorded);
@@ -864,14 +925,14 @@ impl Db {
             .is_some_and(|w| w.load(Ordering::Relaxed) & ev.bit() != 0)
     }
 
-    /// The events recorded since the last call, oldest first.
-    /// Notes the keys their TTL removes while `flag` is set ([`Db::take_expired`]).
+    /// Notes what TTLs remove while `flag` is set: keys, hash fields and set members, lazily
+    /// or by the active cycles, in the order they go ([`Db::take_expired`]).
     pub fn log_expired_while(&mut self, flag: &'static AtomicBool) {
         self.signals.events.expired_wanted = Some(flag);
     }
 
-    /// The keys removed by their TTL since the last call (while noting them).
-    pub fn take_expired(&mut self) -> Vec<Box<[u8]>> {
+    /// What TTLs removed since the last call (while noting it), oldest first.
+    pub fn take_expired(&mut self) -> Vec<Expired> {
         if self.signals.events.expired.is_empty() {
             Vec::new()
         } else {
@@ -879,6 +940,7 @@ impl Db {
         }
     }
 
+    /// The events recorded since the last call, oldest first.
     pub fn take_events(&mut self) -> Option<Vec<(Event, Box<[u8]>)>> {
         if self.signals.events.log.is_empty() {
             None
@@ -1371,6 +1433,18 @@ impl<'a> DbView<'a> {
     pub fn record_event(&mut self, ev: Event, key: &[u8]) {
         self.db.signals.events.record(ev, key);
     }
+
+    /// Whether what TTLs remove is noted for the AOF now ([`Db::log_expired_while`]): a
+    /// command that removes expired fields itself collects their names only then.
+    pub fn logging_expired(&self) -> bool {
+        self.db.signals.events.logging_expired()
+    }
+
+    /// Notes a removal by TTL that a command made itself (a hash's lazy field expiry), in
+    /// order with the engine's own ([`Db::take_expired`]); nothing while not noting.
+    pub fn log_expired(&mut self, what: Expired) {
+        self.db.signals.events.log_expired(what);
+    }
 }
 
 /// Iteration is over when a cursor position reaches this value.
@@ -1379,6 +1453,7 @@ pub const SCAN_DONE: u64 = SCAN_END;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::value::Value;
 
     fn s(k: &[u8], v: &[u8], exp: Option<i64>) -> Entry {
         Entry::new_str(k, v, exp, false, 0)
@@ -1627,6 +1702,83 @@ mod tests {
         assert!(db.view(Clock::at(10)).delete(b"k"));
         assert!(!db.view(Clock::at(10)).delete(b"k"));
         assert!(db.take_graveyard().is_none());
+    }
+
+    #[test]
+    fn ttl_removals_are_noted_in_order_only_while_logging() {
+        use crate::types::{Hash, Limits};
+        static LOGGING: AtomicBool = AtomicBool::new(false);
+        fn hash_entry(k: &[u8], due: &[&[u8]]) -> Entry {
+            let mut h = Hash::new();
+            h.set(b"g", b"1", &Limits::default());
+            for f in due {
+                h.set_expiring(f, b"v", 5, &Limits::default());
+            }
+            Entry::new_value(k, Value::Hash(h), None, 0)
+        }
+        let fill = |db: &mut Db, p: &str| {
+            let k = |n: &str| format!("{p}{n}").into_bytes();
+            let mut v = db.view(Clock::at(0));
+            v.set(s(&k("key"), b"v", Some(5)));
+            v.set(set_entry(&k("set"), &[(b"m", Some(5)), (b"n", None)]));
+            v.set(set_entry(&k("swept"), &[(b"m", Some(5)), (b"n", None)]));
+            v.set(set_entry(&k("gone"), &[(b"m", Some(5))]));
+            v.set(hash_entry(&k("hash"), &[b"f", b"e"]));
+        };
+        let run = |db: &mut Db, p: &str| {
+            let k = |n: &str| format!("{p}{n}").into_bytes();
+            let mut v = db.view(Clock::at(10));
+            assert!(v.get(&k("key")).is_none());
+            assert!(v.get(&k("set")).is_some());
+            // Every member due: the set goes as an expired key once reclaimed.
+            assert!(v.get(&k("gone")).is_none());
+            assert!(v.get(&k("gone")).is_none());
+            let mut removed = 0;
+            for _ in 0..10 {
+                removed += db.active_expire_fields(10, 10).1;
+            }
+            assert_eq!(
+                removed, 3,
+                "the swept set's member and the hash's two fields"
+            );
+        };
+        let mut db = Db::new();
+        db.log_expired_while(&LOGGING);
+        fill(&mut db, "a");
+        run(&mut db, "a");
+        assert!(
+            db.take_expired().is_empty(),
+            "the flag is off: nothing noted"
+        );
+        LOGGING.store(true, Ordering::Relaxed);
+        fill(&mut db, "b");
+        run(&mut db, "b");
+        let b = |n: &str| Box::<[u8]>::from(format!("b{n}").as_bytes());
+        let one = |m: &[u8]| vec![Box::<[u8]>::from(m)];
+        let mut got = db.take_expired();
+        // The sweep's order among keys is its registry's: compare it as a set.
+        let swept: HashSet<_> = got.drain(3..).collect();
+        assert_eq!(
+            got,
+            [
+                Expired::Key(b("key")),
+                Expired::Members(b("set"), one(b"m")),
+                Expired::Key(b("gone")),
+            ]
+        );
+        let mut fields = vec![Box::<[u8]>::from(&b"e"[..]), Box::from(&b"f"[..])];
+        let hash = swept.iter().find_map(|e| match e {
+            Expired::Fields(k, f) if *k == b("hash") => Some(f.clone()),
+            _ => None,
+        });
+        let mut hash = hash.expect("the hash's fields");
+        hash.sort();
+        fields.sort();
+        assert_eq!(hash, fields);
+        assert!(swept.contains(&Expired::Members(b("swept"), one(b"m"))));
+        assert_eq!(swept.len(), 2);
+        assert!(db.take_expired().is_empty(), "taken");
+        LOGGING.store(false, Ordering::Relaxed);
     }
 
     #[test]

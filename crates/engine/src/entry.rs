@@ -1061,11 +1061,26 @@ impl HashMut<'_> {
     }
 
     pub fn remove_all_expired(&mut self, now_ms: i64) -> usize {
-        HashStore::remove_all_expired(self, now_ms)
+        HashStore::remove_all_expired(self, now_ms, &mut |_| {})
+    }
+
+    /// [`HashMut::remove_all_expired`], passing each removed field to `gone`.
+    pub fn remove_all_expired_with(&mut self, now_ms: i64, gone: &mut dyn FnMut(&[u8])) -> usize {
+        HashStore::remove_all_expired(self, now_ms, gone)
     }
 
     pub fn remove_expired(&mut self, now_ms: i64, max_buckets: usize) -> usize {
-        HashStore::remove_expired(self, now_ms, max_buckets)
+        HashStore::remove_expired(self, now_ms, max_buckets, &mut |_| {})
+    }
+
+    /// [`HashMut::remove_expired`], passing each removed field to `gone`.
+    pub fn remove_expired_with(
+        &mut self,
+        now_ms: i64,
+        max_buckets: usize,
+        gone: &mut dyn FnMut(&[u8]),
+    ) -> usize {
+        HashStore::remove_expired(self, now_ms, max_buckets, gone)
     }
 }
 
@@ -1447,8 +1462,21 @@ mod tests {
             }
             Op::Persist(f) => Some(h.set_expiry(&model_field(f), None) as i64),
             Op::ExpireField(f, t) => Some(h.expire_field(&model_field(f), t) as i64),
-            Op::RemoveAllExpired(t) => Some(h.remove_all_expired(t) as i64),
-            Op::Sweep(t) => Some(h.remove_expired(t, 1 << 20) as i64),
+            // Each removed field is named once (the AOF writes an HDEL per name).
+            Op::RemoveAllExpired(t) => {
+                let mut names = std::collections::HashSet::new();
+                let n = h.remove_all_expired(t, &mut |f| assert!(names.insert(f.to_vec())));
+                assert_eq!(names.len(), n);
+                assert!(names.iter().all(|f| !h.view().contains(f)));
+                Some(n as i64)
+            }
+            Op::Sweep(t) => {
+                let mut names = std::collections::HashSet::new();
+                let n = h.remove_expired(t, 1 << 20, &mut |f| assert!(names.insert(f.to_vec())));
+                assert_eq!(names.len(), n);
+                assert!(names.iter().all(|f| !h.view().contains(f)));
+                Some(n as i64)
+            }
             Op::KeyTtl(_) | Op::Guard => None,
         }
     }

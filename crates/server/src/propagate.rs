@@ -17,7 +17,14 @@
 //! log's TTLs are absolute, and a key must not vanish between two of its commands), so
 //! without the DEL a key that expired and was written again would come back as its old value
 //! changed (SET k v PX 100, then APPEND k x after the TTL, would load as "vx", expired).
-//! Fields and set members removed by their TTL are not written yet (Redis 7.4 writes HDEL).
+//! Hash fields and set members their TTL removes are written the same way ([`expired`]):
+//! `HDEL key field` per field (Redis 7.4's form), `SREM key member` per member, before the
+//! command that found them due or at the end of the active cycle's turn (without them,
+//! HSET h f 5, HPEXPIRE h 50 FIELDS 1 f, then HINCRBY h f 1 after the TTL would load as 6,
+//! not 1). A hash or set left empty goes with its last HDEL (SREM), as Redis writes it;
+//! one all of whose fields (members) were due at once goes whole, written as DEL. The
+//! clock is stopped before every TTL while the log loads, so the fields and members a
+//! client saw hidden (not removed) are there during the load and hidden again after it.
 //!
 //! **Transactions.** A command that ran as a step of a multi-shard transaction (a queued
 //! command of EXEC, a script's call, a part of a multi-shard MSET) is tagged with the
@@ -32,8 +39,8 @@ use darner_aof::{Cmd, Item};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Whether anything is being recorded (the AOF is on). The engine's databases note the keys
-/// their TTL removes while it is set ([`expired`]).
+/// Whether anything is being recorded (the AOF is on). The engine's databases note the keys,
+/// hash fields and set members their TTL removes while it is set ([`expired`]).
 pub static ENABLED: AtomicBool = AtomicBool::new(false);
 
 pub fn enabled() -> bool {
@@ -205,17 +212,32 @@ pub fn write(db: usize, argv: Vec<Bytes>) {
     }
 }
 
-/// Keys the shard's TTLs removed since the last look: written as DEL, as Redis propagates
-/// an expiry. Called right after each command (before what it wrote), after each
-/// transaction step and active expiry cycle, and at the end of each loop turn. (While the
-/// AOF loads nothing is recorded, and nothing expires.)
+/// What the shard's TTLs removed since the last look, in the order it went: a key as DEL
+/// (Redis propagates an expired key so), a hash field as `HDEL key field` (Redis 7.4's
+/// `propagateHashFieldDeletion`: one command per field; the last one takes the emptied hash
+/// with it), a set member as `SREM key member`. Called right after each command (before what
+/// it wrote), after each transaction step and active expiry cycle, and at the end of each
+/// loop turn. (While the AOF loads nothing is recorded, and nothing expires.)
 pub fn expired(shard: &mut crate::shard::Shard) {
+    use darner_engine::Expired;
     if !enabled() {
         return;
     }
     for (db, d) in shard.dbs.iter_mut().enumerate() {
-        for key in d.take_expired() {
-            record_args(db, &[b"DEL", &key]);
+        for what in d.take_expired() {
+            match what {
+                Expired::Key(key) => record_args(db, &[b"DEL", &key]),
+                Expired::Fields(key, fields) => {
+                    for f in fields {
+                        record_args(db, &[b"HDEL", &key, &f]);
+                    }
+                }
+                Expired::Members(key, members) => {
+                    for m in members {
+                        record_args(db, &[b"SREM", &key, &m]);
+                    }
+                }
+            }
         }
     }
 }

@@ -689,6 +689,15 @@ impl PartialEq for DenseTable {
     }
 }
 
+/// Passes each element [`DenseTable::remove_expired`] removed to `gone`; returns how many
+/// there were.
+pub(crate) fn named(removed: Vec<Vec<u8>>, gone: &mut dyn FnMut(&[u8])) -> usize {
+    for k in &removed {
+        gone(k);
+    }
+    removed.len()
+}
+
 // ---- Resumable iteration (streamed replies) -------------------------------------------------
 
 impl DenseTable {

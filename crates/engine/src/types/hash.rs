@@ -30,7 +30,7 @@
 //! ([`Hash::expire_field`], [`Hash::remove_all_expired`]) or in steps ([`Hash::remove_expired`]).
 //! A table counts its fields with a TTL, so a hash without any skips every expiry check.
 
-use super::dense::{DenseTable, EntryRef};
+use super::dense::{named, DenseTable, EntryRef};
 use super::Limits;
 
 /// A hash value.
@@ -349,11 +349,11 @@ pub(crate) trait HashStore {
         due && self.remove(field)
     }
 
-    /// See [`Hash::remove_all_expired`].
-    fn remove_all_expired(&mut self, now_ms: i64) -> usize {
+    /// See [`Hash::remove_all_expired_with`].
+    fn remove_all_expired(&mut self, now_ms: i64, gone: &mut dyn FnMut(&[u8])) -> usize {
         match self.view() {
             HashRef::Pack { ex: false, .. } => 0,
-            HashRef::Pack { len, .. } => pack_remove_expired(self, len, now_ms),
+            HashRef::Pack { len, .. } => pack_remove_expired(self, len, now_ms, gone),
             HashRef::Table(_) => match self.table_mut() {
                 // O(1) unless some field may really be due: HLEN, HGETALL ... on a big hash
                 // with TTLs then visit the buckets holding due fields, found through the
@@ -361,20 +361,25 @@ pub(crate) trait HashStore {
                 Some(t) if t.may_have_expired(now_ms) => {
                     // As many visits as there are buckets: nothing due is left.
                     let n = t.buckets();
-                    t.remove_expired(now_ms, n).len()
+                    named(t.remove_expired(now_ms, n), gone)
                 }
                 _ => 0,
             },
         }
     }
 
-    /// See [`Hash::remove_expired`].
-    fn remove_expired(&mut self, now_ms: i64, max_buckets: usize) -> usize {
+    /// See [`Hash::remove_expired_with`].
+    fn remove_expired(
+        &mut self,
+        now_ms: i64,
+        max_buckets: usize,
+        gone: &mut dyn FnMut(&[u8]),
+    ) -> usize {
         match self.view() {
-            HashRef::Pack { .. } => self.remove_all_expired(now_ms),
+            HashRef::Pack { .. } => self.remove_all_expired(now_ms, gone),
             HashRef::Table(_) => self
                 .table_mut()
-                .map_or(0, |t| t.remove_expired(now_ms, max_buckets).len()),
+                .map_or(0, |t| named(t.remove_expired(now_ms, max_buckets), gone)),
         }
     }
 }
@@ -484,13 +489,20 @@ fn pack_set_expiry<S: HashStore + ?Sized>(
 }
 
 /// Removes a listpack's (of `len` pairs) fields due at `now_ms`: the pairs that stay are
-/// moved down over the others in place, then one splice cuts the end. Returns how many went.
-fn pack_remove_expired<S: HashStore + ?Sized>(s: &mut S, len: u32, now_ms: i64) -> usize {
+/// moved down over the others in place, then one splice cuts the end. Each removed field is
+/// passed to `named` (before it is overwritten). Returns how many went.
+fn pack_remove_expired<S: HashStore + ?Sized>(
+    s: &mut S,
+    len: u32,
+    now_ms: i64,
+    named: &mut dyn FnMut(&[u8]),
+) -> usize {
     let b = s.pack_mut();
     let (mut p, mut w, mut gone) = (0, 0, 0);
     while p < b.len() {
         let slot = pack_next(b, p);
         if slot.expiry.is_some_and(|e| e <= now_ms) {
+            named(&b[slot.key.0..slot.key.1]);
             gone += 1;
         } else {
             // `w` never passes `slot.start`: the pairs still to read are left intact.
@@ -684,7 +696,12 @@ impl Hash {
     /// buckets holding due fields: see dense.rs).
     /// Returns how many it removed.
     pub fn remove_all_expired(&mut self, now_ms: i64) -> usize {
-        HashStore::remove_all_expired(self, now_ms)
+        HashStore::remove_all_expired(self, now_ms, &mut |_| {})
+    }
+
+    /// [`Hash::remove_all_expired`], passing each removed field to `gone`.
+    pub fn remove_all_expired_with(&mut self, now_ms: i64, gone: &mut dyn FnMut(&[u8])) -> usize {
+        HashStore::remove_all_expired(self, now_ms, gone)
     }
 
     /// Every (field, value, expiry).
@@ -706,7 +723,17 @@ impl Hash {
     /// `max_buckets` buckets of a table (a listpack hash is swept whole) and removes fields
     /// whose expiry is at or before `now_ms`. Returns how many it removed.
     pub fn remove_expired(&mut self, now_ms: i64, max_buckets: usize) -> usize {
-        HashStore::remove_expired(self, now_ms, max_buckets)
+        HashStore::remove_expired(self, now_ms, max_buckets, &mut |_| {})
+    }
+
+    /// [`Hash::remove_expired`], passing each removed field to `gone`.
+    pub fn remove_expired_with(
+        &mut self,
+        now_ms: i64,
+        max_buckets: usize,
+        gone: &mut dyn FnMut(&[u8]),
+    ) -> usize {
+        HashStore::remove_expired(self, now_ms, max_buckets, gone)
     }
 }
 

@@ -10,7 +10,7 @@
 use crate::cmd::{parse_int, Reg, ERR_NOT_INT, ERR_WRONGTYPE};
 use crate::shard::ShardCtx;
 use bytes::Bytes;
-use darner_engine::{DbView, Value, ValueRef, ValueType};
+use darner_engine::{DbView, Expired, Value, ValueRef, ValueType};
 use darner_resp::ReplyWriter;
 
 pub fn register(r: &mut Reg) {
@@ -25,18 +25,28 @@ const MAX_FIELD_TTL_SECS: i64 = 1 << 26;
 /// none is left (the hash commands' lazy field expiry). Anything else is left alone.
 fn expire_hash_fields(db: &mut DbView<'_>, key: &[u8], fields: &[&[u8]]) {
     let now = db.now_ms();
+    let log = db.logging_expired();
     // Checked on the borrowed view first: a hash without field TTLs (the usual case) is
     // left alone after one lookup.
     let entry = db
         .get_mut_quiet(key)
         .filter(|e| matches!(e.value(), ValueRef::Hash(h) if h.has_ttls()));
-    let (gone, empty) = match entry.and_then(|e| e.hash_mut()) {
+    let (gone, empty, names) = match entry.and_then(|e| e.hash_mut()) {
         Some(mut h) => {
-            let gone = fields.iter().filter(|f| h.expire_field(f, now)).count();
-            (gone, h.is_empty())
+            let gone: Vec<&[u8]> = fields
+                .iter()
+                .copied()
+                .filter(|f| h.expire_field(f, now))
+                .collect();
+            (gone.len(), h.is_empty(), gone)
         }
         _ => return,
     };
+    // For the AOF: HDEL per field removed (the last one takes the key), as cmd/hash.rs.
+    if log && !names.is_empty() {
+        let names = names.into_iter().map(Box::from).collect();
+        db.log_expired(Expired::Fields(key.into(), names));
+    }
     if empty {
         db.remove(key);
     } else if gone > 0 {

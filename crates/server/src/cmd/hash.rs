@@ -19,7 +19,7 @@ use bytes::Bytes;
 use darner_engine::db::Event;
 use darner_engine::entry::HashMut;
 use darner_engine::types::{Hash, HashRef};
-use darner_engine::{glob_match, DbView, Entry, Value, ValueRef};
+use darner_engine::{glob_match, DbView, Entry, Expired, Value, ValueRef};
 use darner_resp::ReplyWriter;
 use std::collections::HashSet;
 
@@ -73,6 +73,7 @@ fn lazy_expire(db: &mut DbView<'_>, key: &[u8], fields: Fields<'_>) {
         return;
     }
     let now = db.now_ms();
+    let log = db.logging_expired();
     let Some(entry) = db.get_mut_quiet(key) else {
         return;
     };
@@ -84,23 +85,39 @@ fn lazy_expire(db: &mut DbView<'_>, key: &[u8], fields: Fields<'_>) {
         ValueRef::Hash(h) if h.has_ttls() => matches!(fields, Fields::All) && h.all_due(now),
         _ => return,
     };
+    // The fields removed, for the AOF (HDEL each) while it is on.
+    let mut names: Vec<Box<[u8]>> = Vec::new();
     // (removed any, left empty): a wholly due hash is not edited, it goes below.
     let (gone, empty) = if all_due {
         (true, true)
     } else if let Some(mut h) = entry.hash_mut() {
+        let mut expire = |f: &&[u8]| {
+            let gone = h.expire_field(f, now);
+            if gone && log {
+                names.push((*f).into());
+            }
+            gone
+        };
         let gone = match fields {
-            Fields::Some(fs) => fs.iter().filter(|f| h.expire_field(f, now)).count(),
-            Fields::Pairs(fs) => fs
-                .iter()
-                .step_by(2)
-                .filter(|f| h.expire_field(f, now))
-                .count(),
-            Fields::All => h.remove_all_expired(now),
+            Fields::Some(fs) => fs.iter().filter(|f| expire(f)).count(),
+            Fields::Pairs(fs) => fs.iter().step_by(2).filter(|f| expire(f)).count(),
+            Fields::All => h.remove_all_expired_with(now, &mut |f| {
+                if log {
+                    names.push(f.into())
+                }
+            }),
         };
         (gone > 0, h.is_empty())
     } else {
         return;
     };
+    // Written before the command (propagate::expired): HDEL per field, as Redis 7.4; a hash
+    // that went whole, as DEL.
+    if all_due {
+        db.log_expired(Expired::Key(key.into()));
+    } else if !names.is_empty() {
+        db.log_expired(Expired::Fields(key.into(), names));
+    }
     if gone {
         // Published before the command's own events (Redis 7.4: `hexpired`, then `del` for
         // a hash left empty).

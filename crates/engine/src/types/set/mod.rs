@@ -536,8 +536,18 @@ impl Set {
     /// buckets that hold members whose TTL is at or before `now_ms`, and removes those.
     /// Returns how many it removed.
     pub fn remove_expired(&mut self, now_ms: i64, max_buckets: usize) -> usize {
+        self.remove_expired_with(now_ms, max_buckets, &mut |_| {})
+    }
+
+    /// [`Set::remove_expired`], passing each removed member to `gone`.
+    pub fn remove_expired_with(
+        &mut self,
+        now_ms: i64,
+        max_buckets: usize,
+        gone: &mut dyn FnMut(&[u8]),
+    ) -> usize {
         match self {
-            Set::Expiring(t) => t.remove_expired(now_ms, max_buckets).len(),
+            Set::Expiring(t) => super::dense::named(t.remove_expired(now_ms, max_buckets), gone),
             _ => 0,
         }
     }
@@ -552,10 +562,15 @@ impl Set {
     /// ([`Set::due`]), then a visit of the buckets that hold due members. Returns how many
     /// it removed.
     pub fn remove_all_expired(&mut self, now_ms: i64) -> usize {
+        self.remove_all_expired_with(now_ms, &mut |_| {})
+    }
+
+    /// [`Set::remove_all_expired`], passing each removed member to `gone`.
+    pub fn remove_all_expired_with(&mut self, now_ms: i64, gone: &mut dyn FnMut(&[u8])) -> usize {
         match self {
             Set::Expiring(t) if t.may_have_expired(now_ms) => {
                 let n = t.buckets();
-                t.remove_expired(now_ms, n).len()
+                super::dense::named(t.remove_expired(now_ms, n), gone)
             }
             _ => 0,
         }
