@@ -91,6 +91,13 @@ impl Writer {
         argv: &[A],
         now_secs: i64,
     ) {
+        self.before_command(out, db, now_secs);
+        render_command(out, argv);
+    }
+
+    /// What goes before a command for database `db`: the timestamp annotation if enabled and
+    /// `now_secs` is past the last one, and SELECT if `db` differs from the last command's.
+    fn before_command(&mut self, out: &mut Vec<u8>, db: Option<u32>, now_secs: i64) {
         if self.timestamps && self.last_timestamp < now_secs {
             self.timestamp_now(out, now_secs);
         }
@@ -100,7 +107,6 @@ impl Writer {
                 self.selected_db = Some(db);
             }
         }
-        render_command(out, argv);
     }
 
     /// Appends commands rendered already ([`render_command`]) for database `db`, with the
@@ -115,15 +121,7 @@ impl Writer {
         if resp.is_empty() {
             return;
         }
-        if self.timestamps && self.last_timestamp < now_secs {
-            self.timestamp_now(out, now_secs);
-        }
-        if let Some(db) = db {
-            if self.selected_db != Some(db) {
-                render_select(out, db);
-                self.selected_db = Some(db);
-            }
-        }
+        self.before_command(out, db, now_secs);
         out.extend_from_slice(resp);
     }
 

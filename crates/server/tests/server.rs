@@ -80,11 +80,8 @@ fn field(info: &str, name: &str) -> String {
 /// was taken meanwhile (darner then exits).
 fn spawn(first: Option<&std::path::Path>, extra: &[&str]) -> (Child, u16) {
     for _ in 0..5 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        // (A port no other test of this binary was given: see common::free_port.)
+        let port = common::free_port();
         let mut c = Command::new(env!("CARGO_BIN_EXE_darner"));
         if let Some(f) = first {
             c.arg(f);
@@ -100,7 +97,13 @@ fn spawn(first: Option<&std::path::Path>, extra: &[&str]) -> (Child, u16) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return (child, port);
+                // Something answers: ours only if it is still running (a child that lost the
+                // port to another process exits with a bind error).
+                std::thread::sleep(Duration::from_millis(20));
+                if child.try_wait().unwrap().is_none() {
+                    return (child, port);
+                }
+                break;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
