@@ -68,7 +68,7 @@ use crate::entry::{Entry, ValueRef};
 use crate::types::dense::DenseTable;
 use crate::types::hash::HashRef;
 use crate::types::set::Set;
-use crate::types::stream::{Consumer, Group, Nack, NodeLimits, StreamId};
+use crate::types::stream::{Consumer, EntryRef, Group, Nack, NodeLimits, StreamId};
 use crate::types::{Hash, Limits, List, Stream, ZSet};
 use crate::value::Value;
 use darner_rdb as rdb;
@@ -315,16 +315,48 @@ pub fn stream_entries_from(
 ) -> Option<StreamId> {
     let mut it = s.range(from, StreamId::MAX, false);
     for e in it.by_ref().take(min.max(1)) {
-        f(rdb::StreamEntry {
-            id: id_out(e.id),
-            fields: e
-                .pairs
-                .iter()
-                .map(|(k, v)| (k.to_vec(), v.to_vec()))
-                .collect(),
-        });
+        f(entry_out(&e));
     }
     it.next().map(|e| e.id)
+}
+
+/// A stream entry in the model.
+fn entry_out(e: &EntryRef<'_>) -> rdb::StreamEntry {
+    rdb::StreamEntry {
+        id: id_out(e.id),
+        fields: e
+            .pairs
+            .iter()
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect(),
+    }
+}
+
+/// Visits a stream's nodes from the first whose master id is at least `from`
+/// (`StreamId::MIN` to start), each as its live entries (at least one), until `min` entries
+/// (at least one node) are visited; returns the master id of the node to resume at (None:
+/// every node visited). [`Stream::node_count`] nodes in all: a writer can give the count
+/// first, as the RDB stream type wants.
+pub fn stream_nodes_from(
+    s: &Stream,
+    from: StreamId,
+    min: usize,
+    mut f: impl FnMut(&[rdb::StreamEntry]),
+) -> Option<StreamId> {
+    let mut spans = s.node_spans(from);
+    let mut seen = 0usize;
+    let mut node = Vec::new();
+    for (master, last) in spans.by_ref() {
+        node.clear();
+        node.extend(s.range(master, last, false).map(|e| entry_out(&e)));
+        debug_assert!(!node.is_empty(), "a node with no live entry");
+        f(&node);
+        seen += node.len();
+        if seen >= min.max(1) {
+            break;
+        }
+    }
+    spans.next().map(|(master, _)| master)
 }
 
 // ---- Loading -------------------------------------------------------------------------------

@@ -207,7 +207,11 @@ impl ShardOut {
                 return true;
             }
         }
-        if !forced && is_big(e, self.clock.now_ms) {
+        let opts = SnapshotOptions {
+            now_ms: self.clock.now_ms,
+            ..self.snap
+        };
+        if !forced && is_big(e, &opts) {
             self.later.push_back((db, e.key().to_vec()));
             return false;
         }

@@ -59,8 +59,9 @@ use darner_aof::rewrite::{self as cmds, Collection};
 use darner_engine::entry::ValueRef;
 use darner_engine::persist::{
     hash_fields, hash_fields_from, list_elements_from, live_len, set_has_live_ttls,
-    set_members_from, to_rdb, zset_members_from,
+    set_members_from, stream_header, stream_nodes_from, to_rdb, zset_members_from,
 };
+use darner_engine::types::stream::StreamId;
 use darner_engine::{Clock, Db, Entry, SCAN_DONE};
 use darner_rdb::encode::{self as enc};
 use darner_rdb::{object_type as ot, EncodeOptions};
@@ -149,6 +150,8 @@ pub(crate) struct Big {
     kind: BigKind,
     /// Where its walk resumes (None: every element written).
     at: Option<usize>,
+    /// A stream's next node, by master id (None: every node written, the tail remains).
+    node: Option<StreamId>,
     /// Written as commands ([`Form::Commands`]): the command being filled.
     commands: Option<Collection>,
 }
@@ -163,6 +166,8 @@ enum BigKind {
     SetTtl,
     ZSet,
     List,
+    /// Type 19, node by node: the node count, the nodes, then the metadata and groups.
+    Stream,
 }
 
 /// The resumable writer of one shard's part of one database (see the module essay).
@@ -233,7 +238,7 @@ impl DbCursor {
                 let mut big = Vec::new();
                 let (opts, keys) = (self.opts, &mut self.keys);
                 self.scan = db.scan_all(self.scan, KEYS_PER_SCAN, |e| {
-                    if is_big(e, opts.now_ms) {
+                    if is_big(e, &opts) {
                         big.push(Box::<[u8]>::from(e.key()));
                     } else if write_small(e, &opts, clock, out) {
                         *keys += 1;
@@ -302,8 +307,9 @@ impl Big {
             ValueRef::Set(_) => BigKind::Set,
             ValueRef::ZSet(_) => BigKind::ZSet,
             ValueRef::List(_) => BigKind::List,
+            ValueRef::Stream(_) => BigKind::Stream,
             // Never big (see `is_big`).
-            ValueRef::Str(_) | ValueRef::Stream(_) => return None,
+            ValueRef::Str(_) => return None,
         };
         let ty = match kind {
             BigKind::Hash => ot::HASH,
@@ -312,6 +318,7 @@ impl Big {
             BigKind::SetTtl => ot::DARNER_SET_TTL,
             BigKind::ZSet => ot::ZSET_2,
             BigKind::List => ot::LIST,
+            BigKind::Stream => ot::STREAM_LISTPACKS_2,
         };
         if opts.form == Form::Commands {
             let ck = match kind {
@@ -319,11 +326,14 @@ impl Big {
                 BigKind::Set | BigKind::SetTtl => cmds::Kind::Set,
                 BigKind::ZSet => cmds::Kind::ZSet,
                 BigKind::List => cmds::Kind::List,
+                // Written whole as commands (see `is_big`).
+                BigKind::Stream => return None,
             };
             return Some(Big {
                 key: e.key().into(),
                 kind,
                 at: Some(0),
+                node: None,
                 commands: Some(Collection::new(ck, e.key())),
             });
         }
@@ -336,11 +346,19 @@ impl Big {
             BigKind::SetTtl => enc::begin_set_with_ttl(out, n),
             BigKind::ZSet => enc::begin_zset(out, n),
             BigKind::List => enc::begin_list(out, n),
+            BigKind::Stream => {
+                let nodes = match e.value() {
+                    ValueRef::Stream(s) => s.node_count(),
+                    _ => 0,
+                };
+                enc::begin_stream(out, nodes as u64);
+            }
         }
         Some(Big {
             key: e.key().into(),
             kind,
             at: Some(0),
+            node: Some(StreamId::MIN),
             commands: None,
         })
     }
@@ -397,18 +415,30 @@ impl Big {
             (BigKind::List, ValueRef::List(l)) => {
                 list_elements_from(l, at, n, |x| enc::list_element(out, x, &o))
             }
+            // Whole nodes until about `n` entries, then the tail in a step of its own.
+            (BigKind::Stream, ValueRef::Stream(st)) => match self.node {
+                Some(from) => {
+                    self.node = stream_nodes_from(st, from, n, |es| enc::stream_node(out, es, &o));
+                    Some(at)
+                }
+                None => {
+                    enc::end_stream(out, &stream_header(st), st.len(), &o);
+                    None
+                }
+            },
             _ => None,
         };
         self.at.is_none()
     }
 }
 
-/// Whether `e` is written in steps: a collection (not a stream) of more than
-/// [`BIG_ELEMENTS`] elements.
-pub(crate) fn is_big(e: &Entry, now_ms: i64) -> bool {
+/// Whether `e` is written in steps: a collection of more than [`BIG_ELEMENTS`] elements
+/// (a stream's live entries; as commands, [`Form::Commands`], a stream is written whole).
+pub(crate) fn is_big(e: &Entry, opts: &SnapshotOptions) -> bool {
     match e.value() {
-        ValueRef::Str(_) | ValueRef::Stream(_) => false,
-        v => live_len(v, now_ms) > BIG_ELEMENTS,
+        ValueRef::Str(_) => false,
+        ValueRef::Stream(_) if opts.form == Form::Commands => false,
+        v => live_len(v, opts.now_ms) > BIG_ELEMENTS,
     }
 }
 
@@ -647,6 +677,137 @@ mod tests {
             assert_eq!(*n, want, "{:?}", String::from_utf8_lossy(k));
             assert_eq!(ttls.get(k).copied(), e.expire());
         }
+    }
+
+    /// A database holding one stream of `n` entries (some with their own field names), a
+    /// consumer group with pending entries and two consumers, and every 7th entry from 1000
+    /// on deleted (nodes keep deleted entries).
+    fn stream_db(now: i64, n: u64) -> Db {
+        use darner_rdb::StreamId as Id;
+        use darner_rdb::{PendingEntry, Stream, StreamConsumer, StreamEntry, StreamGroup};
+        let id = |i: u64| Id {
+            ms: 1000 + i,
+            seq: i % 3,
+        };
+        let entries: Vec<StreamEntry> = (0..n)
+            .map(|i| StreamEntry {
+                id: id(i),
+                fields: if i % 50 == 0 {
+                    vec![(format!("other{i}").into_bytes(), b"x".to_vec())]
+                } else {
+                    vec![
+                        (b"a".to_vec(), i.to_string().into_bytes()),
+                        (b"b".to_vec(), vec![b'v'; (i % 40) as usize]),
+                    ]
+                },
+            })
+            .collect();
+        let owner = |i: u64| if i % 2 == 0 { "alice" } else { "bob" };
+        let pending: Vec<PendingEntry> = (10..400)
+            .map(|i| PendingEntry {
+                id: id(i),
+                delivery_time_ms: now as u64 - i,
+                delivery_count: i % 4 + 1,
+                consumer: owner(i).as_bytes().to_vec(),
+            })
+            .collect();
+        let consumers = ["alice", "bob"]
+            .iter()
+            .map(|c| StreamConsumer {
+                name: c.as_bytes().to_vec(),
+                seen_time_ms: now as u64 - 5,
+                active_time_ms: now as u64 - 5,
+                pending: pending
+                    .iter()
+                    .filter(|p| p.consumer == c.as_bytes())
+                    .map(|p| p.id)
+                    .collect(),
+            })
+            .collect();
+        let stream = Stream {
+            length: n,
+            last_id: id(n - 1),
+            first_id: id(0),
+            max_deleted_id: Id::default(),
+            entries_added: n,
+            groups: vec![StreamGroup {
+                name: b"g".to_vec(),
+                last_delivered_id: id(399),
+                entries_read: Some(400),
+                pending,
+                consumers,
+            }],
+            entries,
+        };
+        let limits = darner_engine::types::Limits::default();
+        let mut e = darner_engine::persist::entry_from_rdb(
+            b"stream",
+            Value::Stream(Box::new(stream)),
+            None,
+            0,
+            &limits,
+            now,
+        )
+        .unwrap();
+        let Some(darner_engine::Value::Stream(st)) = e.value_mut() else {
+            panic!("not a stream");
+        };
+        for i in (1000..n).step_by(7) {
+            let i = id(i);
+            assert!(st.delete(StreamId::new(i.ms, i.seq)));
+        }
+        let mut db = Db::new();
+        db.view(Clock::at(now)).set(e);
+        db
+    }
+
+    fn decode_one(record: &[u8]) -> darner_rdb::Entry {
+        let mut file = Vec::new();
+        enc::write_header(&mut file, 10);
+        enc::write_select_db(&mut file, 0);
+        file.extend_from_slice(record);
+        enc::write_eof(&mut file, true);
+        let (_, mut entries, _) = darner_rdb::decode_file(&file).unwrap();
+        assert_eq!(entries.len(), 1);
+        entries.pop().unwrap()
+    }
+
+    #[test]
+    fn a_big_stream_in_tiny_steps_loads_as_the_whole_value_with_its_groups() {
+        let now = 1_700_000_000_000;
+        let db = stream_db(now, 5000);
+        let e = db.entry_raw(b"stream").unwrap();
+        let ValueRef::Stream(st) = e.value() else {
+            panic!("not a stream");
+        };
+        assert!(st.len() > BIG_ELEMENTS as u64);
+        let opts = SnapshotOptions {
+            encode: EncodeOptions::default(),
+            access: AccessOpcode::None,
+            now_ms: now,
+            form: Form::Rdb,
+        };
+        assert!(is_big(e, &opts));
+        let mut whole = Vec::new();
+        assert!(write_small(e, &opts, &Clock::at(now), &mut whole));
+
+        let (stepped, keys, many) = write(&db, now, 1);
+        assert_eq!(keys, 1);
+        // A node (about 100 entries) at least per step, then the tail.
+        assert!(many as usize > st.node_count() / 3, "{many} steps");
+        let (one, _, _) = write(&db, now, usize::MAX);
+        assert_eq!(stepped, one);
+
+        let (a, b) = (decode_one(&stepped), decode_one(&whole));
+        assert_eq!(stepped[0], ot::STREAM_LISTPACKS_2);
+        assert_eq!(a.value, b.value);
+        assert_eq!(a.value, to_rdb(e.value(), now));
+        let Value::Stream(s) = &a.value else {
+            panic!("not a stream");
+        };
+        assert_eq!(s.entries.len() as u64, st.len());
+        assert_eq!(s.groups[0].pending.len(), 390);
+        assert_eq!(s.groups[0].consumers.len(), 2);
     }
 
     #[test]

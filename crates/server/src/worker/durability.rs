@@ -104,7 +104,12 @@ impl Worker {
     /// The AOF thread fsynced more: what waited for it goes.
     pub(super) fn release_durable(&mut self) {
         let durable = self.durable();
-        if self.shard.streams.durable_wait.is_some_and(|t| t <= durable) {
+        if self
+            .shard
+            .streams
+            .durable_wait
+            .is_some_and(|t| t <= durable)
+        {
             // The next pump's end queues their next step.
             self.shard.streams.durable_wait = None;
         }
