@@ -14,8 +14,9 @@
 //! [`to_rdb`] converts a whole value. A snapshot writes big values element by element in
 //! bounded steps instead: the `*_from` functions visit a value's elements from a position and
 //! return where to resume ([`hash_fields_from`] (or the iterator [`hash_fields`]), [`set_members_from`], [`zset_members_from`],
-//! [`list_elements_from`], [`stream_entries_from`], with [`stream_header`] for a stream's
-//! metadata and groups), and [`live_len`] gives the element count the format writes first.
+//! [`list_elements_from`], [`stream_entries_from`] or node by node [`stream_nodes_from`], with
+//! [`stream_header`] for a stream's metadata and groups), and [`live_len`] gives the element
+//! count the format writes first (a stream's node count: `Stream::node_count`).
 //! A position stays valid only while the value is not modified.
 //!
 //! **Expired fields and members are left out.** A hash field or set member whose TTL is at or

@@ -27,15 +27,25 @@
 //!   written exactly once, as SCAN guarantees;
 //! - the keys the last scan step found too big to write in one go, waiting their turn;
 //! - the big value in progress: its key, and the element position its `*_from` walk
-//!   (`darner_engine::persist`) returned.
+//!   (`darner_engine::persist`) returned (a stream's: the next node's master id).
 //!
-//! A small value (up to [`BIG_ELEMENTS`] elements, any string, any stream) is written whole,
-//! in the encoding Redis 7.0 would choose (`darner_rdb::encode_value`: listpacks, intsets).
+//! A small value (up to [`BIG_ELEMENTS`] elements, any string) is written whole, in the
+//! encoding Redis 7.0 would choose (`darner_rdb::encode_value`: listpacks, intsets).
 //! A bigger hash, set, sorted set or list is written element by element (types 4 / 24, 2 /
 //! 200, 5 and 1: a count, then independent elements), a bounded number of elements per step,
 //! so a 10M-field hash never sits whole in the buffer and never holds a step for long.
-//! Streams have no element-by-element type in the format (a stream is a radix tree of
-//! listpacks whose node count comes first), so a stream is converted and written whole.
+//!
+//! A stream of more than [`BIG_ELEMENTS`] live entries goes node by node. Its type (19,
+//! `STREAM_LISTPACKS_2`, which Redis 7.0 reads) starts with the number of listpack nodes, then
+//! each node (master id, listpack), then the length, ids, entries added and consumer groups.
+//! The node count is known up front because the nodes written are the stream's own
+//! (`Stream::node_count`; a node always holds a live entry), each as a listpack of its live
+//! entries (`darner_engine::persist::stream_nodes_from`, resuming at a node's master id): the
+//! header and count in the first step, whole nodes until about the step's entry bound in each
+//! next one, and the metadata and groups (PELs, consumers) whole in a last step. Redis keeps a
+//! loaded file's nodes, so it ends up with the same nodes. A small stream is converted whole
+//! and cut into nodes by Redis's default node limits. As commands, a stream is still rendered
+//! whole (`darner_aof::rewrite::render_stream`).
 //!
 //! # What stays the driver's business
 //!
@@ -702,7 +712,7 @@ mod tests {
                 },
             })
             .collect();
-        let owner = |i: u64| if i % 2 == 0 { "alice" } else { "bob" };
+        let owner = |i: u64| if i.is_multiple_of(2) { "alice" } else { "bob" };
         let pending: Vec<PendingEntry> = (10..400)
             .map(|i| PendingEntry {
                 id: id(i),
@@ -794,7 +804,7 @@ mod tests {
         let (stepped, keys, many) = write(&db, now, 1);
         assert_eq!(keys, 1);
         // A node (about 100 entries) at least per step, then the tail.
-        assert!(many as usize > st.node_count() / 3, "{many} steps");
+        assert!(many > st.node_count() / 3, "{many} steps");
         let (one, _, _) = write(&db, now, usize::MAX);
         assert_eq!(stepped, one);
 
