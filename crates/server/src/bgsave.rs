@@ -208,11 +208,7 @@ impl ShardOut {
                 return true;
             }
         }
-        let opts = SnapshotOptions {
-            now_ms: self.clock.now_ms,
-            ..self.snap
-        };
-        if !forced && is_big(e, &opts) {
+        if !forced && is_big(e, self.clock.now_ms) {
             self.later.push_back((db, e.key().to_vec()));
             return false;
         }

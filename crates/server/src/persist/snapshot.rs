@@ -44,8 +44,11 @@
 //! header and count in the first step, whole nodes until about the step's entry bound in each
 //! next one, and the metadata and groups (PELs, consumers) whole in a last step. Redis keeps a
 //! loaded file's nodes, so it ends up with the same nodes. A small stream is converted whole
-//! and cut into nodes by Redis's default node limits. As commands, a stream is still rendered
-//! whole (`darner_aof::rewrite::render_stream`).
+//! and cut into nodes by Redis's default node limits. As commands, a big stream goes the same
+//! way: its entries' XADDs node by node, then XSETID and its groups (XGROUP CREATE, XCLAIM,
+//! XGROUP CREATECONSUMER) in a last step: the commands `darner_aof::rewrite::render_stream`
+//! gives the whole value. A node is the unit of a step: with `stream-node-max-entries` and
+//! `-bytes` both 0, a stream is one node, written in one step.
 //!
 //! # What stays the driver's business
 //!
@@ -248,7 +251,7 @@ impl DbCursor {
                 let mut big = Vec::new();
                 let (opts, keys) = (self.opts, &mut self.keys);
                 self.scan = db.scan_all(self.scan, KEYS_PER_SCAN, |e| {
-                    if is_big(e, &opts) {
+                    if is_big(e, opts.now_ms) {
                         big.push(Box::<[u8]>::from(e.key()));
                     } else if write_small(e, &opts, clock, out) {
                         *keys += 1;
@@ -336,8 +339,16 @@ impl Big {
                 BigKind::Set | BigKind::SetTtl => cmds::Kind::Set,
                 BigKind::ZSet => cmds::Kind::ZSet,
                 BigKind::List => cmds::Kind::List,
-                // Written whole as commands (see `is_big`).
-                BigKind::Stream => return None,
+                // Node by node: its entries' XADDs, then the tail.
+                BigKind::Stream => {
+                    return Some(Big {
+                        key: e.key().into(),
+                        kind,
+                        at: Some(0),
+                        node: Some(StreamId::MIN),
+                        commands: None,
+                    })
+                }
             };
             return Some(Big {
                 key: e.key().into(),
@@ -426,13 +437,28 @@ impl Big {
                 list_elements_from(l, at, n, |x| enc::list_element(out, x, &o))
             }
             // Whole nodes until about `n` entries, then the tail in a step of its own.
-            (BigKind::Stream, ValueRef::Stream(st)) => match self.node {
-                Some(from) => {
+            (BigKind::Stream, ValueRef::Stream(st)) => match (self.node, opts.form) {
+                (Some(from), Form::Rdb) => {
                     self.node = stream_nodes_from(st, from, n, |es| enc::stream_node(out, es, &o));
                     Some(at)
                 }
-                None => {
+                (Some(from), Form::Commands) => {
+                    self.node = stream_nodes_from(st, from, n, |es| {
+                        for x in es {
+                            cmds::render_stream_entry(out, e.key(), x);
+                        }
+                    });
+                    Some(at)
+                }
+                (None, Form::Rdb) => {
                     enc::end_stream(out, &stream_header(st), st.len(), &o);
+                    None
+                }
+                (None, Form::Commands) => {
+                    cmds::render_stream_tail(out, e.key(), &stream_header(st));
+                    if let Some(t) = e.expire() {
+                        cmds::render_pexpireat(out, e.key(), t);
+                    }
                     None
                 }
             },
@@ -442,13 +468,12 @@ impl Big {
     }
 }
 
-/// Whether `e` is written in steps: a collection of more than [`BIG_ELEMENTS`] elements
-/// (a stream's live entries; as commands, [`Form::Commands`], a stream is written whole).
-pub(crate) fn is_big(e: &Entry, opts: &SnapshotOptions) -> bool {
+/// Whether `e` is written in steps: a collection of more than [`BIG_ELEMENTS`] elements (a
+/// stream's live entries).
+pub(crate) fn is_big(e: &Entry, now_ms: i64) -> bool {
     match e.value() {
         ValueRef::Str(_) => false,
-        ValueRef::Stream(_) if opts.form == Form::Commands => false,
-        v => live_len(v, opts.now_ms) > BIG_ELEMENTS,
+        v => live_len(v, now_ms) > BIG_ELEMENTS,
     }
 }
 
@@ -783,7 +808,7 @@ mod tests {
     }
 
     #[test]
-    fn a_big_stream_in_tiny_steps_loads_as_the_whole_value_with_its_groups() {
+    fn a_big_stream_in_tiny_steps_loads_as_the_whole_value_with_its_groups_or_gives_its_commands() {
         let now = 1_700_000_000_000;
         let db = stream_db(now, 5000);
         let e = db.entry_raw(b"stream").unwrap();
@@ -797,14 +822,14 @@ mod tests {
             now_ms: now,
             form: Form::Rdb,
         };
-        assert!(is_big(e, &opts));
+        assert!(is_big(e, now));
         let mut whole = Vec::new();
         assert!(write_small(e, &opts, &Clock::at(now), &mut whole));
 
         let (stepped, keys, many) = write(&db, now, 1);
         assert_eq!(keys, 1);
-        // A node (about 100 entries) at least per step, then the tail.
-        assert!(many > st.node_count() / 3, "{many} steps");
+        // Whole nodes until about 256 entries a step, then the tail.
+        assert!(many as u64 > st.len() / 512, "{many} steps");
         let (one, _, _) = write(&db, now, usize::MAX);
         assert_eq!(stepped, one);
 
@@ -818,6 +843,17 @@ mod tests {
         assert_eq!(s.entries.len() as u64, st.len());
         assert_eq!(s.groups[0].pending.len(), 390);
         assert_eq!(s.groups[0].consumers.len(), 2);
+
+        // As commands: the XADDs node by node, then the tail, as the whole value's commands.
+        let opts = SnapshotOptions {
+            form: Form::Commands,
+            ..opts
+        };
+        let mut whole = Vec::new();
+        assert!(write_small(e, &opts, &Clock::at(now), &mut whole));
+        let (stepped, _, many) = write_as(&db, now, 1, Form::Commands);
+        assert!(many as u64 > st.len() / 512, "{many} steps");
+        assert_eq!(stepped, whole);
     }
 
     #[test]
