@@ -289,3 +289,52 @@ def test_timestamps_and_functions_open_a_base_of_commands(darner_factory):
     with srv.raw() as c:
         assert c.call("FCALL", "f", "0").py() == 1
         assert c.call("GET", "k").py() == b"v"
+
+
+def test_a_big_stream_in_a_base_of_commands_goes_in_steps_and_stays_as_at_the_cut(darner_factory):
+    """A stream past the snapshot's 1024 entries is written as its entries' XADDs node by node,
+    then XSETID and its groups; writes to it while the rewrite runs come back from base + incr
+    file as acknowledged, in Darner and in redis-server 7.0."""
+    srv = darner_factory("--appendonly", "yes", "--aof-use-rdb-preamble", "no", threads=2)
+    n = 50_000
+    with srv.raw() as c:
+        for i in range(0, n, 2000):
+            run_all(c, [("XADD", "x:huge", "%d-%d" % (j + 1, j % 3), "f", str(j), "g", "y" * (j % 9))
+                        for j in range(i, i + 2000)])
+        run_all(c, [("XGROUP", "CREATE", "x:huge", "g", "0"),
+                    ("XREADGROUP", "GROUP", "g", "alice", "COUNT", "700", "STREAMS", "x:huge", ">"),
+                    ("XREADGROUP", "GROUP", "g", "bob", "COUNT", "300", "STREAMS", "x:huge", ">"),
+                    ("XGROUP", "CREATECONSUMER", "x:huge", "g", "idle"),
+                    ("XDEL", "x:huge", "30001-0", "30002-1")])
+        c.send_many([("BGREWRITEAOF",)] + [("SET", "k%d" % i, "v") for i in range(500)]
+                    + [("XADD", "x:huge", "*", "late", "1"), ("XACK", "x:huge", "g", "1-0"),
+                       ("XDEL", "x:huge", "40001-1"), ("XTRIM", "x:huge", "MAXLEN", "20000")])
+        replies = c.read_replies(1 + 500 + 4, timeout=60)
+        assert replies[0].kind == "+", replies[0]
+        assert not any(r.is_error for r in replies), replies
+        wait_rewritten(c, 1)
+        digest = c.call("DEBUG", "DIGEST").py()
+        want = (c.call("XLEN", "x:huge").py(), groups(c, "x:huge"), pending_details(c, "x:huge"))
+        assert want[0] == 20_000
+    base = base_of(srv.workdir)
+    assert base.count(b"$4\r\nXADD\r\n$6\r\nx:huge\r\n") == n - 2
+    srv.stop(cleanup=False)
+
+    ref = harness.Server(harness.redis_server_bin(), ["--appendonly", "yes", "--save", ""],
+                         name="redis-ref")
+    try:
+        shutil.copytree(os.path.join(srv.workdir, "appendonlydir"),
+                        os.path.join(ref.workdir, "appendonlydir"))
+        ref.start()
+        with RawConn(port=ref.port, timeout=30) as r:
+            assert r.call("DEBUG", "DIGEST").py() == digest
+            assert (r.call("XLEN", "x:huge").py(), groups(r, "x:huge"),
+                    pending_details(r, "x:huge")) == want
+    finally:
+        ref.stop()
+
+    restart(srv)
+    with srv.raw() as c:
+        assert c.call("DEBUG", "DIGEST").py() == digest
+        assert (c.call("XLEN", "x:huge").py(), groups(c, "x:huge"),
+                pending_details(c, "x:huge")) == want

@@ -23,7 +23,7 @@
 //! the caller's: each part of a base it writes starts with [`crate::render_select`].
 
 use crate::writer::render_command;
-use darner_rdb::{Stream, StreamId, Value};
+use darner_rdb::{Stream, StreamEntry, StreamId, Value};
 
 /// Elements per variadic command (Redis's `AOF_REWRITE_ITEMS_PER_CMD`).
 pub const ITEMS_PER_CMD: usize = 64;
@@ -297,13 +297,25 @@ pub fn render_stream(out: &mut Vec<u8>, key: &[u8], s: &Stream) {
         );
     }
     for e in &s.entries {
-        header(out, 3 + 2 * e.fields.len(), b"XADD", key);
-        bulk(out, &id(e.id));
-        for (f, v) in &e.fields {
-            bulk(out, f);
-            bulk(out, v);
-        }
+        render_stream_entry(out, key, e);
     }
+    render_stream_tail(out, key, s);
+}
+
+/// One entry of a stream written in parts: its XADD ([`render_stream`] is the entries' XADDs
+/// in id order, then [`render_stream_tail`]; a stream with no entry goes whole).
+pub fn render_stream_entry(out: &mut Vec<u8>, key: &[u8], e: &StreamEntry) {
+    header(out, 3 + 2 * e.fields.len(), b"XADD", key);
+    bulk(out, &id(e.id));
+    for (f, v) in &e.fields {
+        bulk(out, f);
+        bulk(out, v);
+    }
+}
+
+/// The end of a stream written in parts, after its entries: its metadata (XSETID) and its
+/// consumer groups with their consumers and pending entries (`s.entries` is not used).
+pub fn render_stream_tail(out: &mut Vec<u8>, key: &[u8], s: &Stream) {
     render_command(
         out,
         &[

@@ -14,8 +14,9 @@
 //! [`to_rdb`] converts a whole value. A snapshot writes big values element by element in
 //! bounded steps instead: the `*_from` functions visit a value's elements from a position and
 //! return where to resume ([`hash_fields_from`] (or the iterator [`hash_fields`]), [`set_members_from`], [`zset_members_from`],
-//! [`list_elements_from`], [`stream_entries_from`], with [`stream_header`] for a stream's
-//! metadata and groups), and [`live_len`] gives the element count the format writes first.
+//! [`list_elements_from`], [`stream_entries_from`] or node by node [`stream_nodes_from`], with
+//! [`stream_header`] for a stream's metadata and groups), and [`live_len`] gives the element
+//! count the format writes first (a stream's node count: `Stream::node_count`).
 //! A position stays valid only while the value is not modified.
 //!
 //! **Expired fields and members are left out.** A hash field or set member whose TTL is at or
@@ -68,7 +69,7 @@ use crate::entry::{Entry, ValueRef};
 use crate::types::dense::DenseTable;
 use crate::types::hash::HashRef;
 use crate::types::set::Set;
-use crate::types::stream::{Consumer, Group, Nack, NodeLimits, StreamId};
+use crate::types::stream::{Consumer, EntryRef, Group, Nack, NodeLimits, StreamId};
 use crate::types::{Hash, Limits, List, Stream, ZSet};
 use crate::value::Value;
 use darner_rdb as rdb;
@@ -315,16 +316,48 @@ pub fn stream_entries_from(
 ) -> Option<StreamId> {
     let mut it = s.range(from, StreamId::MAX, false);
     for e in it.by_ref().take(min.max(1)) {
-        f(rdb::StreamEntry {
-            id: id_out(e.id),
-            fields: e
-                .pairs
-                .iter()
-                .map(|(k, v)| (k.to_vec(), v.to_vec()))
-                .collect(),
-        });
+        f(entry_out(&e));
     }
     it.next().map(|e| e.id)
+}
+
+/// A stream entry in the model.
+fn entry_out(e: &EntryRef<'_>) -> rdb::StreamEntry {
+    rdb::StreamEntry {
+        id: id_out(e.id),
+        fields: e
+            .pairs
+            .iter()
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect(),
+    }
+}
+
+/// Visits a stream's nodes from the first whose master id is at least `from`
+/// (`StreamId::MIN` to start), each as its live entries (at least one), until `min` entries
+/// (at least one node) are visited; returns the master id of the node to resume at (None:
+/// every node visited). [`Stream::node_count`] nodes in all: a writer can give the count
+/// first, as the RDB stream type wants.
+pub fn stream_nodes_from(
+    s: &Stream,
+    from: StreamId,
+    min: usize,
+    mut f: impl FnMut(&[rdb::StreamEntry]),
+) -> Option<StreamId> {
+    let mut spans = s.node_spans(from);
+    let mut seen = 0usize;
+    let mut node = Vec::new();
+    for (master, last) in spans.by_ref() {
+        node.clear();
+        node.extend(s.range(master, last, false).map(|e| entry_out(&e)));
+        debug_assert!(!node.is_empty(), "a node with no live entry");
+        f(&node);
+        seen += node.len();
+        if seen >= min.max(1) {
+            break;
+        }
+    }
+    spans.next().map(|(master, _)| master)
 }
 
 // ---- Loading -------------------------------------------------------------------------------

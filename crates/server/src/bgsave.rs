@@ -29,13 +29,14 @@
 //! sink holds a reference, dropped when that table's snapshot completes (written by steps,
 //! by guards, or by the freeing of a flushed table).
 //!
-//! **Big values in steps.** A hash, set, sorted set or list of more than SAVE's
+//! **Big values in steps.** A hash, set, sorted set, list or stream of more than SAVE's
 //! `BIG_ELEMENTS` (persist/snapshot.rs) is not serialized when the cursor reaches it: the sink takes it for later, and the shard's
-//! loop writes it [`BIG_STEP`] elements a turn (as RDB's element-by-element types, into a
+//! loop writes it [`BIG_STEP`] elements a turn (as RDB's element-by-element types, a stream
+//! node by node, into a
 //! buffer of its own, since a key's record must be contiguous in the file). Until it is
 //! done, the table forces it: a write to that key first has the rest written at once, from
-//! the value as it still is, so the record stays the value at the cut. Streams are still
-//! written whole.
+//! the value as it still is, so the record stays the value at the cut (a stream's metadata
+//! and groups come last, so a write that changes only a group is caught as well).
 //!
 //! **An AOF base of commands** (`aof-use-rdb-preamble no`) is this same snapshot with
 //! `SnapshotOptions::form` set to `Form::Commands`: the entries are encoded as commands, each

@@ -57,11 +57,12 @@ pub use file::{
 };
 pub use listpack::Listpack;
 pub use value::{
-    begin_hash, begin_hash_with_ttl, begin_list, begin_set, begin_set_with_ttl, begin_zset,
-    encode_value, hash_field, hash_field_with_ttl, list_element, object_type_of, required_version,
-    set_member, set_with_ttl_member, zset_member, HASH_LISTPACK_MAX_ENTRIES,
-    HASH_LISTPACK_MAX_VALUE, LIST_NODE_MAX_BYTES, SET_INTSET_MAX_ENTRIES, STREAM_NODE_MAX_BYTES,
-    STREAM_NODE_MAX_ENTRIES, ZSET_LISTPACK_MAX_ENTRIES, ZSET_LISTPACK_MAX_VALUE,
+    begin_hash, begin_hash_with_ttl, begin_list, begin_set, begin_set_with_ttl, begin_stream,
+    begin_zset, encode_value, end_stream, hash_field, hash_field_with_ttl, list_element,
+    object_type_of, required_version, set_member, set_with_ttl_member, stream_node, zset_member,
+    HASH_LISTPACK_MAX_ENTRIES, HASH_LISTPACK_MAX_VALUE, LIST_NODE_MAX_BYTES,
+    SET_INTSET_MAX_ENTRIES, STREAM_NODE_MAX_BYTES, STREAM_NODE_MAX_ENTRIES,
+    ZSET_LISTPACK_MAX_ENTRIES, ZSET_LISTPACK_MAX_VALUE,
 };
 pub use writer::{
     parse_canonical_i64, score_text, write_binary_double, write_len, write_ms, write_string,

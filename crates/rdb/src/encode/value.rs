@@ -362,13 +362,39 @@ fn id_bytes(id: StreamId) -> [u8; 16] {
 }
 
 fn encode_stream(s: &Stream, c: bool, out: &mut Vec<u8>) {
+    let opts = EncodeOptions { compression: c };
     let nodes = stream_nodes(&s.entries);
-    write_len(out, nodes.len() as u64);
+    begin_stream(out, nodes.len() as u64);
     for (master, lp) in &nodes {
         write_string(out, &id_bytes(*master), c);
         write_string(out, lp, c);
     }
-    write_len(out, s.entries.len() as u64);
+    end_stream(out, s, s.entries.len() as u64, &opts);
+}
+
+/// Starts a stream written node by node (type 19, [`t::STREAM_LISTPACKS_2`]): its node count.
+/// Then come that many [`stream_node`] calls and one [`end_stream`]. A writer that picks the
+/// node boundaries itself (a snapshot uses the stream's own nodes) knows the count up front.
+pub fn begin_stream(out: &mut Vec<u8>, nodes: u64) {
+    write_len(out, nodes);
+}
+
+/// One node of a stream begun with [`begin_stream`]: the master id (the first entry's) and the
+/// listpack of `entries` (at least one, in id order; a node of none is not written).
+pub fn stream_node(out: &mut Vec<u8>, entries: &[StreamEntry], opts: &EncodeOptions) {
+    let Some(first) = entries.first() else {
+        return;
+    };
+    write_string(out, &id_bytes(first.id), opts.compression);
+    write_string(out, &stream_listpack(entries), opts.compression);
+}
+
+/// The end of a stream begun with [`begin_stream`]: its `length` (live entries), last, first
+/// and max deleted ids, entries added, and its consumer groups with their PELs and consumers
+/// (`s.entries` is not used).
+pub fn end_stream(out: &mut Vec<u8>, s: &Stream, length: u64, opts: &EncodeOptions) {
+    let c = opts.compression;
+    write_len(out, length);
     write_len(out, s.last_id.ms);
     write_len(out, s.last_id.seq);
     write_len(out, s.first_id.ms);
@@ -421,7 +447,7 @@ fn stream_nodes(entries: &[StreamEntry]) -> Vec<(StreamId, Vec<u8>)> {
             bytes += stream_entry_size(first, e);
             end += 1;
         }
-        nodes.push((first.id, stream_node(&entries[start..end])));
+        nodes.push((first.id, stream_listpack(&entries[start..end])));
         start = end;
     }
     nodes
@@ -472,7 +498,7 @@ fn stream_entry_size(master: &StreamEntry, e: &StreamEntry) -> usize {
 /// field names, a 0 terminator), then per entry its flags, id as a difference from the master
 /// id, the values (when its field names are the master's) or the field count and pairs, and
 /// its "lp-count" (how many listpack entries it took before this one).
-fn stream_node(entries: &[StreamEntry]) -> Vec<u8> {
+fn stream_listpack(entries: &[StreamEntry]) -> Vec<u8> {
     let master = &entries[0];
     let mut lp = Listpack::new();
     lp.push_int(entries.len() as i64);

@@ -27,15 +27,28 @@
 //!   written exactly once, as SCAN guarantees;
 //! - the keys the last scan step found too big to write in one go, waiting their turn;
 //! - the big value in progress: its key, and the element position its `*_from` walk
-//!   (`darner_engine::persist`) returned.
+//!   (`darner_engine::persist`) returned (a stream's: the next node's master id).
 //!
-//! A small value (up to [`BIG_ELEMENTS`] elements, any string, any stream) is written whole,
-//! in the encoding Redis 7.0 would choose (`darner_rdb::encode_value`: listpacks, intsets).
+//! A small value (up to [`BIG_ELEMENTS`] elements, any string) is written whole, in the
+//! encoding Redis 7.0 would choose (`darner_rdb::encode_value`: listpacks, intsets).
 //! A bigger hash, set, sorted set or list is written element by element (types 4 / 24, 2 /
 //! 200, 5 and 1: a count, then independent elements), a bounded number of elements per step,
 //! so a 10M-field hash never sits whole in the buffer and never holds a step for long.
-//! Streams have no element-by-element type in the format (a stream is a radix tree of
-//! listpacks whose node count comes first), so a stream is converted and written whole.
+//!
+//! A stream of more than [`BIG_ELEMENTS`] live entries goes node by node. Its type (19,
+//! `STREAM_LISTPACKS_2`, which Redis 7.0 reads) starts with the number of listpack nodes, then
+//! each node (master id, listpack), then the length, ids, entries added and consumer groups.
+//! The node count is known up front because the nodes written are the stream's own
+//! (`Stream::node_count`; a node always holds a live entry), each as a listpack of its live
+//! entries (`darner_engine::persist::stream_nodes_from`, resuming at a node's master id): the
+//! header and count in the first step, whole nodes until about the step's entry bound in each
+//! next one, and the metadata and groups (PELs, consumers) whole in a last step. Redis keeps a
+//! loaded file's nodes, so it ends up with the same nodes. A small stream is converted whole
+//! and cut into nodes by Redis's default node limits. As commands, a big stream goes the same
+//! way: its entries' XADDs node by node, then XSETID and its groups (XGROUP CREATE, XCLAIM,
+//! XGROUP CREATECONSUMER) in a last step: the commands `darner_aof::rewrite::render_stream`
+//! gives the whole value. A node is the unit of a step: with `stream-node-max-entries` and
+//! `-bytes` both 0, a stream is one node, written in one step.
 //!
 //! # What stays the driver's business
 //!
@@ -59,8 +72,9 @@ use darner_aof::rewrite::{self as cmds, Collection};
 use darner_engine::entry::ValueRef;
 use darner_engine::persist::{
     hash_fields, hash_fields_from, list_elements_from, live_len, set_has_live_ttls,
-    set_members_from, to_rdb, zset_members_from,
+    set_members_from, stream_header, stream_nodes_from, to_rdb, zset_members_from,
 };
+use darner_engine::types::stream::StreamId;
 use darner_engine::{Clock, Db, Entry, SCAN_DONE};
 use darner_rdb::encode::{self as enc};
 use darner_rdb::{object_type as ot, EncodeOptions};
@@ -149,6 +163,8 @@ pub(crate) struct Big {
     kind: BigKind,
     /// Where its walk resumes (None: every element written).
     at: Option<usize>,
+    /// A stream's next node, by master id (None: every node written, the tail remains).
+    node: Option<StreamId>,
     /// Written as commands ([`Form::Commands`]): the command being filled.
     commands: Option<Collection>,
 }
@@ -163,6 +179,8 @@ enum BigKind {
     SetTtl,
     ZSet,
     List,
+    /// Type 19, node by node: the node count, the nodes, then the metadata and groups.
+    Stream,
 }
 
 /// The resumable writer of one shard's part of one database (see the module essay).
@@ -302,8 +320,9 @@ impl Big {
             ValueRef::Set(_) => BigKind::Set,
             ValueRef::ZSet(_) => BigKind::ZSet,
             ValueRef::List(_) => BigKind::List,
+            ValueRef::Stream(_) => BigKind::Stream,
             // Never big (see `is_big`).
-            ValueRef::Str(_) | ValueRef::Stream(_) => return None,
+            ValueRef::Str(_) => return None,
         };
         let ty = match kind {
             BigKind::Hash => ot::HASH,
@@ -312,6 +331,7 @@ impl Big {
             BigKind::SetTtl => ot::DARNER_SET_TTL,
             BigKind::ZSet => ot::ZSET_2,
             BigKind::List => ot::LIST,
+            BigKind::Stream => ot::STREAM_LISTPACKS_2,
         };
         if opts.form == Form::Commands {
             let ck = match kind {
@@ -319,11 +339,22 @@ impl Big {
                 BigKind::Set | BigKind::SetTtl => cmds::Kind::Set,
                 BigKind::ZSet => cmds::Kind::ZSet,
                 BigKind::List => cmds::Kind::List,
+                // Node by node: its entries' XADDs, then the tail.
+                BigKind::Stream => {
+                    return Some(Big {
+                        key: e.key().into(),
+                        kind,
+                        at: Some(0),
+                        node: Some(StreamId::MIN),
+                        commands: None,
+                    })
+                }
             };
             return Some(Big {
                 key: e.key().into(),
                 kind,
                 at: Some(0),
+                node: None,
                 commands: Some(Collection::new(ck, e.key())),
             });
         }
@@ -336,11 +367,19 @@ impl Big {
             BigKind::SetTtl => enc::begin_set_with_ttl(out, n),
             BigKind::ZSet => enc::begin_zset(out, n),
             BigKind::List => enc::begin_list(out, n),
+            BigKind::Stream => {
+                let nodes = match e.value() {
+                    ValueRef::Stream(s) => s.node_count(),
+                    _ => 0,
+                };
+                enc::begin_stream(out, nodes as u64);
+            }
         }
         Some(Big {
             key: e.key().into(),
             kind,
             at: Some(0),
+            node: Some(StreamId::MIN),
             commands: None,
         })
     }
@@ -397,17 +436,43 @@ impl Big {
             (BigKind::List, ValueRef::List(l)) => {
                 list_elements_from(l, at, n, |x| enc::list_element(out, x, &o))
             }
+            // Whole nodes until about `n` entries, then the tail in a step of its own.
+            (BigKind::Stream, ValueRef::Stream(st)) => match (self.node, opts.form) {
+                (Some(from), Form::Rdb) => {
+                    self.node = stream_nodes_from(st, from, n, |es| enc::stream_node(out, es, &o));
+                    Some(at)
+                }
+                (Some(from), Form::Commands) => {
+                    self.node = stream_nodes_from(st, from, n, |es| {
+                        for x in es {
+                            cmds::render_stream_entry(out, e.key(), x);
+                        }
+                    });
+                    Some(at)
+                }
+                (None, Form::Rdb) => {
+                    enc::end_stream(out, &stream_header(st), st.len(), &o);
+                    None
+                }
+                (None, Form::Commands) => {
+                    cmds::render_stream_tail(out, e.key(), &stream_header(st));
+                    if let Some(t) = e.expire() {
+                        cmds::render_pexpireat(out, e.key(), t);
+                    }
+                    None
+                }
+            },
             _ => None,
         };
         self.at.is_none()
     }
 }
 
-/// Whether `e` is written in steps: a collection (not a stream) of more than
-/// [`BIG_ELEMENTS`] elements.
+/// Whether `e` is written in steps: a collection of more than [`BIG_ELEMENTS`] elements (a
+/// stream's live entries).
 pub(crate) fn is_big(e: &Entry, now_ms: i64) -> bool {
     match e.value() {
-        ValueRef::Str(_) | ValueRef::Stream(_) => false,
+        ValueRef::Str(_) => false,
         v => live_len(v, now_ms) > BIG_ELEMENTS,
     }
 }
@@ -647,6 +712,148 @@ mod tests {
             assert_eq!(*n, want, "{:?}", String::from_utf8_lossy(k));
             assert_eq!(ttls.get(k).copied(), e.expire());
         }
+    }
+
+    /// A database holding one stream of `n` entries (some with their own field names), a
+    /// consumer group with pending entries and two consumers, and every 7th entry from 1000
+    /// on deleted (nodes keep deleted entries).
+    fn stream_db(now: i64, n: u64) -> Db {
+        use darner_rdb::StreamId as Id;
+        use darner_rdb::{PendingEntry, Stream, StreamConsumer, StreamEntry, StreamGroup};
+        let id = |i: u64| Id {
+            ms: 1000 + i,
+            seq: i % 3,
+        };
+        let entries: Vec<StreamEntry> = (0..n)
+            .map(|i| StreamEntry {
+                id: id(i),
+                fields: if i % 50 == 0 {
+                    vec![(format!("other{i}").into_bytes(), b"x".to_vec())]
+                } else {
+                    vec![
+                        (b"a".to_vec(), i.to_string().into_bytes()),
+                        (b"b".to_vec(), vec![b'v'; (i % 40) as usize]),
+                    ]
+                },
+            })
+            .collect();
+        let owner = |i: u64| if i.is_multiple_of(2) { "alice" } else { "bob" };
+        let pending: Vec<PendingEntry> = (10..400)
+            .map(|i| PendingEntry {
+                id: id(i),
+                delivery_time_ms: now as u64 - i,
+                delivery_count: i % 4 + 1,
+                consumer: owner(i).as_bytes().to_vec(),
+            })
+            .collect();
+        let consumers = ["alice", "bob"]
+            .iter()
+            .map(|c| StreamConsumer {
+                name: c.as_bytes().to_vec(),
+                seen_time_ms: now as u64 - 5,
+                active_time_ms: now as u64 - 5,
+                pending: pending
+                    .iter()
+                    .filter(|p| p.consumer == c.as_bytes())
+                    .map(|p| p.id)
+                    .collect(),
+            })
+            .collect();
+        let stream = Stream {
+            length: n,
+            last_id: id(n - 1),
+            first_id: id(0),
+            max_deleted_id: Id::default(),
+            entries_added: n,
+            groups: vec![StreamGroup {
+                name: b"g".to_vec(),
+                last_delivered_id: id(399),
+                entries_read: Some(400),
+                pending,
+                consumers,
+            }],
+            entries,
+        };
+        let limits = darner_engine::types::Limits::default();
+        let mut e = darner_engine::persist::entry_from_rdb(
+            b"stream",
+            Value::Stream(Box::new(stream)),
+            None,
+            0,
+            &limits,
+            now,
+        )
+        .unwrap();
+        let Some(darner_engine::Value::Stream(st)) = e.value_mut() else {
+            panic!("not a stream");
+        };
+        for i in (1000..n).step_by(7) {
+            let i = id(i);
+            assert!(st.delete(StreamId::new(i.ms, i.seq)));
+        }
+        let mut db = Db::new();
+        db.view(Clock::at(now)).set(e);
+        db
+    }
+
+    fn decode_one(record: &[u8]) -> darner_rdb::Entry {
+        let mut file = Vec::new();
+        enc::write_header(&mut file, 10);
+        enc::write_select_db(&mut file, 0);
+        file.extend_from_slice(record);
+        enc::write_eof(&mut file, true);
+        let (_, mut entries, _) = darner_rdb::decode_file(&file).unwrap();
+        assert_eq!(entries.len(), 1);
+        entries.pop().unwrap()
+    }
+
+    #[test]
+    fn a_big_stream_in_tiny_steps_loads_as_the_whole_value_with_its_groups_or_gives_its_commands() {
+        let now = 1_700_000_000_000;
+        let db = stream_db(now, 5000);
+        let e = db.entry_raw(b"stream").unwrap();
+        let ValueRef::Stream(st) = e.value() else {
+            panic!("not a stream");
+        };
+        assert!(st.len() > BIG_ELEMENTS as u64);
+        let opts = SnapshotOptions {
+            encode: EncodeOptions::default(),
+            access: AccessOpcode::None,
+            now_ms: now,
+            form: Form::Rdb,
+        };
+        assert!(is_big(e, now));
+        let mut whole = Vec::new();
+        assert!(write_small(e, &opts, &Clock::at(now), &mut whole));
+
+        let (stepped, keys, many) = write(&db, now, 1);
+        assert_eq!(keys, 1);
+        // Whole nodes until about 256 entries a step, then the tail.
+        assert!(many as u64 > st.len() / 512, "{many} steps");
+        let (one, _, _) = write(&db, now, usize::MAX);
+        assert_eq!(stepped, one);
+
+        let (a, b) = (decode_one(&stepped), decode_one(&whole));
+        assert_eq!(stepped[0], ot::STREAM_LISTPACKS_2);
+        assert_eq!(a.value, b.value);
+        assert_eq!(a.value, to_rdb(e.value(), now));
+        let Value::Stream(s) = &a.value else {
+            panic!("not a stream");
+        };
+        assert_eq!(s.entries.len() as u64, st.len());
+        assert_eq!(s.groups[0].pending.len(), 390);
+        assert_eq!(s.groups[0].consumers.len(), 2);
+
+        // As commands: the XADDs node by node, then the tail, as the whole value's commands.
+        let opts = SnapshotOptions {
+            form: Form::Commands,
+            ..opts
+        };
+        let mut whole = Vec::new();
+        assert!(write_small(e, &opts, &Clock::at(now), &mut whole));
+        let (stepped, _, many) = write_as(&db, now, 1, Form::Commands);
+        assert!(many as u64 > st.len() / 512, "{many} steps");
+        assert_eq!(stepped, whole);
     }
 
     #[test]

@@ -582,6 +582,14 @@ impl Stream {
         self.nodes.len()
     }
 
+    /// The nodes from the first whose master id is at least `from`, each as (master id, the
+    /// id of its last entry, deleted or not): `range(master, last)` gives its live entries,
+    /// at least one (a node left with none is removed). A snapshot writes a big stream node
+    /// by node, [`Stream::node_count`] of them.
+    pub fn node_spans(&self, from: StreamId) -> impl Iterator<Item = (StreamId, StreamId)> + '_ {
+        self.nodes.range(from..).map(|(k, n)| (*k, n.last))
+    }
+
     /// The greatest id the stream's nodes hold, deleted entries included. XSETID ...
     /// MAXDELETEDID can move `last_id` below it; XADD must still add above it.
     pub fn stored_top(&self) -> Option<StreamId> {
