@@ -9,6 +9,7 @@ before, during and after the rewrite (DEBUG DIGEST, which is Redis's digest).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import threading
@@ -21,6 +22,23 @@ from resp_reader import RawConn
 
 pytestmark = pytest.mark.darner_only
 
+
+
+@contextlib.contextmanager
+def redis_on_aof_dir(workdir: str):
+    """redis-server 7.0 started on a copy of `workdir`'s appendonlydir (AOF on: not the
+    harness's reference mode, which would add `--appendonly no` after these arguments), a
+    connection to it, and the server stopped at the end."""
+    ref = harness.Server(harness.redis_server_bin(), ["--appendonly", "yes", "--save", ""],
+                         name="redis-ref")
+    try:
+        shutil.copytree(os.path.join(workdir, "appendonlydir"),
+                        os.path.join(ref.workdir, "appendonlydir"))
+        ref.start()
+        with RawConn(port=ref.port, timeout=30) as r:
+            yield r
+    finally:
+        ref.stop()
 
 def info(c: RawConn, section: str = "persistence") -> dict:
     text = c.call("INFO", section).py().decode()
@@ -151,17 +169,8 @@ def test_rewritten_aof_loads_into_redis(darner_factory):
         assert c.call("EXEC").kind == "*"
         digest = c.call("DEBUG", "DIGEST").value
     srv.stop(cleanup=False)
-    # Not is_redis: the harness would add `--appendonly no` after these arguments.
-    ref = harness.Server(harness.redis_server_bin(), ["--appendonly", "yes", "--save", ""],
-                         name="redis-ref")
-    try:
-        shutil.copytree(os.path.join(srv.workdir, "appendonlydir"),
-                        os.path.join(ref.workdir, "appendonlydir"))
-        ref.start()
-        with RawConn(port=ref.port, timeout=30) as r:
-            assert r.call("DEBUG", "DIGEST").value == digest
-    finally:
-        ref.stop()
+    with redis_on_aof_dir(srv.workdir) as r:
+        assert r.call("DEBUG", "DIGEST").value == digest
 
 
 def test_bgrewriteaof_with_the_aof_off_writes_a_base_that_loads(darner_factory):

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import time
 
 import pytest
 
-import harness
 from resp_reader import RawConn
 from test_aof import cross_state, groups, ok, run_all, state, write_everything
-from test_aof_rewrite import aof_files, info, manifest, poll, restart, wait_rewritten
+from test_aof_rewrite import (aof_files, info, manifest, poll, redis_on_aof_dir, restart,
+                              wait_rewritten)
 
 pytestmark = pytest.mark.darner_only
 
@@ -120,16 +119,8 @@ def test_base_of_commands_loads_into_redis_7_0_and_back_into_darner(darner_facto
     assert b"$8\r\nFUNCTION\r\n$4\r\nLOAD\r\n" in base
     srv.stop(cleanup=False)
 
-    ref = harness.Server(harness.redis_server_bin(), ["--appendonly", "yes", "--save", ""],
-                         name="redis-ref")
-    try:
-        shutil.copytree(os.path.join(srv.workdir, "appendonlydir"),
-                        os.path.join(ref.workdir, "appendonlydir"))
-        ref.start()
-        with RawConn(port=ref.port, timeout=30) as r:
-            assert everything(r) == want
-    finally:
-        ref.stop()
+    with redis_on_aof_dir(srv.workdir) as r:
+        assert everything(r) == want
 
     restart(srv, "--threads", 3)
     with srv.raw() as c:
@@ -320,18 +311,10 @@ def test_a_big_stream_in_a_base_of_commands_goes_in_steps_and_stays_as_at_the_cu
     assert base.count(b"$4\r\nXADD\r\n$6\r\nx:huge\r\n") == n - 2
     srv.stop(cleanup=False)
 
-    ref = harness.Server(harness.redis_server_bin(), ["--appendonly", "yes", "--save", ""],
-                         name="redis-ref")
-    try:
-        shutil.copytree(os.path.join(srv.workdir, "appendonlydir"),
-                        os.path.join(ref.workdir, "appendonlydir"))
-        ref.start()
-        with RawConn(port=ref.port, timeout=30) as r:
-            assert r.call("DEBUG", "DIGEST").py() == digest
-            assert (r.call("XLEN", "x:huge").py(), groups(r, "x:huge"),
-                    pending_details(r, "x:huge")) == want
-    finally:
-        ref.stop()
+    with redis_on_aof_dir(srv.workdir) as r:
+        assert r.call("DEBUG", "DIGEST").py() == digest
+        assert (r.call("XLEN", "x:huge").py(), groups(r, "x:huge"),
+                pending_details(r, "x:huge")) == want
 
     restart(srv)
     with srv.raw() as c:
