@@ -29,6 +29,7 @@ import time
 import pytest
 
 import harness
+import test_aof
 from resp_reader import ConnectionClosed, RawConn
 
 pytestmark = pytest.mark.darner_only
@@ -45,9 +46,8 @@ def _ignore_sigxfsz():
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
-class Servers:
-    def __init__(self):
-        self.all = []
+class Servers(test_aof.Servers):
+    """test_aof's servers, started with SIGXFSZ ignored (the tests lower RLIMIT_FSIZE)."""
 
     def start(self, kind: str, d: str, *args) -> harness.Server:
         args = ["--dir", d, "--appendonly", "yes", "--auto-aof-rewrite-percentage", "0"] + [
@@ -63,13 +63,6 @@ class Servers:
                                  preexec_fn=_ignore_sigxfsz)
         self.all.append(srv)
         return srv.start()
-
-    def stop_all(self):
-        for s in self.all:
-            try:
-                s.stop()
-            except Exception:
-                s.kill()
 
 
 @pytest.fixture
