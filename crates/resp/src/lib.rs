@@ -83,7 +83,8 @@ pub use error::ProtocolError;
 pub use frame::{decode, encode, Frame, MAX_DEPTH};
 pub use limits::Limits;
 pub use num::{
-    format_double, format_fpconv, parse_f64_strict, parse_i64_strict, strtoll, write_i64, write_u64,
+    c_number_prefix, format_double, format_fpconv, parse_f64_strict, parse_i64_strict, strtoll,
+    write_i64, write_u64,
 };
 pub use reply::ReplyWriter;
 pub use request::{peek_second_arg, Arg, Request, RequestParser, MAX_ARGS_PREALLOC};

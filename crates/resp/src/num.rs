@@ -753,26 +753,26 @@ mod tests {
     }
 }
 
+/// What C's `strtol` family skips before the digits: white space (`isspace`), then one sign.
+/// Returns where the digits start and whether the sign was `-`.
+pub fn c_number_prefix(b: &[u8]) -> (usize, bool) {
+    let mut i = 0;
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
+        i += 1;
+    }
+    match b.get(i) {
+        Some(b'-') => (i + 1, true),
+        Some(b'+') => (i + 1, false),
+        _ => (i, false),
+    }
+}
+
 /// C's `strtoll(s, &end, 10)` (glibc): leading white space, a sign, decimal digits; out of
 /// range saturates. Returns the value and where the digits ended (`end`), which is 0, the
 /// start, when there was no digit at all (then the value is 0). Redis reads `atoll`ed and
 /// `strtoll`ed fields this way (the AOF manifest's `seq`, the `save` directive).
 pub fn strtoll(b: &[u8]) -> (i64, usize) {
-    let mut i = 0;
-    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
-        i += 1;
-    }
-    let neg = match b.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
+    let (mut i, neg) = c_number_prefix(b);
     let start = i;
     // Accumulated negatively, so that i64::MIN is reachable.
     let mut v: i64 = 0;

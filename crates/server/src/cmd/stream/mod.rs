@@ -115,21 +115,7 @@ fn parse_u64(b: &[u8]) -> Option<u64> {
     if let Some(v) = parse_int(b) {
         return u64::try_from(v).ok();
     }
-    let mut i = 0;
-    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
-        i += 1;
-    }
-    let neg = match b.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
+    let (i, neg) = darner_resp::c_number_prefix(b);
     if i >= b.len() {
         return None;
     }
