@@ -30,6 +30,7 @@ import pytest
 
 import harness
 import test_aof
+from test_aof import tmpdir_  # noqa: F401  (the fixture: a temp dir per test)
 from resp_reader import ConnectionClosed, RawConn
 
 pytestmark = pytest.mark.darner_only
@@ -72,15 +73,6 @@ def servers():
         yield s
     finally:
         s.stop_all()
-
-
-@pytest.fixture
-def tmpdir_():
-    d = tempfile.mkdtemp(prefix="darner-aof-err-")
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def incr_path(d: str) -> str:
