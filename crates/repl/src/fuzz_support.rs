@@ -16,13 +16,17 @@ pub struct HandshakeRun {
     pub rest: Vec<u8>,
 }
 
-/// Runs a handshake over `data` fed in pieces of `sizes` (cycled; whole when empty).
-pub fn handshake_in_pieces(config: &Config, data: &[u8], sizes: &[usize]) -> HandshakeRun {
-    let mut out = Output::default();
-    let mut h = Handshake::start(config.clone(), &mut out);
+/// Feeds `data` to `feed` in pieces of `sizes` (cycled; whole when empty) until it reports
+/// the end (`Ok((used, true))`) or an error. `feed` returns the bytes it took and whether it
+/// is done; until it is done it must take every byte. Returns the bytes left after the end
+/// (none when it did not end) and the error, if any.
+fn run_in_pieces<E>(
+    data: &[u8],
+    sizes: &[usize],
+    mut feed: impl FnMut(&[u8]) -> Result<(usize, bool), E>,
+) -> (Vec<u8>, Option<E>) {
     let mut at = 0;
     let mut i = 0;
-    let mut result = Ok(None);
     while at < data.len() {
         let n = sizes
             .get(i % sizes.len().max(1))
@@ -31,31 +35,36 @@ pub fn handshake_in_pieces(config: &Config, data: &[u8], sizes: &[usize]) -> Han
             .max(1);
         i += 1;
         let piece = &data[at..(at + n).min(data.len())];
-        match h.feed(piece, &mut out) {
-            Ok((used, outcome)) => {
+        match feed(piece) {
+            Ok((used, done)) => {
                 assert!(used <= piece.len());
                 at += used;
-                if outcome.is_some() {
-                    result = Ok(outcome);
-                    break;
+                if done {
+                    return (data[at..].to_vec(), None);
                 }
-                assert_eq!(used, piece.len(), "a pending handshake takes every byte");
+                assert_eq!(used, piece.len(), "a pending reader takes every byte");
             }
-            Err(e) => {
-                result = Err(e);
-                break;
-            }
+            Err(e) => return (Vec::new(), Some(e)),
         }
     }
-    let rest = if matches!(result, Ok(Some(_))) {
-        data[at..].to_vec()
-    } else {
-        Vec::new()
-    };
+    (Vec::new(), None)
+}
+
+/// Runs a handshake over `data` fed in pieces of `sizes` (cycled; whole when empty).
+pub fn handshake_in_pieces(config: &Config, data: &[u8], sizes: &[usize]) -> HandshakeRun {
+    let mut out = Output::default();
+    let mut h = Handshake::start(config.clone(), &mut out);
+    let mut outcome = None;
+    let (rest, failed) = run_in_pieces(data, sizes, |piece| {
+        let (used, o) = h.feed(piece, &mut out)?;
+        let done = o.is_some();
+        outcome = outcome.take().or(o);
+        Ok::<_, Failed>((used, done))
+    });
     HandshakeRun {
         sent: out.send,
         log: out.log.into_iter().map(|(_, l)| l).collect(),
-        result,
+        result: failed.map_or(Ok(outcome), Err),
         rest,
     }
 }
@@ -72,39 +81,17 @@ pub struct PayloadRun {
 pub fn payload_in_pieces(data: &[u8], sizes: &[usize]) -> PayloadRun {
     let mut r = PayloadReader::default();
     let mut rdb = Vec::new();
-    let mut at = 0;
-    let mut i = 0;
-    let mut result = Ok(Progress::More);
-    while at < data.len() {
-        let n = sizes
-            .get(i % sizes.len().max(1))
-            .copied()
-            .unwrap_or(data.len())
-            .max(1);
-        i += 1;
-        let piece = &data[at..(at + n).min(data.len())];
-        match r.feed(piece, &mut |b| rdb.extend_from_slice(b)) {
-            Ok((used, p)) => {
-                assert!(used <= piece.len());
-                at += used;
-                if p == Progress::Done {
-                    result = Ok(p);
-                    break;
-                }
-                assert_eq!(used, piece.len(), "a pending reader takes every byte");
-            }
-            Err(e) => {
-                result = Err(e);
-                break;
-            }
-        }
+    let mut progress = Progress::More;
+    let (rest, failed) = run_in_pieces(data, sizes, |piece| {
+        let (used, p) = r.feed(piece, &mut |b| rdb.extend_from_slice(b))?;
+        progress = p.clone();
+        Ok::<_, PayloadError>((used, p == Progress::Done))
+    });
+    PayloadRun {
+        rdb,
+        result: failed.map_or(Ok(progress), Err),
+        rest,
     }
-    let rest = if matches!(result, Ok(Progress::Done)) {
-        data[at..].to_vec()
-    } else {
-        Vec::new()
-    };
-    PayloadRun { rdb, result, rest }
 }
 
 /// The fuzz target's body: the handshake (with and without a cached primary) and the
