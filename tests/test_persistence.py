@@ -192,6 +192,40 @@ def test_darner_file_loads_into_redis_7_0_with_the_same_digest():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_save_steps_every_shard_at_once_and_keeps_big_records_whole():
+    """SAVE asks every shard for its steps at once and interleaves their bytes in the file;
+    a big value's record spans several steps (each about 1 MiB), so it must stay whole:
+    values of several MiB on every shard, and the file loads into Redis 7.0 and back into
+    darner with the same digest."""
+    d = tempfile.mkdtemp(prefix="darner-persist-")
+    try:
+        srv = start_darner(d, threads=3)
+        with srv.raw() as c:
+            for i in range(6):
+                for part in range(4):
+                    c.call("HSET", "bh:%d" % i, *(x for j in range(part * 25000, (part + 1) * 25000)
+                                                  for x in ("field:%07d" % j, "value:%07d" % j)))
+                c.call("RPUSH", "bl:%d" % i, *("element:%07d" % j for j in range(60000)))
+            c.call("DEBUG", "POPULATE", "20000")
+            want = digest(c)
+            assert c.call("SAVE").raw == b"+OK\r\n"
+        srv.stop(cleanup=False)
+        ref = start_redis(d)
+        try:
+            with ref.raw() as c:
+                assert digest(c) == want
+        finally:
+            ref.stop(cleanup=False)
+        srv = start_darner(d, threads=2)
+        try:
+            with srv.raw() as c:
+                assert digest(c) == want
+        finally:
+            srv.stop()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test_redis_7_0_file_loads_into_darner_with_the_same_digest():
     d = tempfile.mkdtemp(prefix="darner-persist-")
     try:

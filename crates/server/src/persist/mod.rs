@@ -15,8 +15,10 @@
 //! thread: it asks each shard for its counts (and whether a hash holds field TTLs, which makes
 //! the file RDB 12), writes the header and AUX fields as Redis does, the function libraries,
 //! then for each database `SELECTDB` and `RESIZEDB` (every shard's counts summed) and each
-//! shard's part, a hop at a time: the shard runs its cursor for about [`STEP_BYTES`] and
-//! hands the bytes back, which the driver appends to the file (the CRC-64 runs over them as
+//! shard's part in hops: each shard runs its cursor for about [`STEP_BYTES`] and hands the
+//! bytes back (every shard at once, each asked for its next step as soon as its last one is
+//! back; a shard whose step ended inside a big value's record keeps the file until the record
+//! is whole), which the driver appends to the file (the CRC-64 runs over them as
 //! they pass, `darner_rdb::encode::FileWriter`). Memory stays about one step per shard, not a
 //! copy of the dataset. The file is `temp-<pid>.rdb` in `dir`, fsynced, renamed to
 //! `dbfilename`, and the directory fsynced, so a crash leaves the old file or the new one.
@@ -175,23 +177,40 @@ async fn save_to(tx: &Tx, path: &std::path::Path) -> Result<u64, String> {
             }
             w.select_db(db as u64);
             w.resize_db(keys, expires);
-            for s in 0..tx.nshards() {
-                let mut cursor = Some(DbCursor::new(db, opts));
-                while let Some(c) = cursor.take() {
-                    let (c, bytes, done) = tx
-                        .run(s, move |ctx| {
-                            let mut c = c;
-                            let mut out = Vec::with_capacity(STEP_BYTES + (64 << 10));
-                            let clock = ctx.clock;
-                            let done = c.step(&ctx.shard.dbs[db], &clock, &mut out, STEP_BYTES);
-                            (c, out, done)
-                        })
-                        .await;
-                    w.buf().extend_from_slice(&bytes);
-                    file.write_all(&w.take())?;
-                    if !done {
-                        cursor = Some(c);
-                    }
+            // Every shard steps at once, each asked for its next step as soon as its last one
+            // is back, while the file takes the bytes. A database's keys may come from its
+            // shards in any order, but a big value's record must be whole: while a shard's
+            // step ends inside one, the file takes that shard's steps only.
+            let step = |s: usize, c: DbCursor| {
+                tx.run(s, move |ctx| {
+                    let mut c = c;
+                    let mut out = Vec::with_capacity(STEP_BYTES + (64 << 10));
+                    let clock = ctx.clock;
+                    let done = c.step(&ctx.shard.dbs[db], &clock, &mut out, STEP_BYTES);
+                    (c, out, done)
+                })
+            };
+            let n = tx.nshards();
+            let mut steps: Vec<_> = (0..n)
+                .map(|s| Some(step(s, DbCursor::new(db, opts))))
+                .collect();
+            let (mut left, mut s) = (n, 0);
+            while left > 0 {
+                let Some(hop) = steps[s].take() else {
+                    s = (s + 1) % n;
+                    continue;
+                };
+                let (c, bytes, done) = hop.await;
+                let in_record = c.in_record();
+                if done {
+                    left -= 1;
+                } else {
+                    steps[s] = Some(step(s, c));
+                }
+                w.buf().extend_from_slice(&bytes);
+                file.write_all(&w.take())?;
+                if !in_record {
+                    s = (s + 1) % n;
                 }
             }
         }

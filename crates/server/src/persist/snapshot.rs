@@ -229,6 +229,11 @@ impl DbCursor {
         pos < self.scan && !in_progress
     }
 
+    /// Whether the last step ended inside a big value's record (the next steps continue it).
+    pub fn in_record(&self) -> bool {
+        self.big.is_some()
+    }
+
     /// Whether every key has been written.
     pub fn done(&self) -> bool {
         self.scan >= SCAN_DONE && self.queue.is_empty() && self.big.is_none()
