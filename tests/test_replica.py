@@ -196,3 +196,74 @@ def test_replicaof_at_run_time(primary, darner_factory):
     with rep.raw() as c:
         assert c.call("SLAVEOF", "NO", "ONE").raw == b"+OK\r\n"
     assert info(r)["role"] == "master"
+
+
+class FakePrimary:
+    """A primary that answers the handshake and then sends a snapshot that is not an RDB
+    file. Counts the replica's connections."""
+
+    def __init__(self):
+        import socket
+        import threading
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.stop = False
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        import socket
+        self.sock.settimeout(0.2)
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self.connections += 1
+            conn.settimeout(5)
+            try:
+                # PING first (answered before the rest comes), then REPLCONF
+                # listening-port, REPLCONF capa and PSYNC.
+                for answer, commands in ((b"+PONG\r\n", 1), (b"+OK\r\n+OK\r\n", 2),
+                                         (b"+FULLRESYNC " + b"a" * 40 + b" 0\r\n", 1)):
+                    buf = b""
+                    while buf.count(b"*") < commands or not buf.endswith(b"\r\n"):
+                        chunk = conn.recv(4096)
+                        if not chunk:
+                            raise OSError("closed")
+                        buf += chunk
+                    conn.sendall(answer)
+                conn.sendall(b"$16\r\nnot an rdb file!")
+                time.sleep(0.2)
+            except OSError:
+                pass
+            finally:
+                conn.close()
+
+    def close(self):
+        self.stop = True
+        self.sock.close()
+
+
+def test_a_corrupt_snapshot_is_refused_and_the_sync_retried(darner_factory):
+    fake = FakePrimary()
+    try:
+        rep = darner_factory()
+        r = rep.client()
+        r.set("k", "v")
+        assert r.execute_command("REPLICAOF", "127.0.0.1", fake.port) == b"OK"
+        wait_for(lambda: fake.connections >= 2, what="a second attempt")
+        log = rep.log_tail(20000)
+        assert "Failed trying to load the MASTER synchronization DB from disk" in log
+        # Alive, not following, and no half-loaded data.
+        assert r.ping()
+        assert info(r)["master_link_status"] == "down"
+        assert r.dbsize() == 0
+        assert r.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+    finally:
+        fake.close()

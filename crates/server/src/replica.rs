@@ -212,6 +212,7 @@ pub fn set_master(shared: &Arc<Shared>, host: String, port: u16) -> (u64, u64) {
         gen = old + 1;
         shared.repl.generation.store(gen, Ordering::SeqCst);
         shared.repl.is_replica.store(true, Ordering::SeqCst);
+        log::set_role(b'S');
     }
     shared
         .config
@@ -262,6 +263,7 @@ pub fn unset_master(shared: &Shared) -> Option<u64> {
     let old = shared.repl.generation.load(Ordering::SeqCst);
     shared.repl.generation.store(old + 1, Ordering::SeqCst);
     shared.repl.is_replica.store(false, Ordering::SeqCst);
+    log::set_role(b'M');
     let line = st.history.shift(new_replid());
     drop(st);
     shared.config.store_raw("replicaof", String::new());
@@ -487,8 +489,8 @@ fn session(
             stream(shared, gen, &mut up, lb, offset)
         }
         Outcome::FullResync(parsed) => {
-            if let End::Stop = full_sync(shared, gen, &mut up) {
-                return End::Stop;
+            if let Err(end) = full_sync(shared, gen, &mut up) {
+                return end;
             }
             if !shared.repl.current(gen) {
                 return End::Stop;
@@ -513,8 +515,8 @@ fn session(
             stream(shared, gen, &mut up, lb, offset)
         }
         Outcome::Sync => {
-            if let End::Stop = full_sync(shared, gen, &mut up) {
-                return End::Stop;
+            if let Err(end) = full_sync(shared, gen, &mut up) {
+                return end;
             }
             let offset = {
                 let mut st = shared.repl.lock();
@@ -553,8 +555,8 @@ fn handshake_config(shared: &Shared) -> HsConfig {
 
 // ---- the snapshot ----
 
-/// Receives the snapshot into `dbfilename` and loads it. Retry: failed (logged).
-fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> End {
+/// Receives the snapshot into `dbfilename` and loads it. Err: failed (logged), or stopped.
+fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), End> {
     set_link(shared, gen, |m| {
         m.link = LinkState::Transfer;
         m.transfer_size = -1;
@@ -577,13 +579,13 @@ fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> End {
             log::warning(&format!(
                 "Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}"
             ));
-            return End::Retry;
+            return Err(End::Retry);
         }
     };
     let remove = |why: &str| {
         log::warning(why);
         let _ = std::fs::remove_file(&temp);
-        End::Retry
+        Err(End::Retry)
     };
     let mut file = std::io::BufWriter::with_capacity(1 << 20, file);
     let mut reader = PayloadReader::default();
@@ -641,7 +643,7 @@ fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> End {
         }
         if !shared.repl.current(gen) {
             let _ = std::fs::remove_file(&temp);
-            return End::Stop;
+            return Err(End::Stop);
         }
         match up.fill() {
             Ok(true) => {}
@@ -677,23 +679,23 @@ fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> End {
         let _ = d.sync_all();
     }
     if !shared.repl.current(gen) {
-        return End::Stop;
+        return Err(End::Stop);
     }
     log::notice("MASTER <-> REPLICA sync: Flushing old data");
     log::notice("MASTER <-> REPLICA sync: Loading DB in memory");
     match load(shared, gen) {
         Some(Ok(())) => {
             log::notice("MASTER <-> REPLICA sync: Finished with success");
-            End::Retry
+            Ok(())
         }
         Some(Err(e)) => {
             log::warning(&e);
             log::warning(
                 "Failed trying to load the MASTER synchronization DB from disk, check server logs.",
             );
-            End::Retry
+            Err(End::Retry)
         }
-        None => End::Stop,
+        None => Err(End::Stop),
     }
 }
 
@@ -711,7 +713,12 @@ fn load(shared: &Arc<Shared>, gen: u64) -> Option<Result<(), String>> {
                         .await;
                     let r = if shared.repl.current(gen) {
                         crate::cmd::server::flush_shards(&tx, true).await;
-                        Some(crate::persist::load::reload(&tx, true, false).await)
+                        let r = crate::persist::load::reload(&tx, true, false).await;
+                        if r.is_err() {
+                            // Never a half-loaded dataset: empty, until the next sync.
+                            crate::cmd::server::flush_shards(&tx, true).await;
+                        }
+                        Some(r)
                     } else {
                         None
                     };
