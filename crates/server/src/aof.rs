@@ -514,12 +514,22 @@ fn send_and_wait(
 
 /// Connects to the server itself from an address the accepting thread recognizes.
 fn connect_loader(shared: &Shared, listen: &[SocketAddr]) -> Result<std::net::TcpStream, String> {
+    connect_self(listen, &shared.aof.loader_peer)
+}
+
+/// Connects to one of the server's own listeners (`listen`), first storing in `peer` the
+/// local address it connects from, for the accepting thread to recognize the connection
+/// (the AOF replay, the replica's link: replica.rs).
+pub fn connect_self(
+    listen: &[SocketAddr],
+    peer: &Mutex<Option<SocketAddr>>,
+) -> Result<std::net::TcpStream, String> {
     let target = listen
         .iter()
         .find(|a| a.ip().is_loopback())
         .or_else(|| listen.first())
         .copied()
-        .ok_or("no TCP listener to replay the AOF through")?;
+        .ok_or("no TCP listener to connect to")?;
     let domain = socket2::Domain::for_address(target);
     let s = socket2::Socket::new(domain, socket2::Type::STREAM, None).map_err(|e| e.to_string())?;
     let local: SocketAddr = SocketAddr::new(
@@ -539,11 +549,7 @@ fn connect_loader(shared: &Shared, listen: &[SocketAddr]) -> Result<std::net::Tc
         .ok()
         .and_then(|a| a.as_socket())
         .ok_or("no local address")?;
-    *shared
-        .aof
-        .loader_peer
-        .lock()
-        .unwrap_or_else(|e| e.into_inner()) = Some(me);
+    *peer.lock().unwrap_or_else(|e| e.into_inner()) = Some(me);
     let to = SocketAddr::new(local.ip(), target.port());
     s.connect(&to.into()).map_err(|e| e.to_string())?;
     let _ = s.set_nodelay(true);

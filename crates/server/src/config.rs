@@ -95,6 +95,8 @@ pub struct Hot {
     /// Whether save points are set (`save` is not empty).
     pub save_points: AtomicBool,
     pub stop_writes_on_bgsave_error: AtomicBool,
+    /// replica-read-only: a replica refuses clients' writes (replica.rs).
+    pub replica_read_only: AtomicBool,
 }
 
 /// maxmemory-policy's values, in Redis's order (its error message lists them so).
@@ -499,6 +501,63 @@ pub static TABLE: &[Directive] = &[
         mutable: true,
         apply: nothing,
     },
+    // Replication, the replica side (replica.rs). `replicaof` is "host port" or "" (a
+    // primary); REPLICAOF changes it at run time, CONFIG SET cannot (Redis's rule).
+    Directive {
+        name: "replicaof",
+        kind: Kind::Special,
+        default: "",
+        mutable: false,
+        apply: nothing,
+    },
+    Directive {
+        name: "masterauth",
+        kind: Kind::Str,
+        default: "",
+        mutable: true,
+        apply: nothing,
+    },
+    Directive {
+        name: "masteruser",
+        kind: Kind::Str,
+        default: "",
+        mutable: true,
+        apply: nothing,
+    },
+    Directive {
+        name: "replica-read-only",
+        kind: Kind::Bool,
+        default: "yes",
+        mutable: true,
+        apply: |h, v| {
+            h.replica_read_only.store(v == "yes", Ordering::Relaxed);
+            Ok(())
+        },
+    },
+    Directive {
+        name: "replica-announce-ip",
+        kind: Kind::Str,
+        default: "",
+        mutable: true,
+        apply: nothing,
+    },
+    Directive {
+        name: "replica-announce-port",
+        kind: Kind::Int { min: 0, max: 65535 },
+        default: "0",
+        mutable: true,
+        apply: nothing,
+    },
+    Directive {
+        name: "repl-timeout",
+        kind: Kind::Int {
+            min: 1,
+            max: i32::MAX as i64,
+        },
+        default: "60",
+        mutable: true,
+        apply: nothing,
+    },
     // Whether a replica-less instance deletes the RDB files replication made (Redis: only
     // when persistence is off, for files written for a replica's full sync). Darner has no
     // replication yet: there are never such files.
@@ -894,6 +953,21 @@ pub fn percentile_text(p: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// `replicaof`'s value at start-up: `<host> <port>`, or `no one` (none), as Redis reads it.
+fn replicaof_value(value: &str) -> Result<String, String> {
+    let words: Vec<&str> = value.split_whitespace().collect();
+    let [host, port] = words[..] else {
+        return Err("wrong number of arguments".into());
+    };
+    if host.eq_ignore_ascii_case("no") && port.eq_ignore_ascii_case("one") {
+        return Ok(String::new());
+    }
+    match port.parse::<i64>() {
+        Ok(p) if (0..=65535).contains(&p) => Ok(format!("{host} {p}")),
+        _ => Err("Invalid master port".into()),
+    }
+}
+
 fn apply_notify(h: &Hot, v: &str) -> Result<(), String> {
     let f = crate::notify::parse(v).ok_or(crate::notify::ERR_FLAGS)?;
     store_notify(h, f);
@@ -910,19 +984,11 @@ fn store_notify(h: &Hot, f: u32) {
 /// because they describe what Darner does). Anything else is refused at start-up.
 /// Of these, the ones Redis cannot change at run time: CONFIG SET answers "can't set immutable
 /// config" for them, whatever the value, as Redis does.
-pub static UNBUILT_IMMUTABLE: &[&str] = &[
-    "cluster-enabled",
-    "replicaof",
-    "slaveof",
-    "daemonize",
-    "io-threads",
-    "unixsocket",
-];
+pub static UNBUILT_IMMUTABLE: &[&str] =
+    &["cluster-enabled", "daemonize", "io-threads", "unixsocket"];
 
 pub static UNBUILT: &[(&str, &[&str])] = &[
     ("cluster-enabled", &["no"]),
-    ("replicaof", &[]),
-    ("slaveof", &[]),
     ("daemonize", &["no"]),
     ("io-threads", &["1"]),
     ("unixsocket", &[]),
@@ -1103,6 +1169,10 @@ pub static ALIASES: &[(&str, &str)] = &[
     ("zset-max-ziplist-value", "zset-max-listpack-value"),
     ("list-max-ziplist-size", "list-max-listpack-size"),
     ("lua-time-limit", "busy-reply-threshold"),
+    ("slaveof", "replicaof"),
+    ("slave-read-only", "replica-read-only"),
+    ("slave-announce-ip", "replica-announce-ip"),
+    ("slave-announce-port", "replica-announce-port"),
 ];
 
 /// Directives Redis 7.2 still reads in a config file (with one value) and ignores, having no
@@ -1168,6 +1238,7 @@ impl Config {
                 lfu_decay_time: AtomicI64::new(1),
                 save_points: AtomicBool::new(true),
                 stop_writes_on_bgsave_error: AtomicBool::new(true),
+                replica_read_only: AtomicBool::new(true),
             },
             file,
         };
@@ -1285,6 +1356,8 @@ impl Config {
                         value.split(' ').collect()
                     };
                     render_save(&parse_save(&words)?)
+                } else if d.name == "replicaof" {
+                    replicaof_value(value)?
                 } else if d.name == "dbfilename" {
                     // Redis's isValidDBfilename: a file name, not a path.
                     if value.contains('/') {
@@ -1308,6 +1381,21 @@ impl Config {
         }
         self.values.lock().unwrap()[i] = canonical;
         Ok(())
+    }
+
+    /// Stores a directive's value as the server's state changed it (REPLICAOF sets
+    /// `replicaof`), without the checks of a SET.
+    pub fn store_raw(&self, name: &str, value: String) {
+        if let Some(i) = find(name) {
+            self.values.lock().unwrap()[i] = value;
+        }
+    }
+
+    /// The primary `replicaof` names, if any.
+    pub fn replicaof(&self) -> Option<(String, u16)> {
+        let v = self.get("replicaof")?;
+        let (host, port) = v.rsplit_once(' ')?;
+        Some((host.to_string(), port.parse().ok()?))
     }
 
     /// The directives and values to write back (CONFIG REWRITE): every non-default one.
@@ -1469,7 +1557,10 @@ fn apply_directive(cfg: &Config, words: &[String], reading: &mut Reading) -> Res
     let multi = matches!(d.kind, Kind::Special)
         && matches!(
             name,
-            "bind" | "client-output-buffer-limit" | "latency-tracking-info-percentiles"
+            "bind"
+                | "client-output-buffer-limit"
+                | "latency-tracking-info-percentiles"
+                | "replicaof"
         );
     if values.is_empty() || (!multi && values.len() != 1) {
         return Err("Bad directive or wrong number of arguments".into());

@@ -47,6 +47,9 @@ pub struct ClientState {
     /// The start-up thread's AOF replay connection (aof.rs): Redis's fake AOF client, which
     /// no -LOADING, AUTH or OOM refusal stops.
     pub loader: bool,
+    /// The replica's link applying its primary's stream (replica.rs): Redis's master client,
+    /// with the same rights as the AOF client, and writes on a read-only replica.
+    pub master: bool,
     pub name: String,
     pub lib_name: String,
     pub lib_ver: String,
@@ -92,6 +95,12 @@ pub struct ClientState {
 }
 
 impl ClientState {
+    /// The server must run what this client sends (Redis's mustObeyClient): the AOF replay
+    /// and the primary's stream.
+    pub fn must_obey(&self) -> bool {
+        self.loader || self.master
+    }
+
     pub fn in_multi(&self) -> bool {
         self.multi.is_some()
     }
@@ -121,6 +130,9 @@ impl ClientState {
         let mut f = String::new();
         if self.monitor {
             f.push('O');
+        }
+        if self.master {
+            f.push('M');
         }
         if self.subscribed() {
             f.push('P');

@@ -36,6 +36,8 @@
 //! - `propagate.rs`: what each write does, recorded per thread as commands for the AOF;
 //!   `aof.rs`: loading the AOF directory at start-up and the AOF thread that merges, writes and
 //!   fsyncs the log (`worker/durability.rs`: replies held for `appendfsync always`).
+//! - `replica.rs`: the replica side of replication (REPLICAOF): the link thread, the
+//!   snapshot, the primary's stream applied through a connection of the server's own.
 //! - `lazyfree.rs`: big values freed off the request path, in steps between requests.
 //! - `log.rs`: Redis-format logging; `alloc.rs`: the counting global allocator; `sys.rs`: the
 //!   request path's `recv` and `send`, made as direct system calls, and the loop's alarm clock
@@ -59,6 +61,7 @@ pub mod notify;
 pub mod persist;
 pub mod propagate;
 pub mod pubsub;
+pub mod replica;
 pub mod sched;
 pub mod server;
 pub mod sha1;

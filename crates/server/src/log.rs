@@ -62,6 +62,13 @@ pub fn timestamp(ms: i64) -> String {
     )
 }
 
+/// The role letter of each line: `M` a primary, `S` a replica (as Redis writes them).
+static ROLE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(b'M');
+
+pub fn set_role(role: u8) {
+    ROLE.store(role, Ordering::Relaxed);
+}
+
 pub fn log(level: u8, msg: &str) {
     if level < LEVEL.load(Ordering::Relaxed) {
         return;
@@ -73,8 +80,9 @@ pub fn log(level: u8, msg: &str) {
         _ => '#',
     };
     let line = format!(
-        "{}:M {} {} {}\n",
+        "{}:{} {} {} {}\n",
         std::process::id(),
+        ROLE.load(Ordering::Relaxed) as char,
         timestamp(crate::shared::Shared::real_now_ms()),
         mark,
         msg

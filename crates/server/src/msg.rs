@@ -94,6 +94,13 @@ pub struct ReplyBufs {
 pub type ShardFn = Box<dyn FnOnce(&mut ShardCtx) + Send>;
 /// A one-shot part's work: its result, boxed for the hop back.
 pub type PartFn = Box<dyn FnOnce(&mut ShardCtx) -> Box<dyn Any + Send> + Send>;
+/// Builds a task on the thread that receives it.
+pub type SpawnFn = Box<
+    dyn FnOnce(
+            std::sync::Arc<crate::shared::Shared>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
+        + Send,
+>;
 pub type ThreadFn = Box<dyn FnOnce(&mut crate::worker::ThreadCtx) + Send>;
 
 pub enum Msg {
@@ -200,6 +207,9 @@ pub enum Msg {
         msg: std::sync::Arc<crate::pubsub::Published>,
         targets: Vec<crate::pubsub::Target>,
     },
+    /// Spawn a task on this thread (a thread that is no worker needs one: the replica's
+    /// link thread has its snapshot loaded by a task holding every shard, replica.rs).
+    Spawn { f: SpawnFn },
     /// Stop the event loop.
     Shutdown,
 }

@@ -212,6 +212,7 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         bgsaves: Default::default(),
         persist: crate::persist::State::new(Shared::now_ms() / 1000),
         aof: crate::aof::Aof::new(threads),
+        repl: Default::default(),
     });
     // Until the data is loaded (below), commands get -LOADING: the AOF with appendonly yes
     // (Redis then ignores the RDB file), `dir/dbfilename` otherwise. With appendonly yes and
@@ -300,6 +301,11 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         "Ready to accept connections tcp on {}",
         bound.join(", ")
     ));
+    // `replicaof` in the configuration: follow that primary (replica.rs).
+    if let Some((host, port)) = shared.config.replicaof() {
+        let (_, gen) = crate::replica::set_master(&shared, host, port);
+        crate::replica::start_link(&shared, gen);
+    }
     for h in handles {
         let _ = h.join();
     }

@@ -261,6 +261,8 @@ pub struct Shared {
     pub persist: crate::persist::State,
     /// The append-only file's writer and state (aof.rs).
     pub aof: crate::aof::Aof,
+    /// Replication: this server's history, the primary it follows (replica.rs).
+    pub repl: crate::replica::Replication,
 }
 
 impl Shared {

@@ -21,8 +21,9 @@ mod latency;
 mod lolwut;
 mod memory;
 mod module;
+mod replication;
 
-pub use info::{cron, Metrics};
+pub use info::{cron, random_hex40, Metrics};
 
 use super::{eq, with_writer, ConnCtx, Locks, Reg, TxFuture};
 use crate::exec::Tx;
@@ -57,6 +58,7 @@ pub fn register(r: &mut Reg) {
     lolwut::register(r);
     memory::register(r);
     module::register(r);
+    replication::register(r);
 }
 
 /// Writes a HELP reply the way Redis's `addReplyHelp` shapes it: a header naming the command

@@ -38,8 +38,9 @@ impl Worker {
     pub(super) fn new_conn(&mut self, mut sock: TcpStream, peer: std::net::SocketAddr) {
         let hot = &self.shared.config.hot;
         let max = hot.maxclients.load(Ordering::Relaxed) as usize;
-        if self.shared.connected.load(Ordering::Relaxed) >= max && !self.shared.aof.is_loader(&peer)
-        {
+        let loader = self.shared.aof.is_loader(&peer);
+        let master = !loader && self.shared.repl.is_link(&peer);
+        if self.shared.connected.load(Ordering::Relaxed) >= max && !loader && !master {
             let _ = sock.write_all(b"-ERR max number of clients reached\r\n");
             bump(&self.shared.stats[self.id].rejected_connections, 1);
             return;
@@ -96,8 +97,7 @@ impl Worker {
             return;
         }
         self.next_gen = self.next_gen.wrapping_add(1);
-        let loader = self.shared.aof.is_loader(&peer);
-        let authenticated = loader || !hot.has_password.load(Ordering::Relaxed);
+        let authenticated = loader || master || !hot.has_password.load(Ordering::Relaxed);
         entry.insert(Conn {
             sock,
             gen: self.next_gen,
@@ -120,6 +120,7 @@ impl Worker {
                 id,
                 authenticated,
                 loader,
+                master,
                 addr: peer.to_string(),
                 laddr,
                 local: peer.ip().is_loopback(),

@@ -287,7 +287,7 @@ impl Worker {
         // While the dataset loads, only commands flagged `loading` (PING, INFO, ...).
         if !spec.has(flags::LOADING)
             && self.shared.persist.loading.load(Ordering::Relaxed)
-            && !self.conns[c].state.loader
+            && !self.conns[c].state.must_obey()
         {
             self.reject(
                 c,
@@ -326,7 +326,7 @@ impl Worker {
         // out of memory with nothing to evict, a command that may grow memory is refused,
         // and inside MULTI any command but EXEC / DISCARD / QUIT / RESET (Redis's rules).
         let oom = self.shared.config.hot.maxmemory.load(Ordering::Relaxed) != 0
-            && !self.conns[c].state.loader
+            && !self.conns[c].state.must_obey()
             && self.evict_check(false);
         if oom != self.conns[c].state.oom_at_dispatch {
             self.conns[c].state.oom_at_dispatch = oom;
@@ -357,6 +357,30 @@ impl Worker {
             if write || spec.full_name == "ping" {
                 bump(&self.shared.stats[self.id].cmd[cmd.id].rejected, 1);
                 self.reject(c, Some(spec), &denied.message());
+                return;
+            }
+        }
+        // A read-only replica: clients' writes, and EXEC of a transaction holding one, get
+        // READONLY (after MISCONF, as in Redis's processCommand); the primary's stream not.
+        if self.shared.repl.is_replica.load(Ordering::Relaxed)
+            && self
+                .shared
+                .config
+                .hot
+                .replica_read_only
+                .load(Ordering::Relaxed)
+            && !self.conns[c].state.must_obey()
+        {
+            let state = &self.conns[c].state;
+            let write = spec.has(flags::WRITE)
+                || (spec.full_name == "exec"
+                    && state
+                        .multi
+                        .as_ref()
+                        .is_some_and(|q| q.iter().any(|(c, _)| c.spec.has(flags::WRITE))));
+            if write {
+                bump(&self.shared.stats[self.id].cmd[cmd.id].rejected, 1);
+                self.reject(c, Some(spec), crate::replica::ERR_READONLY);
                 return;
             }
         }

@@ -257,6 +257,10 @@ impl Worker {
                     }
                 }
             }
+            Msg::Spawn { f } => {
+                let task = f(self.shared.clone());
+                self.exec.spawn(task);
+            }
             Msg::Shutdown => self.stop = true,
         }
     }

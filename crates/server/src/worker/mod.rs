@@ -585,6 +585,7 @@ impl Worker {
         for (k, conn) in self.conns.iter() {
             let idle_out = timeout > 0
                 && !conn.state.monitor
+                && !conn.state.master
                 && !conn.in_tx
                 && conn.last_interaction.elapsed() > Duration::from_secs(timeout as u64);
             if conn.handle.kill.load(Ordering::Relaxed) || idle_out {

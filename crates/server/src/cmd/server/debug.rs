@@ -95,7 +95,7 @@ fn debug(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             with_writer(resp3, |w| replybuffer(w, &args))
         } else if eq(sub, "change-repl-id") && n == 2 {
             log::notice("Changing replication IDs after receiving DEBUG change-repl-id");
-            tx.shared().metrics.change_replid();
+            tx.shared().repl.change_replid();
             with_writer(resp3, |w| w.ok())
         } else if eq(sub, "stringmatch-test") && n == 2 {
             stringmatch_fuzz(crate::shared::Shared::now_us() as u64 | 1);

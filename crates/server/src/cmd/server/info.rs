@@ -59,8 +59,6 @@ pub struct Metrics {
     samples: Mutex<Samples>,
     /// run_id: random, fixed for the life of the process.
     run_id: OnceLock<String>,
-    /// master_replid: random, drawn at start and again by DEBUG CHANGE-REPL-ID.
-    replid: Mutex<Option<String>>,
 }
 
 impl Metrics {
@@ -78,19 +76,6 @@ impl Metrics {
 
     fn run_id(&self) -> &str {
         self.run_id.get_or_init(|| random_hex40(1))
-    }
-
-    fn replid(&self) -> String {
-        self.replid
-            .lock()
-            .unwrap()
-            .get_or_insert_with(|| random_hex40(2))
-            .clone()
-    }
-
-    /// DEBUG CHANGE-REPL-ID: a new master_replid.
-    pub fn change_replid(&self) {
-        *self.replid.lock().unwrap() = Some(random_hex40(3));
     }
 }
 
@@ -131,7 +116,7 @@ pub fn cron(shared: &Shared) {
 
 /// 40 random hex digits (run_id, master_replid), from the standard library's randomly keyed
 /// hasher.
-fn random_hex40(salt: u64) -> String {
+pub fn random_hex40(salt: u64) -> String {
     use std::hash::{BuildHasher, Hasher};
     let rs = std::collections::hash_map::RandomState::new();
     let mut out = String::with_capacity(48);
@@ -741,19 +726,7 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                     .unwrap_or(0);
                 line!("darner_eventloop_duration_max:{max}");
             }
-            REPLICATION => {
-                line!("role:master");
-                line!("connected_slaves:0");
-                line!("master_failover_state:no-failover");
-                line!("master_replid:{}", shared.metrics.replid());
-                line!("master_replid2:0000000000000000000000000000000000000000");
-                line!("master_repl_offset:0");
-                line!("second_repl_offset:-1");
-                line!("repl_backlog_active:0");
-                line!("repl_backlog_size:1048576");
-                line!("repl_backlog_first_byte_offset:0");
-                line!("repl_backlog_histlen:0");
-            }
+            REPLICATION => crate::replica::info(shared, &mut s),
             CPU => {
                 let [user, sys, cuser, csys] = cpu_times();
                 line!("used_cpu_sys:{sys:.6}");

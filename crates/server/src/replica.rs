@@ -1,0 +1,1243 @@
+//! The replica side of replication: following a primary (Redis 7.x, or anything speaking its
+//! protocol) with `REPLICAOF host port` or `replicaof` in the configuration.
+//!
+//! # One thread per link
+//!
+//! A replica has one primary, so its link is one plain thread with blocking sockets and
+//! timeouts ([`link_main`]), not a connection of the event loop: it connects, runs the
+//! handshake of `darner_repl` (PING, AUTH, REPLCONF, PSYNC) and then either receives a
+//! snapshot or continues the stream where it stopped. Each `REPLICAOF` starts a new
+//! *generation*; a link thread whose generation is no longer current stops at its next
+//! check (it checks before every step that changes the dataset).
+//!
+//! # The snapshot
+//!
+//! A full sync's RDB goes to `temp-<unixtime>.<pid>.rdb` in `dir` as it arrives (in bounded
+//! memory: `PayloadReader`), is fsynced and renamed to `dbfilename`, as Redis does. Loading
+//! is a task on thread 0 ([`Msg::Spawn`]) that reserves every shard, flushes every database
+//! and loads the file (DEBUG RELOAD's path: `persist::load::reload`), then tells the link
+//! thread through a channel. While it holds the shards, clients' commands wait: nobody sees
+//! the old data half replaced.
+//!
+//! # The stream
+//!
+//! The primary's commands are applied in order through a connection of the server's own
+//! (as the AOF loader replays a file): the link thread connects to a loopback listener from
+//! an address the accepting thread recognizes ([`Replication::is_link`]), and that
+//! connection gets Redis's master-client rights (authenticated, writes on a read-only
+//! replica, no maxclients / OOM / LOADING refusal). The link thread splits the primary's
+//! bytes into commands with the server's own request parser and forwards each command's
+//! exact bytes; a FIFO of their lengths is popped as their replies come back, so the
+//! replication offset advances by each command's length once it has been applied (inside
+//! MULTI, at EXEC, as Redis counts it). `PING` and `REPLCONF` are counted without being
+//! applied; `REPLCONF GETACK` is answered with `REPLCONF ACK <offset>` once the commands
+//! before it are applied, and an ACK goes every second anyway. At most [`WINDOW`] commands
+//! are in the server's hands at once, so the replies never pile up.
+//!
+//! # Reconnecting
+//!
+//! When the link drops, the primary's replication ID and the offset applied are kept (the
+//! cached primary) and the thread retries every second with `PSYNC <replid> <offset + 1>`;
+//! `+CONTINUE` goes on with the stream without a snapshot.
+
+use crate::log;
+use crate::msg::Msg;
+use crate::shared::Shared;
+use darner_repl::handshake::{command, Config as HsConfig, Handshake, Output};
+use darner_repl::payload::Progress;
+use darner_repl::{Framing, History, Level, Outcome, PayloadReader, ReplId};
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Redis's reply to a client's write on a read-only replica.
+pub const ERR_READONLY: &[u8] = b"READONLY You can't write against a read only replica.";
+
+/// Commands forwarded to the server and not yet answered, at most.
+const WINDOW: usize = 1024;
+/// How long the link thread waits for a socket before looking at its generation again.
+const TICK: Duration = Duration::from_millis(100);
+
+/// Where the link stands (ROLE's state and INFO's fields).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkState {
+    /// Waiting to (re)connect.
+    Connect,
+    Connecting,
+    Handshake,
+    /// Receiving the snapshot.
+    Transfer,
+    Connected,
+}
+
+impl LinkState {
+    fn role_name(self) -> &'static str {
+        match self {
+            LinkState::Connect => "connect",
+            LinkState::Connecting => "connecting",
+            LinkState::Handshake => "handshake",
+            LinkState::Transfer => "sync",
+            LinkState::Connected => "connected",
+        }
+    }
+}
+
+/// The primary this server follows.
+#[derive(Debug, Clone)]
+pub struct Master {
+    pub host: String,
+    pub port: u16,
+    pub link: LinkState,
+    /// Unix ms of the last bytes from the primary while the link is up.
+    pub last_io_ms: i64,
+    /// Unix seconds the link went down after being up (0: never up since REPLICAOF).
+    pub down_since: i64,
+    /// Stream bytes read from the primary (INFO's slave_read_repl_offset).
+    pub read_offset: i64,
+    /// The snapshot being received: its size (-1 when framed by an EOF mark), bytes read so
+    /// far, and when bytes last came.
+    pub transfer_size: i64,
+    pub transfer_read: i64,
+    pub transfer_last_io_ms: i64,
+}
+
+/// The replication state every thread may read (INFO, ROLE) under one lock.
+pub struct State {
+    /// This server's history: its ID, offset and second ID (INFO's master_replid, ...).
+    pub history: History,
+    pub master: Option<Master>,
+    /// The primary's history as last followed: its ID and the offset applied (a PSYNC asks
+    /// to continue from there).
+    pub cached: Option<(ReplId, i64)>,
+}
+
+pub struct Replication {
+    pub state: Mutex<State>,
+    /// A primary is set (REPLICAOF host port): with replica-read-only, clients' writes are
+    /// refused. Read on every command (one relaxed load).
+    pub is_replica: AtomicBool,
+    /// Changes with each REPLICAOF: a link thread of another generation stops.
+    generation: AtomicU64,
+    /// The generation of the link thread that has commands in the server's hands (0: none):
+    /// REPLICAOF waits until it has stopped applying them.
+    applying: AtomicU64,
+    /// The local address of the link's loopback connection.
+    link_peer: Mutex<Option<SocketAddr>>,
+}
+
+impl Replication {
+    pub fn new() -> Replication {
+        Replication {
+            state: Mutex::new(State {
+                history: History::new(new_replid()),
+                master: None,
+                cached: None,
+            }),
+            is_replica: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+            applying: AtomicU64::new(0),
+            link_peer: Mutex::new(None),
+        }
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Is the peer of a new connection the link's loopback connection?
+    pub fn is_link(&self, peer: &SocketAddr) -> bool {
+        self.link_peer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            == Some(peer)
+    }
+
+    fn current(&self, gen: u64) -> bool {
+        self.generation.load(Ordering::SeqCst) == gen
+    }
+
+    /// DEBUG CHANGE-REPL-ID: a new replication ID (the second one is kept, as in Redis).
+    pub fn change_replid(&self) {
+        self.lock().history.replid = new_replid();
+    }
+}
+
+impl Default for Replication {
+    fn default() -> Self {
+        Replication::new()
+    }
+}
+
+/// A new random replication ID.
+pub fn new_replid() -> ReplId {
+    let hex = crate::cmd::server::random_hex40(4);
+    ReplId::parse(hex.as_bytes()).unwrap_or(ReplId::ZERO)
+}
+
+/// `replicaof`'s value as CONFIG GET shows it.
+fn config_value(master: Option<(&str, u16)>) -> String {
+    master.map_or(String::new(), |(h, p)| format!("{h} {p}"))
+}
+
+/// Starts following `host:port` (REPLICAOF, or `replicaof` at start-up): the old link stops
+/// at once; the caller waits until it has stopped applying ([`still_applying`] with the old
+/// generation, returned first), then starts the new one ([`start_link`] with the second).
+pub fn set_master(shared: &Arc<Shared>, host: String, port: u16) -> (u64, u64) {
+    let old;
+    let gen;
+    {
+        let mut st = shared.repl.lock();
+        if st.master.is_none() {
+            // A primary becoming a replica offers its own history to the new primary
+            // (Redis's replicationCacheMasterUsingMyself).
+            st.cached = Some((st.history.replid, st.history.master_repl_offset));
+        }
+        st.master = Some(Master {
+            host: host.clone(),
+            port,
+            link: LinkState::Connect,
+            last_io_ms: 0,
+            down_since: 0,
+            read_offset: 0,
+            transfer_size: -1,
+            transfer_read: 0,
+            transfer_last_io_ms: 0,
+        });
+        old = shared.repl.generation.load(Ordering::SeqCst);
+        gen = old + 1;
+        shared.repl.generation.store(gen, Ordering::SeqCst);
+        shared.repl.is_replica.store(true, Ordering::SeqCst);
+        log::set_role(b'S');
+    }
+    shared
+        .config
+        .store_raw("replicaof", config_value(Some((&host, port))));
+    (old, gen)
+}
+
+/// The `current` primary (REPLICAOF's "Already connected" check).
+pub fn following(shared: &Shared, host: &str, port: u16) -> bool {
+    shared
+        .repl
+        .lock()
+        .master
+        .as_ref()
+        .is_some_and(|m| m.host.eq_ignore_ascii_case(host) && m.port == port)
+}
+
+/// Starts the link thread of generation `gen` (from [`set_master`]).
+pub fn start_link(shared: &Arc<Shared>, gen: u64) {
+    let Some((host, port)) = shared
+        .repl
+        .lock()
+        .master
+        .as_ref()
+        .map(|m| (m.host.clone(), m.port))
+    else {
+        return;
+    };
+    if !shared.repl.current(gen) {
+        return;
+    }
+    let s = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("replica-link".into())
+        .spawn(move || link_main(s, gen, host, port));
+    if let Err(e) = spawned {
+        log::warning(&format!("Can't start the replication link thread: {e}"));
+    }
+}
+
+/// REPLICAOF NO ONE: stops the link and makes this server a primary under a new ID, its
+/// old one valid up to the offset reached. Returns the old link's generation.
+pub fn unset_master(shared: &Shared) -> Option<u64> {
+    let mut st = shared.repl.lock();
+    st.master.as_ref()?;
+    st.master = None;
+    st.cached = None;
+    let old = shared.repl.generation.load(Ordering::SeqCst);
+    shared.repl.generation.store(old + 1, Ordering::SeqCst);
+    shared.repl.is_replica.store(false, Ordering::SeqCst);
+    log::set_role(b'M');
+    let line = st.history.shift(new_replid());
+    drop(st);
+    shared.config.store_raw("replicaof", String::new());
+    log::warning(&line);
+    Some(old)
+}
+
+/// Whether the link of generation `old` still has commands in the server's hands (the
+/// caller waits until not, so that nothing the old primary sent lands after its reply).
+pub fn still_applying(shared: &Shared, old: u64) -> bool {
+    old != 0 && shared.repl.applying.load(Ordering::SeqCst) == old
+}
+
+// ---- the link thread ----
+
+fn log_lines(lines: &mut Vec<(Level, String)>) {
+    for (level, line) in lines.drain(..) {
+        match level {
+            Level::Notice => log::notice(&line),
+            Level::Warning => log::warning(&line),
+        }
+    }
+}
+
+fn set_link(shared: &Shared, gen: u64, f: impl FnOnce(&mut Master)) {
+    let mut st = shared.repl.lock();
+    if !shared.repl.current(gen) {
+        return;
+    }
+    if let Some(m) = st.master.as_mut() {
+        f(m);
+    }
+}
+
+fn repl_timeout(shared: &Shared) -> Duration {
+    Duration::from_secs(shared.config.get_i64("repl-timeout").max(1) as u64)
+}
+
+/// Why a session ended.
+enum End {
+    /// The link failed or was lost: retry in a second.
+    Retry,
+    /// This generation is over (REPLICAOF).
+    Stop,
+}
+
+fn link_main(shared: Arc<Shared>, gen: u64, host: String, port: u16) {
+    let mut lb: Option<Loopback> = None;
+    loop {
+        if !shared.repl.current(gen) {
+            break;
+        }
+        match session(&shared, gen, &host, port, &mut lb) {
+            End::Stop => break,
+            End::Retry => {
+                set_link(&shared, gen, |m| m.link = LinkState::Connect);
+                // Retry once a second (Redis's replicationCron), watching the generation.
+                let until = Instant::now() + Duration::from_secs(1);
+                while Instant::now() < until && shared.repl.current(gen) {
+                    std::thread::sleep(TICK);
+                }
+            }
+        }
+    }
+    drop(lb);
+    *shared
+        .repl
+        .link_peer
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = None;
+}
+
+/// The primary's socket with what was read and not yet used.
+struct Upstream {
+    sock: TcpStream,
+    buf: Vec<u8>,
+    last_io: Instant,
+}
+
+impl Upstream {
+    /// Reads what comes within [`TICK`]: Ok(false) when nothing came, Err at end of file or
+    /// on an error.
+    fn fill(&mut self) -> Result<bool, String> {
+        let mut chunk = [0u8; 16 * 1024];
+        match self.sock.read(&mut chunk) {
+            Ok(0) => Err("connection closed".into()),
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                self.last_io = Instant::now();
+                Ok(true)
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => Ok(false),
+            Err(e) if e.kind() == ErrorKind::Interrupted => Ok(false),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+fn session(
+    shared: &Arc<Shared>,
+    gen: u64,
+    host: &str,
+    port: u16,
+    lb: &mut Option<Loopback>,
+) -> End {
+    set_link(shared, gen, |m| m.link = LinkState::Connecting);
+    log::notice(&format!("Connecting to MASTER {host}:{port}"));
+    let timeout = repl_timeout(shared);
+    let addr = match (host, port).to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            log::warning(&format!(
+                "Unable to connect to MASTER: can't resolve {host}"
+            ));
+            return End::Retry;
+        }
+        Err(e) => {
+            log::warning(&format!("Unable to connect to MASTER: {e}"));
+            return End::Retry;
+        }
+    };
+    let sock = match TcpStream::connect_timeout(&addr, timeout.min(Duration::from_secs(5))) {
+        Ok(s) => s,
+        Err(e) => {
+            log::warning(&format!("Unable to connect to MASTER: {e}"));
+            return End::Retry;
+        }
+    };
+    log::notice("MASTER <-> REPLICA sync started");
+    log::notice("Non blocking connect for SYNC fired the event.");
+    let _ = sock.set_nodelay(true);
+    let _ = sock.set_read_timeout(Some(TICK));
+    let _ = sock.set_write_timeout(Some(timeout));
+    let mut up = Upstream {
+        sock,
+        buf: Vec::new(),
+        last_io: Instant::now(),
+    };
+    if !shared.repl.current(gen) {
+        return End::Stop;
+    }
+    set_link(shared, gen, |m| m.link = LinkState::Handshake);
+
+    // The handshake.
+    let cfg = handshake_config(shared);
+    let mut out = Output::default();
+    let mut hs = Handshake::start(cfg, &mut out);
+    let outcome = loop {
+        log_lines(&mut out.log);
+        if !out.send.is_empty() {
+            if let Err(e) = up.sock.write_all(&out.send) {
+                log::warning(&format!("Failed to write to MASTER: {e}"));
+                return End::Retry;
+            }
+            out.send.clear();
+        }
+        if !up.buf.is_empty() {
+            match hs.feed(&up.buf, &mut out) {
+                Ok((used, done)) => {
+                    up.buf.drain(..used);
+                    if let Some(o) = done {
+                        log_lines(&mut out.log);
+                        if !out.send.is_empty() {
+                            // SYNC after a refused PSYNC.
+                            if let Err(e) = up.sock.write_all(&out.send) {
+                                log::warning(&format!("Failed to write to MASTER: {e}"));
+                                return End::Retry;
+                            }
+                        }
+                        break o;
+                    }
+                    continue;
+                }
+                Err(_) => {
+                    log_lines(&mut out.log);
+                    return End::Retry;
+                }
+            }
+        }
+        if !shared.repl.current(gen) {
+            return End::Stop;
+        }
+        match up.fill() {
+            Ok(true) => {}
+            Ok(false) => {
+                if up.last_io.elapsed() > timeout {
+                    log::warning("Timeout connecting to the MASTER...");
+                    return End::Retry;
+                }
+            }
+            Err(e) => {
+                log::warning(&format!(
+                    "Master did not respond to the handshake ({e}), will try later"
+                ));
+                return End::Retry;
+            }
+        }
+    };
+
+    match outcome {
+        Outcome::Continue { new_id } => {
+            let cached = shared.repl.lock().cached;
+            let Some((cached_id, offset)) = cached else {
+                return End::Retry;
+            };
+            {
+                let mut st = shared.repl.lock();
+                if !shared.repl.current(gen) {
+                    return End::Stop;
+                }
+                // The stream goes on under the primary's history; a new ID shifts it.
+                st.history.adopt(cached_id, offset);
+                if let Some(id) = new_id {
+                    let line = st.history.shift(id);
+                    log::notice(&line);
+                }
+                let replid = st.history.replid;
+                st.cached = Some((replid, offset));
+            }
+            if lb.is_none() {
+                *lb = Loopback::connect(shared);
+            }
+            stream(shared, gen, &mut up, lb, offset)
+        }
+        Outcome::FullResync(parsed) => {
+            if let Err(end) = full_sync(shared, gen, &mut up) {
+                return end;
+            }
+            if !shared.repl.current(gen) {
+                return End::Stop;
+            }
+            let offset = {
+                let mut st = shared.repl.lock();
+                match parsed {
+                    Some((id, offset)) => {
+                        st.history.adopt(id, offset);
+                        st.cached = Some((id, offset));
+                        offset
+                    }
+                    None => {
+                        // Unknown history (a malformed +FULLRESYNC): nothing to continue.
+                        st.cached = None;
+                        st.history.master_repl_offset
+                    }
+                }
+            };
+            // A new snapshot: the stream starts on a fresh connection (database 0).
+            *lb = Loopback::connect(shared);
+            stream(shared, gen, &mut up, lb, offset)
+        }
+        Outcome::Sync => {
+            if let Err(end) = full_sync(shared, gen, &mut up) {
+                return end;
+            }
+            let offset = {
+                let mut st = shared.repl.lock();
+                st.cached = None;
+                st.history.master_repl_offset
+            };
+            *lb = Loopback::connect(shared);
+            stream(shared, gen, &mut up, lb, offset)
+        }
+    }
+}
+
+fn handshake_config(shared: &Shared) -> HsConfig {
+    let text = |name: &str| {
+        shared
+            .config
+            .get(name)
+            .filter(|v| !v.is_empty())
+            .map(String::into_bytes)
+    };
+    let announce = shared.config.get_i64("replica-announce-port");
+    let port = if announce > 0 {
+        announce
+    } else {
+        shared.config.get_i64("port")
+    };
+    HsConfig {
+        masteruser: text("masteruser"),
+        masterauth: text("masterauth"),
+        listening_port: port.clamp(0, 65535) as u32,
+        announce_ip: text("replica-announce-ip"),
+        cached: shared.repl.lock().cached,
+        failover: false,
+    }
+}
+
+// ---- the snapshot ----
+
+/// Receives the snapshot into `dbfilename` and loads it. Err: failed (logged), or stopped.
+fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), End> {
+    set_link(shared, gen, |m| {
+        m.link = LinkState::Transfer;
+        m.transfer_size = -1;
+        m.transfer_read = 0;
+        m.transfer_last_io_ms = Shared::real_now_ms();
+    });
+    let temp = format!(
+        "temp-{}.{}.rdb",
+        Shared::real_now_ms() / 1000,
+        std::process::id()
+    );
+    let file = match std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&temp)
+    {
+        Ok(f) => f,
+        Err(e) => {
+            log::warning(&format!(
+                "Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}"
+            ));
+            return Err(End::Retry);
+        }
+    };
+    let remove = |why: &str| {
+        log::warning(why);
+        let _ = std::fs::remove_file(&temp);
+        Err(End::Retry)
+    };
+    let mut file = std::io::BufWriter::with_capacity(1 << 20, file);
+    let mut reader = PayloadReader::default();
+    let mut announced = false;
+    let mut write_err: Option<std::io::Error> = None;
+    let mut received: i64 = 0;
+    let timeout = repl_timeout(shared);
+    loop {
+        if !up.buf.is_empty() {
+            let fed = reader.feed(&up.buf, &mut |bytes| {
+                if write_err.is_none() {
+                    if let Err(e) = file.write_all(bytes) {
+                        write_err = Some(e);
+                    }
+                }
+                received += bytes.len() as i64;
+            });
+            let (used, progress) = match fed {
+                Ok(r) => r,
+                Err(e) => return remove(&e.0),
+            };
+            up.buf.drain(..used);
+            if let Some(e) = write_err.take() {
+                return remove(&format!(
+                    "Write error or short write writing to the DB dump file needed for MASTER <-> REPLICA synchronization: {e}"
+                ));
+            }
+            if !announced {
+                if let Some(f) = reader.framing() {
+                    announced = true;
+                    let (line, size) = match f {
+                        Framing::Length(n) => (
+                            format!(
+                                "MASTER <-> REPLICA sync: receiving {n} bytes from master to disk"
+                            ),
+                            *n as i64,
+                        ),
+                        Framing::Mark(_) => (
+                            "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to disk"
+                                .to_string(),
+                            -1,
+                        ),
+                    };
+                    log::notice(&line);
+                    set_link(shared, gen, |m| m.transfer_size = size);
+                }
+            }
+            set_link(shared, gen, |m| {
+                m.transfer_read = received;
+                m.transfer_last_io_ms = Shared::real_now_ms();
+            });
+            if progress == Progress::Done {
+                break;
+            }
+        }
+        if !shared.repl.current(gen) {
+            let _ = std::fs::remove_file(&temp);
+            return Err(End::Stop);
+        }
+        match up.fill() {
+            Ok(true) => {}
+            Ok(false) => {
+                if up.last_io.elapsed() > timeout {
+                    return remove("Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value.");
+                }
+            }
+            Err(e) => return remove(&format!("I/O error trying to sync with MASTER: {e}")),
+        }
+    }
+    let synced = file
+        .into_inner()
+        .map_err(|e| e.into_error())
+        .and_then(|f| f.sync_all());
+    if let Err(e) = synced {
+        return remove(&format!(
+            "Failed trying to sync the temp DB to disk in MASTER <-> REPLICA synchronization: {e}"
+        ));
+    }
+    let target = crate::persist::rdb_path(shared);
+    if let Err(e) = std::fs::rename(&temp, &target) {
+        return remove(&format!(
+            "Failed trying to rename the temp DB into {} in MASTER <-> REPLICA synchronization: {e}",
+            target.display()
+        ));
+    }
+    if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+    } else if let Ok(d) = std::fs::File::open(".") {
+        let _ = d.sync_all();
+    }
+    if !shared.repl.current(gen) {
+        return Err(End::Stop);
+    }
+    log::notice("MASTER <-> REPLICA sync: Flushing old data");
+    log::notice("MASTER <-> REPLICA sync: Loading DB in memory");
+    match load(shared, gen) {
+        Some(Ok(())) => {
+            log::notice("MASTER <-> REPLICA sync: Finished with success");
+            Ok(())
+        }
+        Some(Err(e)) => {
+            log::warning(&e);
+            log::warning(
+                "Failed trying to load the MASTER synchronization DB from disk, check server logs.",
+            );
+            Err(End::Retry)
+        }
+        None => Err(End::Stop),
+    }
+}
+
+/// Flushes every database and loads `dbfilename` in a task holding every shard (on thread
+/// 0). None: the generation changed before the task took the shards (nothing was done).
+fn load(shared: &Arc<Shared>, gen: u64) -> Option<Result<(), String>> {
+    let (done, wait) = std::sync::mpsc::channel::<Option<Result<(), String>>>();
+    shared.send(
+        0,
+        Msg::Spawn {
+            f: Box::new(move |shared: Arc<Shared>| {
+                Box::pin(async move {
+                    let tx = crate::exec::Tx::new(shared.clone(), Default::default());
+                    tx.reserve(crate::cmd::transactions::every_shard(shared.threads))
+                        .await;
+                    let r = if shared.repl.current(gen) {
+                        crate::cmd::server::flush_shards(&tx, true).await;
+                        let r = crate::persist::load::reload(&tx, true, false).await;
+                        if r.is_err() {
+                            // Never a half-loaded dataset: empty, until the next sync.
+                            crate::cmd::server::flush_shards(&tx, true).await;
+                        }
+                        Some(r)
+                    } else {
+                        None
+                    };
+                    tx.release();
+                    let _ = done.send(r);
+                })
+            }),
+        },
+    );
+    wait.recv().unwrap_or(None)
+}
+
+// ---- the stream ----
+
+/// The server's own connection the stream is applied through.
+struct Loopback {
+    sock: TcpStream,
+    replies: Vec<u8>,
+}
+
+impl Loopback {
+    fn connect(shared: &Shared) -> Option<Loopback> {
+        let listen = shared.listening.lock().unwrap().addrs.clone();
+        match crate::aof::connect_self(&listen, &shared.repl.link_peer) {
+            Ok(sock) => {
+                let _ = sock.set_read_timeout(Some(TICK));
+                Some(Loopback {
+                    sock,
+                    replies: Vec::new(),
+                })
+            }
+            Err(e) => {
+                log::warning(&format!(
+                    "Can't open the connection that applies the MASTER's stream: {e}"
+                ));
+                None
+            }
+        }
+    }
+}
+
+/// What a command of the stream is, for the offset.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    /// Applied: counted once its reply came.
+    Applied,
+    /// Applied inside MULTI: counted at EXEC / DISCARD.
+    InMulti,
+    /// EXEC or DISCARD: counts the transaction.
+    EndMulti,
+    /// Not applied (PING, REPLCONF): counted in its turn.
+    Local,
+    /// REPLCONF GETACK: an ACK goes with the offset before it, then it is counted.
+    GetAck,
+    /// A DISCARD of our own (the link dropped inside MULTI): the transaction is not counted.
+    Abandon,
+}
+
+struct Pending {
+    len: i64,
+    kind: Kind,
+}
+
+/// The stream's bookkeeping: the commands in flight and the offset reached.
+struct Offsets {
+    fifo: VecDeque<Pending>,
+    /// Commands in `fifo` that wait for a reply.
+    awaiting: usize,
+    applied: i64,
+    multi_bytes: i64,
+    in_multi: bool,
+    /// ACKs to send (GETACK reached).
+    acks: Vec<i64>,
+}
+
+impl Offsets {
+    fn push(&mut self, len: i64, kind: Kind) {
+        if !matches!(kind, Kind::Local | Kind::GetAck) {
+            self.awaiting += 1;
+        }
+        self.fifo.push_back(Pending { len, kind });
+        self.settle();
+    }
+
+    /// Counts the commands at the front that need no reply.
+    fn settle(&mut self) {
+        while let Some(p) = self.fifo.front() {
+            match p.kind {
+                Kind::Local => self.applied += p.len,
+                Kind::GetAck => {
+                    self.acks.push(self.applied);
+                    self.applied += p.len;
+                }
+                _ => break,
+            }
+            self.fifo.pop_front();
+        }
+    }
+
+    /// A reply came: the oldest command waiting for one is applied.
+    fn replied(&mut self) {
+        self.settle();
+        if let Some(p) = self.fifo.pop_front() {
+            self.awaiting = self.awaiting.saturating_sub(1);
+            match p.kind {
+                Kind::Applied => self.applied += p.len,
+                Kind::InMulti => self.multi_bytes += p.len,
+                Kind::EndMulti => {
+                    self.applied += self.multi_bytes + p.len;
+                    self.multi_bytes = 0;
+                }
+                Kind::Abandon => self.multi_bytes = 0,
+                Kind::Local | Kind::GetAck => {}
+            }
+        }
+        self.settle();
+    }
+}
+
+fn ack(offset: i64) -> Vec<u8> {
+    command(&[b"REPLCONF", b"ACK", offset.to_string().as_bytes()])
+}
+
+/// Waits until one of the sockets is readable (or [`TICK`] passed).
+fn wait_readable(a: &TcpStream, b: &TcpStream) -> (bool, bool) {
+    let mut fds = [
+        libc::pollfd {
+            fd: a.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: b.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    // SAFETY: `fds` is a valid array of two pollfd structures on this stack frame, and its
+    // length is passed with it; poll only writes their `revents` fields.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, TICK.as_millis() as libc::c_int) };
+    if n <= 0 {
+        return (false, false);
+    }
+    let ready = |f: &libc::pollfd| f.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
+    (ready(&fds[0]), ready(&fds[1]))
+}
+
+/// Applies the primary's stream from `offset` until the link drops or the generation ends.
+fn stream(
+    shared: &Arc<Shared>,
+    gen: u64,
+    up: &mut Upstream,
+    lb: &mut Option<Loopback>,
+    offset: i64,
+) -> End {
+    let Some(l) = lb.as_mut() else {
+        return End::Retry;
+    };
+    let now = Shared::real_now_ms();
+    set_link(shared, gen, |m| {
+        m.link = LinkState::Connected;
+        m.last_io_ms = now;
+        m.down_since = 0;
+        m.read_offset = offset;
+    });
+    shared.repl.applying.store(gen, Ordering::SeqCst);
+    let mut off = Offsets {
+        fifo: VecDeque::new(),
+        awaiting: 0,
+        applied: offset,
+        multi_bytes: 0,
+        in_multi: false,
+        acks: Vec::new(),
+    };
+    let mut read_offset = offset;
+    let mut parser = darner_resp::RequestParser::new();
+    let limits = darner_resp::Limits::default();
+    let timeout = repl_timeout(shared);
+    let mut last_ack = Instant::now();
+    let mut forward: Vec<u8> = Vec::new();
+    // The first ACK at once: a primary that sent a diskless snapshot waits for it.
+    let mut lost = up.sock.write_all(&ack(offset)).err().map(|e| e.to_string());
+    let mut pos = 0usize;
+    let end = loop {
+        if lost.is_some() {
+            break End::Retry;
+        }
+        if !shared.repl.current(gen) {
+            break End::Stop;
+        }
+        // Split what came into commands, as many as the window allows.
+        while off.awaiting < WINDOW && pos < up.buf.len() {
+            match parser.parse(&up.buf[pos..], &limits) {
+                Ok(Some(req)) => {
+                    let bytes = &up.buf[pos..pos + req.consumed];
+                    let name = req.arg(&up.buf[pos..], 0).unwrap_or_default();
+                    let sub = req.arg(&up.buf[pos..], 1).unwrap_or_default();
+                    let len = req.consumed as i64;
+                    let kind = if name.eq_ignore_ascii_case(b"ping") {
+                        Kind::Local
+                    } else if name.eq_ignore_ascii_case(b"replconf") {
+                        if sub.eq_ignore_ascii_case(b"getack") {
+                            Kind::GetAck
+                        } else {
+                            Kind::Local
+                        }
+                    } else if name.eq_ignore_ascii_case(b"multi") {
+                        off.in_multi = true;
+                        Kind::InMulti
+                    } else if off.in_multi
+                        && (name.eq_ignore_ascii_case(b"exec")
+                            || name.eq_ignore_ascii_case(b"discard"))
+                    {
+                        off.in_multi = false;
+                        Kind::EndMulti
+                    } else if off.in_multi {
+                        Kind::InMulti
+                    } else {
+                        Kind::Applied
+                    };
+                    if !matches!(kind, Kind::Local | Kind::GetAck) {
+                        forward.extend_from_slice(bytes);
+                    }
+                    parser.recycle(req.args);
+                    off.push(len, kind);
+                    read_offset += len;
+                    pos += req.consumed;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    log::warning(&format!("Protocol error from MASTER: {}", e.message()));
+                    lost = Some("protocol error".into());
+                    break;
+                }
+            }
+        }
+        if pos > 0 && (pos == up.buf.len() || pos > 1 << 20) {
+            up.buf.drain(..pos);
+            pos = 0;
+        }
+        if lost.is_some() {
+            break End::Retry;
+        }
+        // Nothing goes to the server once this generation is over.
+        if !forward.is_empty() {
+            if !shared.repl.current(gen) {
+                break End::Stop;
+            }
+            if let Err(e) = l.sock.write_all(&forward) {
+                log::warning(&format!(
+                    "The connection applying the MASTER's stream failed: {e}"
+                ));
+                break End::Retry;
+            }
+            forward.clear();
+        }
+        for a in off.acks.drain(..) {
+            if let Err(e) = up.sock.write_all(&ack(a)) {
+                lost = Some(e.to_string());
+            }
+        }
+        if last_ack.elapsed() >= Duration::from_secs(1) {
+            last_ack = Instant::now();
+            if let Err(e) = up.sock.write_all(&ack(off.applied)) {
+                lost = Some(e.to_string());
+            }
+        }
+        publish(shared, gen, &off, read_offset, up.last_io);
+        if lost.is_some() {
+            continue;
+        }
+        let (up_ready, lb_ready) = wait_readable(&up.sock, &l.sock);
+        if lb_ready {
+            if let Err(e) = read_replies(l, &mut off) {
+                log::warning(&format!(
+                    "The connection applying the MASTER's stream failed: {e}"
+                ));
+                break End::Retry;
+            }
+        }
+        if up_ready && off.awaiting < WINDOW {
+            if let Err(e) = up.fill() {
+                lost = Some(e);
+                continue;
+            }
+        }
+        if up.last_io.elapsed() > timeout {
+            log::warning("MASTER timeout: no data nor PING received...");
+            lost = Some("timeout".into());
+        }
+    };
+    // Whatever the server has is applied before the offset is kept (or the stop answered).
+    // A transaction the primary had not finished is dropped, and not counted.
+    if off.in_multi && l.sock.write_all(b"*1\r\n$7\r\nDISCARD\r\n").is_ok() {
+        off.push(0, Kind::Abandon);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while off.awaiting > 0 && Instant::now() < deadline {
+        if read_replies(l, &mut off).is_err() {
+            break;
+        }
+    }
+    off.settle();
+    if off.awaiting > 0 {
+        *lb = None;
+    }
+    publish(shared, gen, &off, read_offset, up.last_io);
+    let _ = shared
+        .repl
+        .applying
+        .compare_exchange(gen, 0, Ordering::SeqCst, Ordering::SeqCst);
+    if let End::Retry = end {
+        log::warning("Connection with master lost.");
+        log::notice("Caching the disconnected master state.");
+        let mut st = shared.repl.lock();
+        if shared.repl.current(gen) {
+            let replid = st.history.replid;
+            st.cached = Some((replid, off.applied));
+            if let Some(m) = st.master.as_mut() {
+                m.down_since = Shared::real_now_ms() / 1000;
+                m.link = LinkState::Connect;
+            }
+        }
+    }
+    end
+}
+
+/// Reads the replies that came and counts them.
+fn read_replies(l: &mut Loopback, off: &mut Offsets) -> Result<(), String> {
+    let mut chunk = [0u8; 16 * 1024];
+    match l.sock.read(&mut chunk) {
+        Ok(0) => return Err("closed by the server".into()),
+        Ok(n) => l.replies.extend_from_slice(&chunk[..n]),
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+            ) => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    let limits = darner_resp::Limits::default();
+    let mut used = 0;
+    while let Ok(Some((frame, n))) = darner_resp::decode(&l.replies[used..], &limits) {
+        used += n;
+        if let darner_resp::Frame::Error(e) = &frame {
+            log::warning(&format!(
+                "== CRITICAL == This replica is sending an error to its master: '{}'",
+                String::from_utf8_lossy(e)
+            ));
+        }
+        off.replied();
+    }
+    l.replies.drain(..used);
+    Ok(())
+}
+
+/// Makes the offsets visible to INFO and ROLE.
+fn publish(shared: &Shared, gen: u64, off: &Offsets, read_offset: i64, last_io: Instant) {
+    let mut st = shared.repl.lock();
+    if !shared.repl.current(gen) {
+        return;
+    }
+    st.history.master_repl_offset = off.applied;
+    let io_ms = Shared::real_now_ms() - last_io.elapsed().as_millis() as i64;
+    if let Some(m) = st.master.as_mut() {
+        m.read_offset = read_offset;
+        m.last_io_ms = io_ms;
+    }
+}
+
+// ---- introspection ----
+
+/// ROLE's reply.
+pub fn role(shared: &Shared, w: &mut darner_resp::ReplyWriter) {
+    let st = shared.repl.lock();
+    match &st.master {
+        None => {
+            w.array(3);
+            w.bulk(b"master");
+            w.int(st.history.master_repl_offset);
+            w.array(0);
+        }
+        Some(m) => {
+            w.array(5);
+            w.bulk(b"slave");
+            w.bulk(m.host.as_bytes());
+            w.int(m.port as i64);
+            w.bulk(m.link.role_name().as_bytes());
+            w.int(if m.link == LinkState::Connected {
+                st.history.master_repl_offset
+            } else {
+                -1
+            });
+        }
+    }
+}
+
+/// INFO's replication section.
+pub fn info(shared: &Shared, out: &mut String) {
+    use std::fmt::Write as _;
+    let st = shared.repl.lock();
+    let now_ms = Shared::real_now_ms();
+    let h = &st.history;
+    match &st.master {
+        None => {
+            let _ = write!(out, "role:master\r\n");
+        }
+        Some(m) => {
+            let up = m.link == LinkState::Connected;
+            let (read, applied) = if up {
+                (m.read_offset, h.master_repl_offset)
+            } else if let Some((_, o)) = st.cached {
+                (o, o)
+            } else {
+                (1, 1)
+            };
+            let _ = write!(
+                out,
+                "role:slave\r\nmaster_host:{}\r\nmaster_port:{}\r\nmaster_link_status:{}\r\n\
+                 master_last_io_seconds_ago:{}\r\nmaster_sync_in_progress:{}\r\n\
+                 slave_read_repl_offset:{read}\r\nslave_repl_offset:{applied}\r\n",
+                m.host,
+                m.port,
+                if up { "up" } else { "down" },
+                if up {
+                    (now_ms - m.last_io_ms) / 1000
+                } else {
+                    -1
+                },
+                (m.link == LinkState::Transfer) as u8,
+            );
+            if m.link == LinkState::Transfer {
+                let perc = if m.transfer_size > 0 {
+                    m.transfer_read as f64 / m.transfer_size as f64 * 100.0
+                } else {
+                    0.0
+                };
+                let _ = write!(
+                    out,
+                    "master_sync_total_bytes:{}\r\nmaster_sync_read_bytes:{}\r\n\
+                     master_sync_left_bytes:{}\r\nmaster_sync_perc:{perc:.2}\r\n\
+                     master_sync_last_io_seconds_ago:{}\r\n",
+                    m.transfer_size,
+                    m.transfer_read,
+                    m.transfer_size - m.transfer_read,
+                    (now_ms - m.transfer_last_io_ms) / 1000
+                );
+            }
+            if !up {
+                let down = if m.down_since == 0 {
+                    -1
+                } else {
+                    now_ms / 1000 - m.down_since
+                };
+                let _ = write!(out, "master_link_down_since_seconds:{down}\r\n");
+            }
+            let ro = shared.config.hot.replica_read_only.load(Ordering::Relaxed);
+            let _ = write!(
+                out,
+                "slave_priority:100\r\nslave_read_only:{}\r\nreplica_announced:1\r\n",
+                ro as u8
+            );
+        }
+    }
+    let _ = write!(
+        out,
+        "connected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\n\
+         master_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\n\
+         repl_backlog_active:0\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:0\r\n\
+         repl_backlog_histlen:0\r\n",
+        h.replid, h.replid2, h.master_repl_offset, h.second_replid_offset, 1048576
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offsets() -> Offsets {
+        Offsets {
+            fifo: VecDeque::new(),
+            awaiting: 0,
+            applied: 100,
+            multi_bytes: 0,
+            in_multi: false,
+            acks: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_offset_advances_as_replies_come_and_getack_sees_what_came_before() {
+        let mut o = offsets();
+        o.push(10, Kind::Applied);
+        o.push(5, Kind::GetAck);
+        o.push(3, Kind::Local);
+        assert_eq!(o.applied, 100);
+        assert!(o.acks.is_empty());
+        o.replied();
+        assert_eq!(o.acks, [110]);
+        assert_eq!(o.applied, 118);
+        assert_eq!(o.awaiting, 0);
+    }
+
+    #[test]
+    fn a_transaction_counts_at_exec_and_an_abandoned_one_not_at_all() {
+        let mut o = offsets();
+        o.push(7, Kind::InMulti);
+        o.push(20, Kind::InMulti);
+        o.push(9, Kind::EndMulti);
+        o.replied();
+        o.replied();
+        assert_eq!(o.applied, 100);
+        o.replied();
+        assert_eq!(o.applied, 136);
+        o.push(7, Kind::InMulti);
+        o.push(0, Kind::Abandon);
+        o.replied();
+        o.replied();
+        assert_eq!(o.applied, 136);
+        assert_eq!(o.multi_bytes, 0);
+    }
+}
