@@ -12,11 +12,11 @@
 //!    ([`darner_engine::Db::snapshot_begin`]) with a sink that serializes an entry into the
 //!    shard's buffer, and the transaction lets go at once.
 //! 2. **Serialize before write.** From then on a write to a key the snapshot has not
-//!    written yet first hands the key's part of the table, as it still is, to the sink (the
-//!    table's guard, table.rs "Snapshots without fork"); the rest is written by the shard's
-//!    loop in bounded steps between requests ([`step`]). Keys created after the cut land in
-//!    ranges already written and are not in the file; keys deleted after it were written
-//!    first. A flushed database finishes its snapshot as its old table is freed.
+//!    written yet first hands that key, as it still is, to the sink (the table's guard,
+//!    table.rs "Snapshots without fork"); the rest is written by the shard's loop in
+//!    bounded steps between requests ([`step`]). Keys created after the cut are recorded
+//!    by the table as not the snapshot's and are not in the file; keys deleted after it
+//!    were written first. A flushed database finishes its snapshot as its old table is freed.
 //! 3. **One file.** Each shard sends its buffer in chunks to a writer thread, each chunk
 //!    self-contained (it starts with the SELECTDB of its entries), so the chunks of several
 //!    shards interleave freely. The writer puts the header, AUX fields and function
