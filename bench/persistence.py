@@ -13,8 +13,9 @@ dir, it prints:
                  the forked child counts too: the sum of both processes' Pss
                  (/proc/PID/smaps_rollup), sampled every 20 ms
   probe p99.9 / max   a probe process GETs one key in a loop during BGSAVE (one request at a
-                 time): latency percentiles in ms (Redis's fork stalls it); and the same
-                 under the same writer without a snapshot, --baseline seconds first
+                 time): latency percentiles in ms of the GETs sent from the BGSAVE command to
+                 rdb_bgsave_in_progress:0 (Redis's fork stalls it); and the same under the
+                 same writer without a snapshot, --baseline seconds first
   load           seconds from start with the file to the first PING answered, not LOADING
                  (darner: only if loading is built)
 
@@ -28,6 +29,9 @@ stopped whatever happens.
 Usage: bench/persistence.py [--darner target/release/darner] [--redis redis-server]
                             [--threads 2] [--keys 200000] [--value-size 1024]
                             [--hash-fields 1000000] [--servers darner,redis]
+                            [--only bgsave] [--worst N]
+--only bgsave skips SAVE and the load; --worst N prints the probe's N slowest GETs during
+BGSAVE with their time after BGSAVE was sent (to place a stall).
 """
 import argparse
 import multiprocessing as mp
@@ -119,13 +123,21 @@ def writer(port, keys, size, stop):
 
 
 def probe(port, stop, out):
+    """GETs one key in a loop; puts (start, seconds) of each GET (time.perf_counter, the
+    system's monotonic clock, so the parent can place them in time)."""
     c = Conn(port)
     lat = []
     while not stop.is_set():
         t = time.perf_counter()
         c.call("GET", "key:0")
-        lat.append(time.perf_counter() - t)
+        lat.append((t, time.perf_counter() - t))
     out.put(lat)
+
+
+def worst(samples, since, n):
+    """The n slowest GETs as 'ms@+s' (latency in ms at seconds after `since`), slowest first."""
+    top = sorted(samples, key=lambda s: -s[1])[:n]
+    return " ".join("%.1f@%+.3f" % (d * 1000, t - since) for t, d in top)
 
 
 def pss(pid):
@@ -167,6 +179,8 @@ def run_server(name, argv_of, args):
         # SAVE
         t = time.perf_counter()
         try:
+            if args.only == "bgsave":
+                raise RuntimeError("skipped (--only bgsave)")
             c.call("SAVE")
             res["save"] = time.perf_counter() - t
         except RuntimeError as e:
@@ -182,7 +196,7 @@ def run_server(name, argv_of, args):
         pr.start()
         time.sleep(args.baseline)
         stop.set()
-        lat = sorted(q.get(timeout=60))
+        lat = sorted(d for _, d in q.get(timeout=60))
         w.join(30)
         pr.join(30)
         res["base_p999_ms"] = lat[int(len(lat) * 0.999) - 1] * 1000 if lat else 0
@@ -198,6 +212,7 @@ def run_server(name, argv_of, args):
         steady = max(steady, rss_bytes(proc.pid))
         peak = 0
         t = time.perf_counter()
+        res["bgsave_epoch"] = time.time()
         c.call("BGSAVE")
         while True:
             if name == "redis":
@@ -212,7 +227,10 @@ def run_server(name, argv_of, args):
             time.sleep(0.02)
         res["bgsave"] = time.perf_counter() - t
         stop.set()
-        lat = sorted(q.get(timeout=60))
+        samples = q.get(timeout=60)
+        res["worst"] = worst(samples, t, args.worst)
+        # Only the GETs sent while the BGSAVE ran (the probe started a second before it).
+        lat = sorted(d for s, d in samples if t <= s <= t + res["bgsave"])
         w.join(30)
         pr.join(30)
         res["peak"] = peak
@@ -223,7 +241,7 @@ def run_server(name, argv_of, args):
     finally:
         stop_process(proc)
     # Load time.
-    if os.path.exists(os.path.join(d, "dump.rdb")):
+    if args.only != "bgsave" and os.path.exists(os.path.join(d, "dump.rdb")):
         port = free_port()
         t = time.perf_counter()
         p = subprocess.Popen(argv_of(port), cwd=d, stdout=subprocess.DEVNULL,
@@ -254,6 +272,11 @@ def main():
     ap.add_argument("--servers", default="darner,redis")
     ap.add_argument("--baseline", type=float, default=3.0,
                     help="seconds of the writer and the probe without a snapshot first")
+    ap.add_argument("--only", choices=["all", "bgsave"], default="all",
+                    help="bgsave: skip SAVE and the load (quicker runs for the probe)")
+    ap.add_argument("--worst", type=int, default=0,
+                    help="print the probe's N slowest GETs during BGSAVE as ms@seconds "
+                         "after BGSAVE was sent (BGSAVE's own time is printed too)")
     args = ap.parse_args()
     print(machine_line())
     print("dataset: %d keys of %d bytes + a hash of %d fields; darner --threads %d"
@@ -276,6 +299,9 @@ def main():
                  r["peak"] / 2**20, r["steady_rss"] / 2**20, r["p999_ms"], r["max_ms"],
                  r["probes"], r["base_p999_ms"], r["base_max_ms"], fmt(r.get("load")),
                  ("  (" + r["save_err"] + ")") if r.get("save_err") else ""))
+        if args.worst:
+            print("        slowest GETs (ms@s after BGSAVE, sent at %.3f): %s"
+                  % (r["bgsave_epoch"], r["worst"]))
     if "darner" in results and "redis" in results:
         d, r = results["darner"], results["redis"]
 

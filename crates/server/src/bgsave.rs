@@ -12,11 +12,11 @@
 //!    ([`darner_engine::Db::snapshot_begin`]) with a sink that serializes an entry into the
 //!    shard's buffer, and the transaction lets go at once.
 //! 2. **Serialize before write.** From then on a write to a key the snapshot has not
-//!    written yet first hands the key's part of the table, as it still is, to the sink (the
-//!    table's guard, table.rs "Snapshots without fork"); the rest is written by the shard's
-//!    loop in bounded steps between requests ([`step`]). Keys created after the cut land in
-//!    ranges already written and are not in the file; keys deleted after it were written
-//!    first. A flushed database finishes its snapshot as its old table is freed.
+//!    written yet first hands that key, as it still is, to the sink (the table's guard,
+//!    table.rs "Snapshots without fork"); the rest is written by the shard's loop in
+//!    bounded steps between requests ([`step`]). Keys created after the cut are recorded
+//!    by the table as not the snapshot's and are not in the file; keys deleted after it
+//!    were written first. A flushed database finishes its snapshot as its old table is freed.
 //! 3. **One file.** Each shard sends its buffer in chunks to a writer thread, each chunk
 //!    self-contained (it starts with the SELECTDB of its entries), so the chunks of several
 //!    shards interleave freely. The writer puts the header, AUX fields and function
@@ -65,6 +65,10 @@ pub const CHUNK: usize = 256 << 10;
 /// 9.1 ms during BGSAVE on two cores (bench/persistence.py); 200 µs 1.2-3.1 ms, at the same
 /// BGSAVE time.
 const STEP_TIME: Duration = Duration::from_micros(200);
+/// Keys written between two looks at the clock. 64 (about 150 µs of 1 KB values) made a
+/// snapshot step take 330 µs of CPU at the median and 650 at p99 with [`STEP_TIME`] at
+/// 200 µs; 16: 220 and 450 (bench/persistence.py, per-step CPU time).
+const STEP_KEYS: usize = 16;
 /// Elements of a big value written per step.
 const BIG_STEP: usize = 1024;
 
@@ -156,8 +160,8 @@ impl Default for Bgsaves {
 /// What goes to the writer thread.
 pub enum Piece {
     Bytes(Vec<u8>),
-    /// A big value's record and the SELECTDB before it.
-    Record(Vec<u8>, Vec<u8>),
+    /// A big value's record, in parts, and the SELECTDB before it.
+    Record(Vec<u8>, Vec<Vec<u8>>),
     /// A shard has sent all it had.
     Done,
 }
@@ -188,8 +192,25 @@ struct ShardOut {
 /// persist/snapshot.rs).
 struct BigValue {
     db: usize,
+    /// The record's end, being written.
     record: Vec<u8>,
+    /// The record's parts before `record`, [`CHUNK`] bytes or so each: one growing buffer
+    /// was copied whole at each doubling, and the copy of the last one (8 MiB for a 1M-field
+    /// hash) held the shard for 4 ms.
+    parts: Vec<Vec<u8>>,
     walk: Big,
+}
+
+impl BigValue {
+    /// Writes up to `elements` more elements; true once the value is written.
+    fn walk(&mut self, e: &Entry, snap: &SnapshotOptions, elements: usize) -> bool {
+        let done = self.walk.walk(e, snap, elements, &mut self.record);
+        if self.record.len() >= CHUNK {
+            let full = std::mem::replace(&mut self.record, Vec::with_capacity(CHUNK + CHUNK / 4));
+            self.parts.push(full);
+        }
+        done
+    }
 }
 
 impl ShardOut {
@@ -203,7 +224,7 @@ impl ShardOut {
             if cur.db == db && *cur.walk.key == *e.key() {
                 // About to change while being written: the rest now, from the value as it
                 // still is.
-                while !cur.walk.walk(e, &self.snap, usize::MAX, &mut cur.record) {}
+                while !cur.walk(e, &self.snap, BIG_STEP) {}
                 self.finish_big();
                 return true;
             }
@@ -230,7 +251,9 @@ impl ShardOut {
             let mut head = Vec::with_capacity(24);
             write_select(&mut head, cur.db, self.snap.form);
             // One piece: another shard's chunk must not come between the two.
-            let _ = self.to_writer.send(Piece::Record(head, cur.record));
+            let mut parts = cur.parts;
+            parts.push(cur.record);
+            let _ = self.to_writer.send(Piece::Record(head, parts));
         }
     }
 
@@ -322,7 +345,7 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
     for db in shard.dbs.iter_mut() {
         while db.snapshot_active() {
             // True once the cursor is through (big values taken for later may remain).
-            if db.snapshot_step(64) || start.elapsed() >= STEP_TIME {
+            if db.snapshot_step(STEP_KEYS) || start.elapsed() >= STEP_TIME {
                 break;
             }
         }
@@ -355,7 +378,14 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
             };
             let mut record = Vec::new();
             match Big::start(e, &snap, &clock, &mut record) {
-                Some(walk) => g.current = Some(BigValue { db, record, walk }),
+                Some(walk) => {
+                    g.current = Some(BigValue {
+                        db,
+                        record,
+                        parts: Vec::new(),
+                        walk,
+                    })
+                }
                 None => {
                     // Nothing left at the cut's time: nothing to write.
                     drop(g);
@@ -372,7 +402,7 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
             o.current = None;
             continue;
         };
-        if cur.walk.walk(e, &snap, BIG_STEP, &mut cur.record) {
+        if cur.walk(e, &snap, BIG_STEP) {
             let key = cur.walk.key.clone();
             o.finish_big();
             drop(g);
@@ -518,7 +548,7 @@ pub fn write_file(
                 f.write_all(&b)?;
             }
             Ok(Piece::Record(head, body)) => {
-                for b in [head, body] {
+                for b in std::iter::once(head).chain(body) {
                     crc = sum(crc, &b);
                     f.write_all(&b)?;
                 }
@@ -741,4 +771,66 @@ pub fn due(shared: &Shared) -> bool {
         return true;
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::persist::snapshot::AccessOpcode;
+
+    /// A big value's record is kept in parts of about [`CHUNK`] bytes (no buffer of the
+    /// whole record to grow and copy on the shard), and the parts make the bytes one buffer
+    /// would hold.
+    #[test]
+    fn a_big_record_is_kept_in_parts_of_a_chunk_that_make_the_whole_record() {
+        let now = 1_700_000_000_000;
+        let fields = (0..200_000)
+            .map(|i| darner_rdb::HashField {
+                field: format!("field:{i}").into_bytes(),
+                value: vec![b'v'; 16],
+                expire_at_ms: None,
+            })
+            .collect();
+        let limits = darner_engine::types::Limits::default();
+        let e = darner_engine::persist::entry_from_rdb(
+            b"h",
+            darner_rdb::Value::Hash(fields),
+            None,
+            0,
+            &limits,
+            now,
+        )
+        .unwrap();
+        let snap = SnapshotOptions {
+            encode: darner_rdb::EncodeOptions::default(),
+            access: AccessOpcode::None,
+            now_ms: now,
+            form: Form::Rdb,
+        };
+        let clock = Clock::at(now);
+        let mut whole = Vec::new();
+        let mut walk = Big::start(&e, &snap, &clock, &mut whole).unwrap();
+        while !walk.walk(&e, &snap, usize::MAX, &mut whole) {}
+
+        let mut record = Vec::new();
+        let walk = Big::start(&e, &snap, &clock, &mut record).unwrap();
+        let mut big = BigValue {
+            db: 0,
+            record,
+            parts: Vec::new(),
+            walk,
+        };
+        while !big.walk(&e, &snap, BIG_STEP) {}
+        assert!(big.parts.len() > 10, "{} parts", big.parts.len());
+        for p in &big.parts {
+            // A part ends at the first step past a chunk: one step's bytes over at most.
+            assert!(
+                p.len() >= CHUNK && p.len() < CHUNK + 64 * BIG_STEP,
+                "{}",
+                p.len()
+            );
+        }
+        big.parts.push(big.record);
+        assert_eq!(big.parts.concat(), whole);
+    }
 }
