@@ -355,8 +355,11 @@ pub fn insert_batch(ctx: &mut ShardCtx, batch: Vec<RdbEntry>, replace: bool) -> 
     Ok(())
 }
 
-/// Waits for the shard batches in flight at start-up: each shard has at most this many.
-const IN_FLIGHT: usize = 4;
+/// Waits for the shard batches in flight at start-up: each shard has at most this many
+/// (about `BATCH_BYTES` each, a big value excepted). Why more than a few: a file holds the
+/// keys shard by shard, so while one shard builds a big value the reader goes on decoding
+/// that shard's next keys rather than wait.
+const IN_FLIGHT: usize = 32;
 
 /// Logs `msg` and exits with status 1 (a load that failed at start-up: nothing is served).
 fn exit(msg: &str) -> ! {
