@@ -345,6 +345,96 @@ impl DenseTable {
         }
     }
 
+    /// A table of `entries` (keys and values, no expiry) built at once, as inserting them one
+    /// by one builds it (a bucket is cut in two where those inserts would have split it; for
+    /// big entries, split by bytes, both halves are cut, not only the one an insert fell in),
+    /// without their per-insert reallocations and bucket splits: the entries are sorted by
+    /// hash, and each bucket is a run of that order written once. Why: loading a hash of
+    /// millions of fields spent most of its time in those inserts. `Err(i)`: the key of
+    /// `entries[i]` appears twice.
+    pub fn from_entries(entries: &[(&[u8], &[u8])]) -> Result<DenseTable, usize> {
+        let n = entries.len();
+        if n == 0 {
+            return Ok(DenseTable::new());
+        }
+        let mut order: Vec<(u64, u32)> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, (k, _))| (hash_key(k), i as u32))
+            .collect();
+        order.sort_unstable();
+        for w in order.windows(2) {
+            if w[0].0 == w[1].0 {
+                // A run of one hash (rare): compare it whole, once, at its start.
+                let run = order.iter().skip_while(|o| o.0 != w[0].0);
+                let keys: Vec<&[u8]> = run
+                    .take_while(|o| o.0 == w[0].0)
+                    .map(|o| entries[o.1 as usize].0)
+                    .collect();
+                for (a, ka) in keys.iter().enumerate() {
+                    if keys[..a].contains(ka) {
+                        return Err(order
+                            .iter()
+                            .filter(|o| o.0 == w[0].0)
+                            .nth(a)
+                            .map_or(0, |o| o.1 as usize));
+                    }
+                }
+            }
+        }
+        // size[i]: bytes of the i-th entry in hash order, as a prefix sum.
+        let mut sum = Vec::with_capacity(n + 1);
+        sum.push(0usize);
+        for &(_, i) in &order {
+            let (k, v) = entries[i as usize];
+            sum.push(sum.last().copied().unwrap_or(0) + encoded_len(k, v, None));
+        }
+        // The buckets in hash order: (first, end, depth) runs of `order`.
+        let mut runs: Vec<(usize, usize, u8)> = Vec::new();
+        let mut stack = vec![(0usize, n, 0u8)];
+        while let Some((lo, hi, ld)) = stack.pop() {
+            let count = hi - lo;
+            let bytes = HDR + sum[hi] - sum[lo];
+            let by_bytes = count <= MAX_ENTRIES;
+            let over = count > MAX_ENTRIES || (bytes > MAX_BYTES && count >= 2);
+            // As `split`: big entries alone make a bucket split only while the directory it
+            // needs stays within the table's size.
+            if !over || ld >= MAX_DEPTH || (by_bytes && (1usize << (ld + 1)) > n) {
+                runs.push((lo, hi, ld));
+                continue;
+            }
+            let bit = 63 - u32::from(ld);
+            let mid = lo + order[lo..hi].partition_point(|o| (o.0 >> bit) & 1 == 0);
+            // High half pushed first: the low half comes out first, keeping hash order.
+            stack.push((mid, hi, ld + 1));
+            stack.push((lo, mid, ld + 1));
+        }
+        let depth = runs.iter().map(|r| r.2).max().unwrap_or(0);
+        let mut dir = Vec::with_capacity(1usize << depth);
+        let mut buckets = Vec::with_capacity(runs.len());
+        for &(lo, hi, ld) in &runs {
+            let mut b = Vec::with_capacity(HDR + sum[hi] - sum[lo]);
+            b.extend_from_slice(&new_chunk(ld));
+            for &(h, i) in &order[lo..hi] {
+                let (k, v) = entries[i as usize];
+                encode(&mut b, tag_of(h), k, v, None);
+            }
+            set_count(&mut b, hi - lo);
+            let index = buckets.len() as u32;
+            buckets.push(b.into_boxed_slice());
+            dir.extend(std::iter::repeat_n(index, 1usize << (depth - ld)));
+        }
+        Ok(DenseTable {
+            dir,
+            buckets,
+            depth,
+            len: n,
+            expiring: 0,
+            due: None,
+            latest_expiry: i64::MIN,
+        })
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -754,6 +844,73 @@ mod tests {
             );
         }
         assert_eq!(t.len(), 30_000);
+    }
+
+    /// Every entry found, every bucket within limits, and every directory slot naming the
+    /// bucket whose hash prefix it is.
+    fn check_table(t: &DenseTable, entries: &[(Vec<u8>, Vec<u8>)]) {
+        assert_eq!(t.len(), entries.len());
+        assert_eq!(t.iter().count(), entries.len());
+        for (k, v) in entries {
+            assert_eq!(t.get(k), Some((&v[..], None)));
+            let b = &t.buckets[t.bucket_of(hash_key(k))];
+            assert!(find(b, tag_of(hash_key(k)), k).is_some());
+        }
+        assert_eq!(t.dir.len(), 1 << t.depth);
+        for b in &t.buckets {
+            assert!(count_of(b) <= MAX_ENTRIES || depth_of(b) >= MAX_DEPTH || b.len() > MAX_BYTES);
+        }
+    }
+
+    #[test]
+    fn built_at_once_equals_inserted_one_by_one() {
+        for (n, vlen) in [
+            (0usize, 1usize),
+            (1, 1),
+            (24, 3),
+            (25, 3),
+            (5_000, 8),
+            (100_000, 1),
+            (300, 400),
+            (40, 5000),
+        ] {
+            let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..n)
+                .map(|i| (format!("f{i}").into_bytes(), vec![(i % 251) as u8; vlen]))
+                .collect();
+            let refs: Vec<(&[u8], &[u8])> = entries.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+            let built = DenseTable::from_entries(&refs).unwrap();
+            let mut one = DenseTable::new();
+            for (k, v) in &refs {
+                assert!(one.insert(k, v, None));
+            }
+            check_table(&built, &entries);
+            assert_eq!(built, one);
+            // The same buckets where only the entry count splits them (where big entries
+            // split them by bytes, inserts split only the half an insert falls in).
+            if vlen * MAX_ENTRIES < MAX_BYTES {
+                assert_eq!(
+                    built.buckets(),
+                    one.buckets(),
+                    "{n} entries of {vlen} bytes"
+                );
+                assert_eq!(built.depth, one.depth, "{n} entries of {vlen} bytes");
+            }
+            // And it goes on as any table.
+            let mut built = built;
+            assert!(built.insert(b"new", b"v", Some(7)));
+            assert!(!built.insert(b"new", b"w", None));
+            if n > 0 {
+                assert!(built.remove(b"f0").is_some());
+            }
+        }
+    }
+
+    #[test]
+    fn built_at_once_refuses_a_duplicate_key() {
+        let mut refs: Vec<(&[u8], &[u8])> = vec![(b"a", b"1"), (b"b", b"2"), (b"c", b"3")];
+        refs.push((b"b", b"4"));
+        let dup = DenseTable::from_entries(&refs).unwrap_err();
+        assert!(dup == 1 || dup == 3, "{dup}");
     }
 
     #[test]
