@@ -495,11 +495,8 @@ fn hash_in(fields: &[rdb::HashField], limits: &Limits) -> Result<Hash, &'static 
     if fields.len() > limits.hash_max_listpack_entries
         && fields.iter().all(|f| f.expire_at_ms.is_none())
     {
-        let pairs: Vec<(&[u8], &[u8])> = fields
-            .iter()
-            .map(|f| (&f.field[..], &f.value[..]))
-            .collect();
-        let t = DenseTable::from_entries(&pairs).map_err(|_| "duplicate hash field")?;
+        let pairs = fields.iter().map(|f| (&f.field[..], &f.value[..]));
+        let t = DenseTable::from_entries(pairs).ok_or("duplicate hash field")?;
         return Ok(Hash::Table(Box::new(t)));
     }
     let mut h = Hash::new();
