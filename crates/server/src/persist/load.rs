@@ -9,7 +9,16 @@
 //! the encoding limits in force), so the values' memory belongs to the thread that will use
 //! and free it, and the shards build in parallel while the reader decodes the next batches.
 //! A big collection arrives from the decoder in batches of elements; the reader gathers them
-//! into one value before it goes to its shard.
+//! into one value before it goes to its shard. There a big hash without field TTLs is built
+//! at once (`darner_engine::types::dense::DenseBuilder`: partitioned by hash, each partition
+//! sorted and cut into buckets), not field by field.
+//!
+//! Where the time goes (a 200 MB file of 200,000 1 KB strings and a 1M-field hash, two
+//! shards): on the reader, the checksum (slicing by 8, ~1 cycle a byte), LZF and the copies
+//! of the decoded strings; on the shards, the keyspace inserts and the big hash's build. A
+//! file holds its keys shard by shard (as SAVE writes them), so the shards mostly take turns
+//! rather than build at once; [`IN_FLIGHT`] lets the reader run ahead of a shard busy with a
+//! big value.
 //!
 //! Anything wrong in the file (a bad length, a failed listpack check, a duplicate key, the
 //! checksum) stops the load with a message naming the file and the offset.
