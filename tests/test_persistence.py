@@ -374,6 +374,21 @@ def test_big_hash_loads_as_hset_builds_it_and_a_duplicate_field_stops_startup():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_a_key_twice_in_the_file_stops_startup_naming_it():
+    d = tempfile.mkdtemp(prefix="darner-persist-")
+    try:
+        string = lambda k, v: b"\x00" + rdb_len(len(k)) + k + rdb_len(len(v)) + v  # noqa: E731
+        keys = [b"k%d" % i for i in range(2000)]
+        with open(os.path.join(d, "dump.rdb"), "wb") as f:
+            f.write(rdb_file(b"".join(string(k, b"v") for k in keys) + string(b"k1234", b"w")))
+        rc, log = refused(d)
+        assert rc == 1, log
+        assert "dump.rdb" in log and "RDB has duplicated key 'k1234' in DB 0" in log, log
+        assert "Ready to accept connections" not in log
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test_rdbchecksum_no_writes_a_zero_checksum_that_loads():
     d = tempfile.mkdtemp(prefix="darner-persist-")
     try:

@@ -328,12 +328,6 @@ pub fn insert_batch(ctx: &mut ShardCtx, batch: Vec<RdbEntry>, replace: bool) -> 
         if db >= ctx.shard.dbs.len() {
             return Err(format!("key in database {db}, out of range"));
         }
-        if !replace && ctx.shard.dbs[db].entry_raw(&e.key).is_some() {
-            return Err(format!(
-                "RDB has duplicated key '{}' in DB {db}",
-                String::from_utf8_lossy(&e.key)
-            ));
-        }
         // The access clock, as RESTORE sets it: the file's LFU counter under an LFU policy,
         // its idle time under LRU (Redis's objectSetLRUOrLFU).
         let access = match (clock.lfu, e.lfu_freq, e.idle_seconds) {
@@ -359,7 +353,15 @@ pub fn insert_batch(ctx: &mut ShardCtx, batch: Vec<RdbEntry>, replace: bool) -> 
                 String::from_utf8_lossy(&e.key)
             )
         })?;
-        ctx.shard.dbs[db].view(clock).set(entry);
+        let mut view = ctx.shard.dbs[db].view(clock);
+        if replace {
+            view.set(entry);
+        } else if view.set_absent(entry).is_err() {
+            return Err(format!(
+                "RDB has duplicated key '{}' in DB {db}",
+                String::from_utf8_lossy(&e.key)
+            ));
+        }
     }
     Ok(())
 }
