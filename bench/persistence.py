@@ -23,13 +23,18 @@ Targets (issue 14): SAVE and BGSAVE at most 1.0x Redis's time with --threads 1 a
 2; peak memory during BGSAVE at most 1.1x darner's steady RSS (Redis's near 2x); probe p99.9
 under 2 ms and max under 5 ms; load at most 0.8x Redis's.
 
+--only load: load time alone. Each server is given the dataset, SAVEs and stops; then the
+restarts alternate (darner, redis, darner, ...) --repeat times each, on the same files, and the
+median, min and max of each are printed with the ratio of the medians (on a shared machine the
+noise is large: compare medians, measured in the same run).
+
 Servers bind 127.0.0.1 on free ports, every phase is bounded in time, and each server is
 stopped whatever happens.
 
 Usage: bench/persistence.py [--darner target/release/darner] [--redis redis-server]
                             [--threads 2] [--keys 200000] [--value-size 1024]
                             [--hash-fields 1000000] [--servers darner,redis]
-                            [--only bgsave] [--worst N]
+                            [--only bgsave|load] [--worst N] [--repeat 5]
 --only bgsave skips SAVE and the load; --worst N prints the probe's N slowest GETs during
 BGSAVE with their time after BGSAVE was sent (to place a stall).
 """
@@ -242,23 +247,67 @@ def run_server(name, argv_of, args):
         stop_process(proc)
     # Load time.
     if args.only != "bgsave" and os.path.exists(os.path.join(d, "dump.rdb")):
-        port = free_port()
-        t = time.perf_counter()
-        p = subprocess.Popen(argv_of(port), cwd=d, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-        try:
-            # PING answers -LOADING until the file is in: ready means loaded.
-            wait_ready(port, p, timeout=600)
-            res["load"] = time.perf_counter() - t
-            keys = Conn(port).call("DBSIZE")
-            res["loaded_keys"] = int(keys) if keys is not None else -1
-        except RuntimeError as e:
-            res["load"] = None
-            res["load_err"] = str(e)
-        finally:
-            stop_process(p)
+        res.update(time_load(argv_of, d))
     shutil.rmtree(d, ignore_errors=True)
     return res
+
+
+def time_load(argv_of, d):
+    """Starts the server in `d` (which holds dump.rdb): {"load": seconds from start to the
+    first PING answered, not LOADING; "loaded_keys": DBSIZE} or {"load": None, "load_err"}."""
+    port = free_port()
+    t = time.perf_counter()
+    p = subprocess.Popen(argv_of(port), cwd=d, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        # PING answers -LOADING until the file is in: ready means loaded.
+        wait_ready(port, p, timeout=600)
+        res = {"load": time.perf_counter() - t}
+        keys = Conn(port).call("DBSIZE")
+        res["loaded_keys"] = int(keys) if keys is not None else -1
+        return res
+    except RuntimeError as e:
+        return {"load": None, "load_err": str(e)}
+    finally:
+        stop_process(p)
+
+
+def only_load(names, argv, args):
+    """--only load: each server's file made once, then alternating timed restarts."""
+    dirs = {}
+    try:
+        for name in names:
+            d = tempfile.mkdtemp(prefix="persist-bench-")
+            dirs[name] = d
+            port = free_port()
+            proc = start(argv[name](port), port, d)
+            try:
+                load_dataset(port, args.keys, args.value_size, args.hash_fields)
+                Conn(port).call("SAVE")
+            finally:
+                stop_process(proc)
+            print("%-7s dump.rdb %.0f MiB" % (name, os.path.getsize(os.path.join(d, "dump.rdb"))
+                                              / 2**20))
+        times = {name: [] for name in names}
+        for i in range(args.repeat):
+            for name in names:
+                r = time_load(argv[name], dirs[name])
+                if r["load"] is None:
+                    raise RuntimeError("%s: %s" % (name, r["load_err"]))
+                times[name].append(r["load"])
+                print("run %d %-7s load %.3f s (%d keys)" % (i + 1, name, r["load"],
+                                                             r["loaded_keys"]), flush=True)
+        med = {}
+        for name in names:
+            t = sorted(times[name])
+            med[name] = t[len(t) // 2] if len(t) % 2 else (t[len(t) // 2 - 1] + t[len(t) // 2]) / 2
+            print("%-7s load median %.3f s  (min %.3f, max %.3f, %d runs)"
+                  % (name, med[name], t[0], t[-1], len(t)))
+        if "darner" in med and "redis" in med:
+            print("darner/redis: load %.2fx (medians)" % (med["darner"] / med["redis"]))
+    finally:
+        for d in dirs.values():
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def main():
@@ -272,11 +321,13 @@ def main():
     ap.add_argument("--servers", default="darner,redis")
     ap.add_argument("--baseline", type=float, default=3.0,
                     help="seconds of the writer and the probe without a snapshot first")
-    ap.add_argument("--only", choices=["all", "bgsave"], default="all",
-                    help="bgsave: skip SAVE and the load (quicker runs for the probe)")
+    ap.add_argument("--only", choices=["all", "bgsave", "load"], default="all",
+                    help="bgsave: skip SAVE and the load (quicker runs for the probe); "
+                         "load: time only the restart with the file (see the docstring)")
     ap.add_argument("--worst", type=int, default=0,
                     help="print the probe's N slowest GETs during BGSAVE as ms@seconds "
                          "after BGSAVE was sent (BGSAVE's own time is printed too)")
+    ap.add_argument("--repeat", type=int, default=5, help="with --only load: restarts each")
     args = ap.parse_args()
     print(machine_line())
     print("dataset: %d keys of %d bytes + a hash of %d fields; darner --threads %d"
@@ -288,6 +339,9 @@ def main():
         "redis": lambda port: [args.redis, "--port", str(port), "--bind", "127.0.0.1",
                                "--save", "", "--appendonly", "no"],
     }
+    if args.only == "load":
+        only_load(args.servers.split(","), argv, args)
+        return
     results = {}
     for name in args.servers.split(","):
         results[name] = run_server(name, argv[name], args)

@@ -346,6 +346,83 @@ def test_corrupt_or_truncated_file_stops_startup_naming_file_and_offset():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def rdb_len(n: int) -> bytes:
+    """An RDB length field (6, 14 or 32 bits)."""
+    if n < 64:
+        return bytes([n])
+    if n < 16384:
+        return bytes([0x40 | (n >> 8), n & 0xFF])
+    return b"\x80" + struct.pack(">I", n)
+
+
+def rdb_file(keys: bytes) -> bytes:
+    """A version 11 file of database 0 holding `keys` (type byte, key, value), with its
+    checksum."""
+    body = b"REDIS0011" + b"\xfe\x00" + keys + b"\xff"
+    return body + struct.pack("<Q", crc64(body))
+
+
+def big_hash_file(fields: list) -> bytes:
+    """A file with a string `s` and the hash `h` of `fields` (field -> "v" + field) in the
+    plain hash encoding (type 4), which the loader reads in batches of elements."""
+    s = b"\x00" + rdb_len(1) + b"s" + rdb_len(1) + b"v"
+    h = b"\x04" + rdb_len(1) + b"h" + rdb_len(len(fields)) + b"".join(
+        rdb_len(len(f)) + f + rdb_len(len(f) + 1) + b"v" + f for f in fields)
+    return rdb_file(s + h)
+
+
+def test_big_hash_loads_as_hset_builds_it_and_a_duplicate_field_stops_startup():
+    # Past the decoder's batch size (1024 elements): the hash comes in several batches, and
+    # is built at once (not field by field) from them.
+    fields = [b"f%d" % i for i in range(5000)]
+    d = tempfile.mkdtemp(prefix="darner-persist-")
+    try:
+        ref = start_darner(d)
+        with ref.raw() as c:
+            c.call("SET", "s", "v")
+            for i in range(0, len(fields), 500):
+                c.call("HSET", "h", *[x for f in fields[i:i + 500] for x in (f, b"v" + f)])
+            want = digest(c)
+        ref.stop(cleanup=False)
+        path = os.path.join(d, "dump.rdb")
+        with open(path, "wb") as f:
+            f.write(big_hash_file(fields))
+        srv = start_darner(d)
+        with srv.raw() as c:
+            assert c.call("HLEN", "h").py() == 5000
+            assert c.call("HGET", "h", "f4999").py() == b"vf4999"
+            assert c.call("OBJECT", "ENCODING", "h").py() == b"hashtable"
+            assert digest(c) == want
+            c.call("HSET", "h", "new", "1")
+            assert c.call("HDEL", "h", "f0").py() == 1
+            assert c.call("HLEN", "h").py() == 5000
+        srv.stop(cleanup=False)
+        # The last field repeats the first: the load stops, naming the file and the key.
+        with open(path, "wb") as f:
+            f.write(big_hash_file(fields[:-1] + [b"f0"]))
+        rc, log = refused(d)
+        assert rc == 1, log
+        assert "dump.rdb" in log and "duplicate hash field" in log and "'h'" in log, log
+        assert "Ready to accept connections" not in log
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_a_key_twice_in_the_file_stops_startup_naming_it():
+    d = tempfile.mkdtemp(prefix="darner-persist-")
+    try:
+        string = lambda k, v: b"\x00" + rdb_len(len(k)) + k + rdb_len(len(v)) + v  # noqa: E731
+        keys = [b"k%d" % i for i in range(2000)]
+        with open(os.path.join(d, "dump.rdb"), "wb") as f:
+            f.write(rdb_file(b"".join(string(k, b"v") for k in keys) + string(b"k1234", b"w")))
+        rc, log = refused(d)
+        assert rc == 1, log
+        assert "dump.rdb" in log and "RDB has duplicated key 'k1234' in DB 0" in log, log
+        assert "Ready to accept connections" not in log
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test_rdbchecksum_no_writes_a_zero_checksum_that_loads():
     d = tempfile.mkdtemp(prefix="darner-persist-")
     try:

@@ -490,8 +490,16 @@ fn hash_in(fields: &[rdb::HashField], limits: &Limits) -> Result<Hash, &'static 
     if fields.is_empty() {
         return Err("empty hash");
     }
+    // Past the listpack's count, straight to the table (no quadratic listpack fill), built
+    // at once when no field has a TTL.
+    if fields.len() > limits.hash_max_listpack_entries
+        && fields.iter().all(|f| f.expire_at_ms.is_none())
+    {
+        let pairs = fields.iter().map(|f| (&f.field[..], &f.value[..]));
+        let t = DenseTable::from_entries(pairs).ok_or("duplicate hash field")?;
+        return Ok(Hash::Table(Box::new(t)));
+    }
     let mut h = Hash::new();
-    // Past the listpack's count, straight to the table (no quadratic listpack fill).
     if fields.len() > limits.hash_max_listpack_entries {
         h.convert();
     }

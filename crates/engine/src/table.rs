@@ -519,6 +519,19 @@ impl Table {
         None
     }
 
+    /// Inserts `e` unless an entry has its key (expired or not): one probe. Gives `e` back,
+    /// nothing changed, if one has.
+    pub fn insert_absent(&mut self, e: Entry) -> Result<(), Entry> {
+        let h = hash_key(e.key());
+        self.guard(h, e.key());
+        let s = self.segment_of(h);
+        if self.segments[s].table.find(slot_hash(h), e.key()).is_some() {
+            return Err(e);
+        }
+        self.insert_new(h, s, e);
+        Ok(())
+    }
+
     /// Inserts `e`, whose key (hash `h`, in segment `s`) is known to be absent.
     fn insert_new(&mut self, h: u64, mut s: usize, e: Entry) {
         let sh = slot_hash(h);

@@ -345,6 +345,18 @@ impl DenseTable {
         }
     }
 
+    /// A table of `entries` (keys and values, no expiry) built at once by a
+    /// [`DenseBuilder`]. None if a key appears twice.
+    pub fn from_entries<'a>(
+        entries: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])>,
+    ) -> Option<DenseTable> {
+        let mut b = DenseBuilder::new(entries.len());
+        for (k, v) in entries {
+            b.push(k, v);
+        }
+        b.finish()
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -683,6 +695,169 @@ impl DenseTable {
     }
 }
 
+/// Builds a [`DenseTable`] from entries given one at a time (keys and values, no expiry),
+/// without the per-insert reallocations and bucket splits of inserting them one by one. Why:
+/// loading a hash of millions of fields spent most of its time in those inserts.
+///
+/// How: each entry is encoded once as it comes, into the staging area of its *partition*
+/// (the top `bits` bits of its hash: a few thousand entries a partition for the size hint,
+/// at most 256 partitions), which lets the caller free its copy as it goes.
+/// [`DenseBuilder::finish`] then takes the partitions in hash order, each on its own (its
+/// staging area stays in cache): sorts it by hash, refuses a repeated key, cuts it into
+/// buckets where inserts would have split it (more than [`MAX_ENTRIES`] entries, or more
+/// than [`MAX_BYTES`] bytes, both halves cut), and writes each bucket once. Every bucket is
+/// then at least `bits` deep: a partition holding few entries (never seen with a random
+/// hash seed) makes a smaller bucket than inserts would have, which is valid, as a bucket
+/// after deletions.
+pub struct DenseBuilder {
+    bits: u32,
+    /// Per partition: its entries encoded back to back, and for each (hash, offset | length
+    /// << 40: see [`pack`]).
+    staging: Vec<Vec<u8>>,
+    index: Vec<Vec<(u64, u64)>>,
+    len: usize,
+}
+
+/// Entries per partition the size hint aims at, and the most partitions (more scatter the
+/// pushes over too many pages).
+const PARTITION: usize = 4096;
+const MAX_PARTITION_BITS: u32 = 8;
+
+/// An entry's place in its staging area: offset (40 bits) and length (24 bits; 0: too long,
+/// decode it).
+fn pack(off: usize, len: usize) -> u64 {
+    let len = if len < 1 << 24 { len as u64 } else { 0 };
+    (off as u64) | (len << 40)
+}
+
+/// An entry's (start, end) in its staging area.
+fn unpack(st: &[u8], p: u64) -> (usize, usize) {
+    let off = (p & ((1 << 40) - 1)) as usize;
+    match (p >> 40) as usize {
+        0 => (off, decode(st, off).end),
+        len => (off, off + len),
+    }
+}
+
+impl DenseBuilder {
+    /// A builder for about `hint` entries (a hint: nothing is allocated from it but the list
+    /// of partitions).
+    pub fn new(hint: usize) -> DenseBuilder {
+        let mut bits = 0u32;
+        while bits < MAX_PARTITION_BITS && (hint >> bits) > PARTITION {
+            bits += 1;
+        }
+        DenseBuilder {
+            bits,
+            staging: (0..1usize << bits).map(|_| Vec::new()).collect(),
+            index: (0..1usize << bits).map(|_| Vec::new()).collect(),
+            len: 0,
+        }
+    }
+
+    /// Adds an entry (a repeated key is found by [`DenseBuilder::finish`]).
+    pub fn push(&mut self, key: &[u8], val: &[u8]) {
+        let h = hash_key(key);
+        let p = if self.bits == 0 {
+            0
+        } else {
+            (h >> (64 - self.bits)) as usize
+        };
+        let st = &mut self.staging[p];
+        let off = st.len();
+        encode(st, tag_of(h), key, val, None);
+        self.index[p].push((h, pack(off, st.len() - off)));
+        self.len += 1;
+    }
+
+    /// Entries pushed so far.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The table; None if a key was pushed twice.
+    pub fn finish(self) -> Option<DenseTable> {
+        let n = self.len;
+        // Buckets in hash order, and each one's depth (for the directory).
+        let mut buckets: Vec<Box<[u8]>> = Vec::new();
+        let mut depths: Vec<u8> = Vec::new();
+        let mut stack: Vec<(usize, usize, u8)> = Vec::new();
+        for (mut part, st) in self.index.into_iter().zip(self.staging) {
+            part.sort_unstable();
+            for w in part.windows(2) {
+                if w[0].0 == w[1].0 {
+                    // Equal hashes are adjacent; compare every pair of the run (rare).
+                    let key = |p: u64| {
+                        let s = decode(&st, unpack(&st, p).0);
+                        &st[s.key.0..s.key.1]
+                    };
+                    let run: Vec<&[u8]> = part
+                        .iter()
+                        .filter(|o| o.0 == w[0].0)
+                        .map(|o| key(o.1))
+                        .collect();
+                    if (1..run.len()).any(|i| run[..i].contains(&run[i])) {
+                        return None;
+                    }
+                }
+            }
+            let size = |o: &(u64, u64)| {
+                let (a, b) = unpack(&st, o.1);
+                b - a
+            };
+            stack.push((0, part.len(), self.bits as u8));
+            while let Some((lo, hi, ld)) = stack.pop() {
+                let count = hi - lo;
+                let mut bytes = 0;
+                let over = count > MAX_ENTRIES || {
+                    bytes = HDR + part[lo..hi].iter().map(size).sum::<usize>();
+                    // As `split`: big entries alone make a bucket split only while the
+                    // directory it needs stays within the table's size.
+                    bytes > MAX_BYTES && count >= 2 && (1usize << (ld + 1)) <= n
+                };
+                if over && ld < MAX_DEPTH {
+                    let bit = 63 - u32::from(ld);
+                    let mid = lo + part[lo..hi].partition_point(|o| (o.0 >> bit) & 1 == 0);
+                    // High half pushed first: the low half comes out first (hash order).
+                    stack.push((mid, hi, ld + 1));
+                    stack.push((lo, mid, ld + 1));
+                    continue;
+                }
+                if count > MAX_ENTRIES {
+                    bytes = HDR + part[lo..hi].iter().map(size).sum::<usize>();
+                }
+                let mut b = Vec::with_capacity(bytes.max(HDR));
+                b.extend_from_slice(&new_chunk(ld));
+                for o in &part[lo..hi] {
+                    let (a, e) = unpack(&st, o.1);
+                    b.extend_from_slice(&st[a..e]);
+                }
+                set_count(&mut b, count);
+                buckets.push(b.into_boxed_slice());
+                depths.push(ld);
+            }
+        }
+        let depth = depths.iter().copied().max().unwrap_or(0);
+        let mut dir = Vec::with_capacity(1usize << depth);
+        for (i, &ld) in depths.iter().enumerate() {
+            dir.extend(std::iter::repeat_n(i as u32, 1usize << (depth - ld)));
+        }
+        Some(DenseTable {
+            dir,
+            buckets,
+            depth,
+            len: n,
+            expiring: 0,
+            due: None,
+            latest_expiry: i64::MIN,
+        })
+    }
+}
+
 impl PartialEq for DenseTable {
     fn eq(&self, other: &Self) -> bool {
         self.len == other.len && self.iter().all(|(k, v, e)| other.get(k) == Some((v, e)))
@@ -754,6 +929,80 @@ mod tests {
             );
         }
         assert_eq!(t.len(), 30_000);
+    }
+
+    /// Every entry found, every bucket within limits, and every directory slot naming the
+    /// bucket whose hash prefix it is.
+    fn check_table(t: &DenseTable, entries: &[(Vec<u8>, Vec<u8>)]) {
+        assert_eq!(t.len(), entries.len());
+        assert_eq!(t.iter().count(), entries.len());
+        for (k, v) in entries {
+            assert_eq!(t.get(k), Some((&v[..], None)));
+            let b = &t.buckets[t.bucket_of(hash_key(k))];
+            assert!(find(b, tag_of(hash_key(k)), k).is_some());
+        }
+        assert_eq!(t.dir.len(), 1 << t.depth);
+        for b in &t.buckets {
+            assert!(count_of(b) <= MAX_ENTRIES || depth_of(b) >= MAX_DEPTH || b.len() > MAX_BYTES);
+        }
+    }
+
+    #[test]
+    fn built_at_once_equals_inserted_one_by_one() {
+        for (n, vlen) in [
+            (0usize, 1usize),
+            (1, 1),
+            (24, 3),
+            (25, 3),
+            (5_000, 8),
+            (100_000, 1),
+            (300, 400),
+            (40, 5000),
+        ] {
+            let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..n)
+                .map(|i| (format!("f{i}").into_bytes(), vec![(i % 251) as u8; vlen]))
+                .collect();
+            let refs: Vec<(&[u8], &[u8])> = entries.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+            let built = DenseTable::from_entries(refs.iter().copied()).unwrap();
+            let mut one = DenseTable::new();
+            for (k, v) in &refs {
+                assert!(one.insert(k, v, None));
+            }
+            check_table(&built, &entries);
+            assert_eq!(built, one);
+            // The same buckets where only the entry count splits them (where big entries
+            // split them by bytes, inserts split only the half an insert falls in).
+            if vlen * MAX_ENTRIES < MAX_BYTES {
+                assert_eq!(
+                    built.buckets(),
+                    one.buckets(),
+                    "{n} entries of {vlen} bytes"
+                );
+                assert_eq!(built.depth, one.depth, "{n} entries of {vlen} bytes");
+            }
+            // And it goes on as any table.
+            let mut built = built;
+            assert!(built.insert(b"new", b"v", Some(7)));
+            assert!(!built.insert(b"new", b"w", None));
+            if n > 0 {
+                assert!(built.remove(b"f0").is_some());
+            }
+        }
+    }
+
+    #[test]
+    fn built_at_once_refuses_a_duplicate_key() {
+        let refs: Vec<(&[u8], &[u8])> = vec![(b"a", b"1"), (b"b", b"2"), (b"c", b"3")];
+        assert!(DenseTable::from_entries(refs.iter().copied()).is_some());
+        let mut dup = refs.clone();
+        dup.push((b"b", b"4"));
+        assert!(DenseTable::from_entries(dup.iter().copied()).is_none());
+        // Among many, in another partition than the first.
+        let keys: Vec<Vec<u8>> = (0..50_000).map(|i| format!("k{i}").into_bytes()).collect();
+        let mut many: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &b""[..])).collect();
+        assert!(DenseTable::from_entries(many.iter().copied()).is_some());
+        many.push((b"k49999", b"x"));
+        assert!(DenseTable::from_entries(many.iter().copied()).is_none());
     }
 
     #[test]
