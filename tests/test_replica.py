@@ -7,6 +7,8 @@ with REPLICAOF NO ONE, and REPLICAOF given at run time. Every wait polls with a 
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 
 import pytest
@@ -267,3 +269,33 @@ def test_a_corrupt_snapshot_is_refused_and_the_sync_retried(darner_factory):
         assert r.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
     finally:
         fake.close()
+
+
+def test_a_replicas_aof_holds_the_synced_dataset(primary):
+    """With appendonly yes, a full sync rewrites the replica's AOF (Redis's
+    restartAOFAfterSYNC): restarted alone on its directory, the replica has the primary's
+    data, not the dataset the sync replaced plus the stream."""
+    fill(primary)
+    p = primary.client()
+    d = tempfile.mkdtemp(prefix="darner-replica-aof-")
+    try:
+        rep = harness.start_darner(["--dir", d, "--appendonly", "yes",
+                                    "--replicaof", "127.0.0.1", str(primary.port)])
+        try:
+            r = rep.client()
+            wait_for(lambda: info(r).get("master_link_status") == "up", what="link up")
+            p.set("after", "1")
+            wait_same(p, r)
+            wait_for(lambda: info(r, "persistence")["aof_rewrite_in_progress"] == 0
+                     and info(r, "persistence")["aof_rewrite_scheduled"] == 0,
+                     what="the AOF rewrite after the sync")
+            want = digest(p)
+        finally:
+            rep.stop(cleanup=False)
+        again = harness.start_darner(["--dir", d, "--appendonly", "yes"])
+        try:
+            assert digest(again.client()) == want
+        finally:
+            again.stop()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

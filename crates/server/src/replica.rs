@@ -717,6 +717,13 @@ fn load(shared: &Arc<Shared>, gen: u64) -> Option<Result<(), String>> {
                         if r.is_err() {
                             // Never a half-loaded dataset: empty, until the next sync.
                             crate::cmd::server::flush_shards(&tx, true).await;
+                        } else if shared.aof.on.load(Ordering::Acquire) {
+                            // The AOF must hold the dataset just loaded, not the one it
+                            // replaced (Redis's restartAOFAfterSYNC): a rewrite from here, or
+                            // as soon as the one running ends (its cut is older).
+                            if crate::aof::start_rewrite(&tx).await.is_err() {
+                                shared.aof.rewrite_scheduled.store(true, Ordering::Release);
+                            }
                         }
                         Some(r)
                     } else {
