@@ -54,7 +54,7 @@ use darner_engine::{Clock, Entry};
 use darner_rdb::encode::FileWriter;
 use darner_rdb::EncodeOptions;
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -157,6 +157,61 @@ impl Default for Bgsaves {
     }
 }
 
+/// Bytes on their way to the writer thread at most: while more are queued, the shards' own
+/// snapshot steps wait (a write's serialize-before-write still goes), so a disk slower than
+/// the serializing cannot make the queue grow towards a copy of the dataset.
+pub const MAX_QUEUED: usize = 16 << 20;
+
+/// The shards' side of the way to the writer thread: the channel, and the bytes queued on it.
+#[derive(Clone)]
+pub struct ToWriter {
+    tx: mpsc::Sender<Piece>,
+    queued: Arc<AtomicUsize>,
+}
+
+/// The writer's side.
+pub struct FromShards {
+    rx: mpsc::Receiver<Piece>,
+    queued: Arc<AtomicUsize>,
+}
+
+/// A way from the shards to the writer thread.
+pub fn pipe() -> (ToWriter, FromShards) {
+    let (tx, rx) = mpsc::channel();
+    let queued = Arc::new(AtomicUsize::new(0));
+    (
+        ToWriter {
+            tx,
+            queued: queued.clone(),
+        },
+        FromShards { rx, queued },
+    )
+}
+
+impl ToWriter {
+    fn send(&self, piece: Piece) {
+        self.queued.fetch_add(piece.len(), Ordering::Relaxed);
+        let _ = self.tx.send(piece);
+    }
+
+    /// Whether the writer is behind by more than [`MAX_QUEUED`] bytes.
+    pub fn behind(&self) -> bool {
+        self.queued.load(Ordering::Relaxed) > MAX_QUEUED
+    }
+}
+
+impl FromShards {
+    /// The next piece (Err: every shard's side is gone).
+    pub fn recv(&self) -> Result<Piece, mpsc::RecvError> {
+        self.rx.recv()
+    }
+
+    /// A piece of `n` bytes is written: they no longer count as queued.
+    pub fn written(&self, n: usize) {
+        self.queued.fetch_sub(n, Ordering::Relaxed);
+    }
+}
+
 /// What goes to the writer thread.
 pub enum Piece {
     Bytes(Vec<u8>),
@@ -164,6 +219,17 @@ pub enum Piece {
     Record(Vec<u8>, Vec<Vec<u8>>),
     /// A shard has sent all it had.
     Done,
+}
+
+impl Piece {
+    /// Bytes it holds.
+    fn len(&self) -> usize {
+        match self {
+            Piece::Bytes(b) => b.len(),
+            Piece::Record(head, parts) => head.len() + parts.iter().map(Vec::len).sum::<usize>(),
+            Piece::Done => 0,
+        }
+    }
 }
 
 /// A shard's side of a snapshot in progress: the buffer its tables' sinks write into.
@@ -179,7 +245,7 @@ struct ShardOut {
     current: Option<BigValue>,
     /// The database of the last entry written into `buf` (a chunk starts with none).
     db: Option<usize>,
-    to_writer: mpsc::Sender<Piece>,
+    to_writer: ToWriter,
     /// The cut's clock: entries already past their TTL then are left out.
     clock: Clock,
     /// How entries are written (SAVE's: persist/snapshot.rs).
@@ -253,7 +319,7 @@ impl ShardOut {
             // One piece: another shard's chunk must not come between the two.
             let mut parts = cur.parts;
             parts.push(cur.record);
-            let _ = self.to_writer.send(Piece::Record(head, parts));
+            self.to_writer.send(Piece::Record(head, parts));
         }
     }
 
@@ -278,7 +344,7 @@ impl ShardOut {
     fn send(&mut self) {
         if !self.buf.is_empty() {
             let chunk = std::mem::take(&mut self.buf);
-            let _ = self.to_writer.send(Piece::Bytes(chunk));
+            self.to_writer.send(Piece::Bytes(chunk));
             self.db = None;
         }
     }
@@ -294,7 +360,7 @@ pub struct Marked {
 /// database's table for the snapshot.
 pub fn mark(
     shard: &mut crate::shard::Shard,
-    to_writer: mpsc::Sender<Piece>,
+    to_writer: ToWriter,
     clock: Clock,
     snap: SnapshotOptions,
     stopped: Arc<AtomicBool>,
@@ -341,6 +407,15 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
         return false;
     };
     let out = snap.out.clone();
+    if out
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .to_writer
+        .behind()
+    {
+        // The writer is behind (a slow disk): no step this turn.
+        return true;
+    }
     let start = Instant::now();
     for db in shard.dbs.iter_mut() {
         while db.snapshot_active() {
@@ -418,7 +493,7 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
     }
     let mut out = snap.out.lock().unwrap_or_else(|p| p.into_inner());
     out.send();
-    let _ = out.to_writer.send(Piece::Done);
+    out.to_writer.send(Piece::Done);
     drop(out);
     shard.snapshot = None;
     false
@@ -432,7 +507,7 @@ pub fn spawn_writer(
     header: Vec<u8>,
     checksum: bool,
     shards: usize,
-    from_shards: mpsc::Receiver<Piece>,
+    from_shards: FromShards,
     path: std::path::PathBuf,
     dirty_at_cut: u64,
     stopped: Arc<AtomicBool>,
@@ -521,7 +596,7 @@ pub fn write_file(
     header: &[u8],
     tail: Tail,
     shards: usize,
-    from_shards: &mpsc::Receiver<Piece>,
+    from_shards: &FromShards,
     tmp: &std::path::Path,
     stopped: &AtomicBool,
 ) -> std::io::Result<std::fs::File> {
@@ -542,22 +617,24 @@ pub fn write_file(
     f.write_all(header)?;
     let mut done = 0;
     while done < shards {
-        match from_shards.recv() {
-            Ok(Piece::Bytes(b)) => {
+        let piece = from_shards
+            .recv()
+            .map_err(|_| std::io::Error::other("a shard stopped before its part"))?;
+        let n = piece.len();
+        match piece {
+            Piece::Bytes(b) => {
                 crc = sum(crc, &b);
                 f.write_all(&b)?;
             }
-            Ok(Piece::Record(head, body)) => {
+            Piece::Record(head, body) => {
                 for b in std::iter::once(head).chain(body) {
                     crc = sum(crc, &b);
                     f.write_all(&b)?;
                 }
             }
-            Ok(Piece::Done) => done += 1,
-            Err(_) => {
-                return Err(std::io::Error::other("a shard stopped before its part"));
-            }
+            Piece::Done => done += 1,
         }
+        from_shards.written(n);
         if stopped.load(Ordering::Relaxed) {
             return Err(std::io::Error::other("stopped"));
         }
@@ -709,9 +786,9 @@ pub async fn cut(
     snap: SnapshotOptions,
     aof_base: bool,
     stopped: Arc<AtomicBool>,
-) -> (Vec<u8>, usize, mpsc::Receiver<Piece>) {
+) -> (Vec<u8>, usize, FromShards) {
     let shared = tx.shared().clone();
-    let (to_writer, from_shards) = mpsc::channel();
+    let (to_writer, from_shards) = pipe();
     let marked = tx
         .run_all(move |ctx| {
             let clock = ctx.clock;
@@ -777,6 +854,30 @@ pub fn due(shared: &Shared) -> bool {
 mod tests {
     use super::*;
     use crate::persist::snapshot::AccessOpcode;
+
+    /// The bytes on their way to the writer are counted: past [`MAX_QUEUED`] the shards are
+    /// told the writer is behind (their steps wait), and no longer once it wrote them.
+    #[test]
+    fn the_pipe_counts_the_bytes_on_their_way_and_says_when_the_writer_is_behind() {
+        let (to, from) = pipe();
+        let half = MAX_QUEUED / 2 + 1;
+        to.send(Piece::Bytes(vec![0; half]));
+        assert!(!to.behind());
+        to.clone().send(Piece::Record(
+            vec![1; 10],
+            vec![vec![2; half - 10], vec![3; 10]],
+        ));
+        assert!(to.behind());
+        let first = from.recv().unwrap();
+        assert_eq!(first.len(), half);
+        from.written(first.len());
+        assert!(!to.behind());
+        let second = from.recv().unwrap();
+        from.written(second.len());
+        to.send(Piece::Done);
+        assert_eq!(from.recv().unwrap().len(), 0);
+        assert_eq!(from.queued.load(Ordering::Relaxed), 0);
+    }
 
     /// A big value's record is kept in parts of about [`CHUNK`] bytes (no buffer of the
     /// whole record to grow and copy on the shard), and the parts make the bytes one buffer
