@@ -43,8 +43,10 @@
 //! chunk starts with `SELECT`, the header is [`commands_header`] and the file has no EOF or
 //! checksum ([`Tail::None`]).
 //!
-//! Memory: the buffers in flight (a shard flushes at [`CHUNK`] bytes), the record of the big
-//! value being written, and the values that writes forced out early; no copy of the dataset.
+//! Memory: the buffers in flight (a shard flushes at [`CHUNK`] bytes; while more than
+//! [`MAX_QUEUED`] bytes wait for the writer thread, which a slow disk causes, the shards' own
+//! steps wait too), the record of the big value being written, and the values that writes
+//! forced out early; no copy of the dataset.
 
 use crate::persist::snapshot::{
     has_hash_field_ttls, is_big, write_select, write_small, Big, Form, SnapshotOptions,
