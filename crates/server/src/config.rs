@@ -548,6 +548,17 @@ pub static TABLE: &[Directive] = &[
         mutable: true,
         apply: nothing,
     },
+    // The backlog's size (primary.rs; created with the first replica).
+    Directive {
+        name: "repl-backlog-size",
+        kind: Kind::Memory {
+            min: 1,
+            max: i64::MAX,
+        },
+        default: "1048576",
+        mutable: true,
+        apply: nothing,
+    },
     Directive {
         name: "repl-timeout",
         kind: Kind::Int {

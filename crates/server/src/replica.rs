@@ -113,6 +113,8 @@ pub struct State {
     /// The primary's history as last followed: its ID and the offset applied (a PSYNC asks
     /// to continue from there).
     pub cached: Option<(ReplId, i64)>,
+    /// The replicas of this server, as a primary (primary.rs).
+    pub replicas: crate::primary::Replicas,
 }
 
 pub struct Replication {
@@ -136,6 +138,7 @@ impl Replication {
                 history: History::new(new_replid()),
                 master: None,
                 cached: None,
+                replicas: Default::default(),
             }),
             is_replica: AtomicBool::new(false),
             generation: AtomicU64::new(0),
@@ -1099,7 +1102,7 @@ pub fn role(shared: &Shared, w: &mut darner_resp::ReplyWriter) {
             w.array(3);
             w.bulk(b"master");
             w.int(st.history.master_repl_offset);
-            w.array(0);
+            crate::primary::role_list(&st, w);
         }
         Some(m) => {
             w.array(5);
@@ -1183,13 +1186,23 @@ pub fn info(shared: &Shared, out: &mut String) {
             );
         }
     }
+    crate::primary::info(&st, out);
+    let size = shared
+        .config
+        .get("repl-backlog-size")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1 << 20);
+    let (active, size, first, histlen) = match &h.backlog {
+        Some(b) => (1, b.size(), b.first_byte_offset(), b.histlen()),
+        None => (0, size, 0, 0),
+    };
     let _ = write!(
         out,
-        "connected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\n\
+        "master_failover_state:no-failover\r\nmaster_replid:{}\r\n\
          master_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\n\
-         repl_backlog_active:0\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:0\r\n\
-         repl_backlog_histlen:0\r\n",
-        h.replid, h.replid2, h.master_repl_offset, h.second_replid_offset, 1048576
+         repl_backlog_active:{active}\r\nrepl_backlog_size:{size}\r\n\
+         repl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{histlen}\r\n",
+        h.replid, h.replid2, h.master_repl_offset, h.second_replid_offset
     );
 }
 
