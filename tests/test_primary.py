@@ -186,3 +186,115 @@ def test_replconf_and_psync_misuse_get_redis_errors(primary):
         assert c.call("PSYNC", "?", "x").raw == \
             b"-ERR value is not an integer or out of range\r\n"
         assert c.call("PSYNC", "?").raw.startswith(b"-ERR wrong number of arguments")
+
+
+def read_line(c, timeout=10.0):
+    """One line of the raw stream (without its CRLF), keep-alive newlines skipped."""
+    deadline = time.monotonic() + timeout
+    while True:
+        buf = c.reader.buf
+        while buf.startswith(b"\n"):
+            buf = buf[1:]
+        c.reader.buf = buf
+        i = buf.find(b"\r\n")
+        if i >= 0:
+            c.reader.buf = buf[i + 2:]
+            return buf[:i]
+        c.reader.feed(c._recv_some(deadline))
+
+
+def read_snapshot(c):
+    head = read_line(c)
+    assert head.startswith(b"$"), head
+    rdb = c.read_raw(int(head[1:]))
+    assert rdb.startswith(b"REDIS0010"), rdb[:16]
+    return rdb
+
+
+def test_sync_sends_the_snapshot_then_the_stream(primary):
+    p = primary.client()
+    p.set("before", "1")
+    with primary.raw() as c:
+        c.send("SYNC")
+        rdb = read_snapshot(c)
+        assert b"before" in rdb
+        primary.client(db=2).set("after", "2")
+        # The stream after a cut says which database it writes to.
+        want = (b"*2\r\n$6\r\nSELECT\r\n$1\r\n2\r\n"
+                b"*3\r\n$3\r\nSET\r\n$5\r\nafter\r\n$1\r\n2\r\n")
+        assert c.read_raw(len(want)) == want
+
+
+def test_psync_with_an_unknown_id_is_a_full_resync_at_the_cut_offset(primary):
+    p = primary.client()
+    p.set("k", "v")
+    with primary.raw() as c:
+        assert c.call("REPLCONF", "capa", "psync2").raw == b"+OK\r\n"
+        c.send("PSYNC", "a" * 40, "1")
+        line = read_line(c)
+        _, replid, offset = line.split(b" ")
+        assert line.startswith(b"+FULLRESYNC ")
+        read_snapshot(c)
+        i = info(p)
+        assert replid.decode() == i["master_replid"]
+        assert int(offset) <= i["master_repl_offset"]
+        assert info(p, "stats")["sync_partial_err"] == 1
+        assert "Replication ID mismatch" in primary.log_tail(20000)
+    # The second replica continues from the backlog with the right ID.
+    off = info(p)["master_repl_offset"]
+    with primary.raw() as c:
+        assert c.call("REPLCONF", "capa", "psync2").raw == b"+OK\r\n"
+        c.send("PSYNC", info(p)["master_replid"], str(off + 1))
+        assert read_line(c) == b"+CONTINUE " + info(p)["master_replid"].encode()
+        p.set("next", "1")
+        # The first write since the first replica's cut: its database is said first.
+        want = (b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n"
+                b"*3\r\n$3\r\nSET\r\n$4\r\nnext\r\n$1\r\n1\r\n")
+        got = c.read_raw(len(want))
+        assert got == want
+    wait_for(lambda: info(p, "stats")["sync_partial_ok"] == 1, what="partial ok counted")
+
+
+def test_a_replica_and_the_aof_share_the_stream_across_a_rewrite(darner_factory):
+    primary = darner_factory("--appendonly", "yes")
+    fill(primary)
+    p = primary.client()
+    rep = start_redis_replica(primary.port)
+    try:
+        r = rep.client()
+        wait_same(p, r)
+        # An AOF rewrite's cut is no cut of the replication stream, and the other way round.
+        assert p.bgrewriteaof()
+        write_load(primary)
+        wait_for(lambda: info(p, "persistence")["aof_rewrite_in_progress"] == 0,
+                 what="the rewrite's end")
+        wait_same(p, r)
+        want = digest(p)
+        # A second replica's full sync while the AOF is written.
+        rep2 = start_redis_replica(primary.port)
+        try:
+            wait_same(p, rep2.client())
+        finally:
+            rep2.stop()
+        p.set("last", "1")
+        wait_same(p, r)
+        want = digest(p)
+    finally:
+        rep.stop()
+    primary.stop(cleanup=False)
+    primary.start()
+    assert digest(primary.client()) == want
+
+
+def test_client_kill_type_replica_on_the_primary_resumes_partially(primary, darner_factory):
+    fill(primary)
+    p = primary.client()
+    rep = darner_factory("--replicaof", "127.0.0.1", primary.port)
+    r = rep.client()
+    wait_same(p, r)
+    before = info(p, "stats")["sync_partial_ok"]
+    assert p.execute_command("CLIENT", "KILL", "TYPE", "replica") == 1
+    write_load(primary)
+    wait_for(lambda: info(p, "stats")["sync_partial_ok"] == before + 1, what="a partial resync")
+    wait_same(p, r)
+    assert "Connection with replica 127.0.0.1:%d lost." % rep.port in primary.log_tail(20000)

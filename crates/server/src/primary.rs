@@ -139,6 +139,8 @@ pub fn forget(shared: &Shared, client_id: u64) {
             "Connection with replica {}:{} lost.",
             r.ip, r.port
         ));
+        // A sync thread writing to its duplicate of the socket stops at once.
+        drop_replica(&r);
     }
 }
 

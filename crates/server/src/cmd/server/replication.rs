@@ -49,7 +49,11 @@ fn psync(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             conn,
             fd,
             addr: &addr,
-            psync: is_psync.then_some((&args[1][..], offset)),
+            psync: if is_psync {
+                Some((&args[1][..], offset))
+            } else {
+                None
+            },
         };
         // The snapshot is taken like BGSAVE's (one at a time: a running BGSAVE or AOF
         // rewrite is waited for, without holding the shards).
