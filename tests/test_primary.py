@@ -298,3 +298,29 @@ def test_client_kill_type_replica_on_the_primary_resumes_partially(primary, darn
     wait_for(lambda: info(p, "stats")["sync_partial_ok"] == before + 1, what="a partial resync")
     wait_same(p, r)
     assert "Connection with replica 127.0.0.1:%d lost." % rep.port in primary.log_tail(20000)
+
+
+def test_a_replica_whose_buffer_overflows_during_its_sync_is_dropped(darner_factory):
+    primary = darner_factory("--client-output-buffer-limit", "replica", "1mb", "0", "0")
+    c = primary.client()
+    big = "x" * (1 << 20)
+    # A snapshot bigger than the socket buffers hold: it waits for a replica that reads
+    # nothing, and the stream after the cut is buffered meanwhile.
+    for i in range(24):
+        c.set("big%d" % i, big)
+    with primary.raw() as r:
+        r.send("SYNC")
+        wait_for(lambda: info(c)["connected_slaves"] == 1, what="the replica")
+        n = [0]
+
+        def write_and_check():
+            n[0] += 1
+            c.set("more%d" % n[0], big)
+            return info(c)["connected_slaves"] == 0
+
+        wait_for(write_and_check, what="the replica to be dropped")
+    assert "scheduled to be closed ASAP for overcoming of output buffer limits" in \
+        primary.log_tail(20000)
+    # The snapshot's claim was given back: BGSAVE runs again.
+    wait_for(lambda: info(c, "persistence")["rdb_bgsave_in_progress"] == 0, what="no snapshot")
+    assert c.bgsave()

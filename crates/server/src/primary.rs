@@ -483,6 +483,8 @@ pub fn full_sync(
             }
         });
     if spawned.is_err() {
+        // The snapshot's claim goes with it (the shards' pieces have no reader).
+        shared.bgsaves.in_progress.store(false, Ordering::Release);
         let mut st = shared.repl.lock();
         if let Some(r) = st.replicas.remove(client_id) {
             drop_replica(&r);
@@ -511,7 +513,6 @@ fn sync_thread(
     shards: usize,
     from_shards: std::sync::mpsc::Receiver<crate::bgsave::Piece>,
 ) -> Result<(), String> {
-    let sock = sock_of(shared, client_id)?;
     let tmp = std::path::PathBuf::from(format!("temp-{}-repl-{client_id}.rdb", std::process::id()));
     let checksum = shared.config.get("rdbchecksum").is_some_and(|v| v == "yes");
     let (done_tx, done_rx) = std::sync::mpsc::channel();
@@ -533,7 +534,18 @@ fn sync_thread(
             sh.bgsaves.in_progress.store(false, Ordering::Release);
             let _ = done_tx.send(r);
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| {
+            shared.bgsaves.in_progress.store(false, Ordering::Release);
+            e.to_string()
+        })?;
+    let sock = match sock_of(shared, client_id) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = done_rx.recv();
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
     // The offset at the cut, once the feed thread reached it.
     let (replid, offset) = loop {
         {
