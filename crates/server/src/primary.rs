@@ -405,12 +405,10 @@ pub fn psync(req: &Request) -> Started {
             .and_then(|v| v.parse().ok())
             .unwrap_or(1 << 20);
         st.history.create_backlog(size);
-        crate::log::notice(
-            "Replication backlog created, my new replication IDs are '{}' and '{}'"
-                .replacen("{}", &st.history.replid.to_string(), 1)
-                .replacen("{}", &st.history.replid2.to_string(), 1)
-                .as_str(),
-        );
+        crate::log::notice(&format!(
+            "Replication backlog created, my new replication IDs are '{}' and '{}'",
+            st.history.replid, st.history.replid2
+        ));
     }
     st.replicas.list.push(Replica {
         client_id: req.client_id,
@@ -570,9 +568,6 @@ fn sync_thread(
     let result = (|| {
         if psync {
             let line = format!("+FULLRESYNC {replid} {offset}\r\n");
-            crate::log::notice(&format!(
-                "Starting BGSAVE for SYNC with target: disk (fork-less snapshot, offset {offset})"
-            ));
             send_all(&sock, line.as_bytes())?;
         }
         // Keep-alives while the file is written (Redis sends a newline once a second).

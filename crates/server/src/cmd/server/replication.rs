@@ -72,6 +72,7 @@ fn psync(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         }
         tx.reserve(crate::cmd::transactions::every_shard(tx.nshards()))
             .await;
+        crate::log::notice("Starting BGSAVE for SYNC with target: disk");
         // Numbered while every shard is held: the feed meets the cuts in this order.
         crate::primary::number_cut(&shared, client_id);
         tx.start_repl_barrier_log();
