@@ -570,8 +570,8 @@ pub static TABLE: &[Directive] = &[
         apply: nothing,
     },
     // Whether a replica-less instance deletes the RDB files replication made (Redis: only
-    // when persistence is off, for files written for a replica's full sync). Darner has no
-    // replication yet: there are never such files.
+    // when persistence is off, for files written for a replica's full sync). Darner deletes
+    // a full sync's temporary file once it is sent (primary.rs): there are never such files.
     Directive {
         name: "rdb-del-sync-files",
         kind: Kind::Bool,
