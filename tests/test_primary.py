@@ -253,6 +253,15 @@ def test_psync_with_an_unknown_id_is_a_full_resync_at_the_cut_offset(primary):
         got = c.read_raw(len(want))
         assert got == want
     wait_for(lambda: info(p, "stats")["sync_partial_ok"] == 1, what="partial ok counted")
+    # CONFIG SET resizes the backlog (raised to Redis's 16kb minimum).
+    assert info(p)["repl_backlog_size"] == 1048576
+    p.config_set("repl-backlog-size", "100")
+    assert p.config_get("repl-backlog-size") == {"repl-backlog-size": "16384"}
+    wait_for(lambda: info(p)["repl_backlog_size"] == 16384, what="the backlog resized")
+    p.set("filler", "x" * 40000)
+    i = wait_for(lambda: (lambda i: i if i["repl_backlog_histlen"] == 16384 else None)(info(p)),
+                 what="a full backlog")
+    assert i["repl_backlog_first_byte_offset"] == i["master_repl_offset"] - 16384 + 1
 
 
 def test_a_replica_and_the_aof_share_the_stream_across_a_rewrite(darner_factory):

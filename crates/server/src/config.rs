@@ -1312,7 +1312,12 @@ impl Config {
                         "argument must be between {min} and {max} inclusive"
                     ));
                 }
-                n.to_string()
+                if d.name == "repl-backlog-size" {
+                    // Redis raises a smaller backlog to its minimum (what CONFIG GET shows).
+                    n.max(darner_repl::backlog::MIN_SIZE as i64).to_string()
+                } else {
+                    n.to_string()
+                }
             }
             Kind::Bool => match value.to_ascii_lowercase().as_str() {
                 "yes" | "no" => value.to_ascii_lowercase(),

@@ -170,6 +170,7 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<Chunk>) {
     let mut w = darner_aof::Writer::new(false);
     let mut buf: Vec<u8> = Vec::new();
     let mut last_ping = Instant::now();
+    let mut last_resize = Instant::now();
     loop {
         match rx.recv_timeout(Duration::from_secs(1)) {
             Ok(c) => merger.push(c.thread, c.ticket, c.items),
@@ -200,7 +201,17 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<Chunk>) {
         });
         let cuts = pieces.len();
         let mut last = std::mem::take(&mut buf);
+        let size = if last_resize.elapsed() >= Duration::from_secs(1) {
+            last_resize = Instant::now();
+            backlog_size(&shared)
+        } else {
+            None
+        };
         let mut st = shared.repl.lock();
+        // CONFIG SET repl-backlog-size resizes the backlog (within a second).
+        if let (Some(size), Some(b)) = (size, st.history.backlog.as_mut()) {
+            b.resize(size);
+        }
         if last_ping.elapsed() >= PING_PERIOD {
             last_ping = Instant::now();
             if !st.replicas.list.is_empty() {
@@ -399,12 +410,8 @@ pub fn psync(req: &Request) -> Started {
         // The first replica: a new history begins with the backlog (Redis's
         // createReplicationBacklog after changeReplicationId / clearReplicationId2).
         st.history.restart(crate::replica::new_replid());
-        let size = shared
-            .config
-            .get("repl-backlog-size")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1 << 20);
-        st.history.create_backlog(size);
+        st.history
+            .create_backlog(backlog_size(shared).unwrap_or(1 << 20));
         crate::log::notice(&format!(
             "Replication backlog created, my new replication IDs are '{}' and '{}'",
             st.history.replid, st.history.replid2
@@ -426,6 +433,14 @@ pub fn psync(req: &Request) -> Started {
     drop(st);
     start_feed(shared);
     Started::Full
+}
+
+/// `repl-backlog-size` as configured now.
+fn backlog_size(shared: &Shared) -> Option<usize> {
+    shared
+        .config
+        .get("repl-backlog-size")
+        .and_then(|v| v.parse().ok())
 }
 
 /// The full sync's cut gets the next barrier number (the caller holds every shard, so the
