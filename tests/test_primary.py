@@ -333,3 +333,21 @@ def test_a_replica_whose_buffer_overflows_during_its_sync_is_dropped(darner_fact
     # The snapshot's claim was given back: BGSAVE runs again.
     wait_for(lambda: info(c, "persistence")["rdb_bgsave_in_progress"] == 0, what="no snapshot")
     assert c.bgsave()
+
+
+def test_client_kill_type_master_on_a_darner_replica_syncs_again(primary, darner_factory):
+    # On a Darner replica the primary's link is the loopback connection that applies the
+    # stream: killing it loses its selected database and what it had in flight, so the
+    # replica syncs again in full (and does not loop on a dead connection).
+    fill(primary)
+    p = primary.client()
+    rep = darner_factory("--replicaof", "127.0.0.1", primary.port)
+    r = rep.client()
+    wait_same(p, r)
+    full = info(p, "stats")["sync_full"]
+    assert r.execute_command("CLIENT", "KILL", "TYPE", "master") == 1
+    write_load(primary)
+    wait_for(lambda: info(p, "stats")["sync_full"] == full + 1, what="a new full sync")
+    wait_same(p, r)
+    assert r.get("after") == b"1"
+    assert rep.log_tail(20000).count("The connection applying the MASTER's stream failed") == 1

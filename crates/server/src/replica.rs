@@ -897,6 +897,10 @@ fn stream(
         acks: Vec::new(),
     };
     let mut read_offset = offset;
+    // The loopback connection itself failed (CLIENT KILL TYPE master, say): its selected
+    // database and what it had in flight are gone with it, so the stream cannot go on from
+    // the offset applied; the next session asks for a full resync on a new connection.
+    let mut local_lost = false;
     let mut parser = darner_resp::RequestParser::new();
     let limits = darner_resp::Limits::default();
     let timeout = repl_timeout(shared);
@@ -974,6 +978,7 @@ fn stream(
                 log::warning(&format!(
                     "The connection applying the MASTER's stream failed: {e}"
                 ));
+                local_lost = true;
                 break End::Retry;
             }
             forward.clear();
@@ -999,6 +1004,7 @@ fn stream(
                 log::warning(&format!(
                     "The connection applying the MASTER's stream failed: {e}"
                 ));
+                local_lost = true;
                 break End::Retry;
             }
         }
@@ -1025,7 +1031,7 @@ fn stream(
         }
     }
     off.settle();
-    if off.awaiting > 0 {
+    if off.awaiting > 0 || local_lost {
         *lb = None;
     }
     publish(shared, gen, &off, read_offset, up.last_io);
@@ -1039,7 +1045,7 @@ fn stream(
         let mut st = shared.repl.lock();
         if shared.repl.current(gen) {
             let replid = st.history.replid;
-            st.cached = Some((replid, off.applied));
+            st.cached = (!local_lost).then_some((replid, off.applied));
             if let Some(m) = st.master.as_mut() {
                 m.down_since = Shared::real_now_ms() / 1000;
                 m.link = LinkState::Connect;
