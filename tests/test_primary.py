@@ -351,3 +351,34 @@ def test_client_kill_type_master_on_a_darner_replica_syncs_again(primary, darner
     wait_same(p, r)
     assert r.get("after") == b"1"
     assert rep.log_tail(20000).count("The connection applying the MASTER's stream failed") == 1
+
+
+def test_a_primary_that_starts_following_drops_its_replicas_and_serves_them_after(primary):
+    fill(primary)
+    p = primary.client()
+    rep = start_redis_replica(primary.port)
+    upstream = harness.start_reference()
+    try:
+        r = rep.client()
+        wait_same(p, r)
+        u = upstream.client()
+        u.set("from-upstream", "1")
+        assert p.execute_command("REPLICAOF", "127.0.0.1", upstream.port) == b"OK"
+        wait_for(lambda: info(p).get("master_link_status") == "up", what="the link up")
+        wait_for(lambda: p.get("from-upstream") == b"1", what="the upstream's data")
+        # Its replica was dropped, and is refused while this server follows a primary.
+        assert info(p)["connected_slaves"] == 0
+        assert info(p)["repl_backlog_active"] == 0
+        with primary.raw() as c:
+            assert c.call("PSYNC", "?", "-1").raw == (
+                b"-NOMASTERLINK Darner does not serve replicas while it follows a primary "
+                b"(no chained replication)\r\n")
+        assert p.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+        p.set("mine", "2")
+        wait_same(p, r)
+        # It retried with PSYNC (a full resync: the backlog went), never with SYNC.
+        assert "Partial resynchronization not accepted" in primary.log_tail(20000)
+        assert r.get("from-upstream") == b"1" and r.get("mine") == b"2"
+    finally:
+        upstream.stop()
+        rep.stop()

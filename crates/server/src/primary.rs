@@ -121,6 +121,9 @@ pub struct Replicas {
     pub sync_full: u64,
     pub sync_partial_ok: u64,
     pub sync_partial_err: u64,
+    /// REPLICAOF NO ONE is waiting for the old link's last commands (and a snapshot it may be
+    /// loading): no replica may take a snapshot before they land.
+    pub settling: bool,
 }
 
 impl Replicas {
@@ -146,6 +149,22 @@ pub fn forget(shared: &Shared, client_id: u64) {
 
 fn drop_replica(r: &Replica) {
     let _ = r.sock.shutdown(std::net::Shutdown::Both);
+}
+
+/// REPLICAOF NO ONE is done: replicas may sync.
+pub fn settled(shared: &Shared) {
+    shared.repl.lock().replicas.settling = false;
+}
+
+/// Drops every replica (this server starts following a primary: Redis's disconnectSlaves).
+pub fn drop_all(replicas: &mut Replicas) {
+    for r in replicas.list.drain(..) {
+        crate::log::notice(&format!(
+            "Connection with replica {}:{} lost.",
+            r.ip, r.port
+        ));
+        drop_replica(&r);
+    }
 }
 
 /// Starts the feed thread (once) and turns recording on.
@@ -220,8 +239,11 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<Chunk>) {
         }
         pieces.push(last);
         let hard = crate::config::Config::obuf_limits(&shared.config.hot.obuf_replica).0;
+        // While this server follows a primary, what it records (the primary's stream applied)
+        // is no stream of its own: the offset is the primary's.
+        let following = st.master.is_some();
         for (i, piece) in pieces.into_iter().enumerate() {
-            if !piece.is_empty() {
+            if !piece.is_empty() && !following {
                 st.history.feed(&piece);
                 let piece = Arc::new(piece);
                 let mut over = Vec::new();
@@ -332,9 +354,9 @@ pub fn psync(req: &Request) -> Started {
     };
     let sock = Arc::new(TcpStream::from(owned));
     let mut st = shared.repl.lock();
-    if st.master.is_some() {
+    if st.master.is_some() || st.replicas.settling {
         return Started::Error(
-            b"ERR Darner does not serve replicas while it follows a primary (no chained replication)",
+            b"NOMASTERLINK Darner does not serve replicas while it follows a primary (no chained replication)",
         );
     }
     let hs = st

@@ -200,6 +200,10 @@ pub fn set_master(shared: &Arc<Shared>, host: String, port: u16) -> (u64, u64) {
             // (Redis's replicationCacheMasterUsingMyself).
             st.cached = Some((st.history.replid, st.history.master_repl_offset));
         }
+        // Its own replicas go (they sync again, with whatever follows this server next), and
+        // so does its backlog: a replica keeps none, and its offsets become the primary's.
+        crate::primary::drop_all(&mut st.replicas);
+        st.history.backlog = None;
         st.master = Some(Master {
             host: host.clone(),
             port,
@@ -263,6 +267,8 @@ pub fn unset_master(shared: &Shared) -> Option<u64> {
     st.master.as_ref()?;
     st.master = None;
     st.cached = None;
+    // No replica syncs until what the old link had in hand has landed (primary::settled).
+    st.replicas.settling = true;
     let old = shared.repl.generation.load(Ordering::SeqCst);
     shared.repl.generation.store(old + 1, Ordering::SeqCst);
     shared.repl.is_replica.store(false, Ordering::SeqCst);
@@ -500,6 +506,11 @@ fn session(
             }
             let offset = {
                 let mut st = shared.repl.lock();
+                // Checked under the lock REPLICAOF takes: a promotion that came during the
+                // load keeps its own history (adopting the primary's after it would undo it).
+                if !shared.repl.current(gen) {
+                    return End::Stop;
+                }
                 match parsed {
                     Some((id, offset)) => {
                         st.history.adopt(id, offset);
@@ -523,6 +534,9 @@ fn session(
             }
             let offset = {
                 let mut st = shared.repl.lock();
+                if !shared.repl.current(gen) {
+                    return End::Stop;
+                }
                 st.cached = None;
                 st.history.master_repl_offset
             };
