@@ -201,7 +201,8 @@ impl Aof {
     /// At exit or CONFIG SET appendonly no: recording stops, the AOF thread writes what it
     /// has, fsyncs, and ends; replies held for an fsync go.
     pub fn finish(&self) {
-        crate::propagate::set_enabled(false);
+        // Replicas keep recording on (primary.rs).
+        crate::propagate::set_enabled(crate::primary::feeding());
         self.on.store(false, Ordering::SeqCst);
         if let Some(tx) = self.sender.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = tx.send(ToAof::Stop);

@@ -548,6 +548,17 @@ pub static TABLE: &[Directive] = &[
         mutable: true,
         apply: nothing,
     },
+    // The backlog's size (primary.rs; created with the first replica).
+    Directive {
+        name: "repl-backlog-size",
+        kind: Kind::Memory {
+            min: 1,
+            max: i64::MAX,
+        },
+        default: "1048576",
+        mutable: true,
+        apply: nothing,
+    },
     Directive {
         name: "repl-timeout",
         kind: Kind::Int {
@@ -559,8 +570,8 @@ pub static TABLE: &[Directive] = &[
         apply: nothing,
     },
     // Whether a replica-less instance deletes the RDB files replication made (Redis: only
-    // when persistence is off, for files written for a replica's full sync). Darner has no
-    // replication yet: there are never such files.
+    // when persistence is off, for files written for a replica's full sync). Darner deletes
+    // a full sync's temporary file once it is sent (primary.rs): there are never such files.
     Directive {
         name: "rdb-del-sync-files",
         kind: Kind::Bool,
@@ -1301,7 +1312,12 @@ impl Config {
                         "argument must be between {min} and {max} inclusive"
                     ));
                 }
-                n.to_string()
+                if d.name == "repl-backlog-size" {
+                    // Redis raises a smaller backlog to its minimum (what CONFIG GET shows).
+                    n.max(darner_repl::backlog::MIN_SIZE as i64).to_string()
+                } else {
+                    n.to_string()
+                }
             }
             Kind::Bool => match value.to_ascii_lowercase().as_str() {
                 "yes" | "no" => value.to_ascii_lowercase(),

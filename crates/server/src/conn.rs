@@ -78,6 +78,10 @@ pub struct ClientState {
     /// Close the connection once this reply is written (QUIT, protocol errors, KILL).
     pub close_after_reply: bool,
     pub monitor: bool,
+    /// A replica of this server (PSYNC / SYNC made it one: primary.rs).
+    pub replica: bool,
+    /// It sent REPLCONF (what it said is kept until it closes: primary.rs).
+    pub replconf: bool,
     /// Pub/Sub subscriptions (None until the first SUBSCRIBE: most clients never have any).
     pub pubsub: Option<Box<crate::pubsub::Subscriptions>>,
     /// CLIENT TRACKING settings (None: tracking off).
@@ -130,6 +134,8 @@ impl ClientState {
         let mut f = String::new();
         if self.monitor {
             f.push('O');
+        } else if self.replica {
+            f.push('S');
         }
         if self.master {
             f.push('M');

@@ -481,6 +481,17 @@ impl Tx {
         }
     }
 
+    /// Makes it a barrier in the replication feed's stream (a full sync's cut: it holds
+    /// every shard).
+    pub fn start_repl_barrier_log(&self) {
+        if self.0.log.borrow().is_none() {
+            self.start_log();
+        }
+        if let Some(l) = self.0.log.borrow_mut().as_mut() {
+            l.repl_barrier = true;
+        }
+    }
+
     /// The tag of its steps: the transaction and its current step (None: not logged).
     fn log_tag(&self) -> Option<(TxId, u32)> {
         self.0.log.borrow().as_ref().map(|l| (l.id, l.step()))

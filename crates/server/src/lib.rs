@@ -59,6 +59,7 @@ pub mod log;
 pub mod msg;
 pub mod notify;
 pub mod persist;
+pub mod primary;
 pub mod propagate;
 pub mod pubsub;
 pub mod replica;

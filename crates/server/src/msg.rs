@@ -181,6 +181,11 @@ pub enum Msg {
     /// can run, which also keeps the loop from sleeping meanwhile; sent by a connection's
     /// thread when it gives a stream a credit or cancels it).
     StreamTick,
+    /// Replication stream bytes for a replica connection of this thread (primary.rs).
+    ReplicaData {
+        conn: ConnRef,
+        bytes: std::sync::Arc<Vec<u8>>,
+    },
     /// Bytes for a MONITOR client of this thread.
     Monitor { line: std::sync::Arc<Vec<u8>> },
     /// Tracking invalidations for connections of this thread (tracking.rs).

@@ -64,6 +64,9 @@ struct Local {
     /// call's arguments are written when nothing better was given.
     depth: u32,
     ticket: u64,
+    /// Transactions whose end is a barrier of the replication feed only (a full sync's cut),
+    /// not of the AOF's merge.
+    repl_barriers: Vec<u64>,
 }
 
 thread_local! {
@@ -277,6 +280,8 @@ pub struct TxLog {
     cmds: Vec<(u32, Cmd)>,
     /// The log is cut where it sits (an AOF rewrite's point in time).
     pub barrier: bool,
+    /// The replication feed's stream is cut where it sits (a full sync's point in time).
+    pub repl_barrier: bool,
 }
 
 impl TxLog {
@@ -286,6 +291,7 @@ impl TxLog {
             step: 0,
             cmds: Vec::new(),
             barrier: false,
+            repl_barrier: false,
         }
     }
 
@@ -308,6 +314,9 @@ impl Drop for TxLog {
     fn drop(&mut self) {
         if enabled() {
             let cmds = std::mem::take(&mut self.cmds);
+            if self.repl_barrier {
+                LOCAL.with(|l| l.borrow_mut().repl_barriers.push(self.id));
+            }
             push(Item::TxDone {
                 tx: self.id,
                 cmds,
@@ -325,16 +334,30 @@ pub fn pending() -> bool {
 /// Hands what this thread recorded to the AOF thread; returns the chunk's ticket (None when
 /// there was nothing).
 pub fn flush(shared: &crate::shared::Shared, thread: usize) -> Option<u64> {
-    let (items, ticket) = LOCAL.with(|l| {
+    let (items, ticket, repl_barriers) = LOCAL.with(|l| {
         let mut l = l.borrow_mut();
         if l.items.is_empty() {
-            return (Vec::new(), 0);
+            return (Vec::new(), 0, Vec::new());
         }
         l.ticket += 1;
-        (std::mem::take(&mut l.items), l.ticket)
+        let barriers = std::mem::take(&mut l.repl_barriers);
+        (std::mem::take(&mut l.items), l.ticket, barriers)
     });
     if items.is_empty() {
         return None;
+    }
+    if crate::primary::feeding() {
+        // The feed has a merge of its own: its barriers are the full syncs' cuts, not the
+        // AOF rewrites'.
+        let for_feed = |mut items: Vec<Item>| {
+            for it in items.iter_mut() {
+                if let Item::TxDone { tx, barrier, .. } = it {
+                    *barrier = repl_barriers.contains(tx);
+                }
+            }
+            items
+        };
+        crate::primary::hand_over(thread, ticket, for_feed(items.clone()));
     }
     shared.aof.hand_over(thread, ticket, items);
     Some(ticket)

@@ -113,6 +113,8 @@ pub struct State {
     /// The primary's history as last followed: its ID and the offset applied (a PSYNC asks
     /// to continue from there).
     pub cached: Option<(ReplId, i64)>,
+    /// The replicas of this server, as a primary (primary.rs).
+    pub replicas: crate::primary::Replicas,
 }
 
 pub struct Replication {
@@ -136,6 +138,7 @@ impl Replication {
                 history: History::new(new_replid()),
                 master: None,
                 cached: None,
+                replicas: Default::default(),
             }),
             is_replica: AtomicBool::new(false),
             generation: AtomicU64::new(0),
@@ -197,6 +200,10 @@ pub fn set_master(shared: &Arc<Shared>, host: String, port: u16) -> (u64, u64) {
             // (Redis's replicationCacheMasterUsingMyself).
             st.cached = Some((st.history.replid, st.history.master_repl_offset));
         }
+        // Its own replicas go (they sync again, with whatever follows this server next), and
+        // so does its backlog: a replica keeps none, and its offsets become the primary's.
+        crate::primary::drop_all(&mut st.replicas);
+        st.history.backlog = None;
         st.master = Some(Master {
             host: host.clone(),
             port,
@@ -260,6 +267,8 @@ pub fn unset_master(shared: &Shared) -> Option<u64> {
     st.master.as_ref()?;
     st.master = None;
     st.cached = None;
+    // No replica syncs until what the old link had in hand has landed (primary::settled).
+    st.replicas.settling = true;
     let old = shared.repl.generation.load(Ordering::SeqCst);
     shared.repl.generation.store(old + 1, Ordering::SeqCst);
     shared.repl.is_replica.store(false, Ordering::SeqCst);
@@ -497,6 +506,11 @@ fn session(
             }
             let offset = {
                 let mut st = shared.repl.lock();
+                // Checked under the lock REPLICAOF takes: a promotion that came during the
+                // load keeps its own history (adopting the primary's after it would undo it).
+                if !shared.repl.current(gen) {
+                    return End::Stop;
+                }
                 match parsed {
                     Some((id, offset)) => {
                         st.history.adopt(id, offset);
@@ -520,6 +534,9 @@ fn session(
             }
             let offset = {
                 let mut st = shared.repl.lock();
+                if !shared.repl.current(gen) {
+                    return End::Stop;
+                }
                 st.cached = None;
                 st.history.master_repl_offset
             };
@@ -901,6 +918,10 @@ fn stream(
         acks: Vec::new(),
     };
     let mut read_offset = offset;
+    // The loopback connection itself failed (CLIENT KILL TYPE master, say): its selected
+    // database and what it had in flight are gone with it, so the stream cannot go on from
+    // the offset applied; the next session asks for a full resync on a new connection.
+    let mut local_lost = false;
     let mut parser = darner_resp::RequestParser::new();
     let limits = darner_resp::Limits::default();
     let timeout = repl_timeout(shared);
@@ -978,6 +999,7 @@ fn stream(
                 log::warning(&format!(
                     "The connection applying the MASTER's stream failed: {e}"
                 ));
+                local_lost = true;
                 break End::Retry;
             }
             forward.clear();
@@ -1003,6 +1025,7 @@ fn stream(
                 log::warning(&format!(
                     "The connection applying the MASTER's stream failed: {e}"
                 ));
+                local_lost = true;
                 break End::Retry;
             }
         }
@@ -1029,7 +1052,7 @@ fn stream(
         }
     }
     off.settle();
-    if off.awaiting > 0 {
+    if off.awaiting > 0 || local_lost {
         *lb = None;
     }
     publish(shared, gen, &off, read_offset, up.last_io);
@@ -1043,7 +1066,7 @@ fn stream(
         let mut st = shared.repl.lock();
         if shared.repl.current(gen) {
             let replid = st.history.replid;
-            st.cached = Some((replid, off.applied));
+            st.cached = (!local_lost).then_some((replid, off.applied));
             if let Some(m) = st.master.as_mut() {
                 m.down_since = Shared::real_now_ms() / 1000;
                 m.link = LinkState::Connect;
@@ -1106,7 +1129,7 @@ pub fn role(shared: &Shared, w: &mut darner_resp::ReplyWriter) {
             w.array(3);
             w.bulk(b"master");
             w.int(st.history.master_repl_offset);
-            w.array(0);
+            crate::primary::role_list(&st, w);
         }
         Some(m) => {
             w.array(5);
@@ -1190,13 +1213,23 @@ pub fn info(shared: &Shared, out: &mut String) {
             );
         }
     }
+    crate::primary::info(&st, out);
+    let size = shared
+        .config
+        .get("repl-backlog-size")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1 << 20);
+    let (active, size, first, histlen) = match &h.backlog {
+        Some(b) => (1, b.size(), b.first_byte_offset(), b.histlen()),
+        None => (0, size, 0, 0),
+    };
     let _ = write!(
         out,
-        "connected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\n\
+        "master_failover_state:no-failover\r\nmaster_replid:{}\r\n\
          master_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\n\
-         repl_backlog_active:0\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:0\r\n\
-         repl_backlog_histlen:0\r\n",
-        h.replid, h.replid2, h.master_repl_offset, h.second_replid_offset, 1048576
+         repl_backlog_active:{active}\r\nrepl_backlog_size:{size}\r\n\
+         repl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{histlen}\r\n",
+        h.replid, h.replid2, h.master_repl_offset, h.second_replid_offset
     );
 }
 

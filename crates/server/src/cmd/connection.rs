@@ -770,10 +770,14 @@ fn client_type(name: &[u8]) -> Option<ClientType> {
     }
 }
 
-/// A client's type. There are no replication links, and MONITOR clients count as normal,
-/// as in Redis; a client with subscriptions is a pubsub client.
+/// A client's type, as Redis's getClientType: the primary's link (on a replica), a replica
+/// (on a primary; a MONITOR client counts as normal), a client with subscriptions.
 fn type_of(s: &ClientState) -> ClientType {
-    if s.subscribed() {
+    if s.master {
+        ClientType::Master
+    } else if s.replica && !s.monitor {
+        ClientType::Replica
+    } else if s.subscribed() {
         ClientType::PubSub
     } else {
         ClientType::Normal

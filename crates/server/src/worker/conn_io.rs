@@ -440,7 +440,9 @@ impl Worker {
         // default), the normal class otherwise (0 = unlimited, Redis's default).
         let conn = &mut self.conns[c];
         let hot = &self.shared.config.hot;
-        let class = if conn.state.subscribed() {
+        let class = if conn.state.replica {
+            &hot.obuf_replica
+        } else if conn.state.subscribed() {
             &hot.obuf_pubsub
         } else {
             &hot.obuf_normal
@@ -485,6 +487,11 @@ impl Worker {
             .fetch_sub(1, Ordering::Relaxed);
         if conn.state.monitor {
             self.shared.monitors.fetch_sub(1, Ordering::Relaxed);
+        }
+        // Before the socket closes (dropping `conn`): the replica's entry goes under the
+        // replication lock, so nothing shuts down a descriptor reused meanwhile.
+        if conn.state.replica || conn.state.replconf {
+            crate::primary::forget(&self.shared, conn.state.id);
         }
         crate::pubsub::forget(&self.shared, &mut conn.state);
         crate::tracking::disable(&self.shared, &mut conn.state);

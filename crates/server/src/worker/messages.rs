@@ -202,6 +202,12 @@ impl Worker {
                 self.evict_check(false);
             }
             Msg::AofSynced => self.release_durable(),
+            Msg::ReplicaData { conn, bytes } => {
+                if let Some(cn) = self.conn_mut(conn) {
+                    cn.out.extend_from_slice(&bytes);
+                    self.dirty.push(conn.idx as usize);
+                }
+            }
             Msg::Monitor { line } => {
                 let ids: Vec<usize> = self
                     .conns

@@ -586,6 +586,7 @@ impl Worker {
             let idle_out = timeout > 0
                 && !conn.state.monitor
                 && !conn.state.master
+                && !conn.state.replica
                 && !conn.in_tx
                 && conn.last_interaction.elapsed() > Duration::from_secs(timeout as u64);
             if conn.handle.kill.load(Ordering::Relaxed) || idle_out {

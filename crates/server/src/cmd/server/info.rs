@@ -643,9 +643,14 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                     "rejected_connections:{}",
                     shared.sum(|t| &t.rejected_connections)
                 );
-                line!("sync_full:0");
-                line!("sync_partial_ok:0");
-                line!("sync_partial_err:0");
+                let (full, ok, err) = {
+                    let st = shared.repl.lock();
+                    let r = &st.replicas;
+                    (r.sync_full, r.sync_partial_ok, r.sync_partial_err)
+                };
+                line!("sync_full:{full}");
+                line!("sync_partial_ok:{ok}");
+                line!("sync_partial_err:{err}");
                 line!("expired_keys:{}", sum(|s| s.expired));
                 line!(
                     "expired_time_cap_reached_count:{}",

@@ -14,6 +14,103 @@ pub fn register(r: &mut Reg) {
     r.tx("replicaof", Locks::None, replicaof);
     r.tx("slaveof", Locks::None, replicaof);
     r.conn("role", role);
+    r.tx("psync", Locks::None, psync);
+    r.tx("sync", Locks::None, psync);
+    r.conn("replconf", replconf);
+}
+
+/// PSYNC replid offset / SYNC: the connection becomes a replica (primary.rs).
+fn psync(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        let shared = tx.shared().clone();
+        let is_psync = eq(&args[0], "psync");
+        let offset = if is_psync {
+            match darner_resp::parse_i64_strict(&args[2]) {
+                Some(o) => o,
+                None => return with_writer(resp3, |w| w.error(crate::cmd::ERR_NOT_INT)),
+            }
+        } else {
+            0
+        };
+        // A replica already: Redis ignores a second SYNC.
+        if tx.client().replica {
+            return Vec::new();
+        }
+        let (client_id, fd, conn, addr) = {
+            let c = tx.client();
+            (c.id, c.fd, c.conn, c.addr.clone())
+        };
+        let thread = crate::exec::THREAD.with(|t| t.get());
+        let req = crate::primary::Request {
+            shared: &shared,
+            client_id,
+            thread,
+            conn,
+            fd,
+            addr: &addr,
+            psync: if is_psync {
+                Some((&args[1][..], offset))
+            } else {
+                None
+            },
+        };
+        // The snapshot is taken like BGSAVE's (one at a time: a running BGSAVE or AOF
+        // rewrite is waited for, without holding the shards).
+        let started = crate::primary::psync(&req);
+        match started {
+            crate::primary::Started::Continue => {
+                tx.client().replica = true;
+                return Vec::new();
+            }
+            crate::primary::Started::Error(e) => return with_writer(resp3, |w| w.error(e)),
+            crate::primary::Started::Full => {}
+        }
+        tx.client().replica = true;
+        while !crate::bgsave::claim(&shared) {
+            crate::exec::sleep_until(Instant::now() + Duration::from_millis(10)).await;
+        }
+        tx.reserve(crate::cmd::transactions::every_shard(tx.nshards()))
+            .await;
+        crate::log::notice("Starting BGSAVE for SYNC with target: disk");
+        // Numbered while every shard is held: the feed meets the cuts in this order.
+        crate::primary::number_cut(&shared, client_id);
+        tx.start_repl_barrier_log();
+        let snap =
+            crate::persist::snapshot::SnapshotOptions::from_config(&shared, Shared::now_ms());
+        let (header, shards, from_shards) =
+            crate::bgsave::cut(&tx, snap, false, Default::default()).await;
+        // The cut's end in the stream: every shard's marker is in, the barrier follows.
+        tx.end_log();
+        tx.release();
+        crate::primary::full_sync(&shared, client_id, is_psync, header, shards, from_shards);
+        Vec::new()
+    })
+}
+
+/// REPLCONF option value ...: what a replica says about itself, and its acknowledgements.
+fn replconf(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    use darner_repl::replconf::End;
+    let (opts, end) = darner_repl::replconf::parse(&args[1..]);
+    for o in &opts {
+        if matches!(
+            o,
+            darner_repl::replconf::Opt::RdbOnly(true)
+                | darner_repl::replconf::Opt::RdbFilterOnly { .. }
+        ) {
+            return w
+                .error(b"ERR REPLCONF rdb-only and rdb-filter-only are not supported by Darner");
+        }
+    }
+    if !opts.is_empty() {
+        ctx.client.replconf = true;
+        crate::primary::replconf(ctx.shared, ctx.client.id, opts);
+    }
+    match end {
+        End::Ok => w.ok(),
+        End::Silent => {}
+        End::Error(e) => w.error(e.as_bytes()),
+    }
 }
 
 /// Waits until the link of generation `old` has no more commands in the server's hands,
@@ -38,6 +135,7 @@ fn replicaof(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         if eq(&args[1], "no") && eq(&args[2], "one") {
             if let Some(old) = replica::unset_master(&shared) {
                 wait_quiet(&tx, old).await;
+                crate::primary::settled(&shared);
                 log::notice(&format!(
                     "MASTER MODE enabled (user request from '{}')",
                     who(&tx)

@@ -1,0 +1,747 @@
+//! The primary side of replication: SYNC / PSYNC / REPLCONF, and the stream of changes to
+//! replicas (Redis 7.2's `replication.c`, master half).
+//!
+//! **The stream.** The shards already record what they change for the AOF (propagate.rs);
+//! while replicas are served, every chunk a shard hands over also goes to the *feed thread*
+//! here, which has a merger of its own (`darner_aof::Merger`: each shard's order kept, a
+//! multi-shard transaction as one MULTI/EXEC block) and a writer of its own
+//! (`darner_aof::Writer`, without `#TS:` annotations, its own selected database). What it
+//! renders is the replication stream: it advances the history's offset and goes into the
+//! backlog (`darner_repl::History::feed`), and to every online replica, as a message to the
+//! replica connection's thread, which appends it to that connection's output (as MONITOR
+//! lines reach monitors). The feed thread starts with the first replica and runs from then on,
+//! as Redis keeps its backlog: recording stays on.
+//!
+//! **Full sync.** PSYNC (or SYNC) holds every shard (`Locks::All`), so it is a point in time:
+//! it takes a fork-less snapshot there (bgsave.rs `cut`), and its transaction is a *barrier*
+//! in the feed's merge (an item only the feed sees: the AOF's merge has barriers of its own,
+//! for rewrites, which the feed does not see). When the feed thread reaches the barrier it
+//! knows the stream's offset at the cut: everything before it is in the snapshot, everything
+//! after it is buffered for the replica. A sync thread per replica writes the snapshot to a
+//! temporary file (as BGSAVE does), sends `+FULLRESYNC <replid> <offset-at-the-cut>` (not for
+//! SYNC), newlines as keep-alives while the file is written, then `$<len>\r\n` and the file in
+//! pieces of [`PIECE`] bytes, straight to the socket (a duplicate of the connection's
+//! descriptor: nothing else writes to the connection meanwhile), then what was buffered;
+//! when the buffer is empty (under the lock the feed thread takes to add to it) the replica
+//! is online and the stream goes through its thread from then on. A buffer over the replica
+//! class's hard output limit drops the replica, as Redis does.
+//!
+//! **Partial resync.** `History::psync` decides; `+CONTINUE` and the backlog from the asked
+//! offset are posted to the connection's thread under the lock the feed thread holds while
+//! it sends, so nothing is lost or doubled between the two.
+
+use crate::msg::{ConnRef, Msg};
+use crate::shared::Shared;
+use darner_aof::{Item, Merger, Output};
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The bytes of the snapshot file sent to the socket at a time.
+pub const PIECE: usize = 64 * 1024;
+
+/// How often the feed thread sends PING into the stream (Redis's repl-ping-replica-period).
+const PING_PERIOD: Duration = Duration::from_secs(10);
+
+/// A chunk of a thread's recorded changes, for the feed thread.
+pub struct Chunk {
+    pub thread: usize,
+    pub ticket: u64,
+    pub items: Vec<Item>,
+}
+
+static FEED: OnceLock<Sender<Chunk>> = OnceLock::new();
+
+/// Whether the feed thread runs (recording must stay on).
+pub fn feeding() -> bool {
+    FEED.get().is_some()
+}
+
+/// Hands a thread's chunk to the feed thread (nothing when it does not run).
+pub fn hand_over(thread: usize, ticket: u64, items: Vec<Item>) {
+    if let Some(tx) = FEED.get() {
+        let _ = tx.send(Chunk {
+            thread,
+            ticket,
+            items,
+        });
+    }
+}
+
+/// Where a replica is in its sync.
+#[derive(Debug)]
+pub enum Phase {
+    /// Waits for the feed thread to reach its snapshot's cut (barrier number `.0`).
+    WaitCut(u64),
+    /// The snapshot is written and sent; the stream after the cut is buffered here.
+    Buffering(Vec<u8>),
+    /// The stream goes to the connection's thread.
+    Online,
+}
+
+/// A replica connection.
+pub struct Replica {
+    pub client_id: u64,
+    thread: usize,
+    conn: ConnRef,
+    /// A duplicate of the connection's socket: the sync thread writes the snapshot with it,
+    /// and dropping the replica shuts the socket down.
+    sock: Arc<TcpStream>,
+    pub ip: String,
+    pub port: i64,
+    pub phase: Phase,
+    /// INFO's state while the snapshot is made (wait_bgsave) or sent (send_bulk).
+    pub sending: bool,
+    /// The stream's offset at the snapshot's cut (known once the feed reached it).
+    pub cut_offset: Option<i64>,
+    pub ack_offset: i64,
+    pub ack_ms: i64,
+}
+
+/// What REPLCONF said before PSYNC.
+#[derive(Default, Clone)]
+pub struct Handshake {
+    pub port: i64,
+    pub ip: Option<String>,
+    pub psync2: bool,
+}
+
+/// The primary's replicas and counters (in replica.rs `State`, under its lock).
+#[derive(Default)]
+pub struct Replicas {
+    pub list: Vec<Replica>,
+    pub handshakes: HashMap<u64, Handshake>,
+    /// Barriers asked for so far, and reached by the feed thread.
+    barriers: u64,
+    reached: u64,
+    pub sync_full: u64,
+    pub sync_partial_ok: u64,
+    pub sync_partial_err: u64,
+    /// REPLICAOF NO ONE is waiting for the old link's last commands (and a snapshot it may be
+    /// loading): no replica may take a snapshot before they land.
+    pub settling: bool,
+}
+
+impl Replicas {
+    fn remove(&mut self, client_id: u64) -> Option<Replica> {
+        let i = self.list.iter().position(|r| r.client_id == client_id)?;
+        Some(self.list.remove(i))
+    }
+}
+
+/// A connection closed: it is no replica any more.
+pub fn forget(shared: &Shared, client_id: u64) {
+    let mut st = shared.repl.lock();
+    st.replicas.handshakes.remove(&client_id);
+    if let Some(r) = st.replicas.remove(client_id) {
+        crate::log::notice(&format!(
+            "Connection with replica {}:{} lost.",
+            r.ip, r.port
+        ));
+        // A sync thread writing to its duplicate of the socket stops at once.
+        drop_replica(&r);
+    }
+}
+
+fn drop_replica(r: &Replica) {
+    let _ = r.sock.shutdown(std::net::Shutdown::Both);
+}
+
+/// REPLICAOF NO ONE is done: replicas may sync.
+pub fn settled(shared: &Shared) {
+    shared.repl.lock().replicas.settling = false;
+}
+
+/// Drops every replica (this server starts following a primary: Redis's disconnectSlaves).
+pub fn drop_all(replicas: &mut Replicas) {
+    for r in replicas.list.drain(..) {
+        crate::log::notice(&format!(
+            "Connection with replica {}:{} lost.",
+            r.ip, r.port
+        ));
+        drop_replica(&r);
+    }
+}
+
+/// Starts the feed thread (once) and turns recording on.
+fn start_feed(shared: &Arc<Shared>) {
+    if feeding() {
+        return;
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    if FEED.set(tx).is_err() {
+        return;
+    }
+    crate::propagate::set_enabled(true);
+    let sh = shared.clone();
+    std::thread::Builder::new()
+        .name("repl-feed".into())
+        .spawn(move || feed_loop(sh, rx))
+        .expect("the replication feed thread starts");
+}
+
+fn feed_loop(shared: Arc<Shared>, rx: Receiver<Chunk>) {
+    let mut merger = Merger::new(shared.threads);
+    let mut w = darner_aof::Writer::new(false);
+    let mut buf: Vec<u8> = Vec::new();
+    let mut last_ping = Instant::now();
+    let mut last_resize = Instant::now();
+    loop {
+        match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(c) => merger.push(c.thread, c.ticket, c.items),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        while let Ok(c) = rx.try_recv() {
+            merger.push(c.thread, c.ticket, c.items);
+        }
+        // Pieces, each but the last ended by a barrier.
+        let mut pieces: Vec<Vec<u8>> = Vec::new();
+        merger.drain(&mut |o| match o {
+            Output::Cmd(c) => w.append(&mut buf, c.db, &c.argv, 0),
+            Output::Run(r) => w.append_rendered(&mut buf, r.db, &r.resp, 0),
+            Output::Block(cmds) => {
+                let list: Vec<(u32, &[bytes::Bytes])> = cmds
+                    .iter()
+                    .map(|c| (c.db.unwrap_or(0), &c.argv[..]))
+                    .collect();
+                w.append_transaction(&mut buf, &list, 0)
+            }
+            Output::Barrier => {
+                pieces.push(std::mem::take(&mut buf));
+                // A replica starts from its snapshot with database 0 selected: the stream
+                // after a cut says which database it writes to (Redis's slaveseldb = -1).
+                w.force_select();
+            }
+        });
+        let cuts = pieces.len();
+        let mut last = std::mem::take(&mut buf);
+        let size = if last_resize.elapsed() >= Duration::from_secs(1) {
+            last_resize = Instant::now();
+            backlog_size(&shared)
+        } else {
+            None
+        };
+        let mut st = shared.repl.lock();
+        // CONFIG SET repl-backlog-size resizes the backlog (within a second).
+        if let (Some(size), Some(b)) = (size, st.history.backlog.as_mut()) {
+            b.resize(size);
+        }
+        if last_ping.elapsed() >= PING_PERIOD {
+            last_ping = Instant::now();
+            if !st.replicas.list.is_empty() {
+                darner_aof::writer::render_command(&mut last, &[b"PING"]);
+            }
+        }
+        pieces.push(last);
+        let hard = crate::config::Config::obuf_limits(&shared.config.hot.obuf_replica).0;
+        // While this server follows a primary, what it records (the primary's stream applied)
+        // is no stream of its own: the offset is the primary's.
+        let following = st.master.is_some();
+        for (i, piece) in pieces.into_iter().enumerate() {
+            if !piece.is_empty() && !following {
+                st.history.feed(&piece);
+                let piece = Arc::new(piece);
+                let mut over = Vec::new();
+                for r in st.replicas.list.iter_mut() {
+                    match &mut r.phase {
+                        Phase::WaitCut(_) => {}
+                        Phase::Buffering(b) => {
+                            b.extend_from_slice(&piece);
+                            if hard > 0 && b.len() as u64 > hard {
+                                over.push(r.client_id);
+                            }
+                        }
+                        Phase::Online => shared.send(
+                            r.thread,
+                            Msg::ReplicaData {
+                                conn: r.conn,
+                                bytes: piece.clone(),
+                            },
+                        ),
+                    }
+                }
+                for id in over {
+                    if let Some(r) = st.replicas.remove(id) {
+                        crate::log::warning(&format!(
+                            "Client id={id} addr={}:{} scheduled to be closed ASAP for overcoming of output buffer limits.",
+                            r.ip, r.port
+                        ));
+                        drop_replica(&r);
+                    }
+                }
+            }
+            if i < cuts {
+                st.replicas.reached += 1;
+                let reached = st.replicas.reached;
+                let offset = st.history.master_repl_offset;
+                for r in st.replicas.list.iter_mut() {
+                    if matches!(r.phase, Phase::WaitCut(b) if b == reached) {
+                        r.phase = Phase::Buffering(Vec::new());
+                        r.cut_offset = Some(offset);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// REPLCONF's options, applied to the connection `client_id` (a replica or one becoming one).
+pub fn replconf(shared: &Shared, client_id: u64, opts: Vec<darner_repl::replconf::Opt>) {
+    use darner_repl::replconf::Opt;
+    let mut st = shared.repl.lock();
+    for o in opts {
+        match o {
+            Opt::ListeningPort(p) => st.replicas.handshakes.entry(client_id).or_default().port = p,
+            Opt::IpAddress(ip) => {
+                st.replicas.handshakes.entry(client_id).or_default().ip =
+                    Some(String::from_utf8_lossy(&ip).into_owned())
+            }
+            Opt::CapaPsync2 => st.replicas.handshakes.entry(client_id).or_default().psync2 = true,
+            Opt::Ack { offset, .. } => {
+                if let Some(r) = st
+                    .replicas
+                    .list
+                    .iter_mut()
+                    .find(|r| r.client_id == client_id)
+                {
+                    r.ack_offset = r.ack_offset.max(offset);
+                    r.ack_ms = Shared::real_now_ms();
+                }
+            }
+            Opt::CapaEof | Opt::GetAck | Opt::RdbOnly(_) | Opt::RdbFilterOnly { .. } => {}
+        }
+    }
+}
+
+/// What the caller of [`psync`] learns.
+pub struct Request<'a> {
+    pub shared: &'a Arc<Shared>,
+    pub client_id: u64,
+    pub thread: usize,
+    pub conn: ConnRef,
+    /// The connection's socket (it stays open while the handler runs).
+    pub fd: i32,
+    /// The peer's address (ip:port).
+    pub addr: &'a str,
+    /// None: SYNC.
+    pub psync: Option<(&'a [u8], i64)>,
+}
+
+/// How PSYNC / SYNC goes on.
+pub enum Started {
+    /// `+CONTINUE` and the backlog are on their way (posted to the connection's thread).
+    Continue,
+    /// A full sync: the transaction must now hold every shard, number its cut
+    /// ([`number_cut`]), be the barrier and take the snapshot ([`full_sync`]).
+    Full,
+    Error(&'static [u8]),
+}
+
+/// The primary's decision on PSYNC / SYNC, with the replica registered.
+pub fn psync(req: &Request) -> Started {
+    let shared = req.shared;
+    // SAFETY: `fd` is the socket of the connection running this command; it stays open
+    // while the command runs (the connection waits for its own transaction), and the
+    // duplicate made here is owned from then on.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(req.fd) };
+    let Ok(owned) = fd.try_clone_to_owned() else {
+        return Started::Error(b"ERR can't duplicate the replica's socket");
+    };
+    let sock = Arc::new(TcpStream::from(owned));
+    let mut st = shared.repl.lock();
+    if st.master.is_some() || st.replicas.settling {
+        return Started::Error(
+            b"NOMASTERLINK Darner does not serve replicas while it follows a primary (no chained replication)",
+        );
+    }
+    let hs = st
+        .replicas
+        .handshakes
+        .remove(&req.client_id)
+        .unwrap_or_default();
+    let ip = hs.ip.clone().unwrap_or_else(|| {
+        req.addr
+            .rsplit_once(':')
+            .map_or(req.addr, |(ip, _)| ip)
+            .to_string()
+    });
+    let name = format!("{ip}:{}", hs.port);
+    let mut log = Vec::new();
+    let mut partial_err = false;
+    if let Some((id, offset)) = req.psync {
+        match st.history.psync(id, offset, hs.psync2, &name, &mut log) {
+            darner_repl::PsyncAnswer::Continue { reply, from } => {
+                let mut bytes = reply;
+                let (a, b) = st
+                    .history
+                    .backlog
+                    .as_ref()
+                    .and_then(|bl| bl.read_from(from))
+                    .expect("psync checked the backlog covers the offset");
+                let sent = a.len() + b.len();
+                bytes.extend_from_slice(a);
+                bytes.extend_from_slice(b);
+                shared.send(
+                    req.thread,
+                    Msg::ReplicaData {
+                        conn: req.conn,
+                        bytes: Arc::new(bytes),
+                    },
+                );
+                st.replicas.list.push(Replica {
+                    client_id: req.client_id,
+                    thread: req.thread,
+                    conn: req.conn,
+                    sock,
+                    ip,
+                    port: hs.port,
+                    phase: Phase::Online,
+                    sending: false,
+                    cut_offset: None,
+                    ack_offset: offset - 1,
+                    ack_ms: Shared::real_now_ms(),
+                });
+                st.replicas.sync_partial_ok += 1;
+                drop(st);
+                crate::log::notice(&format!("Replica {name} asks for synchronization"));
+                crate::log::notice(&darner_repl::History::continue_log(&name, sent, from));
+                return Started::Continue;
+            }
+            darner_repl::PsyncAnswer::FullResync { partial_err: e } => partial_err = e,
+        }
+    }
+    drop(st);
+    crate::log::notice(&format!("Replica {name} asks for synchronization"));
+    for (level, line) in log {
+        match level {
+            darner_repl::Level::Notice => crate::log::notice(&line),
+            darner_repl::Level::Warning => crate::log::warning(&line),
+        }
+    }
+    let mut st = shared.repl.lock();
+    st.replicas.sync_full += 1;
+    if partial_err {
+        st.replicas.sync_partial_err += 1;
+    }
+    if st.history.backlog.is_none() {
+        // The first replica: a new history begins with the backlog (Redis's
+        // createReplicationBacklog after changeReplicationId / clearReplicationId2).
+        st.history.restart(crate::replica::new_replid());
+        st.history
+            .create_backlog(backlog_size(shared).unwrap_or(1 << 20));
+        crate::log::notice(&format!(
+            "Replication backlog created, my new replication IDs are '{}' and '{}'",
+            st.history.replid, st.history.replid2
+        ));
+    }
+    st.replicas.list.push(Replica {
+        client_id: req.client_id,
+        thread: req.thread,
+        conn: req.conn,
+        sock,
+        ip,
+        port: hs.port,
+        phase: Phase::WaitCut(0),
+        sending: false,
+        cut_offset: None,
+        ack_offset: 0,
+        ack_ms: Shared::real_now_ms(),
+    });
+    drop(st);
+    start_feed(shared);
+    Started::Full
+}
+
+/// `repl-backlog-size` as configured now.
+fn backlog_size(shared: &Shared) -> Option<usize> {
+    shared
+        .config
+        .get("repl-backlog-size")
+        .and_then(|v| v.parse().ok())
+}
+
+/// The full sync's cut gets the next barrier number (the caller holds every shard, so the
+/// feed thread meets the barriers in the order of their numbers).
+pub fn number_cut(shared: &Shared, client_id: u64) {
+    let mut st = shared.repl.lock();
+    st.replicas.barriers += 1;
+    let n = st.replicas.barriers;
+    if let Some(r) = st
+        .replicas
+        .list
+        .iter_mut()
+        .find(|r| r.client_id == client_id)
+    {
+        r.phase = Phase::WaitCut(n);
+    }
+}
+
+/// The full sync after the cut: the snapshot's pieces come from the shards on `from_shards`;
+/// a thread writes them to a temporary file and sends the replica everything.
+pub fn full_sync(
+    shared: &Arc<Shared>,
+    client_id: u64,
+    psync: bool,
+    header: Vec<u8>,
+    shards: usize,
+    from_shards: std::sync::mpsc::Receiver<crate::bgsave::Piece>,
+) {
+    let sh = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("repl-sync".into())
+        .spawn(move || {
+            let result = sync_thread(&sh, client_id, psync, header, shards, from_shards);
+            let mut st = sh.repl.lock();
+            match result {
+                Ok(()) => {
+                    if let Some(r) = st.replicas.list.iter().find(|r| r.client_id == client_id) {
+                        crate::log::notice(&format!(
+                            "Synchronization with replica {}:{} succeeded",
+                            r.ip, r.port
+                        ));
+                    }
+                }
+                Err(e) => {
+                    if let Some(r) = st.replicas.remove(client_id) {
+                        crate::log::warning(&format!(
+                            "Full synchronization with replica {}:{} failed: {e}",
+                            r.ip, r.port
+                        ));
+                        drop_replica(&r);
+                    }
+                }
+            }
+        });
+    if spawned.is_err() {
+        // The snapshot's claim goes with it (the shards' pieces have no reader).
+        shared.bgsaves.in_progress.store(false, Ordering::Release);
+        let mut st = shared.repl.lock();
+        if let Some(r) = st.replicas.remove(client_id) {
+            drop_replica(&r);
+        }
+    }
+}
+
+/// The replica's socket, or an error when it is gone.
+fn sock_of(shared: &Shared, client_id: u64) -> Result<Arc<TcpStream>, String> {
+    shared
+        .repl
+        .lock()
+        .replicas
+        .list
+        .iter()
+        .find(|r| r.client_id == client_id)
+        .map(|r| r.sock.clone())
+        .ok_or_else(|| "the replica went away".to_string())
+}
+
+fn sync_thread(
+    shared: &Arc<Shared>,
+    client_id: u64,
+    psync: bool,
+    header: Vec<u8>,
+    shards: usize,
+    from_shards: std::sync::mpsc::Receiver<crate::bgsave::Piece>,
+) -> Result<(), String> {
+    let tmp = std::path::PathBuf::from(format!("temp-{}-repl-{client_id}.rdb", std::process::id()));
+    let checksum = shared.config.get("rdbchecksum").is_some_and(|v| v == "yes");
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let path = tmp.clone();
+    let sh = shared.clone();
+    std::thread::Builder::new()
+        .name("repl-rdb".into())
+        .spawn(move || {
+            let r = crate::bgsave::write_file(
+                &header,
+                crate::bgsave::Tail::Rdb { checksum },
+                shards,
+                &from_shards,
+                &path,
+                &AtomicBool::new(false),
+            )
+            .map(drop);
+            // The snapshot is taken: another BGSAVE, rewrite or full sync may start.
+            sh.bgsaves.in_progress.store(false, Ordering::Release);
+            let _ = done_tx.send(r);
+        })
+        .map_err(|e| {
+            shared.bgsaves.in_progress.store(false, Ordering::Release);
+            e.to_string()
+        })?;
+    let sock = match sock_of(shared, client_id) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = done_rx.recv();
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
+    // The offset at the cut, once the feed thread reached it.
+    let (replid, offset) = loop {
+        {
+            let st = shared.repl.lock();
+            let r = st.replicas.list.iter().find(|r| r.client_id == client_id);
+            match r {
+                None => {
+                    drop(st);
+                    let _ = done_rx.recv();
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err("the replica went away".into());
+                }
+                Some(r) => {
+                    if let Some(o) = r.cut_offset {
+                        break (st.history.replid, o);
+                    }
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let result = (|| {
+        if psync {
+            let line = format!("+FULLRESYNC {replid} {offset}\r\n");
+            send_all(&sock, line.as_bytes())?;
+        }
+        // Keep-alives while the file is written (Redis sends a newline once a second).
+        let written = loop {
+            match done_rx.recv_timeout(Duration::from_secs(1)) {
+                Ok(r) => break r.map_err(|e| e.to_string()),
+                Err(RecvTimeoutError::Timeout) => {
+                    sock_of(shared, client_id)?;
+                    send_all(&sock, b"\n")?;
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    break Err("the snapshot writer stopped".into())
+                }
+            }
+        };
+        written?;
+        set_sending(shared, client_id);
+        let mut file = std::fs::File::open(&tmp).map_err(|e| e.to_string())?;
+        let _ = std::fs::remove_file(&tmp);
+        let len = file.metadata().map_err(|e| e.to_string())?.len();
+        send_all(&sock, &darner_repl::payload::length_header(len))?;
+        let mut piece = vec![0u8; PIECE];
+        let mut left = len;
+        while left > 0 {
+            let n = file.read(&mut piece).map_err(|e| e.to_string())?;
+            if n == 0 {
+                return Err("the snapshot file ended early".into());
+            }
+            send_all(&sock, &piece[..n])?;
+            left = left.saturating_sub(n as u64);
+        }
+        // The stream after the cut, until nothing is buffered: then the replica is online.
+        loop {
+            let pending = {
+                let mut st = shared.repl.lock();
+                let r = st
+                    .replicas
+                    .list
+                    .iter_mut()
+                    .find(|r| r.client_id == client_id)
+                    .ok_or("the replica went away")?;
+                match &mut r.phase {
+                    Phase::Buffering(b) if b.is_empty() => {
+                        r.phase = Phase::Online;
+                        r.sending = false;
+                        return Ok(());
+                    }
+                    Phase::Buffering(b) => std::mem::take(b),
+                    _ => return Err("the replica is in no state to go online".into()),
+                }
+            };
+            send_all(&sock, &pending)?;
+        }
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    result
+}
+
+fn set_sending(shared: &Shared, client_id: u64) {
+    let mut st = shared.repl.lock();
+    if let Some(r) = st
+        .replicas
+        .list
+        .iter_mut()
+        .find(|r| r.client_id == client_id)
+    {
+        r.sending = true;
+    }
+}
+
+/// Writes all of `bytes` to the non-blocking socket, waiting for it to take them (up to
+/// repl-timeout's default of 60 s without progress).
+fn send_all(sock: &TcpStream, mut bytes: &[u8]) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let mut stalled = Instant::now();
+    while !bytes.is_empty() {
+        match (&*sock).write(bytes) {
+            Ok(0) => return Err("the connection closed".into()),
+            Ok(n) => {
+                bytes = &bytes[n..];
+                stalled = Instant::now();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if stalled.elapsed() > Duration::from_secs(60) {
+                    return Err("timeout writing to the replica".into());
+                }
+                let mut pfd = libc::pollfd {
+                    fd: sock.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                // SAFETY: `pfd` is one valid pollfd for the duration of the call, and the
+                // count passed is 1.
+                unsafe { libc::poll(&mut pfd, 1, 100) };
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(())
+}
+
+/// INFO replication's replica lines and backlog fields.
+pub fn info(st: &crate::replica::State, out: &mut String) {
+    use std::fmt::Write as _;
+    let now = Shared::real_now_ms();
+    let _ = write!(out, "connected_slaves:{}\r\n", st.replicas.list.len());
+    for (i, r) in st.replicas.list.iter().enumerate() {
+        let state = match (&r.phase, r.sending) {
+            (Phase::Online, _) => "online",
+            (_, true) => "send_bulk",
+            _ => "wait_bgsave",
+        };
+        let _ = write!(
+            out,
+            "slave{i}:ip={},port={},state={state},offset={},lag={}\r\n",
+            r.ip,
+            r.port,
+            r.ack_offset.max(0),
+            (now - r.ack_ms) / 1000
+        );
+    }
+}
+
+/// ROLE's replica list: `[ip, port, offset]` of each online replica.
+pub fn role_list(st: &crate::replica::State, w: &mut darner_resp::ReplyWriter) {
+    let online: Vec<&Replica> = st
+        .replicas
+        .list
+        .iter()
+        .filter(|r| matches!(r.phase, Phase::Online))
+        .collect();
+    w.array(online.len());
+    for r in online {
+        w.array(3);
+        w.bulk(r.ip.as_bytes());
+        w.bulk(r.port.to_string().as_bytes());
+        w.bulk(r.ack_offset.max(0).to_string().as_bytes());
+    }
+}
