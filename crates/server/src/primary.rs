@@ -489,7 +489,7 @@ pub fn full_sync(
     psync: bool,
     header: Vec<u8>,
     shards: usize,
-    from_shards: std::sync::mpsc::Receiver<crate::bgsave::Piece>,
+    from_shards: crate::bgsave::FromShards,
 ) {
     let sh = shared.clone();
     let spawned = std::thread::Builder::new()
@@ -546,7 +546,7 @@ fn sync_thread(
     psync: bool,
     header: Vec<u8>,
     shards: usize,
-    from_shards: std::sync::mpsc::Receiver<crate::bgsave::Piece>,
+    from_shards: crate::bgsave::FromShards,
 ) -> Result<(), String> {
     let tmp = std::path::PathBuf::from(format!("temp-{}-repl-{client_id}.rdb", std::process::id()));
     let checksum = shared.config.get("rdbchecksum").is_some_and(|v| v == "yes");
