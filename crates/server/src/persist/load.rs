@@ -46,9 +46,12 @@ const READ_BYTES: usize = 1 << 20;
 const BATCH_KEYS: usize = 512;
 const BATCH_BYTES: usize = 1 << 20;
 
-/// The fewest bytes a key takes in a file (type, key length, value length): bounds a
-/// RESIZEDB hint by the file's size, so a crafted hint cannot size a huge keyspace.
-const MIN_KEY_BYTES: u64 = 3;
+/// Bytes a key takes in a file, at least, as far as pre-sizing goes: a RESIZEDB hint is
+/// bounded by the file's size over this, so a crafted hint sizes a keyspace of at most about
+/// twice the file's size (a table slot costs ~28 bytes a key when pre-sized). A real key
+/// takes 3 bytes at the very least (type, key length, value length); a file of keys smaller
+/// than this only gets a smaller table, which grows as it would without the hint.
+const MIN_KEY_BYTES: u64 = 16;
 
 /// What the reader hands a shard, in file order.
 pub enum Op {
