@@ -408,6 +408,77 @@ def test_big_hash_loads_as_hset_builds_it_and_a_duplicate_field_stops_startup():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def corrupt_big_hash_file(fields: list, at: int) -> bytes:
+    """`big_hash_file` with the field at index `at` replaced by an invalid string encoding
+    (0xC5): the decoder fails there, after the hash's first batches went to its shard."""
+    s = b"\x00" + rdb_len(1) + b"s" + rdb_len(1) + b"v"
+    body = b"".join(rdb_len(len(f)) + f + rdb_len(len(f) + 1) + b"v" + f for f in fields[:at])
+    h = b"\x04" + rdb_len(1) + b"h" + rdb_len(len(fields)) + body + b"\xc5" + b"x" * 64
+    return rdb_file(s + h)
+
+
+def test_file_corrupt_inside_a_big_hash_stops_the_load_and_leaves_no_half_key():
+    # The hash streams to its shard batch by batch (1024 fields each); the error comes
+    # after three batches were built: start-up stops naming the file and the offset, and
+    # DEBUG RELOAD answers the error with no key `h` in the keyspace.
+    fields = [b"f%d" % i for i in range(5000)]
+    d = tempfile.mkdtemp(prefix="darner-persist-")
+    try:
+        path = os.path.join(d, "dump.rdb")
+        with open(path, "wb") as f:
+            f.write(corrupt_big_hash_file(fields, 3500))
+        rc, log = refused(d)
+        assert rc == 1, log
+        assert "dump.rdb" in log and "offset" in log, log
+        assert "Ready to accept connections" not in log
+        os.remove(path)
+        srv = start_darner(d)
+        with srv.raw() as c:
+            c.call("SET", "before", "1")
+            with open(path, "wb") as f:
+                f.write(corrupt_big_hash_file(fields, 3500))
+            r = c.call("DEBUG", "RELOAD", "NOSAVE")
+            assert r.raw.startswith(b"-ERR Error trying to load the RDB dump"), r.raw
+            assert c.call("EXISTS", "h").py() == 0
+            assert c.call("HLEN", "h").py() == 0
+            # The whole file loads afterwards, the hash whole.
+            with open(path, "wb") as f:
+                f.write(big_hash_file(fields))
+            assert c.call("DEBUG", "RELOAD", "NOSAVE").raw == b"+OK\r\n"
+            assert c.call("HLEN", "h").py() == 5000
+        srv.stop(cleanup=False)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def vm_rss_kb(pid: int) -> int:
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_a_huge_resizedb_hint_does_not_size_the_keyspace_by_it():
+    # RESIZEDB claims 2^60 keys: the keyspace is sized by what the file can hold (a few
+    # bytes a key), so the server starts small and loads its keys.
+    string = lambda k, v: b"\x00" + rdb_len(len(k)) + k + rdb_len(len(v)) + v  # noqa: E731
+    hint = b"\xfb" + b"\x81" + struct.pack(">Q", 1 << 60) + rdb_len(0)
+    keys = b"".join(string(b"k%d" % i, b"v") for i in range(3000))
+    d = tempfile.mkdtemp(prefix="darner-persist-")
+    try:
+        with open(os.path.join(d, "dump.rdb"), "wb") as f:
+            f.write(rdb_file(hint + keys))
+        srv = start_darner(d)
+        with srv.raw() as c:
+            assert c.call("DBSIZE").py() == 3000
+            assert c.call("GET", "k2999").py() == b"v"
+            assert vm_rss_kb(srv.proc.pid) < 200 * 1024
+        srv.stop(cleanup=False)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test_a_key_twice_in_the_file_stops_startup_naming_it():
     d = tempfile.mkdtemp(prefix="darner-persist-")
     try:

@@ -409,6 +409,11 @@ impl Db {
         Db::default()
     }
 
+    /// Sizes an empty keyspace for about `n` keys (see [`Table::reserve`]).
+    pub fn reserve(&mut self, n: usize) {
+        self.table.reserve(n);
+    }
+
     /// Keys, counting expired keys not yet reclaimed (as Redis's DBSIZE does).
     pub fn len(&self) -> usize {
         self.table.len()

@@ -66,7 +66,7 @@
 //! disagree (Redis's "bad data format" cases). Nothing panics on any input.
 
 use crate::entry::{Entry, ValueRef};
-use crate::types::dense::DenseTable;
+use crate::types::dense::{DenseBuilder, DenseTable};
 use crate::types::hash::HashRef;
 use crate::types::set::Set;
 use crate::types::stream::{Consumer, EntryRef, Group, Nack, NodeLimits, StreamId};
@@ -411,6 +411,176 @@ pub fn from_rdb(value: rdb::Value, limits: &Limits, now_ms: i64) -> Result<Loade
         rdb::Value::Hash(fields) => Loaded::Value(Value::Hash(hash_in(&fields, limits)?)),
         rdb::Value::Stream(s) => Loaded::Value(Value::Stream(Box::new(stream_in(*s, limits)?))),
     })
+}
+
+/// A big collection loaded batch by batch, as the file decoder hands out its elements
+/// (`rdb::Item::Elements`), on the thread that will own it: the value is built while the
+/// file is still being read. A hash past the listpack's count goes straight into a
+/// [`DenseBuilder`] (or, from its first field with a TTL, into the table by inserts, as
+/// [`hash_in`] builds it); the other kinds are gathered and built at the end by
+/// [`from_rdb`]. Nothing is in the keyspace until the caller inserts what
+/// [`ValueLoader::finish`] gives.
+pub struct ValueLoader {
+    building: Building,
+}
+
+enum Building {
+    Gather(rdb::Value),
+    /// Fields while few; then the builder, or the table once a field has a TTL.
+    Hash {
+        small: Vec<rdb::HashField>,
+        dense: Option<DenseBuilder>,
+        table: Option<Hash>,
+        hint: usize,
+    },
+}
+
+impl ValueLoader {
+    /// Starts a value of `empty`'s kind (an empty value, as `rdb::Kind::empty` gives), of
+    /// about `hint` elements (the file's claim: used only for [`DenseBuilder`]'s partitions).
+    pub fn new(empty: rdb::Value, hint: u64) -> ValueLoader {
+        let building = match empty {
+            rdb::Value::Hash(_) => Building::Hash {
+                small: Vec::new(),
+                dense: None,
+                table: None,
+                hint: usize::try_from(hint).unwrap_or(usize::MAX),
+            },
+            v => Building::Gather(v),
+        };
+        ValueLoader { building }
+    }
+
+    /// Adds the next batch of elements.
+    pub fn push(&mut self, batch: rdb::Value, limits: &Limits) -> Result<(), &'static str> {
+        match (&mut self.building, batch) {
+            (Building::Gather(v), b) => append(v, b),
+            (
+                Building::Hash {
+                    small,
+                    dense,
+                    table,
+                    hint,
+                },
+                rdb::Value::Hash(fields),
+            ) => {
+                if dense.is_some() && fields.iter().any(|f| f.expire_at_ms.is_some()) {
+                    // A field with a TTL: on by inserts from here, as hash_in would.
+                    let b = dense.take().expect("checked");
+                    let t = b.finish().ok_or("duplicate hash field")?;
+                    *table = Some(Hash::Table(Box::new(t)));
+                }
+                if let Some(h) = table {
+                    return hash_set_all(h, fields, limits);
+                }
+                if let Some(b) = dense {
+                    for f in &fields {
+                        b.push(&f.field, &f.value);
+                    }
+                    return Ok(());
+                }
+                small.extend(fields);
+                if small.len() > limits.hash_max_listpack_entries {
+                    let fields = std::mem::take(small);
+                    if fields.iter().all(|f| f.expire_at_ms.is_none()) {
+                        let mut b = DenseBuilder::new((*hint).max(fields.len()));
+                        for f in &fields {
+                            b.push(&f.field, &f.value);
+                        }
+                        *dense = Some(b);
+                    } else {
+                        let mut h = Hash::new();
+                        h.convert();
+                        hash_set_all(&mut h, fields, limits)?;
+                        *table = Some(h);
+                    }
+                }
+            }
+            (Building::Hash { .. }, _) => return Err("hash batch of another type"),
+        }
+        Ok(())
+    }
+
+    /// The value built; None if no element came (an empty collection: not a key).
+    pub fn finish(self, limits: &Limits, now_ms: i64) -> Result<Option<Loaded>, &'static str> {
+        match self.building {
+            Building::Gather(v) => {
+                if value_is_empty(&v) {
+                    return Ok(None);
+                }
+                from_rdb(v, limits, now_ms).map(Some)
+            }
+            Building::Hash {
+                small,
+                dense,
+                table,
+                ..
+            } => {
+                if let Some(h) = table {
+                    return Ok(Some(Loaded::Value(Value::Hash(h))));
+                }
+                if let Some(b) = dense {
+                    let t = b.finish().ok_or("duplicate hash field")?;
+                    return Ok(Some(Loaded::Value(Value::Hash(Hash::Table(Box::new(t))))));
+                }
+                if small.is_empty() {
+                    return Ok(None);
+                }
+                Ok(Some(Loaded::Value(Value::Hash(hash_in(&small, limits)?))))
+            }
+        }
+    }
+}
+
+/// Sets `fields` in `h` (a table), refusing a repeated field.
+fn hash_set_all(
+    h: &mut Hash,
+    fields: Vec<rdb::HashField>,
+    limits: &Limits,
+) -> Result<(), &'static str> {
+    for f in fields {
+        let new = match ttl_in(f.expire_at_ms)? {
+            Some(at) => h.set_expiring(&f.field, &f.value, at, limits),
+            None => h.set(&f.field, &f.value, limits),
+        };
+        if !new {
+            return Err("duplicate hash field");
+        }
+    }
+    Ok(())
+}
+
+/// Appends a batch of elements to a value of its kind (a set whose batches turn out to
+/// carry TTLs, Darner's type 200, becomes one with TTLs).
+fn append(into: &mut rdb::Value, batch: rdb::Value) {
+    use rdb::Value as V;
+    match (into, batch) {
+        (V::List(a), V::List(b)) | (V::Set(a), V::Set(b)) => a.extend(b),
+        (V::SetWithTtl(a), V::SetWithTtl(b)) => a.extend(b),
+        (V::SortedSet(a), V::SortedSet(b)) => a.extend(b),
+        (V::Hash(a), V::Hash(b)) => a.extend(b),
+        (into @ V::Set(_), V::SetWithTtl(b)) => {
+            let V::Set(a) = std::mem::replace(into, V::Set(Vec::new())) else {
+                return;
+            };
+            let mut all: Vec<(Vec<u8>, Option<u64>)> = a.into_iter().map(|m| (m, None)).collect();
+            all.extend(b);
+            *into = V::SetWithTtl(all);
+        }
+        _ => {}
+    }
+}
+
+/// Whether a collection holds no element.
+fn value_is_empty(v: &rdb::Value) -> bool {
+    use rdb::Value as V;
+    match v {
+        V::String(_) | V::Stream(_) => false,
+        V::List(x) | V::Set(x) => x.is_empty(),
+        V::SetWithTtl(x) => x.is_empty(),
+        V::SortedSet(x) => x.is_empty(),
+        V::Hash(x) => x.is_empty(),
+    }
 }
 
 /// A TTL from the model, which the engine keeps as an i64.

@@ -404,6 +404,40 @@ impl Table {
         }
     }
 
+    /// Sizes an empty table for about `n` keys at once (a file's RESIZEDB hint at load):
+    /// `2^d` full-grown segments of depth `d`, each about three quarters full at `n`, so the
+    /// inserts that follow neither grow nor split segments (rehashing every entry). Does
+    /// nothing on a table that holds anything or is being snapshotted. The caller bounds `n`
+    /// (a hint from a file is not to be trusted); past 2^16 segments it is capped anyway.
+    pub fn reserve(&mut self, n: usize) {
+        if self.len != 0 || self.segments.len() != 1 || self.snapshot.is_some() {
+            return;
+        }
+        let per = bucket_capacity(MAX_BUCKETS) * 3 / 4;
+        if n <= per {
+            let mut b = 1;
+            while bucket_capacity(b) * 3 / 4 < n {
+                b *= 2;
+            }
+            if self.segments[0].table.buckets() < b {
+                self.segments[0].table = bucket::Segment::with_buckets(b);
+            }
+            return;
+        }
+        let mut d = 0u32;
+        while (n >> d) > per && d < 16 {
+            d += 1;
+        }
+        self.global_depth = d;
+        self.dir = (0..1u32 << d).collect();
+        self.segments = (0..1usize << d)
+            .map(|_| Segment {
+                depth: d,
+                table: bucket::Segment::with_buckets(MAX_BUCKETS),
+            })
+            .collect();
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -806,6 +840,47 @@ mod tests {
 
     fn key(k: u16) -> Vec<u8> {
         format!("key:{k}").into_bytes()
+    }
+
+    #[test]
+    fn reserved_table_takes_its_keys_without_growing_and_scans_them_all() {
+        for n in [0usize, 1, 100, 576, 577, 5000, 200_000] {
+            let mut t = Table::new();
+            t.reserve(n);
+            let (segments, buckets) = (t.segments.len(), t.segments[0].table.buckets());
+            for i in 0..n {
+                let k = format!("k{i}");
+                assert!(t
+                    .insert_absent(Entry::new_str(k.as_bytes(), b"v", None, false, 0))
+                    .is_ok());
+            }
+            assert_eq!(t.len(), n);
+            if n > 0 {
+                assert_eq!(t.segments.len(), segments, "no split at {n}");
+                assert_eq!(t.segments[0].table.buckets(), buckets, "no growth at {n}");
+            }
+            for i in (0..n).step_by(97) {
+                assert!(t.get(format!("k{i}").as_bytes()).is_some());
+            }
+            let mut seen = 0;
+            let mut c = 0;
+            loop {
+                c = t.scan(c, 1000, |_| seen += 1);
+                if c == SCAN_END {
+                    break;
+                }
+            }
+            assert_eq!(seen, n);
+        }
+    }
+
+    #[test]
+    fn reserve_leaves_a_table_with_keys_alone() {
+        let mut t = Table::new();
+        t.insert(Entry::new_str(b"a", b"1", None, false, 0));
+        t.reserve(1_000_000);
+        assert_eq!(t.segments.len(), 1);
+        assert!(t.get(b"a").is_some());
     }
 
     /// Runs `ops` on `t` while a snapshot is in progress (begun on `t` as it is), then

@@ -1091,3 +1091,103 @@ proptest! {
         prop_assert!(e.encoding() == r.encoding() || (over && e.encoding() == "listpack"));
     }
 }
+
+/// A value loaded batch by batch ([`ValueLoader`]) is the value [`from_rdb`] builds from
+/// all its elements at once: hashes small and big, with a first field TTL in the first or
+/// a later batch (after the builder started), sets, lists, sorted sets; and a repeated hash
+/// field in another batch is refused.
+#[test]
+fn value_loaded_by_batches_equals_the_value_built_whole() {
+    let lim = Limits::default();
+    let field = |i: usize, ttl: Option<u64>| rdb::HashField {
+        field: format!("f{i}").into_bytes(),
+        value: format!("v{i}").into_bytes(),
+        expire_at_ms: ttl,
+    };
+    let hashes: Vec<Vec<rdb::HashField>> = vec![
+        (0..50).map(|i| field(i, None)).collect(),
+        (0..5000).map(|i| field(i, None)).collect(),
+        (0..5000)
+            .map(|i| field(i, (i == 4000).then_some(NOW as u64 + 1000)))
+            .collect(),
+        (0..5000)
+            .map(|i| field(i, (i == 3).then_some(NOW as u64 + 1000)))
+            .collect(),
+    ];
+    let mut values: Vec<rdb::Value> = hashes.into_iter().map(rdb::Value::Hash).collect();
+    let members: Vec<Vec<u8>> = (0..3000).map(|i| format!("m{i}").into_bytes()).collect();
+    values.push(rdb::Value::Set(members.clone()));
+    values.push(rdb::Value::List(members.clone()));
+    values.push(rdb::Value::SortedSet(
+        members
+            .iter()
+            .map(|m| (m.clone(), m.len() as f64))
+            .collect(),
+    ));
+    for v in values {
+        let (empty, batches): (rdb::Value, Vec<rdb::Value>) = match v.clone() {
+            rdb::Value::Hash(f) => (
+                rdb::Value::Hash(vec![]),
+                f.chunks(1024)
+                    .map(|c| rdb::Value::Hash(c.to_vec()))
+                    .collect(),
+            ),
+            rdb::Value::Set(m) => (
+                rdb::Value::Set(vec![]),
+                m.chunks(1024)
+                    .map(|c| rdb::Value::Set(c.to_vec()))
+                    .collect(),
+            ),
+            rdb::Value::List(m) => (
+                rdb::Value::List(vec![]),
+                m.chunks(1024)
+                    .map(|c| rdb::Value::List(c.to_vec()))
+                    .collect(),
+            ),
+            rdb::Value::SortedSet(m) => (
+                rdb::Value::SortedSet(vec![]),
+                m.chunks(1024)
+                    .map(|c| rdb::Value::SortedSet(c.to_vec()))
+                    .collect(),
+            ),
+            _ => unreachable!(),
+        };
+        let mut l = ValueLoader::new(empty, 1 << 40);
+        for b in batches {
+            l.push(b, &lim).unwrap();
+        }
+        let got = l
+            .finish(&lim, NOW)
+            .unwrap()
+            .unwrap()
+            .into_entry(b"k", None, 0);
+        let want = from_rdb(v, &lim, NOW).unwrap().into_entry(b"k", None, 0);
+        assert_eq!(got.encoding(), want.encoding());
+        assert_eq!(
+            canon(to_rdb(got.value(), NOW)),
+            canon(to_rdb(want.value(), NOW))
+        );
+    }
+    // Nothing came: no value.
+    let l = ValueLoader::new(rdb::Value::Hash(vec![]), 5);
+    assert!(l.finish(&lim, NOW).unwrap().is_none());
+    // A field repeated across batches, before and after a TTL.
+    for ttl_at in [None, Some(1500)] {
+        let mut l = ValueLoader::new(rdb::Value::Hash(vec![]), 0);
+        let mut res = Ok(());
+        for c in (0..3000).collect::<Vec<_>>().chunks(1024) {
+            let b = c
+                .iter()
+                .map(|&i| {
+                    field(
+                        if i == 2999 { 7 } else { i },
+                        (Some(i) == ttl_at).then_some(1),
+                    )
+                })
+                .collect();
+            res = res.and(l.push(rdb::Value::Hash(b), &lim));
+        }
+        let end = res.and_then(|_| l.finish(&lim, NOW).map(|_| ()));
+        assert_eq!(end, Err("duplicate hash field"));
+    }
+}

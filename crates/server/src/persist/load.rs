@@ -5,20 +5,31 @@
 //! fed 1 MiB reads, so memory stays bounded by the biggest single value, not the file), drops
 //! the keys whose TTL has passed (as Redis does when a master loads a file), and routes each
 //! key to its shard (`cmd::shard_of`, the server's own rule) in batches. Each shard builds its
-//! entries on its own thread ([`insert_batch`]: `darner_engine::persist::entry_from_rdb` with
+//! entries on its own thread ([`insert_batch`]: `darner_engine::persist::from_rdb` with
 //! the encoding limits in force), so the values' memory belongs to the thread that will use
 //! and free it, and the shards build in parallel while the reader decodes the next batches.
-//! A big collection arrives from the decoder in batches of elements; the reader gathers them
-//! into one value before it goes to its shard. There a big hash without field TTLs is built
-//! at once (`darner_engine::types::dense::DenseBuilder`: partitioned by hash, each partition
-//! sorted and cut into buckets), not field by field.
+//! A big collection arrives from the decoder in batches of elements, and goes to its shard
+//! as it comes ([`Op::Start`], [`Op::Part`]s, [`Op::End`] in the shard's batches): the
+//! shard keeps the value under construction in its slot of a [`Building`]
+//! (`darner_engine::persist::ValueLoader`) and puts the key in the keyspace only at its end,
+//! so the build overlaps the decoding, no gathered copy of the value exists, and the key is
+//! never visible half built (nor left behind by an error on the way: the slot is dropped).
+//! A big hash without field TTLs is fed to `darner_engine::types::dense::DenseBuilder`
+//! batch by batch (partitioned by hash as it comes; at the end each partition is sorted and
+//! cut into buckets), not set field by field; the other kinds are gathered on the shard and
+//! built at the end. Memory stays bounded by the batches in flight and the value in
+//! progress.
+//!
+//! The file's RESIZEDB hint sizes each shard's keyspace before its keys come ([`Op::Reserve`]:
+//! the hint split by shard, and never more keys than the file's size allows at
+//! [`MIN_KEY_BYTES`] a key, so a crafted hint allocates nothing big): the keyspace's
+//! segments then neither grow nor split (rehashing their entries) during the load.
 //!
 //! Where the time goes (a 200 MB file of 200,000 1 KB strings and a 1M-field hash, two
 //! shards): on the reader, the checksum (slicing by 8, ~1 cycle a byte), LZF and the copies
-//! of the decoded strings; on the shards, the keyspace inserts and the big hash's build. A
-//! file holds its keys shard by shard (as SAVE writes them), so the shards mostly take turns
-//! rather than build at once; [`IN_FLIGHT`] lets the reader run ahead of a shard busy with a
-//! big value.
+//! of the decoded strings; on the shards, the keyspace inserts and the big hash's build.
+//! SAVE writes the shards' keys interleaved (every shard steps at once), so the shards
+//! build at once; [`IN_FLIGHT`] lets the reader run ahead of a shard busy with a big value.
 //!
 //! Anything wrong in the file (a bad length, a failed listpack check, a duplicate key, the
 //! checksum) stops the load with a message naming the file and the offset.
@@ -34,6 +45,44 @@ const READ_BYTES: usize = 1 << 20;
 /// A shard's batch goes when it holds this many keys or bytes.
 const BATCH_KEYS: usize = 512;
 const BATCH_BYTES: usize = 1 << 20;
+
+/// Bytes a key takes in a file, at least, as far as pre-sizing goes: a RESIZEDB hint is
+/// bounded by the file's size over this, so a crafted hint sizes a keyspace of at most about
+/// twice the file's size (a table slot costs ~28 bytes a key when pre-sized). A real key
+/// takes 3 bytes at the very least (type, key length, value length); a file of keys smaller
+/// than this only gets a smaller table, which grows as it would without the hint.
+const MIN_KEY_BYTES: u64 = 16;
+
+/// What the reader hands a shard, in file order.
+pub enum Op {
+    /// A key decoded whole.
+    Key(RdbEntry),
+    /// Size database `db`'s keyspace for about `keys` keys (the file's RESIZEDB hint, this
+    /// shard's share, bounded by the file's size).
+    Reserve { db: u32, keys: usize },
+    /// A big collection starts (its value: empty, of its kind), of about this many elements
+    /// (the file's claim).
+    Start(RdbEntry, u64),
+    /// The next elements of the big collection in progress.
+    Part(Value),
+    /// The big collection is complete: it goes into the keyspace now.
+    End,
+}
+
+/// Each shard's big collection in progress, built as its batches come (kept between a
+/// shard's batches: its thread alone touches its slot, so the locks are never contended).
+pub type Building = std::sync::Arc<Vec<std::sync::Mutex<Option<Partial>>>>;
+
+/// A big collection under construction: its key, and its value so far.
+pub struct Partial {
+    meta: RdbEntry,
+    value: darner_engine::persist::ValueLoader,
+}
+
+/// A fresh [`Building`] for `shards` shards.
+pub fn building(shards: usize) -> Building {
+    std::sync::Arc::new((0..shards).map(|_| Default::default()).collect())
+}
 
 /// What a file held besides its keys, and the counts of a finished load.
 #[derive(Debug, Default)]
@@ -63,9 +112,13 @@ pub struct FileLoader {
     /// Keys past their TTL are loaded too (an AOF's base: later commands in the AOF may
     /// still change them, as Redis loads a preamble).
     keep_expired: bool,
-    pending: Vec<(Vec<RdbEntry>, usize)>,
-    /// The big key being gathered.
-    big: Option<RdbEntry>,
+    pending: Vec<(Vec<Op>, usize)>,
+    /// The big key in progress: its shard (None: dropped, its TTL passed) and whether an
+    /// element came yet.
+    big: Option<(Option<usize>, bool)>,
+    /// The database the keys that follow go to, and the file's size (bounds a RESIZEDB hint).
+    db: u32,
+    size: u64,
     /// Bytes read so far (INFO's loading_loaded_bytes).
     pub read: u64,
     pub summary: Summary,
@@ -98,8 +151,11 @@ impl FileLoader {
                 ))
             }
         };
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         Ok(Some(FileLoader {
             file,
+            db: 0,
+            size,
             name: path.display().to_string(),
             buf: Vec::new(),
             start: 0,
@@ -148,7 +204,7 @@ impl FileLoader {
 
     /// The next batch for a shard: (shard, entries). None once the file is done (its
     /// checksum verified); then [`FileLoader::summary`] has the rest.
-    pub fn next_batch(&mut self) -> Result<Option<(usize, Vec<RdbEntry>)>, LoadError> {
+    pub fn next_batch(&mut self) -> Result<Option<(usize, Vec<Op>)>, LoadError> {
         loop {
             if self.ended {
                 // Flush what the shards have not been given yet.
@@ -203,34 +259,55 @@ impl FileLoader {
                         self.databases
                     ));
                 }
+                self.db = db;
             }
-            Item::ResizeDb { .. } | Item::SlotInfo { .. } => {}
+            Item::ResizeDb { db_size, .. } => {
+                // A hint from the file: no more keys than the file could hold.
+                let keys = db_size.min(self.size / MIN_KEY_BYTES) / self.shards as u64;
+                let keys = usize::try_from(keys).unwrap_or(usize::MAX);
+                for p in &mut self.pending {
+                    p.0.push(Op::Reserve { db: self.db, keys });
+                }
+            }
+            Item::SlotInfo { .. } => {}
             Item::Function { code } => self.summary.functions.push(code),
             Item::Key(e) => return Ok(self.route(e)),
             Item::KeyStart(k) => {
-                self.big = Some(RdbEntry {
+                let dropped =
+                    !self.keep_expired && k.expire_at_ms.is_some_and(|t| (t as i64) < self.now_ms);
+                if dropped {
+                    self.big = Some((None, false));
+                    return Ok(None);
+                }
+                let s = crate::cmd::shard_of(&k.key, self.shards);
+                self.big = Some((Some(s), false));
+                let e = RdbEntry {
                     db: k.db,
                     key: k.key,
                     expire_at_ms: k.expire_at_ms,
                     idle_seconds: k.idle_seconds,
                     lfu_freq: k.lfu_freq,
                     value: k.kind.empty(),
-                })
+                };
+                return Ok(self.push(s, e.key.len(), Op::Start(e, k.len_hint)));
             }
             Item::Elements(batch) => {
-                if let Some(e) = self.big.as_mut() {
-                    append(&mut e.value, batch);
-                }
-            }
-            Item::KeyEnd => {
-                if let Some(e) = self.big.take() {
-                    if is_empty(&e.value) {
-                        self.summary.empty += 1;
-                    } else {
-                        return Ok(self.route(e));
+                if let Some((s, any)) = self.big.as_mut() {
+                    *any |= !is_empty(&batch);
+                    if let Some(s) = *s {
+                        return Ok(self.push(s, approx_size(&batch), Op::Part(batch)));
                     }
                 }
             }
+            Item::KeyEnd => match self.big.take() {
+                Some((_, false)) => self.summary.empty += 1,
+                Some((None, true)) => self.summary.expired += 1,
+                Some((Some(s), true)) => {
+                    self.summary.keys += 1;
+                    return Ok(self.push(s, 0, Op::End));
+                }
+                None => {}
+            },
             Item::EmptyKey { .. } => self.summary.empty += 1,
             Item::End { .. } => self.ended = true,
         }
@@ -246,9 +323,15 @@ impl FileLoader {
         }
         self.summary.keys += 1;
         let s = crate::cmd::shard_of(&e.key, self.shards);
+        let bytes = e.key.len() + approx_size(&e.value);
+        self.push(s, bytes, Op::Key(e))
+    }
+
+    /// Adds `op` (about `bytes` bytes) to shard `s`'s batch; returns `s` if the batch is full.
+    fn push(&mut self, s: usize, bytes: usize, op: Op) -> Option<usize> {
         let p = &mut self.pending[s];
-        p.1 += e.key.len() + approx_size(&e.value);
-        p.0.push(e);
+        p.1 += bytes;
+        p.0.push(op);
         (p.0.len() >= BATCH_KEYS || p.1 >= BATCH_BYTES).then_some(s)
     }
 }
@@ -271,26 +354,6 @@ fn aux(key: &[u8], value: &[u8], now_ms: i64) {
                 "RDB memory usage when created {:.2} Mb",
                 mem / (1024.0 * 1024.0)
             ));
-        }
-        _ => {}
-    }
-}
-
-fn append(into: &mut Value, batch: Value) {
-    match (into, batch) {
-        (Value::List(a), Value::List(b)) | (Value::Set(a), Value::Set(b)) => a.extend(b),
-        (Value::SetWithTtl(a), Value::SetWithTtl(b)) => a.extend(b),
-        (Value::SortedSet(a), Value::SortedSet(b)) => a.extend(b),
-        (Value::Hash(a), Value::Hash(b)) => a.extend(b),
-        // The decoder gives a key's batches in its own kind; a set whose batches turned out
-        // to carry TTLs (Darner's type 200) is gathered as such.
-        (into @ Value::Set(_), Value::SetWithTtl(b)) => {
-            let Value::Set(a) = std::mem::replace(into, Value::Set(Vec::new())) else {
-                return;
-            };
-            let mut all: Vec<(Vec<u8>, Option<u64>)> = a.into_iter().map(|m| (m, None)).collect();
-            all.extend(b);
-            *into = Value::SetWithTtl(all);
         }
         _ => {}
     }
@@ -320,10 +383,55 @@ fn approx_size(v: &Value) -> usize {
 
 /// Builds a batch's entries on their shard (run on the shard's thread). A key already there
 /// is an error (Redis's "duplicated key"), or with `replace` is replaced. Errors name the key.
-pub fn insert_batch(ctx: &mut ShardCtx, batch: Vec<RdbEntry>, replace: bool) -> Result<(), String> {
+/// A big collection is built in `building`'s slot for this shard batch by batch, and goes
+/// into the keyspace only at its end: an error on the way leaves no key behind.
+pub fn insert_batch(
+    ctx: &mut ShardCtx,
+    batch: Vec<Op>,
+    replace: bool,
+    building: &Building,
+) -> Result<(), String> {
     let limits = ctx.limits();
     let clock = ctx.clock;
-    for e in batch {
+    let mut slot = building[ctx.shard.id].lock().unwrap();
+    for op in batch {
+        let (e, loaded) = match op {
+            Op::Key(mut e) => {
+                let value = std::mem::replace(&mut e.value, Value::List(Vec::new()));
+                let loaded = darner_engine::persist::from_rdb(value, &limits, clock.now_ms)
+                    .map_err(|m| bad_value(&e.key, e.db as usize, m))?;
+                (e, loaded)
+            }
+            Op::Reserve { db, keys } => {
+                if let Some(d) = ctx.shard.dbs.get_mut(db as usize) {
+                    d.reserve(keys);
+                }
+                continue;
+            }
+            Op::Start(mut meta, hint) => {
+                let empty = std::mem::replace(&mut meta.value, Value::List(Vec::new()));
+                let value = darner_engine::persist::ValueLoader::new(empty, hint);
+                *slot = Some(Partial { meta, value });
+                continue;
+            }
+            Op::Part(batch) => {
+                let Some(p) = slot.as_mut() else { continue };
+                if let Err(m) = p.value.push(batch, &limits) {
+                    let p = slot.take().expect("checked");
+                    return Err(bad_value(&p.meta.key, p.meta.db as usize, m));
+                }
+                continue;
+            }
+            Op::End => {
+                let Some(p) = slot.take() else { continue };
+                let db = p.meta.db as usize;
+                match p.value.finish(&limits, clock.now_ms) {
+                    Ok(Some(loaded)) => (p.meta, loaded),
+                    Ok(None) => continue,
+                    Err(m) => return Err(bad_value(&p.meta.key, db, m)),
+                }
+            }
+        };
         let db = e.db as usize;
         if db >= ctx.shard.dbs.len() {
             return Err(format!("key in database {db}, out of range"));
@@ -339,20 +447,7 @@ pub fn insert_batch(ctx: &mut ShardCtx, batch: Vec<RdbEntry>, replace: bool) -> 
             .expire_at_ms
             .map(|t| i64::try_from(t).map_err(|_| "TTL out of range".to_string()))
             .transpose()?;
-        let entry = darner_engine::persist::entry_from_rdb(
-            &e.key,
-            e.value,
-            expire,
-            access,
-            &limits,
-            clock.now_ms,
-        )
-        .map_err(|m| {
-            format!(
-                "bad value of key '{}' in DB {db}: {m}",
-                String::from_utf8_lossy(&e.key)
-            )
-        })?;
+        let entry = loaded.into_entry(&e.key, expire, access);
         let mut view = ctx.shard.dbs[db].view(clock);
         if replace {
             view.set(entry);
@@ -366,10 +461,17 @@ pub fn insert_batch(ctx: &mut ShardCtx, batch: Vec<RdbEntry>, replace: bool) -> 
     Ok(())
 }
 
+fn bad_value(key: &[u8], db: usize, m: &str) -> String {
+    format!(
+        "bad value of key '{}' in DB {db}: {m}",
+        String::from_utf8_lossy(key)
+    )
+}
+
 /// Waits for the shard batches in flight at start-up: each shard has at most this many
-/// (about `BATCH_BYTES` each, a big value excepted). Why more than a few: a file holds the
-/// keys shard by shard, so while one shard builds a big value the reader goes on decoding
-/// that shard's next keys rather than wait.
+/// (about `BATCH_BYTES` each). Why more than a few: while one shard finishes a big value
+/// (its hash's buckets cut at its end) the reader goes on decoding the next keys, many of
+/// them that shard's, rather than wait.
 const IN_FLIGHT: usize = 32;
 
 /// Logs `msg` and exits with status 1 (a load that failed at start-up: nothing is served).
@@ -412,6 +514,7 @@ pub fn load_file(
         Arc::new((0..shared.threads).map(|_| AtomicUsize::new(0)).collect());
     let failed: Arc<Mutex<Option<String>>> = Default::default();
     let me = std::thread::current();
+    let build = building(shared.threads);
     loop {
         let batch = match loader.next_batch() {
             Ok(b) => b,
@@ -432,7 +535,8 @@ pub fn load_file(
             ));
         }
         in_flight[s].fetch_add(1, Ordering::AcqRel);
-        let (flight, failed, me) = (in_flight.clone(), failed.clone(), me.clone());
+        let (flight, failed, me, build) =
+            (in_flight.clone(), failed.clone(), me.clone(), build.clone());
         shared.send(
             s,
             crate::msg::Msg::Run {
@@ -441,7 +545,7 @@ pub fn load_file(
                 resp3: false,
                 writer: None,
                 f: Box::new(move |ctx| {
-                    if let Err(e) = insert_batch(ctx, entries, false) {
+                    if let Err(e) = insert_batch(ctx, entries, false, &build) {
                         failed.lock().unwrap().get_or_insert(e);
                     }
                     flight[s].fetch_sub(1, Ordering::AcqRel);
@@ -502,8 +606,10 @@ pub async fn reload(tx: &crate::exec::Tx, flush: bool, merge: bool) -> Result<()
                 path.display()
             )
         })?;
+    let build = building(shared.threads);
     while let Some((s, entries)) = loader.next_batch()? {
-        tx.run(s, move |ctx| insert_batch(ctx, entries, merge))
+        let build = build.clone();
+        tx.run(s, move |ctx| insert_batch(ctx, entries, merge, &build))
             .await
             .map_err(|e| format!("Failed loading the RDB file {}: {e}", path.display()))?;
     }
