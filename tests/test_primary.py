@@ -15,67 +15,19 @@ import time
 import pytest
 
 import harness
+from test_replica import digest, fill as fill_every_type, info, wait_for, wait_same
 
 pytestmark = pytest.mark.darner_only
 
 
-def wait_for(cond, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = cond()
-        if last:
-            return last
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
-
-
-def info(client, section="replication"):
-    return client.info(section)
-
-
-def digest(client):
-    return client.execute_command("DEBUG", "DIGEST")
-
-
 def fill(p):
-    """Keys of every type in several databases, some with TTLs."""
+    """Keys of every type in several databases (test_replica's), and 200 more so both shards
+    hold some."""
+    fill_every_type(p)
     c = p.client()
-    c.set("s", "v")
-    c.set("n", 12345)
-    c.set("big", "x" * 100_000)
-    c.rpush("l", *range(200))
-    c.hset("h", mapping={"f%d" % i: i for i in range(300)})
-    c.sadd("set", *range(50))
-    c.sadd("names", "a", "b", "c")
-    c.zadd("z", {"m%d" % i: i * 0.25 for i in range(150)})
-    c.pfadd("hll", *("e%d" % i for i in range(100)))
-    c.xadd("st", {"a": "1"})
-    c.xadd("st", {"b": "2"})
-    c.xgroup_create("st", "g", id="0")
-    c.setex("ttl", 3600, "soon")
-    c.pexpire("h", 3_600_000)
     for i in range(200):
         c.set("k%d" % i, i)
-    for db in (1, 5):
-        d = p.client(db=db)
-        d.set("in-db-%d" % db, db)
-        d.rpush("list-%d" % db, "a", "b")
-        d.expire("list-%d" % db, 7200)
-        d.close()
     c.close()
-
-
-def synced(p, r):
-    """The replica applied everything the primary sent."""
-    want = info(p)["master_repl_offset"]
-    ri = info(r)
-    return ri.get("master_link_status") == "up" and ri.get("slave_repl_offset") == want
-
-
-def wait_same(p, r, timeout=30.0):
-    wait_for(lambda: synced(p, r), timeout, "the replica's offset to reach the primary's")
-    assert digest(r) == digest(p)
 
 
 def write_load(primary):
