@@ -102,6 +102,32 @@ pub struct Replica {
     pub ack_ms: i64,
 }
 
+impl Replica {
+    /// The replica `req`'s connection becomes, in `phase`, acknowledged up to `ack_offset`.
+    fn new(
+        req: &Request,
+        sock: Arc<TcpStream>,
+        ip: String,
+        port: i64,
+        phase: Phase,
+        ack_offset: i64,
+    ) -> Replica {
+        Replica {
+            client_id: req.client_id,
+            thread: req.thread,
+            conn: req.conn,
+            sock,
+            ip,
+            port,
+            phase,
+            sending: false,
+            cut_offset: None,
+            ack_offset,
+            ack_ms: Shared::real_now_ms(),
+        }
+    }
+}
+
 /// What REPLCONF said before PSYNC.
 #[derive(Default, Clone)]
 pub struct Handshake {
@@ -393,19 +419,14 @@ pub fn psync(req: &Request) -> Started {
                         bytes: Arc::new(bytes),
                     },
                 );
-                st.replicas.list.push(Replica {
-                    client_id: req.client_id,
-                    thread: req.thread,
-                    conn: req.conn,
+                st.replicas.list.push(Replica::new(
+                    req,
                     sock,
                     ip,
-                    port: hs.port,
-                    phase: Phase::Online,
-                    sending: false,
-                    cut_offset: None,
-                    ack_offset: offset - 1,
-                    ack_ms: Shared::real_now_ms(),
-                });
+                    hs.port,
+                    Phase::Online,
+                    offset - 1,
+                ));
                 st.replicas.sync_partial_ok += 1;
                 drop(st);
                 crate::log::notice(&format!("Replica {name} asks for synchronization"));
@@ -417,12 +438,7 @@ pub fn psync(req: &Request) -> Started {
     }
     drop(st);
     crate::log::notice(&format!("Replica {name} asks for synchronization"));
-    for (level, line) in log {
-        match level {
-            darner_repl::Level::Notice => crate::log::notice(&line),
-            darner_repl::Level::Warning => crate::log::warning(&line),
-        }
-    }
+    crate::replica::log_lines(&mut log);
     let mut st = shared.repl.lock();
     st.replicas.sync_full += 1;
     if partial_err {
@@ -439,19 +455,9 @@ pub fn psync(req: &Request) -> Started {
             st.history.replid, st.history.replid2
         ));
     }
-    st.replicas.list.push(Replica {
-        client_id: req.client_id,
-        thread: req.thread,
-        conn: req.conn,
-        sock,
-        ip,
-        port: hs.port,
-        phase: Phase::WaitCut(0),
-        sending: false,
-        cut_offset: None,
-        ack_offset: 0,
-        ack_ms: Shared::real_now_ms(),
-    });
+    st.replicas
+        .list
+        .push(Replica::new(req, sock, ip, hs.port, Phase::WaitCut(0), 0));
     drop(st);
     start_feed(shared);
     Started::Full

@@ -288,7 +288,8 @@ pub fn still_applying(shared: &Shared, old: u64) -> bool {
 
 // ---- the link thread ----
 
-fn log_lines(lines: &mut Vec<(Level, String)>) {
+/// Logs the lines `darner_repl` produced, at their levels (the primary's side too).
+pub(crate) fn log_lines(lines: &mut Vec<(Level, String)>) {
     for (level, line) in lines.drain(..) {
         match level {
             Level::Notice => log::notice(&line),
