@@ -471,7 +471,7 @@ impl ValueLoader {
                     *table = Some(Hash::Table(Box::new(t)));
                 }
                 if let Some(h) = table {
-                    return hash_set_all(h, fields, limits);
+                    return hash_set_all(h, &fields, limits);
                 }
                 if let Some(b) = dense {
                     for f in &fields {
@@ -491,7 +491,7 @@ impl ValueLoader {
                     } else {
                         let mut h = Hash::new();
                         h.convert();
-                        hash_set_all(&mut h, fields, limits)?;
+                        hash_set_all(&mut h, &fields, limits)?;
                         *table = Some(h);
                     }
                 }
@@ -505,7 +505,7 @@ impl ValueLoader {
     pub fn finish(self, limits: &Limits, now_ms: i64) -> Result<Option<Loaded>, &'static str> {
         match self.building {
             Building::Gather(v) => {
-                if value_is_empty(&v) {
+                if v.is_empty_collection() {
                     return Ok(None);
                 }
                 from_rdb(v, limits, now_ms).map(Some)
@@ -535,7 +535,7 @@ impl ValueLoader {
 /// Sets `fields` in `h` (a table), refusing a repeated field.
 fn hash_set_all(
     h: &mut Hash,
-    fields: Vec<rdb::HashField>,
+    fields: &[rdb::HashField],
     limits: &Limits,
 ) -> Result<(), &'static str> {
     for f in fields {
@@ -568,18 +568,6 @@ fn append(into: &mut rdb::Value, batch: rdb::Value) {
             *into = V::SetWithTtl(all);
         }
         _ => {}
-    }
-}
-
-/// Whether a collection holds no element.
-fn value_is_empty(v: &rdb::Value) -> bool {
-    use rdb::Value as V;
-    match v {
-        V::String(_) | V::Stream(_) => false,
-        V::List(x) | V::Set(x) => x.is_empty(),
-        V::SetWithTtl(x) => x.is_empty(),
-        V::SortedSet(x) => x.is_empty(),
-        V::Hash(x) => x.is_empty(),
     }
 }
 
@@ -673,15 +661,7 @@ fn hash_in(fields: &[rdb::HashField], limits: &Limits) -> Result<Hash, &'static 
     if fields.len() > limits.hash_max_listpack_entries {
         h.convert();
     }
-    for f in fields {
-        let new = match ttl_in(f.expire_at_ms)? {
-            Some(at) => h.set_expiring(&f.field, &f.value, at, limits),
-            None => h.set(&f.field, &f.value, limits),
-        };
-        if !new {
-            return Err("duplicate hash field");
-        }
-    }
+    hash_set_all(&mut h, fields, limits)?;
     Ok(h)
 }
 

@@ -144,6 +144,20 @@ pub enum Value {
     Stream(Box<Stream>),
 }
 
+impl Value {
+    /// A collection with no element (a string or a stream never counts as empty: an empty
+    /// stream is still a key).
+    pub fn is_empty_collection(&self) -> bool {
+        match self {
+            Value::String(_) | Value::Stream(_) => false,
+            Value::List(x) | Value::Set(x) => x.is_empty(),
+            Value::SetWithTtl(x) => x.is_empty(),
+            Value::SortedSet(x) => x.is_empty(),
+            Value::Hash(x) => x.is_empty(),
+        }
+    }
+}
+
 /// One hash field.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HashField {

@@ -293,7 +293,7 @@ impl FileLoader {
             }
             Item::Elements(batch) => {
                 if let Some((s, any)) = self.big.as_mut() {
-                    *any |= !is_empty(&batch);
+                    *any |= !batch.is_empty_collection();
                     if let Some(s) = *s {
                         return Ok(self.push(s, approx_size(&batch), Op::Part(batch)));
                     }
@@ -356,16 +356,6 @@ fn aux(key: &[u8], value: &[u8], now_ms: i64) {
             ));
         }
         _ => {}
-    }
-}
-
-fn is_empty(v: &Value) -> bool {
-    match v {
-        Value::String(_) | Value::Stream(_) => false,
-        Value::List(x) | Value::Set(x) => x.is_empty(),
-        Value::SetWithTtl(x) => x.is_empty(),
-        Value::SortedSet(x) => x.is_empty(),
-        Value::Hash(x) => x.is_empty(),
     }
 }
 

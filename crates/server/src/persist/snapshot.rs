@@ -509,7 +509,7 @@ pub(crate) fn write_small(
     out: &mut Vec<u8>,
 ) -> bool {
     let value = to_rdb(e.value(), opts.now_ms);
-    if is_empty(&value) {
+    if value.is_empty_collection() {
         return false;
     }
     if opts.form == Form::Commands {
@@ -521,17 +521,6 @@ pub(crate) fn write_small(
     enc::write_key(out, ty, e.key(), &opts.encode);
     enc::encode_value(&value, &opts.encode, out);
     true
-}
-
-fn is_empty(v: &darner_rdb::Value) -> bool {
-    use darner_rdb::Value as V;
-    match v {
-        V::String(_) | V::Stream(_) => false,
-        V::List(x) | V::Set(x) => x.is_empty(),
-        V::SetWithTtl(x) => x.is_empty(),
-        V::SortedSet(x) => x.is_empty(),
-        V::Hash(x) => x.is_empty(),
-    }
 }
 
 /// Whether database `db` holds a hash with a field TTL still to come at `now_ms`: the file
