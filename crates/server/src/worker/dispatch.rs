@@ -347,13 +347,7 @@ impl Worker {
         // EXEC of a transaction holding one, and PING are refused, as Redis's processCommand
         // does.
         if let Some(denied) = crate::bgsave::writes_denied(&self.shared) {
-            let state = &self.conns[c].state;
-            let write = spec.has(flags::WRITE)
-                || (spec.full_name == "exec"
-                    && state
-                        .multi
-                        .as_ref()
-                        .is_some_and(|q| q.iter().any(|(c, _)| c.spec.has(flags::WRITE))));
+            let write = is_write(spec, &self.conns[c].state);
             if write || spec.full_name == "ping" {
                 bump(&self.shared.stats[self.id].cmd[cmd.id].rejected, 1);
                 self.reject(c, Some(spec), &denied.message());
@@ -371,13 +365,7 @@ impl Worker {
                 .load(Ordering::Relaxed)
             && !self.conns[c].state.must_obey()
         {
-            let state = &self.conns[c].state;
-            let write = spec.has(flags::WRITE)
-                || (spec.full_name == "exec"
-                    && state
-                        .multi
-                        .as_ref()
-                        .is_some_and(|q| q.iter().any(|(c, _)| c.spec.has(flags::WRITE))));
+            let write = is_write(spec, &self.conns[c].state);
             if write {
                 bump(&self.shared.stats[self.id].cmd[cmd.id].rejected, 1);
                 self.reject(c, Some(spec), crate::replica::ERR_READONLY);
@@ -849,4 +837,15 @@ pub(super) fn run_handler(
         w.out.truncate(at);
         w.error(internal_error(cmd.spec.full_name).as_bytes());
     }
+}
+
+/// Redis's `is_write_command` in processCommand: a write command, or EXEC of a transaction
+/// that queued one.
+fn is_write(spec: &darner_commands::CommandSpec, state: &crate::conn::ClientState) -> bool {
+    spec.has(flags::WRITE)
+        || (spec.full_name == "exec"
+            && state
+                .multi
+                .as_ref()
+                .is_some_and(|q| q.iter().any(|(c, _)| c.spec.has(flags::WRITE))))
 }
