@@ -15,7 +15,7 @@ import time
 import pytest
 
 import harness
-from test_replica import digest, fill as fill_every_type, info, wait_for, wait_same
+from test_replica import digest, fill as fill_every_type, follower, info, wait_for, wait_same
 
 pytestmark = pytest.mark.darner_only
 
@@ -118,11 +118,7 @@ def test_a_killed_link_resumes_with_a_partial_resync(primary):
 
 def test_a_darner_replica_follows_a_darner_primary(primary, darner_factory):
     fill(primary)
-    p = primary.client()
-    rep = darner_factory("--replicaof", "127.0.0.1", primary.port)
-    r = rep.client()
-    wait_for(lambda: info(r).get("master_link_status") == "up", what="link up")
-    wait_same(p, r)
+    p, rep, r = follower(primary, darner_factory)
     write_load(primary)
     wait_same(p, r)
     assert r.get("tx7") == b"7"
@@ -249,10 +245,7 @@ def test_a_replica_and_the_aof_share_the_stream_across_a_rewrite(darner_factory)
 
 def test_client_kill_type_replica_on_the_primary_resumes_partially(primary, darner_factory):
     fill(primary)
-    p = primary.client()
-    rep = darner_factory("--replicaof", "127.0.0.1", primary.port)
-    r = rep.client()
-    wait_same(p, r)
+    p, rep, r = follower(primary, darner_factory)
     before = info(p, "stats")["sync_partial_ok"]
     assert p.execute_command("CLIENT", "KILL", "TYPE", "replica") == 1
     write_load(primary)
@@ -292,10 +285,7 @@ def test_client_kill_type_master_on_a_darner_replica_syncs_again(primary, darner
     # stream: killing it loses its selected database and what it had in flight, so the
     # replica syncs again in full (and does not loop on a dead connection).
     fill(primary)
-    p = primary.client()
-    rep = darner_factory("--replicaof", "127.0.0.1", primary.port)
-    r = rep.client()
-    wait_same(p, r)
+    p, rep, r = follower(primary, darner_factory)
     full = info(p, "stats")["sync_full"]
     assert r.execute_command("CLIENT", "KILL", "TYPE", "master") == 1
     write_load(primary)

@@ -86,13 +86,19 @@ def wait_same(p, r, timeout=20.0):
     assert digest(r) == digest(p)
 
 
-def test_full_sync_then_stream_gives_the_primarys_data(primary, darner_factory):
-    fill(primary)
+def follower(primary, darner_factory):
+    """A darner replica of `primary` that holds the primary's data: the primary's client, the
+    replica and its client."""
     p = primary.client()
     rep = darner_factory("--replicaof", "127.0.0.1", primary.port)
     r = rep.client()
-    wait_for(lambda: info(r).get("master_link_status") == "up", what="link up")
     wait_same(p, r)
+    return p, rep, r
+
+
+def test_full_sync_then_stream_gives_the_primarys_data(primary, darner_factory):
+    fill(primary)
+    p, rep, r = follower(primary, darner_factory)
     assert r.get("s") == b"v"
     assert r.ttl("ttl") > 3000
     assert r.execute_command("ROLE")[:3] == [b"slave", b"127.0.0.1", primary.port]
@@ -121,9 +127,7 @@ def test_full_sync_then_stream_gives_the_primarys_data(primary, darner_factory):
 
 
 def test_writes_on_a_read_only_replica_get_readonly(primary, darner_factory):
-    rep = darner_factory("--replicaof", "127.0.0.1", primary.port)
-    r = rep.client()
-    wait_for(lambda: info(r).get("master_link_status") == "up", what="link up")
+    _, rep, r = follower(primary, darner_factory)
     with rep.raw() as c:
         assert c.call("SET", "k", "v").raw == b"-READONLY You can't write against a read only replica.\r\n"
         assert c.call("GET", "k").raw == b"$-1\r\n"
@@ -138,10 +142,7 @@ def test_writes_on_a_read_only_replica_get_readonly(primary, darner_factory):
 
 def test_killing_the_link_resumes_with_a_partial_resync(primary, darner_factory):
     fill(primary)
-    p = primary.client()
-    rep = darner_factory("--replicaof", "127.0.0.1", primary.port)
-    r = rep.client()
-    wait_same(p, r)
+    p, rep, r = follower(primary, darner_factory)
     before = info(p, "stats")["sync_partial_ok"]
     full_before = info(p, "stats")["sync_full"]
     assert p.execute_command("CLIENT", "KILL", "TYPE", "replica") >= 1
@@ -155,9 +156,7 @@ def test_killing_the_link_resumes_with_a_partial_resync(primary, darner_factory)
 
 
 def test_replicaof_no_one_promotes_and_allows_writes(primary, darner_factory):
-    p = primary.client()
-    rep = darner_factory("--replicaof", "127.0.0.1", primary.port)
-    r = rep.client()
+    p, rep, r = follower(primary, darner_factory)
     p.set("k", "1")
     wait_same(p, r)
     old_id = info(r)["master_replid"]

@@ -153,6 +153,14 @@ pub struct Replicas {
 }
 
 impl Replicas {
+    fn get(&self, client_id: u64) -> Option<&Replica> {
+        self.list.iter().find(|r| r.client_id == client_id)
+    }
+
+    fn get_mut(&mut self, client_id: u64) -> Option<&mut Replica> {
+        self.list.iter_mut().find(|r| r.client_id == client_id)
+    }
+
     fn remove(&mut self, client_id: u64) -> Option<Replica> {
         let i = self.list.iter().position(|r| r.client_id == client_id)?;
         Some(self.list.remove(i))
@@ -329,12 +337,7 @@ pub fn replconf(shared: &Shared, client_id: u64, opts: Vec<darner_repl::replconf
             }
             Opt::CapaPsync2 => st.replicas.handshakes.entry(client_id).or_default().psync2 = true,
             Opt::Ack { offset, .. } => {
-                if let Some(r) = st
-                    .replicas
-                    .list
-                    .iter_mut()
-                    .find(|r| r.client_id == client_id)
-                {
+                if let Some(r) = st.replicas.get_mut(client_id) {
                     r.ack_offset = r.ack_offset.max(offset);
                     r.ack_ms = Shared::real_now_ms();
                 }
@@ -477,12 +480,7 @@ pub fn number_cut(shared: &Shared, client_id: u64) {
     let mut st = shared.repl.lock();
     st.replicas.barriers += 1;
     let n = st.replicas.barriers;
-    if let Some(r) = st
-        .replicas
-        .list
-        .iter_mut()
-        .find(|r| r.client_id == client_id)
-    {
+    if let Some(r) = st.replicas.get_mut(client_id) {
         r.phase = Phase::WaitCut(n);
     }
 }
@@ -505,7 +503,7 @@ pub fn full_sync(
             let mut st = sh.repl.lock();
             match result {
                 Ok(()) => {
-                    if let Some(r) = st.replicas.list.iter().find(|r| r.client_id == client_id) {
+                    if let Some(r) = st.replicas.get(client_id) {
                         crate::log::notice(&format!(
                             "Synchronization with replica {}:{} succeeded",
                             r.ip, r.port
@@ -539,9 +537,7 @@ fn sock_of(shared: &Shared, client_id: u64) -> Result<Arc<TcpStream>, String> {
         .repl
         .lock()
         .replicas
-        .list
-        .iter()
-        .find(|r| r.client_id == client_id)
+        .get(client_id)
         .map(|r| r.sock.clone())
         .ok_or_else(|| "the replica went away".to_string())
 }
@@ -555,7 +551,7 @@ fn sync_thread(
     from_shards: crate::bgsave::FromShards,
 ) -> Result<(), String> {
     let tmp = std::path::PathBuf::from(format!("temp-{}-repl-{client_id}.rdb", std::process::id()));
-    let checksum = shared.config.get("rdbchecksum").is_some_and(|v| v == "yes");
+    let checksum = crate::persist::yes(shared, "rdbchecksum");
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let path = tmp.clone();
     let sh = shared.clone();
@@ -591,7 +587,7 @@ fn sync_thread(
     let (replid, offset) = loop {
         {
             let st = shared.repl.lock();
-            let r = st.replicas.list.iter().find(|r| r.client_id == client_id);
+            let r = st.replicas.get(client_id);
             match r {
                 None => {
                     drop(st);
@@ -648,9 +644,7 @@ fn sync_thread(
                 let mut st = shared.repl.lock();
                 let r = st
                     .replicas
-                    .list
-                    .iter_mut()
-                    .find(|r| r.client_id == client_id)
+                    .get_mut(client_id)
                     .ok_or("the replica went away")?;
                 match &mut r.phase {
                     Phase::Buffering(b) if b.is_empty() => {
@@ -671,12 +665,7 @@ fn sync_thread(
 
 fn set_sending(shared: &Shared, client_id: u64) {
     let mut st = shared.repl.lock();
-    if let Some(r) = st
-        .replicas
-        .list
-        .iter_mut()
-        .find(|r| r.client_id == client_id)
-    {
+    if let Some(r) = st.replicas.get_mut(client_id) {
         r.sending = true;
     }
 }
