@@ -909,8 +909,9 @@ fn client_pause_freezes_expiry() {
     // (lazily or by the active cycle), so nothing is written; it goes after the pause.
     let s = Server::start(&["--hz", "100"]);
     let mut a = s.raw();
-    a.roundtrip(&cmd(&[b"SET", b"k", b"v", b"PX", b"100"]), b"+OK\r\n");
+    // k2 first: once k's TTL has passed, k2's (set before it) has too.
     a.roundtrip(&cmd(&[b"SET", b"k2", b"v", b"PX", b"100"]), b"+OK\r\n");
+    a.roundtrip(&cmd(&[b"SET", b"k", b"v", b"PX", b"100"]), b"+OK\r\n");
     a.roundtrip(&cmd(&[b"CLIENT", b"PAUSE", b"60000", b"WRITE"]), b"+OK\r\n");
     // Until the TTL has passed (a read of a live key answers its value).
     let deadline = Instant::now() + Duration::from_secs(5);
