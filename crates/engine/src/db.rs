@@ -39,8 +39,38 @@ pub struct Db {
     /// Keys that expiry leaves alone for now, TTL passed or not: a streamed reply is reading
     /// them (the server's stream.rs; few at a time, so a list). See [`Db::pin`].
     pinned: Vec<Box<[u8]>>,
-    /// Until when (unix ms) expiry is frozen, shared with the server ([`Db::freeze_expiry_until`]).
-    frozen_until: Option<Arc<AtomicI64>>,
+    /// When expiry is frozen: for every access (CLIENT PAUSE), or for reads only (a replica).
+    freeze: Freeze,
+}
+
+/// When a key whose TTL passed stays in place, shared with the server.
+#[derive(Default)]
+struct Freeze {
+    /// Until when (unix ms) expiry is frozen for every access ([`Db::freeze_expiry_until`]).
+    until: Option<Arc<AtomicI64>>,
+    /// While set, this server follows a primary ([`Db::hold_expiry_while`]): reads and the
+    /// active cycles leave expired keys in place; writes still reclaim them.
+    held: Option<Arc<AtomicBool>>,
+}
+
+impl Freeze {
+    /// Whether a read at `now_ms` leaves an expired key in place (it reads as missing).
+    #[inline]
+    fn for_reads(&self, now_ms: i64) -> bool {
+        self.for_writes(now_ms)
+            || self
+                .held
+                .as_ref()
+                .is_some_and(|h| h.load(Ordering::Relaxed))
+    }
+
+    /// Whether a write at `now_ms` leaves an expired key in place.
+    #[inline]
+    fn for_writes(&self, now_ms: i64) -> bool {
+        self.until
+            .as_ref()
+            .is_some_and(|f| now_ms < f.load(Ordering::Relaxed))
+    }
 }
 
 /// Values whose freeing costs more than this many element frees go to the graveyard (Redis's
@@ -228,14 +258,6 @@ impl Events {
             }
         }
     }
-}
-
-/// Whether expiry is frozen at `now_ms` ([`Db::freeze_expiry_until`]).
-#[inline]
-fn frozen_at(frozen_until: &Option<Arc<AtomicI64>>, now_ms: i64) -> bool {
-    frozen_until
-        .as_ref()
-        .is_some_and(|f| now_ms < f.load(Ordering::Relaxed))
 }
 
 /// Whether `key` is pinned ([`Db::pin`]): one emptiness test when nothing is.
@@ -526,7 +548,7 @@ impl Db {
         use crate::value::Value;
         let mut visited = 0;
         let mut removed = 0;
-        if frozen_at(&self.frozen_until, now_ms) {
+        if self.freeze.for_reads(now_ms) {
             return (0, 0);
         }
         while visited < keys && !self.field_ttl_keys.is_empty() {
@@ -881,7 +903,7 @@ impl Db {
     /// One step of the active expiry cycle: removes expired keys from about `budget` entries.
     /// Returns (entries visited, keys expired).
     pub fn active_expire(&mut self, now_ms: i64, budget: usize) -> (usize, usize) {
-        if self.expires == 0 || frozen_at(&self.frozen_until, now_ms) {
+        if self.expires == 0 || self.freeze.for_reads(now_ms) {
             return (0, 0);
         }
         let mut expired_keys: Vec<Entry> = Vec::new();
@@ -910,7 +932,15 @@ impl Db {
     /// missing) nor by the active cycle, so nothing is written (CLIENT PAUSE, as Redis
     /// freezes expiry during a pause).
     pub fn freeze_expiry_until(&mut self, until: Arc<AtomicI64>) {
-        self.frozen_until = Some(until);
+        self.freeze.until = Some(until);
+    }
+
+    /// Binds the flag (shared with the server) that is set while this server is a replica:
+    /// a key whose TTL passed then reads as missing but stays (the active cycles skip it too)
+    /// until the primary's DEL removes it, or a write to the key reclaims it, as a Redis
+    /// replica leaves expiring to its primary.
+    pub fn hold_expiry_while(&mut self, held: Arc<AtomicBool>) {
+        self.freeze.held = Some(held);
     }
 
     /// Has this database record the [`Event`]s whose bits are set in `wanted` (the server
@@ -971,14 +1001,20 @@ impl<'a> DbView<'a> {
     }
 
     /// The live entry for `key`, reclaiming it first if it has expired (which counts as a
-    /// modification for WATCH). One hash and one probe.
-    fn live(&mut self, key: &[u8]) -> Option<&mut Entry> {
+    /// modification for WATCH), unless expiry is frozen for this kind of access (`write`).
+    /// One hash and one probe.
+    fn live(&mut self, key: &[u8], write: bool) -> Option<&mut Entry> {
         let now = self.clock.now_ms;
         let db = &mut *self.db;
-        match db
-            .table
-            .find_live(key, now, &db.pinned, |t| frozen_at(&db.frozen_until, t))
-        {
+        let freeze = &db.freeze;
+        let frozen = |t| {
+            if write {
+                freeze.for_writes(t)
+            } else {
+                freeze.for_reads(t)
+            }
+        };
+        match db.table.find_live(key, now, &db.pinned, frozen) {
             Found::Live(e) => {
                 // Why the registry test: a database without field TTLs pays one comparison.
                 if !db.field_ttl_keys.is_empty()
@@ -1034,9 +1070,10 @@ impl<'a> DbView<'a> {
     fn lookup(&mut self, key: &[u8], sweep_members: bool) -> Option<&Entry> {
         let (clock, touch, now) = (self.clock, self.clock.touch, self.clock.now_ms);
         let db = &mut *self.db;
+        let freeze = &db.freeze;
         match db
             .table
-            .find_live(key, now, &db.pinned, |t| frozen_at(&db.frozen_until, t))
+            .find_live(key, now, &db.pinned, |t| freeze.for_reads(t))
         {
             Found::Live(e) => {
                 // Why the registry test: a database without field TTLs pays one comparison.
@@ -1084,11 +1121,11 @@ impl<'a> DbView<'a> {
 
     /// A live entry without updating its access clock (OBJECT, TYPE-like introspection, TTL).
     pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
-        self.live(key).map(|e| &*e)
+        self.live(key, false).map(|e| &*e)
     }
 
     pub fn exists(&mut self, key: &[u8]) -> bool {
-        self.live(key).is_some()
+        self.live(key, false).is_some()
     }
 
     /// A live entry to modify in place. Counts as a write: watchers are marked dirty. The
@@ -1097,9 +1134,10 @@ impl<'a> DbView<'a> {
         let (clock, now) = (self.clock, self.clock.now_ms);
         let fresh = self.just_created(key);
         let db = &mut *self.db;
+        let freeze = &db.freeze;
         match db
             .table
-            .find_live(key, now, &db.pinned, |t| frozen_at(&db.frozen_until, t))
+            .find_live(key, now, &db.pinned, |t| freeze.for_writes(t))
         {
             Found::Live(e) => {
                 // Why the registry test: a database without field TTLs pays one comparison.
@@ -1284,7 +1322,7 @@ impl<'a> DbView<'a> {
 
     /// Removes a live key, returning its entry.
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
-        self.live(key)?;
+        self.live(key, true)?;
         let e = self.db.table.remove(key)?;
         if e.expire().is_some() {
             self.db.expires -= 1;
@@ -1296,7 +1334,7 @@ impl<'a> DbView<'a> {
     /// Sets or clears a live key's TTL (absolute unix ms). Returns false if the key is absent.
     /// A TTL in the past deletes the key, as Redis does.
     pub fn set_expire(&mut self, key: &[u8], when: Option<i64>) -> bool {
-        if self.live(key).is_none() {
+        if self.live(key, true).is_none() {
             return false;
         }
         if let Some(w) = when {
@@ -1391,7 +1429,7 @@ impl<'a> DbView<'a> {
     /// later steps of a streamed reply that writes as it reads (XREADGROUP), whose access was
     /// counted once when it started.
     pub fn peek_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        self.live(key)
+        self.live(key, true)
     }
 
     /// Like [`DbView::get_mut`] (a live entry to edit in place, access clock updated) but
@@ -1401,7 +1439,7 @@ impl<'a> DbView<'a> {
     pub fn get_mut_quiet(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let clock = self.clock;
         let fresh = self.just_created(key);
-        let e = self.live(key)?;
+        let e = self.live(key, true)?;
         if !fresh {
             e.set_clock(clock.touched(e.clock()));
         }
@@ -1548,6 +1586,32 @@ mod tests {
         // ...a whole-set read removes it.
         assert_eq!(len(&mut db, false), (1000, false));
         assert_eq!(db.expired_fields, 1);
+    }
+
+    #[test]
+    fn a_held_expiry_hides_expired_keys_from_reads_and_lets_writes_reclaim_them() {
+        let held = Arc::new(AtomicBool::new(true));
+        let mut db = Db::new();
+        db.hold_expiry_while(held.clone());
+        for k in [&b"a"[..], b"b", b"c", b"d"] {
+            db.view(Clock::at(0)).set(s(k, b"v", Some(10)));
+        }
+        // Reads and the active cycles see nothing and remove nothing.
+        assert!(db.view(Clock::at(20)).get(b"a").is_none());
+        assert!(!db.view(Clock::at(20)).exists(b"b"));
+        assert!(db.view(Clock::at(20)).peek(b"b").is_none());
+        assert_eq!(db.active_expire(20, 100), (0, 0));
+        assert_eq!((db.len(), db.expires()), (4, 4));
+        // Writes reclaim what they touch (a DEL of it answers 0, as for any expired key).
+        assert!(!db.view(Clock::at(20)).delete(b"a"));
+        assert!(db.view(Clock::at(20)).get_mut(b"b").is_none());
+        assert!(!db.view(Clock::at(20)).set(s(b"c", b"new", None)));
+        assert_eq!((db.len(), db.expires()), (2, 1));
+        assert_eq!(db.expired_total, 2);
+        // Released (a promotion), expiry is the primary's again.
+        held.store(false, Ordering::Relaxed);
+        assert_eq!(db.active_expire(20, 100).1, 1);
+        assert_eq!((db.len(), db.expires()), (1, 0));
     }
 
     #[test]

@@ -120,8 +120,9 @@ pub struct State {
 pub struct Replication {
     pub state: Mutex<State>,
     /// A primary is set (REPLICAOF host port): with replica-read-only, clients' writes are
-    /// refused. Read on every command (one relaxed load).
-    pub is_replica: AtomicBool,
+    /// refused. Read on every command (one relaxed load). Shared with every database, which
+    /// leaves expiring keys to the primary meanwhile (`Db::hold_expiry_while`).
+    pub is_replica: Arc<AtomicBool>,
     /// Changes with each REPLICAOF: a link thread of another generation stops.
     generation: AtomicU64,
     /// The generation of the link thread that has commands in the server's hands (0: none):
@@ -140,7 +141,7 @@ impl Replication {
                 cached: None,
                 replicas: Default::default(),
             }),
-            is_replica: AtomicBool::new(false),
+            is_replica: Arc::new(AtomicBool::new(false)),
             generation: AtomicU64::new(0),
             applying: AtomicU64::new(0),
             link_peer: Mutex::new(None),

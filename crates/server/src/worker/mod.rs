@@ -201,6 +201,8 @@ impl Worker {
             db.log_expired_while(&crate::propagate::ENABLED);
             // A CLIENT PAUSE freezes expiry, as in Redis (nothing is written while paused).
             db.freeze_expiry_until(w.shared.pause_until.clone());
+            // A replica leaves expiring keys to its primary's DELs, as Redis's replicas do.
+            db.hold_expiry_while(w.shared.repl.is_replica.clone());
         }
         w.poll.registry().register(
             &mut mio::unix::SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&w.alarm)),
