@@ -96,3 +96,34 @@ def test_a_replica_keeps_expired_keys_until_the_primary_deletes_them(primary, da
     # What the steps say: 3 keys, hidden once due but counted until the DEL, then 2.
     assert want[0] == 3 and want[6] == 3 and want[8] == 3 and want[10] == 2
     assert want[-1] == [b"stays"]
+
+
+def test_a_replica_leaves_evicting_to_its_primary(darner_factory):
+    """replica-ignore-maxmemory (default yes, as Redis): a replica over maxmemory keeps every
+    key its primary has; told `no`, or promoted, it evicts."""
+    primary = darner_factory()
+    p = primary.client()
+    rep = darner_factory("--replicaof", "127.0.0.1", primary.port)
+    r = rep.client()
+    assert r.config_get("replica-ignore-maxmemory") == {"replica-ignore-maxmemory": "yes"}
+    assert r.config_get("slave-ignore-maxmemory") == {"slave-ignore-maxmemory": "yes"}
+    n = 4000
+    with p.pipeline(transaction=False) as pl:
+        for i in range(n):
+            pl.set("k%d" % i, "x" * 2000)
+        pl.execute()
+    synced(p, r)
+    used = r.info("memory")["used_memory"]
+    r.config_set("maxmemory-policy", "allkeys-random")
+    r.config_set("maxmemory", used - 4_000_000)
+    p.set("one-more", "1")
+    synced(p, r)
+    # Give its cron a few ticks: nothing may go.
+    time.sleep(0.5)
+    p.set("and-another", "1")
+    synced(p, r)
+    assert r.dbsize() == n + 2
+    assert r.info("stats")["evicted_keys"] == 0
+    r.config_set("replica-ignore-maxmemory", "no")
+    wait_for(lambda: r.dbsize() < n, what="the replica to evict once told not to ignore maxmemory")
+    assert r.info("stats")["evicted_keys"] > 0

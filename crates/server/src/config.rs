@@ -97,6 +97,8 @@ pub struct Hot {
     pub stop_writes_on_bgsave_error: AtomicBool,
     /// replica-read-only: a replica refuses clients' writes (replica.rs).
     pub replica_read_only: AtomicBool,
+    /// replica-ignore-maxmemory: a replica does not evict (evict.rs).
+    pub replica_ignore_maxmemory: AtomicBool,
 }
 
 /// maxmemory-policy's values, in Redis's order (its error message lists them so).
@@ -540,6 +542,19 @@ pub static TABLE: &[Directive] = &[
         default: "",
         mutable: true,
         apply: nothing,
+    },
+    // A replica neither evicts nor refuses for maxmemory: its primary's DELs keep it in
+    // step (evict.rs).
+    Directive {
+        name: "replica-ignore-maxmemory",
+        kind: Kind::Bool,
+        default: "yes",
+        mutable: true,
+        apply: |h, v| {
+            h.replica_ignore_maxmemory
+                .store(v == "yes", Ordering::Relaxed);
+            Ok(())
+        },
     },
     Directive {
         name: "replica-announce-port",
@@ -1184,6 +1199,7 @@ pub static ALIASES: &[(&str, &str)] = &[
     ("slave-read-only", "replica-read-only"),
     ("slave-announce-ip", "replica-announce-ip"),
     ("slave-announce-port", "replica-announce-port"),
+    ("slave-ignore-maxmemory", "replica-ignore-maxmemory"),
 ];
 
 /// Directives Redis 7.2 still reads in a config file (with one value) and ignores, having no
@@ -1250,6 +1266,7 @@ impl Config {
                 save_points: AtomicBool::new(true),
                 stop_writes_on_bgsave_error: AtomicBool::new(true),
                 replica_read_only: AtomicBool::new(true),
+                replica_ignore_maxmemory: AtomicBool::new(true),
             },
             file,
         };

@@ -248,7 +248,14 @@ impl Evictor {
         refresh: bool,
     ) -> Verdict {
         let hot = &shared.config.hot;
-        let max = hot.maxmemory.load(Ordering::Relaxed);
+        // A replica leaves evicting to its primary (replica-ignore-maxmemory, as Redis).
+        let ignored = hot.replica_ignore_maxmemory.load(Ordering::Relaxed)
+            && shared.repl.is_replica.load(Ordering::Relaxed);
+        let max = if ignored {
+            0
+        } else {
+            hot.maxmemory.load(Ordering::Relaxed)
+        };
         let policy = Policy::of(shared);
         let mut v = Verdict::default();
         if max == 0 {
