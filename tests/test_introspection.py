@@ -55,6 +55,9 @@ ALIASES = {
     "zset-max-ziplist-entries": "zset-max-listpack-entries",
     "zset-max-ziplist-value": "zset-max-listpack-value",
     "list-max-ziplist-size": "list-max-listpack-size",
+    "slave-read-only": "replica-read-only",
+    "slave-ignore-maxmemory": "replica-ignore-maxmemory",
+    "slave-lazy-flush": "replica-lazy-flush",
 }
 
 

@@ -842,6 +842,15 @@ pub static TABLE: &[Directive] = &[
         mutable: true,
         apply: nothing,
     },
+    // Accepted for compatibility: a full sync's flush of the old data is freed in steps
+    // (lazyfree.rs) whatever the value, as FLUSHALL's is.
+    Directive {
+        name: "replica-lazy-flush",
+        kind: Kind::Bool,
+        default: "no",
+        mutable: true,
+        apply: nothing,
+    },
     Directive {
         name: "hll-sparse-max-bytes",
         kind: Kind::Memory {
@@ -1200,6 +1209,7 @@ pub static ALIASES: &[(&str, &str)] = &[
     ("slave-announce-ip", "replica-announce-ip"),
     ("slave-announce-port", "replica-announce-port"),
     ("slave-ignore-maxmemory", "replica-ignore-maxmemory"),
+    ("slave-lazy-flush", "replica-lazy-flush"),
 ];
 
 /// Directives Redis 7.2 still reads in a config file (with one value) and ignores, having no
