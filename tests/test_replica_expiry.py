@@ -127,3 +127,36 @@ def test_a_replica_leaves_evicting_to_its_primary(darner_factory):
     r.config_set("replica-ignore-maxmemory", "no")
     wait_for(lambda: r.dbsize() < n, what="the replica to evict once told not to ignore maxmemory")
     assert r.info("stats")["evicted_keys"] > 0
+
+
+def past_ttls(replica):
+    r = replica.client()
+    r.config_set("replica-read-only", "no")
+    out = []
+    for cmd in (
+        ("SET", "w", "1"), ("PEXPIREAT", "w", "1"), ("DBSIZE",), ("GET", "w"), ("EXISTS", "w"),
+        ("SET", "g", "1"), ("GETEX", "g", "PXAT", "1"), ("DBSIZE",), ("GET", "g"),
+        ("SET", "e", "1"), ("EXPIRE", "e", "-5"), ("DBSIZE",), ("TTL", "e"),
+    ):
+        out.append(r.execute_command(*cmd))
+    return out
+
+
+def test_a_past_ttl_on_a_replica_keeps_the_key_until_the_primary_deletes_it(darner_factory):
+    """EXPIRE, PEXPIREAT and GETEX with a time already past keep the key on a replica (a
+    writable one here: its own clients' writes), logically expired, where a primary deletes
+    it: Redis's checkAlreadyExpired is false on a replica."""
+    primary = harness.start_reference(["--repl-diskless-sync-delay", "0"])
+    try:
+        ref = harness.start_reference(["--replicaof", "127.0.0.1", str(primary.port)])
+        try:
+            wait_for(lambda: ref.client().info("replication")["master_link_status"] == "up")
+            want = past_ttls(ref)
+        finally:
+            ref.stop()
+        rep = darner_factory("--replicaof", "127.0.0.1", primary.port)
+        wait_for(lambda: rep.client().info("replication")["master_link_status"] == "up")
+        assert past_ttls(rep) == want
+    finally:
+        primary.stop()
+    assert want[2] == 1 and want[7] == 2 and want[11] == 3

@@ -57,11 +57,15 @@ impl Freeze {
     /// Whether a read at `now_ms` leaves an expired key in place (it reads as missing).
     #[inline]
     fn for_reads(&self, now_ms: i64) -> bool {
-        self.for_writes(now_ms)
-            || self
-                .held
-                .as_ref()
-                .is_some_and(|h| h.load(Ordering::Relaxed))
+        self.for_writes(now_ms) || self.held()
+    }
+
+    /// Whether expiry is the primary's (this server is a replica).
+    #[inline]
+    fn held(&self) -> bool {
+        self.held
+            .as_ref()
+            .is_some_and(|h| h.load(Ordering::Relaxed))
     }
 
     /// Whether a write at `now_ms` leaves an expired key in place.
@@ -385,6 +389,10 @@ pub struct Clock {
     pub touch: bool,
     /// Under an LFU policy: its parameters, and `lru` is a new key's counter (access.rs).
     pub lfu: Option<crate::access::Lfu>,
+    /// The command comes from this replica's primary: no key counts as expired, as for
+    /// Redis's master client (the primary, which ran it first, found the keys live; only its
+    /// DEL removes a key here).
+    pub from_primary: bool,
 }
 
 impl Clock {
@@ -399,6 +407,17 @@ impl Clock {
             },
             touch: true,
             lfu,
+            from_primary: false,
+        }
+    }
+
+    /// The time TTLs are compared with: never reached for a command from the primary.
+    #[inline]
+    pub fn ttl_now(&self) -> i64 {
+        if self.from_primary {
+            i64::MIN
+        } else {
+            self.now_ms
         }
     }
 
@@ -1004,7 +1023,7 @@ impl<'a> DbView<'a> {
     /// modification for WATCH), unless expiry is frozen for this kind of access (`write`).
     /// One hash and one probe.
     fn live(&mut self, key: &[u8], write: bool) -> Option<&mut Entry> {
-        let now = self.clock.now_ms;
+        let now = self.clock.ttl_now();
         let db = &mut *self.db;
         let freeze = &db.freeze;
         let frozen = |t| {
@@ -1068,7 +1087,7 @@ impl<'a> DbView<'a> {
     }
 
     fn lookup(&mut self, key: &[u8], sweep_members: bool) -> Option<&Entry> {
-        let (clock, touch, now) = (self.clock, self.clock.touch, self.clock.now_ms);
+        let (clock, touch, now) = (self.clock, self.clock.touch, self.clock.ttl_now());
         let db = &mut *self.db;
         let freeze = &db.freeze;
         match db
@@ -1131,7 +1150,7 @@ impl<'a> DbView<'a> {
     /// A live entry to modify in place. Counts as a write: watchers are marked dirty. The
     /// caller must not change the entry's TTL through it (use [`DbView::set_expire`]).
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        let (clock, now) = (self.clock, self.clock.now_ms);
+        let (clock, now) = (self.clock, self.clock.ttl_now());
         let fresh = self.just_created(key);
         let db = &mut *self.db;
         let freeze = &db.freeze;
@@ -1210,7 +1229,7 @@ impl<'a> DbView<'a> {
         let created = self.clock.lfu.map(|_| crate::table::hash_key(entry.key()));
         if self.clock.lfu.is_some() {
             // A replaced key's LFU counter carries over (see set_str).
-            let now = self.clock.now_ms;
+            let now = self.clock.ttl_now();
             if let Some(o) = self
                 .db
                 .table
@@ -1234,7 +1253,7 @@ impl<'a> DbView<'a> {
                 if o.expire().is_some() {
                     self.db.expires -= 1;
                 }
-                let live = !o.is_expired(self.clock.now_ms);
+                let live = !o.is_expired(self.clock.ttl_now());
                 if !live {
                     self.db.signals.events.record(Event::Expired, o.key());
                 }
@@ -1273,7 +1292,7 @@ impl<'a> DbView<'a> {
     /// block when it has the same layout (see [`Entry::overwrite_str`]). Returns whether a live
     /// key was replaced.
     pub fn set_str(&mut self, key: &[u8], value: &[u8], expire: Option<i64>) -> bool {
-        let (clock, lru, now) = (self.clock, self.clock.lru, self.clock.now_ms);
+        let (clock, lru, now) = (self.clock, self.clock.lru, self.clock.ttl_now());
         self.db.touch(key);
         let db = &mut *self.db;
         let mut was_live = false;
@@ -1331,14 +1350,21 @@ impl<'a> DbView<'a> {
         Some(e)
     }
 
+    /// Whether expiry is the primary's ([`Db::hold_expiry_while`]): a TTL set in the past
+    /// then keeps the key, logically expired, until the primary deletes it (Redis's
+    /// checkAlreadyExpired is false on a replica).
+    pub fn expiry_held(&self) -> bool {
+        self.db.freeze.held()
+    }
+
     /// Sets or clears a live key's TTL (absolute unix ms). Returns false if the key is absent.
-    /// A TTL in the past deletes the key, as Redis does.
+    /// A TTL in the past deletes the key, as Redis does, unless expiry is held.
     pub fn set_expire(&mut self, key: &[u8], when: Option<i64>) -> bool {
         if self.live(key, true).is_none() {
             return false;
         }
         if let Some(w) = when {
-            if w <= self.clock.now_ms {
+            if w <= self.clock.now_ms && !self.expiry_held() {
                 self.delete(key);
                 return true;
             }
@@ -1612,6 +1638,31 @@ mod tests {
         held.store(false, Ordering::Relaxed);
         assert_eq!(db.active_expire(20, 100).1, 1);
         assert_eq!((db.len(), db.expires()), (1, 0));
+    }
+
+    #[test]
+    fn commands_from_the_primary_see_no_key_expired() {
+        let held = Arc::new(AtomicBool::new(true));
+        let mut db = Db::new();
+        db.hold_expiry_while(held);
+        db.view(Clock::at(0)).set(s(b"k", b"v", Some(10)));
+        let primary = Clock {
+            from_primary: true,
+            ..Clock::at(20)
+        };
+        // The primary found the key live when it ran the command: so does the replica.
+        assert!(db.view(primary).get(b"k").is_some());
+        assert!(db.view(primary).get_mut(b"k").is_some());
+        assert!(
+            db.view(primary).set_str(b"k", b"w", Some(10)),
+            "a live key replaced"
+        );
+        assert!(
+            db.view(Clock::at(20)).get(b"k").is_none(),
+            "a client still sees it gone"
+        );
+        assert!(db.view(primary).delete(b"k"));
+        assert_eq!((db.len(), db.expires()), (0, 0));
     }
 
     #[test]

@@ -382,11 +382,28 @@ fn new_completion() -> Completion {
     }
 }
 
-/// A part's work as the shard runs it: `f` at the transaction's frozen time (if any), then the
+/// How a transaction's steps see the clock: EXEC's one instant (if any), and whether the
+/// commands come from this replica's primary (then no key counts as expired).
+#[derive(Clone, Copy)]
+struct StepClock {
+    frozen_ms: Option<i64>,
+    from_primary: bool,
+}
+
+impl StepClock {
+    fn apply(self, clock: &mut darner_engine::db::Clock) {
+        if let Some(ms) = self.frozen_ms {
+            clock.now_ms = ms;
+        }
+        clock.from_primary = self.from_primary;
+    }
+}
+
+/// A part's work as the shard runs it: `f` at the transaction's time (see [`StepClock`]), then the
 /// tracking client's reads recorded (`track`: the reader and the part's read keys), then its
 /// keyspace events sent; its result boxed for the hop back.
 fn part_job<R, F>(
-    frozen: Option<i64>,
+    clock: StepClock,
     track: Option<(crate::tracking::Reader, Vec<Bytes>)>,
     logged: Option<(TxId, u32)>,
     f: F,
@@ -396,9 +413,7 @@ where
     F: FnOnce(&mut ShardCtx) -> R + Send + 'static,
 {
     Box::new(move |ctx: &mut ShardCtx| {
-        if let Some(ms) = frozen {
-            ctx.clock.now_ms = ms;
-        }
+        clock.apply(&mut ctx.clock);
         let r: Box<dyn Any + Send> = Box::new(crate::propagate::in_tx(logged, || {
             let r = f(ctx);
             crate::propagate::expired(ctx.shard);
@@ -433,6 +448,8 @@ struct TxInner {
     /// The time every step sees (EXEC: one instant for the whole transaction, as Redis's
     /// command time snapshot; a key does not expire between two queued commands).
     frozen_ms: Cell<Option<i64>>,
+    /// The client is this replica's primary (its link): its steps see no key expired.
+    from_primary: bool,
     /// Where the command's reply goes (set for a command the connection sent itself), for
     /// parts of it streamed by its shards (stream.rs, `start_tx_segs`).
     dest: Cell<Option<crate::stream::Dest>>,
@@ -446,6 +463,7 @@ pub struct Tx(Rc<TxInner>);
 
 impl Tx {
     pub fn new(shared: Arc<Shared>, client: ClientState) -> Tx {
+        let from_primary = client.master;
         Tx(Rc::new(TxInner {
             id: NEXT_TX.fetch_add(1, Ordering::Relaxed),
             shared,
@@ -456,6 +474,7 @@ impl Tx {
             nested: Cell::new(false),
             track: Cell::new(None),
             frozen_ms: Cell::new(None),
+            from_primary,
             dest: Cell::new(None),
             log: RefCell::new(None),
         }))
@@ -493,6 +512,13 @@ impl Tx {
     }
 
     /// The tag of its steps: the transaction and its current step (None: not logged).
+    fn step_clock(&self) -> StepClock {
+        StepClock {
+            frozen_ms: self.0.frozen_ms.get(),
+            from_primary: self.0.from_primary,
+        }
+    }
+
     fn log_tag(&self) -> Option<(TxId, u32)> {
         self.0.log.borrow().as_ref().map(|l| (l.id, l.step()))
     }
@@ -615,12 +641,10 @@ impl Tx {
         let shared = self.0.shared.clone();
         let held = self.0.held.borrow().contains(&shard);
         let writer = self.writer();
-        let frozen = self.0.frozen_ms.get();
+        let clock = self.step_clock();
         let logged = self.log_tag();
         let job: crate::msg::ShardFn = Box::new(move |ctx: &mut ShardCtx| {
-            if let Some(ms) = frozen {
-                ctx.clock.now_ms = ms;
-            }
+            clock.apply(&mut ctx.clock);
             let r = crate::propagate::in_tx(logged, || {
                 let r = f(ctx);
                 // Keys its step found expired: their DEL is part of the transaction.
@@ -749,7 +773,7 @@ impl Tx {
         }
         let quorum = Quorum::new(plan.len());
         let writer = self.writer();
-        let frozen = self.0.frozen_ms.get();
+        let clock = self.step_clock();
         // A tracking client's reads are recorded by the parts themselves, while they hold
         // their keys (a record made after could miss a write in between).
         let track = self.0.track.get();
@@ -759,7 +783,7 @@ impl Tx {
             let (done, hop) = pending::<R>();
             hops.push(hop);
             let reads = std::mem::take(&mut intents.reads);
-            let job = part_job(frozen, track.map(|r| (r, reads)), self.log_tag(), f);
+            let job = part_job(clock, track.map(|r| (r, reads)), self.log_tag(), f);
             msgs.push((
                 s,
                 Msg::Schedule(Box::new(Scheduled {
@@ -792,7 +816,7 @@ impl Tx {
         if !self.0.held.borrow().is_empty() {
             return self.plain_steps(plan).await;
         }
-        let frozen = self.0.frozen_ms.get();
+        let clock = self.step_clock();
         let writer = self.writer();
         let mut msgs = Vec::with_capacity(plan.len());
         let mut hops = Vec::with_capacity(plan.len());
@@ -801,7 +825,7 @@ impl Tx {
             let (done, hop) = pending::<R>();
             hops.push(hop);
             shards.push(s);
-            let job = part_job(frozen, None, self.log_tag(), f);
+            let job = part_job(clock, None, self.log_tag(), f);
             msgs.push((
                 s,
                 Msg::Schedule(Box::new(Scheduled {

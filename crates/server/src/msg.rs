@@ -63,6 +63,8 @@ pub struct BatchItem {
     pub db: usize,
     pub resp3: bool,
     pub touch: bool,
+    /// Sent by this replica's primary: no key counts as expired (`Clock::from_primary`).
+    pub from_primary: bool,
     pub cmd: &'static Command,
     /// Inline up to three (GET, SET key value): no allocation of its own.
     pub args: smallvec::SmallVec<[Bytes; 3]>,

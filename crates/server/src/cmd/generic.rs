@@ -692,9 +692,10 @@ fn expire_generic(
         ctx.propagate_nothing();
         return w.int(0);
     }
-    // A time already past deletes the key (inside `set_expire`).
+    // A time already past deletes the key (inside `set_expire`), but on a replica, where the
+    // key waits for its primary's DEL.
+    let gone = when <= ctx.now_ms() && !ctx.db().expiry_held();
     ctx.db().set_expire(key, Some(when));
-    let gone = when <= ctx.now_ms();
     if ctx.propagating() {
         // Redis 7.2 writes a DEL for a key it deleted, else PEXPIREAT with the absolute time
         // (keeping NX/XX/GT/LT), which replays the same at any time.

@@ -415,16 +415,18 @@ fn getex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     // What is written: DEL for a key a past time deleted, PEXPIREAT for a TTL set, PERSIST
     // for one removed, nothing for a plain read (Redis 7.2).
     if let Some(ms) = when {
-        // An absolute time already past deletes the key (set_expire does that).
+        // An absolute time already past deletes the key (set_expire does that), but on a
+        // replica, where the key waits for its primary's DEL.
+        let gone = ms <= now && !db.expiry_held();
         db.set_expire(key, Some(ms));
-        if ms <= now {
+        if gone {
             ctx.propagate_args(&[b"DEL", key]);
         } else if ctx.propagating() {
             let mut v = super::argv(&[b"PEXPIREAT", key]);
             v.push(super::num_arg(ms));
             ctx.propagate(v);
         }
-        let event = if ms <= now { "del" } else { "expire" };
+        let event = if gone { "del" } else { "expire" };
         notify(ctx, GENERIC, event, key);
     } else if flags & F_PERSIST != 0 && db.expire_of(key).flatten().is_some() {
         db.set_expire(key, None);

@@ -481,6 +481,7 @@ impl Worker {
                     let conn = &mut self.conns[c];
                     let clock = Clock {
                         touch: !conn.state.no_touch,
+                        from_primary: conn.state.master,
                         ..Clock::at(now)
                     };
                     let mut ctx = ShardCtx {
@@ -568,6 +569,7 @@ impl Worker {
                         db: conn.state.db,
                         resp3: conn.state.resp3,
                         touch: !conn.state.no_touch,
+                        from_primary: conn.state.master,
                         cmd,
                         args: owner.own(args),
                         keys,

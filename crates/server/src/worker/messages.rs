@@ -376,6 +376,7 @@ impl Worker {
                 db: it.db,
                 clock: Clock {
                     touch: it.touch,
+                    from_primary: it.from_primary,
                     ..Clock::at(now)
                 },
                 resp3: it.resp3,
