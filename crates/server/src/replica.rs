@@ -1209,8 +1209,10 @@ pub fn info(shared: &Shared, out: &mut String) {
             let ro = shared.config.hot.replica_read_only.load(Ordering::Relaxed);
             let _ = write!(
                 out,
-                "slave_priority:100\r\nslave_read_only:{}\r\nreplica_announced:1\r\n",
-                ro as u8
+                "slave_priority:{}\r\nslave_read_only:{}\r\nreplica_announced:{}\r\n",
+                shared.config.get_i64("replica-priority"),
+                ro as u8,
+                (shared.config.get("replica-announced").as_deref() == Some("yes")) as u8
             );
         }
     }
