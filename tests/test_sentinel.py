@@ -250,3 +250,19 @@ def test_sentinel_never_promotes_a_replica_with_priority_zero(deployment):
              == {str(first.port): "0", str(other.port): "100"},
              5, "Sentinel to read the priorities", d.logs())
     failover(d, other, first)
+
+
+def test_replica_priority_and_announced_are_what_info_tells_sentinel(darner_factory):
+    p = darner_factory()
+    rep = darner_factory("--replicaof", "127.0.0.1", p.port, "--slave-priority", "7",
+                         "--replica-announced", "no")
+    c = rep.client()
+    info = c.info("replication")
+    assert (info["slave_priority"], info["replica_announced"]) == (7, 0)
+    assert c.config_get("replica-priority") == {"replica-priority": "7"}
+    c.config_set("replica-priority", 0)
+    c.config_set("replica-announced", "yes")
+    info = c.info("replication")
+    assert (info["slave_priority"], info["replica_announced"]) == (0, 1)
+    with pytest.raises(Exception, match="argument must be between 0 and 2147483647"):
+        c.config_set("replica-priority", -1)
