@@ -7,13 +7,14 @@ PUBLISH / SUBSCRIBE on `__sentinel__:hello`); after the primary is killed they p
 replica (`MULTI; REPLICAOF NO ONE; CONFIG REWRITE; CLIENT KILL TYPE normal; CLIENT KILL TYPE
 pubsub; EXEC`), repoint the other one, and when the old primary comes back on its port and
 directory it rejoins as a replica of the new one. `replica-priority 0` keeps a replica from
-being promoted. Every wait polls with a deadline; every process is stopped by its fixture.
+being promoted, and a primary busy in a script (PING answers -BUSY) gets SCRIPT KILL from
+Sentinel. Every wait polls with a deadline; every process is stopped by its fixture.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
+import threading
 import time
 
 import pytest
@@ -266,3 +267,37 @@ def test_replica_priority_and_announced_are_what_info_tells_sentinel(darner_fact
     assert (info["slave_priority"], info["replica_announced"]) == (0, 1)
     with pytest.raises(Exception, match="argument must be between 0 and 2147483647"):
         c.config_set("replica-priority", -1)
+
+
+def test_sentinel_kills_a_busy_script_on_a_primary_it_sees_down(deployment):
+    # One sentinel, quorum 2: the primary can be subjectively down, never failed over. A
+    # script past busy-reply-threshold makes PING answer -BUSY; once the primary is down for
+    # down-after-milliseconds, Sentinel sends SCRIPT KILL.
+    d = deployment
+    c = d.primary.client()
+    c.config_set("busy-reply-threshold", 100)
+    d.start_sentinels(1)
+    wait_for(lambda: as_dict(d.sentinel(0, "MASTER", "mymaster"))["flags"] == "master"
+             and int(as_dict(d.sentinel(0, "MASTER", "mymaster"))["num-slaves"]) == 2,
+             10, "the sentinel to know the primary", d.logs())
+    result = {}
+
+    def busy():
+        try:
+            result["reply"] = d.primary.client(socket_timeout=30).eval("while true do end", 0)
+        except Exception as e:  # the kill's error
+            result["error"] = str(e)
+
+    t = threading.Thread(target=busy, daemon=True)
+    t.start()
+    try:
+        wait_for(lambda: not t.is_alive(), 20, "Sentinel to kill the script", d.logs())
+    finally:
+        if t.is_alive():
+            d.primary.client().execute_command("SCRIPT", "KILL")
+            t.join(10)
+    assert "Script killed by user with SCRIPT KILL" in result.get("error", ""), result
+    assert "+sdown master mymaster" in d.sentinels[0].log_tail(20000)
+    wait_for(lambda: "-sdown master mymaster" in d.sentinels[0].log_tail(20000), 10,
+             "the primary to be up again for Sentinel", d.logs())
+    assert is_primary(d.primary) and c.ping()
