@@ -255,3 +255,40 @@ def test_failover_holds_writes_until_aborted_or_timed_out(pair):
              "the target to take over", (p, r))
     assert failover_state(p) == "no-failover"
     assert r.client().get("before") == b"1"
+
+
+@pytest.mark.parametrize("kinds", ["darner-to-redis", "redis-to-darner"])
+def test_failover_between_darner_and_redis(kinds, darner_factory):
+    """A darner primary hands over to a redis-server 7.0 replica (which continues the old
+    primary with a partial resync), and a redis-server primary hands over to a darner
+    replica: PSYNC ... FAILOVER both ways."""
+    servers = []
+    try:
+        if kinds == "darner-to-redis":
+            p = darner_factory()
+            r = harness.start_reference(["--replicaof", "127.0.0.1", str(p.port)])
+            servers.append(r)
+        else:
+            p = harness.start_reference(["--repl-diskless-sync-delay", "0"])
+            servers.append(p)
+            r = darner_factory("--replicaof", "127.0.0.1", p.port)
+        pc = p.client()
+        pc.set("k", "v")
+        pc.rpush("l", 1, 2, 3)
+        wait_for(lambda: synced(p, r)
+                 and pc.info("replication").get("slave0", {}).get("state") == "online", 10,
+                 "the replica to be online", (p, r))
+        assert pc.execute_command("FAILOVER", "TO", "127.0.0.1", r.port) == b"OK"
+        wait_for(lambda: role(r)[0] == b"master" and follows(p, r.port), 10,
+                 "the replica to take over", (p, r))
+        r.client().set("after", "1")
+        wait_for(lambda: p.client().get("after") == b"1", 10, "the old primary to follow",
+                 (p, r))
+        assert p.client().lrange("l", 0, -1) == [b"1", b"2", b"3"]
+        assert failover_state(p) == "no-failover"
+        if kinds == "darner-to-redis":
+            # Redis kept its backlog across the promotion: darner's PSYNC continued.
+            assert r.client().info("stats")["sync_partial_ok"] == 1
+    finally:
+        for s in servers:
+            s.stop()
