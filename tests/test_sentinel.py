@@ -7,8 +7,8 @@ PUBLISH / SUBSCRIBE on `__sentinel__:hello`); after the primary is killed they p
 replica (`MULTI; REPLICAOF NO ONE; CONFIG REWRITE; CLIENT KILL TYPE normal; CLIENT KILL TYPE
 pubsub; EXEC`), repoint the other one, and when the old primary comes back on its port and
 directory it rejoins as a replica of the new one. `replica-priority 0` keeps a replica from
-being promoted, and a primary busy in a script (PING answers -BUSY) gets SCRIPT KILL from
-Sentinel. Every wait polls with a deadline; every process is stopped by its fixture.
+being promoted, `replica-announced no` keeps one out of SENTINEL REPLICAS, and a primary busy
+in a script (PING answers -BUSY) gets SCRIPT KILL from Sentinel. Every wait polls with a deadline; every process is stopped by its fixture.
 """
 
 from __future__ import annotations
@@ -301,3 +301,18 @@ def test_sentinel_kills_a_busy_script_on_a_primary_it_sees_down(deployment):
     wait_for(lambda: "-sdown master mymaster" in d.sentinels[0].log_tail(20000), 10,
              "the primary to be up again for Sentinel", d.logs())
     assert is_primary(d.primary) and c.ping()
+
+
+def test_sentinel_leaves_an_unannounced_replica_out_of_its_list(deployment):
+    d = deployment
+    hidden, shown = d.replicas
+    hidden.client().config_set("replica-announced", "no")
+    d.start_sentinels(1)
+
+    def listed():
+        known = int(as_dict(d.sentinel(0, "MASTER", "mymaster"))["num-slaves"])
+        ports = [int(as_dict(r)["port"]) for r in d.sentinel(0, "REPLICAS", "mymaster")]
+        return known == 2 and ports == [shown.port]
+
+    # Both replicas are known (num-slaves), only the announced one is listed.
+    wait_for(listed, 10, "Sentinel to list the announced replica only", d.logs())
