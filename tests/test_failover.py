@@ -82,7 +82,7 @@ def pair(darner_factory):
 
 @pytest.fixture
 def redis_pair():
-    p = harness.start_reference()
+    p = harness.start_reference(["--repl-diskless-sync-delay", "0"])
     try:
         r = harness.start_reference(["--replicaof", "127.0.0.1", str(p.port)])
         try:
