@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Darner's single test entry point:
 #   1. installs what the tests need when missing (redis-server for the
-#      differential reference, python packages from tests/requirements.txt,
+#      differential reference, redis-sentinel for the Sentinel tests, python
+#      packages from tests/requirements.txt,
 #      node-redis and rueidis for the client-side caching tests)
 #   2. cargo build --release
 #   3. cargo test --workspace --release --no-fail-fast   (Rust unit / property / e2e tests)
@@ -49,6 +50,11 @@ if ! command -v redis-server >/dev/null 2>&1; then
     apt_install redis-server redis-tools
 fi
 redis-server --version
+# Sentinel (tests/test_sentinel.py) comes from Debian's redis-sentinel package.
+if ! command -v redis-sentinel >/dev/null 2>&1; then
+    echo "redis-sentinel not found: installing it (Sentinel monitoring darner servers)"
+    apt_install redis-sentinel
+fi
 
 if ! python3 -c 'import redis, redis.cache, pytest, hypothesis, rq' 2>/dev/null; then
     echo "installing python test dependencies from tests/requirements.txt"

@@ -5,10 +5,10 @@
 use crate::{acl, flags, Arg, BeginSearch, CommandSpec, FindKeys, KeySpec};
 
 /// Number of top-level commands in [`COMMANDS`].
-pub const COMMAND_COUNT: usize = 246;
+pub const COMMAND_COUNT: usize = 247;
 
 /// All top-level commands, sorted by name.
-pub static COMMANDS: [CommandSpec; 246] = [
+pub static COMMANDS: [CommandSpec; 247] = [
     CommandSpec {
         name: "append",
         full_name: "append",
@@ -3706,6 +3706,94 @@ pub static COMMANDS: [CommandSpec; 246] = [
                 token: None,
                 flags: &[],
                 key_spec_index: 0,
+                display: None,
+                since: None,
+                deprecated_since: None,
+                children: &[],
+            },
+        ],
+        subcommands: &[],
+    },
+    CommandSpec {
+        name: "failover",
+        full_name: "failover",
+        arity: -1,
+        flags: flags::ADMIN | flags::NOSCRIPT | flags::STALE,
+        flag_names: &["admin", "noscript", "stale"],
+        acl_flags: acl::ADMIN | acl::SLOW | acl::DANGEROUS,
+        acl_categories: &["@admin", "@slow", "@dangerous"],
+        first_key: 0,
+        last_key: 0,
+        step: 0,
+        key_specs: &[],
+        tips: &[],
+        group: "server",
+        since: "6.2.0",
+        deprecated_since: None,
+        doc_flags: &[],
+        args: &[
+            Arg {
+                name: "target",
+                kind: "block",
+                token: Some("TO"),
+                flags: &["optional"],
+                key_spec_index: -1,
+                display: None,
+                since: None,
+                deprecated_since: None,
+                children: &[
+                    Arg {
+                        name: "host",
+                        kind: "string",
+                        token: None,
+                        flags: &[],
+                        key_spec_index: -1,
+                        display: None,
+                        since: None,
+                        deprecated_since: None,
+                        children: &[],
+                    },
+                    Arg {
+                        name: "port",
+                        kind: "integer",
+                        token: None,
+                        flags: &[],
+                        key_spec_index: -1,
+                        display: None,
+                        since: None,
+                        deprecated_since: None,
+                        children: &[],
+                    },
+                    Arg {
+                        name: "force",
+                        kind: "pure-token",
+                        token: Some("FORCE"),
+                        flags: &["optional"],
+                        key_spec_index: -1,
+                        display: None,
+                        since: None,
+                        deprecated_since: None,
+                        children: &[],
+                    },
+                ],
+            },
+            Arg {
+                name: "abort",
+                kind: "pure-token",
+                token: Some("ABORT"),
+                flags: &["optional"],
+                key_spec_index: -1,
+                display: None,
+                since: None,
+                deprecated_since: None,
+                children: &[],
+            },
+            Arg {
+                name: "milliseconds",
+                kind: "integer",
+                token: Some("TIMEOUT"),
+                flags: &["optional"],
+                key_spec_index: -1,
                 display: None,
                 since: None,
                 deprecated_since: None,
@@ -19474,7 +19562,7 @@ const LONGEST_NAME: usize = 20;
 
 /// Open-addressing index of [`COMMANDS`] by [`name_hash`] (linear probing;
 /// `u16::MAX`: empty).
-static TOP_INDEX: [u16; 1024] = [u16::MAX, u16::MAX, u16::MAX, u16::MAX, 28, 92, 113, 128, 5, 159, 225, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 45, 110, u16::MAX, 116, u16::MAX, 109, u16::MAX, 195, u16::MAX, u16::MAX, u16::MAX, 184, u16::MAX, 171, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 232, u16::MAX, 100, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 53, u16::MAX, u16::MAX, u16::MAX, 50, 173, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 129, 210, u16::MAX, 149, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 180, 205, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 200, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 162, u16::MAX, u16::MAX, 131, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 75, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 123, u16::MAX, 15, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 120, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 112, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 108, u16::MAX, 64, u16::MAX, u16::MAX, u16::MAX, 11, u16::MAX, 98, 166, 198, u16::MAX, 177, 158, 224, u16::MAX, u16::MAX, u16::MAX, 139, 122, u16::MAX, u16::MAX, 144, u16::MAX, 23, u16::MAX, u16::MAX, u16::MAX, 145, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 141, u16::MAX, u16::MAX, u16::MAX, 187, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 56, 186, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 65, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 6, 127, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 91, u16::MAX, 77, u16::MAX, u16::MAX, 239, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 150, 71, 134, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 118, u16::MAX, u16::MAX, 17, 115, u16::MAX, u16::MAX, 165, 172, 57, 72, 215, 49, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 114, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 176, u16::MAX, u16::MAX, 241, u16::MAX, u16::MAX, 221, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 192, u16::MAX, u16::MAX, u16::MAX, 175, u16::MAX, u16::MAX, u16::MAX, 66, u16::MAX, u16::MAX, u16::MAX, 236, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 81, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 42, u16::MAX, 27, 179, 190, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 218, u16::MAX, u16::MAX, 124, u16::MAX, u16::MAX, u16::MAX, 14, 106, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 160, 13, 16, 12, 33, 103, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 7, u16::MAX, 40, 238, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 62, u16::MAX, u16::MAX, u16::MAX, 36, 19, 26, u16::MAX, u16::MAX, 105, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 243, u16::MAX, 155, 156, u16::MAX, u16::MAX, u16::MAX, 213, 164, u16::MAX, u16::MAX, u16::MAX, 43, 163, u16::MAX, 58, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 20, 78, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 136, 233, u16::MAX, 201, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 90, u16::MAX, 143, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 35, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 161, u16::MAX, 242, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 169, 119, 148, u16::MAX, u16::MAX, 142, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 147, 59, 151, 194, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 39, 1, u16::MAX, 188, 82, u16::MAX, 196, u16::MAX, 25, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 222, u16::MAX, u16::MAX, 86, u16::MAX, u16::MAX, u16::MAX, 30, 125, u16::MAX, 216, u16::MAX, 170, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 99, u16::MAX, 32, u16::MAX, u16::MAX, 211, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 94, 231, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 104, 244, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 140, 69, 174, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 68, u16::MAX, u16::MAX, 133, u16::MAX, u16::MAX, u16::MAX, 87, 76, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 54, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 111, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 229, 153, u16::MAX, u16::MAX, u16::MAX, 207, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 101, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 237, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 219, u16::MAX, u16::MAX, u16::MAX, 63, u16::MAX, u16::MAX, u16::MAX, 226, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 102, 74, 191, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 3, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 4, u16::MAX, u16::MAX, u16::MAX, 203, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 10, 214, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 230, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 182, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 121, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 199, 240, u16::MAX, u16::MAX, u16::MAX, 138, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 157, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 34, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 223, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 83, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 9, u16::MAX, 51, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 97, u16::MAX, 204, u16::MAX, u16::MAX, u16::MAX, 183, 55, u16::MAX, u16::MAX, u16::MAX, 60, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 178, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 132, 235, u16::MAX, 227, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 22, 67, 107, 168, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 117, u16::MAX, u16::MAX, u16::MAX, 73, u16::MAX, u16::MAX, u16::MAX, 206, 0, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 37, 135, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 152, u16::MAX, u16::MAX, u16::MAX, 44, u16::MAX, 41, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 52, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 88, u16::MAX, u16::MAX, 80, u16::MAX, u16::MAX, 209, u16::MAX, 245, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 47, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 154, u16::MAX, u16::MAX, 48, u16::MAX, u16::MAX, u16::MAX, 21, u16::MAX, 220, u16::MAX, 89, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 84, u16::MAX, 70, u16::MAX, 217, u16::MAX, u16::MAX, u16::MAX, 185, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 208, u16::MAX, u16::MAX, 61, 95, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 167, u16::MAX, 2, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 130, u16::MAX, 146, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 96, u16::MAX, u16::MAX, 79, u16::MAX, u16::MAX, 202, 189, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 93, u16::MAX, 193, 197, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 8, u16::MAX, u16::MAX, u16::MAX, 137, 38, 29, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 212, u16::MAX, 18, 126, 24, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 181, u16::MAX, u16::MAX, 31, 46, u16::MAX, u16::MAX, u16::MAX, 85, u16::MAX, 234, u16::MAX, u16::MAX, 228, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX];
+static TOP_INDEX: [u16; 1024] = [u16::MAX, u16::MAX, u16::MAX, u16::MAX, 28, 93, 114, 129, 5, 160, 226, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 46, 111, u16::MAX, 117, u16::MAX, 110, u16::MAX, 196, u16::MAX, u16::MAX, u16::MAX, 185, u16::MAX, 172, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 233, u16::MAX, 101, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 54, u16::MAX, u16::MAX, u16::MAX, 51, 174, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 130, 211, u16::MAX, 150, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 181, 206, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 201, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 163, u16::MAX, u16::MAX, 132, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 76, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 124, u16::MAX, 15, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 121, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 113, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 109, u16::MAX, 65, u16::MAX, u16::MAX, u16::MAX, 11, u16::MAX, 99, 167, 199, u16::MAX, 178, 159, 225, u16::MAX, u16::MAX, u16::MAX, 140, 123, u16::MAX, u16::MAX, 145, u16::MAX, 23, u16::MAX, u16::MAX, u16::MAX, 146, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 142, u16::MAX, u16::MAX, u16::MAX, 188, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 57, 187, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 66, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 6, 128, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 92, u16::MAX, 78, u16::MAX, u16::MAX, 240, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 151, 72, 135, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 119, u16::MAX, u16::MAX, 17, 116, u16::MAX, u16::MAX, 166, 173, 58, 73, 216, 50, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 115, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 177, u16::MAX, u16::MAX, 242, u16::MAX, u16::MAX, 222, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 193, u16::MAX, u16::MAX, u16::MAX, 176, u16::MAX, u16::MAX, u16::MAX, 67, u16::MAX, u16::MAX, u16::MAX, 237, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 82, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 43, u16::MAX, 27, 180, 38, 191, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 219, u16::MAX, u16::MAX, 125, u16::MAX, u16::MAX, u16::MAX, 14, 107, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 161, 13, 16, 12, 33, 104, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 7, u16::MAX, 41, 239, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 63, u16::MAX, u16::MAX, u16::MAX, 36, 19, 26, u16::MAX, u16::MAX, 106, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 244, u16::MAX, 156, 157, u16::MAX, u16::MAX, u16::MAX, 214, 165, u16::MAX, u16::MAX, u16::MAX, 44, 164, u16::MAX, 59, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 20, 79, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 137, 234, u16::MAX, 202, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 91, u16::MAX, 144, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 35, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 162, u16::MAX, 243, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 170, 120, 149, u16::MAX, u16::MAX, 143, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 148, 60, 152, 195, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 40, 1, u16::MAX, 189, 83, u16::MAX, 197, u16::MAX, 25, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 223, u16::MAX, u16::MAX, 87, u16::MAX, u16::MAX, u16::MAX, 30, 126, u16::MAX, 217, u16::MAX, 171, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 100, u16::MAX, 32, u16::MAX, u16::MAX, 212, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 95, 232, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 105, 245, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 141, 70, 175, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 69, u16::MAX, u16::MAX, 134, u16::MAX, u16::MAX, u16::MAX, 88, 77, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 55, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 112, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 230, 154, u16::MAX, u16::MAX, u16::MAX, 208, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 102, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 238, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 220, u16::MAX, u16::MAX, u16::MAX, 64, u16::MAX, u16::MAX, u16::MAX, 227, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 103, 75, 192, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 3, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 4, u16::MAX, u16::MAX, u16::MAX, 204, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 10, 215, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 231, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 183, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 122, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 200, 241, u16::MAX, u16::MAX, u16::MAX, 139, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 158, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 34, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 224, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 84, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 9, u16::MAX, 52, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 98, u16::MAX, 205, u16::MAX, u16::MAX, u16::MAX, 184, 56, u16::MAX, u16::MAX, u16::MAX, 61, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 179, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 133, 236, u16::MAX, 228, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 22, 68, 108, 169, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 118, u16::MAX, u16::MAX, u16::MAX, 74, u16::MAX, u16::MAX, u16::MAX, 207, 0, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 37, 136, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 153, u16::MAX, u16::MAX, u16::MAX, 45, u16::MAX, 42, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 53, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 89, u16::MAX, u16::MAX, 81, u16::MAX, u16::MAX, 210, u16::MAX, 246, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 48, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 155, u16::MAX, u16::MAX, 49, u16::MAX, u16::MAX, u16::MAX, 21, u16::MAX, 221, u16::MAX, 90, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 85, u16::MAX, 71, u16::MAX, 218, u16::MAX, u16::MAX, u16::MAX, 186, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 209, u16::MAX, u16::MAX, 62, 96, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 168, u16::MAX, 2, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 131, u16::MAX, 147, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 97, u16::MAX, u16::MAX, 80, u16::MAX, u16::MAX, 203, 190, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 94, u16::MAX, 194, 198, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 8, u16::MAX, u16::MAX, u16::MAX, 138, 39, 29, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 213, u16::MAX, 18, 127, 24, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, 182, u16::MAX, u16::MAX, 31, 47, u16::MAX, u16::MAX, u16::MAX, 86, u16::MAX, 235, u16::MAX, u16::MAX, 229, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX, u16::MAX];
 
 /// FNV-1a (64-bit) of an already lowercase name.
 #[inline]

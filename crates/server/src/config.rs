@@ -536,6 +536,26 @@ pub static TABLE: &[Directive] = &[
             Ok(())
         },
     },
+    // What a replica tells Sentinel in INFO (`slave_priority`, `replica_announced`): a
+    // priority of 0 is never promoted, an unannounced replica is left out of SENTINEL
+    // REPLICAS. Read by INFO only.
+    Directive {
+        name: "replica-priority",
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        default: "100",
+        mutable: true,
+        apply: nothing,
+    },
+    Directive {
+        name: "replica-announced",
+        kind: Kind::Bool,
+        default: "yes",
+        mutable: true,
+        apply: nothing,
+    },
     Directive {
         name: "replica-announce-ip",
         kind: Kind::Str,
@@ -1206,6 +1226,7 @@ pub static ALIASES: &[(&str, &str)] = &[
     ("lua-time-limit", "busy-reply-threshold"),
     ("slaveof", "replicaof"),
     ("slave-read-only", "replica-read-only"),
+    ("slave-priority", "replica-priority"),
     ("slave-announce-ip", "replica-announce-ip"),
     ("slave-announce-port", "replica-announce-port"),
     ("slave-ignore-maxmemory", "replica-ignore-maxmemory"),

@@ -38,6 +38,7 @@
 //!   fsyncs the log (`worker/durability.rs`: replies held for `appendfsync always`).
 //! - `replica.rs`: the replica side of replication (REPLICAOF): the link thread, the
 //!   snapshot, the primary's stream applied through a connection of the server's own.
+//! - `failover.rs`: FAILOVER, the primary's coordinated hand-over to a replica.
 //! - `lazyfree.rs`: big values freed off the request path, in steps between requests.
 //! - `log.rs`: Redis-format logging; `alloc.rs`: the counting global allocator; `sys.rs`: the
 //!   request path's `recv` and `send`, made as direct system calls, and the loop's alarm clock
@@ -53,6 +54,7 @@ pub mod conn;
 pub mod digest;
 pub mod evict;
 pub mod exec;
+pub mod failover;
 pub mod latency;
 pub mod lazyfree;
 pub mod log;

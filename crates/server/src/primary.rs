@@ -724,6 +724,25 @@ pub fn info(st: &crate::replica::State, out: &mut String) {
     }
 }
 
+/// FAILOVER's look-up of a replica by the address it announced (Redis's findReplica): its
+/// acknowledged offset and whether it is online.
+pub fn find(replicas: &Replicas, host: &str, port: u16) -> Option<(i64, bool)> {
+    replicas
+        .list
+        .iter()
+        .find(|r| r.ip.eq_ignore_ascii_case(host) && r.port == port as i64)
+        .map(|r| (r.ack_offset, matches!(r.phase, Phase::Online)))
+}
+
+/// FAILOVER without TO: the first online replica that acknowledged `offset`.
+pub fn synced_replica(replicas: &Replicas, offset: i64) -> Option<(String, u16)> {
+    replicas
+        .list
+        .iter()
+        .find(|r| matches!(r.phase, Phase::Online) && r.ack_offset == offset)
+        .map(|r| (r.ip.clone(), u16::try_from(r.port).unwrap_or(0)))
+}
+
 /// ROLE's replica list: `[ip, port, offset]` of each online replica.
 pub fn role_list(st: &crate::replica::State, w: &mut darner_resp::ReplyWriter) {
     let online: Vec<&Replica> = st

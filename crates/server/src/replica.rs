@@ -330,6 +330,11 @@ fn link_main(shared: Arc<Shared>, gen: u64, host: String, port: u16) {
         match session(&shared, gen, &host, port, &mut lb) {
             End::Stop => break,
             End::Retry => {
+                // A FAILOVER's link that got no answer from the target: a primary again.
+                if shared.repl.current(gen) && shared.failover.in_progress() {
+                    crate::failover::abort(&shared, "Failover target could not be reached");
+                    break;
+                }
                 set_link(&shared, gen, |m| m.link = LinkState::Connect);
                 // Retry once a second (Redis's replicationCron), watching the generation.
                 let until = Instant::now() + Duration::from_secs(1);
@@ -437,6 +442,11 @@ fn session(
                     up.buf.drain(..used);
                     if let Some(o) = done {
                         log_lines(&mut out.log);
+                        // A FAILOVER's PSYNC: the target's answer ends it (failover.rs).
+                        let accepted = !matches!(o, Outcome::Sync);
+                        if !crate::failover::answered(shared, accepted) {
+                            return End::Stop;
+                        }
                         if !out.send.is_empty() {
                             // SYNC after a refused PSYNC.
                             if let Err(e) = up.sock.write_all(&out.send) {
@@ -568,7 +578,7 @@ fn handshake_config(shared: &Shared) -> HsConfig {
         listening_port: port.clamp(0, 65535) as u32,
         announce_ip: text("replica-announce-ip"),
         cached: shared.repl.lock().cached,
-        failover: false,
+        failover: shared.failover.in_progress(),
     }
 }
 
@@ -1210,8 +1220,10 @@ pub fn info(shared: &Shared, out: &mut String) {
             let ro = shared.config.hot.replica_read_only.load(Ordering::Relaxed);
             let _ = write!(
                 out,
-                "slave_priority:100\r\nslave_read_only:{}\r\nreplica_announced:1\r\n",
-                ro as u8
+                "slave_priority:{}\r\nslave_read_only:{}\r\nreplica_announced:{}\r\n",
+                shared.config.get_i64("replica-priority"),
+                ro as u8,
+                (shared.config.get("replica-announced").as_deref() == Some("yes")) as u8
             );
         }
     }
@@ -1227,11 +1239,15 @@ pub fn info(shared: &Shared, out: &mut String) {
     };
     let _ = write!(
         out,
-        "master_failover_state:no-failover\r\nmaster_replid:{}\r\n\
+        "master_failover_state:{}\r\nmaster_replid:{}\r\n\
          master_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\n\
          repl_backlog_active:{active}\r\nrepl_backlog_size:{size}\r\n\
          repl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{histlen}\r\n",
-        h.replid, h.replid2, h.master_repl_offset, h.second_replid_offset
+        shared.failover.state_name(),
+        h.replid,
+        h.replid2,
+        h.master_repl_offset,
+        h.second_replid_offset
     );
 }
 

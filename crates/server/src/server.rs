@@ -195,6 +195,7 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
         monitors: AtomicUsize::new(0),
         pause_until: Arc::new(AtomicI64::new(0)),
         pause_writes_only: AtomicBool::new(false),
+        failover: Default::default(),
         active_expire_enabled: AtomicBool::new(true),
         evict_round: Default::default(),
         listening: Mutex::new(crate::shared::Listening {

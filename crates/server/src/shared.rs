@@ -237,6 +237,8 @@ pub struct Shared {
     /// (Shared with every database, whose expiry it freezes: `Db::freeze_expiry_until`.)
     pub pause_until: Arc<AtomicI64>,
     pub pause_writes_only: AtomicBool,
+    /// FAILOVER's state: it holds writes back too (failover.rs).
+    pub failover: crate::failover::Failover,
     pub active_expire_enabled: AtomicBool,
     /// maxmemory's eviction round, shared by the shards (evict.rs).
     pub evict_round: crate::evict::Round,
@@ -366,7 +368,8 @@ impl Shared {
 
     pub fn paused(&self, now: i64, is_write: bool) -> bool {
         let until = self.pause_until.load(Ordering::Relaxed);
-        until != 0 && now < until && (is_write || !self.pause_writes_only.load(Ordering::Relaxed))
+        (until != 0 && now < until && (is_write || !self.pause_writes_only.load(Ordering::Relaxed)))
+            || (is_write && self.failover.pausing())
     }
 }
 

@@ -17,6 +17,46 @@ pub fn register(r: &mut Reg) {
     r.tx("psync", Locks::None, psync);
     r.tx("sync", Locks::None, psync);
     r.conn("replconf", replconf);
+    r.conn("failover", failover);
+}
+
+/// FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms] (failover.rs).
+fn failover(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
+    let started =
+        crate::failover::parse(&args[1..]).and_then(|req| crate::failover::start(ctx.shared, req));
+    match started {
+        Ok(()) => w.ok(),
+        Err(e) => w.error(e),
+    }
+}
+
+/// `PSYNC <replid> <offset> FAILOVER` from the primary this server follows, which is
+/// stepping down: this server becomes a primary first (Redis's syncCommand), then answers the
+/// PSYNC as one. Err: the reply.
+async fn take_over(tx: &Tx, replid: &[u8]) -> Result<(), &'static [u8]> {
+    let shared = tx.shared().clone();
+    log::warning(&format!(
+        "Failover request received for replid {}.",
+        String::from_utf8_lossy(replid)
+    ));
+    {
+        let st = shared.repl.lock();
+        if st.master.is_none() {
+            return Err(b"ERR PSYNC FAILOVER can't be sent to a master.");
+        }
+        if !replid.eq_ignore_ascii_case(st.history.replid.as_bytes()) {
+            return Err(b"ERR PSYNC FAILOVER replid must match my replid.");
+        }
+    }
+    if let Some(old) = replica::unset_master(&shared) {
+        wait_quiet(tx, old).await;
+        crate::primary::settled(&shared);
+        log::notice(&format!(
+            "MASTER MODE enabled (failover request from '{}')",
+            client_line(&tx.client(), &Default::default(), Shared::now_ms())
+        ));
+    }
+    Ok(())
 }
 
 /// PSYNC replid offset / SYNC: the connection becomes a replica (primary.rs).
@@ -36,6 +76,16 @@ fn psync(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         // A replica already: Redis ignores a second SYNC.
         if tx.client().replica {
             return Vec::new();
+        }
+        if is_psync && args.len() > 3 && eq(&args[3], "failover") {
+            if let Err(e) = take_over(&tx, &args[1]).await {
+                return with_writer(resp3, |w| w.error(e));
+            }
+        }
+        if shared.failover.pausing() {
+            return with_writer(resp3, |w| {
+                w.error(b"NOMASTERLINK Can't SYNC while failing over")
+            });
         }
         let (client_id, fd, conn, addr) = {
             let c = tx.client();
@@ -132,6 +182,11 @@ fn replicaof(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         let resp3 = tx.resp3();
         let shared = tx.shared().clone();
         let who = |tx: &Tx| client_line(&tx.client(), &Default::default(), Shared::now_ms());
+        if shared.failover.pausing() {
+            return with_writer(resp3, |w| {
+                w.error(b"ERR REPLICAOF not allowed while failing over.")
+            });
+        }
         if eq(&args[1], "no") && eq(&args[2], "one") {
             if let Some(old) = replica::unset_master(&shared) {
                 wait_quiet(&tx, old).await;
