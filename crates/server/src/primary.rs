@@ -54,7 +54,20 @@ pub struct Chunk {
     pub items: Vec<Item>,
 }
 
-static FEED: OnceLock<Sender<Chunk>> = OnceLock::new();
+/// What the feed thread is told.
+enum FeedMsg {
+    Chunk(Chunk),
+    /// WAIT: the stream's offset once everything each thread handed over up to its ticket
+    /// (`tickets`, by thread) is in the stream, delivered to `done`.
+    Offset {
+        tickets: Vec<u64>,
+        done: crate::msg::Completion,
+    },
+    /// WAIT blocked: replicas are asked for an acknowledgement (`REPLCONF GETACK *`).
+    GetAck,
+}
+
+static FEED: OnceLock<Sender<FeedMsg>> = OnceLock::new();
 
 /// Whether the feed thread runs (recording must stay on).
 pub fn feeding() -> bool {
@@ -64,11 +77,11 @@ pub fn feeding() -> bool {
 /// Hands a thread's chunk to the feed thread (nothing when it does not run).
 pub fn hand_over(thread: usize, ticket: u64, items: Vec<Item>) {
     if let Some(tx) = FEED.get() {
-        let _ = tx.send(Chunk {
+        let _ = tx.send(FeedMsg::Chunk(Chunk {
             thread,
             ticket,
             items,
-        });
+        }));
     }
 }
 
@@ -150,6 +163,15 @@ pub struct Replicas {
     /// REPLICAOF NO ONE is waiting for the old link's last commands (and a snapshot it may be
     /// loading): no replica may take a snapshot before they land.
     pub settling: bool,
+    /// Clients blocked in WAIT.
+    waits: Vec<Waiting>,
+}
+
+/// A client blocked in WAIT: until `num` replicas acknowledged `offset`.
+struct Waiting {
+    offset: i64,
+    num: i64,
+    waiter: Arc<crate::blocking::Waiter>,
 }
 
 impl Replicas {
@@ -165,6 +187,88 @@ impl Replicas {
         let i = self.list.iter().position(|r| r.client_id == client_id)?;
         Some(self.list.remove(i))
     }
+
+    /// The online replicas that acknowledged `offset` (Redis's replicationCountAcksByOffset).
+    pub fn acked(&self, offset: i64) -> i64 {
+        self.list
+            .iter()
+            .filter(|r| matches!(r.phase, Phase::Online) && r.ack_offset >= offset)
+            .count() as i64
+    }
+
+    /// Answers the WAIT clients that have their replicas now, with the count; forgets the
+    /// ones whose wait ended otherwise.
+    fn serve_waits(&mut self, shared: &Shared) {
+        if self.waits.is_empty() {
+            return;
+        }
+        let mut waits = std::mem::take(&mut self.waits);
+        waits.retain(|w| {
+            if w.waiter.is_claimed() {
+                return false;
+            }
+            let n = self.acked(w.offset);
+            if n >= w.num {
+                w.waiter
+                    .serve_other(shared, format!(":{n}\r\n").into_bytes());
+                return false;
+            }
+            true
+        });
+        self.waits = waits;
+    }
+}
+
+/// WAIT's offset: the stream's offset once what every thread recorded so far (the client's
+/// writes among it) is in the stream. Each thread hands over what it recorded and says up to
+/// which ticket; the feed thread answers once it has merged all of it.
+pub async fn wait_offset(tx: &crate::exec::Tx) -> i64 {
+    let shared = tx.shared().clone();
+    let hops: Vec<_> = (0..shared.threads)
+        .map(|t| {
+            let sh = shared.clone();
+            tx.on_thread(t, move |_| {
+                crate::propagate::flush(&sh, t);
+                crate::propagate::last_ticket()
+            })
+        })
+        .collect();
+    let tickets = crate::exec::join(hops).await;
+    let (done, offset) = crate::exec::pending::<i64>();
+    let sent = FEED
+        .get()
+        .is_some_and(|f| f.send(FeedMsg::Offset { tickets, done }).is_ok());
+    if !sent {
+        offset.forget();
+        return shared.repl.lock().history.master_repl_offset;
+    }
+    offset.await
+}
+
+/// A client blocks in WAIT until `num` replicas acknowledged `offset`: registered, and the
+/// replicas are asked for an acknowledgement. Served at once when they did meanwhile.
+pub fn add_wait(shared: &Shared, offset: i64, num: i64, waiter: Arc<crate::blocking::Waiter>) {
+    let mut st = shared.repl.lock();
+    st.replicas.waits.push(Waiting {
+        offset,
+        num,
+        waiter,
+    });
+    st.replicas.serve_waits(shared);
+    drop(st);
+    if let Some(f) = FEED.get() {
+        let _ = f.send(FeedMsg::GetAck);
+    }
+}
+
+/// Forgets the WAIT clients whose wait is over.
+pub fn drop_waits(shared: &Shared) {
+    shared
+        .repl
+        .lock()
+        .replicas
+        .waits
+        .retain(|w| !w.waiter.is_claimed());
 }
 
 /// A connection closed: it is no replica any more.
@@ -218,20 +322,39 @@ fn start_feed(shared: &Arc<Shared>) {
         .expect("the replication feed thread starts");
 }
 
-fn feed_loop(shared: Arc<Shared>, rx: Receiver<Chunk>) {
+fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
     let mut merger = Merger::new(shared.threads);
+    // The last ticket received from each thread, and WAIT's requests: each thread's ticket
+    // to see emitted (at most the last received: a chunk handed over before the feed ran
+    // never comes), and where the offset goes.
+    let mut received = vec![0u64; shared.threads];
+    let mut offsets: Vec<(Vec<u64>, crate::msg::Completion)> = Vec::new();
+    let mut getack = false;
     let mut w = darner_aof::Writer::new(false);
     let mut buf: Vec<u8> = Vec::new();
     let mut last_ping = Instant::now();
     let mut last_resize = Instant::now();
     loop {
+        let mut take = |m: FeedMsg| match m {
+            FeedMsg::Chunk(c) => {
+                received[c.thread] = received[c.thread].max(c.ticket);
+                merger.push(c.thread, c.ticket, c.items);
+            }
+            FeedMsg::Offset { mut tickets, done } => {
+                for (t, r) in tickets.iter_mut().zip(&received) {
+                    *t = (*t).min(*r);
+                }
+                offsets.push((tickets, done));
+            }
+            FeedMsg::GetAck => getack = true,
+        };
         match rx.recv_timeout(Duration::from_secs(1)) {
-            Ok(c) => merger.push(c.thread, c.ticket, c.items),
+            Ok(m) => take(m),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
-        while let Ok(c) = rx.try_recv() {
-            merger.push(c.thread, c.ticket, c.items);
+        while let Ok(m) = rx.try_recv() {
+            take(m);
         }
         // Pieces, each but the last ended by a barrier.
         let mut pieces: Vec<Vec<u8>> = Vec::new();
@@ -270,6 +393,11 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<Chunk>) {
             if !st.replicas.list.is_empty() {
                 darner_aof::writer::render_command(&mut last, &[b"PING"]);
             }
+        }
+        // Once per turn, however many WAIT clients blocked in it (Redis: once per event loop
+        // turn, in beforeSleep).
+        if std::mem::take(&mut getack) && !st.replicas.list.is_empty() {
+            darner_aof::writer::render_command(&mut last, &[&b"REPLCONF"[..], b"GETACK", b"*"]);
         }
         pieces.push(last);
         let hard = crate::config::Config::obuf_limits(&shared.config.hot.obuf_replica).0;
@@ -321,7 +449,33 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<Chunk>) {
                 }
             }
         }
+        // WAIT's offsets, for the requests whose threads' chunks are all in the stream now.
+        if !offsets.is_empty() {
+            let offset = st.history.master_repl_offset;
+            offsets.retain(|(tickets, done)| {
+                let merged = tickets
+                    .iter()
+                    .enumerate()
+                    .all(|(t, &k)| merger.done_ticket(t) >= k);
+                if merged {
+                    deliver(&shared, *done, offset);
+                }
+                !merged
+            });
+        }
     }
+}
+
+/// Sends a result to a task from outside the worker threads.
+fn deliver<R: Send + 'static>(shared: &Shared, done: crate::msg::Completion, r: R) {
+    shared.send(
+        done.thread,
+        Msg::HopDone {
+            task: done.task,
+            slot: done.slot,
+            result: Box::new(r),
+        },
+    );
 }
 
 /// REPLCONF's options, applied to the connection `client_id` (a replica or one becoming one).
@@ -341,6 +495,7 @@ pub fn replconf(shared: &Shared, client_id: u64, opts: Vec<darner_repl::replconf
                     r.ack_offset = r.ack_offset.max(offset);
                     r.ack_ms = Shared::real_now_ms();
                 }
+                st.replicas.serve_waits(shared);
             }
             Opt::CapaEof | Opt::GetAck | Opt::RdbOnly(_) | Opt::RdbFilterOnly { .. } => {}
         }

@@ -588,6 +588,7 @@ pub fn summary(full_name: &str) -> Option<&'static str> {
         "psync" => "An internal command used in replication: a replica asks for the stream from an offset, or for a full sync.",
         "sync" => "An internal command used in replication: a replica asks for a full sync (the old protocol).",
         "replconf" => "An internal command for configuring the replication stream.",
+        "wait" => "Waits for replicas to acknowledge the writes this connection made before it.",
         "save" => "Synchronously saves the database(s) to disk.",
         "lcs" => "Finds the longest common subsequence of two strings.",
         "mget" => "Returns the string values of several keys.",

@@ -1,0 +1,277 @@
+"""WAIT, min-replicas-to-write / min-replicas-max-lag, repl-ping-replica-period and
+repl-backlog-ttl on a Darner primary (issue 15, the primary side).
+
+Real processes on loopback ports: a redis-server 7.0 replica and a Darner replica follow a
+Darner primary run with two shards, or a test plays the replica itself over a raw socket
+(PSYNC, then REPLCONF ACK) to control exactly what is acknowledged. Every wait polls with a
+deadline.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+
+import harness
+from test_primary import read_line, read_snapshot, start_redis_replica
+from test_replica import follower, info, wait_for
+
+pytestmark = pytest.mark.darner_only
+
+
+@pytest.fixture
+def primary(darner_factory):
+    return darner_factory()
+
+
+def online(p, n):
+    """Waits until `n` replicas of `p` are online."""
+    def ok():
+        i = info(p)
+        states = [i.get("slave%d" % k, {}).get("state") for k in range(i["connected_slaves"])]
+        return i["connected_slaves"] == n and states.count("online") == n
+    wait_for(ok, what="%d online replicas" % n)
+
+
+def redis_follower(primary):
+    """A redis-server replica of `primary`, online: the primary's client, the replica."""
+    p = primary.client()
+    rep = start_redis_replica(primary.port)
+    online(p, 1)
+    return p, rep
+
+
+def timed(f):
+    t = time.monotonic()
+    r = f()
+    return r, time.monotonic() - t
+
+
+class Background:
+    """A command run on its own connection in a thread (a client that blocks)."""
+
+    def __init__(self, server, *args, name="waiter"):
+        self.c = server.client(socket_timeout=30)
+        self.c.client_setname(name)
+        self.id = self.c.client_id()
+        self.result = None
+        self.t = threading.Thread(target=self._run, args=args, daemon=True)
+        self.t.start()
+
+    def _run(self, *args):
+        try:
+            self.result = self.c.execute_command(*args)
+        except Exception as e:  # the reply, an error reply included
+            self.result = e
+
+    def join(self, timeout=20.0):
+        self.t.join(timeout)
+        assert not self.t.is_alive(), "the command did not return"
+        return self.result
+
+
+def blocked(p, n=1):
+    wait_for(lambda: info(p, "clients")["blocked_clients"] == n,
+             what="%d blocked clients" % n)
+
+
+# ---------------------------------------------------------------------------- WAIT
+
+def test_wait_1_returns_1_once_a_redis_replica_has_the_writes(primary):
+    p, rep = redis_follower(primary)
+    try:
+        r = rep.client()
+        for i in range(50):
+            p.set("w%d" % i, i)
+        p.mset({"m%d" % i: i for i in range(20)})
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        # What WAIT counted is there: the replica acknowledged every write before it.
+        assert r.get("w49") == b"49" and r.get("m19") == b"19"
+    finally:
+        rep.stop()
+
+
+def test_wait_1_returns_1_once_a_darner_replica_has_the_writes(primary, darner_factory):
+    p, rep, r = follower(primary, darner_factory)
+    online(p, 1)
+    for i in range(50):
+        p.set("w%d" % i, i)
+    with p.pipeline(transaction=True) as t:
+        for i in range(10):
+            t.set("tx%d" % i, i)
+        t.execute()
+    assert p.execute_command("WAIT", 1, 10000) == 1
+    assert r.get("w49") == b"49" and r.get("tx9") == b"9"
+
+
+def test_wait_in_a_pipeline_after_writes_covers_them(primary):
+    p, rep = redis_follower(primary)
+    try:
+        r = rep.client()
+        with p.pipeline(transaction=False) as pl:
+            for i in range(30):
+                pl.set("pl%d" % i, i)
+            pl.execute_command("WAIT", 1, 10000)
+            out = pl.execute()
+        assert out[-1] == 1
+        assert r.get("pl29") == b"29"
+    finally:
+        rep.stop()
+
+
+def test_wait_for_more_replicas_than_there_are_times_out_with_the_count(primary):
+    p, rep = redis_follower(primary)
+    try:
+        p.set("k", "v")
+        n, took = timed(lambda: p.execute_command("WAIT", 2, 500))
+        assert n == 1
+        assert took >= 0.45
+    finally:
+        rep.stop()
+
+
+def test_wait_0_0_returns_at_once(primary):
+    p = primary.client(socket_timeout=5)
+    p.set("k", "v")
+    # No replica at all: nothing to wait for.
+    assert p.execute_command("WAIT", 0, 0) == 0
+    assert p.execute_command("WAIT", -3, 0) == 0
+    rep = start_redis_replica(primary.port)
+    try:
+        online(p, 1)
+        p.set("k", "w")
+        n = p.execute_command("WAIT", 0, 0)
+        assert n in (0, 1)
+    finally:
+        rep.stop()
+
+
+def test_a_killed_replica_is_not_counted(primary, darner_factory):
+    p, drep, _ = follower(primary, darner_factory)
+    rep = start_redis_replica(primary.port)
+    try:
+        online(p, 2)
+        p.set("a", "1")
+        assert p.execute_command("WAIT", 2, 10000) == 2
+        drep.stop()
+        wait_for(lambda: info(p)["connected_slaves"] == 1, what="the replica gone")
+        p.set("a", "2")
+        assert p.execute_command("WAIT", 2, 300) == 1
+        assert p.execute_command("WAIT", 1, 10000) == 1
+    finally:
+        rep.stop()
+
+
+def read_until(c, needle, timeout=10.0):
+    """Reads the raw stream until `needle` is in it; returns all it read."""
+    deadline = time.monotonic() + timeout
+    got = bytes(c.reader.buf)
+    c.reader.buf = b""
+    while needle not in got:
+        got += c._recv_some(deadline)
+    return got
+
+
+GETACK = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n"
+
+
+def test_a_blocked_wait_asks_for_an_ack_and_returns_on_the_one_that_covers_its_writes(primary):
+    p = primary.client()
+    with primary.raw() as c:
+        assert c.call("REPLCONF", "capa", "psync2").raw == b"+OK\r\n"
+        c.send("PSYNC", "?", "-1")
+        line = read_line(c)
+        assert line.startswith(b"+FULLRESYNC ")
+        cut = int(line.split(b" ")[2])
+        read_snapshot(c)
+        online(p, 1)
+        p.set("k", "v")
+        w = Background(primary, "WAIT", 1, 0)
+        blocked(p)
+        # The write, then the request for an acknowledgement.
+        stream = read_until(c, GETACK)
+        end_of_set = cut + stream.index(b"k\r\n$1\r\nv\r\n") + len(b"k\r\n$1\r\nv\r\n")
+        # An acknowledgement short of the write leaves the client blocked.
+        c.send("REPLCONF", "ACK", str(end_of_set - 1))
+        wait_for(lambda: info(p)["slave0"]["offset"] == end_of_set - 1, what="the ack seen")
+        assert info(p, "clients")["blocked_clients"] == 1
+        assert w.t.is_alive()
+        c.send("REPLCONF", "ACK", str(end_of_set))
+        assert w.join() == 1
+        assert info(p, "clients")["blocked_clients"] == 0
+
+
+def test_wait_errors_as_redis(primary, darner_factory, redis_ref):
+    p = primary.client()
+    ref = redis_ref.client()
+    for args in [("WAIT", "x", 0), ("WAIT", 1, "x"), ("WAIT", 1, -1), ("WAIT", 1, "1.5"),
+                 ("WAIT", "1"), ("WAIT", 1, 2, 3)]:
+        with primary.raw() as a, redis_ref.raw() as b:
+            assert a.call(*args).raw == b.call(*args).raw, args
+    # A deadline past the clock's range: Redis 7.2 refuses it (7.0 overflowed).
+    with primary.raw() as a:
+        assert a.call("WAIT", 1, "9223372036854775807").raw == \
+            b"-ERR timeout is out of range\r\n"
+    # On a replica, Redis's refusal.
+    rep = start_redis_replica(primary.port)
+    try:
+        _, drep, _ = follower(primary, darner_factory)
+        with drep.raw() as a, rep.raw() as b:
+            got = a.call("WAIT", 0, 0).raw
+            assert got == b.call("WAIT", 0, 0).raw
+            assert got.startswith(b"-ERR WAIT cannot be used with replica instances.")
+    finally:
+        rep.stop()
+    assert p.ping() and ref.ping()
+
+
+def test_wait_inside_multi_or_a_script_does_not_block(primary):
+    p, rep = redis_follower(primary)
+    try:
+        c = primary.client(socket_timeout=10)
+        with c.pipeline(transaction=True) as t:
+            t.set("k", "v")
+            t.execute_command("WAIT", 5, 0)
+            out, took = timed(t.execute)
+        assert out[0] is True and out[1] in (0, 1)
+        assert took < 5
+        n, took = timed(lambda: c.eval("return redis.call('wait', 5, 0)", 0))
+        assert n in (0, 1) and took < 5
+    finally:
+        rep.stop()
+
+
+def test_client_unblock_ends_a_wait_with_the_count_or_an_error(primary):
+    p, rep = redis_follower(primary)
+    try:
+        p.set("k", "v")
+        w = Background(primary, "WAIT", 5, 0)
+        blocked(p)
+        assert p.execute_command("CLIENT", "UNBLOCK", w.id) == 1
+        assert w.join() == 1
+        w = Background(primary, "WAIT", 5, 0)
+        blocked(p)
+        assert p.execute_command("CLIENT", "UNBLOCK", w.id, "ERROR") == 1
+        e = w.join()
+        assert isinstance(e, redis.ResponseError)
+        assert str(e) == "UNBLOCKED client unblocked via CLIENT UNBLOCK"
+        assert info(p, "clients")["blocked_clients"] == 0
+    finally:
+        rep.stop()
+
+
+def test_a_client_blocked_in_wait_that_disconnects_is_unblocked(primary):
+    p, rep = redis_follower(primary)
+    try:
+        with primary.raw() as c:
+            c.send("WAIT", 5, 0)
+            blocked(p)
+        wait_for(lambda: info(p, "clients")["blocked_clients"] == 0, what="unblocked")
+        # Nothing left behind: a later WAIT works as before.
+        p.set("k", "v")
+        assert p.execute_command("WAIT", 1, 10000) == 1
+    finally:
+        rep.stop()
