@@ -126,6 +126,7 @@ def test_wait_for_more_replicas_than_there_are_times_out_with_the_count(primary)
     p, rep = redis_follower(primary)
     try:
         p.set("k", "v")
+        assert p.execute_command("WAIT", 1, 10000) == 1
         n, took = timed(lambda: p.execute_command("WAIT", 2, 500))
         assert n == 1
         assert took >= 0.45
@@ -159,8 +160,9 @@ def test_a_killed_replica_is_not_counted(primary, darner_factory):
         drep.stop()
         wait_for(lambda: info(p)["connected_slaves"] == 1, what="the replica gone")
         p.set("a", "2")
-        assert p.execute_command("WAIT", 2, 300) == 1
         assert p.execute_command("WAIT", 1, 10000) == 1
+        # The one replica left has the write; the killed one is not counted.
+        assert p.execute_command("WAIT", 2, 300) == 1
     finally:
         rep.stop()
 
@@ -202,6 +204,11 @@ def test_a_blocked_wait_asks_for_an_ack_and_returns_on_the_one_that_covers_its_w
         c.send("REPLCONF", "ACK", str(end_of_set))
         assert w.join() == 1
         assert info(p, "clients")["blocked_clients"] == 0
+        # The GETACK after the write is no write: with no write since, WAIT has what it
+        # needs without another acknowledgement (the replica acknowledges a GETACK only up
+        # to its start).
+        assert info(p)["master_repl_offset"] > end_of_set
+        assert primary.client(socket_timeout=5).execute_command("WAIT", 1, 0) == 1
 
 
 def test_wait_errors_as_redis(primary, darner_factory, redis_ref):
@@ -248,8 +255,11 @@ def test_client_unblock_ends_a_wait_with_the_count_or_an_error(primary):
     p, rep = redis_follower(primary)
     try:
         p.set("k", "v")
+        off = info(p)["master_repl_offset"]
         w = Background(primary, "WAIT", 5, 0)
         blocked(p)
+        # Unblocked as by its timeout, it answers the count of replicas that acknowledged.
+        wait_for(lambda: info(p)["slave0"]["offset"] >= off, what="the replica's ack")
         assert p.execute_command("CLIENT", "UNBLOCK", w.id) == 1
         assert w.join() == 1
         w = Background(primary, "WAIT", 5, 0)
@@ -275,3 +285,148 @@ def test_a_client_blocked_in_wait_that_disconnects_is_unblocked(primary):
         assert p.execute_command("WAIT", 1, 10000) == 1
     finally:
         rep.stop()
+
+
+# ------------------------------------------------ min-replicas-to-write / max-lag
+
+SCRIPT_FLAGS = "#!lua\nreturn 1"
+SCRIPT_NO_WRITES = "#!lua flags=no-writes\nreturn 1"
+
+
+def test_min_replicas_to_write_refuses_writes_as_redis(darner_factory):
+    """With no replica, the same replies as redis-server under the same setting: writes,
+    MULTI/EXEC (a queued write aborts EXEC), scripts with and without flags."""
+    d = darner_factory("--min-replicas-to-write", "1")
+    ref = harness.start_reference(["--min-replicas-to-write", "1"])
+    cmds = [
+        ("SET", "a", "1"), ("GET", "a"), ("INCR", "n"),
+        ("MULTI",), ("SET", "a", "2"), ("GET", "a"), ("EXEC",),
+        ("MULTI",), ("GET", "a"), ("EXEC",),
+        ("EVAL", "return redis.call('set', 'a', '1')", 0),
+        ("EVAL", "return redis.call('get', 'a')", 0),
+        ("EVAL", SCRIPT_FLAGS, 0), ("EVAL", SCRIPT_NO_WRITES, 0),
+        ("CONFIG", "GET", "min-slaves-to-write"), ("CONFIG", "GET", "min-replicas-max-lag"),
+        # Either setting at 0 turns the check off.
+        ("CONFIG", "SET", "min-replicas-max-lag", "0"), ("SET", "a", "1"),
+        ("CONFIG", "SET", "min-replicas-max-lag", "10"), ("SET", "a", "1"),
+        ("CONFIG", "SET", "min-slaves-to-write", "0"), ("SET", "a", "1"),
+        ("CONFIG", "SET", "min-replicas-to-write", "-1"),
+    ]
+    try:
+        with d.raw() as a, ref.raw() as b:
+            for args in cmds:
+                got, want = a.call(*args).raw, b.call(*args).raw
+                assert got == want, (args, got, want)
+            # MULTI whose write was queued before the setting changed: EXEC is refused.
+            for c in (a, b):
+                assert c.call("MULTI").raw == b"+OK\r\n"
+                assert c.call("SET", "x", "1").raw == b"+QUEUED\r\n"
+            b2 = ref.client()
+            b2.config_set("min-replicas-to-write", "1")
+            d.client().config_set("min-replicas-to-write", "1")
+            assert a.call("EXEC").raw == b.call("EXEC").raw == \
+                b"-EXECABORT Transaction discarded because of: " \
+                b"NOREPLICAS Not enough good replicas to write.\r\n"
+        i = info(d.client())
+        assert i["min_slaves_good_slaves"] == 0
+        d.client().config_set("min-replicas-to-write", "0")
+        assert "min_slaves_good_slaves" not in info(d.client())
+    finally:
+        ref.stop()
+
+
+def test_min_replicas_to_write_counts_online_replicas_that_acked_recently(darner_factory):
+    primary = darner_factory("--min-replicas-to-write", "1", "--min-replicas-max-lag", "2")
+    p = primary.client()
+    with pytest.raises(redis.ResponseError, match="NOREPLICAS"):
+        p.set("k", "v")
+    rep = start_redis_replica(primary.port)
+    try:
+        online(p, 1)
+        wait_for(lambda: info(p)["min_slaves_good_slaves"] == 1, what="a good replica")
+        assert p.set("k", "v")
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        assert rep.client().get("k") == b"v"
+    finally:
+        rep.stop()
+    wait_for(lambda: info(p)["connected_slaves"] == 0, what="the replica gone")
+    with pytest.raises(redis.ResponseError, match="NOREPLICAS"):
+        p.set("k", "w")
+
+
+def test_a_replica_that_stops_acknowledging_is_not_good_after_max_lag(darner_factory):
+    primary = darner_factory("--min-replicas-to-write", "1", "--min-replicas-max-lag", "1")
+    p = primary.client()
+    with primary.raw() as c:
+        assert c.call("REPLCONF", "capa", "psync2").raw == b"+OK\r\n"
+        c.send("PSYNC", "?", "-1")
+        assert read_line(c).startswith(b"+FULLRESYNC ")
+        read_snapshot(c)
+        online(p, 1)
+        c.send("REPLCONF", "ACK", "0")
+        assert p.set("k", "v")
+        # No acknowledgement for more than a second: writes are refused.
+        def refused():
+            try:
+                p.set("k", "v")
+                return False
+            except redis.ResponseError as e:
+                return "NOREPLICAS" in str(e)
+        wait_for(refused, what="writes refused")
+        assert info(p)["min_slaves_good_slaves"] == 0
+        c.send("REPLCONF", "ACK", "0")
+        wait_for(lambda: info(p)["min_slaves_good_slaves"] == 1, what="good again")
+        assert p.set("k", "v")
+
+
+# ------------------------------------------- repl-ping-replica-period, repl-backlog-ttl
+
+PING = b"*1\r\n$4\r\nPING\r\n"
+
+
+def test_repl_ping_replica_period_sets_how_often_the_stream_pings(primary):
+    p = primary.client()
+    assert p.config_get("repl-ping-replica-period") == {"repl-ping-replica-period": "10"}
+    p.config_set("repl-ping-slave-period", "1")
+    assert p.config_get("repl-ping-replica-period") == {"repl-ping-replica-period": "1"}
+    with primary.raw() as c:
+        c.send("SYNC")
+        read_snapshot(c)
+        # Two PINGs within a few seconds (the default period is 10 s).
+        got = read_until(c, PING, timeout=5)
+        c.reader.buf = got[got.index(PING) + len(PING):]
+        read_until(c, PING, timeout=5)
+    with primary.raw() as a:
+        assert a.call("CONFIG", "SET", "repl-ping-replica-period", "0").raw.startswith(
+            b"-ERR CONFIG SET failed (possibly related to argument 'repl-ping-replica-period')")
+
+
+def test_repl_backlog_ttl_frees_the_backlog_of_a_primary_left_without_replicas(primary):
+    p = primary.client()
+    assert p.config_get("repl-backlog-ttl") == {"repl-backlog-ttl": "3600"}
+    rep = start_redis_replica(primary.port)
+    try:
+        online(p, 1)
+        p.set("k", "v")
+        assert p.execute_command("WAIT", 1, 10000) == 1
+    finally:
+        rep.stop()
+    wait_for(lambda: info(p)["connected_slaves"] == 0, what="the replica gone")
+    before = info(p)
+    assert before["repl_backlog_active"] == 1
+    p.config_set("repl-backlog-ttl", "1")
+    wait_for(lambda: info(p)["repl_backlog_active"] == 0, what="the backlog freed")
+    after = info(p)
+    # A new history: the old ID cannot be continued.
+    assert after["master_replid"] != before["master_replid"]
+    assert after["second_repl_offset"] == -1
+    assert "Replication backlog freed after 1 seconds without connected replicas." in \
+        primary.log_tail(20000)
+    # The next replica gets a full sync and a new backlog.
+    rep = start_redis_replica(primary.port)
+    try:
+        online(p, 1)
+        assert info(p)["repl_backlog_active"] == 1
+    finally:
+        rep.stop()
+

@@ -44,8 +44,8 @@ use std::time::{Duration, Instant};
 /// The bytes of the snapshot file sent to the socket at a time.
 pub const PIECE: usize = 64 * 1024;
 
-/// How often the feed thread sends PING into the stream (Redis's repl-ping-replica-period).
-const PING_PERIOD: Duration = Duration::from_secs(10);
+/// Redis's refusal of writes with too few good replicas (min-replicas-to-write).
+pub const ERR_NOREPLICAS: &[u8] = b"NOREPLICAS Not enough good replicas to write.";
 
 /// A chunk of a thread's recorded changes, for the feed thread.
 pub struct Chunk {
@@ -165,6 +165,9 @@ pub struct Replicas {
     pub settling: bool,
     /// Clients blocked in WAIT.
     waits: Vec<Waiting>,
+    /// Since when a primary with a backlog has had no replica (repl-backlog-ttl), as the
+    /// feed thread saw it.
+    alone_since: Option<Instant>,
 }
 
 /// A client blocked in WAIT: until `num` replicas acknowledged `offset`.
@@ -186,6 +189,16 @@ impl Replicas {
     fn remove(&mut self, client_id: u64) -> Option<Replica> {
         let i = self.list.iter().position(|r| r.client_id == client_id)?;
         Some(self.list.remove(i))
+    }
+
+    /// The online replicas whose last acknowledgement is at most `max_lag` seconds old
+    /// (Redis's good replicas, for min-replicas-to-write).
+    pub fn good(&self, max_lag: i64) -> i64 {
+        let now = Shared::real_now_ms();
+        self.list
+            .iter()
+            .filter(|r| matches!(r.phase, Phase::Online) && (now - r.ack_ms) / 1000 <= max_lag)
+            .count() as i64
     }
 
     /// The online replicas that acknowledged `offset` (Redis's replicationCountAcksByOffset).
@@ -217,6 +230,28 @@ impl Replicas {
         });
         self.waits = waits;
     }
+}
+
+/// The settings of min-replicas-to-write / min-replicas-max-lag when both are on.
+fn min_replicas(shared: &Shared) -> Option<(i64, i64)> {
+    let hot = &shared.config.hot;
+    let n = hot.min_replicas_to_write.load(Ordering::Relaxed);
+    let lag = hot.min_replicas_max_lag.load(Ordering::Relaxed);
+    (n > 0 && lag > 0).then_some((n, lag))
+}
+
+/// Whether writes are refused now for too few good replicas (Redis's
+/// checkGoodReplicasStatus, negated): never on a replica, nor with min-replicas-to-write or
+/// min-replicas-max-lag at 0.
+pub fn too_few_good_replicas(shared: &Shared) -> bool {
+    let Some((n, lag)) = min_replicas(shared) else {
+        return false;
+    };
+    if shared.repl.is_replica.load(Ordering::Relaxed) {
+        return false;
+    }
+    let st = shared.repl.lock();
+    st.master.is_none() && st.replicas.good(lag) < n
 }
 
 /// WAIT's offset: the stream's offset once what every thread recorded so far (the client's
@@ -330,6 +365,9 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
     let mut received = vec![0u64; shared.threads];
     let mut offsets: Vec<(Vec<u64>, crate::msg::Completion)> = Vec::new();
     let mut getack = false;
+    // The stream's offset at the end of the last data fed (PING and GETACK after it are
+    // not counted): what WAIT waits for.
+    let mut data_offset = 0i64;
     let mut w = darner_aof::Writer::new(false);
     let mut buf: Vec<u8> = Vec::new();
     let mut last_ping = Instant::now();
@@ -376,7 +414,10 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
             }
         });
         let cuts = pieces.len();
-        let mut last = std::mem::take(&mut buf);
+        let last = std::mem::take(&mut buf);
+        // PING and GETACK go as a piece of their own after the data: WAIT's offset is the
+        // end of the data (a replica acknowledges a GETACK only up to its start).
+        let mut control = Vec::new();
         let size = if last_resize.elapsed() >= Duration::from_secs(1) {
             last_resize = Instant::now();
             backlog_size(&shared)
@@ -388,25 +429,36 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
         if let (Some(size), Some(b)) = (size, st.history.backlog.as_mut()) {
             b.resize(size);
         }
-        if last_ping.elapsed() >= PING_PERIOD {
+        let hot = &shared.config.hot;
+        let period = hot.repl_ping_period.load(Ordering::Relaxed).max(1) as u64;
+        if last_ping.elapsed() >= Duration::from_secs(period) {
             last_ping = Instant::now();
             if !st.replicas.list.is_empty() {
-                darner_aof::writer::render_command(&mut last, &[b"PING"]);
+                darner_aof::writer::render_command(&mut control, &[b"PING"]);
             }
         }
         // Once per turn, however many WAIT clients blocked in it (Redis: once per event loop
         // turn, in beforeSleep).
         if std::mem::take(&mut getack) && !st.replicas.list.is_empty() {
-            darner_aof::writer::render_command(&mut last, &[&b"REPLCONF"[..], b"GETACK", b"*"]);
+            darner_aof::writer::render_command(&mut control, &[&b"REPLCONF"[..], b"GETACK", b"*"]);
         }
         pieces.push(last);
+        pieces.push(control);
         let hard = crate::config::Config::obuf_limits(&shared.config.hot.obuf_replica).0;
         // While this server follows a primary, what it records (the primary's stream applied)
         // is no stream of its own: the offset is the primary's.
         let following = st.master.is_some();
+        backlog_ttl(
+            &mut st,
+            hot.repl_backlog_ttl.load(Ordering::Relaxed),
+            following,
+        );
         for (i, piece) in pieces.into_iter().enumerate() {
             if !piece.is_empty() && !following {
                 st.history.feed(&piece);
+                if i <= cuts {
+                    data_offset = st.history.master_repl_offset;
+                }
                 let piece = Arc::new(piece);
                 let mut over = Vec::new();
                 for r in st.replicas.list.iter_mut() {
@@ -451,7 +503,7 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
         }
         // WAIT's offsets, for the requests whose threads' chunks are all in the stream now.
         if !offsets.is_empty() {
-            let offset = st.history.master_repl_offset;
+            let offset = data_offset.min(st.history.master_repl_offset);
             offsets.retain(|(tickets, done)| {
                 let merged = tickets
                     .iter()
@@ -463,6 +515,26 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
                 !merged
             });
         }
+    }
+}
+
+/// repl-backlog-ttl: a primary whose backlog has had no replica for more than `ttl` seconds
+/// (0: never) frees it, and starts a new history (Redis's replicationCron: without a backlog
+/// the offset stands still, so the old ID could not be continued safely). A replica keeps
+/// its backlog: it may be promoted.
+fn backlog_ttl(st: &mut crate::replica::State, ttl: i64, following: bool) {
+    if !st.replicas.list.is_empty() || following || st.history.backlog.is_none() {
+        st.replicas.alone_since = None;
+        return;
+    }
+    let since = *st.replicas.alone_since.get_or_insert_with(Instant::now);
+    if ttl > 0 && since.elapsed().as_secs() as i64 > ttl {
+        st.history.restart(crate::replica::new_replid());
+        st.history.backlog = None;
+        st.replicas.alone_since = None;
+        crate::log::notice(&format!(
+            "Replication backlog freed after {ttl} seconds without connected replicas."
+        ));
     }
 }
 
@@ -858,10 +930,13 @@ fn send_all(sock: &TcpStream, mut bytes: &[u8]) -> Result<(), String> {
 }
 
 /// INFO replication's replica lines and backlog fields.
-pub fn info(st: &crate::replica::State, out: &mut String) {
+pub fn info(shared: &Shared, st: &crate::replica::State, out: &mut String) {
     use std::fmt::Write as _;
     let now = Shared::real_now_ms();
     let _ = write!(out, "connected_slaves:{}\r\n", st.replicas.list.len());
+    if let Some((_, lag)) = min_replicas(shared) {
+        let _ = write!(out, "min_slaves_good_slaves:{}\r\n", st.replicas.good(lag));
+    }
     for (i, r) in st.replicas.list.iter().enumerate() {
         let state = match (&r.phase, r.sending) {
             (Phase::Online, _) => "online",
