@@ -165,6 +165,10 @@ pub struct Replicas {
     pub settling: bool,
     /// Clients blocked in WAIT.
     waits: Vec<Waiting>,
+    /// The stream's offset at the end of the last data the feed thread sent (the PING and
+    /// GETACK after it not counted: a replica acknowledges a GETACK only up to its start):
+    /// what WAIT waits for.
+    data_offset: i64,
     /// Since when a primary with a backlog has had no replica (repl-backlog-ttl), as the
     /// feed thread saw it.
     alone_since: Option<Instant>,
@@ -275,7 +279,7 @@ pub async fn wait_offset(tx: &crate::exec::Tx) -> i64 {
         .is_some_and(|f| f.send(FeedMsg::Offset { tickets, done }).is_ok());
     if !sent {
         offset.forget();
-        return shared.repl.lock().history.master_repl_offset;
+        return shared.repl.lock().data_offset();
     }
     offset.await
 }
@@ -304,6 +308,15 @@ pub fn drop_waits(shared: &Shared) {
         .replicas
         .waits
         .retain(|w| !w.waiter.is_claimed());
+}
+
+impl crate::replica::State {
+    /// WAIT's offset now: the end of the last data in the stream.
+    pub fn data_offset(&self) -> i64 {
+        self.replicas
+            .data_offset
+            .min(self.history.master_repl_offset)
+    }
 }
 
 /// A connection closed: it is no replica any more.
@@ -365,9 +378,6 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
     let mut received = vec![0u64; shared.threads];
     let mut offsets: Vec<(Vec<u64>, crate::msg::Completion)> = Vec::new();
     let mut getack = false;
-    // The stream's offset at the end of the last data fed (PING and GETACK after it are
-    // not counted): what WAIT waits for.
-    let mut data_offset = 0i64;
     let mut w = darner_aof::Writer::new(false);
     let mut buf: Vec<u8> = Vec::new();
     let mut last_ping = Instant::now();
@@ -457,7 +467,7 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
             if !piece.is_empty() && !following {
                 st.history.feed(&piece);
                 if i <= cuts {
-                    data_offset = st.history.master_repl_offset;
+                    st.replicas.data_offset = st.history.master_repl_offset;
                 }
                 let piece = Arc::new(piece);
                 let mut over = Vec::new();
@@ -503,7 +513,7 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
         }
         // WAIT's offsets, for the requests whose threads' chunks are all in the stream now.
         if !offsets.is_empty() {
-            let offset = data_offset.min(st.history.master_repl_offset);
+            let offset = st.data_offset();
             offsets.retain(|(tickets, done)| {
                 let merged = tickets
                     .iter()

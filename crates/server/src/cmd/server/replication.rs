@@ -54,7 +54,7 @@ fn wait(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         let count = |offset: i64| shared.repl.lock().replicas.acked(offset);
         let int = |n: i64| with_writer(resp3, |w| w.int(n));
         if tx.nested() {
-            let offset = shared.repl.lock().history.master_repl_offset;
+            let offset = shared.repl.lock().data_offset();
             return int(count(offset));
         }
         let offset = crate::primary::wait_offset(&tx).await;
