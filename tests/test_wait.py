@@ -435,3 +435,24 @@ def test_repl_backlog_ttl_frees_the_backlog_of_a_primary_left_without_replicas(p
     finally:
         rep.stop()
 
+
+
+def test_min_replicas_to_write_leaves_the_aof_replay_alone(tmp_path):
+    d = str(tmp_path)
+    srv = harness.start_darner(["--dir", d, "--appendonly", "yes"])
+    try:
+        c = srv.client()
+        for i in range(20):
+            c.set("k%d" % i, i)
+        c.incr("n")
+    finally:
+        srv.stop()
+    srv = harness.start_darner(["--dir", d, "--appendonly", "yes",
+                                "--min-replicas-to-write", "1"])
+    try:
+        c = srv.client()
+        assert c.get("k19") == b"19" and c.get("n") == b"1"
+        with pytest.raises(redis.ResponseError, match="NOREPLICAS"):
+            c.set("k", "v")
+    finally:
+        srv.stop()

@@ -356,7 +356,8 @@ impl Worker {
         }
         // min-replicas-to-write (primary.rs): with too few good replicas, writes and EXEC of
         // a transaction holding one get NOREPLICAS (after MISCONF, as in Redis's
-        // processCommand; inside MULTI the transaction is then aborted at EXEC).
+        // processCommand; inside MULTI the transaction is then aborted at EXEC). The AOF's
+        // replay is never refused (Redis loads it without processCommand).
         if self
             .shared
             .config
@@ -364,6 +365,7 @@ impl Worker {
             .min_replicas_to_write
             .load(Ordering::Relaxed)
             > 0
+            && !self.conns[c].state.must_obey()
             && is_write(spec, &self.conns[c].state)
             && crate::primary::too_few_good_replicas(&self.shared)
         {
