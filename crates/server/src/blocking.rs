@@ -471,6 +471,74 @@ pub async fn block(
     outcome
 }
 
+/// The op of a waiter on no key (WAIT): keys never serve it.
+struct NoKey;
+
+impl BlockOp for NoKey {
+    fn kind(&self, _: &mut ShardCtx, _: &[u8]) -> KeyKind {
+        KeyKind::Missing
+    }
+    fn serve(&self, _: &mut ShardCtx, _: &[u8]) -> Vec<u8> {
+        Vec::new()
+    }
+}
+
+impl Waiter {
+    /// Whether the wait is over (served, timed out, cancelled or unblocked).
+    pub fn is_claimed(&self) -> bool {
+        self.claimed.load(Ordering::Acquire)
+    }
+
+    /// Ends the wait of a client blocked on something other than keys ([`block_other`]) with
+    /// `payload` as its reply; false when it ended already. Call on a worker thread.
+    pub fn serve_other(&self, shared: &Shared, payload: Vec<u8>) -> bool {
+        if !self.claim() {
+            return false;
+        }
+        let key = Bytes::new();
+        exec::complete(shared, self.done, Outcome::Served { key, payload });
+        true
+    }
+}
+
+/// Waits, blocked on something other than keys (WAIT: replicas' acknowledgements), until
+/// whoever `register` handed the waiter to serves it ([`Waiter::serve_other`]), the timeout
+/// passes (None) or the client goes away; CLIENT UNBLOCK ends it as it ends a wait on keys.
+pub async fn block_other(
+    tx: &Tx,
+    timeout: Option<Duration>,
+    register: impl FnOnce(Arc<Waiter>),
+) -> Option<Outcome> {
+    let (done, result) = exec::pending::<Outcome>();
+    let w = Arc::new(Waiter {
+        id: NEXT_WAITER.fetch_add(1, Ordering::Relaxed),
+        claimed: AtomicBool::new(false),
+        done,
+        op: Arc::new(NoKey),
+        db: tx.db(),
+        resp3: tx.resp3(),
+    });
+    let client = tx.client().id;
+    BLOCKED.with(|b| b.borrow_mut().insert(client, w.clone()));
+    BLOCKED_CLIENTS.fetch_add(1, Ordering::Relaxed);
+    register(w.clone());
+    let sleep = timeout.map(|t| exec::sleep_until(Instant::now() + t));
+    let outcome = match (Wait { result, sleep }).await {
+        Waited::Done(o) => Some(o),
+        Waited::TimedOut(result) => {
+            if w.claim() {
+                result.forget();
+                None
+            } else {
+                Some(result.await)
+            }
+        }
+    };
+    BLOCKED.with(|b| b.borrow_mut().remove(&client));
+    BLOCKED_CLIENTS.fetch_sub(1, Ordering::Relaxed);
+    outcome
+}
+
 enum Waited {
     Done(Outcome),
     TimedOut(exec::Hop<Outcome>),

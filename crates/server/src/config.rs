@@ -99,6 +99,14 @@ pub struct Hot {
     pub replica_read_only: AtomicBool,
     /// replica-ignore-maxmemory: a replica does not evict (evict.rs).
     pub replica_ignore_maxmemory: AtomicBool,
+    /// min-replicas-to-write / min-replicas-max-lag: a primary refuses writes with fewer
+    /// good replicas (primary.rs `too_few_good_replicas`).
+    pub min_replicas_to_write: AtomicI64,
+    pub min_replicas_max_lag: AtomicI64,
+    /// repl-ping-replica-period (seconds) and repl-backlog-ttl (seconds; 0: never), read
+    /// by the replication feed thread (primary.rs).
+    pub repl_ping_period: AtomicI64,
+    pub repl_backlog_ttl: AtomicI64,
 }
 
 /// maxmemory-policy's values, in Redis's order (its error message lists them so).
@@ -603,6 +611,51 @@ pub static TABLE: &[Directive] = &[
         default: "60",
         mutable: true,
         apply: nothing,
+    },
+    // Writes are refused (NOREPLICAS) while fewer than `min-replicas-to-write` online
+    // replicas acknowledged within `min-replicas-max-lag` seconds; 0 in either: never.
+    Directive {
+        name: "min-replicas-to-write",
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        default: "0",
+        mutable: true,
+        apply: |h, v| set_i(&h.min_replicas_to_write)(v),
+    },
+    Directive {
+        name: "min-replicas-max-lag",
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        default: "10",
+        mutable: true,
+        apply: |h, v| set_i(&h.min_replicas_max_lag)(v),
+    },
+    // Seconds between the PINGs the primary puts in the stream (primary.rs).
+    Directive {
+        name: "repl-ping-replica-period",
+        kind: Kind::Int {
+            min: 1,
+            max: i32::MAX as i64,
+        },
+        default: "10",
+        mutable: true,
+        apply: |h, v| set_i(&h.repl_ping_period)(v),
+    },
+    // Seconds a primary without replicas keeps its backlog (0: for ever); a replica keeps
+    // its own (primary.rs).
+    Directive {
+        name: "repl-backlog-ttl",
+        kind: Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "3600",
+        mutable: true,
+        apply: |h, v| set_i(&h.repl_backlog_ttl)(v),
     },
     // Whether a replica-less instance deletes the RDB files replication made (Redis: only
     // when persistence is off, for files written for a replica's full sync). Darner deletes
@@ -1231,6 +1284,9 @@ pub static ALIASES: &[(&str, &str)] = &[
     ("slave-announce-port", "replica-announce-port"),
     ("slave-ignore-maxmemory", "replica-ignore-maxmemory"),
     ("slave-lazy-flush", "replica-lazy-flush"),
+    ("min-slaves-to-write", "min-replicas-to-write"),
+    ("min-slaves-max-lag", "min-replicas-max-lag"),
+    ("repl-ping-slave-period", "repl-ping-replica-period"),
 ];
 
 /// Directives Redis 7.2 still reads in a config file (with one value) and ignores, having no
@@ -1298,6 +1354,10 @@ impl Config {
                 stop_writes_on_bgsave_error: AtomicBool::new(true),
                 replica_read_only: AtomicBool::new(true),
                 replica_ignore_maxmemory: AtomicBool::new(true),
+                min_replicas_to_write: AtomicI64::new(0),
+                min_replicas_max_lag: AtomicI64::new(10),
+                repl_ping_period: AtomicI64::new(10),
+                repl_backlog_ttl: AtomicI64::new(3600),
             },
             file,
         };

@@ -44,8 +44,8 @@ use std::time::{Duration, Instant};
 /// The bytes of the snapshot file sent to the socket at a time.
 pub const PIECE: usize = 64 * 1024;
 
-/// How often the feed thread sends PING into the stream (Redis's repl-ping-replica-period).
-const PING_PERIOD: Duration = Duration::from_secs(10);
+/// Redis's refusal of writes with too few good replicas (min-replicas-to-write).
+pub const ERR_NOREPLICAS: &[u8] = b"NOREPLICAS Not enough good replicas to write.";
 
 /// A chunk of a thread's recorded changes, for the feed thread.
 pub struct Chunk {
@@ -54,7 +54,20 @@ pub struct Chunk {
     pub items: Vec<Item>,
 }
 
-static FEED: OnceLock<Sender<Chunk>> = OnceLock::new();
+/// What the feed thread is told.
+enum FeedMsg {
+    Chunk(Chunk),
+    /// WAIT: the stream's offset once everything each thread handed over up to its ticket
+    /// (`tickets`, by thread) is in the stream, delivered to `done`.
+    Offset {
+        tickets: Vec<u64>,
+        done: crate::msg::Completion,
+    },
+    /// WAIT blocked: replicas are asked for an acknowledgement (`REPLCONF GETACK *`).
+    GetAck,
+}
+
+static FEED: OnceLock<Sender<FeedMsg>> = OnceLock::new();
 
 /// Whether the feed thread runs (recording must stay on).
 pub fn feeding() -> bool {
@@ -64,11 +77,11 @@ pub fn feeding() -> bool {
 /// Hands a thread's chunk to the feed thread (nothing when it does not run).
 pub fn hand_over(thread: usize, ticket: u64, items: Vec<Item>) {
     if let Some(tx) = FEED.get() {
-        let _ = tx.send(Chunk {
+        let _ = tx.send(FeedMsg::Chunk(Chunk {
             thread,
             ticket,
             items,
-        });
+        }));
     }
 }
 
@@ -150,6 +163,22 @@ pub struct Replicas {
     /// REPLICAOF NO ONE is waiting for the old link's last commands (and a snapshot it may be
     /// loading): no replica may take a snapshot before they land.
     pub settling: bool,
+    /// Clients blocked in WAIT.
+    waits: Vec<Waiting>,
+    /// The stream's offset at the end of the last data the feed thread sent (the PING and
+    /// GETACK after it not counted: a replica acknowledges a GETACK only up to its start):
+    /// what WAIT waits for.
+    data_offset: i64,
+    /// Since when a primary with a backlog has had no replica (repl-backlog-ttl), as the
+    /// feed thread saw it.
+    alone_since: Option<Instant>,
+}
+
+/// A client blocked in WAIT: until `num` replicas acknowledged `offset`.
+struct Waiting {
+    offset: i64,
+    num: i64,
+    waiter: Arc<crate::blocking::Waiter>,
 }
 
 impl Replicas {
@@ -164,6 +193,129 @@ impl Replicas {
     fn remove(&mut self, client_id: u64) -> Option<Replica> {
         let i = self.list.iter().position(|r| r.client_id == client_id)?;
         Some(self.list.remove(i))
+    }
+
+    /// The online replicas whose last acknowledgement is at most `max_lag` seconds old
+    /// (Redis's good replicas, for min-replicas-to-write).
+    pub fn good(&self, max_lag: i64) -> i64 {
+        let now = Shared::real_now_ms();
+        self.list
+            .iter()
+            .filter(|r| matches!(r.phase, Phase::Online) && (now - r.ack_ms) / 1000 <= max_lag)
+            .count() as i64
+    }
+
+    /// The online replicas that acknowledged `offset` (Redis's replicationCountAcksByOffset).
+    pub fn acked(&self, offset: i64) -> i64 {
+        self.list
+            .iter()
+            .filter(|r| matches!(r.phase, Phase::Online) && r.ack_offset >= offset)
+            .count() as i64
+    }
+
+    /// Answers the WAIT clients that have their replicas now, with the count; forgets the
+    /// ones whose wait ended otherwise.
+    fn serve_waits(&mut self, shared: &Shared) {
+        if self.waits.is_empty() {
+            return;
+        }
+        let mut waits = std::mem::take(&mut self.waits);
+        waits.retain(|w| {
+            if w.waiter.is_claimed() {
+                return false;
+            }
+            let n = self.acked(w.offset);
+            if n >= w.num {
+                w.waiter
+                    .serve_other(shared, format!(":{n}\r\n").into_bytes());
+                return false;
+            }
+            true
+        });
+        self.waits = waits;
+    }
+}
+
+/// The settings of min-replicas-to-write / min-replicas-max-lag when both are on.
+fn min_replicas(shared: &Shared) -> Option<(i64, i64)> {
+    let hot = &shared.config.hot;
+    let n = hot.min_replicas_to_write.load(Ordering::Relaxed);
+    let lag = hot.min_replicas_max_lag.load(Ordering::Relaxed);
+    (n > 0 && lag > 0).then_some((n, lag))
+}
+
+/// Whether writes are refused now for too few good replicas (Redis's
+/// checkGoodReplicasStatus, negated): never on a replica, nor with min-replicas-to-write or
+/// min-replicas-max-lag at 0.
+pub fn too_few_good_replicas(shared: &Shared) -> bool {
+    let Some((n, lag)) = min_replicas(shared) else {
+        return false;
+    };
+    if shared.repl.is_replica.load(Ordering::Relaxed) {
+        return false;
+    }
+    let st = shared.repl.lock();
+    st.master.is_none() && st.replicas.good(lag) < n
+}
+
+/// WAIT's offset: the stream's offset once what every thread recorded so far (the client's
+/// writes among it) is in the stream. Each thread hands over what it recorded and says up to
+/// which ticket; the feed thread answers once it has merged all of it.
+pub async fn wait_offset(tx: &crate::exec::Tx) -> i64 {
+    let shared = tx.shared().clone();
+    let hops: Vec<_> = (0..shared.threads)
+        .map(|t| {
+            let sh = shared.clone();
+            tx.on_thread(t, move |_| {
+                crate::propagate::flush(&sh, t);
+                crate::propagate::last_ticket()
+            })
+        })
+        .collect();
+    let tickets = crate::exec::join(hops).await;
+    let (done, offset) = crate::exec::pending::<i64>();
+    let sent = FEED
+        .get()
+        .is_some_and(|f| f.send(FeedMsg::Offset { tickets, done }).is_ok());
+    if !sent {
+        offset.forget();
+        return shared.repl.lock().data_offset();
+    }
+    offset.await
+}
+
+/// A client blocks in WAIT until `num` replicas acknowledged `offset`: registered, and the
+/// replicas are asked for an acknowledgement. Served at once when they did meanwhile.
+pub fn add_wait(shared: &Shared, offset: i64, num: i64, waiter: Arc<crate::blocking::Waiter>) {
+    let mut st = shared.repl.lock();
+    st.replicas.waits.push(Waiting {
+        offset,
+        num,
+        waiter,
+    });
+    st.replicas.serve_waits(shared);
+    drop(st);
+    if let Some(f) = FEED.get() {
+        let _ = f.send(FeedMsg::GetAck);
+    }
+}
+
+/// Forgets the WAIT clients whose wait is over.
+pub fn drop_waits(shared: &Shared) {
+    shared
+        .repl
+        .lock()
+        .replicas
+        .waits
+        .retain(|w| !w.waiter.is_claimed());
+}
+
+impl crate::replica::State {
+    /// WAIT's offset now: the end of the last data in the stream.
+    pub fn data_offset(&self) -> i64 {
+        self.replicas
+            .data_offset
+            .min(self.history.master_repl_offset)
     }
 }
 
@@ -218,20 +370,39 @@ fn start_feed(shared: &Arc<Shared>) {
         .expect("the replication feed thread starts");
 }
 
-fn feed_loop(shared: Arc<Shared>, rx: Receiver<Chunk>) {
+fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
     let mut merger = Merger::new(shared.threads);
+    // The last ticket received from each thread, and WAIT's requests: each thread's ticket
+    // to see emitted (at most the last received: a chunk handed over before the feed ran
+    // never comes), and where the offset goes.
+    let mut received = vec![0u64; shared.threads];
+    let mut offsets: Vec<(Vec<u64>, crate::msg::Completion)> = Vec::new();
+    let mut getack = false;
     let mut w = darner_aof::Writer::new(false);
     let mut buf: Vec<u8> = Vec::new();
     let mut last_ping = Instant::now();
     let mut last_resize = Instant::now();
     loop {
+        let mut take = |m: FeedMsg| match m {
+            FeedMsg::Chunk(c) => {
+                received[c.thread] = received[c.thread].max(c.ticket);
+                merger.push(c.thread, c.ticket, c.items);
+            }
+            FeedMsg::Offset { mut tickets, done } => {
+                for (t, r) in tickets.iter_mut().zip(&received) {
+                    *t = (*t).min(*r);
+                }
+                offsets.push((tickets, done));
+            }
+            FeedMsg::GetAck => getack = true,
+        };
         match rx.recv_timeout(Duration::from_secs(1)) {
-            Ok(c) => merger.push(c.thread, c.ticket, c.items),
+            Ok(m) => take(m),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
-        while let Ok(c) = rx.try_recv() {
-            merger.push(c.thread, c.ticket, c.items);
+        while let Ok(m) = rx.try_recv() {
+            take(m);
         }
         // Pieces, each but the last ended by a barrier.
         let mut pieces: Vec<Vec<u8>> = Vec::new();
@@ -253,7 +424,10 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<Chunk>) {
             }
         });
         let cuts = pieces.len();
-        let mut last = std::mem::take(&mut buf);
+        let last = std::mem::take(&mut buf);
+        // PING and GETACK go as a piece of their own after the data: WAIT's offset is the
+        // end of the data (a replica acknowledges a GETACK only up to its start).
+        let mut control = Vec::new();
         let size = if last_resize.elapsed() >= Duration::from_secs(1) {
             last_resize = Instant::now();
             backlog_size(&shared)
@@ -265,20 +439,36 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<Chunk>) {
         if let (Some(size), Some(b)) = (size, st.history.backlog.as_mut()) {
             b.resize(size);
         }
-        if last_ping.elapsed() >= PING_PERIOD {
+        let hot = &shared.config.hot;
+        let period = hot.repl_ping_period.load(Ordering::Relaxed).max(1) as u64;
+        if last_ping.elapsed() >= Duration::from_secs(period) {
             last_ping = Instant::now();
             if !st.replicas.list.is_empty() {
-                darner_aof::writer::render_command(&mut last, &[b"PING"]);
+                darner_aof::writer::render_command(&mut control, &[b"PING"]);
             }
         }
+        // Once per turn, however many WAIT clients blocked in it (Redis: once per event loop
+        // turn, in beforeSleep).
+        if std::mem::take(&mut getack) && !st.replicas.list.is_empty() {
+            darner_aof::writer::render_command(&mut control, &[&b"REPLCONF"[..], b"GETACK", b"*"]);
+        }
         pieces.push(last);
+        pieces.push(control);
         let hard = crate::config::Config::obuf_limits(&shared.config.hot.obuf_replica).0;
         // While this server follows a primary, what it records (the primary's stream applied)
         // is no stream of its own: the offset is the primary's.
         let following = st.master.is_some();
+        backlog_ttl(
+            &mut st,
+            hot.repl_backlog_ttl.load(Ordering::Relaxed),
+            following,
+        );
         for (i, piece) in pieces.into_iter().enumerate() {
             if !piece.is_empty() && !following {
                 st.history.feed(&piece);
+                if i <= cuts {
+                    st.replicas.data_offset = st.history.master_repl_offset;
+                }
                 let piece = Arc::new(piece);
                 let mut over = Vec::new();
                 for r in st.replicas.list.iter_mut() {
@@ -321,7 +511,53 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<Chunk>) {
                 }
             }
         }
+        // WAIT's offsets, for the requests whose threads' chunks are all in the stream now.
+        if !offsets.is_empty() {
+            let offset = st.data_offset();
+            offsets.retain(|(tickets, done)| {
+                let merged = tickets
+                    .iter()
+                    .enumerate()
+                    .all(|(t, &k)| merger.done_ticket(t) >= k);
+                if merged {
+                    deliver(&shared, *done, offset);
+                }
+                !merged
+            });
+        }
     }
+}
+
+/// repl-backlog-ttl: a primary whose backlog has had no replica for more than `ttl` seconds
+/// (0: never) frees it, and starts a new history (Redis's replicationCron: without a backlog
+/// the offset stands still, so the old ID could not be continued safely). A replica keeps
+/// its backlog: it may be promoted.
+fn backlog_ttl(st: &mut crate::replica::State, ttl: i64, following: bool) {
+    if !st.replicas.list.is_empty() || following || st.history.backlog.is_none() {
+        st.replicas.alone_since = None;
+        return;
+    }
+    let since = *st.replicas.alone_since.get_or_insert_with(Instant::now);
+    if ttl > 0 && since.elapsed().as_secs() as i64 > ttl {
+        st.history.restart(crate::replica::new_replid());
+        st.history.backlog = None;
+        st.replicas.alone_since = None;
+        crate::log::notice(&format!(
+            "Replication backlog freed after {ttl} seconds without connected replicas."
+        ));
+    }
+}
+
+/// Sends a result to a task from outside the worker threads.
+fn deliver<R: Send + 'static>(shared: &Shared, done: crate::msg::Completion, r: R) {
+    shared.send(
+        done.thread,
+        Msg::HopDone {
+            task: done.task,
+            slot: done.slot,
+            result: Box::new(r),
+        },
+    );
 }
 
 /// REPLCONF's options, applied to the connection `client_id` (a replica or one becoming one).
@@ -341,6 +577,7 @@ pub fn replconf(shared: &Shared, client_id: u64, opts: Vec<darner_repl::replconf
                     r.ack_offset = r.ack_offset.max(offset);
                     r.ack_ms = Shared::real_now_ms();
                 }
+                st.replicas.serve_waits(shared);
             }
             Opt::CapaEof | Opt::GetAck | Opt::RdbOnly(_) | Opt::RdbFilterOnly { .. } => {}
         }
@@ -703,10 +940,13 @@ fn send_all(sock: &TcpStream, mut bytes: &[u8]) -> Result<(), String> {
 }
 
 /// INFO replication's replica lines and backlog fields.
-pub fn info(st: &crate::replica::State, out: &mut String) {
+pub fn info(shared: &Shared, st: &crate::replica::State, out: &mut String) {
     use std::fmt::Write as _;
     let now = Shared::real_now_ms();
     let _ = write!(out, "connected_slaves:{}\r\n", st.replicas.list.len());
+    if let Some((_, lag)) = min_replicas(shared) {
+        let _ = write!(out, "min_slaves_good_slaves:{}\r\n", st.replicas.good(lag));
+    }
     for (i, r) in st.replicas.list.iter().enumerate() {
         let state = match (&r.phase, r.sending) {
             (Phase::Online, _) => "online",

@@ -1227,7 +1227,7 @@ pub fn info(shared: &Shared, out: &mut String) {
             );
         }
     }
-    crate::primary::info(&st, out);
+    crate::primary::info(shared, &st, out);
     let size = shared
         .config
         .get("repl-backlog-size")

@@ -510,6 +510,9 @@ fn oom_rule(tx: &Tx, flags: ScriptFlags) -> Result<bool, Cow<'static, [u8]>> {
         if let Some(denied) = crate::bgsave::writes_denied(tx.shared()) {
             return Err(denied.message());
         }
+        if crate::primary::too_few_good_replicas(tx.shared()) {
+            return Err(crate::primary::ERR_NOREPLICAS.into());
+        }
     }
     if !tx.client().oom_at_dispatch || flags.allow_oom {
         return Ok(false);
@@ -591,6 +594,7 @@ async fn schedule(
             ro,
             oom,
             misconf: crate::bgsave::writes_denied(tx.shared()),
+            noreplicas: crate::primary::too_few_good_replicas(tx.shared()),
         };
         let frame = drive(tx, what, keys, argv, limits, declared.clone(), &mut journal).await;
         match declared {
@@ -623,6 +627,9 @@ struct Limits {
     oom: bool,
     /// Writes are refused with MISCONF (bgsave.rs `writes_denied`) until the run has written.
     misconf: Option<crate::bgsave::DiskError>,
+    /// Writes are refused with NOREPLICAS (primary.rs `too_few_good_replicas`) until the run
+    /// has written.
+    noreplicas: bool,
 }
 
 /// A run that holds only its declared keys.
@@ -1151,6 +1158,10 @@ impl Host for ScriptHost<'_> {
             if !self.control.has_written() {
                 return Frame::Error(Bytes::from(denied.message().into_owned()));
             }
+        }
+        // The same for too few good replicas (min-replicas-to-write).
+        if self.limits.noreplicas && writes && !self.control.has_written() {
+            return Frame::Error(Bytes::from_static(crate::primary::ERR_NOREPLICAS));
         }
         // Redis stops a script over maxmemory only before its first write: after it, stopping
         // would leave half of it.

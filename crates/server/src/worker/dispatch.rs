@@ -354,6 +354,25 @@ impl Worker {
                 return;
             }
         }
+        // min-replicas-to-write (primary.rs): with too few good replicas, writes and EXEC of
+        // a transaction holding one get NOREPLICAS (after MISCONF, as in Redis's
+        // processCommand; inside MULTI the transaction is then aborted at EXEC). The AOF's
+        // replay is never refused (Redis loads it without processCommand).
+        if self
+            .shared
+            .config
+            .hot
+            .min_replicas_to_write
+            .load(Ordering::Relaxed)
+            > 0
+            && !self.conns[c].state.must_obey()
+            && is_write(spec, &self.conns[c].state)
+            && crate::primary::too_few_good_replicas(&self.shared)
+        {
+            bump(&self.shared.stats[self.id].cmd[cmd.id].rejected, 1);
+            self.reject(c, Some(spec), crate::primary::ERR_NOREPLICAS);
+            return;
+        }
         // A read-only replica: clients' writes, and EXEC of a transaction holding one, get
         // READONLY (after MISCONF, as in Redis's processCommand); the primary's stream not.
         if self.shared.repl.is_replica.load(Ordering::Relaxed)

@@ -589,6 +589,7 @@ pub fn summary(full_name: &str) -> Option<&'static str> {
         "sync" => "An internal command used in replication: a replica asks for a full sync (the old protocol).",
         "replconf" => "An internal command for configuring the replication stream.",
         "failover" => "Hands this primary's role over to one of its replicas, in step with it.",
+        "wait" => "Waits for replicas to acknowledge the writes this connection made before it.",
         "save" => "Synchronously saves the database(s) to disk.",
         "lcs" => "Finds the longest common subsequence of two strings.",
         "mget" => "Returns the string values of several keys.",

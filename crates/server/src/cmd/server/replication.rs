@@ -18,6 +18,7 @@ pub fn register(r: &mut Reg) {
     r.tx("sync", Locks::None, psync);
     r.conn("replconf", replconf);
     r.conn("failover", failover);
+    r.tx("wait", Locks::None, wait);
 }
 
 /// FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms] (failover.rs).
@@ -57,6 +58,65 @@ async fn take_over(tx: &Tx, replid: &[u8]) -> Result<(), &'static [u8]> {
         ));
     }
     Ok(())
+}
+
+/// Redis's refusal of WAIT on a replica.
+const ERR_WAIT_REPLICA: &[u8] = b"ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.";
+
+/// WAIT numreplicas timeout: the number of replicas that acknowledged what this client wrote,
+/// once `numreplicas` did or after `timeout` milliseconds (0: no limit). What it waits for is
+/// the stream's offset when it runs, after this client's writes (primary.rs `wait_offset`).
+/// Inside MULTI or a script it does not block.
+fn wait(tx: Tx, args: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let resp3 = tx.resp3();
+        let shared = tx.shared().clone();
+        let err = |e: &[u8]| with_writer(resp3, |w| w.error(e));
+        if shared
+            .repl
+            .is_replica
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return err(ERR_WAIT_REPLICA);
+        }
+        let Some(num) = darner_resp::parse_i64_strict(&args[1]) else {
+            return err(crate::cmd::ERR_NOT_INT);
+        };
+        let Some(ms) = darner_resp::parse_i64_strict(&args[2]) else {
+            return err(b"ERR timeout is not an integer or out of range");
+        };
+        if ms < 0 {
+            return err(b"ERR timeout is negative");
+        }
+        if ms > i64::MAX - Shared::now_ms() {
+            return err(b"ERR timeout is out of range");
+        }
+        let count = |offset: i64| shared.repl.lock().replicas.acked(offset);
+        let int = |n: i64| with_writer(resp3, |w| w.int(n));
+        if tx.nested() {
+            let offset = shared.repl.lock().data_offset();
+            return int(count(offset));
+        }
+        let offset = crate::primary::wait_offset(&tx).await;
+        let now = count(offset);
+        if now >= num {
+            return int(now);
+        }
+        let timeout = (ms > 0).then(|| Duration::from_millis(ms as u64));
+        let outcome = crate::blocking::block_other(&tx, timeout, |w| {
+            crate::primary::add_wait(&shared, offset, num, w)
+        })
+        .await;
+        crate::primary::drop_waits(&shared);
+        match outcome {
+            Some(crate::blocking::Outcome::Served { payload, .. }) => payload,
+            Some(crate::blocking::Outcome::Unblocked { error: true }) => {
+                err(crate::blocking::ERR_UNBLOCKED)
+            }
+            // Timed out or unblocked as by a timeout: the count now.
+            _ => int(count(offset)),
+        }
+    })
 }
 
 /// PSYNC replid offset / SYNC: the connection becomes a replica (primary.rs).
