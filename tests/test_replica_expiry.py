@@ -16,28 +16,10 @@ import time
 import pytest
 
 import harness
+from test_replica import wait_for
+from test_replica_tracking import synced
 
 pytestmark = pytest.mark.darner_only
-
-
-def wait_for(cond, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = cond()
-        if last:
-            return last
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
-
-
-def synced(p, r):
-    off = p.info("replication")["master_repl_offset"]
-    wait_for(
-        lambda: r.info("replication").get("slave_repl_offset", -1) >= off
-        and r.info("replication").get("master_link_status") == "up",
-        what="the replica to reach offset %d" % off,
-    )
 
 
 def steps(primary, replica):
