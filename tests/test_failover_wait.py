@@ -11,7 +11,6 @@ on the new primary. (FAILOVER's own loop is in test_failover.py.) Waits poll wit
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 import redis
