@@ -97,6 +97,8 @@ pub struct Hot {
     pub stop_writes_on_bgsave_error: AtomicBool,
     /// replica-read-only: a replica refuses clients' writes (replica.rs).
     pub replica_read_only: AtomicBool,
+    /// replica-serve-stale-data (replica.rs, dispatch).
+    pub replica_serve_stale_data: AtomicBool,
 }
 
 /// maxmemory-policy's values, in Redis's order (its error message lists them so).
@@ -547,6 +549,19 @@ pub static TABLE: &[Directive] = &[
         default: "0",
         mutable: true,
         apply: nothing,
+    },
+    // no: while its link is down, a replica refuses commands without the stale flag
+    // (dispatch, -MASTERDOWN).
+    Directive {
+        name: "replica-serve-stale-data",
+        kind: Kind::Bool,
+        default: "yes",
+        mutable: true,
+        apply: |h, v| {
+            h.replica_serve_stale_data
+                .store(v == "yes", Ordering::Relaxed);
+            Ok(())
+        },
     },
     // The backlog's size (primary.rs; created with the first replica).
     Directive {
@@ -1182,6 +1197,7 @@ pub static ALIASES: &[(&str, &str)] = &[
     ("lua-time-limit", "busy-reply-threshold"),
     ("slaveof", "replicaof"),
     ("slave-read-only", "replica-read-only"),
+    ("slave-serve-stale-data", "replica-serve-stale-data"),
     ("slave-announce-ip", "replica-announce-ip"),
     ("slave-announce-port", "replica-announce-port"),
 ];
@@ -1250,6 +1266,7 @@ impl Config {
                 save_points: AtomicBool::new(true),
                 stop_writes_on_bgsave_error: AtomicBool::new(true),
                 replica_read_only: AtomicBool::new(true),
+                replica_serve_stale_data: AtomicBool::new(true),
             },
             file,
         };

@@ -57,6 +57,10 @@ use std::time::{Duration, Instant};
 /// Redis's reply to a client's write on a read-only replica.
 pub const ERR_READONLY: &[u8] = b"READONLY You can't write against a read only replica.";
 
+/// Redis's reply while the link is down and replica-serve-stale-data is no.
+pub const ERR_MASTERDOWN: &[u8] =
+    b"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+
 /// Commands forwarded to the server and not yet answered, at most.
 const WINDOW: usize = 1024;
 /// How long the link thread waits for a socket before looking at its generation again.
@@ -129,6 +133,14 @@ pub struct Replication {
     applying: AtomicU64,
     /// The local address of the link's loopback connection.
     link_peer: Mutex<Option<SocketAddr>>,
+    /// The link is up (streaming): with replica-serve-stale-data no, clients' commands are
+    /// refused while it is not. Read on every command of a replica (one relaxed load).
+    pub link_up: AtomicBool,
+    /// Pauses asked of the link (a chained replica's snapshot), numbered by `hold_epoch`;
+    /// `held_for`: the last number the link paused for, everything it forwarded applied.
+    hold: AtomicU64,
+    hold_epoch: AtomicU64,
+    held_for: AtomicU64,
 }
 
 impl Replication {
@@ -144,6 +156,10 @@ impl Replication {
             generation: AtomicU64::new(0),
             applying: AtomicU64::new(0),
             link_peer: Mutex::new(None),
+            link_up: AtomicBool::new(false),
+            hold: AtomicU64::new(0),
+            hold_epoch: AtomicU64::new(0),
+            held_for: AtomicU64::new(0),
         }
     }
 
@@ -200,10 +216,10 @@ pub fn set_master(shared: &Arc<Shared>, host: String, port: u16) -> (u64, u64) {
             // (Redis's replicationCacheMasterUsingMyself).
             st.cached = Some((st.history.replid, st.history.master_repl_offset));
         }
-        // Its own replicas go (they sync again, with whatever follows this server next), and
-        // so does its backlog: a replica keeps none, and its offsets become the primary's.
+        // Its own replicas go: they sync again, with this server once its link is up
+        // (Redis's disconnectSlaves). The backlog stays: a new primary that continues this
+        // server's history (+CONTINUE) continues the backlog too.
         crate::primary::drop_all(&mut st.replicas);
-        st.history.backlog = None;
         st.master = Some(Master {
             host: host.clone(),
             port,
@@ -262,11 +278,20 @@ pub fn start_link(shared: &Arc<Shared>, gen: u64) {
 
 /// REPLICAOF NO ONE: stops the link and makes this server a primary under a new ID, its
 /// old one valid up to the offset reached. Returns the old link's generation.
-pub fn unset_master(shared: &Shared) -> Option<u64> {
+pub fn unset_master(shared: &Arc<Shared>) -> Option<u64> {
     let mut st = shared.repl.lock();
     st.master.as_ref()?;
+    if st.history.backlog.is_some() {
+        // From now on the backlog goes on with this server's own stream (its old siblings
+        // continue from it), so the shards record from the moment it is a primary.
+        crate::primary::start_feed(shared);
+    }
     st.master = None;
     st.cached = None;
+    shared.repl.link_up.store(false, Ordering::SeqCst);
+    // Its replicas learn the new ID by reconnecting (Redis's disconnectSlaves); they
+    // continue partially.
+    crate::primary::drop_all(&mut st.replicas);
     // No replica syncs until what the old link had in hand has landed (primary::settled).
     st.replicas.settling = true;
     let old = shared.repl.generation.load(Ordering::SeqCst);
@@ -278,6 +303,27 @@ pub fn unset_master(shared: &Shared) -> Option<u64> {
     shared.config.store_raw("replicaof", String::new());
     log::warning(&line);
     Some(old)
+}
+
+/// Asks the link to pause where everything it forwarded is applied (a chained replica's
+/// snapshot is cut there); returns the number [`held`] waits for. Every request is undone
+/// with [`release_hold`].
+pub fn request_hold(shared: &Shared) -> u64 {
+    shared.repl.hold.fetch_add(1, Ordering::SeqCst);
+    shared.repl.hold_epoch.fetch_add(1, Ordering::SeqCst) + 1
+}
+
+/// Whether the link paused for request `epoch`: Some(true) paused, Some(false) not yet,
+/// None when it cannot (not streaming).
+pub fn held(shared: &Shared, epoch: u64) -> Option<bool> {
+    if shared.repl.held_for.load(Ordering::SeqCst) >= epoch {
+        return Some(true);
+    }
+    shared.repl.link_up.load(Ordering::SeqCst).then_some(false)
+}
+
+pub fn release_hold(shared: &Shared) {
+    shared.repl.hold.fetch_sub(1, Ordering::SeqCst);
 }
 
 /// Whether the link of generation `old` still has commands in the server's hands (the
@@ -305,6 +351,10 @@ fn set_link(shared: &Shared, gen: u64, f: impl FnOnce(&mut Master)) {
     }
     if let Some(m) = st.master.as_mut() {
         f(m);
+        shared
+            .repl
+            .link_up
+            .store(m.link == LinkState::Connected, Ordering::SeqCst);
     }
 }
 
@@ -489,7 +539,12 @@ fn session(
                 if let Some(id) = new_id {
                     let line = st.history.shift(id);
                     log::notice(&line);
+                    // Its own replicas learn the new ID by reconnecting.
+                    crate::primary::drop_all(&mut st.replicas);
                 }
+                // The backlog goes on with the primary's stream (kept when it ends at the
+                // offset continued from: a demoted primary's own, a replica's).
+                st.history.ensure_backlog(backlog_size(shared));
                 let replid = st.history.replid;
                 st.cached = Some((replid, offset));
             }
@@ -512,7 +567,7 @@ fn session(
                 if !shared.repl.current(gen) {
                     return End::Stop;
                 }
-                match parsed {
+                let offset = match parsed {
                     Some((id, offset)) => {
                         st.history.adopt(id, offset);
                         st.cached = Some((id, offset));
@@ -523,7 +578,11 @@ fn session(
                         st.cached = None;
                         st.history.master_repl_offset
                     }
-                }
+                };
+                // A backlog of the primary's stream from the snapshot's offset on (Redis
+                // creates it after the load), for chained replicas and a promotion.
+                st.history.ensure_backlog(backlog_size(shared));
+                offset
             };
             // A new snapshot: the stream starts on a fresh connection (database 0).
             *lb = Loopback::connect(shared);
@@ -539,12 +598,22 @@ fn session(
                     return End::Stop;
                 }
                 st.cached = None;
+                st.history.ensure_backlog(backlog_size(shared));
                 st.history.master_repl_offset
             };
             *lb = Loopback::connect(shared);
             stream(shared, gen, &mut up, lb, offset)
         }
     }
+}
+
+/// `repl-backlog-size` as configured.
+fn backlog_size(shared: &Shared) -> usize {
+    shared
+        .config
+        .get("repl-backlog-size")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1 << 20)
 }
 
 fn handshake_config(shared: &Shared) -> HsConfig {
@@ -698,6 +767,17 @@ fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), En
     }
     if !shared.repl.current(gen) {
         return Err(End::Stop);
+    }
+    {
+        // The dataset is replaced: this server's replicas sync again, and its backlog (of
+        // the data replaced) cannot serve a PSYNC any more (Redis's
+        // replicationAttachToNewMaster).
+        let mut st = shared.repl.lock();
+        if !shared.repl.current(gen) {
+            return Err(End::Stop);
+        }
+        crate::primary::drop_all(&mut st.replicas);
+        st.history.backlog = None;
     }
     log::notice("MASTER <-> REPLICA sync: Flushing old data");
     log::notice("MASTER <-> REPLICA sync: Loading DB in memory");
@@ -919,6 +999,13 @@ fn stream(
         acks: Vec::new(),
     };
     let mut read_offset = offset;
+    // The primary's bytes split into commands and not yet applied: they go into the backlog
+    // (and on to this server's replicas) as they are applied, so the backlog's offsets are
+    // the applied ones (`publish`).
+    let mut feed = Feed {
+        unfed: Vec::new(),
+        fed: offset,
+    };
     // The loopback connection itself failed (CLIENT KILL TYPE master, say): its selected
     // database and what it had in flight are gone with it, so the stream cannot go on from
     // the offset applied; the next session asks for a full resync on a new connection.
@@ -938,8 +1025,11 @@ fn stream(
         if !shared.repl.current(gen) {
             break End::Stop;
         }
+        // A chained replica's snapshot wants the link paused: nothing more is forwarded
+        // until it is cut.
+        let holding = shared.repl.hold.load(Ordering::SeqCst) > 0;
         // Split what came into commands, as many as the window allows.
-        while off.awaiting < WINDOW && pos < up.buf.len() {
+        while !holding && off.awaiting < WINDOW && pos < up.buf.len() {
             match parser.parse(&up.buf[pos..], &limits) {
                 Ok(Some(req)) => {
                     let bytes = &up.buf[pos..pos + req.consumed];
@@ -971,6 +1061,7 @@ fn stream(
                     if !matches!(kind, Kind::Local | Kind::GetAck) {
                         forward.extend_from_slice(bytes);
                     }
+                    feed.unfed.extend_from_slice(bytes);
                     parser.recycle(req.args);
                     off.push(len, kind);
                     read_offset += len;
@@ -1016,7 +1107,12 @@ fn stream(
                 lost = Some(e.to_string());
             }
         }
-        publish(shared, gen, &off, read_offset, up.last_io);
+        publish(shared, gen, &off, read_offset, up.last_io, &mut feed);
+        if holding && off.awaiting == 0 {
+            // Everything forwarded is applied and in the backlog: the snapshot may be cut.
+            let epoch = shared.repl.hold_epoch.load(Ordering::SeqCst);
+            shared.repl.held_for.store(epoch, Ordering::SeqCst);
+        }
         if lost.is_some() {
             continue;
         }
@@ -1056,7 +1152,10 @@ fn stream(
     if off.awaiting > 0 || local_lost {
         *lb = None;
     }
-    publish(shared, gen, &off, read_offset, up.last_io);
+    publish(shared, gen, &off, read_offset, up.last_io, &mut feed);
+    if let End::Stop = end {
+        hand_over_history(shared, gen, &off, &mut feed, local_lost || off.awaiting > 0);
+    }
     let _ = shared
         .repl
         .applying
@@ -1075,6 +1174,33 @@ fn stream(
         }
     }
     end
+}
+
+/// The link stopped because REPLICAOF named another primary (the generation after this
+/// one, with a primary set): the offset it applied, and the backlog up to it, are what the
+/// next link offers the new primary (PSYNC with this history), as Redis's cached master
+/// is the old master client's state. Runs before the next link starts (REPLICAOF waits for
+/// `applying` to clear). `broken`: what was applied is not known exactly (a full sync then).
+fn hand_over_history(shared: &Shared, gen: u64, off: &Offsets, feed: &mut Feed, broken: bool) {
+    let mut st = shared.repl.lock();
+    if shared.repl.generation.load(Ordering::SeqCst) != gen + 1 || st.master.is_none() {
+        // REPLICAOF NO ONE: the promotion shifted the history where it was.
+        return;
+    }
+    if broken {
+        st.cached = None;
+        return;
+    }
+    let n = usize::try_from(off.applied - feed.fed)
+        .unwrap_or(0)
+        .min(feed.unfed.len());
+    let bytes: Vec<u8> = feed.unfed.drain(..n).collect();
+    feed.fed = off.applied;
+    if st.history.backlog.is_some() {
+        st.history.feed(&bytes);
+    }
+    st.history.master_repl_offset = off.applied;
+    st.cached = Some((st.history.replid, off.applied));
 }
 
 /// Reads the replies that came and counts them.
@@ -1106,11 +1232,35 @@ fn read_replies(l: &mut Loopback, off: &mut Offsets) -> Result<(), String> {
     Ok(())
 }
 
-/// Makes the offsets visible to INFO and ROLE.
-fn publish(shared: &Shared, gen: u64, off: &Offsets, read_offset: i64, last_io: Instant) {
+/// The primary's bytes on their way to the backlog: `unfed` starts at offset `fed + 1`.
+struct Feed {
+    unfed: Vec<u8>,
+    fed: i64,
+}
+
+/// Makes the offsets visible to INFO and ROLE, and feeds what was applied since the last
+/// time to the backlog and this server's replicas (chained replication).
+fn publish(
+    shared: &Shared,
+    gen: u64,
+    off: &Offsets,
+    read_offset: i64,
+    last_io: Instant,
+    feed: &mut Feed,
+) {
     let mut st = shared.repl.lock();
     if !shared.repl.current(gen) {
         return;
+    }
+    let applied = usize::try_from(off.applied - feed.fed)
+        .unwrap_or(0)
+        .min(feed.unfed.len());
+    if applied > 0 {
+        let bytes: Vec<u8> = feed.unfed.drain(..applied).collect();
+        feed.fed = off.applied;
+        if st.history.backlog.is_some() {
+            crate::primary::feed_from_master(shared, &mut st, bytes);
+        }
     }
     st.history.master_repl_offset = off.applied;
     let io_ms = Shared::real_now_ms() - last_io.elapsed().as_millis() as i64;
