@@ -153,6 +153,34 @@ def test_promoted_darner_replica_continues_a_redis_sibling_partially(darner_fact
         ref.stop()
 
 
+def test_a_promoted_redis_replica_continues_the_demoted_darner_primary_and_a_darner_sibling(
+        darner_factory):
+    primary = darner_factory()
+    p = primary.client()
+    fill(p)
+    b_srv, b = replica_of(darner_factory, primary)
+    ref = harness.start_reference(["--replicaof", "127.0.0.1", str(primary.port)])
+    try:
+        r = ref.client()
+        wait_same(p, b)
+        wait_same(p, r)
+        fill(p, "more", 20)
+        wait_same(p, b)
+        wait_same(p, r)
+        r.execute_command("REPLICAOF", "NO", "ONE")
+        p.execute_command("REPLICAOF", "127.0.0.1", ref.port)
+        b.execute_command("REPLICAOF", "127.0.0.1", ref.port)
+        wait_for(lambda: stats(r)["sync_partial_ok"] == 2 and info(r).get("connected_slaves") == 2,
+                 what="both darner servers to continue with the promoted redis-server")
+        assert stats(r)["sync_full"] == 0
+        r.set("after", "promotion")
+        wait_same(r, p)
+        wait_same(r, b)
+        assert p.get("after") == b"promotion" and b.get("after") == b"promotion"
+    finally:
+        ref.stop()
+
+
 # ---- chained replication ----
 
 
@@ -317,10 +345,10 @@ def test_replica_serve_stale_data_no_serves_once_the_link_is_up(darner_factory):
     primary = darner_factory()
     p = primary.client()
     p.set("k", "v")
-    rep = darner_factory("--replicaof", "127.0.0.1", primary.port,
-                         "--replica-serve-stale-data", "no")
+    rep = darner_factory("--replicaof", "127.0.0.1", primary.port)
     c = rep.client()
     wait_for(lambda: info(c).get("master_link_status") == "up", what="the link")
+    c.config_set("replica-serve-stale-data", "no")
     wait_for(lambda: c.get("k") == b"v", what="the replica to serve")
     primary.stop()
     wait_for(lambda: info(c).get("master_link_status") == "down", what="the link to drop")

@@ -778,6 +778,9 @@ fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), En
         }
         crate::primary::drop_all(&mut st.replicas);
         st.history.backlog = None;
+        // Nor can the history it had: a REPLICAOF that stops the load half way must not
+        // continue it (the data may be the new snapshot's already).
+        st.cached = None;
     }
     log::notice("MASTER <-> REPLICA sync: Flushing old data");
     log::notice("MASTER <-> REPLICA sync: Loading DB in memory");
