@@ -14,6 +14,7 @@ Every wait polls with a deadline.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -66,8 +67,10 @@ def synced(up, down):
 
 
 def wait_same(up, down, timeout=20.0):
-    wait_for(lambda: synced(up, down), timeout, "the replica to reach its primary's offset")
-    assert digest(down) == digest(up)
+    # A darner primary's offset counts a write once its feed thread rendered it, a moment
+    # after the write: the same offset and the same data, polled together.
+    wait_for(lambda: synced(up, down) and digest(down) == digest(up), timeout,
+             "the replica to reach its primary's offset and data")
 
 
 def replica_of(factory, primary):
@@ -126,6 +129,50 @@ def test_promoted_replica_continues_its_sibling_and_the_demoted_primary_partiall
     wait_same(a, p)
     assert b.get("new:s") == b"v" and p.exists("k:l") == 0
     assert stats(a)["sync_full"] == 0
+
+
+def test_promotion_under_write_load_leaves_every_server_with_the_same_data(darner_factory):
+    # The old primary keeps writing while a replica is promoted: the commands the link had
+    # in flight are counted before the history shifts, so whoever continues partially
+    # continues at the right place (and whoever is past it syncs in full).
+    primary = darner_factory()
+    p = primary.client()
+    fill(p)
+    a_srv, a = replica_of(darner_factory, primary)
+    b_srv, b = replica_of(darner_factory, primary)
+    wait_same(p, a)
+    wait_same(p, b)
+    stop = threading.Event()
+
+    def writer():
+        w = primary.client()
+        i = 0
+        while not stop.is_set():
+            try:
+                with w.pipeline(transaction=False) as pl:
+                    for _ in range(50):
+                        i += 1
+                        pl.incr("load")
+                        pl.rpush("loadlist", i)
+                    pl.execute()
+            except redis.ResponseError:
+                pass  # READONLY once it follows the promoted replica
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        wait_for(lambda: int(a.get("load") or 0) > 500, what="the load to reach A")
+        a.execute_command("REPLICAOF", "NO", "ONE")
+        p.execute_command("REPLICAOF", "127.0.0.1", a_srv.port)
+        b.execute_command("REPLICAOF", "127.0.0.1", a_srv.port)
+    finally:
+        stop.set()
+        t.join()
+    a.incr("load")
+    wait_for(lambda: info(a).get("connected_slaves") == 2, what="both to follow A")
+    wait_same(a, b)
+    wait_same(a, p)
+    assert p.llen("loadlist") == a.llen("loadlist") == b.llen("loadlist")
 
 
 def test_promoted_darner_replica_continues_a_redis_sibling_partially(darner_factory):

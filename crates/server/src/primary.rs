@@ -274,8 +274,9 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<Chunk>) {
         pieces.push(last);
         let hard = crate::config::Config::obuf_limits(&shared.config.hot.obuf_replica).0;
         // While this server follows a primary, what it records (the primary's stream applied)
-        // is no stream of its own: the offset is the primary's.
-        let following = st.master.is_some();
+        // is no stream of its own: the offset is the primary's (and until a promotion has
+        // counted the old link's last commands).
+        let following = st.master.is_some() || st.replicas.settling;
         for (i, piece) in pieces.into_iter().enumerate() {
             if !piece.is_empty() && !following {
                 st.history.feed(&piece);

@@ -278,14 +278,13 @@ pub fn start_link(shared: &Arc<Shared>, gen: u64) {
 
 /// REPLICAOF NO ONE: stops the link and makes this server a primary under a new ID, its
 /// old one valid up to the offset reached. Returns the old link's generation.
-pub fn unset_master(shared: &Arc<Shared>) -> Option<u64> {
+///
+/// The history shifts only in [`promote`], once the commands the link had in flight are
+/// applied and counted (`hand_over_history`): the old ID then stays valid exactly up to the
+/// data this server holds. Until then clients' writes are still refused (READONLY).
+pub fn unset_master(shared: &Shared) -> Option<u64> {
     let mut st = shared.repl.lock();
     st.master.as_ref()?;
-    if st.history.backlog.is_some() {
-        // From now on the backlog goes on with this server's own stream (its old siblings
-        // continue from it), so the shards record from the moment it is a primary.
-        crate::primary::start_feed(shared);
-    }
     st.master = None;
     st.cached = None;
     shared.repl.link_up.store(false, Ordering::SeqCst);
@@ -296,13 +295,30 @@ pub fn unset_master(shared: &Arc<Shared>) -> Option<u64> {
     st.replicas.settling = true;
     let old = shared.repl.generation.load(Ordering::SeqCst);
     shared.repl.generation.store(old + 1, Ordering::SeqCst);
-    shared.repl.is_replica.store(false, Ordering::SeqCst);
-    log::set_role(b'M');
-    let line = st.history.shift(new_replid());
     drop(st);
     shared.config.store_raw("replicaof", String::new());
-    log::warning(&line);
     Some(old)
+}
+
+/// The end of REPLICAOF NO ONE, once the old link is quiet: a new ID, the old one valid up
+/// to the offset reached (+1), the backlog going on with this server's own stream (the feed
+/// thread records from here), and clients may write. Nothing when another REPLICAOF came
+/// meanwhile.
+pub fn promote(shared: &Arc<Shared>) {
+    let mut st = shared.repl.lock();
+    if st.master.is_some() {
+        return;
+    }
+    if st.history.backlog.is_some() {
+        crate::primary::start_feed(shared);
+    }
+    let line = st.history.shift(new_replid());
+    // Under the lock the feed thread takes: what it renders from here is this server's.
+    st.replicas.settling = false;
+    shared.repl.is_replica.store(false, Ordering::SeqCst);
+    log::set_role(b'M');
+    drop(st);
+    log::warning(&line);
 }
 
 /// Asks the link to pause where everything it forwarded is applied (a chained replica's
@@ -1156,16 +1172,11 @@ fn stream(
         *lb = None;
     }
     publish(shared, gen, &off, read_offset, up.last_io, &mut feed);
-    if let End::Stop = end {
-        hand_over_history(shared, gen, &off, &mut feed, local_lost || off.awaiting > 0);
-    }
-    let _ = shared
-        .repl
-        .applying
-        .compare_exchange(gen, 0, Ordering::SeqCst, Ordering::SeqCst);
     if let End::Retry = end {
         log::warning("Connection with master lost.");
         log::notice("Caching the disconnected master state.");
+    }
+    {
         let mut st = shared.repl.lock();
         if shared.repl.current(gen) {
             let replid = st.history.replid;
@@ -1174,22 +1185,39 @@ fn stream(
                 m.down_since = Shared::real_now_ms() / 1000;
                 m.link = LinkState::Connect;
             }
+        } else {
+            // A REPLICAOF came (whether the link had dropped first or not).
+            let broken = local_lost || off.awaiting > 0;
+            hand_over_history(&mut st, shared, gen, &off, &mut feed, broken);
         }
     }
+    let _ = shared
+        .repl
+        .applying
+        .compare_exchange(gen, 0, Ordering::SeqCst, Ordering::SeqCst);
     end
 }
 
-/// The link stopped because REPLICAOF named another primary (the generation after this
-/// one, with a primary set): the offset it applied, and the backlog up to it, are what the
-/// next link offers the new primary (PSYNC with this history), as Redis's cached master
-/// is the old master client's state. Runs before the next link starts (REPLICAOF waits for
-/// `applying` to clear). `broken`: what was applied is not known exactly (a full sync then).
-fn hand_over_history(shared: &Shared, gen: u64, off: &Offsets, feed: &mut Feed, broken: bool) {
-    let mut st = shared.repl.lock();
-    if shared.repl.generation.load(Ordering::SeqCst) != gen + 1 || st.master.is_none() {
-        // REPLICAOF NO ONE: the promotion shifted the history where it was.
+/// The link ended (stopped, or dropped just before) and a REPLICAOF came (the generation
+/// after this one; it is seen here whichever came first): the offset it
+/// applied, and the backlog up to it, are what the next link offers the new primary (PSYNC
+/// with this history), as Redis's cached master is the old master client's state, or where
+/// a promotion shifts the history (NO ONE). Runs before the next link starts or the
+/// promotion shifts (REPLICAOF waits for `applying` to clear). `broken`: what was applied
+/// is not known exactly (a full sync then).
+fn hand_over_history(
+    st: &mut State,
+    shared: &Shared,
+    gen: u64,
+    off: &Offsets,
+    feed: &mut Feed,
+    broken: bool,
+) {
+    if shared.repl.generation.load(Ordering::SeqCst) != gen + 1 {
         return;
     }
+    // REPLICAOF NO ONE (no primary): the promotion shifts the history once this is counted.
+    let promoted = st.master.is_none();
     if broken {
         st.cached = None;
         return;
@@ -1203,7 +1231,9 @@ fn hand_over_history(shared: &Shared, gen: u64, off: &Offsets, feed: &mut Feed, 
         st.history.feed(&bytes);
     }
     st.history.master_repl_offset = off.applied;
-    st.cached = Some((st.history.replid, off.applied));
+    if !promoted {
+        st.cached = Some((st.history.replid, off.applied));
+    }
 }
 
 /// Reads the replies that came and counts them.

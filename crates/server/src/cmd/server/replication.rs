@@ -187,6 +187,7 @@ fn replicaof(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         if eq(&args[1], "no") && eq(&args[2], "one") {
             if let Some(old) = replica::unset_master(&shared) {
                 wait_quiet(&tx, old).await;
+                replica::promote(&shared);
                 crate::primary::settled(&shared);
                 log::notice(&format!(
                     "MASTER MODE enabled (user request from '{}')",
