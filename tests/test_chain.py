@@ -142,32 +142,14 @@ def test_promotion_under_write_load_leaves_every_server_with_the_same_data(darne
     b_srv, b = replica_of(darner_factory, primary)
     wait_same(p, a)
     wait_same(p, b)
-    stop = threading.Event()
-
-    def writer():
-        w = primary.client()
-        i = 0
-        while not stop.is_set():
-            try:
-                with w.pipeline(transaction=False) as pl:
-                    for _ in range(50):
-                        i += 1
-                        pl.incr("load")
-                        pl.rpush("loadlist", i)
-                    pl.execute()
-            except redis.ResponseError:
-                pass  # READONLY once it follows the promoted replica
-
-    t = threading.Thread(target=writer)
-    t.start()
+    finish = start_writer(primary)
     try:
         wait_for(lambda: int(a.get("load") or 0) > 500, what="the load to reach A")
         a.execute_command("REPLICAOF", "NO", "ONE")
         p.execute_command("REPLICAOF", "127.0.0.1", a_srv.port)
         b.execute_command("REPLICAOF", "127.0.0.1", a_srv.port)
     finally:
-        stop.set()
-        t.join()
+        finish()
     a.incr("load")
     wait_for(lambda: info(a).get("connected_slaves") == 2, what="both to follow A")
     wait_same(a, b)
@@ -270,6 +252,55 @@ def test_a_replica_serves_its_own_replica_with_its_primarys_stream(darner_factor
     wait_same(a, c)
     assert c.get("after-kill") == b"1"
     assert stats(a)["sync_full"] == 1
+
+
+def start_writer(srv):
+    """INCRs and RPUSHes on `srv` from a thread until the returned stop() is called."""
+    stop = threading.Event()
+
+    def writer():
+        w = srv.client()
+        i = 0
+        while not stop.is_set():
+            try:
+                with w.pipeline(transaction=False) as pl:
+                    for _ in range(50):
+                        i += 1
+                        pl.incr("load")
+                        pl.rpush("loadlist", i)
+                    pl.execute()
+            except redis.ResponseError:
+                pass  # READONLY once it follows another server
+
+    t = threading.Thread(target=writer)
+    t.start()
+
+    def finish():
+        stop.set()
+        t.join()
+
+    return finish
+
+
+def test_sub_replicas_full_sync_under_write_load_cuts_at_an_applied_offset(darner_factory):
+    primary = darner_factory()
+    p = primary.client()
+    fill(p)
+    a_srv, a = replica_of(darner_factory, primary)
+    wait_same(p, a)
+    finish = start_writer(primary)
+    try:
+        wait_for(lambda: int(a.get("load") or 0) > 500, what="the load to reach A")
+        subs = [replica_of(darner_factory, a_srv) for _ in range(2)]
+        for _, c in subs:
+            wait_for(lambda: info(c).get("master_link_status") == "up", what="C's link")
+    finally:
+        finish()
+    wait_same(p, a)
+    for _, c in subs:
+        wait_same(a, c)
+        assert c.llen("loadlist") == p.llen("loadlist")
+    assert stats(a)["sync_full"] == 2
 
 
 def test_a_redis_replica_under_a_darner_replica(darner_factory):
