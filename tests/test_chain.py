@@ -434,3 +434,19 @@ def test_replica_serve_stale_data_no_serves_once_the_link_is_up(darner_factory):
         c.get("k")
     assert isinstance(e.value, redis.exceptions.MasterDownError)
     assert str(e.value).startswith("Link with MASTER is down")
+
+
+def test_a_replica_keeps_a_backlog_of_its_primarys_stream_sized_by_config(darner_factory):
+    primary = darner_factory()
+    p = primary.client()
+    a_srv, a = replica_of(darner_factory, primary)
+    wait_same(p, a)
+    fill(p, "x", 20)
+    wait_same(p, a)
+    ia, ip = info(a), info(p)
+    assert ia["repl_backlog_active"] == 1
+    # The same bytes at the same offsets as the primary's backlog.
+    assert ia["repl_backlog_first_byte_offset"] == ip["repl_backlog_first_byte_offset"]
+    assert ia["repl_backlog_histlen"] == ip["repl_backlog_histlen"]
+    a.config_set("repl-backlog-size", "100000")
+    wait_for(lambda: info(a)["repl_backlog_size"] == 100000, what="the backlog resized")

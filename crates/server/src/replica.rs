@@ -234,6 +234,7 @@ pub fn set_master(shared: &Arc<Shared>, host: String, port: u16) -> (u64, u64) {
         old = shared.repl.generation.load(Ordering::SeqCst);
         gen = old + 1;
         shared.repl.generation.store(gen, Ordering::SeqCst);
+        shared.repl.link_up.store(false, Ordering::SeqCst);
         shared.repl.is_replica.store(true, Ordering::SeqCst);
         log::set_role(b'S');
     }
@@ -1122,6 +1123,11 @@ fn stream(
         }
         if last_ack.elapsed() >= Duration::from_secs(1) {
             last_ack = Instant::now();
+            // CONFIG SET repl-backlog-size resizes the backlog (within a second).
+            let size = backlog_size(shared);
+            if let Some(b) = shared.repl.lock().history.backlog.as_mut() {
+                b.resize(size);
+            }
             if let Err(e) = up.sock.write_all(&ack(off.applied)) {
                 lost = Some(e.to_string());
             }
