@@ -131,6 +131,38 @@ def test_promoted_replica_continues_its_sibling_and_the_demoted_primary_partiall
     assert stats(a)["sync_full"] == 0
 
 
+def test_failover_and_back_continues_partially_both_ways(darner_factory):
+    primary = darner_factory()
+    p = primary.client()
+    fill(p)
+    a_srv, a = replica_of(darner_factory, primary)
+    b_srv, b = replica_of(darner_factory, primary)
+    wait_same(p, a)
+    wait_same(p, b)
+    # Over to A ...
+    a.execute_command("REPLICAOF", "NO", "ONE")
+    p.execute_command("REPLICAOF", "127.0.0.1", a_srv.port)
+    b.execute_command("REPLICAOF", "127.0.0.1", a_srv.port)
+    wait_for(lambda: stats(a)["sync_partial_ok"] == 2, what="both to continue with A")
+    fill(a, "on-a", 30)
+    wait_same(a, p)
+    wait_same(a, b)
+    # ... and back to P, which recorded what it applied from A while it followed.
+    p_partial = stats(p)["sync_partial_ok"]
+    p.execute_command("REPLICAOF", "NO", "ONE")
+    a.execute_command("REPLICAOF", "127.0.0.1", primary.port)
+    b.execute_command("REPLICAOF", "127.0.0.1", primary.port)
+    wait_for(lambda: stats(p)["sync_partial_ok"] == p_partial + 2,
+             what="both to continue with P again")
+    assert stats(a)["sync_full"] == 0
+    fill(p, "back-on-p", 30)
+    p.incr("on-a:n")
+    wait_same(p, a)
+    wait_same(p, b)
+    assert a.get("on-a:n") == b"8"
+    assert len({info(x)["master_repl_offset"] for x in (p, a, b)}) == 1
+
+
 def test_promotion_under_write_load_leaves_every_server_with_the_same_data(darner_factory):
     # The old primary keeps writing while a replica is promoted: the commands the link had
     # in flight are counted before the history shifts, so whoever continues partially

@@ -52,6 +52,8 @@ pub struct Chunk {
     pub thread: usize,
     pub ticket: u64,
     pub items: Vec<Item>,
+    /// A fence instead of a chunk: answered once everything sent before it is rendered.
+    fence: Option<Sender<()>>,
 }
 
 static FEED: OnceLock<Sender<Chunk>> = OnceLock::new();
@@ -68,6 +70,7 @@ pub fn hand_over(thread: usize, ticket: u64, items: Vec<Item>) {
             thread,
             ticket,
             items,
+            fence: None,
         });
     }
 }
@@ -224,14 +227,19 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<Chunk>) {
     let mut buf: Vec<u8> = Vec::new();
     let mut last_ping = Instant::now();
     let mut last_resize = Instant::now();
+    let mut fences: Vec<Sender<()>> = Vec::new();
+    let take = |c: Chunk, merger: &mut Merger, fences: &mut Vec<Sender<()>>| match c.fence {
+        Some(f) => fences.push(f),
+        None => merger.push(c.thread, c.ticket, c.items),
+    };
     loop {
         match rx.recv_timeout(Duration::from_secs(1)) {
-            Ok(c) => merger.push(c.thread, c.ticket, c.items),
+            Ok(c) => take(c, &mut merger, &mut fences),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
         while let Ok(c) = rx.try_recv() {
-            merger.push(c.thread, c.ticket, c.items);
+            take(c, &mut merger, &mut fences);
         }
         // Pieces, each but the last ended by a barrier.
         let mut pieces: Vec<Vec<u8>> = Vec::new();
@@ -294,7 +302,28 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<Chunk>) {
                 }
             }
         }
+        drop(st);
+        for f in fences.drain(..) {
+            let _ = f.send(());
+        }
     }
+}
+
+/// A fence through the feed: the receiver gets `()` once everything the shards handed over
+/// before it is rendered (None when the feed does not run). A promotion waits for it, so
+/// that what the old link applied, recorded while following, is never taken for this
+/// server's own stream.
+pub fn fence() -> Option<std::sync::mpsc::Receiver<()>> {
+    let tx = FEED.get()?;
+    let (done, wait) = std::sync::mpsc::channel();
+    tx.send(Chunk {
+        thread: 0,
+        ticket: 0,
+        items: Vec::new(),
+        fence: Some(done),
+    })
+    .ok()?;
+    Some(wait)
 }
 
 /// Sends the stream's next bytes to every replica: buffered for one whose snapshot is on its

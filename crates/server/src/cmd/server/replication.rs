@@ -187,6 +187,16 @@ fn replicaof(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         if eq(&args[1], "no") && eq(&args[2], "one") {
             if let Some(old) = replica::unset_master(&shared) {
                 wait_quiet(&tx, old).await;
+                // The old link's commands were recorded while following: the feed (when it
+                // runs, as on a demoted primary) renders them as such before the shift.
+                if let Some(fence) = crate::primary::fence() {
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    while fence.try_recv() == Err(std::sync::mpsc::TryRecvError::Empty)
+                        && Instant::now() < deadline
+                    {
+                        crate::exec::sleep_until(Instant::now() + Duration::from_millis(1)).await;
+                    }
+                }
                 replica::promote(&shared);
                 crate::primary::settled(&shared);
                 log::notice(&format!(
