@@ -277,8 +277,9 @@ pub fn start_link(shared: &Arc<Shared>, gen: u64) {
     }
 }
 
-/// REPLICAOF NO ONE: stops the link and makes this server a primary under a new ID, its
-/// old one valid up to the offset reached. Returns the old link's generation.
+/// REPLICAOF NO ONE: stops the link and drops this server's replicas; the caller waits for
+/// the link's last commands, then [`promote`] makes it a primary under a new ID, its old one
+/// valid up to the offset reached. Returns the old link's generation.
 ///
 /// The history shifts only in [`promote`], once the commands the link had in flight are
 /// applied and counted (`hand_over_history`): the old ID then stays valid exactly up to the
