@@ -29,6 +29,11 @@
 //! **Partial resync.** `History::psync` decides; `+CONTINUE` and the backlog from the asked
 //! offset are posted to the connection's thread under the lock the feed thread holds while
 //! it sends, so nothing is lost or doubled between the two.
+//!
+//! **Chained.** A replica serves replicas too: its link thread (replica.rs) feeds its
+//! primary's stream, as applied, to the history and to them ([`feed_from_master`]); a full
+//! sync's cut is where the link paused with everything it forwarded applied
+//! ([`chained_cut`]), not a barrier of the feed, which ignores what a replica records.
 
 use crate::msg::{ConnRef, Msg};
 use crate::shared::Shared;
