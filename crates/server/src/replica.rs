@@ -39,6 +39,16 @@
 //! When the link drops, the primary's replication ID and the offset applied are kept (the
 //! cached primary) and the thread retries every second with `PSYNC <replid> <offset + 1>`;
 //! `+CONTINUE` goes on with the stream without a snapshot.
+//!
+//! # The backlog, chained replicas, promotion
+//!
+//! The primary's bytes, as they are applied, go into this server's backlog and on to its
+//! own replicas unchanged (`publish`, `primary::feed_from_master`), so offsets agree down a
+//! chain and a promoted replica's former siblings continue from it (PSYNC2). A sub-replica's
+//! snapshot is cut while the link pauses with everything it forwarded applied
+//! ([`request_hold`]). REPLICAOF NO ONE shifts the history once the old link's last
+//! commands are counted ([`promote`]); a primary told REPLICAOF keeps its backlog and offers
+//! its own history to the new primary.
 
 use crate::log;
 use crate::msg::Msg;
