@@ -1202,6 +1202,7 @@ fn stream(
                 m.down_since = Shared::real_now_ms() / 1000;
                 m.link = LinkState::Connect;
             }
+            shared.repl.link_up.store(false, Ordering::SeqCst);
         } else {
             // A REPLICAOF came (whether the link had dropped first or not).
             let broken = local_lost || off.awaiting > 0;
