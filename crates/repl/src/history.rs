@@ -113,6 +113,24 @@ impl History {
         self.backlog = Some(Backlog::new(size, self.master_repl_offset + 1));
     }
 
+    /// Makes sure a backlog of `size` bytes continues at the current offset: one that does
+    /// not end there (or none) is replaced by an empty one starting at `master_repl_offset +
+    /// 1`. A replica keeps feeding its backlog with its primary's stream, so that its own
+    /// replicas (chained) and, once promoted, its former siblings can continue from it.
+    /// Returns whether it was replaced.
+    pub fn ensure_backlog(&mut self, size: usize) -> bool {
+        let next = self.master_repl_offset + 1;
+        if self
+            .backlog
+            .as_ref()
+            .is_some_and(|b| b.next_offset() == next)
+        {
+            return false;
+        }
+        self.create_backlog(size);
+        true
+    }
+
     /// Starts a new history under `new_id` with no second ID (Redis's `changeReplicationId`
     /// and `clearReplicationId2`, as when a backlog is created from scratch).
     pub fn restart(&mut self, new_id: ReplId) {
@@ -314,6 +332,21 @@ mod tests {
             h.psync(&[b'b'; 40], 111, true, "r", &mut log),
             PsyncAnswer::Continue { .. }
         ));
+    }
+
+    #[test]
+    fn ensure_backlog_keeps_a_backlog_that_ends_at_the_offset_and_replaces_others() {
+        let mut h = with_backlog();
+        assert!(!h.ensure_backlog(crate::backlog::MIN_SIZE));
+        assert_eq!(h.backlog.as_ref().unwrap().histlen(), 100);
+        // A replica that adopted another offset: its old bytes do not continue it.
+        h.adopt(id(b'c'), 500);
+        assert!(h.ensure_backlog(crate::backlog::MIN_SIZE));
+        let b = h.backlog.as_ref().unwrap();
+        assert_eq!((b.first_byte_offset(), b.histlen()), (501, 0));
+        let mut none = History::new(id(b'd'));
+        assert!(none.ensure_backlog(0));
+        assert_eq!(none.backlog.as_ref().unwrap().next_offset(), 1);
     }
 
     #[test]

@@ -107,6 +107,8 @@ pub struct Hot {
     /// by the replication feed thread (primary.rs).
     pub repl_ping_period: AtomicI64,
     pub repl_backlog_ttl: AtomicI64,
+    /// replica-serve-stale-data (replica.rs, dispatch).
+    pub replica_serve_stale_data: AtomicBool,
 }
 
 /// maxmemory-policy's values, in Redis's order (its error message lists them so).
@@ -590,6 +592,19 @@ pub static TABLE: &[Directive] = &[
         default: "0",
         mutable: true,
         apply: nothing,
+    },
+    // no: while its link is down, a replica refuses commands without the stale flag
+    // (dispatch, -MASTERDOWN).
+    Directive {
+        name: "replica-serve-stale-data",
+        kind: Kind::Bool,
+        default: "yes",
+        mutable: true,
+        apply: |h, v| {
+            h.replica_serve_stale_data
+                .store(v == "yes", Ordering::Relaxed);
+            Ok(())
+        },
     },
     // The backlog's size (primary.rs; created with the first replica).
     Directive {
@@ -1280,6 +1295,7 @@ pub static ALIASES: &[(&str, &str)] = &[
     ("slaveof", "replicaof"),
     ("slave-read-only", "replica-read-only"),
     ("slave-priority", "replica-priority"),
+    ("slave-serve-stale-data", "replica-serve-stale-data"),
     ("slave-announce-ip", "replica-announce-ip"),
     ("slave-announce-port", "replica-announce-port"),
     ("slave-ignore-maxmemory", "replica-ignore-maxmemory"),
@@ -1358,6 +1374,7 @@ impl Config {
                 min_replicas_max_lag: AtomicI64::new(10),
                 repl_ping_period: AtomicI64::new(10),
                 repl_backlog_ttl: AtomicI64::new(3600),
+                replica_serve_stale_data: AtomicBool::new(true),
             },
             file,
         };

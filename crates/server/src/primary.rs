@@ -29,6 +29,11 @@
 //! **Partial resync.** `History::psync` decides; `+CONTINUE` and the backlog from the asked
 //! offset are posted to the connection's thread under the lock the feed thread holds while
 //! it sends, so nothing is lost or doubled between the two.
+//!
+//! **Chained.** A replica serves replicas too: its link thread (replica.rs) feeds its
+//! primary's stream, as applied, to the history and to them ([`feed_from_master`]); a full
+//! sync's cut is where the link paused with everything it forwarded applied
+//! ([`chained_cut`]), not a barrier of the feed, which ignores what a replica records.
 
 use crate::msg::{ConnRef, Msg};
 use crate::shared::Shared;
@@ -65,6 +70,8 @@ enum FeedMsg {
     },
     /// WAIT blocked: replicas are asked for an acknowledgement (`REPLCONF GETACK *`).
     GetAck,
+    /// A fence ([`fence`]): answered once everything sent before it is rendered.
+    Fence(Sender<()>),
 }
 
 static FEED: OnceLock<Sender<FeedMsg>> = OnceLock::new();
@@ -354,7 +361,7 @@ pub fn drop_all(replicas: &mut Replicas) {
 }
 
 /// Starts the feed thread (once) and turns recording on.
-fn start_feed(shared: &Arc<Shared>) {
+pub fn start_feed(shared: &Arc<Shared>) {
     if feeding() {
         return;
     }
@@ -382,6 +389,7 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
     let mut buf: Vec<u8> = Vec::new();
     let mut last_ping = Instant::now();
     let mut last_resize = Instant::now();
+    let mut fences: Vec<Sender<()>> = Vec::new();
     loop {
         let mut take = |m: FeedMsg| match m {
             FeedMsg::Chunk(c) => {
@@ -395,6 +403,7 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
                 offsets.push((tickets, done));
             }
             FeedMsg::GetAck => getack = true,
+            FeedMsg::Fence(f) => fences.push(f),
         };
         match rx.recv_timeout(Duration::from_secs(1)) {
             Ok(m) => take(m),
@@ -456,8 +465,9 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
         pieces.push(control);
         let hard = crate::config::Config::obuf_limits(&shared.config.hot.obuf_replica).0;
         // While this server follows a primary, what it records (the primary's stream applied)
-        // is no stream of its own: the offset is the primary's.
-        let following = st.master.is_some();
+        // is no stream of its own: the offset is the primary's (and until a promotion has
+        // counted the old link's last commands).
+        let following = st.master.is_some() || st.replicas.settling;
         backlog_ttl(
             &mut st,
             hot.repl_backlog_ttl.load(Ordering::Relaxed),
@@ -469,35 +479,7 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
                 if i <= cuts {
                     st.replicas.data_offset = st.history.master_repl_offset;
                 }
-                let piece = Arc::new(piece);
-                let mut over = Vec::new();
-                for r in st.replicas.list.iter_mut() {
-                    match &mut r.phase {
-                        Phase::WaitCut(_) => {}
-                        Phase::Buffering(b) => {
-                            b.extend_from_slice(&piece);
-                            if hard > 0 && b.len() as u64 > hard {
-                                over.push(r.client_id);
-                            }
-                        }
-                        Phase::Online => shared.send(
-                            r.thread,
-                            Msg::ReplicaData {
-                                conn: r.conn,
-                                bytes: piece.clone(),
-                            },
-                        ),
-                    }
-                }
-                for id in over {
-                    if let Some(r) = st.replicas.remove(id) {
-                        crate::log::warning(&format!(
-                            "Client id={id} addr={}:{} scheduled to be closed ASAP for overcoming of output buffer limits.",
-                            r.ip, r.port
-                        ));
-                        drop_replica(&r);
-                    }
-                }
+                distribute(&shared, &mut st.replicas, piece, hard);
             }
             if i < cuts {
                 st.replicas.reached += 1;
@@ -525,6 +507,86 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
                 !merged
             });
         }
+        drop(st);
+        for f in fences.drain(..) {
+            let _ = f.send(());
+        }
+    }
+}
+
+/// A fence through the feed: the receiver gets `()` once everything the shards handed over
+/// before it is rendered (None when the feed does not run). A promotion waits for it, so
+/// that what the old link applied, recorded while following, is never taken for this
+/// server's own stream.
+pub fn fence() -> Option<std::sync::mpsc::Receiver<()>> {
+    let tx = FEED.get()?;
+    let (done, wait) = std::sync::mpsc::channel();
+    tx.send(FeedMsg::Fence(done)).ok()?;
+    Some(wait)
+}
+
+/// Sends the stream's next bytes to every replica: buffered for one whose snapshot is on its
+/// way, posted to the connection's thread for one online; a buffer over `hard` bytes drops
+/// its replica.
+fn distribute(shared: &Shared, replicas: &mut Replicas, piece: Vec<u8>, hard: u64) {
+    if replicas.list.is_empty() {
+        return;
+    }
+    let piece = Arc::new(piece);
+    let mut over = Vec::new();
+    for r in replicas.list.iter_mut() {
+        match &mut r.phase {
+            Phase::WaitCut(_) => {}
+            Phase::Buffering(b) => {
+                b.extend_from_slice(&piece);
+                if hard > 0 && b.len() as u64 > hard {
+                    over.push(r.client_id);
+                }
+            }
+            Phase::Online => shared.send(
+                r.thread,
+                Msg::ReplicaData {
+                    conn: r.conn,
+                    bytes: piece.clone(),
+                },
+            ),
+        }
+    }
+    for id in over {
+        if let Some(r) = replicas.remove(id) {
+            crate::log::warning(&format!(
+                "Client id={id} addr={}:{} scheduled to be closed ASAP for overcoming of output buffer limits.",
+                r.ip, r.port
+            ));
+            drop_replica(&r);
+        }
+    }
+}
+
+/// Chained replication: a replica's link hands over its primary's stream as applied, byte
+/// for byte; it goes into this server's backlog and on to its own replicas unchanged, so
+/// that their offsets are the primary's (Redis's replicationFeedStreamFromMasterStream).
+pub fn feed_from_master(shared: &Shared, st: &mut crate::replica::State, bytes: Vec<u8>) {
+    if bytes.is_empty() {
+        return;
+    }
+    st.history.feed(&bytes);
+    let hard = crate::config::Config::obuf_limits(&shared.config.hot.obuf_replica).0;
+    distribute(shared, &mut st.replicas, bytes, hard);
+}
+
+/// A replica's own replica takes its snapshot where the link paused, at the offset applied
+/// (replica.rs `request_hold`): from there the stream it needs is buffered.
+pub fn chained_cut(shared: &Shared, client_id: u64) -> bool {
+    let mut st = shared.repl.lock();
+    let offset = st.history.master_repl_offset;
+    match st.replicas.get_mut(client_id) {
+        Some(r) => {
+            r.phase = Phase::Buffering(Vec::new());
+            r.cut_offset = Some(offset);
+            true
+        }
+        None => false,
     }
 }
 
@@ -605,6 +667,10 @@ pub enum Started {
     /// A full sync: the transaction must now hold every shard, number its cut
     /// ([`number_cut`]), be the barrier and take the snapshot ([`full_sync`]).
     Full,
+    /// A full sync from a replica (chained): the link must pause at an offset it applied
+    /// (replica.rs `request_hold`) while the transaction takes every shard and the snapshot
+    /// ([`chained_cut`], then [`full_sync`]).
+    FullChained,
     Error(&'static [u8]),
 }
 
@@ -620,10 +686,15 @@ pub fn psync(req: &Request) -> Started {
     };
     let sock = Arc::new(TcpStream::from(owned));
     let mut st = shared.repl.lock();
-    if st.master.is_some() || st.replicas.settling {
-        return Started::Error(
-            b"NOMASTERLINK Darner does not serve replicas while it follows a primary (no chained replication)",
-        );
+    // A replica serves its own replicas while its link is up (chained replication).
+    let chained = st.master.is_some();
+    if st.replicas.settling
+        || st
+            .master
+            .as_ref()
+            .is_some_and(|m| m.link != crate::replica::LinkState::Connected)
+    {
+        return Started::Error(b"NOMASTERLINK Can't SYNC while not connected with my master");
     }
     let hs = st
         .replicas
@@ -669,6 +740,9 @@ pub fn psync(req: &Request) -> Started {
                 ));
                 st.replicas.sync_partial_ok += 1;
                 drop(st);
+                if !chained {
+                    start_feed(shared);
+                }
                 crate::log::notice(&format!("Replica {name} asks for synchronization"));
                 crate::log::notice(&darner_repl::History::continue_log(&name, sent, from));
                 return Started::Continue;
@@ -683,6 +757,13 @@ pub fn psync(req: &Request) -> Started {
     st.replicas.sync_full += 1;
     if partial_err {
         st.replicas.sync_partial_err += 1;
+    }
+    if chained {
+        // The snapshot is cut where the link pauses, at an offset of the primary's stream.
+        st.replicas
+            .list
+            .push(Replica::new(req, sock, ip, hs.port, Phase::WaitCut(0), 0));
+        return Started::FullChained;
     }
     if st.history.backlog.is_none() {
         // The first replica: a new history begins with the backlog (Redis's

@@ -39,6 +39,16 @@
 //! When the link drops, the primary's replication ID and the offset applied are kept (the
 //! cached primary) and the thread retries every second with `PSYNC <replid> <offset + 1>`;
 //! `+CONTINUE` goes on with the stream without a snapshot.
+//!
+//! # The backlog, chained replicas, promotion
+//!
+//! The primary's bytes, as they are applied, go into this server's backlog and on to its
+//! own replicas unchanged (`publish`, `primary::feed_from_master`), so offsets agree down a
+//! chain and a promoted replica's former siblings continue from it (PSYNC2). A sub-replica's
+//! snapshot is cut while the link pauses with everything it forwarded applied
+//! ([`request_hold`]). REPLICAOF NO ONE shifts the history once the old link's last
+//! commands are counted ([`promote`]); a primary told REPLICAOF keeps its backlog and offers
+//! its own history to the new primary.
 
 use crate::log;
 use crate::msg::Msg;
@@ -56,6 +66,10 @@ use std::time::{Duration, Instant};
 
 /// Redis's reply to a client's write on a read-only replica.
 pub const ERR_READONLY: &[u8] = b"READONLY You can't write against a read only replica.";
+
+/// Redis's reply while the link is down and replica-serve-stale-data is no.
+pub const ERR_MASTERDOWN: &[u8] =
+    b"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
 
 /// Commands forwarded to the server and not yet answered, at most.
 const WINDOW: usize = 1024;
@@ -130,6 +144,14 @@ pub struct Replication {
     applying: AtomicU64,
     /// The local address of the link's loopback connection.
     link_peer: Mutex<Option<SocketAddr>>,
+    /// The link is up (streaming): with replica-serve-stale-data no, clients' commands are
+    /// refused while it is not. Read on every command of a replica (one relaxed load).
+    pub link_up: AtomicBool,
+    /// Pauses asked of the link (a chained replica's snapshot), numbered by `hold_epoch`;
+    /// `held_for`: the last number the link paused for, everything it forwarded applied.
+    hold: AtomicU64,
+    hold_epoch: AtomicU64,
+    held_for: AtomicU64,
 }
 
 impl Replication {
@@ -145,6 +167,10 @@ impl Replication {
             generation: AtomicU64::new(0),
             applying: AtomicU64::new(0),
             link_peer: Mutex::new(None),
+            link_up: AtomicBool::new(false),
+            hold: AtomicU64::new(0),
+            hold_epoch: AtomicU64::new(0),
+            held_for: AtomicU64::new(0),
         }
     }
 
@@ -201,10 +227,10 @@ pub fn set_master(shared: &Arc<Shared>, host: String, port: u16) -> (u64, u64) {
             // (Redis's replicationCacheMasterUsingMyself).
             st.cached = Some((st.history.replid, st.history.master_repl_offset));
         }
-        // Its own replicas go (they sync again, with whatever follows this server next), and
-        // so does its backlog: a replica keeps none, and its offsets become the primary's.
+        // Its own replicas go: they sync again, with this server once its link is up
+        // (Redis's disconnectSlaves). The backlog stays: a new primary that continues this
+        // server's history (+CONTINUE) continues the backlog too.
         crate::primary::drop_all(&mut st.replicas);
-        st.history.backlog = None;
         st.master = Some(Master {
             host: host.clone(),
             port,
@@ -219,6 +245,7 @@ pub fn set_master(shared: &Arc<Shared>, host: String, port: u16) -> (u64, u64) {
         old = shared.repl.generation.load(Ordering::SeqCst);
         gen = old + 1;
         shared.repl.generation.store(gen, Ordering::SeqCst);
+        shared.repl.link_up.store(false, Ordering::SeqCst);
         shared.repl.is_replica.store(true, Ordering::SeqCst);
         log::set_role(b'S');
     }
@@ -261,24 +288,71 @@ pub fn start_link(shared: &Arc<Shared>, gen: u64) {
     }
 }
 
-/// REPLICAOF NO ONE: stops the link and makes this server a primary under a new ID, its
-/// old one valid up to the offset reached. Returns the old link's generation.
+/// REPLICAOF NO ONE: stops the link and drops this server's replicas; the caller waits for
+/// the link's last commands, then [`promote`] makes it a primary under a new ID, its old one
+/// valid up to the offset reached. Returns the old link's generation.
+///
+/// The history shifts only in [`promote`], once the commands the link had in flight are
+/// applied and counted (`hand_over_history`): the old ID then stays valid exactly up to the
+/// data this server holds. Until then clients' writes are still refused (READONLY).
 pub fn unset_master(shared: &Shared) -> Option<u64> {
     let mut st = shared.repl.lock();
     st.master.as_ref()?;
     st.master = None;
     st.cached = None;
+    shared.repl.link_up.store(false, Ordering::SeqCst);
+    // Its replicas learn the new ID by reconnecting (Redis's disconnectSlaves); they
+    // continue partially.
+    crate::primary::drop_all(&mut st.replicas);
     // No replica syncs until what the old link had in hand has landed (primary::settled).
     st.replicas.settling = true;
     let old = shared.repl.generation.load(Ordering::SeqCst);
     shared.repl.generation.store(old + 1, Ordering::SeqCst);
-    shared.repl.is_replica.store(false, Ordering::SeqCst);
-    log::set_role(b'M');
-    let line = st.history.shift(new_replid());
     drop(st);
     shared.config.store_raw("replicaof", String::new());
-    log::warning(&line);
     Some(old)
+}
+
+/// The end of REPLICAOF NO ONE, once the old link is quiet: a new ID, the old one valid up
+/// to the offset reached (+1), the backlog going on with this server's own stream (the feed
+/// thread records from here), and clients may write. Nothing when another REPLICAOF came
+/// meanwhile.
+pub fn promote(shared: &Arc<Shared>) {
+    let mut st = shared.repl.lock();
+    if st.master.is_some() {
+        return;
+    }
+    if st.history.backlog.is_some() {
+        crate::primary::start_feed(shared);
+    }
+    let line = st.history.shift(new_replid());
+    // Under the lock the feed thread takes: what it renders from here is this server's.
+    st.replicas.settling = false;
+    shared.repl.is_replica.store(false, Ordering::SeqCst);
+    log::set_role(b'M');
+    drop(st);
+    log::warning(&line);
+}
+
+/// Asks the link to pause where everything it forwarded is applied (a chained replica's
+/// snapshot is cut there); returns the number [`held`] waits for. Every request is undone
+/// with [`release_hold`].
+pub fn request_hold(shared: &Shared) -> u64 {
+    shared.repl.hold.fetch_add(1, Ordering::SeqCst);
+    shared.repl.hold_epoch.fetch_add(1, Ordering::SeqCst) + 1
+}
+
+/// Whether the link paused for request `epoch`: Some(true) paused, Some(false) not yet,
+/// None when it cannot (not streaming).
+pub fn held(shared: &Shared, epoch: u64) -> Option<bool> {
+    if shared.repl.held_for.load(Ordering::SeqCst) >= epoch {
+        return Some(true);
+    }
+    shared.repl.link_up.load(Ordering::SeqCst).then_some(false)
+}
+
+pub fn release_hold(shared: &Shared) {
+    shared.repl.hold.fetch_sub(1, Ordering::SeqCst);
 }
 
 /// Whether the link of generation `old` still has commands in the server's hands (the
@@ -306,6 +380,10 @@ fn set_link(shared: &Shared, gen: u64, f: impl FnOnce(&mut Master)) {
     }
     if let Some(m) = st.master.as_mut() {
         f(m);
+        shared
+            .repl
+            .link_up
+            .store(m.link == LinkState::Connected, Ordering::SeqCst);
     }
 }
 
@@ -500,7 +578,12 @@ fn session(
                 if let Some(id) = new_id {
                     let line = st.history.shift(id);
                     log::notice(&line);
+                    // Its own replicas learn the new ID by reconnecting.
+                    crate::primary::drop_all(&mut st.replicas);
                 }
+                // The backlog goes on with the primary's stream (kept when it ends at the
+                // offset continued from: a demoted primary's own, a replica's).
+                st.history.ensure_backlog(backlog_size(shared));
                 let replid = st.history.replid;
                 st.cached = Some((replid, offset));
             }
@@ -523,7 +606,7 @@ fn session(
                 if !shared.repl.current(gen) {
                     return End::Stop;
                 }
-                match parsed {
+                let offset = match parsed {
                     Some((id, offset)) => {
                         st.history.adopt(id, offset);
                         st.cached = Some((id, offset));
@@ -534,7 +617,11 @@ fn session(
                         st.cached = None;
                         st.history.master_repl_offset
                     }
-                }
+                };
+                // A backlog of the primary's stream from the snapshot's offset on (Redis
+                // creates it after the load), for chained replicas and a promotion.
+                st.history.ensure_backlog(backlog_size(shared));
+                offset
             };
             // A new snapshot: the stream starts on a fresh connection (database 0).
             *lb = Loopback::connect(shared);
@@ -550,12 +637,22 @@ fn session(
                     return End::Stop;
                 }
                 st.cached = None;
+                st.history.ensure_backlog(backlog_size(shared));
                 st.history.master_repl_offset
             };
             *lb = Loopback::connect(shared);
             stream(shared, gen, &mut up, lb, offset)
         }
     }
+}
+
+/// `repl-backlog-size` as configured.
+fn backlog_size(shared: &Shared) -> usize {
+    shared
+        .config
+        .get("repl-backlog-size")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1 << 20)
 }
 
 fn handshake_config(shared: &Shared) -> HsConfig {
@@ -709,6 +806,20 @@ fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), En
     }
     if !shared.repl.current(gen) {
         return Err(End::Stop);
+    }
+    {
+        // The dataset is replaced: this server's replicas sync again, and its backlog (of
+        // the data replaced) cannot serve a PSYNC any more (Redis's
+        // replicationAttachToNewMaster).
+        let mut st = shared.repl.lock();
+        if !shared.repl.current(gen) {
+            return Err(End::Stop);
+        }
+        crate::primary::drop_all(&mut st.replicas);
+        st.history.backlog = None;
+        // Nor can the history it had: a REPLICAOF that stops the load half way must not
+        // continue it (the data may be the new snapshot's already).
+        st.cached = None;
     }
     log::notice("MASTER <-> REPLICA sync: Flushing old data");
     log::notice("MASTER <-> REPLICA sync: Loading DB in memory");
@@ -930,6 +1041,13 @@ fn stream(
         acks: Vec::new(),
     };
     let mut read_offset = offset;
+    // The primary's bytes split into commands and not yet applied: they go into the backlog
+    // (and on to this server's replicas) as they are applied, so the backlog's offsets are
+    // the applied ones (`publish`).
+    let mut feed = Feed {
+        unfed: Vec::new(),
+        fed: offset,
+    };
     // The loopback connection itself failed (CLIENT KILL TYPE master, say): its selected
     // database and what it had in flight are gone with it, so the stream cannot go on from
     // the offset applied; the next session asks for a full resync on a new connection.
@@ -949,8 +1067,11 @@ fn stream(
         if !shared.repl.current(gen) {
             break End::Stop;
         }
+        // A chained replica's snapshot wants the link paused: nothing more is forwarded
+        // until it is cut.
+        let holding = shared.repl.hold.load(Ordering::SeqCst) > 0;
         // Split what came into commands, as many as the window allows.
-        while off.awaiting < WINDOW && pos < up.buf.len() {
+        while !holding && off.awaiting < WINDOW && pos < up.buf.len() {
             match parser.parse(&up.buf[pos..], &limits) {
                 Ok(Some(req)) => {
                     let bytes = &up.buf[pos..pos + req.consumed];
@@ -982,6 +1103,7 @@ fn stream(
                     if !matches!(kind, Kind::Local | Kind::GetAck) {
                         forward.extend_from_slice(bytes);
                     }
+                    feed.unfed.extend_from_slice(bytes);
                     parser.recycle(req.args);
                     off.push(len, kind);
                     read_offset += len;
@@ -1023,11 +1145,21 @@ fn stream(
         }
         if last_ack.elapsed() >= Duration::from_secs(1) {
             last_ack = Instant::now();
+            // CONFIG SET repl-backlog-size resizes the backlog (within a second).
+            let size = backlog_size(shared);
+            if let Some(b) = shared.repl.lock().history.backlog.as_mut() {
+                b.resize(size);
+            }
             if let Err(e) = up.sock.write_all(&ack(off.applied)) {
                 lost = Some(e.to_string());
             }
         }
-        publish(shared, gen, &off, read_offset, up.last_io);
+        publish(shared, gen, &off, read_offset, up.last_io, &mut feed);
+        if holding && off.awaiting == 0 {
+            // Everything forwarded is applied and in the backlog: the snapshot may be cut.
+            let epoch = shared.repl.hold_epoch.load(Ordering::SeqCst);
+            shared.repl.held_for.store(epoch, Ordering::SeqCst);
+        }
         if lost.is_some() {
             continue;
         }
@@ -1067,14 +1199,12 @@ fn stream(
     if off.awaiting > 0 || local_lost {
         *lb = None;
     }
-    publish(shared, gen, &off, read_offset, up.last_io);
-    let _ = shared
-        .repl
-        .applying
-        .compare_exchange(gen, 0, Ordering::SeqCst, Ordering::SeqCst);
+    publish(shared, gen, &off, read_offset, up.last_io, &mut feed);
     if let End::Retry = end {
         log::warning("Connection with master lost.");
         log::notice("Caching the disconnected master state.");
+    }
+    {
         let mut st = shared.repl.lock();
         if shared.repl.current(gen) {
             let replid = st.history.replid;
@@ -1083,9 +1213,56 @@ fn stream(
                 m.down_since = Shared::real_now_ms() / 1000;
                 m.link = LinkState::Connect;
             }
+            shared.repl.link_up.store(false, Ordering::SeqCst);
+        } else {
+            // A REPLICAOF came (whether the link had dropped first or not).
+            let broken = local_lost || off.awaiting > 0;
+            hand_over_history(&mut st, shared, gen, &off, &mut feed, broken);
         }
     }
+    let _ = shared
+        .repl
+        .applying
+        .compare_exchange(gen, 0, Ordering::SeqCst, Ordering::SeqCst);
     end
+}
+
+/// The link ended (stopped, or dropped just before) and a REPLICAOF came (the generation
+/// after this one; it is seen here whichever came first): the offset it
+/// applied, and the backlog up to it, are what the next link offers the new primary (PSYNC
+/// with this history), as Redis's cached master is the old master client's state, or where
+/// a promotion shifts the history (NO ONE). Runs before the next link starts or the
+/// promotion shifts (REPLICAOF waits for `applying` to clear). `broken`: what was applied
+/// is not known exactly (a full sync then).
+fn hand_over_history(
+    st: &mut State,
+    shared: &Shared,
+    gen: u64,
+    off: &Offsets,
+    feed: &mut Feed,
+    broken: bool,
+) {
+    if shared.repl.generation.load(Ordering::SeqCst) != gen + 1 {
+        return;
+    }
+    // REPLICAOF NO ONE (no primary): the promotion shifts the history once this is counted.
+    let promoted = st.master.is_none();
+    if broken {
+        st.cached = None;
+        return;
+    }
+    let n = usize::try_from(off.applied - feed.fed)
+        .unwrap_or(0)
+        .min(feed.unfed.len());
+    let bytes: Vec<u8> = feed.unfed.drain(..n).collect();
+    feed.fed = off.applied;
+    if st.history.backlog.is_some() {
+        st.history.feed(&bytes);
+    }
+    st.history.master_repl_offset = off.applied;
+    if !promoted {
+        st.cached = Some((st.history.replid, off.applied));
+    }
 }
 
 /// Reads the replies that came and counts them.
@@ -1117,11 +1294,35 @@ fn read_replies(l: &mut Loopback, off: &mut Offsets) -> Result<(), String> {
     Ok(())
 }
 
-/// Makes the offsets visible to INFO and ROLE.
-fn publish(shared: &Shared, gen: u64, off: &Offsets, read_offset: i64, last_io: Instant) {
+/// The primary's bytes on their way to the backlog: `unfed` starts at offset `fed + 1`.
+struct Feed {
+    unfed: Vec<u8>,
+    fed: i64,
+}
+
+/// Makes the offsets visible to INFO and ROLE, and feeds what was applied since the last
+/// time to the backlog and this server's replicas (chained replication).
+fn publish(
+    shared: &Shared,
+    gen: u64,
+    off: &Offsets,
+    read_offset: i64,
+    last_io: Instant,
+    feed: &mut Feed,
+) {
     let mut st = shared.repl.lock();
     if !shared.repl.current(gen) {
         return;
+    }
+    let applied = usize::try_from(off.applied - feed.fed)
+        .unwrap_or(0)
+        .min(feed.unfed.len());
+    if applied > 0 {
+        let bytes: Vec<u8> = feed.unfed.drain(..applied).collect();
+        feed.fed = off.applied;
+        if st.history.backlog.is_some() {
+            crate::primary::feed_from_master(shared, &mut st, bytes);
+        }
     }
     st.history.master_repl_offset = off.applied;
     let io_ms = Shared::real_now_ms() - last_io.elapsed().as_millis() as i64;

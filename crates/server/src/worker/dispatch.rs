@@ -391,6 +391,28 @@ impl Worker {
                 return;
             }
         }
+        // A replica whose link is down, with replica-serve-stale-data no: only the commands
+        // with the stale flag (and EXEC of a transaction of such commands) run, as in
+        // Redis's processCommand.
+        if self.shared.repl.is_replica.load(Ordering::Relaxed)
+            && !self.shared.repl.link_up.load(Ordering::Relaxed)
+            && !self
+                .shared
+                .config
+                .hot
+                .replica_serve_stale_data
+                .load(Ordering::Relaxed)
+            && !self.conns[c].state.must_obey()
+        {
+            let state = &self.conns[c].state;
+            let deny =
+                !spec.has(flags::STALE) || (spec.full_name == "exec" && multi_has_non_stale(state));
+            if deny {
+                bump(&self.shared.stats[self.id].cmd[cmd.id].rejected, 1);
+                self.reject(c, Some(spec), crate::replica::ERR_MASTERDOWN);
+                return;
+            }
+        }
         let conn = &mut self.conns[c];
         // RESP2 subscribe mode: only the commands that manage subscriptions (Redis's rule).
         if !conn.state.resp3
@@ -763,6 +785,13 @@ fn multi_has_denyoom(state: &ClientState) -> bool {
         .multi
         .as_ref()
         .is_some_and(|q| q.iter().any(|(c, _)| c.spec.has(flags::DENYOOM)))
+}
+
+fn multi_has_non_stale(state: &ClientState) -> bool {
+    state
+        .multi
+        .as_ref()
+        .is_some_and(|q| q.iter().any(|(c, _)| !c.spec.has(flags::STALE)))
 }
 
 fn multi_has_writes(state: &ClientState) -> bool {

@@ -175,6 +175,11 @@ fn psync(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             }
             crate::primary::Started::Error(e) => return with_writer(resp3, |w| w.error(e)),
             crate::primary::Started::Full => {}
+            crate::primary::Started::FullChained => {
+                tx.client().replica = true;
+                chained_full_sync(&tx, client_id, is_psync).await;
+                return Vec::new();
+            }
         }
         tx.client().replica = true;
         while !crate::bgsave::claim(&shared) {
@@ -196,6 +201,53 @@ fn psync(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         crate::primary::full_sync(&shared, client_id, is_psync, header, shards, from_shards);
         Vec::new()
     })
+}
+
+/// A replica's own replica full-syncs (chained replication): the link pauses where every
+/// command it forwarded is applied, the snapshot is cut there (its offset is one of the
+/// primary's stream), and the link goes on, the stream after the cut buffered for the new
+/// replica (replica.rs `request_hold`).
+async fn chained_full_sync(tx: &Tx, client_id: u64, is_psync: bool) {
+    let shared = tx.shared().clone();
+    while !crate::bgsave::claim(&shared) {
+        crate::exec::sleep_until(Instant::now() + Duration::from_millis(10)).await;
+    }
+    let hold = replica::request_hold(&shared);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let paused = loop {
+        match replica::held(&shared, hold) {
+            Some(true) => break true,
+            None => break false,
+            Some(false) if Instant::now() >= deadline => break false,
+            Some(false) => {
+                crate::exec::sleep_until(Instant::now() + Duration::from_millis(1)).await;
+            }
+        }
+    };
+    if !paused {
+        replica::release_hold(&shared);
+        shared
+            .bgsaves
+            .in_progress
+            .store(false, std::sync::atomic::Ordering::Release);
+        crate::primary::forget(&shared, client_id);
+        return;
+    }
+    tx.reserve(crate::cmd::transactions::every_shard(tx.nshards()))
+        .await;
+    crate::log::notice("Starting BGSAVE for SYNC with target: disk");
+    let cut = crate::primary::chained_cut(&shared, client_id);
+    let snap = crate::persist::snapshot::SnapshotOptions::from_config(&shared, Shared::now_ms());
+    let (header, shards, from_shards) =
+        crate::bgsave::cut(tx, snap, false, Default::default()).await;
+    tx.release();
+    replica::release_hold(&shared);
+    if !cut {
+        // The replica went away meanwhile: the snapshot's pieces still have a reader, which
+        // finds no replica and gives the claim back.
+        crate::log::notice("The replica went away before its snapshot was cut");
+    }
+    crate::primary::full_sync(&shared, client_id, is_psync, header, shards, from_shards);
 }
 
 /// REPLCONF option value ...: what a replica says about itself, and its acknowledgements.
@@ -250,6 +302,17 @@ fn replicaof(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         if eq(&args[1], "no") && eq(&args[2], "one") {
             if let Some(old) = replica::unset_master(&shared) {
                 wait_quiet(&tx, old).await;
+                // The old link's commands were recorded while following: the feed (when it
+                // runs, as on a demoted primary) renders them as such before the shift.
+                if let Some(fence) = crate::primary::fence() {
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    while fence.try_recv() == Err(std::sync::mpsc::TryRecvError::Empty)
+                        && Instant::now() < deadline
+                    {
+                        crate::exec::sleep_until(Instant::now() + Duration::from_millis(1)).await;
+                    }
+                }
+                replica::promote(&shared);
                 crate::primary::settled(&shared);
                 log::notice(&format!(
                     "MASTER MODE enabled (user request from '{}')",
