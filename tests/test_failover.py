@@ -185,6 +185,9 @@ def test_failover_to_a_replica_loses_no_acknowledged_write(pair):
     assert p.client().get("after") == b"1"
     assert "Failover target 127.0.0.1:%d is synced, failing over." % r.port in p.log_tail(20000)
     assert "MASTER MODE enabled (failover request from" in r.log_tail(20000)
+    # The target kept its backlog across the promotion: the old primary continued partially.
+    stats = rc.info("stats")
+    assert (stats["sync_full"], stats["sync_partial_ok"]) == (0, 1)
 
 
 def test_failover_to_any_replica_picks_the_synced_one(pair):

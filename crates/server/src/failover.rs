@@ -272,11 +272,11 @@ fn clear_locked(shared: &Shared, inner: &mut Inner) {
 }
 
 /// Aborts the failover: a server that already stepped down is a primary again.
-pub fn abort(shared: &Shared, why: &str) {
+pub fn abort(shared: &Arc<Shared>, why: &str) {
     abort_locked(shared, &mut shared.failover.lock(), why);
 }
 
-fn abort_locked(shared: &Shared, inner: &mut Inner, why: &str) {
+fn abort_locked(shared: &Arc<Shared>, inner: &mut Inner, why: &str) {
     let phase = shared.failover.phase();
     if phase == NONE {
         return;
@@ -288,6 +288,8 @@ fn abort_locked(shared: &Shared, inner: &mut Inner, why: &str) {
         None => crate::log::notice(&format!("FAILOVER to any replica aborted: {why}")),
     }
     if phase == IN_PROGRESS && crate::replica::unset_master(shared).is_some() {
+        // Back to a primary: the target answered nothing, so the link applied nothing.
+        crate::replica::promote(shared);
         crate::primary::settled(shared);
     }
     clear_locked(shared, inner);
@@ -296,7 +298,7 @@ fn abort_locked(shared: &Shared, inner: &mut Inner, why: &str) {
 /// The demoted primary's link got the target's answer to `PSYNC ... FAILOVER`: `accepted`
 /// (a full or partial resync) ends the failover, anything else aborts it. Returns whether
 /// the link goes on.
-pub fn answered(shared: &Shared, accepted: bool) -> bool {
+pub fn answered(shared: &Arc<Shared>, accepted: bool) -> bool {
     let mut inner = shared.failover.lock();
     if !shared.failover.in_progress() {
         return true;

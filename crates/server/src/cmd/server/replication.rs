@@ -49,9 +49,7 @@ async fn take_over(tx: &Tx, replid: &[u8]) -> Result<(), &'static [u8]> {
             return Err(b"ERR PSYNC FAILOVER replid must match my replid.");
         }
     }
-    if let Some(old) = replica::unset_master(&shared) {
-        wait_quiet(tx, old).await;
-        crate::primary::settled(&shared);
+    if become_primary(tx).await {
         log::notice(&format!(
             "MASTER MODE enabled (failover request from '{}')",
             client_line(&tx.client(), &Default::default(), Shared::now_ms())
@@ -278,6 +276,30 @@ fn replconf(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 /// Waits until the link of generation `old` has no more commands in the server's hands,
 /// then until a snapshot being loaded (a task holding every shard) is done: what the old
 /// primary sent lands before the reply, nothing after it.
+/// REPLICAOF NO ONE's steps (and a FAILOVER target's): the link stops, its last commands
+/// land and are counted, then the history shifts and clients may write. False when this
+/// server followed no primary.
+async fn become_primary(tx: &Tx) -> bool {
+    let shared = tx.shared().clone();
+    let Some(old) = replica::unset_master(&shared) else {
+        return false;
+    };
+    wait_quiet(tx, old).await;
+    // The old link's commands were recorded while following: the feed (when it runs, as on
+    // a demoted primary) renders them as such before the shift.
+    if let Some(fence) = crate::primary::fence() {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while fence.try_recv() == Err(std::sync::mpsc::TryRecvError::Empty)
+            && Instant::now() < deadline
+        {
+            crate::exec::sleep_until(Instant::now() + Duration::from_millis(1)).await;
+        }
+    }
+    replica::promote(&shared);
+    crate::primary::settled(&shared);
+    true
+}
+
 async fn wait_quiet(tx: &Tx, old: u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while replica::still_applying(tx.shared(), old) && Instant::now() < deadline {
@@ -300,20 +322,7 @@ fn replicaof(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             });
         }
         if eq(&args[1], "no") && eq(&args[2], "one") {
-            if let Some(old) = replica::unset_master(&shared) {
-                wait_quiet(&tx, old).await;
-                // The old link's commands were recorded while following: the feed (when it
-                // runs, as on a demoted primary) renders them as such before the shift.
-                if let Some(fence) = crate::primary::fence() {
-                    let deadline = Instant::now() + Duration::from_secs(10);
-                    while fence.try_recv() == Err(std::sync::mpsc::TryRecvError::Empty)
-                        && Instant::now() < deadline
-                    {
-                        crate::exec::sleep_until(Instant::now() + Duration::from_millis(1)).await;
-                    }
-                }
-                replica::promote(&shared);
-                crate::primary::settled(&shared);
+            if become_primary(&tx).await {
                 log::notice(&format!(
                     "MASTER MODE enabled (user request from '{}')",
                     who(&tx)
