@@ -870,7 +870,7 @@ fn empty_rdb(shared: &Shared) -> Vec<u8> {
         yes(shared, "rdbchecksum"),
         encode,
     );
-    crate::persist::aux_fields_for(&mut w, Shared::now_ms(), true);
+    crate::persist::aux_fields_for(shared, &mut w, Shared::now_ms(), true);
     for code in shared.scripts.library_codes() {
         w.function(&code);
     }

@@ -685,30 +685,17 @@ pub fn stop_flag(shared: &Shared) -> bool {
     b.in_progress.load(Ordering::Acquire)
 }
 
-/// The file's start: header, Redis's AUX fields, the function libraries.
-pub fn header(version: u16, opts: EncodeOptions, libraries: &[bytes::Bytes]) -> Vec<u8> {
-    header_for(version, opts, libraries, false)
-}
-
-/// [`header`], with `aof-base` 1 for an AOF rewrite's base.
+/// The file's start: header, Redis's AUX fields (`aof-base` 1 for an AOF rewrite's base),
+/// the function libraries.
 pub fn header_for(
+    shared: &Shared,
     version: u16,
     opts: EncodeOptions,
     libraries: &[bytes::Bytes],
     aof_base: bool,
 ) -> Vec<u8> {
     let mut w = FileWriter::new(version, true, opts);
-    w.aux(b"redis-ver", crate::REDIS_COMPAT_VERSION.as_bytes());
-    w.aux(b"redis-bits", b"64");
-    w.aux(
-        b"ctime",
-        Shared::now_ms().div_euclid(1000).to_string().as_bytes(),
-    );
-    w.aux(
-        b"used-mem",
-        crate::alloc::used_memory().to_string().as_bytes(),
-    );
-    w.aux(b"aof-base", if aof_base { b"1" } else { b"0" });
+    crate::persist::aux_fields_for(shared, &mut w, Shared::now_ms(), aof_base);
     for code in libraries {
         w.function(code);
     }
@@ -804,7 +791,7 @@ pub async fn cut(
     };
     let libraries = shared.scripts.library_codes();
     let header = match snap.form {
-        Form::Rdb => header_for(version, snap.encode, &libraries, aof_base),
+        Form::Rdb => header_for(&shared, version, snap.encode, &libraries, aof_base),
         Form::Commands => commands_header(&shared, &libraries),
     };
     (header, marked.len(), from_shards)

@@ -60,7 +60,7 @@ use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -152,6 +152,9 @@ pub struct Replication {
     hold: AtomicU64,
     hold_epoch: AtomicU64,
     held_for: AtomicU64,
+    /// The database the primary's stream last selected (its commands without SELECT go
+    /// there): RDB's `repl-stream-db`, selected first on a new connection that continues.
+    stream_db: AtomicI64,
 }
 
 impl Replication {
@@ -171,6 +174,7 @@ impl Replication {
             hold: AtomicU64::new(0),
             hold_epoch: AtomicU64::new(0),
             held_for: AtomicU64::new(0),
+            stream_db: AtomicI64::new(0),
         }
     }
 
@@ -588,7 +592,21 @@ fn session(
                 st.cached = Some((replid, offset));
             }
             if lb.is_none() {
+                // A new connection goes on where the stream's database is (after a restart
+                // from an RDB file: its `repl-stream-db`).
                 *lb = Loopback::connect(shared);
+                let db = shared.repl.stream_db.load(Ordering::SeqCst);
+                if db != 0 {
+                    if let Some(l) = lb.as_mut() {
+                        if let Err(e) = l.select(db) {
+                            log::warning(&format!(
+                                "The connection applying the MASTER's stream failed: {e}"
+                            ));
+                            *lb = None;
+                            return End::Retry;
+                        }
+                    }
+                }
             }
             stream(shared, gen, &mut up, lb, offset)
         }
@@ -624,6 +642,7 @@ fn session(
                 offset
             };
             // A new snapshot: the stream starts on a fresh connection (database 0).
+            shared.repl.stream_db.store(0, Ordering::SeqCst);
             *lb = Loopback::connect(shared);
             stream(shared, gen, &mut up, lb, offset)
         }
@@ -640,6 +659,7 @@ fn session(
                 st.history.ensure_backlog(backlog_size(shared));
                 st.history.master_repl_offset
             };
+            shared.repl.stream_db.store(0, Ordering::SeqCst);
             *lb = Loopback::connect(shared);
             stream(shared, gen, &mut up, lb, offset)
         }
@@ -907,6 +927,101 @@ impl Loopback {
     }
 }
 
+impl Loopback {
+    /// Selects `db` and waits for its reply (before any command of the stream is sent).
+    fn select(&mut self, db: i64) -> Result<(), String> {
+        self.sock
+            .write_all(&command(&[b"SELECT", db.to_string().as_bytes()]))
+            .map_err(|e| e.to_string())?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut chunk = [0u8; 256];
+        while !self.replies.ends_with(b"\r\n") {
+            if Instant::now() > deadline {
+                return Err("no reply to SELECT".into());
+            }
+            match self.sock.read(&mut chunk) {
+                Ok(0) => return Err("closed by the server".into()),
+                Ok(n) => self.replies.extend_from_slice(&chunk[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        let reply = std::mem::take(&mut self.replies);
+        if reply == b"+OK\r\n" {
+            Ok(())
+        } else {
+            Err(format!(
+                "SELECT {db}: {}",
+                String::from_utf8_lossy(&reply).trim_end()
+            ))
+        }
+    }
+}
+
+/// Where this replica's data stands in its primary's stream, for a snapshot's `repl-id`,
+/// `repl-offset` and `repl-stream-db` (Redis's rdbSaveInfo): known exactly when the link has
+/// nothing in the server's hands (not streaming, or paused by [`hold_link`]). None on a
+/// primary, or while the link applies commands (a restart from that file syncs in full).
+pub struct ReplPosition {
+    pub replid: ReplId,
+    pub offset: i64,
+    pub stream_db: i64,
+}
+
+pub fn cut_position(shared: &Shared) -> Option<ReplPosition> {
+    if !shared.repl.is_replica.load(Ordering::SeqCst) {
+        return None;
+    }
+    let st = shared.repl.lock();
+    st.master.as_ref()?;
+    let r = &shared.repl;
+    let paused = r.hold.load(Ordering::SeqCst) > 0
+        && r.held_for.load(Ordering::SeqCst) >= r.hold_epoch.load(Ordering::SeqCst);
+    let idle = r.applying.load(Ordering::SeqCst) == 0;
+    (paused || idle).then(|| ReplPosition {
+        replid: st.history.replid,
+        offset: st.history.master_repl_offset,
+        stream_db: r.stream_db.load(Ordering::SeqCst),
+    })
+}
+
+/// A pause of the link ([`hold_link`]), undone when dropped.
+pub struct LinkHold<'a>(&'a Shared);
+
+impl Drop for LinkHold<'_> {
+    fn drop(&mut self) {
+        release_hold(self.0);
+    }
+}
+
+/// On a replica, pauses the link where everything it forwarded is applied (at most a
+/// second's wait), so that a snapshot cut while the pause lasts knows its offset in the
+/// primary's stream ([`cut_position`]). Call before taking every shard.
+pub async fn hold_link(shared: &Shared) -> Option<LinkHold<'_>> {
+    if !shared.repl.is_replica.load(Ordering::SeqCst) {
+        return None;
+    }
+    let epoch = request_hold(shared);
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while held(shared, epoch) == Some(false) && Instant::now() < deadline {
+        crate::exec::sleep_until(Instant::now() + Duration::from_millis(1)).await;
+    }
+    Some(LinkHold(shared))
+}
+
+/// At start-up, before `replicaof` is followed: the history an RDB file of this replica
+/// recorded (`repl-id`, `repl-offset`, `repl-stream-db`), so the link asks to continue it
+/// (Redis's loadDataFromDisk with rsi).
+pub fn restore(shared: &Shared, pos: ReplPosition) {
+    let mut st = shared.repl.lock();
+    st.history.adopt(pos.replid, pos.offset);
+    shared.repl.stream_db.store(pos.stream_db, Ordering::SeqCst);
+}
+
 /// What a command of the stream is, for the offset.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
@@ -1078,6 +1193,14 @@ fn stream(
                     let name = req.arg(&up.buf[pos..], 0).unwrap_or_default();
                     let sub = req.arg(&up.buf[pos..], 1).unwrap_or_default();
                     let len = req.consumed as i64;
+                    if name.eq_ignore_ascii_case(b"select") {
+                        if let Some(db) = std::str::from_utf8(sub)
+                            .ok()
+                            .and_then(|d| d.parse::<i64>().ok())
+                        {
+                            shared.repl.stream_db.store(db, Ordering::SeqCst);
+                        }
+                    }
                     let kind = if name.eq_ignore_ascii_case(b"ping") {
                         Kind::Local
                     } else if name.eq_ignore_ascii_case(b"replconf") {

@@ -289,9 +289,7 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
     }
     // The threads serve (commands without the `loading` flag get -LOADING, as in Redis) while
     // this thread reads the snapshot and hands its keys to them (persist/load.rs).
-    if let Some(loader) = rdb {
-        crate::persist::load::at_startup(&shared, loader);
-    }
+    let repl_position = rdb.and_then(|loader| crate::persist::load::at_startup(&shared, loader));
     if let Some(aof) = aof {
         let listen = shared.listening.lock().unwrap().addrs.clone();
         crate::aof::load_and_start(&shared, aof, &listen);
@@ -304,6 +302,11 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
     ));
     // `replicaof` in the configuration: follow that primary (replica.rs).
     if let Some((host, port)) = shared.config.replicaof() {
+        // A replica's own file says where its data stands in the primary's stream: the link
+        // asks to continue from there (a partial resync after a restart).
+        if let Some(pos) = repl_position {
+            crate::replica::restore(&shared, pos);
+        }
         let (_, gen) = crate::replica::set_master(&shared, host, port);
         crate::replica::start_link(&shared, gen);
     }

@@ -399,6 +399,13 @@ fn shutdown(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         // NOSAVE, which stays allowed under a busy script that holds them.
         let points = shared.config.hot.save_points.load(Ordering::Relaxed);
         let hold = save || (points && !nosave);
+        // On a replica the link pauses first, so the file records where its data stands
+        // in the primary's stream (a restart continues from there).
+        let _link = if hold {
+            crate::replica::hold_link(&shared).await
+        } else {
+            None
+        };
         if hold {
             tx.reserve(super::transactions::every_shard(tx.nshards()))
                 .await;

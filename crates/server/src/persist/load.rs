@@ -95,6 +95,26 @@ pub struct Summary {
     pub expired: u64,
     /// Empty collections skipped.
     pub empty: u64,
+    /// The replication fields of a replica's file: `repl-id`, `repl-offset`,
+    /// `repl-stream-db` (as they come; checked by [`Summary::repl_position`]).
+    pub repl_id: Option<Vec<u8>>,
+    pub repl_offset: Option<i64>,
+    pub repl_stream_db: Option<i64>,
+}
+
+impl Summary {
+    /// Where the replica that wrote the file stood in its primary's stream, when the file
+    /// says so in full (Redis's check: an ID, an offset, a stream database that is not -1).
+    pub fn repl_position(&self) -> Option<crate::replica::ReplPosition> {
+        let replid = darner_repl::ReplId::parse(self.repl_id.as_deref()?)?;
+        let offset = self.repl_offset.filter(|&o| o >= 0)?;
+        let stream_db = self.repl_stream_db.filter(|&d| d >= 0)?;
+        Some(crate::replica::ReplPosition {
+            replid,
+            offset,
+            stream_db,
+        })
+    }
 }
 
 /// Reads an RDB file in pieces and hands out its keys in per-shard batches.
@@ -251,7 +271,16 @@ impl FileLoader {
             Item::Header { version } => {
                 self.summary.version = version;
             }
-            Item::Aux { key, value } => aux(&key, &value, self.now_ms),
+            Item::Aux { key, value } => {
+                let number = || std::str::from_utf8(&value).ok()?.parse::<i64>().ok();
+                match &key[..] {
+                    b"repl-id" => self.summary.repl_id = Some(value.to_vec()),
+                    b"repl-offset" => self.summary.repl_offset = number(),
+                    b"repl-stream-db" => self.summary.repl_stream_db = number(),
+                    _ => {}
+                }
+                aux(&key, &value, self.now_ms)
+            }
             Item::SelectDb(db) => {
                 if db as usize >= self.databases {
                     return Err(format!(
@@ -479,8 +508,12 @@ pub fn open_at_startup(shared: &crate::shared::Shared) -> Option<FileLoader> {
 
 /// Loads the file [`open_at_startup`] opened into the shards (whose threads run and answer
 /// `-LOADING` meanwhile). On any error: the message is logged and the process exits with
-/// status 1, before anything is served.
-pub fn at_startup(shared: &std::sync::Arc<crate::shared::Shared>, loader: FileLoader) {
+/// status 1, before anything is served. Returns where a replica's file stood in its
+/// primary's stream (see [`Summary::repl_position`]).
+pub fn at_startup(
+    shared: &std::sync::Arc<crate::shared::Shared>,
+    loader: FileLoader,
+) -> Option<crate::replica::ReplPosition> {
     let path = super::rdb_path(shared);
     load_file(shared, loader, &path)
 }
@@ -490,7 +523,7 @@ pub fn load_file(
     shared: &std::sync::Arc<crate::shared::Shared>,
     mut loader: FileLoader,
     path: &std::path::Path,
-) {
+) -> Option<crate::replica::ReplPosition> {
     use std::sync::atomic::AtomicUsize;
     use std::sync::{Arc, Mutex};
     let start = std::time::Instant::now();
@@ -514,7 +547,7 @@ pub fn load_file(
         let Some((s, entries)) = batch else { break };
         while in_flight[s].load(Ordering::Acquire) >= IN_FLIGHT {
             if shared.shutdown.load(Ordering::Relaxed) {
-                return;
+                return None;
             }
             std::thread::park_timeout(std::time::Duration::from_millis(1));
         }
@@ -546,7 +579,7 @@ pub fn load_file(
     }
     while in_flight.iter().any(|n| n.load(Ordering::Acquire) > 0) {
         if shared.shutdown.load(Ordering::Relaxed) {
-            return;
+            return None;
         }
         std::thread::park_timeout(std::time::Duration::from_millis(1));
     }
@@ -564,6 +597,7 @@ pub fn load_file(
         ));
     }
     done_log(shared, &s, start);
+    s.repl_position()
 }
 
 /// The lines Redis logs at the end of a load, and the counts INFO reports.

@@ -163,7 +163,7 @@ async fn save_to(tx: &Tx, path: &std::path::Path) -> Result<u64, String> {
     })?;
     let written = async {
         let mut w = FileWriter::new(version, yes(&shared, "rdbchecksum"), encode);
-        aux_fields(&mut w, now_ms);
+        aux_fields(&shared, &mut w, now_ms);
         for code in shared.scripts.library_codes() {
             w.function(&code);
         }
@@ -244,19 +244,29 @@ async fn save_to(tx: &Tx, path: &std::path::Path) -> Result<u64, String> {
 }
 
 /// The AUX fields Redis writes first (rdbSaveInfoAuxFields): version, bits, creation time,
-/// memory in use, and `aof-base` 0 (not an AOF preamble).
-pub(crate) fn aux_fields(w: &mut FileWriter, now_ms: i64) {
-    aux_fields_for(w, now_ms, false)
+/// memory in use, on a replica where its data stands in the primary's stream (taken now:
+/// call it at the cut, see `replica::cut_position`), and `aof-base` 0 (not an AOF preamble).
+pub(crate) fn aux_fields(shared: &Shared, w: &mut FileWriter, now_ms: i64) {
+    aux_fields_for(shared, w, now_ms, false)
 }
 
-/// [`aux_fields`], with `aof-base` 1 for an AOF's base file.
-pub(crate) fn aux_fields_for(w: &mut FileWriter, now_ms: i64, aof_base: bool) {
+/// [`aux_fields`], with `aof-base` 1 for an AOF's base file (which has no replication
+/// fields, as Redis's).
+pub(crate) fn aux_fields_for(shared: &Shared, w: &mut FileWriter, now_ms: i64, aof_base: bool) {
     w.aux(b"redis-ver", crate::REDIS_COMPAT_VERSION.as_bytes());
     w.aux(b"redis-bits", b"64");
-    w.aux(b"ctime", (now_ms / 1000).to_string().as_bytes());
+    w.aux(b"ctime", now_ms.div_euclid(1000).to_string().as_bytes());
     w.aux(
         b"used-mem",
         crate::alloc::used_memory().to_string().as_bytes(),
     );
+    if let Some(pos) = (!aof_base)
+        .then(|| crate::replica::cut_position(shared))
+        .flatten()
+    {
+        w.aux(b"repl-stream-db", pos.stream_db.to_string().as_bytes());
+        w.aux(b"repl-id", pos.replid.as_bytes());
+        w.aux(b"repl-offset", pos.offset.to_string().as_bytes());
+    }
     w.aux(b"aof-base", if aof_base { b"1" } else { b"0" });
 }

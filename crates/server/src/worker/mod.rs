@@ -438,6 +438,12 @@ impl Worker {
                         || shared.bgsaves.in_progress.load(Ordering::Acquire));
                 self.exec.spawn(async move {
                     let tx = crate::exec::Tx::new(shared.clone(), Default::default());
+                    // A replica's link pauses first (the file records its stream offset).
+                    let _link = if hold {
+                        crate::replica::hold_link(&shared).await
+                    } else {
+                        None
+                    };
                     if hold {
                         tx.reserve(every).await;
                     }
@@ -466,8 +472,12 @@ impl Worker {
         if crate::bgsave::due(&shared) {
             self.exec.spawn(async move {
                 let tx = crate::exec::Tx::new(shared.clone(), Default::default());
+                // On a replica the link pauses for the cut, so the file records where its
+                // data stands in the primary's stream (a restart continues from there).
+                let link = crate::replica::hold_link(&shared).await;
                 tx.reserve(every).await;
                 crate::bgsave::start_claimed(&tx).await;
+                drop(link);
                 tx.release();
             });
             self.pump();

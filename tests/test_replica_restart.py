@@ -1,0 +1,114 @@
+"""A replica restarted from its own RDB file continues with a partial resync (issue 15).
+
+As Redis's replicas, a Darner replica records in its snapshots where its data stands in the
+primary's stream (`repl-id`, `repl-offset`, `repl-stream-db`), taken with the link paused
+where everything it forwarded is applied, so the offset is exact. Restarted from that file
+with `replicaof` set, it asks to continue from there: the primary counts a partial resync
+(`sync_partial_ok`), no second full sync, and the writes made while it was down arrive,
+in the database the stream had selected. Cases: killed (SIGKILL) after a save-point
+snapshot, and stopped by SIGTERM (the shutdown save); under a Darner and a Redis 7.0
+primary. Waits poll with deadlines.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import harness
+from test_replica import digest, wait_for
+
+pytestmark = pytest.mark.darner_only
+
+
+def synced(p, r):
+    off = p.info("replication")["master_repl_offset"]
+    rep = r.info("replication")
+    return rep.get("master_link_status") == "up" and rep.get("slave_repl_offset") == off
+
+
+def start_primary(kind, darner_factory):
+    if kind == "darner-primary":
+        return darner_factory(), False
+    return harness.start_reference(["--repl-diskless-sync-delay", "0"]), True
+
+
+@pytest.mark.parametrize("how", ["kill-after-save-point", "sigterm"])
+@pytest.mark.parametrize("kind", ["darner-primary", "redis-primary"])
+def test_a_restarted_replica_continues_partially(kind, how, darner_factory):
+    primary, own = start_primary(kind, darner_factory)
+    try:
+        p = primary.client()
+        p.set("before", "1")
+        # Save points on, so the replica snapshots by itself (and at shutdown).
+        rep = darner_factory("--replicaof", "127.0.0.1", primary.port, "--save", "1 1",
+                             save_off=False)
+        r = rep.client()
+        wait_for(lambda: synced(p, r), 20, "the replica to sync")
+        # The stream's last SELECT is database 3 when the replica saves.
+        p3 = primary.client(db=3)
+        p3.set("three", "3")
+        p.set("zero", "0")
+        p3.set("three-b", "3")
+        wait_for(lambda: synced(p, r), 20, "the replica to apply the writes")
+        if how == "kill-after-save-point":
+            wait_for(lambda: r.info("persistence")["rdb_changes_since_last_save"] == 0
+                     and r.info("persistence")["rdb_bgsave_in_progress"] == 0
+                     and r.info("persistence")["rdb_last_bgsave_status"] == "ok",
+                     20, "the replica's save point snapshot")
+            rep.kill()
+        else:
+            rep.stop(cleanup=False)
+        full_before = p.info("stats")["sync_full"]
+        partial_before = p.info("stats")["sync_partial_ok"]
+        # Written while the replica is down: a command for database 3 without a SELECT
+        # before it in what the replica misses, and one for database 0.
+        p3.set("while-down-3", "x")
+        p.set("while-down-0", "y")
+        rep.fixed_port = rep.port
+        rep.start()
+        r = rep.client()
+        wait_for(lambda: synced(p, r), 20, "the restarted replica to catch up")
+        assert p.info("stats")["sync_partial_ok"] == partial_before + 1
+        assert p.info("stats")["sync_full"] == full_before
+        assert rep.client(db=3).get("while-down-3") == b"x"
+        assert r.get("while-down-0") == b"y"
+        assert digest(r) == digest(p)
+    finally:
+        if own:
+            primary.stop()
+
+
+def test_a_replica_saving_while_it_applies_keeps_its_offset_exact(darner_factory):
+    """Snapshots taken by the save points while the stream flows: each restart from the
+    latest one continues partially with the same data as the primary (an offset ahead of or
+    behind the data would apply a write twice or skip it; INCR shows either)."""
+    primary = darner_factory()
+    p = primary.client()
+    rep = darner_factory("--replicaof", "127.0.0.1", primary.port, "--save", "1 1",
+                         save_off=False)
+    r = rep.client()
+    wait_for(lambda: synced(p, r), 20, "the replica to sync")
+    for round_ in range(2):
+        saves = r.info("persistence")["rdb_saves"]
+        # INCRs flow while the replica's save point snapshot is cut (the save point asks
+        # for a second since the last save or the start).
+        deadline = time.monotonic() + 20
+        while r.info("persistence")["rdb_saves"] < saves + 1:
+            assert time.monotonic() < deadline, "no save point snapshot"
+            with p.pipeline(transaction=False) as pl:
+                for _ in range(100):
+                    pl.incr("counter")
+                pl.execute()
+        wait_for(lambda: r.info("persistence")["rdb_bgsave_in_progress"] == 0, 20,
+                 "the snapshot to end")
+        rep.kill()
+        p.incr("counter")
+        rep.fixed_port = rep.port
+        rep.start()
+        r = rep.client()
+        wait_for(lambda: synced(p, r), 20, "the restarted replica to catch up")
+        assert r.get("counter") == p.get("counter")
+        assert digest(r) == digest(p)
+    assert p.info("stats")["sync_full"] == 1, rep.log_tail(6000)
