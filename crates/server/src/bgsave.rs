@@ -208,6 +208,11 @@ impl FromShards {
         self.rx.recv()
     }
 
+    /// The next piece, waiting up to `d`.
+    pub fn recv_timeout(&self, d: Duration) -> Result<Piece, mpsc::RecvTimeoutError> {
+        self.rx.recv_timeout(d)
+    }
+
     /// A piece of `n` bytes is written: they no longer count as queued.
     pub fn written(&self, n: usize) {
         self.queued.fetch_sub(n, Ordering::Relaxed);

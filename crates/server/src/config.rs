@@ -559,6 +559,36 @@ pub static TABLE: &[Directive] = &[
         mutable: true,
         apply: nothing,
     },
+    // Full syncs straight to the replicas' sockets (primary.rs `diskless_job`), for replicas
+    // that said `capa eof`; the snapshot waits for the delay (seconds) so that replicas
+    // asking meanwhile share it, or until max-replicas (0: no limit) wait.
+    Directive {
+        name: "repl-diskless-sync",
+        kind: Kind::Bool,
+        default: "yes",
+        mutable: true,
+        apply: nothing,
+    },
+    Directive {
+        name: "repl-diskless-sync-delay",
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        default: "5",
+        mutable: true,
+        apply: nothing,
+    },
+    Directive {
+        name: "repl-diskless-sync-max-replicas",
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        default: "0",
+        mutable: true,
+        apply: nothing,
+    },
     Directive {
         name: "repl-timeout",
         kind: Kind::Int {

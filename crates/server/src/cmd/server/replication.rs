@@ -67,23 +67,44 @@ fn psync(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             crate::primary::Started::Full => {}
         }
         tx.client().replica = true;
-        while !crate::bgsave::claim(&shared) {
-            crate::exec::sleep_until(Instant::now() + Duration::from_millis(10)).await;
+        crate::primary::log_delay(&shared, client_id);
+        // Waits for the snapshot to start (repl-diskless-sync-delay, another save in
+        // progress), unless the replica shares one another handler starts.
+        loop {
+            match crate::primary::poll_start(&shared, client_id) {
+                crate::primary::Poll::Done => return Vec::new(),
+                crate::primary::Poll::Start => break,
+                crate::primary::Poll::Wait => {
+                    crate::exec::sleep_until(Instant::now() + Duration::from_millis(10)).await
+                }
+            }
         }
         tx.reserve(crate::cmd::transactions::every_shard(tx.nshards()))
             .await;
-        crate::log::notice("Starting BGSAVE for SYNC with target: disk");
-        // Numbered while every shard is held: the feed meets the cuts in this order.
-        crate::primary::number_cut(&shared, client_id);
+        // Every replica waiting now shares this snapshot; its cut is numbered while every
+        // shard is held: the feed meets the cuts in this order.
+        let Some(job) = crate::primary::take_waiting(&shared) else {
+            shared
+                .bgsaves
+                .in_progress
+                .store(false, std::sync::atomic::Ordering::Release);
+            tx.release();
+            return Vec::new();
+        };
+        crate::log::notice(&format!(
+            "Starting BGSAVE for SYNC with target: {}",
+            job.target()
+        ));
         tx.start_repl_barrier_log();
         let snap =
             crate::persist::snapshot::SnapshotOptions::from_config(&shared, Shared::now_ms());
+        let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (header, shards, from_shards) =
-            crate::bgsave::cut(&tx, snap, false, Default::default()).await;
+            crate::bgsave::cut(&tx, snap, false, stopped.clone()).await;
         // The cut's end in the stream: every shard's marker is in, the barrier follows.
         tx.end_log();
         tx.release();
-        crate::primary::full_sync(&shared, client_id, is_psync, header, shards, from_shards);
+        crate::primary::run_job(&shared, job, header, shards, from_shards, stopped);
         Vec::new()
     })
 }
