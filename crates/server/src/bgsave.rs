@@ -74,6 +74,10 @@ const STEP_KEYS: usize = 16;
 /// Elements of a big value written per step.
 const BIG_STEP: usize = 1024;
 
+/// `rdb-key-save-delay`: microseconds a shard's snapshot step sleeps after each key it
+/// writes (0: none).
+pub static KEY_SAVE_DELAY_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Seconds the cron waits after a failed background save before a save point or a
 /// scheduled BGSAVE may start another (Redis's CONFIG_BGSAVE_RETRY_DELAY).
 pub const RETRY_DELAY: i64 = 5;
@@ -312,6 +316,14 @@ impl ShardOut {
                 .retain(|(d, k)| !(*d == db && k.as_slice() == e.key()));
         }
         self.write_whole(db, e);
+        if !forced {
+            // rdb-key-save-delay: a test's way to make a snapshot last (Redis sleeps in its
+            // child; here the shard's step does, which ends its turn).
+            let delay = KEY_SAVE_DELAY_US.load(Ordering::Relaxed);
+            if delay > 0 {
+                std::thread::sleep(Duration::from_micros(delay));
+            }
+        }
         true
     }
 

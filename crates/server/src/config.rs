@@ -589,6 +589,22 @@ pub static TABLE: &[Directive] = &[
         mutable: true,
         apply: nothing,
     },
+    // For tests (Redis's hidden DEBUG config): microseconds each key of a background
+    // snapshot waits, so that a snapshot lasts (bgsave.rs).
+    Directive {
+        name: "rdb-key-save-delay",
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        default: "0",
+        mutable: true,
+        apply: |_, v| {
+            crate::bgsave::KEY_SAVE_DELAY_US
+                .store(v.parse().unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        },
+    },
     Directive {
         name: "repl-timeout",
         kind: Kind::Int {

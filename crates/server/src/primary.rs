@@ -1087,14 +1087,17 @@ fn diskless_job(
         let mut failed = Vec::new();
         let mut finished = Vec::new();
         for t in &mut targets {
-            match t.flush() {
-                Ok(p) => progressed |= p,
-                Err(e) => {
-                    failed.push((t.id, e));
-                    continue;
-                }
+            if let Err(e) = t.flush().map(|p| progressed |= p) {
+                failed.push((t.id, e));
             }
-            if hard > 0 && t.left() as u64 > hard {
+        }
+        // How far each replica is behind the fastest.
+        let fastest = targets.iter().map(Target::left).min().unwrap_or(0);
+        for t in &targets {
+            if failed.iter().any(|(id, _)| *id == t.id) {
+                continue;
+            }
+            if hard > 0 && (t.left() - fastest) as u64 > hard {
                 failed.push((t.id, String::new()));
             } else if t.progress.elapsed() > timeout {
                 failed.push((t.id, "timeout writing to the replica".into()));
