@@ -207,3 +207,66 @@ def test_a_diskless_replica_that_reads_nothing_is_dropped_at_its_output_limit(da
         primary.log_tail(200000)
     wait_for(lambda: info(c, "persistence")["rdb_bgsave_in_progress"] == 0, what="no snapshot")
     assert c.bgsave()
+
+
+# ---- the replica's side: repl-diskless-load ----
+
+
+def test_a_replica_with_diskless_load_on_an_empty_db_loads_from_the_socket(darner_factory):
+    primary = darner_factory("--repl-diskless-sync-delay", "0")
+    fill(primary)
+    p = primary.client()
+    rep = darner_factory("--repl-diskless-load", "on-empty-db",
+                         "--replicaof", "127.0.0.1", primary.port)
+    r = rep.client()
+    wait_same(p, r)
+    write_load(primary)
+    wait_same(p, r)
+    assert "receiving streamed RDB from master with EOF to parser" in rep.log_tail(200000)
+    # No file: neither a temporary one nor the dump file it would have been renamed to.
+    assert [f for f in os.listdir(rep.workdir) if f.endswith(".rdb")] == []
+
+
+def test_diskless_load_from_a_redis_primary(darner_factory):
+    primary = harness.start_reference(["--repl-diskless-sync-delay", "0"])
+    try:
+        fill(primary)
+        p = primary.client()
+        rep = darner_factory("--repl-diskless-load", "on-empty-db",
+                             "--replicaof", "127.0.0.1", primary.port)
+        r = rep.client()
+        wait_same(p, r)
+        assert r.get("s") == b"v"
+        assert "with EOF to parser" in rep.log_tail(200000)
+        assert [f for f in os.listdir(rep.workdir) if f.endswith(".rdb")] == []
+    finally:
+        primary.stop()
+
+
+def test_diskless_load_on_empty_db_goes_to_disk_when_the_replica_holds_keys(darner_factory):
+    primary = darner_factory("--repl-diskless-sync-delay", "0")
+    fill(primary)
+    p = primary.client()
+    rep = darner_factory("--repl-diskless-load", "on-empty-db")
+    r = rep.client()
+    r.set("old", "1")
+    assert r.execute_command("REPLICAOF", "127.0.0.1", primary.port) == b"OK"
+    wait_same(p, r)
+    assert r.exists("old") == 0
+    log = rep.log_tail(200000)
+    assert "with EOF to disk" in log and "to parser" not in log
+
+
+def test_repl_diskless_load_swapdb_is_refused(darner_factory):
+    code, out = darner_factory.run_to_exit(["--repl-diskless-load", "swapdb"])
+    assert code == 1
+    assert "repl-diskless-load swapdb is not supported by Darner" in out
+    srv = darner_factory()
+    c = srv.client()
+    assert c.config_get("repl-diskless-load") == {"repl-diskless-load": "disabled"}
+    with pytest.raises(Exception, match="swapdb is not supported"):
+        c.config_set("repl-diskless-load", "swapdb")
+    c.config_set("repl-diskless-load", "on-empty-db")
+    assert c.config_get("repl-diskless-load") == {"repl-diskless-load": "on-empty-db"}
+    with pytest.raises(Exception, match="argument"):
+        c.config_set("repl-diskless-load", "bogus")
