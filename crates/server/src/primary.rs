@@ -12,19 +12,40 @@
 //! lines reach monitors). The feed thread starts with the first replica and runs from then on,
 //! as Redis keeps its backlog: recording stays on.
 //!
-//! **Full sync.** PSYNC (or SYNC) holds every shard (`Locks::All`), so it is a point in time:
-//! it takes a fork-less snapshot there (bgsave.rs `cut`), and its transaction is a *barrier*
-//! in the feed's merge (an item only the feed sees: the AOF's merge has barriers of its own,
-//! for rewrites, which the feed does not see). When the feed thread reaches the barrier it
-//! knows the stream's offset at the cut: everything before it is in the snapshot, everything
-//! after it is buffered for the replica. A sync thread per replica writes the snapshot to a
-//! temporary file (as BGSAVE does), sends `+FULLRESYNC <replid> <offset-at-the-cut>` (not for
+//! **Full sync.** A replica that needs one waits (`Phase::WaitStart`, a keep-alive newline a
+//! second) until its PSYNC handler may start a snapshot ([`poll_start`], as Redis's
+//! replicationCron): at once for a disk-based one; for a diskless one (`repl-diskless-sync`
+//! yes and every waiting replica said `REPLCONF capa eof`) once the longest-waiting replica
+//! waited `repl-diskless-sync-delay` seconds or `repl-diskless-sync-max-replicas` replicas
+//! wait; and only while no other BGSAVE, AOF rewrite or full sync takes a snapshot. The
+//! handler then holds every shard (`Locks::All`), so it is a point in time: every replica
+//! waiting takes part ([`take_waiting`]), and it takes a fork-less snapshot there (bgsave.rs
+//! `cut`); its transaction is a *barrier* in the feed's merge (an item only the feed sees: the
+//! AOF's merge has barriers of its own, for rewrites, which the feed does not see). When the
+//! feed thread reaches the barrier it knows the stream's offset at the cut: everything before
+//! it is in the snapshot, everything after it is buffered for each replica of the snapshot.
+//!
+//! *Disk-based* ([`run_job`]): a thread writes the snapshot to a temporary file (as BGSAVE
+//! does), and a thread per replica sends `+FULLRESYNC <replid> <offset-at-the-cut>` (not for
 //! SYNC), newlines as keep-alives while the file is written, then `$<len>\r\n` and the file in
 //! pieces of [`PIECE`] bytes, straight to the socket (a duplicate of the connection's
-//! descriptor: nothing else writes to the connection meanwhile), then what was buffered;
-//! when the buffer is empty (under the lock the feed thread takes to add to it) the replica
-//! is online and the stream goes through its thread from then on. A buffer over the replica
-//! class's hard output limit drops the replica, as Redis does.
+//! descriptor: nothing else writes to the connection meanwhile). A replica that asks while
+//! the file is written shares it (Redis's "Waiting for end of BGSAVE for SYNC"): it takes the
+//! cut's offset and the stream buffered since from a replica of the same snapshot; the file
+//! goes once every replica sharing it has opened it.
+//!
+//! *Diskless* ([`diskless_job`]): one thread sends every replica of the snapshot
+//! `+FULLRESYNC`, `$EOF:<40 random hex characters>\r\n`, the RDB as the shards serialize it
+//! (no file) and the mark again. The shards' queue to it is bounded (bgsave.rs
+//! `MAX_QUEUED`: their steps wait); it takes the next piece while the replicas have less than
+//! [`DISKLESS_LOW`] bytes waiting (the slowest, or the fastest when the replica class has a
+//! hard output limit: then one that falls behind the fastest by more than the limit is
+//! dropped), and drops a replica whose socket takes nothing for `repl-timeout`.
+//!
+//! Then the stream buffered since the cut, until the buffer is empty (under the lock the feed
+//! thread takes to add to it): the replica is online and the stream goes through its
+//! connection's thread from then on. A buffer over the replica class's hard output limit
+//! drops the replica, as Redis does.
 //!
 //! **Partial resync.** `History::psync` decides; `+CONTINUE` and the backlog from the asked
 //! offset are posted to the connection's thread under the lock the feed thread holds while

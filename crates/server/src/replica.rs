@@ -17,7 +17,9 @@
 //! is a task on thread 0 ([`Msg::Spawn`]) that reserves every shard, flushes every database
 //! and loads the file (DEBUG RELOAD's path: `persist::load::reload`), then tells the link
 //! thread through a channel. While it holds the shards, clients' commands wait: nobody sees
-//! the old data half replaced.
+//! the old data half replaced. With `repl-diskless-load on-empty-db` and no key in any
+//! database, that task starts before the RDB arrives and loads it from the link thread's
+//! hands as it comes, without a file ([`start_stream_load`]).
 //!
 //! # The stream
 //!
@@ -660,11 +662,11 @@ fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), En
                     }
                     staged.clear();
                 }
-                Some(Sink::Stream(s)) if !staged.is_empty() => {
-                    if s.data.send(std::mem::take(&mut staged)).is_err() {
-                        // The load stopped early: its error says why.
-                        return Err(stream_load_end(s));
-                    }
+                // A failed send: the load stopped early, and its error says why.
+                Some(Sink::Stream(s))
+                    if !staged.is_empty() && s.data.send(std::mem::take(&mut staged)).is_err() =>
+                {
+                    return Err(stream_load_end(s));
                 }
                 _ => {}
             }
