@@ -94,11 +94,57 @@ def test_the_diskless_payload_is_framed_by_an_eof_mark(darner_factory):
         rdb = read_until(c, m.group(1))
         assert rdb.startswith(b"REDIS0010")
         assert b"before" in rdb
-        # The stream follows the mark.
+        # The stream follows the mark, once the replica acknowledged.
+        c.send("REPLCONF", "ACK", "0")
         p.set("after", "2")
         want = (b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n"
                 b"*3\r\n$3\r\nSET\r\n$5\r\nafter\r\n$1\r\n2\r\n")
         assert c.read_raw(len(want)) == want
+
+
+def test_the_stream_after_a_diskless_snapshot_waits_for_the_replicas_first_ack(darner_factory):
+    # A replica finds the EOF mark at the end of what it reads (Redis's does): nothing may
+    # follow the mark until the replica says, with an ACK, that it has the snapshot.
+    primary = darner_factory("--repl-diskless-sync-delay", "0", "--rdb-key-save-delay", "1000")
+    p = primary.client()
+    p.mset({"k%d" % i: i for i in range(400)})
+    with primary.raw() as c:
+        assert c.call("REPLCONF", "capa", "eof", "capa", "psync2").raw == b"+OK\r\n"
+        c.send("PSYNC", "?", "-1")
+        assert read_line(c).startswith(b"+FULLRESYNC ")
+        mark = re.fullmatch(rb"\$EOF:([0-9a-f]{40})", read_line(c)).group(1)
+        # Written while the snapshot is sent: after the cut, in the stream.
+        p.set("during", "1")
+        read_until(c, mark)
+        wait_for(lambda: "Waiting for REPLCONF ACK from replica" in primary.log_tail(200000),
+                 what="the end of the transfer")
+        time.sleep(0.2)
+        c.sock.setblocking(False)
+        try:
+            early = c.sock.recv(1 << 16)
+        except BlockingIOError:
+            early = b""
+        c.sock.setblocking(True)
+        assert c.reader.buf == b"" and early == b""
+        c.send("REPLCONF", "ACK", "0")
+        want = (b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n"
+                b"*3\r\n$3\r\nSET\r\n$6\r\nduring\r\n$1\r\n1\r\n")
+        assert c.read_raw(len(want)) == want
+        wait_for(lambda: info(p)["slave0"]["state"] == "online", what="the replica online")
+
+
+def test_a_redis_replica_gets_the_writes_made_during_its_diskless_sync(darner_factory):
+    primary = darner_factory("--repl-diskless-sync-delay", "0", "--rdb-key-save-delay", "500")
+    fill(primary)
+    p = primary.client()
+    rep = start_redis_replica(primary.port)
+    try:
+        wait_for(lambda: snapshots(primary, "replicas sockets") == 1, what="the snapshot")
+        write_load(primary)
+        wait_same(p, rep.client(), timeout=60)
+        assert rep.client().get("tx19") == b"19"
+    finally:
+        rep.stop()
 
 
 def test_a_replica_without_capa_eof_gets_a_disk_based_sync(darner_factory):

@@ -132,6 +132,11 @@ pub struct Replica {
     job: u64,
     /// The last keep-alive newline sent while it waits for its snapshot to start.
     keepalive: Instant,
+    /// REPLCONF ACKs received.
+    acks: u64,
+    /// Its diskless snapshot is sent: the stream waits for its first ACK (a replica finds the
+    /// EOF mark at the end of what it reads, so nothing may follow the mark before).
+    await_ack: bool,
 }
 
 impl Replica {
@@ -160,6 +165,8 @@ impl Replica {
             psync: req.psync.is_some(),
             job: 0,
             keepalive: Instant::now(),
+            acks: 0,
+            await_ack: false,
         }
     }
 }
@@ -366,7 +373,7 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<Chunk>) {
 }
 
 /// REPLCONF's options, applied to the connection `client_id` (a replica or one becoming one).
-pub fn replconf(shared: &Shared, client_id: u64, opts: Vec<darner_repl::replconf::Opt>) {
+pub fn replconf(shared: &Arc<Shared>, client_id: u64, opts: Vec<darner_repl::replconf::Opt>) {
     use darner_repl::replconf::Opt;
     let mut st = shared.repl.lock();
     for o in opts {
@@ -381,6 +388,10 @@ pub fn replconf(shared: &Shared, client_id: u64, opts: Vec<darner_repl::replconf
                 if let Some(r) = st.replicas.get_mut(client_id) {
                     r.ack_offset = r.ack_offset.max(offset);
                     r.ack_ms = Shared::real_now_ms();
+                    r.acks += 1;
+                    if std::mem::take(&mut r.await_ack) {
+                        spawn_go_online(shared, client_id, r.sock.clone());
+                    }
                 }
             }
             Opt::CapaEof => st.replicas.handshakes.entry(client_id).or_default().eof = true,
@@ -941,6 +952,22 @@ fn go_online(shared: &Shared, client_id: u64, sock: &TcpStream) -> Result<(), St
     }
 }
 
+/// [`go_online`] on a thread of its own (called holding the replication lock).
+fn spawn_go_online(shared: &Arc<Shared>, client_id: u64, sock: Arc<TcpStream>) {
+    let sh = shared.clone();
+    let dup = sock.clone();
+    let spawned = std::thread::Builder::new()
+        .name("repl-sync".into())
+        .spawn(move || {
+            let r = go_online(&sh, client_id, &sock);
+            finish(&sh, client_id, r);
+        });
+    if spawned.is_err() {
+        // The connection closes, and its end forgets the replica.
+        let _ = dup.shutdown(std::net::Shutdown::Both);
+    }
+}
+
 /// Snapshot bytes waiting for a replica's socket below which a diskless transfer takes the
 /// next piece from the shards (their queue, `bgsave::MAX_QUEUED`, bounds the rest).
 const DISKLESS_LOW: usize = 1 << 20;
@@ -953,6 +980,8 @@ struct Target {
     sent: usize,
     /// The last time the socket took bytes, or had nothing to take.
     progress: Instant,
+    /// The replica's ACKs before its snapshot.
+    acks: u64,
 }
 
 impl Target {
@@ -1036,13 +1065,20 @@ fn diskless_job(
         }
         out.extend_from_slice(&darner_repl::payload::mark_header(&mark));
         out.extend_from_slice(&header);
-        set_sending(shared, id);
+        let acks = {
+            let mut st = shared.repl.lock();
+            st.replicas.get_mut(id).map_or(0, |r| {
+                r.sending = true;
+                r.acks
+            })
+        };
         targets.push(Target {
             id,
             sock,
             out,
             sent: 0,
             progress: Instant::now(),
+            acks,
         });
     }
     let mut crc = sum(0, &header);
@@ -1146,21 +1182,18 @@ fn diskless_job(
                 continue;
             };
             let t = targets.remove(i);
-            if let Some(r) = shared.repl.lock().replicas.get(id) {
+            let mut st = shared.repl.lock();
+            if let Some(r) = st.replicas.get_mut(id) {
                 crate::log::notice(&format!(
-                    "Streamed RDB transfer with replica {}:{} succeeded (socket)",
+                    "Streamed RDB transfer with replica {}:{} succeeded (socket). Waiting for REPLCONF ACK from replica to enable streaming",
                     r.ip, r.port
                 ));
-            }
-            let sh = shared.clone();
-            let spawned = std::thread::Builder::new()
-                .name("repl-sync".into())
-                .spawn(move || {
-                    let r = go_online(&sh, id, &t.sock);
-                    finish(&sh, id, r);
-                });
-            if spawned.is_err() {
-                finish(shared, id, Err("no thread to send the stream".into()));
+                // The stream buffered since the cut follows the replica's first ACK.
+                if r.acks > t.acks {
+                    spawn_go_online(shared, id, t.sock);
+                } else {
+                    r.await_ack = true;
+                }
             }
         }
         if !progressed && !targets.is_empty() && (ended || gate >= DISKLESS_LOW) {
