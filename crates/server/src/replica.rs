@@ -663,8 +663,11 @@ fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), En
                     staged.clear();
                 }
                 // A failed send: the load stopped early, and its error says why.
+                // In pieces of STREAM_PIECE bytes (fewer hand-overs between the threads).
                 Some(Sink::Stream(s))
-                    if !staged.is_empty() && s.data.send(std::mem::take(&mut staged)).is_err() =>
+                    if (staged.len() >= STREAM_PIECE
+                        || (progress == Progress::Done && !staged.is_empty()))
+                        && s.data.send(std::mem::take(&mut staged)).is_err() =>
                 {
                     return Err(stream_load_end(s));
                 }
@@ -811,6 +814,9 @@ fn stream_load_end(s: &StreamLoad) -> End {
         Err(_) => End::Stop,
     }
 }
+
+/// The link thread hands a stream load the RDB in pieces of this many bytes.
+const STREAM_PIECE: usize = 256 << 10;
 
 /// Bytes of the primary's stream a reader takes from the link thread.
 struct ChannelReader {
