@@ -601,7 +601,7 @@ fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), En
         let _ = std::fs::remove_file(&temp);
         Err(End::Retry)
     };
-    // Chosen once the framing is known (a stream load's tables are presized from `$<len>`).
+    // Chosen once the framing is known (the log line says where the RDB goes).
     let mut sink: Option<Sink> = None;
     let mut staged: Vec<u8> = Vec::new();
     let mut reader = PayloadReader::default();
@@ -625,7 +625,7 @@ fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), En
                         Framing::Mark(_) => (-1, "streamed RDB from master with EOF".to_string()),
                     };
                     let stream = if diskless_load(shared) {
-                        start_stream_load(shared, gen, size.max(0) as u64)
+                        start_stream_load(shared, gen)
                     } else {
                         None
                     };
@@ -846,9 +846,10 @@ impl Read for ChannelReader {
 
 /// Starts a load task on thread 0 that holds every shard, as [`load`] does; if the dataset
 /// is empty (`on-empty-db`: a load that fails midway then loses nothing) it loads the RDB
-/// the link thread sends it as it arrives, without a file (`size`: its length if known).
+/// the link thread sends it as it arrives, without a file. Its tables are not presized: a
+/// RESIZEDB hint is bounded by the bytes a file holds, and a stream's length is only claimed.
 /// None when the dataset holds keys (or the generation changed): the sync goes to disk.
-fn start_stream_load(shared: &Arc<Shared>, gen: u64, size: u64) -> Option<StreamLoad> {
+fn start_stream_load(shared: &Arc<Shared>, gen: u64) -> Option<StreamLoad> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<bool>();
     // A few pieces in flight: the socket's reading waits for the load beyond them.
     let (data_tx, data_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(16);
@@ -879,7 +880,7 @@ fn start_stream_load(shared: &Arc<Shared>, gen: u64, size: u64) -> Option<Stream
                         let loader = crate::persist::load::FileLoader::from_reader(
                             Box::new(reader),
                             "(the MASTER's stream)".to_string(),
-                            size,
+                            0,
                             shared.threads,
                             shared.databases,
                             Shared::now_ms(),
