@@ -418,6 +418,18 @@ pub fn abort(shard: &mut crate::shard::Shard) {
     }
 }
 
+/// Whether this shard's snapshot waits for its writer ([`MAX_QUEUED`] bytes on their way):
+/// its loop need not spin meanwhile.
+pub fn behind(shard: &crate::shard::Shard) -> bool {
+    shard.snapshot.as_ref().is_some_and(|snap| {
+        snap.out
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .to_writer
+            .behind()
+    })
+}
+
 /// The shard loop's share of the snapshot: writes its tables' entries for a bounded time,
 /// and once no table still owes anything, sends the rest and tells the writer. Returns true
 /// while a snapshot is in progress here.
