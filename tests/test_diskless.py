@@ -316,3 +316,22 @@ def test_repl_diskless_load_swapdb_is_refused(darner_factory):
     assert c.config_get("repl-diskless-load") == {"repl-diskless-load": "on-empty-db"}
     with pytest.raises(Exception, match="argument"):
         c.config_set("repl-diskless-load", "bogus")
+
+
+def test_a_lone_diskless_replica_that_reads_nothing_is_dropped_after_repl_timeout(darner_factory):
+    # Alone in its snapshot, the replica sets the pace (the shards wait for it, in bounded
+    # memory); taking nothing for repl-timeout seconds, it is dropped and the snapshot ends.
+    primary = darner_factory("--repl-diskless-sync-delay", "0", "--repl-timeout", "2")
+    c = primary.client()
+    for i in range(24):
+        c.set("big%d" % i, os.urandom(1 << 20))
+    with primary.raw() as stuck:
+        assert stuck.call("REPLCONF", "capa", "eof").raw == b"+OK\r\n"
+        stuck.send("PSYNC", "?", "-1")
+        wait_for(lambda: snapshots(primary, "replicas sockets") == 1, what="the snapshot")
+        # The shards keep serving meanwhile.
+        assert c.set("during", "1")
+        wait_for(lambda: info(c)["connected_slaves"] == 0, timeout=30, what="the drop")
+    assert "timeout writing to the replica" in primary.log_tail(200000)
+    wait_for(lambda: info(c, "persistence")["rdb_bgsave_in_progress"] == 0, what="no snapshot")
+    assert c.bgsave()
