@@ -6,9 +6,10 @@ redis), every server fresh in a temp dir of its own:
 
   full sync    seconds from REPLICAOF on an empty replica until its link is up and its offset
                equals the primary's, the primary holding --keys string keys of --value-size
-               bytes. Disk-based for both (darner's full sync writes the snapshot to a file
-               and sends it; Redis runs with repl-diskless-sync no); --redis-diskless adds a
-               row for Redis's diskless sync (delay 0).
+               bytes. Disk-based for both (the snapshot written to a file, then sent:
+               repl-diskless-sync no); --redis-diskless / --darner-diskless add rows for the
+               diskless sync (delay 0), received to disk and loaded from the socket
+               (repl-diskless-load on-empty-db). --sync-only: only this case.
   throughput   redis-benchmark SET (-c 50 -P 16, 16-byte values, 1,000,000-key space,
                --requests) on the primary with 0, 1 and 2 replicas attached: ops/s, and the
                ratio to no replica.
@@ -28,6 +29,7 @@ Usage: bench/replication.py [--darner target/release/darner] [--redis redis-serv
                             [--threads 2] [--replica-threads 1] [--keys 1000000]
                             [--value-size 1024] [--requests 1000000] [--lag-seconds 5]
                             [--servers darner,redis] [--redis-diskless]
+                            [--darner-diskless] [--sync-only]
 """
 import argparse
 import multiprocessing as mp
@@ -52,12 +54,13 @@ class Node:
         common = ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
                   "--save", "", "--appendonly", "no", "--logfile",
                   os.path.join(self.dir, "server.log")]
+        repl = ["--repl-diskless-sync", "yes" if extra.diskless else "no",
+                "--repl-diskless-sync-delay", "0",
+                "--repl-diskless-load", "on-empty-db" if extra.load else "disabled"]
         if kind == "darner":
-            argv = [args.darner, "--threads", str(extra.threads)] + common
+            argv = [args.darner, "--threads", str(extra.threads)] + common + repl
         else:
-            argv = [args.redis] + common + ["--repl-diskless-sync",
-                                            "yes" if extra.diskless else "no",
-                                            "--repl-diskless-sync-delay", "0"]
+            argv = [args.redis] + common + repl
         try:
             self.srv = Server(kind, argv, self.port)
         except Exception:
@@ -71,10 +74,11 @@ class Node:
 
 
 class Opts:
-    """A node's options: darner's `threads`, Redis's `diskless` sync."""
+    """A node's options: darner's `threads`, a primary's `diskless` sync, a replica's
+    diskless `load`."""
 
-    def __init__(self, threads=1, diskless=False):
-        self.threads, self.diskless = threads, diskless
+    def __init__(self, threads=1, diskless=False, load=False):
+        self.threads, self.diskless, self.load = threads, diskless, load
 
 
 def offset_of(c):
@@ -98,12 +102,12 @@ def attach(primary, replica):
     wait_synced(primary, replica)
 
 
-def full_sync(kind, args, diskless=False):
+def full_sync(kind, args, diskless=False, load=False):
     primary = Node(kind, args, Opts(threads=args.threads, diskless=diskless))
     replica = None
     try:
         load_dataset(primary.port, args.keys, args.value_size, 0)
-        replica = Node(kind, args, Opts(threads=args.replica_threads))
+        replica = Node(kind, args, Opts(threads=args.replica_threads, load=load))
         t = time.perf_counter()
         attach(primary, replica)
         return time.perf_counter() - t
@@ -205,6 +209,8 @@ def main():
     ap.add_argument("--lag-seconds", type=float, default=5.0)
     ap.add_argument("--servers", default="darner,redis")
     ap.add_argument("--redis-diskless", action="store_true")
+    ap.add_argument("--darner-diskless", action="store_true")
+    ap.add_argument("--sync-only", action="store_true")
     args = ap.parse_args()
     args.darner = os.path.abspath(args.darner)
     kinds = args.servers.split(",")
@@ -216,9 +222,15 @@ def main():
     for kind in kinds:
         res[(kind, "sync")] = full_sync(kind, args)
         print("%-7s full sync %.2f s" % (kind, res[(kind, "sync")]), flush=True)
-    if "redis" in kinds and args.redis_diskless:
-        s = full_sync("redis", args, diskless=True)
-        print("redis   full sync, diskless: %.2f s" % s, flush=True)
+    for kind in kinds:
+        if getattr(args, kind + "_diskless"):
+            for load in (False, True):
+                s = full_sync(kind, args, diskless=True, load=load)
+                print("%-7s full sync, diskless, %s: %.2f s"
+                      % (kind, "loaded from the socket" if load else "received to disk", s),
+                      flush=True)
+    if args.sync_only:
+        return
     for kind in kinds:
         for n in (0, 1, 2):
             res[(kind, n)] = throughput(kind, args, n)

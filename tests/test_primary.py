@@ -55,9 +55,14 @@ def write_load(primary):
     d3.close()
 
 
+# A diskless full sync (the default, for replicas that say `capa eof`) without its 5 s
+# delay: the snapshot starts as soon as a replica asks.
+NO_DELAY = ("--repl-diskless-sync-delay", "0")
+
+
 @pytest.fixture
 def primary(darner_factory):
-    return darner_factory()
+    return darner_factory(*NO_DELAY)
 
 
 def start_redis_replica(port):
@@ -213,7 +218,7 @@ def test_psync_with_an_unknown_id_is_a_full_resync_at_the_cut_offset(primary):
 
 
 def test_a_replica_and_the_aof_share_the_stream_across_a_rewrite(darner_factory):
-    primary = darner_factory("--appendonly", "yes")
+    primary = darner_factory("--appendonly", "yes", *NO_DELAY)
     fill(primary)
     p = primary.client()
     rep = start_redis_replica(primary.port)
@@ -255,7 +260,7 @@ def test_client_kill_type_replica_on_the_primary_resumes_partially(primary, darn
 
 
 def test_a_replica_whose_buffer_overflows_during_its_sync_is_dropped(darner_factory):
-    primary = darner_factory("--client-output-buffer-limit", "replica", "1mb", "0", "0")
+    primary = darner_factory("--client-output-buffer-limit", "replica", "1mb", "0", "0", *NO_DELAY)
     c = primary.client()
     big = "x" * (1 << 20)
     # A snapshot bigger than the socket buffers hold: it waits for a replica that reads

@@ -181,7 +181,10 @@ fn header(line: &[u8]) -> Result<Option<Framing>, PayloadError> {
 }
 
 /// Where `mark` ends in `held ++ fresh`, as a count of `fresh`'s bytes, if it ends in `fresh`.
-/// (`held` is shorter than the mark, so the mark cannot lie wholly inside it.)
+/// (`held` is shorter than the mark, so the mark cannot lie wholly inside it.) The first
+/// appearance: the starts in `held` are tried first, byte by byte, then those in `fresh` with
+/// Horspool's skips (a diskless snapshot is scanned whole: a byte-by-byte scan of it cost the
+/// replica about as much as the rest of the transfer).
 fn find_mark(held: &[u8], fresh: &[u8], mark: &[u8; MARK_LEN]) -> Option<usize> {
     let total = held.len() + fresh.len();
     let at = |i: usize| {
@@ -191,9 +194,31 @@ fn find_mark(held: &[u8], fresh: &[u8], mark: &[u8; MARK_LEN]) -> Option<usize> 
             fresh[i - held.len()]
         }
     };
-    (0..(total + 1).saturating_sub(MARK_LEN))
+    if let Some(start) = (0..held.len())
+        .take_while(|&start| start + MARK_LEN <= total)
         .find(|&start| (0..MARK_LEN).all(|k| at(start + k) == mark[k]))
-        .map(|start| start + MARK_LEN - held.len())
+    {
+        return Some(start + MARK_LEN - held.len());
+    }
+    horspool(fresh, mark).map(|start| start + MARK_LEN)
+}
+
+/// The first position of `pat` in `hay` (Boyer-Moore-Horspool: the window moves by how far
+/// its last byte is from the end of the pattern, which never skips a match).
+fn horspool(hay: &[u8], pat: &[u8; MARK_LEN]) -> Option<usize> {
+    let mut skip = [MARK_LEN; 256];
+    for (i, &b) in pat[..MARK_LEN - 1].iter().enumerate() {
+        skip[b as usize] = MARK_LEN - 1 - i;
+    }
+    let mut i = 0;
+    while i + MARK_LEN <= hay.len() {
+        let last = hay[i + MARK_LEN - 1];
+        if last == pat[MARK_LEN - 1] && hay[i..i + MARK_LEN] == pat[..] {
+            return Some(i);
+        }
+        i += skip[last as usize];
+    }
+    None
 }
 
 /// The header of a diskless snapshot sent with `mark`.
@@ -298,5 +323,32 @@ mod tests {
             .contains("the first byte is not '$'"));
         let mut r = PayloadReader::default();
         assert!(r.feed(b"$x\r\n", &mut |_| {}).is_err());
+    }
+
+    #[test]
+    fn the_skipping_search_finds_the_first_mark_a_byte_by_byte_scan_finds() {
+        let mark: [u8; MARK_LEN] = *b"0123456789abcdef0123456789abcdef01234567";
+        let naive = |hay: &[u8]| hay.windows(MARK_LEN).position(|w| w == mark);
+        // Haystacks of hex-like bytes (the mark's alphabet, where skips are shortest) with
+        // the mark, parts of it and repeats planted at varied places.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..2000 {
+            let len = (next() % 300) as usize;
+            let mut hay: Vec<u8> = (0..len)
+                .map(|_| b"0123456789abcdef\r\n"[(next() % 18) as usize])
+                .collect();
+            if round % 2 == 0 && len > MARK_LEN {
+                let at = (next() as usize) % (len - MARK_LEN);
+                let keep = MARK_LEN - (next() as usize % 3) * (round % 3);
+                hay[at..at + keep].copy_from_slice(&mark[..keep]);
+            }
+            assert_eq!(horspool(&hay, &mark), naive(&hay), "{hay:?}");
+        }
     }
 }

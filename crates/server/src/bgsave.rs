@@ -74,6 +74,10 @@ const STEP_KEYS: usize = 16;
 /// Elements of a big value written per step.
 const BIG_STEP: usize = 1024;
 
+/// `rdb-key-save-delay`: microseconds a shard's snapshot step sleeps after each key it
+/// writes (0: none).
+pub static KEY_SAVE_DELAY_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Seconds the cron waits after a failed background save before a save point or a
 /// scheduled BGSAVE may start another (Redis's CONFIG_BGSAVE_RETRY_DELAY).
 pub const RETRY_DELAY: i64 = 5;
@@ -208,6 +212,11 @@ impl FromShards {
         self.rx.recv()
     }
 
+    /// The next piece, waiting up to `d`.
+    pub fn recv_timeout(&self, d: Duration) -> Result<Piece, mpsc::RecvTimeoutError> {
+        self.rx.recv_timeout(d)
+    }
+
     /// A piece of `n` bytes is written: they no longer count as queued.
     pub fn written(&self, n: usize) {
         self.queued.fetch_sub(n, Ordering::Relaxed);
@@ -307,6 +316,14 @@ impl ShardOut {
                 .retain(|(d, k)| !(*d == db && k.as_slice() == e.key()));
         }
         self.write_whole(db, e);
+        if !forced {
+            // rdb-key-save-delay: a test's way to make a snapshot last (Redis sleeps in its
+            // child; here the shard's step does, which ends its turn).
+            let delay = KEY_SAVE_DELAY_US.load(Ordering::Relaxed);
+            if delay > 0 {
+                std::thread::sleep(Duration::from_micros(delay));
+            }
+        }
         true
     }
 
@@ -399,6 +416,18 @@ pub fn abort(shard: &mut crate::shard::Shard) {
             db.snapshot_abort();
         }
     }
+}
+
+/// Whether this shard's snapshot waits for its writer ([`MAX_QUEUED`] bytes on their way):
+/// its loop need not spin meanwhile.
+pub fn behind(shard: &crate::shard::Shard) -> bool {
+    shard.snapshot.as_ref().is_some_and(|snap| {
+        snap.out
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .to_writer
+            .behind()
+    })
 }
 
 /// The shard loop's share of the snapshot: writes its tables' entries for a bounded time,

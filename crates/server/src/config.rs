@@ -617,6 +617,67 @@ pub static TABLE: &[Directive] = &[
         mutable: true,
         apply: nothing,
     },
+    // Full syncs straight to the replicas' sockets (primary.rs `diskless_job`), for replicas
+    // that said `capa eof`; the snapshot waits for the delay (seconds) so that replicas
+    // asking meanwhile share it, or until max-replicas (0: no limit) wait.
+    Directive {
+        name: "repl-diskless-sync",
+        kind: Kind::Bool,
+        default: "yes",
+        mutable: true,
+        apply: nothing,
+    },
+    Directive {
+        name: "repl-diskless-sync-delay",
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        default: "5",
+        mutable: true,
+        apply: nothing,
+    },
+    Directive {
+        name: "repl-diskless-sync-max-replicas",
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        default: "0",
+        mutable: true,
+        apply: nothing,
+    },
+    // The replica's side (replica.rs): `on-empty-db` loads the primary's snapshot straight
+    // from the socket when the dataset is empty; `swapdb` (serving the old data while the
+    // new loads) is not built and is refused.
+    Directive {
+        name: "repl-diskless-load",
+        kind: Kind::Enum(&["disabled", "on-empty-db", "swapdb"]),
+        default: "disabled",
+        mutable: true,
+        apply: |_, v| {
+            if v == "swapdb" {
+                return Err("repl-diskless-load swapdb is not supported by Darner (disabled and on-empty-db are)".into());
+            }
+            Ok(())
+        },
+    },
+    // For tests (Redis's hidden DEBUG config): microseconds each key of a background
+    // snapshot waits, so that a snapshot lasts (bgsave.rs).
+    Directive {
+        name: "rdb-key-save-delay",
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        default: "0",
+        mutable: true,
+        apply: |_, v| {
+            crate::bgsave::KEY_SAVE_DELAY_US
+                .store(v.parse().unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        },
+    },
     Directive {
         name: "repl-timeout",
         kind: Kind::Int {

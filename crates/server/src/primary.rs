@@ -12,19 +12,40 @@
 //! lines reach monitors). The feed thread starts with the first replica and runs from then on,
 //! as Redis keeps its backlog: recording stays on.
 //!
-//! **Full sync.** PSYNC (or SYNC) holds every shard (`Locks::All`), so it is a point in time:
-//! it takes a fork-less snapshot there (bgsave.rs `cut`), and its transaction is a *barrier*
-//! in the feed's merge (an item only the feed sees: the AOF's merge has barriers of its own,
-//! for rewrites, which the feed does not see). When the feed thread reaches the barrier it
-//! knows the stream's offset at the cut: everything before it is in the snapshot, everything
-//! after it is buffered for the replica. A sync thread per replica writes the snapshot to a
-//! temporary file (as BGSAVE does), sends `+FULLRESYNC <replid> <offset-at-the-cut>` (not for
+//! **Full sync.** A replica that needs one waits (`Phase::WaitStart`, a keep-alive newline a
+//! second) until its PSYNC handler may start a snapshot ([`poll_start`], as Redis's
+//! replicationCron): at once for a disk-based one; for a diskless one (`repl-diskless-sync`
+//! yes and every waiting replica said `REPLCONF capa eof`) once the longest-waiting replica
+//! waited `repl-diskless-sync-delay` seconds or `repl-diskless-sync-max-replicas` replicas
+//! wait; and only while no other BGSAVE, AOF rewrite or full sync takes a snapshot. The
+//! handler then holds every shard (`Locks::All`), so it is a point in time: every replica
+//! waiting takes part ([`take_waiting`]), and it takes a fork-less snapshot there (bgsave.rs
+//! `cut`); its transaction is a *barrier* in the feed's merge (an item only the feed sees: the
+//! AOF's merge has barriers of its own, for rewrites, which the feed does not see). When the
+//! feed thread reaches the barrier it knows the stream's offset at the cut: everything before
+//! it is in the snapshot, everything after it is buffered for each replica of the snapshot.
+//!
+//! *Disk-based* ([`run_job`]): a thread writes the snapshot to a temporary file (as BGSAVE
+//! does), and a thread per replica sends `+FULLRESYNC <replid> <offset-at-the-cut>` (not for
 //! SYNC), newlines as keep-alives while the file is written, then `$<len>\r\n` and the file in
 //! pieces of [`PIECE`] bytes, straight to the socket (a duplicate of the connection's
-//! descriptor: nothing else writes to the connection meanwhile), then what was buffered;
-//! when the buffer is empty (under the lock the feed thread takes to add to it) the replica
-//! is online and the stream goes through its thread from then on. A buffer over the replica
-//! class's hard output limit drops the replica, as Redis does.
+//! descriptor: nothing else writes to the connection meanwhile). A replica that asks while
+//! the file is written shares it (Redis's "Waiting for end of BGSAVE for SYNC"): it takes the
+//! cut's offset and the stream buffered since from a replica of the same snapshot; the file
+//! goes once every replica sharing it has opened it.
+//!
+//! *Diskless* ([`diskless_job`]): one thread sends every replica of the snapshot
+//! `+FULLRESYNC`, `$EOF:<40 random hex characters>\r\n`, the RDB as the shards serialize it
+//! (no file) and the mark again. The shards' queue to it is bounded (bgsave.rs
+//! `MAX_QUEUED`: their steps wait); it takes the next piece while the replicas have less than
+//! [`DISKLESS_LOW`] bytes waiting (the slowest, or the fastest when the replica class has a
+//! hard output limit: then one that falls behind the fastest by more than the limit is
+//! dropped), and drops a replica whose socket takes nothing for `repl-timeout`.
+//!
+//! Then the stream buffered since the cut, until the buffer is empty (under the lock the feed
+//! thread takes to add to it): the replica is online and the stream goes through its
+//! connection's thread from then on. A buffer over the replica class's hard output limit
+//! drops the replica, as Redis does.
 //!
 //! **Partial resync.** `History::psync` decides; `+CONTINUE` and the backlog from the asked
 //! offset are posted to the connection's thread under the lock the feed thread holds while
@@ -43,7 +64,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The bytes of the snapshot file sent to the socket at a time.
@@ -95,6 +116,9 @@ pub fn hand_over(thread: usize, ticket: u64, items: Vec<Item>) {
 /// Where a replica is in its sync.
 #[derive(Debug)]
 pub enum Phase {
+    /// Waits for a snapshot to start (since `.0`): `repl-diskless-sync-delay`, or another
+    /// background save in progress ([`poll_start`]).
+    WaitStart(Instant),
     /// Waits for the feed thread to reach its snapshot's cut (barrier number `.0`).
     WaitCut(u64),
     /// The snapshot is written and sent; the stream after the cut is buffered here.
@@ -120,6 +144,19 @@ pub struct Replica {
     pub cut_offset: Option<i64>,
     pub ack_offset: i64,
     pub ack_ms: i64,
+    /// It said `REPLCONF capa eof` (it can take a diskless snapshot).
+    eof: bool,
+    /// PSYNC (false: SYNC, which gets no `+FULLRESYNC`).
+    psync: bool,
+    /// The snapshot job it takes part in (0: none yet).
+    job: u64,
+    /// The last keep-alive newline sent while it waits for its snapshot to start.
+    keepalive: Instant,
+    /// REPLCONF ACKs received.
+    acks: u64,
+    /// Its diskless snapshot is sent: the stream waits for its first ACK (a replica finds the
+    /// EOF mark at the end of what it reads, so nothing may follow the mark before).
+    await_ack: bool,
 }
 
 impl Replica {
@@ -144,6 +181,12 @@ impl Replica {
             cut_offset: None,
             ack_offset,
             ack_ms: Shared::real_now_ms(),
+            eof: false,
+            psync: req.psync.is_some(),
+            job: 0,
+            keepalive: Instant::now(),
+            acks: 0,
+            await_ack: false,
         }
     }
 }
@@ -154,6 +197,7 @@ pub struct Handshake {
     pub port: i64,
     pub ip: Option<String>,
     pub psync2: bool,
+    pub eof: bool,
 }
 
 /// The primary's replicas and counters (in replica.rs `State`, under its lock).
@@ -179,6 +223,10 @@ pub struct Replicas {
     /// Since when a primary with a backlog has had no replica (repl-backlog-ttl), as the
     /// feed thread saw it.
     alone_since: Option<Instant>,
+    /// Snapshot jobs started so far (their numbers).
+    jobs: u64,
+    /// The disk-based snapshot being written, which a replica that asks now shares.
+    disk_job: Option<DiskJob>,
 }
 
 /// A client blocked in WAIT: until `num` replicas acknowledged `offset`.
@@ -536,7 +584,7 @@ fn distribute(shared: &Shared, replicas: &mut Replicas, piece: Vec<u8>, hard: u6
     let mut over = Vec::new();
     for r in replicas.list.iter_mut() {
         match &mut r.phase {
-            Phase::WaitCut(_) => {}
+            Phase::WaitStart(_) | Phase::WaitCut(_) => {}
             Phase::Buffering(b) => {
                 b.extend_from_slice(&piece);
                 if hard > 0 && b.len() as u64 > hard {
@@ -576,18 +624,34 @@ pub fn feed_from_master(shared: &Shared, st: &mut crate::replica::State, bytes: 
 }
 
 /// A replica's own replica takes its snapshot where the link paused, at the offset applied
-/// (replica.rs `request_hold`): from there the stream it needs is buffered.
-pub fn chained_cut(shared: &Shared, client_id: u64) -> bool {
+/// (replica.rs `request_hold`): from there the stream it needs is buffered. Called holding
+/// every shard; the job of that one replica (diskless when configured and it said `capa
+/// eof`), None when it went away meanwhile.
+pub fn chained_job(shared: &Shared, client_id: u64) -> Option<Job> {
+    let (diskless, _, _) = diskless_config(shared);
     let mut st = shared.repl.lock();
     let offset = st.history.master_repl_offset;
-    match st.replicas.get_mut(client_id) {
-        Some(r) => {
-            r.phase = Phase::Buffering(Vec::new());
-            r.cut_offset = Some(offset);
-            true
-        }
-        None => false,
+    let reps = &mut st.replicas;
+    reps.jobs += 1;
+    let id = reps.jobs;
+    let r = reps.get_mut(client_id)?;
+    r.phase = Phase::Buffering(Vec::new());
+    r.cut_offset = Some(offset);
+    r.job = id;
+    let diskless = diskless && r.eof;
+    if !diskless {
+        let path = format!("temp-{}-repl-{id}.rdb", std::process::id());
+        reps.disk_job = Some(DiskJob {
+            id,
+            file: Arc::new(SyncFile(path.into())),
+            written: Default::default(),
+        });
     }
+    Some(Job {
+        id,
+        diskless,
+        targets: vec![client_id],
+    })
 }
 
 /// repl-backlog-ttl: a primary whose backlog has had no replica for more than `ttl` seconds
@@ -623,7 +687,7 @@ fn deliver<R: Send + 'static>(shared: &Shared, done: crate::msg::Completion, r: 
 }
 
 /// REPLCONF's options, applied to the connection `client_id` (a replica or one becoming one).
-pub fn replconf(shared: &Shared, client_id: u64, opts: Vec<darner_repl::replconf::Opt>) {
+pub fn replconf(shared: &Arc<Shared>, client_id: u64, opts: Vec<darner_repl::replconf::Opt>) {
     use darner_repl::replconf::Opt;
     let mut st = shared.repl.lock();
     for o in opts {
@@ -638,10 +702,15 @@ pub fn replconf(shared: &Shared, client_id: u64, opts: Vec<darner_repl::replconf
                 if let Some(r) = st.replicas.get_mut(client_id) {
                     r.ack_offset = r.ack_offset.max(offset);
                     r.ack_ms = Shared::real_now_ms();
+                    r.acks += 1;
+                    if std::mem::take(&mut r.await_ack) {
+                        spawn_go_online(shared, client_id, r.sock.clone());
+                    }
                 }
                 st.replicas.serve_waits(shared);
             }
-            Opt::CapaEof | Opt::GetAck | Opt::RdbOnly(_) | Opt::RdbFilterOnly { .. } => {}
+            Opt::CapaEof => st.replicas.handshakes.entry(client_id).or_default().eof = true,
+            Opt::GetAck | Opt::RdbOnly(_) | Opt::RdbFilterOnly { .. } => {}
         }
     }
 }
@@ -669,7 +738,7 @@ pub enum Started {
     Full,
     /// A full sync from a replica (chained): the link must pause at an offset it applied
     /// (replica.rs `request_hold`) while the transaction takes every shard and the snapshot
-    /// ([`chained_cut`], then [`full_sync`]).
+    /// ([`chained_job`], then [`run_job`]).
     FullChained,
     Error(&'static [u8]),
 }
@@ -776,9 +845,9 @@ pub fn psync(req: &Request) -> Started {
             st.history.replid, st.history.replid2
         ));
     }
-    st.replicas
-        .list
-        .push(Replica::new(req, sock, ip, hs.port, Phase::WaitCut(0), 0));
+    let mut r = Replica::new(req, sock, ip, hs.port, Phase::WaitStart(Instant::now()), 0);
+    r.eof = hs.eof;
+    st.replicas.list.push(r);
     drop(st);
     start_feed(shared);
     Started::Full
@@ -792,60 +861,339 @@ fn backlog_size(shared: &Shared) -> Option<usize> {
         .and_then(|v| v.parse().ok())
 }
 
-/// The full sync's cut gets the next barrier number (the caller holds every shard, so the
-/// feed thread meets the barriers in the order of their numbers).
-pub fn number_cut(shared: &Shared, client_id: u64) {
-    let mut st = shared.repl.lock();
-    st.replicas.barriers += 1;
-    let n = st.replicas.barriers;
-    if let Some(r) = st.replicas.get_mut(client_id) {
-        r.phase = Phase::WaitCut(n);
+/// A disk-based snapshot's file: removed once the last sync that shares it has opened it
+/// (or given up).
+struct SyncFile(std::path::PathBuf);
+
+impl Drop for SyncFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 
-/// The full sync after the cut: the snapshot's pieces come from the shards on `from_shards`;
-/// a thread writes them to a temporary file and sends the replica everything.
-pub fn full_sync(
+/// The end of a disk-based snapshot's writing, once known.
+#[derive(Default)]
+struct Written {
+    result: Mutex<Option<Result<(), String>>>,
+    cv: Condvar,
+}
+
+impl Written {
+    fn set(&self, r: Result<(), String>) {
+        *self.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        self.cv.notify_all();
+    }
+
+    /// Waits up to `d` for the end: None while the file is still being written.
+    fn wait(&self, d: Duration) -> Option<Result<(), String>> {
+        let g = self.result.lock().unwrap_or_else(|e| e.into_inner());
+        let (g, _) = self
+            .cv
+            .wait_timeout_while(g, d, |r| r.is_none())
+            .unwrap_or_else(|e| e.into_inner());
+        g.clone()
+    }
+}
+
+/// A disk-based snapshot being written for replicas (Redis's BGSAVE with target disk).
+#[derive(Clone)]
+struct DiskJob {
+    id: u64,
+    file: Arc<SyncFile>,
+    written: Arc<Written>,
+}
+
+/// What the PSYNC handler does next while its replica waits for a snapshot ([`poll_start`]).
+pub enum Poll {
+    /// Wait a moment and ask again.
+    Wait,
+    /// The right to a snapshot is claimed (`bgsave::claim`): hold every shard, then
+    /// [`take_waiting`].
+    Start,
+    /// Nothing more to do here: the replica shares a snapshot another started, or is gone.
+    Done,
+}
+
+/// `repl-diskless-sync`, `repl-diskless-sync-delay` and `repl-diskless-sync-max-replicas`.
+fn diskless_config(shared: &Shared) -> (bool, Duration, usize) {
+    let num = |n: &str| {
+        shared
+            .config
+            .get(n)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (
+        crate::persist::yes(shared, "repl-diskless-sync"),
+        Duration::from_secs(num("repl-diskless-sync-delay")),
+        num("repl-diskless-sync-max-replicas") as usize,
+    )
+}
+
+/// Whether the snapshot for the replica just registered by [`psync`] waits for
+/// `repl-diskless-sync-delay` (Redis logs it).
+pub fn log_delay(shared: &Shared, client_id: u64) {
+    let (diskless, delay, _) = diskless_config(shared);
+    let eof = shared
+        .repl
+        .lock()
+        .replicas
+        .get(client_id)
+        .is_some_and(|r| r.eof);
+    if diskless && eof && !delay.is_zero() {
+        crate::log::notice("Delay next BGSAVE for diskless SYNC");
+    }
+}
+
+/// Asked by the PSYNC handler of a replica waiting for its snapshot (as Redis's
+/// replicationCron does for replicas in WAIT_BGSAVE_START): sends a keep-alive newline a
+/// second; attaches the replica to a disk-based snapshot being written, if any (it then gets
+/// that snapshot's offset, buffer and file); otherwise says whether a snapshot starts now:
+/// at once for a disk-based one, and for a diskless one (every waiting replica said `capa
+/// eof` and `repl-diskless-sync` is yes) once the longest-waiting replica waited
+/// `repl-diskless-sync-delay`, or `repl-diskless-sync-max-replicas` replicas wait.
+pub fn poll_start(shared: &Arc<Shared>, client_id: u64) -> Poll {
+    let (diskless, delay, max) = diskless_config(shared);
+    let mut st = shared.repl.lock();
+    let reps = &mut st.replicas;
+    let Some(r) = reps.get_mut(client_id) else {
+        return Poll::Done;
+    };
+    if !matches!(r.phase, Phase::WaitStart(_)) {
+        return Poll::Done;
+    }
+    if r.keepalive.elapsed() >= Duration::from_secs(1) {
+        r.keepalive = Instant::now();
+        // Under the lock: nothing else writes to the socket before the snapshot starts.
+        let _ = (&*r.sock).write(b"\n");
+    }
+    if let Some(job) = reps.disk_job.clone() {
+        if attach(reps, client_id, &job) {
+            drop(st);
+            crate::log::notice("Waiting for end of BGSAVE for SYNC");
+            spawn_disk_sender(shared, client_id, job);
+            return Poll::Done;
+        }
+    }
+    let (mut count, mut all_eof, mut oldest) = (0, true, Duration::ZERO);
+    for r in &reps.list {
+        if let Phase::WaitStart(since) = r.phase {
+            count += 1;
+            all_eof &= r.eof;
+            oldest = oldest.max(since.elapsed());
+        }
+    }
+    let now = !(diskless && all_eof) || oldest >= delay || (max > 0 && count >= max);
+    if now && crate::bgsave::claim(shared) {
+        Poll::Start
+    } else {
+        Poll::Wait
+    }
+}
+
+/// The replica `client_id` joins the disk-based snapshot `job` in progress: it takes the
+/// state of a replica already in it (its cut, and the stream buffered since). False when no
+/// replica of the job is left to copy.
+fn attach(reps: &mut Replicas, client_id: u64, job: &DiskJob) -> bool {
+    let Some((phase, cut)) = reps
+        .list
+        .iter()
+        .filter(|r| r.job == job.id && !r.sending)
+        .find_map(|r| match &r.phase {
+            Phase::WaitCut(n) => Some((Phase::WaitCut(*n), r.cut_offset)),
+            Phase::Buffering(b) => Some((Phase::Buffering(b.clone()), r.cut_offset)),
+            _ => None,
+        })
+    else {
+        return false;
+    };
+    let Some(r) = reps.get_mut(client_id) else {
+        return false;
+    };
+    r.phase = phase;
+    r.cut_offset = cut;
+    r.job = job.id;
+    true
+}
+
+/// A snapshot for the replicas waiting when it started.
+pub struct Job {
+    id: u64,
+    /// Sent straight to the replicas' sockets (else written to a file first).
+    pub diskless: bool,
+    targets: Vec<u64>,
+}
+
+impl Job {
+    /// Redis's name of the target, for `Starting BGSAVE for SYNC with target: ...`.
+    pub fn target(&self) -> &'static str {
+        if self.diskless {
+            "replicas sockets"
+        } else {
+            "disk"
+        }
+    }
+}
+
+/// Called holding every shard, after [`Poll::Start`]: every replica waiting for a snapshot
+/// takes part in this one, whose cut gets the next barrier number (the feed thread meets
+/// the barriers in the order of their numbers). Diskless when `repl-diskless-sync` is yes
+/// and each of them said `capa eof`. None when no replica waits any more.
+pub fn take_waiting(shared: &Shared) -> Option<Job> {
+    let (diskless, _, _) = diskless_config(shared);
+    let mut st = shared.repl.lock();
+    let reps = &mut st.replicas;
+    let waiting = |r: &Replica| matches!(r.phase, Phase::WaitStart(_));
+    let targets: Vec<u64> = reps
+        .list
+        .iter()
+        .filter(|r| waiting(r))
+        .map(|r| r.client_id)
+        .collect();
+    if targets.is_empty() {
+        return None;
+    }
+    let diskless = diskless && reps.list.iter().filter(|r| waiting(r)).all(|r| r.eof);
+    reps.barriers += 1;
+    reps.jobs += 1;
+    let (n, id) = (reps.barriers, reps.jobs);
+    for r in reps.list.iter_mut().filter(|r| waiting(r)) {
+        r.phase = Phase::WaitCut(n);
+        r.job = id;
+    }
+    if !diskless {
+        let path = format!("temp-{}-repl-{id}.rdb", std::process::id());
+        reps.disk_job = Some(DiskJob {
+            id,
+            file: Arc::new(SyncFile(path.into())),
+            written: Default::default(),
+        });
+    }
+    Some(Job {
+        id,
+        diskless,
+        targets,
+    })
+}
+
+/// The snapshot after the cut: its pieces come from the shards on `from_shards`. Diskless,
+/// one thread sends them to every replica of the job as they come; disk-based, one thread
+/// writes the file and each replica's own thread sends it (replicas that ask meanwhile
+/// share it). `stopped` stops the shards' serializing (every replica of a diskless job gone).
+pub fn run_job(
     shared: &Arc<Shared>,
-    client_id: u64,
-    psync: bool,
+    job: Job,
     header: Vec<u8>,
     shards: usize,
     from_shards: crate::bgsave::FromShards,
+    stopped: Arc<AtomicBool>,
 ) {
     let sh = shared.clone();
-    let spawned = std::thread::Builder::new()
-        .name("repl-sync".into())
-        .spawn(move || {
-            let result = sync_thread(&sh, client_id, psync, header, shards, from_shards);
-            let mut st = sh.repl.lock();
-            match result {
-                Ok(()) => {
-                    if let Some(r) = st.replicas.get(client_id) {
-                        crate::log::notice(&format!(
-                            "Synchronization with replica {}:{} succeeded",
-                            r.ip, r.port
-                        ));
+    let spawned = if job.diskless {
+        std::thread::Builder::new()
+            .name("repl-diskless".into())
+            .spawn(move || diskless_job(&sh, &job.targets, header, shards, from_shards, &stopped))
+            .map(drop)
+    } else {
+        let dj = shared
+            .repl
+            .lock()
+            .replicas
+            .disk_job
+            .clone()
+            .filter(|j| j.id == job.id);
+        let Some(dj) = dj else {
+            shared.bgsaves.in_progress.store(false, Ordering::Release);
+            return;
+        };
+        for &t in &job.targets {
+            spawn_disk_sender(shared, t, dj.clone());
+        }
+        let checksum = crate::persist::yes(shared, "rdbchecksum");
+        std::thread::Builder::new()
+            .name("repl-rdb".into())
+            .spawn(move || {
+                let r = crate::bgsave::write_file(
+                    &header,
+                    crate::bgsave::Tail::Rdb { checksum },
+                    shards,
+                    &from_shards,
+                    &dj.file.0,
+                    &AtomicBool::new(false),
+                )
+                .map(drop)
+                .map_err(|e| e.to_string());
+                // The snapshot is taken: another BGSAVE, rewrite or full sync may start.
+                sh.bgsaves.in_progress.store(false, Ordering::Release);
+                {
+                    // No replica joins it from now on.
+                    let mut st = sh.repl.lock();
+                    if st.replicas.disk_job.as_ref().is_some_and(|j| j.id == dj.id) {
+                        st.replicas.disk_job = None;
                     }
                 }
-                Err(e) => {
-                    if let Some(r) = st.replicas.remove(client_id) {
-                        crate::log::warning(&format!(
-                            "Full synchronization with replica {}:{} failed: {e}",
-                            r.ip, r.port
-                        ));
-                        drop_replica(&r);
-                    }
-                }
-            }
-        });
+                dj.written.set(r);
+            })
+            .map(drop)
+    };
     if spawned.is_err() {
         // The snapshot's claim goes with it (the shards' pieces have no reader).
         shared.bgsaves.in_progress.store(false, Ordering::Release);
         let mut st = shared.repl.lock();
-        if let Some(r) = st.replicas.remove(client_id) {
-            drop_replica(&r);
+        st.replicas.disk_job = None;
+        let gone: Vec<u64> = st
+            .replicas
+            .list
+            .iter()
+            .filter(|r| matches!(r.phase, Phase::WaitCut(_) | Phase::Buffering(_)))
+            .map(|r| r.client_id)
+            .collect();
+        for id in gone {
+            if let Some(r) = st.replicas.remove(id) {
+                drop_replica(&r);
+            }
         }
+    }
+}
+
+/// The end of a replica's sync: logged, and the replica dropped on failure.
+fn finish(shared: &Shared, client_id: u64, result: Result<(), String>) {
+    let mut st = shared.repl.lock();
+    match result {
+        Ok(()) => {
+            if let Some(r) = st.replicas.get(client_id) {
+                crate::log::notice(&format!(
+                    "Synchronization with replica {}:{} succeeded",
+                    r.ip, r.port
+                ));
+            }
+        }
+        Err(e) => {
+            if let Some(r) = st.replicas.remove(client_id) {
+                crate::log::warning(&format!(
+                    "Full synchronization with replica {}:{} failed: {e}",
+                    r.ip, r.port
+                ));
+                drop_replica(&r);
+            }
+        }
+    }
+}
+
+fn spawn_disk_sender(shared: &Arc<Shared>, client_id: u64, job: DiskJob) {
+    let sh = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("repl-sync".into())
+        .spawn(move || {
+            let r = disk_sender(&sh, client_id, job);
+            finish(&sh, client_id, r);
+        });
+    if spawned.is_err() {
+        finish(
+            shared,
+            client_id,
+            Err("no thread to send the snapshot".into()),
+        );
     }
 }
 
@@ -860,125 +1208,367 @@ fn sock_of(shared: &Shared, client_id: u64) -> Result<Arc<TcpStream>, String> {
         .ok_or_else(|| "the replica went away".to_string())
 }
 
-fn sync_thread(
-    shared: &Arc<Shared>,
-    client_id: u64,
-    psync: bool,
-    header: Vec<u8>,
-    shards: usize,
-    from_shards: crate::bgsave::FromShards,
-) -> Result<(), String> {
-    let tmp = std::path::PathBuf::from(format!("temp-{}-repl-{client_id}.rdb", std::process::id()));
-    let checksum = crate::persist::yes(shared, "rdbchecksum");
-    let (done_tx, done_rx) = std::sync::mpsc::channel();
-    let path = tmp.clone();
-    let sh = shared.clone();
-    std::thread::Builder::new()
-        .name("repl-rdb".into())
-        .spawn(move || {
-            let r = crate::bgsave::write_file(
-                &header,
-                crate::bgsave::Tail::Rdb { checksum },
-                shards,
-                &from_shards,
-                &path,
-                &AtomicBool::new(false),
-            )
-            .map(drop);
-            // The snapshot is taken: another BGSAVE, rewrite or full sync may start.
-            sh.bgsaves.in_progress.store(false, Ordering::Release);
-            let _ = done_tx.send(r);
-        })
-        .map_err(|e| {
-            shared.bgsaves.in_progress.store(false, Ordering::Release);
-            e.to_string()
-        })?;
-    let sock = match sock_of(shared, client_id) {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = done_rx.recv();
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-    };
-    // The offset at the cut, once the feed thread reached it.
-    let (replid, offset) = loop {
+/// Waits for the feed thread to reach the replica's cut: the replication id, the offset at
+/// the cut and whether the replica asked with PSYNC.
+fn wait_cut(shared: &Shared, client_id: u64) -> Result<(darner_repl::ReplId, i64, bool), String> {
+    loop {
         {
             let st = shared.repl.lock();
-            let r = st.replicas.get(client_id);
-            match r {
-                None => {
-                    drop(st);
-                    let _ = done_rx.recv();
-                    let _ = std::fs::remove_file(&tmp);
-                    return Err("the replica went away".into());
-                }
-                Some(r) => {
-                    if let Some(o) = r.cut_offset {
-                        break (st.history.replid, o);
-                    }
-                }
+            let r = st.replicas.get(client_id).ok_or("the replica went away")?;
+            if let Some(o) = r.cut_offset {
+                return Ok((st.history.replid, o, r.psync));
             }
         }
         std::thread::sleep(Duration::from_millis(1));
-    };
-    let result = (|| {
-        if psync {
-            let line = format!("+FULLRESYNC {replid} {offset}\r\n");
-            send_all(&sock, line.as_bytes())?;
+    }
+}
+
+/// A replica's share of a disk-based snapshot: `+FULLRESYNC` at the cut's offset, newlines
+/// while the file is written, `$<len>` and the file, then the stream buffered since the cut.
+fn disk_sender(shared: &Arc<Shared>, client_id: u64, job: DiskJob) -> Result<(), String> {
+    let sock = sock_of(shared, client_id)?;
+    let (replid, offset, psync) = wait_cut(shared, client_id)?;
+    if psync {
+        let line = format!("+FULLRESYNC {replid} {offset}\r\n");
+        send_all(&sock, line.as_bytes())?;
+    }
+    // Keep-alives while the file is written (Redis sends a newline once a second).
+    let written = loop {
+        match job.written.wait(Duration::from_secs(1)) {
+            Some(r) => break r,
+            None => {
+                sock_of(shared, client_id)?;
+                send_all(&sock, b"\n")?;
+            }
         }
-        // Keep-alives while the file is written (Redis sends a newline once a second).
-        let written = loop {
-            match done_rx.recv_timeout(Duration::from_secs(1)) {
-                Ok(r) => break r.map_err(|e| e.to_string()),
-                Err(RecvTimeoutError::Timeout) => {
-                    sock_of(shared, client_id)?;
-                    send_all(&sock, b"\n")?;
+    };
+    written?;
+    set_sending(shared, client_id);
+    let mut file = std::fs::File::open(&job.file.0).map_err(|e| e.to_string())?;
+    // Open: the file may go once every replica sharing it has it open.
+    drop(job);
+    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    send_all(&sock, &darner_repl::payload::length_header(len))?;
+    let mut piece = vec![0u8; PIECE];
+    let mut left = len;
+    while left > 0 {
+        let n = file.read(&mut piece).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the snapshot file ended early".into());
+        }
+        send_all(&sock, &piece[..n])?;
+        left = left.saturating_sub(n as u64);
+    }
+    go_online(shared, client_id, &sock)
+}
+
+/// After its snapshot, the stream buffered since the cut, until nothing is buffered: then
+/// the replica is online (the feed thread sends it the stream from then on).
+fn go_online(shared: &Shared, client_id: u64, sock: &TcpStream) -> Result<(), String> {
+    loop {
+        let pending = {
+            let mut st = shared.repl.lock();
+            let r = st
+                .replicas
+                .get_mut(client_id)
+                .ok_or("the replica went away")?;
+            match &mut r.phase {
+                Phase::Buffering(b) if b.is_empty() => {
+                    r.phase = Phase::Online;
+                    r.sending = false;
+                    return Ok(());
                 }
-                Err(RecvTimeoutError::Disconnected) => {
-                    break Err("the snapshot writer stopped".into())
-                }
+                Phase::Buffering(b) => std::mem::take(b),
+                _ => return Err("the replica is in no state to go online".into()),
             }
         };
-        written?;
-        set_sending(shared, client_id);
-        let mut file = std::fs::File::open(&tmp).map_err(|e| e.to_string())?;
-        let _ = std::fs::remove_file(&tmp);
-        let len = file.metadata().map_err(|e| e.to_string())?.len();
-        send_all(&sock, &darner_repl::payload::length_header(len))?;
-        let mut piece = vec![0u8; PIECE];
-        let mut left = len;
-        while left > 0 {
-            let n = file.read(&mut piece).map_err(|e| e.to_string())?;
-            if n == 0 {
-                return Err("the snapshot file ended early".into());
-            }
-            send_all(&sock, &piece[..n])?;
-            left = left.saturating_sub(n as u64);
-        }
-        // The stream after the cut, until nothing is buffered: then the replica is online.
-        loop {
-            let pending = {
-                let mut st = shared.repl.lock();
-                let r = st
-                    .replicas
-                    .get_mut(client_id)
-                    .ok_or("the replica went away")?;
-                match &mut r.phase {
-                    Phase::Buffering(b) if b.is_empty() => {
-                        r.phase = Phase::Online;
-                        r.sending = false;
-                        return Ok(());
-                    }
-                    Phase::Buffering(b) => std::mem::take(b),
-                    _ => return Err("the replica is in no state to go online".into()),
+        send_all(sock, &pending)?;
+    }
+}
+
+/// [`go_online`] on a thread of its own (called holding the replication lock).
+fn spawn_go_online(shared: &Arc<Shared>, client_id: u64, sock: Arc<TcpStream>) {
+    let sh = shared.clone();
+    let dup = sock.clone();
+    let spawned = std::thread::Builder::new()
+        .name("repl-sync".into())
+        .spawn(move || {
+            let r = go_online(&sh, client_id, &sock);
+            finish(&sh, client_id, r);
+        });
+    if spawned.is_err() {
+        // The connection closes, and its end forgets the replica.
+        let _ = dup.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// Snapshot bytes waiting for a replica's socket below which a diskless transfer takes the
+/// next piece from the shards (their queue, `bgsave::MAX_QUEUED`, bounds the rest).
+const DISKLESS_LOW: usize = 1 << 20;
+
+/// A replica's side of a diskless transfer: what its socket has not taken yet.
+struct Target {
+    id: u64,
+    sock: Arc<TcpStream>,
+    out: Vec<u8>,
+    sent: usize,
+    /// The last time the socket took bytes, or had nothing to take.
+    progress: Instant,
+    /// The replica's ACKs before its snapshot.
+    acks: u64,
+}
+
+impl Target {
+    fn left(&self) -> usize {
+        self.out.len() - self.sent
+    }
+
+    /// Writes what the socket takes now; true when it took something.
+    fn flush(&mut self) -> Result<bool, String> {
+        let mut any = false;
+        while self.sent < self.out.len() {
+            match (&*self.sock).write(&self.out[self.sent..]) {
+                Ok(0) => return Err("the connection closed".into()),
+                Ok(n) => {
+                    self.sent += n;
+                    any = true;
                 }
-            };
-            send_all(&sock, &pending)?;
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e.to_string()),
+            }
         }
-    })();
-    let _ = std::fs::remove_file(&tmp);
-    result
+        if self.sent == self.out.len() {
+            self.out.clear();
+            self.sent = 0;
+            self.progress = Instant::now();
+        } else if self.sent >= DISKLESS_LOW {
+            self.out.drain(..self.sent);
+            self.sent = 0;
+        }
+        if any {
+            self.progress = Instant::now();
+        }
+        Ok(any)
+    }
+}
+
+/// A diskless transfer (Redis's BGSAVE with target replicas sockets): to each replica of the
+/// job `+FULLRESYNC` at the cut's offset, `$EOF:<mark>`, the RDB as the shards serialize it,
+/// and the mark; then its own thread sends it the stream buffered since the cut. The next
+/// piece is taken from the shards once each replica (with a hard output limit of 0: the
+/// slowest; otherwise the fastest) has less than [`DISKLESS_LOW`] bytes waiting; a replica
+/// that falls behind by more than the replica class's hard output limit is dropped, and so
+/// is one whose socket takes nothing for `repl-timeout` seconds.
+fn diskless_job(
+    shared: &Arc<Shared>,
+    ids: &[u64],
+    header: Vec<u8>,
+    shards: usize,
+    from_shards: crate::bgsave::FromShards,
+    stopped: &AtomicBool,
+) {
+    use crate::bgsave::Piece;
+    let mark_text = crate::cmd::server::random_hex40(0xd15c);
+    let mut mark = [0u8; darner_repl::payload::MARK_LEN];
+    mark.copy_from_slice(&mark_text.as_bytes()[..darner_repl::payload::MARK_LEN]);
+    let checksum = crate::persist::yes(shared, "rdbchecksum");
+    let sum = |crc: u64, b: &[u8]| {
+        if checksum {
+            darner_rdb::crc64::crc64(crc, b)
+        } else {
+            0
+        }
+    };
+    let timeout = Duration::from_secs(
+        shared
+            .config
+            .get("repl-timeout")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(60),
+    );
+    let mut targets = Vec::new();
+    for &id in ids {
+        let (Ok((replid, offset, psync)), Ok(sock)) = (wait_cut(shared, id), sock_of(shared, id))
+        else {
+            continue;
+        };
+        let mut out = Vec::new();
+        if psync {
+            out.extend_from_slice(format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes());
+        }
+        out.extend_from_slice(&darner_repl::payload::mark_header(&mark));
+        out.extend_from_slice(&header);
+        let acks = {
+            let mut st = shared.repl.lock();
+            st.replicas.get_mut(id).map_or(0, |r| {
+                r.sending = true;
+                r.acks
+            })
+        };
+        targets.push(Target {
+            id,
+            sock,
+            out,
+            sent: 0,
+            progress: Instant::now(),
+            acks,
+        });
+    }
+    let mut crc = sum(0, &header);
+    let (mut done, mut ended) = (0, false);
+    loop {
+        let hard = crate::config::Config::obuf_limits(&shared.config.hot.obuf_replica).0;
+        {
+            // A closed connection or CLIENT KILL removes a replica.
+            let st = shared.repl.lock();
+            targets.retain(|t| st.replicas.get(t.id).is_some());
+        }
+        if targets.is_empty() {
+            break;
+        }
+        let lefts = targets.iter().map(Target::left);
+        let gate = if hard > 0 { lefts.min() } else { lefts.max() }.unwrap_or(0);
+        if !ended && gate < DISKLESS_LOW {
+            match from_shards.recv_timeout(Duration::from_millis(10)) {
+                Ok(piece) => {
+                    let bytes = match piece {
+                        Piece::Bytes(b) => b,
+                        Piece::Record(head, parts) => {
+                            let mut b = head;
+                            for p in parts {
+                                b.extend_from_slice(&p);
+                            }
+                            b
+                        }
+                        Piece::Done => {
+                            done += 1;
+                            Vec::new()
+                        }
+                    };
+                    from_shards.written(bytes.len());
+                    crc = sum(crc, &bytes);
+                    for t in &mut targets {
+                        t.out.extend_from_slice(&bytes);
+                    }
+                    if done == shards {
+                        let mut end = vec![darner_rdb::opcode::EOF];
+                        crc = sum(crc, &end);
+                        end.extend_from_slice(&crc.to_le_bytes());
+                        end.extend_from_slice(&mark);
+                        for t in &mut targets {
+                            t.out.extend_from_slice(&end);
+                        }
+                        ended = true;
+                        // The snapshot is taken: another may start.
+                        shared.bgsaves.in_progress.store(false, Ordering::Release);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    for t in &targets {
+                        finish(shared, t.id, Err("a shard stopped before its part".into()));
+                    }
+                    shared.bgsaves.in_progress.store(false, Ordering::Release);
+                    return;
+                }
+            }
+        }
+        let mut progressed = false;
+        let mut failed = Vec::new();
+        let mut finished = Vec::new();
+        for t in &mut targets {
+            if let Err(e) = t.flush().map(|p| progressed |= p) {
+                failed.push((t.id, e));
+            }
+        }
+        // How far each replica is behind the fastest.
+        let fastest = targets.iter().map(Target::left).min().unwrap_or(0);
+        for t in &targets {
+            if failed.iter().any(|(id, _)| *id == t.id) {
+                continue;
+            }
+            if hard > 0 && (t.left() - fastest) as u64 > hard {
+                failed.push((t.id, String::new()));
+            } else if t.progress.elapsed() > timeout {
+                failed.push((t.id, "timeout writing to the replica".into()));
+            } else if ended && t.left() == 0 {
+                finished.push(t.id);
+            }
+        }
+        for (id, e) in failed {
+            targets.retain(|t| t.id != id);
+            if e.is_empty() {
+                let mut st = shared.repl.lock();
+                if let Some(r) = st.replicas.remove(id) {
+                    crate::log::warning(&format!(
+                        "Client id={id} addr={}:{} scheduled to be closed ASAP for overcoming of output buffer limits.",
+                        r.ip, r.port
+                    ));
+                    drop_replica(&r);
+                }
+            } else {
+                finish(shared, id, Err(e));
+            }
+        }
+        for id in finished {
+            let Some(i) = targets.iter().position(|t| t.id == id) else {
+                continue;
+            };
+            let t = targets.remove(i);
+            let mut st = shared.repl.lock();
+            if let Some(r) = st.replicas.get_mut(id) {
+                crate::log::notice(&format!(
+                    "Streamed RDB transfer with replica {}:{} succeeded (socket). Waiting for REPLCONF ACK from replica to enable streaming",
+                    r.ip, r.port
+                ));
+                // The stream buffered since the cut follows the replica's first ACK.
+                if r.acks > t.acks {
+                    spawn_go_online(shared, id, t.sock);
+                } else {
+                    r.await_ack = true;
+                }
+            }
+        }
+        if !progressed && !targets.is_empty() && (ended || gate >= DISKLESS_LOW) {
+            wait_writable(&targets);
+        }
+    }
+    if !ended {
+        // Every replica is gone: the shards stop serializing; their pieces are let go.
+        stopped.store(true, Ordering::Relaxed);
+        while done < shards {
+            match from_shards.recv() {
+                Ok(Piece::Done) => done += 1,
+                Ok(Piece::Bytes(b)) => from_shards.written(b.len()),
+                Ok(Piece::Record(head, parts)) => {
+                    from_shards.written(head.len() + parts.iter().map(Vec::len).sum::<usize>())
+                }
+                Err(_) => break,
+            }
+        }
+        shared.bgsaves.in_progress.store(false, Ordering::Release);
+    }
+}
+
+/// Waits (up to 10 ms) for one of the targets' sockets to take more.
+fn wait_writable(targets: &[Target]) {
+    use std::os::fd::AsRawFd;
+    let mut fds: Vec<libc::pollfd> = targets
+        .iter()
+        .filter(|t| t.left() > 0)
+        .map(|t| libc::pollfd {
+            fd: t.sock.as_raw_fd(),
+            events: libc::POLLOUT,
+            revents: 0,
+        })
+        .collect();
+    if fds.is_empty() {
+        std::thread::sleep(Duration::from_millis(1));
+        return;
+    }
+    // SAFETY: `fds` is a valid array of `fds.len()` pollfds for the duration of the call.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 10) };
 }
 
 fn set_sending(shared: &Shared, client_id: u64) {

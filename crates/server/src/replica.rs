@@ -17,7 +17,9 @@
 //! is a task on thread 0 ([`Msg::Spawn`]) that reserves every shard, flushes every database
 //! and loads the file (DEBUG RELOAD's path: `persist::load::reload`), then tells the link
 //! thread through a channel. While it holds the shards, clients' commands wait: nobody sees
-//! the old data half replaced.
+//! the old data half replaced. With `repl-diskless-load on-empty-db` and no key in any
+//! database, that task starts before the RDB arrives and loads it from the link thread's
+//! hands as it comes, without a file ([`start_stream_load`]).
 //!
 //! # The stream
 //!
@@ -702,6 +704,14 @@ fn handshake_config(shared: &Shared) -> HsConfig {
 // ---- the snapshot ----
 
 /// Receives the snapshot into `dbfilename` and loads it. Err: failed (logged), or stopped.
+/// Where a full sync's snapshot goes as it arrives.
+enum Sink {
+    /// The temporary file, loaded once complete.
+    File(std::io::BufWriter<std::fs::File>),
+    /// Straight to a load task holding every shard (`repl-diskless-load on-empty-db`).
+    Stream(StreamLoad),
+}
+
 fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), End> {
     set_link(shared, gen, |m| {
         m.link = LinkState::Transfer;
@@ -714,39 +724,21 @@ fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), En
         Shared::real_now_ms() / 1000,
         std::process::id()
     );
-    let file = match std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&temp)
-    {
-        Ok(f) => f,
-        Err(e) => {
-            log::warning(&format!(
-                "Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}"
-            ));
-            return Err(End::Retry);
-        }
-    };
     let remove = |why: &str| {
         log::warning(why);
         let _ = std::fs::remove_file(&temp);
         Err(End::Retry)
     };
-    let mut file = std::io::BufWriter::with_capacity(1 << 20, file);
+    // Chosen once the framing is known (the log line says where the RDB goes).
+    let mut sink: Option<Sink> = None;
+    let mut staged: Vec<u8> = Vec::new();
     let mut reader = PayloadReader::default();
-    let mut announced = false;
-    let mut write_err: Option<std::io::Error> = None;
     let mut received: i64 = 0;
     let timeout = repl_timeout(shared);
     loop {
         if !up.buf.is_empty() {
             let fed = reader.feed(&up.buf, &mut |bytes| {
-                if write_err.is_none() {
-                    if let Err(e) = file.write_all(bytes) {
-                        write_err = Some(e);
-                    }
-                }
+                staged.extend_from_slice(bytes);
                 received += bytes.len() as i64;
             });
             let (used, progress) = match fed {
@@ -754,30 +746,60 @@ fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), En
                 Err(e) => return remove(&e.0),
             };
             up.buf.drain(..used);
-            if let Some(e) = write_err.take() {
-                return remove(&format!(
-                    "Write error or short write writing to the DB dump file needed for MASTER <-> REPLICA synchronization: {e}"
-                ));
-            }
-            if !announced {
+            if sink.is_none() {
                 if let Some(f) = reader.framing() {
-                    announced = true;
-                    let (line, size) = match f {
-                        Framing::Length(n) => (
-                            format!(
-                                "MASTER <-> REPLICA sync: receiving {n} bytes from master to disk"
-                            ),
-                            *n as i64,
-                        ),
-                        Framing::Mark(_) => (
-                            "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to disk"
-                                .to_string(),
-                            -1,
-                        ),
+                    let (size, what) = match f {
+                        Framing::Length(n) => (*n as i64, format!("{n} bytes from master")),
+                        Framing::Mark(_) => (-1, "streamed RDB from master with EOF".to_string()),
                     };
-                    log::notice(&line);
+                    let stream = if diskless_load(shared) {
+                        start_stream_load(shared, gen)
+                    } else {
+                        None
+                    };
+                    let to = if stream.is_some() { "parser" } else { "disk" };
+                    log::notice(&format!(
+                        "MASTER <-> REPLICA sync: receiving {what} to {to}"
+                    ));
                     set_link(shared, gen, |m| m.transfer_size = size);
+                    sink = Some(match stream {
+                        Some(s) => Sink::Stream(s),
+                        None => match std::fs::OpenOptions::new()
+                            .write(true)
+                            .create(true)
+                            .truncate(true)
+                            .open(&temp)
+                        {
+                            Ok(f) => Sink::File(std::io::BufWriter::with_capacity(1 << 20, f)),
+                            Err(e) => {
+                                log::warning(&format!(
+                                    "Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}"
+                                ));
+                                return Err(End::Retry);
+                            }
+                        },
+                    });
                 }
+            }
+            match sink.as_mut() {
+                Some(Sink::File(file)) if !staged.is_empty() => {
+                    if let Err(e) = file.write_all(&staged) {
+                        return remove(&format!(
+                            "Write error or short write writing to the DB dump file needed for MASTER <-> REPLICA synchronization: {e}"
+                        ));
+                    }
+                    staged.clear();
+                }
+                // A failed send: the load stopped early, and its error says why.
+                // In pieces of STREAM_PIECE bytes (fewer hand-overs between the threads).
+                Some(Sink::Stream(s))
+                    if (staged.len() >= STREAM_PIECE
+                        || (progress == Progress::Done && !staged.is_empty()))
+                        && s.data.send(std::mem::take(&mut staged)).is_err() =>
+                {
+                    return Err(stream_load_end(s));
+                }
+                _ => {}
             }
             set_link(shared, gen, |m| {
                 m.transfer_read = received;
@@ -801,6 +823,27 @@ fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), En
             Err(e) => return remove(&format!("I/O error trying to sync with MASTER: {e}")),
         }
     }
+    let file = match sink {
+        Some(Sink::File(file)) => file,
+        Some(Sink::Stream(s)) => {
+            // The end of the stream: the loader has all of it.
+            let StreamLoad { data, done } = s;
+            drop(data);
+            return match done.recv() {
+                Ok(Ok(())) => {
+                    log::notice("MASTER <-> REPLICA sync: Finished with success");
+                    Ok(())
+                }
+                Ok(Err(e)) => {
+                    log::warning(&e);
+                    log::warning("Failed trying to load the MASTER synchronization DB from socket, check server logs.");
+                    Err(End::Retry)
+                }
+                Err(_) => Err(End::Stop),
+            };
+        }
+        None => return remove("The MASTER's snapshot ended before its header"),
+    };
     let synced = file
         .into_inner()
         .map_err(|e| e.into_error())
@@ -874,17 +917,7 @@ fn load(shared: &Arc<Shared>, gen: u64) -> Option<Result<(), String>> {
                     let r = if shared.repl.current(gen) {
                         crate::cmd::server::flush_shards(&tx, true).await;
                         let r = crate::persist::load::reload(&tx, true, false).await;
-                        if r.is_err() {
-                            // Never a half-loaded dataset: empty, until the next sync.
-                            crate::cmd::server::flush_shards(&tx, true).await;
-                        } else if shared.aof.on.load(Ordering::Acquire) {
-                            // The AOF must hold the dataset just loaded, not the one it
-                            // replaced (Redis's restartAOFAfterSYNC): a rewrite from here, or
-                            // as soon as the one running ends (its cut is older).
-                            if crate::aof::start_rewrite(&tx).await.is_err() {
-                                shared.aof.rewrite_scheduled.store(true, Ordering::Release);
-                            }
-                        }
+                        after_load(&tx, &r).await;
                         Some(r)
                     } else {
                         None
@@ -896,6 +929,138 @@ fn load(shared: &Arc<Shared>, gen: u64) -> Option<Result<(), String>> {
         },
     );
     wait.recv().unwrap_or(None)
+}
+
+/// `repl-diskless-load` asks for a load straight from the socket (`on-empty-db`: when the
+/// dataset is empty, checked by [`start_stream_load`]).
+fn diskless_load(shared: &Shared) -> bool {
+    shared.config.get("repl-diskless-load").as_deref() == Some("on-empty-db")
+}
+
+/// A snapshot loaded as it arrives: its bytes go to the load task on `data` (dropped: the
+/// end), which answers on `done`.
+struct StreamLoad {
+    data: std::sync::mpsc::SyncSender<Vec<u8>>,
+    done: std::sync::mpsc::Receiver<Result<(), String>>,
+}
+
+/// The load task's answer once it stopped (the link's stream ended early or failed).
+fn stream_load_end(s: &StreamLoad) -> End {
+    match s.done.recv() {
+        Ok(Err(e)) => {
+            log::warning(&e);
+            log::warning("Failed trying to load the MASTER synchronization DB from socket, check server logs.");
+            End::Retry
+        }
+        Ok(Ok(())) => End::Retry,
+        Err(_) => End::Stop,
+    }
+}
+
+/// The link thread hands a stream load the RDB in pieces of this many bytes.
+const STREAM_PIECE: usize = 256 << 10;
+
+/// Bytes of the primary's stream a reader takes from the link thread.
+struct ChannelReader {
+    rx: std::sync::mpsc::Receiver<Vec<u8>>,
+    cur: Vec<u8>,
+    pos: usize,
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.pos == self.cur.len() {
+            match self.rx.recv() {
+                Ok(v) => {
+                    self.cur = v;
+                    self.pos = 0;
+                }
+                // The link thread is done (or gone): the end of the stream.
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.cur.len() - self.pos);
+        out[..n].copy_from_slice(&self.cur[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+/// Starts a load task on thread 0 that holds every shard, as [`load`] does; if the dataset
+/// is empty (`on-empty-db`: a load that fails midway then loses nothing) it loads the RDB
+/// the link thread sends it as it arrives, without a file. Its tables are not presized: a
+/// RESIZEDB hint is bounded by the bytes a file holds, and a stream's length is only claimed.
+/// None when the dataset holds keys (or the generation changed): the sync goes to disk.
+fn start_stream_load(shared: &Arc<Shared>, gen: u64) -> Option<StreamLoad> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<bool>();
+    // A few pieces in flight: the socket's reading waits for the load beyond them.
+    let (data_tx, data_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(16);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    shared.send(
+        0,
+        Msg::Spawn {
+            f: Box::new(move |shared: Arc<Shared>| {
+                Box::pin(async move {
+                    let tx = crate::exec::Tx::new(shared.clone(), Default::default());
+                    tx.reserve(crate::cmd::transactions::every_shard(shared.threads))
+                        .await;
+                    let keys: usize = tx
+                        .run_all(|ctx| ctx.shard.dbs.iter().map(|d| d.len()).sum::<usize>())
+                        .await
+                        .into_iter()
+                        .sum();
+                    let empty = shared.repl.current(gen) && keys == 0;
+                    let _ = ready_tx.send(empty);
+                    if empty {
+                        log::notice("MASTER <-> REPLICA sync: Loading DB in memory");
+                        crate::cmd::server::flush_shards(&tx, true).await;
+                        let reader = ChannelReader {
+                            rx: data_rx,
+                            cur: Vec::new(),
+                            pos: 0,
+                        };
+                        let loader = crate::persist::load::FileLoader::from_reader(
+                            Box::new(reader),
+                            "(the MASTER's stream)".to_string(),
+                            0,
+                            shared.threads,
+                            shared.databases,
+                            Shared::now_ms(),
+                        );
+                        let r = crate::persist::load::load_from(&tx, loader, true, false).await;
+                        after_load(&tx, &r).await;
+                        let _ = done_tx.send(r);
+                    }
+                    tx.release();
+                })
+            }),
+        },
+    );
+    if ready_rx.recv() == Ok(true) {
+        Some(StreamLoad {
+            data: data_tx,
+            done: done_rx,
+        })
+    } else {
+        None
+    }
+}
+
+/// After a full sync's load (holding every shard): a failed one leaves the databases empty;
+/// a good one is followed by an AOF rewrite when the AOF is on.
+async fn after_load(tx: &crate::exec::Tx, r: &Result<(), String>) {
+    let shared = tx.shared();
+    if r.is_err() {
+        // Never a half-loaded dataset: empty, until the next sync.
+        crate::cmd::server::flush_shards(tx, true).await;
+    } else if shared.aof.on.load(Ordering::Acquire) {
+        // The AOF must hold the dataset just loaded, not the one it replaced (Redis's
+        // restartAOFAfterSYNC): a rewrite from here, or as soon as the one running ends
+        // (its cut is older).
+        if crate::aof::start_rewrite(tx).await.is_err() {
+            shared.aof.rewrite_scheduled.store(true, Ordering::Release);
+        }
+    }
 }
 
 // ---- the stream ----

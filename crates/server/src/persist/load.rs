@@ -119,7 +119,8 @@ impl Summary {
 
 /// Reads an RDB file in pieces and hands out its keys in per-shard batches.
 pub struct FileLoader {
-    file: std::fs::File,
+    /// The file, or a replica's stream of the primary's snapshot (`repl-diskless-load`).
+    file: Box<dyn Read + Send>,
     name: String,
     buf: Vec<u8>,
     /// Bytes of `buf` already consumed by the decoder.
@@ -172,11 +173,31 @@ impl FileLoader {
             }
         };
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        Ok(Some(FileLoader {
+        Ok(Some(FileLoader::from_reader(
+            Box::new(file),
+            path.display().to_string(),
+            size,
+            shards,
+            databases,
+            now_ms,
+        )))
+    }
+
+    /// Reads the RDB `reader` gives, called `name` in errors; `size`: its length in bytes if
+    /// known, else 0 (it bounds a RESIZEDB hint: with 0 the tables are not presized).
+    pub fn from_reader(
+        file: Box<dyn Read + Send>,
+        name: String,
+        size: u64,
+        shards: usize,
+        databases: usize,
+        now_ms: i64,
+    ) -> FileLoader {
+        FileLoader {
             file,
             db: 0,
             size,
-            name: path.display().to_string(),
+            name,
             buf: Vec::new(),
             start: 0,
             eof: false,
@@ -190,12 +211,12 @@ impl FileLoader {
             read: 0,
             summary: Summary::default(),
             ended: false,
-        }))
+        }
     }
 
     /// The file's size in bytes (0 if unknown).
     pub fn size(&self) -> u64 {
-        self.file.metadata().map(|m| m.len()).unwrap_or(0)
+        self.size
     }
 
     fn fail(&self, what: impl std::fmt::Display) -> LoadError {
@@ -620,22 +641,35 @@ pub fn done_log(shared: &crate::shared::Shared, s: &Summary, start: std::time::I
 /// error. Function libraries: with `flush`, the file's replace them; otherwise they are added.
 pub async fn reload(tx: &crate::exec::Tx, flush: bool, merge: bool) -> Result<(), String> {
     let shared = tx.shared().clone();
-    let start = std::time::Instant::now();
     let path = super::rdb_path(&shared);
     let now = crate::shared::Shared::now_ms();
-    let mut loader =
+    let loader =
         FileLoader::open(&path, shared.threads, shared.databases, now)?.ok_or_else(|| {
             format!(
                 "Fatal error loading the DB ({}): no such file",
                 path.display()
             )
         })?;
+    load_from(tx, loader, flush, merge).await
+}
+
+/// [`reload`]'s load, from any loader (a replica's diskless load gives one reading the
+/// primary's stream).
+pub async fn load_from(
+    tx: &crate::exec::Tx,
+    mut loader: FileLoader,
+    flush: bool,
+    merge: bool,
+) -> Result<(), String> {
+    let shared = tx.shared().clone();
+    let start = std::time::Instant::now();
+    let path = loader.name.clone();
     let build = building(shared.threads);
     while let Some((s, entries)) = loader.next_batch()? {
         let build = build.clone();
         tx.run(s, move |ctx| insert_batch(ctx, entries, merge, &build))
             .await
-            .map_err(|e| format!("Failed loading the RDB file {}: {e}", path.display()))?;
+            .map_err(|e| format!("Failed loading the RDB file {path}: {e}"))?;
     }
     let s = std::mem::take(&mut loader.summary);
     let mut codes: Vec<Vec<u8>> = if flush {
@@ -652,12 +686,7 @@ pub async fn reload(tx: &crate::exec::Tx, flush: bool, merge: bool) -> Result<()
     shared
         .scripts
         .install_libraries(&codes, merge)
-        .map_err(|e| {
-            format!(
-                "Failed loading the RDB file {}: function library: {e}",
-                path.display()
-            )
-        })?;
+        .map_err(|e| format!("Failed loading the RDB file {path}: function library: {e}"))?;
     done_log(&shared, &s, start);
     Ok(())
 }

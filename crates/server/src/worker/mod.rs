@@ -221,12 +221,16 @@ impl Worker {
         THREAD.with(|t| t.set(self.id));
         let mut events = Events::with_capacity(1024);
         while !self.stop {
+            // A background save whose writer (or diskless transfer) is behind takes no step:
+            // the thread looks again in a millisecond instead of spinning.
+            let snapshot_waits =
+                self.shard.snapshot.is_some() && crate::bgsave::behind(&self.shard);
             let busy = self.exec.has_ready()
                 || exec::turn_waiting()
                 || LOCAL.with(|l| !l.borrow().is_empty())
                 || !self.more_input.is_empty()
                 || !self.shard.dying.is_empty()
-                || self.shard.snapshot.is_some()
+                || (self.shard.snapshot.is_some() && !snapshot_waits)
                 || self.evict.pending;
             let hz = self
                 .shared
@@ -240,6 +244,8 @@ impl Worker {
             // the cron or the nearest timer (blocked clients' timeouts, ms precision).
             let timeout = if busy {
                 Some(Duration::ZERO)
+            } else if snapshot_waits {
+                Some(Duration::from_millis(1))
             } else {
                 // The turn's clock, a little behind: the alarm may ring that much late.
                 let now = self.loop_now;

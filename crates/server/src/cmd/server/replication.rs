@@ -175,28 +175,49 @@ fn psync(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             crate::primary::Started::Full => {}
             crate::primary::Started::FullChained => {
                 tx.client().replica = true;
-                chained_full_sync(&tx, client_id, is_psync).await;
+                chained_full_sync(&tx, client_id).await;
                 return Vec::new();
             }
         }
         tx.client().replica = true;
-        while !crate::bgsave::claim(&shared) {
-            crate::exec::sleep_until(Instant::now() + Duration::from_millis(10)).await;
+        crate::primary::log_delay(&shared, client_id);
+        // Waits for the snapshot to start (repl-diskless-sync-delay, another save in
+        // progress), unless the replica shares one another handler starts.
+        loop {
+            match crate::primary::poll_start(&shared, client_id) {
+                crate::primary::Poll::Done => return Vec::new(),
+                crate::primary::Poll::Start => break,
+                crate::primary::Poll::Wait => {
+                    crate::exec::sleep_until(Instant::now() + Duration::from_millis(10)).await
+                }
+            }
         }
         tx.reserve(crate::cmd::transactions::every_shard(tx.nshards()))
             .await;
-        crate::log::notice("Starting BGSAVE for SYNC with target: disk");
-        // Numbered while every shard is held: the feed meets the cuts in this order.
-        crate::primary::number_cut(&shared, client_id);
+        // Every replica waiting now shares this snapshot; its cut is numbered while every
+        // shard is held: the feed meets the cuts in this order.
+        let Some(job) = crate::primary::take_waiting(&shared) else {
+            shared
+                .bgsaves
+                .in_progress
+                .store(false, std::sync::atomic::Ordering::Release);
+            tx.release();
+            return Vec::new();
+        };
+        crate::log::notice(&format!(
+            "Starting BGSAVE for SYNC with target: {}",
+            job.target()
+        ));
         tx.start_repl_barrier_log();
         let snap =
             crate::persist::snapshot::SnapshotOptions::from_config(&shared, Shared::now_ms());
+        let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (header, shards, from_shards) =
-            crate::bgsave::cut(&tx, snap, false, Default::default()).await;
+            crate::bgsave::cut(&tx, snap, false, stopped.clone()).await;
         // The cut's end in the stream: every shard's marker is in, the barrier follows.
         tx.end_log();
         tx.release();
-        crate::primary::full_sync(&shared, client_id, is_psync, header, shards, from_shards);
+        crate::primary::run_job(&shared, job, header, shards, from_shards, stopped);
         Vec::new()
     })
 }
@@ -205,7 +226,7 @@ fn psync(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 /// command it forwarded is applied, the snapshot is cut there (its offset is one of the
 /// primary's stream), and the link goes on, the stream after the cut buffered for the new
 /// replica (replica.rs `request_hold`).
-async fn chained_full_sync(tx: &Tx, client_id: u64, is_psync: bool) {
+async fn chained_full_sync(tx: &Tx, client_id: u64) {
     let shared = tx.shared().clone();
     while !crate::bgsave::claim(&shared) {
         crate::exec::sleep_until(Instant::now() + Duration::from_millis(10)).await;
@@ -233,19 +254,26 @@ async fn chained_full_sync(tx: &Tx, client_id: u64, is_psync: bool) {
     }
     tx.reserve(crate::cmd::transactions::every_shard(tx.nshards()))
         .await;
-    crate::log::notice("Starting BGSAVE for SYNC with target: disk");
-    let cut = crate::primary::chained_cut(&shared, client_id);
+    let Some(job) = crate::primary::chained_job(&shared, client_id) else {
+        // The replica went away meanwhile.
+        tx.release();
+        replica::release_hold(&shared);
+        shared
+            .bgsaves
+            .in_progress
+            .store(false, std::sync::atomic::Ordering::Release);
+        return;
+    };
+    crate::log::notice(&format!(
+        "Starting BGSAVE for SYNC with target: {}",
+        job.target()
+    ));
     let snap = crate::persist::snapshot::SnapshotOptions::from_config(&shared, Shared::now_ms());
-    let (header, shards, from_shards) =
-        crate::bgsave::cut(tx, snap, false, Default::default()).await;
+    let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (header, shards, from_shards) = crate::bgsave::cut(tx, snap, false, stopped.clone()).await;
     tx.release();
     replica::release_hold(&shared);
-    if !cut {
-        // The replica went away meanwhile: the snapshot's pieces still have a reader, which
-        // finds no replica and gives the claim back.
-        crate::log::notice("The replica went away before its snapshot was cut");
-    }
-    crate::primary::full_sync(&shared, client_id, is_psync, header, shards, from_shards);
+    crate::primary::run_job(&shared, job, header, shards, from_shards, stopped);
 }
 
 /// REPLCONF option value ...: what a replica says about itself, and its acknowledgements.
