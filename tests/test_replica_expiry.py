@@ -76,7 +76,7 @@ def test_a_replica_keeps_expired_keys_until_the_primary_deletes_them(primary, da
     got = steps(primary, rep)
     assert got == want
     # What the steps say: 3 keys, hidden once due but counted until the DEL, then 2.
-    assert want[0] == 3 and want[6] == 3 and want[8] == 3 and want[10] == 2
+    assert want[0] == 3 and want[6] == 3 and want[8] == 3 and want[10] == 2, want
     assert want[-1] == [b"stays"]
 
 
@@ -142,3 +142,37 @@ def test_a_past_ttl_on_a_replica_keeps_the_key_until_the_primary_deletes_it(darn
     finally:
         primary.stop()
     assert want[2] == 1 and want[7] == 2 and want[11] == 3
+
+
+def synced_after_load(primary, replica):
+    p, r = primary.client(), replica.client()
+    synced(p, r)
+    seen = [r.dbsize(), r.get("due"), r.exists("due")]
+    p.get("due")  # the primary expires it now: its DEL reaches the replica
+    wait_for(lambda: r.dbsize() == 1, what="the primary's DEL")
+    return seen
+
+
+def test_a_full_sync_keeps_keys_already_due_until_the_primary_deletes_them(primary,
+                                                                           darner_factory):
+    """A key past its TTL in the primary's snapshot is loaded by the replica (hidden, counted)
+    and stays until the primary's DEL, as a Redis replica loads it."""
+    p = primary.client()
+    p.flushall()
+    p.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    p.set("stays", "1")
+    p.set("due", "1", px=20)
+    time.sleep(0.1)
+    try:
+        ref = harness.start_reference(["--replicaof", "127.0.0.1", str(primary.port)])
+        try:
+            want = synced_after_load(primary, ref)
+        finally:
+            ref.stop()
+        p.set("due", "1", px=20)
+        time.sleep(0.1)
+        rep = darner_factory("--replicaof", "127.0.0.1", primary.port)
+        assert synced_after_load(primary, rep) == want
+        assert want == [2, None, 0]
+    finally:
+        p.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")

@@ -294,7 +294,10 @@ impl ShardOut {
     /// The table's sink: writes `e` of database `db` into the buffer, or takes a big value
     /// for later (false) unless `forced`.
     fn write(&mut self, db: usize, e: &Entry, forced: bool) -> bool {
-        if e.is_expired(self.clock.now_ms) || self.stopped.load(Ordering::Relaxed) {
+        // A key whose TTL passed is written too, with its TTL, as Redis writes it (and as
+        // SAVE does): a master loading the file drops it, a replica keeps it until its
+        // primary's DEL, so a full sync leaves the replica the primary's dataset.
+        if self.stopped.load(Ordering::Relaxed) {
             return true;
         }
         if let Some(cur) = self.current.as_mut() {

@@ -524,7 +524,15 @@ fn exit(msg: &str) -> ! {
 pub fn open_at_startup(shared: &crate::shared::Shared) -> Option<FileLoader> {
     let path = super::rdb_path(shared);
     let now = crate::shared::Shared::now_ms();
-    FileLoader::open(&path, shared.threads, shared.databases, now).unwrap_or_else(|e| exit(&e))
+    let mut loader =
+        FileLoader::open(&path, shared.threads, shared.databases, now).unwrap_or_else(|e| exit(&e));
+    // Started as a replica (`replicaof`): keys whose TTL passed wait for the primary's DEL.
+    if shared.config.replicaof().is_some() {
+        if let Some(l) = loader.as_mut() {
+            l.keep_expired();
+        }
+    }
+    loader
 }
 
 /// Loads the file [`open_at_startup`] opened into the shards (whose threads run and answer
@@ -662,6 +670,11 @@ pub async fn load_from(
     merge: bool,
 ) -> Result<(), String> {
     let shared = tx.shared().clone();
+    // A replica keeps keys whose TTL passed: its primary's DEL removes them (Redis loads
+    // them unless it is a master).
+    if shared.repl.is_replica.load(Ordering::SeqCst) {
+        loader.keep_expired();
+    }
     let start = std::time::Instant::now();
     let path = loader.name.clone();
     let build = building(shared.threads);
