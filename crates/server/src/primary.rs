@@ -640,12 +640,7 @@ pub fn chained_job(shared: &Shared, client_id: u64) -> Option<Job> {
     r.job = id;
     let diskless = diskless && r.eof;
     if !diskless {
-        let path = format!("temp-{}-repl-{id}.rdb", std::process::id());
-        reps.disk_job = Some(DiskJob {
-            id,
-            file: Arc::new(SyncFile(path.into())),
-            written: Default::default(),
-        });
+        reps.disk_job = Some(DiskJob::new(id));
     }
     Some(Job {
         id,
@@ -903,6 +898,18 @@ struct DiskJob {
     written: Arc<Written>,
 }
 
+impl DiskJob {
+    /// Job `id`'s file, `temp-<pid>-repl-<id>.rdb` in `dir`, not written yet.
+    fn new(id: u64) -> DiskJob {
+        let path = format!("temp-{}-repl-{id}.rdb", std::process::id());
+        DiskJob {
+            id,
+            file: Arc::new(SyncFile(path.into())),
+            written: Default::default(),
+        }
+    }
+}
+
 /// What the PSYNC handler does next while its replica waits for a snapshot ([`poll_start`]).
 pub enum Poll {
     /// Wait a moment and ask again.
@@ -1062,12 +1069,7 @@ pub fn take_waiting(shared: &Shared) -> Option<Job> {
         r.job = id;
     }
     if !diskless {
-        let path = format!("temp-{}-repl-{id}.rdb", std::process::id());
-        reps.disk_job = Some(DiskJob {
-            id,
-            file: Arc::new(SyncFile(path.into())),
-            written: Default::default(),
-        });
+        reps.disk_job = Some(DiskJob::new(id));
     }
     Some(Job {
         id,

@@ -1099,21 +1099,11 @@ impl Loopback {
             .write_all(&command(&[b"SELECT", db.to_string().as_bytes()]))
             .map_err(|e| e.to_string())?;
         let deadline = Instant::now() + Duration::from_secs(10);
-        let mut chunk = [0u8; 256];
         while !self.replies.ends_with(b"\r\n") {
             if Instant::now() > deadline {
                 return Err("no reply to SELECT".into());
             }
-            match self.sock.read(&mut chunk) {
-                Ok(0) => return Err("closed by the server".into()),
-                Ok(n) => self.replies.extend_from_slice(&chunk[..n]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return Err(e.to_string()),
-            }
+            self.read_some()?;
         }
         let reply = std::mem::take(&mut self.replies);
         if reply == b"+OK\r\n" {
@@ -1553,19 +1543,32 @@ fn hand_over_history(
     }
 }
 
+impl Loopback {
+    /// Adds what the server answered to `replies` (nothing within the read timeout is fine).
+    fn read_some(&mut self) -> Result<(), String> {
+        let mut chunk = [0u8; 16 * 1024];
+        match self.sock.read(&mut chunk) {
+            Ok(0) => Err("closed by the server".into()),
+            Ok(n) => {
+                self.replies.extend_from_slice(&chunk[..n]);
+                Ok(())
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
 /// Reads the replies that came and counts them.
 fn read_replies(l: &mut Loopback, off: &mut Offsets) -> Result<(), String> {
-    let mut chunk = [0u8; 16 * 1024];
-    match l.sock.read(&mut chunk) {
-        Ok(0) => return Err("closed by the server".into()),
-        Ok(n) => l.replies.extend_from_slice(&chunk[..n]),
-        Err(e)
-            if matches!(
-                e.kind(),
-                ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-            ) => {}
-        Err(e) => return Err(e.to_string()),
-    }
+    l.read_some()?;
     let limits = darner_resp::Limits::default();
     let mut used = 0;
     while let Ok(Some((frame, n))) = darner_resp::decode(&l.replies[used..], &limits) {
