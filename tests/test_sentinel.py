@@ -200,7 +200,23 @@ def failover(d, promoted, other):
              "the repointed replica's config file to name the new primary", d.logs())
 
     # The old primary comes back as a primary (its data gone: no persistence); Sentinel
-    # turns it into a replica of the new one, which gives it the data.
+    # turns it into a replica of the new one, which gives it the data. It comes back once
+    # every sentinel has seen the new primary up and no failover running for 2 s: an empty
+    # server back during a spurious +sdown of the new primary right after the switch (seen
+    # once on a loaded 2-core machine, with down-after-milliseconds 1000) could be promoted.
+    settled_since = [None]
+
+    def settled():
+        flags = [as_dict(d.sentinel(i, "MASTER", "mymaster"))["flags"]
+                 for i in range(len(d.sentinels))]
+        if any(f != "master" for f in flags) or any(d.master_port(i) != promoted.port
+                                                  for i in range(len(d.sentinels))):
+            settled_since[0] = None
+            return False
+        settled_since[0] = settled_since[0] or time.monotonic()
+        return time.monotonic() - settled_since[0] >= 2.0
+
+    wait_for(settled, 20, "every sentinel to see the new primary up for 2 s", d.logs())
     promoted.client().set("after-failover", "1")
     old.fixed_port = old.port
     old.start()
