@@ -15,25 +15,14 @@ Every wait polls with a deadline.
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 import redis
 
 import harness
+from test_replica import wait_for
 
 pytestmark = pytest.mark.darner_only
-
-
-def wait_for(cond, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = cond()
-        if last:
-            return last
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
 
 
 def info(client):

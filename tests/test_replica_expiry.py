@@ -17,7 +17,7 @@ import pytest
 
 import harness
 from test_replica import wait_for
-from test_replica_tracking import synced
+from test_replica_tracking import primary, synced  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.darner_only
 
@@ -52,18 +52,6 @@ def steps(primary, replica):
     seen.append(sorted(r.keys("*")))
     p.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
     return seen
-
-
-@pytest.fixture(params=["redis-primary", "darner-primary"])
-def primary(request):
-    if request.param == "redis-primary":
-        srv = harness.start_reference(["--repl-diskless-sync-delay", "0"])
-    else:
-        srv = harness.start_darner(["--save", ""])
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 def test_a_replica_keeps_expired_keys_until_the_primary_deletes_them(primary, darner_factory):

@@ -439,19 +439,7 @@ pub async fn block(
     // AOF logs until it ends, and what serves it may wait for those (a push whose reply
     // waits for its fsync). Whatever serves it writes what it did (`BlockOp::serve`).
     tx.end_log();
-    let sleep = timeout.map(|t| exec::sleep_until(Instant::now() + t));
-    let outcome = match (Wait { result, sleep }).await {
-        Waited::Done(o) => Some(o),
-        Waited::TimedOut(result) => {
-            if w.claim() {
-                result.forget();
-                None
-            } else {
-                // Claimed by a shard (or a disconnect) just before the timer: take its result.
-                Some(result.await)
-            }
-        }
-    };
+    let outcome = within(&w, result, timeout).await;
     BLOCKED.with(|b| b.borrow_mut().remove(&client));
     BLOCKED_CLIENTS.fetch_sub(1, Ordering::Relaxed);
     KEY_WAITERS.fetch_sub(1, Ordering::Release);
@@ -522,8 +510,26 @@ pub async fn block_other(
     BLOCKED.with(|b| b.borrow_mut().insert(client, w.clone()));
     BLOCKED_CLIENTS.fetch_add(1, Ordering::Relaxed);
     register(w.clone());
+    let outcome = within(&w, result, timeout).await;
+    BLOCKED.with(|b| b.borrow_mut().remove(&client));
+    BLOCKED_CLIENTS.fetch_sub(1, Ordering::Relaxed);
+    outcome
+}
+
+enum Waited {
+    Done(Outcome),
+    TimedOut(exec::Hop<Outcome>),
+}
+
+/// `w`'s result, or None once `timeout` passed and the timer claimed the waiter (a shard or
+/// a disconnect that claimed it just before the timer gives its result).
+async fn within(
+    w: &Waiter,
+    result: exec::Hop<Outcome>,
+    timeout: Option<Duration>,
+) -> Option<Outcome> {
     let sleep = timeout.map(|t| exec::sleep_until(Instant::now() + t));
-    let outcome = match (Wait { result, sleep }).await {
+    match (Wait { result, sleep }).await {
         Waited::Done(o) => Some(o),
         Waited::TimedOut(result) => {
             if w.claim() {
@@ -533,15 +539,7 @@ pub async fn block_other(
                 Some(result.await)
             }
         }
-    };
-    BLOCKED.with(|b| b.borrow_mut().remove(&client));
-    BLOCKED_CLIENTS.fetch_sub(1, Ordering::Relaxed);
-    outcome
-}
-
-enum Waited {
-    Done(Outcome),
-    TimedOut(exec::Hop<Outcome>),
+    }
 }
 
 /// The result or the timer, whichever comes first.
