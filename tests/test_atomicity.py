@@ -7,8 +7,10 @@ stopped and joined."""
 from __future__ import annotations
 
 import random
+import sys
 import threading
 import time
+import traceback
 
 import pytest
 import redis
@@ -24,7 +26,8 @@ def srv4(darner_factory):
 class Load:
     """Runs worker functions in threads until stopped; collects violations/errors."""
 
-    def __init__(self):
+    def __init__(self, srv=None):
+        self.srv = srv
         self.stop = threading.Event()
         self.threads = []
         self.errors = []
@@ -66,10 +69,34 @@ class Load:
             self.stop.set()
             for t in self.threads:
                 t.join(10)
-        alive = [t.name for t in self.threads if t.is_alive()]
-        assert not alive, "threads did not stop (server hung?): %s" % alive
+        alive = [t for t in self.threads if t.is_alive()]
+        assert not alive, "threads did not stop (server hung?): %s\n%s" % (
+            [t.name for t in alive], self.diagnosis(alive))
         assert not self.errors, "worker errors:\n" + "\n".join(self.errors[:10])
         assert not self.violations, "atomicity violations:\n" + "\n".join(self.violations)
+
+
+    def diagnosis(self, alive):
+        """What a hang looked like: where each stuck thread waits, the workers' errors, and
+        whether the server still answers (a fresh connection's PING and CLIENT LIST), with the
+        tail of its log."""
+        out = []
+        frames = sys._current_frames()
+        for t in alive:
+            stack = "".join(traceback.format_stack(frames.get(t.ident))) if t.ident in frames else "?"
+            out.append("--- %s waits in:\n%s" % (t.name, stack[-1500:]))
+        out.append("--- errors: %s" % self.errors[:10])
+        if self.srv is not None:
+            out.append("--- server process alive: %s" % self.srv.alive())
+            try:
+                with self.srv.raw(timeout=3) as c:
+                    out.append("--- PING: %r" % c.call("PING").raw)
+                    out.append("--- CLIENT LIST:\n%s" % c.call("CLIENT", "LIST").raw.decode("utf-8", "replace"))
+                    out.append("--- INFO:\n%s" % c.call("INFO", "clients").raw.decode("utf-8", "replace"))
+            except Exception as e:  # noqa: the diagnosis must not hide the failure
+                out.append("--- a fresh connection failed: %s: %s" % (type(e).__name__, e))
+            out.append("--- server log tail:\n%s" % self.srv.log_tail(3000))
+        return "\n".join(out)
 
 
 def _client(srv):
@@ -82,7 +109,7 @@ def test_transfers_preserve_total(srv4):
     setup = _client(srv4)
     setup.mset({a: initial for a in accounts})
     total = n_accounts * initial
-    load = Load()
+    load = Load(srv4)
     clients = []
 
     def transfer_worker(seed):
@@ -144,7 +171,7 @@ def test_mset_pairs_seen_atomically(srv4):
     allkeys = [k for p in pairs for k in p]
     setup = _client(srv4)
     setup.mset({k: 0 for k in allkeys})
-    load = Load()
+    load = Load(srv4)
     clients = []
 
     def writer(seed):
@@ -190,7 +217,7 @@ def test_rename_ping_pong_exactly_one_exists(srv4):
     setup = _client(srv4)
     for a, _ in names:
         setup.set(a, "token")
-    load = Load()
+    load = Load(srv4)
     clients = []
 
     def renamer(a, b):
@@ -314,7 +341,7 @@ def test_multi_exec_isolated_from_concurrent_writers(srv4):
     """A MULTI block reading two keys written together by MSET never sees a mix."""
     setup = _client(srv4)
     setup.mset({"iso:a": 0, "iso:b": 0, "iso:c": 0})
-    load = Load()
+    load = Load(srv4)
     clients = []
 
     def writer():
@@ -356,7 +383,7 @@ def test_move_between_dbs_exactly_one_copy(srv4):
     setup = _client(srv4)
     for i in range(4):
         setup.set("mv:%d" % i, "token")
-    load = Load()
+    load = Load(srv4)
     clients = []
 
     def mover(i):
@@ -462,7 +489,7 @@ def test_concurrent_pipelines_keep_reply_order(srv4):
 
 
 def test_flushall_during_writes_server_survives(srv4):
-    load = Load()
+    load = Load(srv4)
     clients = []
 
     def writer(seed):
