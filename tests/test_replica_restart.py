@@ -70,7 +70,8 @@ def test_a_restarted_replica_continues_partially(kind, how, darner_factory):
         rep.start()
         r = rep.client()
         wait_for(lambda: synced(p, r), 20, "the restarted replica to catch up")
-        assert p.info("stats")["sync_partial_ok"] == partial_before + 1
+        assert p.info("stats")["sync_partial_ok"] == partial_before + 1, (
+            "no partial resync; the replica's log:\n" + rep.log_tail(6000))
         assert p.info("stats")["sync_full"] == full_before
         assert rep.client(db=3).get("while-down-3") == b"x"
         assert r.get("while-down-0") == b"y"

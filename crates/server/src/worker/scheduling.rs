@@ -137,18 +137,25 @@ impl Worker {
             if self.shard.lock.sched.wait_for_holders(self.id) {
                 return;
             }
-            // One finished meanwhile: release it now.
+            // One finished meanwhile (its last part ran on another thread after the deferred
+            // work above found its keys held, and before this shard asked to be told): release
+            // it now, and look at the deferred work again even when the release granted no
+            // waiting part. That finisher saw no request to wake this shard, so nothing else
+            // would: with no intent left here, the turns' sweeps skip an idle scheduler, and
+            // the deferred work (a client's pipeline) would wait for the next message to
+            // arrive, for ever once the load stops.
             work.extend(self.shard.lock.sched.sweep());
-            if work.is_empty() {
-                return;
-            }
         }
     }
 
     /// Releases the intents of transactions whose parts have all run (Msg::Released, the end
     /// of a loop turn, or before work that would wait behind them).
+    ///
+    /// Deferred work with nothing held here runs too: it can only be left so by a release
+    /// that did not look at it, and each loop turn comes here, so such work waits at most a
+    /// turn instead of until the next message (a safety net under [`Worker::after_change`]).
     pub(super) fn sweep_lingering(&mut self) {
-        if self.shard.lock.sched.idle() {
+        if self.shard.lock.sched.idle() && self.shard.lock.deferred.is_empty() {
             return;
         }
         let granted = self.shard.lock.sched.sweep();
