@@ -1,0 +1,360 @@
+"""darner-proxy in front of a real Redis Cluster: three primaries of Debian's redis-server
+(`--cluster-enabled yes`, made with `redis-cli --cluster create`), the proxy next to
+DARNER_BIN, and redis-py talking to the proxy as to one node (and as RedisCluster).
+
+Error texts the proxy writes itself are compared with what a cluster node says for the same
+request; routing is checked by asking the owning node directly where the keys went.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+import redis
+
+import harness
+from harness import HarnessError, Server
+from keyslot import key_slot
+
+
+def proxy_bin() -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(harness.darner_bin())), "darner-proxy")
+
+
+class ProxyServer(Server):
+    """darner-proxy on a free loopback port (the harness's Server, with the proxy's options)."""
+
+    def __init__(self, seeds, extra=()):
+        super().__init__(proxy_bin(), list(extra), name="darner-proxy")
+        self.seeds = seeds
+
+    def build_cmdline(self, port):
+        return [self.binary, "--listen", "127.0.0.1:%d" % port, "--cluster", ",".join(self.seeds),
+                "--threads", "2", "--cluster-refresh-interval", "1000"] + self.user_args
+
+
+def wait_for(pred, timeout=15.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for %s" % what)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if harness.darner_is_redis() or not os.access(proxy_bin(), os.X_OK):
+        pytest.skip("darner-proxy not built next to DARNER_BIN")
+    binary = harness.redis_server_bin()
+    if not binary:
+        pytest.skip("redis-server not installed")
+    nodes = []
+    try:
+        for _ in range(3):
+            nodes.append(Server(binary, ["--cluster-enabled", "yes", "--cluster-config-file",
+                                         "nodes.conf", "--cluster-node-timeout", "5000"],
+                                is_redis=True, name="cluster-node").start())
+        addrs = ["127.0.0.1:%d" % n.port for n in nodes]
+        out = subprocess.run(["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas",
+                              "0", "--cluster-yes"], capture_output=True, timeout=30)
+        assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
+        clients = [n.client() for n in nodes]
+
+        def formed():
+            for c in clients:
+                info = c.execute_command("CLUSTER", "INFO")
+                ok = (info.get("cluster_state") == "ok" if isinstance(info, dict)
+                      else b"cluster_state:ok" in info)
+                if not ok or len(c.execute_command("CLUSTER", "SLOTS")) != 3:
+                    return False
+            return True
+        wait_for(formed, what="cluster_state:ok on every node")
+        yield nodes
+    except HarnessError as e:
+        pytest.fail(str(e), pytrace=False)
+    finally:
+        for n in nodes:
+            n.stop()
+
+
+@pytest.fixture(scope="module")
+def proxy(cluster):
+    p = ProxyServer(["127.0.0.1:%d" % cluster[0].port])
+    try:
+        p.start()
+    except HarnessError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def r(proxy, cluster):
+    c = proxy.client()
+    c.flushall()
+    yield c
+    c.close()
+
+
+def owner(cluster, key):
+    """The node whose CLUSTER SLOTS range holds the key's slot, asked of node 0."""
+    slot = key_slot(key)
+    for start, end, primary, *_ in cluster[0].client().execute_command("CLUSTER", "SLOTS"):
+        if start <= slot <= end:
+            port = primary[1]
+            return next(n for n in cluster if n.port == port)
+    raise AssertionError("slot %d not served" % slot)
+
+
+def keys_on_distinct_nodes(cluster, prefix="k"):
+    """One key per primary."""
+    found = {}
+    i = 0
+    while len(found) < len(cluster):
+        k = "%s%d" % (prefix, i)
+        found.setdefault(owner(cluster, k).port, k)
+        i += 1
+    return list(found.values())
+
+
+def error_text(server, *args):
+    """The exact error line a server answers (redis-py would strip some error codes)."""
+    with server.raw() as c:
+        reply = c.call(*args).raw
+    assert reply.startswith(b"-"), reply
+    return reply.decode()
+
+
+def test_set_get_across_slots_land_on_their_owner(r, cluster):
+    keys = ["key:%d" % i for i in range(60)]
+    for k in keys:
+        assert r.set(k, k.upper())
+    for k in keys:
+        assert r.get(k) == k.upper().encode()
+        # Stored on the node that owns the key's slot, and only there.
+        assert owner(cluster, k).client().get(k) == k.upper().encode()
+    assert len({owner(cluster, k).port for k in keys}) == 3
+    assert r.dbsize() == 60
+    assert sorted(r.keys("key:*")) == sorted(k.encode() for k in keys)
+
+
+def test_mget_mset_del_split_and_merged_in_order(r, cluster):
+    a, b, c = keys_on_distinct_nodes(cluster)
+    assert r.mset({a: "1", b: "2", c: "3"})
+    assert r.mget([c, "missing", a, b, a]) == [b"3", None, b"1", b"2", b"1"]
+    assert r.exists(a, b, c, "missing", a) == 4
+    assert r.touch(a, b, "missing") == 2
+    assert r.delete(a, b, "missing") == 2
+    assert r.unlink(c, c) == 1
+    assert r.mget([a, b, c]) == [None, None, None]
+    for k in (a, b, c):
+        assert owner(cluster, k).client().exists(k) == 0
+
+
+def test_split_errors_are_the_clients(r, proxy, cluster):
+    a, b, c = keys_on_distinct_nodes(cluster)
+    r.rpush(b, "x")
+    r.set(a, "1")
+    # A wrong-type key on one node fails the whole MGET? No: MGET answers nil for it, as Redis.
+    assert r.mget([a, b]) == [b"1", None]
+    # An odd MSET is refused with Redis's text.
+    assert error_text(proxy, "MSET", a) == error_text(cluster[0], "MSET", a)
+
+
+def test_crossslot_as_redis(r, proxy, cluster):
+    a, b, _ = keys_on_distinct_nodes(cluster)
+    node = cluster[0]
+    for args in (("MSETNX", a, "1", b, "2"), ("RENAME", a, b), ("SUNIONSTORE", a, a, b),
+                 ("EVAL", "return 1", "2", a, b)):
+        want = error_text(node, *args)
+        assert want.startswith("-CROSSSLOT")
+        assert error_text(proxy, *args) == want
+    # One slot through a hashtag: the atomic command goes through.
+    assert r.msetnx({"{user7}.a": "1", "{user7}.b": "2"})
+    assert r.mget(["{user7}.a", "{user7}.b"]) == [b"1", b"2"]
+    assert r.sadd("{t}s1", "x", "y") and r.sadd("{t}s2", "y", "z")
+    assert r.sunionstore("{t}dst", ["{t}s1", "{t}s2"]) == 3
+    assert owner(cluster, "{t}dst").client().scard("{t}dst") == 3
+
+
+def test_local_answers_match_a_cluster_node(r, proxy, cluster):
+    node = cluster[0]
+    for args in (("SELECT", "1"), ("SELECT", "x"), ("PING", "a", "b"), ("HELLO", "4"),
+                 ("CLUSTER", "NOPE"), ("CLUSTER", "KEYSLOT"), ("READONLY", "x")):
+        assert error_text(proxy, *args) == error_text(node, *args), args
+    assert r.execute_command("SELECT", "0")
+    for key in ("foo", "{user1000}.following", "a{}b", "{}{x}"):
+        assert r.execute_command("CLUSTER", "KEYSLOT", key) == \
+            node.client().execute_command("CLUSTER", "KEYSLOT", key) == key_slot(key)
+    assert r.ping() and r.echo("hi") == b"hi"
+    assert r.execute_command("READONLY") and r.execute_command("READWRITE")
+
+
+def test_cluster_commands_name_the_proxy(r, proxy):
+    slots = r.execute_command("CLUSTER", "SLOTS")
+    assert len(slots) == 1
+    start, end, primary = slots[0][:3]
+    assert (start, end) == (0, 16383)
+    assert primary[0] in (b"127.0.0.1", "127.0.0.1") and primary[1] == proxy.port
+    myid = r.execute_command("CLUSTER", "MYID")
+    myid = myid.decode() if isinstance(myid, bytes) else myid
+    assert len(myid) == 40
+    nodes = r.execute_command("CLUSTER", "NODES")
+    assert myid in str(nodes) and "127.0.0.1:%d" % proxy.port in str(nodes)
+    info = r.execute_command("CLUSTER", "INFO")
+    info = info.decode() if isinstance(info, bytes) else info
+    assert "cluster_state:ok\r\n" in info and "cluster_known_nodes:1\r\n" in info
+    shards = r.execute_command("CLUSTER", "SHARDS")
+    assert len(shards) == 1
+
+
+def test_pipeline_keeps_order(r, cluster):
+    keys = ["p%d" % i for i in range(300)]
+    pipe = r.pipeline(transaction=False)
+    for i, k in enumerate(keys):
+        pipe.set(k, i)
+        pipe.incr(k)
+        pipe.ping()
+        pipe.get(k)
+    pipe.mget(keys[:50])
+    got = pipe.execute()
+    want = []
+    for i in range(300):
+        want += [True, i + 1, True, str(i + 1).encode()]
+    want.append([str(i + 1).encode() for i in range(50)])
+    assert got == want
+
+
+def test_many_clients_share_the_backends(proxy, cluster):
+    errors = []
+
+    def worker(n):
+        try:
+            c = proxy.client()
+            for i in range(200):
+                k = "w%d:%d" % (n, i)
+                c.set(k, i)
+                assert c.get(k) == str(i).encode()
+            c.close()
+        except Exception as e:  # reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    # Each proxy thread holds a handful of connections to each node, whatever the clients did.
+    for n in cluster:
+        clients = n.client().client_list()
+        assert len(clients) <= 2 * 2 + 2, clients
+
+
+def test_resp3_client(proxy, cluster):
+    c = proxy.client(protocol=3)
+    c.flushall()
+    a, b, _ = keys_on_distinct_nodes(cluster)
+    c.hset(a, mapping={"f": "v"})
+    assert c.hgetall(a) == {b"f": b"v"}
+    assert c.mget([a + "x", b]) == [None, None]
+    c.set(b, "1")
+    assert c.mget([b, a + "x"]) == [b"1", None]
+    c.close()
+
+
+def test_unsupported_commands_say_so(r, proxy):
+    for args in (("MULTI",), ("BLPOP", "l", "0"), ("SUBSCRIBE", "ch"), ("WATCH", "k")):
+        assert "not supported by darner proxy yet" in error_text(proxy, *args)
+    # The connection is still usable.
+    assert r.ping()
+
+
+def test_redis_cluster_client_through_the_proxy(proxy, cluster):
+    rc = redis.RedisCluster(host="127.0.0.1", port=proxy.port, socket_timeout=10)
+    try:
+        nodes = rc.get_nodes()
+        assert [(n.host, n.port) for n in nodes] == [("127.0.0.1", proxy.port)]
+        a, b, c = keys_on_distinct_nodes(cluster, "rc")
+        for k in (a, b, c):
+            assert rc.set(k, k)
+        assert rc.mget_nonatomic([a, b, c]) == [a.encode(), b.encode(), c.encode()]
+        assert rc.delete(a) == 1
+        assert owner(cluster, b).client().get(b) == b.encode()
+    finally:
+        rc.close()
+
+
+def test_slot_migration_while_the_proxy_answers(r, proxy, cluster):
+    """A slot moves from one primary to another (CLUSTER SETSLOT IMPORTING/MIGRATING, MIGRATE,
+    SETSLOT NODE), with a writer through the proxy all along: ASK during the move, MOVED after,
+    and no request fails."""
+    key = "migrating"
+    slot = key_slot(key)
+    src = owner(cluster, key)
+    dst = next(n for n in cluster if n.port != src.port)
+    sc, dc = src.client(), dst.client()
+    src_id, dst_id = sc.execute_command("CLUSTER", "MYID"), dc.execute_command("CLUSTER", "MYID")
+    same_slot = ["{%s}%d" % (key, i) for i in range(20)]
+    r.set(key, "v0")
+    for k in same_slot[:10]:
+        r.set(k, "old")
+
+    stop = threading.Event()
+    errors = []
+    count = [0]
+
+    def writer():
+        c = proxy.client()
+        i = 0
+        while not stop.is_set():
+            try:
+                k = same_slot[i % 10]
+                c.set(k, i)
+                assert c.get(k) == str(i).encode()
+                count[0] += 1
+            except Exception as e:
+                errors.append(repr(e))
+            i += 1
+        c.close()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        dc.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+        sc.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+        # A key the source does not have: the source answers ASK, the proxy follows it to the
+        # importing node (with ASKING) and the key is created there.
+        assert r.set(same_slot[15], "new")
+        assert r.get(same_slot[15]) == b"new"
+        with dst.raw() as c:
+            assert c.call("ASKING").raw == b"+OK\r\n"
+            assert c.call("GET", same_slot[15]).raw == b"$3\r\nnew\r\n"
+        time.sleep(0.2)
+        while True:
+            ks = sc.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)
+            if not ks:
+                break
+            sc.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "REPLACE",
+                               "KEYS", *ks)
+        for n in cluster:
+            n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        t.join(30)
+    assert not errors, errors[:5]
+    assert count[0] > 0
+    # After the move: MOVED from the old owner, followed by the proxy.
+    assert r.get(key) == b"v0"
+    assert dc.get(key) == b"v0"
+    assert sc.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 0
+    assert r.get(same_slot[15]) == b"new"
+    # The proxy's map now has the new owner: ask its routing through a fresh key.
+    assert r.set(same_slot[19], "after")
+    assert dc.get(same_slot[19]) == b"after"
