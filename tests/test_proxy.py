@@ -57,7 +57,7 @@ def cluster():
     try:
         for _ in range(3):
             nodes.append(Server(binary, ["--cluster-enabled", "yes", "--cluster-config-file",
-                                         "nodes.conf", "--cluster-node-timeout", "5000"],
+                                         "nodes.conf", "--cluster-node-timeout", "15000"],
                                 is_redis=True, name="cluster-node").start())
         addrs = ["127.0.0.1:%d" % n.port for n in nodes]
         out = subprocess.run(["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas",
@@ -358,3 +358,36 @@ def test_slot_migration_while_the_proxy_answers(r, proxy, cluster):
     # The proxy's map now has the new owner: ask its routing through a fresh key.
     assert r.set(same_slot[19], "after")
     assert dc.get(same_slot[19]) == b"after"
+
+
+def test_protocol_errors_as_redis(proxy, cluster):
+    for bad in (b"*x\r\n", b"*1\r\n$-5\r\n", b"*1\r\nfoo\r\n", b'SET "a\r\n'):
+        replies = []
+        for server in (proxy, cluster[0]):
+            with server.raw() as c:
+                c.send_raw(b"PING\r\n" + bad)
+                replies.append(c.wait_closed())
+        assert replies[0] == replies[1], bad
+
+
+def test_a_dead_backend_fails_only_its_requests(proxy, cluster):
+    """Runs last: it kills a primary. Requests for that primary's slots get an upstream error;
+    the other primaries' keys are served as before (the survivors keep cluster_state:ok for
+    the 15 s node timeout, far longer than the test)."""
+    victim = cluster[2]
+    keys = {}
+    i = 0
+    while len(keys) < 2:
+        k = "dead%d" % i
+        keys.setdefault(owner(cluster, k).port == victim.port, k)
+        i += 1
+    alive_key, dead_key = keys[False], keys[True]
+    c = proxy.client()
+    c.set(alive_key, "1")
+    c.set(dead_key, "1")
+    victim.kill()
+    err = error_text(proxy, "GET", dead_key)
+    assert err.startswith("-ERR upstream 127.0.0.1:%d: " % victim.port), err
+    assert c.get(alive_key) == b"1"
+    assert c.mget([alive_key, alive_key]) == [b"1", b"1"]
+    c.close()

@@ -33,6 +33,9 @@ const MAX_REDIRECTS: u8 = 5;
 /// Requests a client may have waiting for replies before the proxy stops reading from it: a
 /// client that pipelines without reading its replies is bounded, not buffered without end.
 const MAX_PENDING: usize = 1024;
+/// Most bytes read from one client before its requests are processed: a client sending a
+/// flood is served in turns with the others.
+const CLIENT_READ_MAX: usize = 1024 * 1024;
 /// Bytes read from a socket at a time.
 const READ_CHUNK: usize = 16 * 1024;
 /// How often a thread without a topology asks the seeds again.
@@ -229,8 +232,20 @@ fn host_of(node: &str) -> &str {
     node.rsplit_once(':').map_or(node, |(h, _)| h)
 }
 
-/// Reads what the socket has into `buf`: Ok(false) at end of stream.
-fn read_into(sock: &mut TcpStream, buf: &mut Vec<u8>, max: usize) -> io::Result<bool> {
+/// What a read found.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ReadOutcome {
+    /// The peer closed its side.
+    Eof,
+    /// Everything the socket had was read.
+    Drained,
+    /// `max` bytes were read and more may wait: with edge-triggered readiness no new event
+    /// comes for them, so the caller must read again itself.
+    Full,
+}
+
+/// Reads what the socket has into `buf`, up to about `max` bytes.
+fn read_into(sock: &mut TcpStream, buf: &mut Vec<u8>, max: usize) -> io::Result<ReadOutcome> {
     let start = buf.len();
     while buf.len() - start < max {
         let len = buf.len();
@@ -238,12 +253,12 @@ fn read_into(sock: &mut TcpStream, buf: &mut Vec<u8>, max: usize) -> io::Result<
         match sock.read(&mut buf[len..]) {
             Ok(0) => {
                 buf.truncate(len);
-                return Ok(false);
+                return Ok(ReadOutcome::Eof);
             }
             Ok(n) => buf.truncate(len + n),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 buf.truncate(len);
-                return Ok(true);
+                return Ok(ReadOutcome::Drained);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => buf.truncate(len),
             Err(e) => {
@@ -252,7 +267,7 @@ fn read_into(sock: &mut TcpStream, buf: &mut Vec<u8>, max: usize) -> io::Result<
             }
         }
     }
-    Ok(true)
+    Ok(ReadOutcome::Full)
 }
 
 /// Writes as much of `out` as the socket takes; what is left stays in `out`.
@@ -431,11 +446,11 @@ impl Worker {
             c.read_paused = true;
             return;
         }
-        c.read_paused = false;
-        match read_into(&mut c.sock, &mut c.rbuf, 1024 * 1024) {
-            Ok(true) => {}
+        match read_into(&mut c.sock, &mut c.rbuf, CLIENT_READ_MAX) {
+            Ok(ReadOutcome::Drained) => c.read_paused = false,
+            Ok(ReadOutcome::Full) => c.read_paused = true,
             // A client that closed (or half-closed) its side is gone, as Redis treats it.
-            Ok(false) | Err(_) => return self.close_client(idx),
+            Ok(ReadOutcome::Eof) | Err(_) => return self.close_client(idx),
         }
         self.process_input(idx);
     }
@@ -595,7 +610,7 @@ impl Worker {
             return;
         }
         let alive = match read_into(&mut be.sock, &mut be.rbuf, usize::MAX) {
-            Ok(alive) => alive,
+            Ok(outcome) => outcome != ReadOutcome::Eof,
             Err(e) => return self.fail_backend(b, &e.to_string()),
         };
         let mut replies = Vec::new();
