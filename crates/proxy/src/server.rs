@@ -65,8 +65,8 @@ enum Owner {
     Asking,
     /// The HELLO 3 that opens a RESP3 backend connection.
     Hello,
-    /// A topology refresh (`CLUSTER SLOTS`).
-    Topology,
+    /// A topology refresh: `CLUSTER SHARDS`, or `CLUSTER SLOTS` from a node without SHARDS.
+    Topology { shards: bool },
 }
 
 #[derive(Debug)]
@@ -197,7 +197,7 @@ fn node_id(addr: SocketAddr) -> String {
 fn discover(seeds: &[String]) -> Result<SlotMap, String> {
     let mut errors = Vec::new();
     for seed in seeds {
-        match ask_slots(seed) {
+        match ask_topology(seed) {
             Ok(m) if !m.primaries().is_empty() => return Ok(m),
             Ok(_) => errors.push(format!("{seed}: no slots assigned")),
             Err(e) => errors.push(format!("{seed}: {e}")),
@@ -206,19 +206,30 @@ fn discover(seeds: &[String]) -> Result<SlotMap, String> {
     Err(errors.join("; "))
 }
 
-fn ask_slots(seed: &str) -> Result<SlotMap, String> {
+/// The topology from CLUSTER SHARDS, or CLUSTER SLOTS where SHARDS is unknown (before Redis 7).
+fn ask_topology(seed: &str) -> Result<SlotMap, String> {
     let addr = resolve(seed).map_err(|e| e.to_string())?;
     let mut s =
         StdTcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(Duration::from_secs(5)))
         .map_err(|e| e.to_string())?;
-    s.write_all(&encode_request(&["CLUSTER", "SLOTS"]))
+    let shards = ask(&mut s, &["CLUSTER", "SHARDS"])?;
+    if !matches!(shards, Frame::Error(_)) {
+        return SlotMap::from_cluster_shards(&shards, host_of(seed)).map_err(|e| e.to_string());
+    }
+    let slots = ask(&mut s, &["CLUSTER", "SLOTS"])?;
+    SlotMap::from_cluster_slots(&slots, host_of(seed)).map_err(|e| e.to_string())
+}
+
+/// One request and its reply, blocking.
+fn ask(s: &mut StdTcpStream, args: &[&str]) -> Result<Frame, String> {
+    s.write_all(&encode_request(args))
         .map_err(|e| e.to_string())?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16384];
     loop {
         if let Some((f, _)) = decode(&buf, &Limits::default()).map_err(|e| e.to_string())? {
-            return SlotMap::from_cluster_slots(&f, host_of(seed)).map_err(|e| e.to_string());
+            return Ok(f);
         }
         let n = s.read(&mut chunk).map_err(|e| e.to_string())?;
         if n == 0 {
@@ -304,6 +315,8 @@ struct Worker {
     next_client: u64,
     any_rr: usize,
     refresh_in_flight: bool,
+    /// Ask CLUSTER SHARDS (Redis 7), until a node says it does not know it.
+    use_shards: bool,
     refresh_interval: Duration,
     next_refresh: Instant,
     dirty_clients: Vec<usize>,
@@ -337,6 +350,7 @@ impl Worker {
             next_client: 0,
             any_rr: thread as usize,
             refresh_in_flight: false,
+            use_shards: true,
             refresh_interval: cfg.refresh_interval,
             next_refresh: Instant::now() + cfg.refresh_interval,
             dirty_clients: Vec::new(),
@@ -652,14 +666,26 @@ impl Worker {
         for (f, reply) in replies {
             match f.owner {
                 Owner::Asking | Owner::Hello => {}
-                Owner::Topology => {
+                Owner::Topology { shards } => {
                     self.refresh_in_flight = false;
-                    if let Ok(Some((frame, _))) = decode(&reply, &self.limits) {
-                        match SlotMap::from_cluster_slots(&frame, host_of(&node)) {
-                            Ok(m) if !m.primaries().is_empty() => self.map = m,
-                            Ok(_) => {}
-                            Err(e) => eprintln!("darner-proxy: topology from {node}: {e}"),
-                        }
+                    let Ok(Some((frame, _))) = decode(&reply, &self.limits) else {
+                        continue;
+                    };
+                    if shards && matches!(frame, Frame::Error(_)) {
+                        // A node older than Redis 7 has no CLUSTER SHARDS: ask it the old way.
+                        self.use_shards = false;
+                        self.refresh(Some(node.clone()));
+                        continue;
+                    }
+                    let map = if shards {
+                        SlotMap::from_cluster_shards(&frame, host_of(&node))
+                    } else {
+                        SlotMap::from_cluster_slots(&frame, host_of(&node))
+                    };
+                    match map {
+                        Ok(m) if !m.primaries().is_empty() => self.map = m,
+                        Ok(_) => {}
+                        Err(e) => eprintln!("darner-proxy: topology from {node}: {e}"),
                     }
                 }
                 Owner::Client { .. } => {
@@ -710,7 +736,7 @@ impl Worker {
                     }
                 }
             }
-            Owner::Topology => self.refresh_in_flight = false,
+            Owner::Topology { .. } => self.refresh_in_flight = false,
             Owner::Asking | Owner::Hello => {}
         }
     }
@@ -758,10 +784,11 @@ impl Worker {
             }
         };
         self.refresh_in_flight = true;
+        let shards = self.use_shards;
         self.send(
-            Owner::Topology,
+            Owner::Topology { shards },
             Target::Node(node),
-            encode_request(&["CLUSTER", "SLOTS"]),
+            encode_request(&["CLUSTER", if shards { "SHARDS" } else { "SLOTS" }]),
             false,
             MAX_REDIRECTS,
             false,

@@ -356,6 +356,60 @@ mod tests {
         assert_eq!(map, map3);
     }
 
+    proptest::proptest! {
+        /// Ranges given to nodes in any order, read back from a CLUSTER SLOTS and from a
+        /// CLUSTER SHARDS reply, own exactly the slots a plain per-slot model says.
+        #[test]
+        fn replies_build_the_model(
+            ranges in proptest::collection::vec((0u16..SLOTS, 0u16..300, 0u16..4), 0..12)
+        ) {
+            let mut model = vec![None; usize::from(SLOTS)];
+            let mut slots_reply = Vec::new();
+            let mut shards: Vec<Vec<Frame>> = vec![Vec::new(); 4];
+            for &(start, len, n) in &ranges {
+                let end = start.saturating_add(len).min(SLOTS - 1);
+                // Later ranges win, as they do in the map: keep the model and replies disjoint.
+                for s in start..=end {
+                    model[usize::from(s)] = Some(n);
+                }
+            }
+            // Rebuild disjoint ranges from the model, as a real cluster reports them.
+            let mut s = 0usize;
+            while s < model.len() {
+                let Some(n) = model[s] else { s += 1; continue };
+                let mut e = s;
+                while e + 1 < model.len() && model[e + 1] == Some(n) {
+                    e += 1;
+                }
+                slots_reply.push(Frame::Array(vec![
+                    Frame::Integer(s as i64),
+                    Frame::Integer(e as i64),
+                    node("10.0.0.1", 7000 + i64::from(n)),
+                ]));
+                shards[usize::from(n)].extend([Frame::Integer(s as i64), Frame::Integer(e as i64)]);
+                s = e + 1;
+            }
+            let map = SlotMap::from_cluster_slots(&Frame::Array(slots_reply), "x").unwrap();
+            let shards_reply = Frame::Array(shards.into_iter().enumerate().map(|(n, slots)| {
+                Frame::Map(vec![
+                    (bulk("slots"), Frame::Array(slots)),
+                    (bulk("nodes"), Frame::Array(vec![Frame::Map(vec![
+                        (bulk("port"), Frame::Integer(7000 + n as i64)),
+                        (bulk("ip"), bulk("10.0.0.1")),
+                        (bulk("role"), bulk("master")),
+                    ])])),
+                ])
+            }).collect());
+            let from_shards = SlotMap::from_cluster_shards(&shards_reply, "x").unwrap();
+            for (slot, want) in model.iter().enumerate() {
+                let want = want.map(|n| format!("10.0.0.1:{}", 7000 + n));
+                proptest::prop_assert_eq!(map.owner(slot as u16).map(String::from), want.clone());
+                proptest::prop_assert_eq!(from_shards.owner(slot as u16).map(String::from), want);
+            }
+            proptest::prop_assert_eq!(map.is_complete(), model.iter().all(Option::is_some));
+        }
+    }
+
     #[test]
     fn ipv6_names_keep_brackets() {
         assert_eq!(node_name("::1", 7000), "[::1]:7000");
