@@ -360,6 +360,25 @@ def test_slot_migration_while_the_proxy_answers(r, proxy, cluster):
     assert dc.get(same_slot[19]) == b"after"
 
 
+def test_darner_proxy_subcommand_execs_the_proxy(cluster):
+    """`darner proxy ...` becomes the darner-proxy process (exec: no engine in it)."""
+
+    class ViaDarner(ProxyServer):
+        def build_cmdline(self, port):
+            return [harness.darner_bin(), "proxy"] + super().build_cmdline(port)[1:]
+
+    p = ViaDarner(["127.0.0.1:%d" % cluster[1].port])
+    try:
+        p.start()
+        assert os.path.basename(os.readlink("/proc/%d/exe" % p.proc.pid)) == "darner-proxy"
+        c = p.client()
+        assert c.set("via-darner", "1") and c.get("via-darner") == b"1"
+        assert c.execute_command("CLUSTER", "SLOTS")[0][2][1] == p.port
+        c.close()
+    finally:
+        p.stop()
+
+
 def test_protocol_errors_as_redis(proxy, cluster):
     for bad in (b"*x\r\n", b"*1\r\n$-5\r\n", b"*1\r\nfoo\r\n", b'SET "a\r\n'):
         replies = []
