@@ -355,9 +355,42 @@ def test_slot_migration_while_the_proxy_answers(r, proxy, cluster):
     assert dc.get(key) == b"v0"
     assert sc.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 0
     assert r.get(same_slot[15]) == b"new"
-    # The proxy's map now has the new owner: ask its routing through a fresh key.
+    # The proxy's map now has the new owner: the old one is no longer asked.
+    sc.config_resetstat()
     assert r.set(same_slot[19], "after")
     assert dc.get(same_slot[19]) == b"after"
+    assert rejected(sc, "set") == 0
+
+
+def rejected(node_client, command):
+    """How many `command` calls the node refused (MOVED, ASK, CROSSSLOT, ...) since RESETSTAT."""
+    stats = node_client.info("commandstats").get("cmdstat_%s" % command, {})
+    return int(stats.get("rejected_calls", 0))
+
+
+def test_periodic_refresh_learns_a_moved_slot(r, proxy, cluster):
+    """A slot (empty) handed to another primary behind the proxy's back: within a refresh
+    interval (1 s here) the proxy sends its keys to the new owner without being redirected."""
+    key = "refresh-me"
+    slot = key_slot(key)
+    src = owner(cluster, key)
+    dst = next(n for n in cluster if n.port != src.port)
+    sc, dc = src.client(), dst.client()
+    assert sc.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 0
+    dst_id = dc.execute_command("CLUSTER", "MYID")
+    for n in cluster:
+        n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+
+    # No request for the slot meanwhile (a MOVED would teach the proxy too): only the periodic
+    # refresh (every second here) can tell it.
+    time.sleep(3)
+    sc.config_resetstat()
+    for _ in range(8):
+        c = proxy.client()
+        assert c.get(key) is None
+        c.close()
+    assert rejected(sc, "get") == 0
+    assert r.set(key, "x") and dc.get(key) == b"x"
 
 
 def test_darner_proxy_subcommand_execs_the_proxy(cluster):
