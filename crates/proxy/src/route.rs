@@ -212,7 +212,18 @@ pub fn plan(args: &[&[u8]], s: &mut Session, me: &Identity, map: &SlotMap) -> Pl
     if has_tip(spec, "request_policy:all_shards") || has_tip(spec, "request_policy:all_nodes") {
         return fan_out(spec, args, s, map);
     }
-    let keys = key_positions(spec, args);
+    let mut keys = key_positions(spec, args);
+    if keys.is_empty() && matches!(spec.name, "sort" | "sort_ro") {
+        // SORT's key specs are incomplete (BY and GET take patterns), which empties the
+        // positions; its keys are the sorted key and the STORE destination, as Redis's own
+        // sortGetKeys finds them.
+        keys.push(1);
+        if let Some(i) = args.iter().position(|a| a.eq_ignore_ascii_case(b"store")) {
+            if i >= 2 && i + 1 < args.len() {
+                keys.push(i + 1);
+            }
+        }
+    }
     let Some(&first) = keys.first() else {
         return forward(Target::Any, args);
     };

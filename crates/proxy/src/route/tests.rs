@@ -61,6 +61,8 @@ fn single_slot_commands_go_to_their_slot() {
         (vec!["MSETNX", "{t}a", "1", "{t}b", "2"], "t"),
         (vec!["MGET", "{t}a", "{t}b"], "t"),
         (vec!["EVAL", "return 1", "1", "k"], "k"),
+        (vec!["SORT", "{s}l", "BY", "nosort", "STORE", "{s}dst"], "s"),
+        (vec!["SORT_RO", "l", "LIMIT", "0", "1"], "l"),
     ] {
         match run(&args, &mut s) {
             Plan::Forward { parts, merge } => {
@@ -99,6 +101,7 @@ fn atomic_multi_slot_commands_are_refused() {
         vec!["RENAME", "a", "b"],
         vec!["SUNIONSTORE", "d", "a", "b"],
         vec!["EVAL", "return 1", "2", "a", "b"],
+        vec!["SORT", "a", "STORE", "b"],
     ] {
         assert_eq!(local_reply(&args, &mut s), err(CROSSSLOT), "{args:?}");
     }
