@@ -216,6 +216,32 @@ def test_cluster_commands_name_the_proxy(r, proxy):
     assert len(shards) == 1
 
 
+def shape(reply):
+    """A reply's types and map keys, without its values."""
+    if reply.kind in ("*", "~", ">") and reply.value is not None:
+        return [reply.kind, [shape(r) for r in reply.value]]
+    if reply.kind == "%":
+        return ["%", [(k.value, shape(v)) for k, v in reply.value]]
+    return reply.kind
+
+
+@pytest.mark.parametrize("proto", ["2", "3"])
+def test_cluster_replies_have_a_nodes_shape(proxy, cluster, proto):
+    """CLUSTER SLOTS/SHARDS of the proxy: one entry shaped exactly as a real node's entries
+    (types, map keys), in RESP2 and RESP3; HELLO's fields as a node's."""
+    got = {}
+    for server in (proxy, cluster[0]):
+        with server.raw() as c:
+            hello = c.call("HELLO", proto)
+            slots = c.call("CLUSTER", "SLOTS")
+            shards = c.call("CLUSTER", "SHARDS")
+            info = c.call("CLUSTER", "INFO")
+        got[server.port] = (shape(hello), shape(slots.value[0]), shape(shards.value[0]),
+                            info.kind)
+        assert len(slots.value) == (1 if server is proxy else 3)
+    assert got[proxy.port] == got[cluster[0].port]
+
+
 def test_pipeline_keeps_order(r, cluster):
     keys = ["p%d" % i for i in range(300)]
     pipe = r.pipeline(transaction=False)
