@@ -259,6 +259,33 @@ def test_pipeline_keeps_order(r, cluster):
     assert got == want
 
 
+def test_big_values_and_long_pipelines(r, proxy, cluster):
+    """Values of several MiB (replies cut into many reads, requests longer than a read turn)
+    and a pipeline longer than the proxy's 1024 pending requests per client."""
+    big = os.urandom(3 * 1024 * 1024 + 7)
+    assert r.set("big", big)
+    assert r.get("big") == big
+    assert owner(cluster, "big").client().strlen("big") == len(big)
+    a, b, c = keys_on_distinct_nodes(cluster, "bigm")
+    r.mset({a: big, b: b"x", c: big[:100000]})
+    assert r.mget([a, b, c]) == [big, b"x", big[:100000]]
+    pipe = r.pipeline(transaction=False)
+    n = 5000
+    for i in range(n):
+        pipe.set("lp%d" % i, b"v" * 300 + str(i).encode())
+    for i in range(n):
+        pipe.get("lp%d" % i)
+    got = pipe.execute()
+    assert got[:n] == [True] * n
+    assert got[n:] == [b"v" * 300 + str(i).encode() for i in range(n)]
+
+
+def test_inline_requests(proxy):
+    with proxy.raw() as c:
+        c.send_raw(b"SET inl 'a b'\r\nGET inl\r\nPING\r\n")
+        assert [x.raw for x in c.read_replies(3)] == [b"+OK\r\n", b"$3\r\na b\r\n", b"+PONG\r\n"]
+
+
 def test_many_clients_share_the_backends(proxy, cluster):
     errors = []
 
