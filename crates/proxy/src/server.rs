@@ -321,6 +321,10 @@ struct Worker {
     next_refresh: Instant,
     dirty_clients: Vec<usize>,
     dirty_backends: Vec<usize>,
+    /// Clients with input left over from an earlier turn (a full read, or MAX_PENDING reached
+    /// and since relieved): served again on the next turn, after the other ready sockets, so
+    /// one flooding client cannot hold the loop.
+    resume: Vec<usize>,
 }
 
 impl Worker {
@@ -355,13 +359,18 @@ impl Worker {
             next_refresh: Instant::now() + cfg.refresh_interval,
             dirty_clients: Vec::new(),
             dirty_backends: Vec::new(),
+            resume: Vec::new(),
         })
     }
 
     fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         loop {
-            let timeout = self.next_refresh.saturating_duration_since(Instant::now());
+            let timeout = if self.resume.is_empty() {
+                self.next_refresh.saturating_duration_since(Instant::now())
+            } else {
+                Duration::ZERO
+            };
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -384,6 +393,21 @@ impl Worker {
                         idx,
                         ev.is_readable() || ev.is_read_closed() || ev.is_error(),
                     );
+                }
+            }
+            let mut resume = std::mem::take(&mut self.resume);
+            resume.sort_unstable();
+            resume.dedup();
+            for idx in resume {
+                let Some(c) = self.clients.get(idx) else {
+                    continue;
+                };
+                let (parse, read) = (c.input_paused, c.read_paused);
+                if parse {
+                    self.process_input(idx);
+                }
+                if read {
+                    self.client_readable(idx);
                 }
             }
             if Instant::now() >= self.next_refresh {
@@ -828,15 +852,9 @@ impl Worker {
                     self.close_client(idx);
                     continue;
                 }
-                // Room again after MAX_PENDING: parse, then read, what waited.
-                if !c.closing && c.queue.len() < MAX_PENDING {
-                    let (parse, read) = (c.input_paused, c.read_paused);
-                    if parse {
-                        self.process_input(idx);
-                    }
-                    if read {
-                        self.client_readable(idx);
-                    }
+                // Room again after MAX_PENDING, or input left from a full read: next turn.
+                if !c.closing && c.queue.len() < MAX_PENDING && (c.input_paused || c.read_paused) {
+                    self.resume.push(idx);
                 }
             }
         }
