@@ -507,6 +507,41 @@ def test_protocol_errors_as_redis(proxy, cluster):
         assert replies[0] == replies[1], bad
 
 
+def test_op_timeout_fails_only_the_stalled_backends_requests(cluster):
+    """--op-timeout: a node stalled by DEBUG SLEEP fails the requests waiting on it with an
+    upstream error after the timeout; another node's keys are served meanwhile; once the node
+    is back, a new connection serves it again."""
+    p = ProxyServer(["127.0.0.1:%d" % cluster[0].port], ["--op-timeout", "300"])
+    try:
+        p.start()
+        victim = cluster[1]
+        keys = {}
+        i = 0
+        while len(keys) < 2:
+            k = "stall%d" % i
+            keys.setdefault(owner(cluster, k).port == victim.port, k)
+            i += 1
+        fine_key, stalled_key = keys[False], keys[True]
+        c = p.client()
+        c.set(fine_key, "1")
+        c.set(stalled_key, "1")
+        sleeper = victim.raw(timeout=30)
+        sleeper.send("DEBUG", "SLEEP", "2")
+        time.sleep(0.1)
+        t0 = time.monotonic()
+        err = error_text(p, "GET", stalled_key)
+        waited = time.monotonic() - t0
+        assert err == "-ERR upstream 127.0.0.1:%d: timed out after 300 ms\r\n" % victim.port
+        assert 0.25 <= waited < 1.5, waited
+        assert c.get(fine_key) == b"1"
+        assert sleeper.read_reply().raw == b"+OK\r\n"
+        sleeper.close()
+        assert c.get(stalled_key) == b"1"
+        c.close()
+    finally:
+        p.stop()
+
+
 def test_a_dead_backend_fails_only_its_requests(proxy, cluster):
     """Runs last: it kills a primary. Requests for that primary's slots get an upstream error;
     the other primaries' keys are served as before (the survivors keep cluster_state:ok for

@@ -15,12 +15,15 @@ pub struct Config {
     pub threads: usize,
     /// How often each thread re-reads the topology even without a MOVED.
     pub refresh_interval: Duration,
+    /// How long a backend may keep a request unanswered before its connection is dropped and
+    /// the requests in flight on it fail; `None` (`--op-timeout 0`, the default): no limit.
+    pub op_timeout: Option<Duration>,
 }
 
 /// Usage text.
 pub const USAGE: &str =
     "Usage: darner-proxy --listen <host:port> --cluster <host:port>[,<host:port>...] \
-[--threads <n>] [--cluster-refresh-interval <ms>]";
+[--threads <n>] [--cluster-refresh-interval <ms>] [--op-timeout <ms>]";
 
 /// Reads the arguments after the program name.
 pub fn parse(args: &[String]) -> Result<Config, String> {
@@ -28,6 +31,7 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
     let mut cluster = Vec::new();
     let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut refresh_ms: u64 = 10_000;
+    let mut op_timeout_ms: u64 = 0;
     let mut i = 0;
     while i < args.len() {
         let name = args[i].trim_start_matches("--");
@@ -55,6 +59,11 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
                     format!("--cluster-refresh-interval must be at least 10 (ms), not {value:?}")
                 })?
             }
+            "op-timeout" => {
+                op_timeout_ms = value
+                    .parse()
+                    .map_err(|_| format!("--op-timeout must be a number of ms, not {value:?}"))?
+            }
             _ => return Err(format!("unknown option {:?}\n{USAGE}", args[i])),
         }
         i += 2;
@@ -74,6 +83,7 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
         cluster,
         threads,
         refresh_interval: Duration::from_millis(refresh_ms),
+        op_timeout: (op_timeout_ms > 0).then(|| Duration::from_millis(op_timeout_ms)),
     })
 }
 
@@ -94,6 +104,10 @@ mod tests {
         assert_eq!(c.cluster, vec!["a:1", "b:2"]);
         assert_eq!(c.threads, 3);
         assert_eq!(c.refresh_interval, Duration::from_millis(50));
+        assert_eq!(c.op_timeout, None);
+        let c = parse(&args("--listen h:1 --cluster a:1 --op-timeout 250")).unwrap();
+        assert_eq!(c.op_timeout, Some(Duration::from_millis(250)));
+        assert!(parse(&args("--listen h:1 --cluster a:1 --op-timeout -1")).is_err());
         assert!(parse(&args("--listen 127.0.0.1:7000")).is_err());
         assert!(parse(&args("--listen x --cluster a:1")).is_err());
         assert!(parse(&args("--listen h:1 --cluster a:1 --threads 0")).is_err());

@@ -75,6 +75,8 @@ struct InFlight {
     /// The request, kept for a resend after a redirect.
     payload: Vec<u8>,
     redirects: u8,
+    /// When it was queued: the connection's oldest request is the one a stall delays.
+    sent: Instant,
 }
 
 struct Client {
@@ -319,6 +321,7 @@ struct Worker {
     use_shards: bool,
     refresh_interval: Duration,
     next_refresh: Instant,
+    op_timeout: Option<Duration>,
     dirty_clients: Vec<usize>,
     dirty_backends: Vec<usize>,
     /// Clients with input left over from an earlier turn (a full read, or MAX_PENDING reached
@@ -357,6 +360,7 @@ impl Worker {
             use_shards: true,
             refresh_interval: cfg.refresh_interval,
             next_refresh: Instant::now() + cfg.refresh_interval,
+            op_timeout: cfg.op_timeout,
             dirty_clients: Vec::new(),
             dirty_backends: Vec::new(),
             resume: Vec::new(),
@@ -366,8 +370,11 @@ impl Worker {
     fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         loop {
+            let deadline = self
+                .expire_stalled()
+                .map_or(self.next_refresh, |d| d.min(self.next_refresh));
             let timeout = if self.resume.is_empty() {
-                self.next_refresh.saturating_duration_since(Instant::now())
+                deadline.saturating_duration_since(Instant::now())
             } else {
                 Duration::ZERO
             };
@@ -415,6 +422,35 @@ impl Worker {
             }
             self.flush_all();
         }
+    }
+
+    /// With `--op-timeout`: drops the backend connections whose oldest request has waited too
+    /// long (its stream cannot be resynchronised: a late reply would answer the wrong request)
+    /// and returns when the next one would be due.
+    fn expire_stalled(&mut self) -> Option<Instant> {
+        let limit = self.op_timeout?;
+        let now = Instant::now();
+        let mut next: Option<Instant> = None;
+        let mut stalled = Vec::new();
+        for (b, be) in self.backends.iter() {
+            if let Some(front) = be.inflight.front() {
+                let due = front.sent + limit;
+                if due <= now {
+                    stalled.push(b);
+                } else {
+                    next = Some(next.map_or(due, |n| n.min(due)));
+                }
+            }
+        }
+        if stalled.is_empty() {
+            return next;
+        }
+        for b in stalled {
+            self.fail_backend(b, &format!("timed out after {} ms", limit.as_millis()));
+        }
+        // Failing them sent a topology refresh, whose deadline is not in `next`: look again on
+        // the next turn.
+        Some(now)
     }
 
     fn accept(&mut self) {
@@ -579,6 +615,7 @@ impl Worker {
                 owner: Owner::Asking,
                 payload: Vec::new(),
                 redirects: 0,
+                sent: Instant::now(),
             });
         }
         be.out.extend_from_slice(&payload);
@@ -586,6 +623,7 @@ impl Worker {
             owner,
             payload,
             redirects,
+            sent: Instant::now(),
         });
         self.dirty_backends.push(b);
     }
@@ -621,6 +659,7 @@ impl Worker {
                 owner: Owner::Hello,
                 payload: Vec::new(),
                 redirects: 0,
+                sent: Instant::now(),
             });
         }
         entry.insert(be);
