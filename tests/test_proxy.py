@@ -163,7 +163,7 @@ def test_split_errors_are_the_clients(r, proxy, cluster):
     a, b, c = keys_on_distinct_nodes(cluster)
     r.rpush(b, "x")
     r.set(a, "1")
-    # A wrong-type key on one node fails the whole MGET? No: MGET answers nil for it, as Redis.
+    # MGET answers nil for a key of another type, as Redis does, also when split.
     assert r.mget([a, b]) == [b"1", None]
     # An odd MSET is refused with Redis's text.
     assert error_text(proxy, "MSET", a) == error_text(cluster[0], "MSET", a)
