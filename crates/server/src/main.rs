@@ -1,14 +1,33 @@
-//! `darner [path/to/darner.conf] [--directive value ...]`, `darner -v`, `darner -h`.
+//! `darner [path/to/darner.conf] [--directive value ...]`, `darner -v`, `darner -h`,
+//! `darner proxy --listen host:port --cluster host:port[,...]` (runs `darner-proxy`).
 
 use darner_server::{config, log, server, DARNER_VERSION, REDIS_COMPAT_VERSION};
 
 fn usage() {
     println!(
-        "Usage: darner [/path/to/darner.conf] [options]\n       darner -v or --version\n       darner -h or --help\n\n\
+        "Usage: darner [/path/to/darner.conf] [options]\n       darner -v or --version\n       darner -h or --help\n       \
+         darner proxy --listen <host:port> --cluster <host:port>[,...] (the cluster proxy)\n\n\
          Examples:\n       darner (run with default configuration)\n       darner /etc/darner/6379.conf\n       \
          darner --port 7777 --threads 4\n       darner /etc/mydarner.conf --loglevel verbose\n\n\
          Any directive of the config file can be given as --directive value (the last one wins)."
     );
+}
+
+/// `darner proxy ...`: replaces this process with the `darner-proxy` binary installed next to
+/// it, so that the proxy's process carries neither the engine nor the server's memory (the
+/// proxy crate never links them).
+fn exec_proxy(args: &[String]) -> ! {
+    use std::os::unix::process::CommandExt;
+    let path = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("darner-proxy")));
+    let Some(path) = path else {
+        eprintln!("darner proxy: cannot find the directory of this executable");
+        std::process::exit(1);
+    };
+    let err = std::process::Command::new(&path).args(args).exec();
+    eprintln!("darner proxy: cannot run {}: {err}", path.display());
+    std::process::exit(1);
 }
 
 fn main() {
@@ -26,6 +45,7 @@ fn main() {
                 usage();
                 return;
             }
+            "proxy" => exec_proxy(&rest[1..]),
             _ => {}
         }
     }

@@ -1,0 +1,59 @@
+//! darner-proxy: a cluster-aware proxy. Clients speak plain single-node Redis to it; it speaks
+//! Redis Cluster to the backends (Redis 7 or Darner primaries), so that short-lived clients
+//! (PHP-FPM workers, scripts) neither rediscover the topology nor open connections to every
+//! node on every request.
+//!
+//! # Layout
+//!
+//! | module | what it is for |
+//! | --- | --- |
+//! | [`slots`] | [`SlotMap`]: slot → primary, read from `CLUSTER SLOTS` / `CLUSTER SHARDS` replies |
+//! | [`route`] | [`plan`]: one request → a local reply, or backend requests (by slot, split by slot, or to every primary) and how to merge them; the proxy's own CLUSTER/HELLO/SELECT/CLIENT answers; MOVED/ASK parsing |
+//! | [`merge`] | [`Merge`] rules (sum, all-OK, key order, concatenation) and [`ReplyQueue`], a client's replies released in request order |
+//! | [`scan`] | [`ReplyScanner`]: where a backend reply ends, resumable, without decoding it |
+//! | [`config`] | the command line |
+//! | [`server`] | the only module with sockets: one mio event loop per thread, client connections, pipelined backend connections, redirects, topology refresh |
+//!
+//! # Design
+//!
+//! **Sans-I/O core.** Everything that decides (routing, splitting, merging, topology parsing,
+//! reply framing) is plain functions and data, unit- and property-tested without a socket;
+//! `server` only moves bytes between sockets and those functions.
+//!
+//! **Shared, pipelined backend connections.** Each thread keeps one connection per backend
+//! primary (two when both RESP2 and RESP3 clients are connected: a reply's encoding follows the
+//! connection's protocol, so a RESP3 client's requests travel on a RESP3 connection), shared
+//! by every client of the thread. Requests are written back to back; the backend answers in
+//! order, so each reply belongs to the oldest request still in flight on that connection. A
+//! thousand short-lived clients therefore cost the cluster a handful of long-lived
+//! connections, and no TIME_WAIT sockets on the cluster's side.
+//!
+//! **Threads share nothing.** Each thread accepts its own clients (SO_REUSEPORT), owns its
+//! backend connections and its own copy of the slot map, and refreshes it itself: no lock on
+//! the request path, at the price of one CLUSTER SLOTS per thread per refresh.
+//!
+//! **Redirects.** A `-MOVED` patches the slot in the thread's map, asks the node that sent it
+//! for the full topology, and resends the request to the new owner, so the client never sees
+//! it. An `-ASK` (a slot being migrated) resends the request once, preceded by ASKING, to the
+//! importing node, without touching the map. After a few redirects of one request the error
+//! goes to the client, rather than chasing a cluster that is changing faster than it answers.
+//!
+//! **Not yet.** MULTI/EXEC/WATCH, blocking commands, pub/sub, MONITOR and AUTH need a backend
+//! connection of their own, or per-client state on one; read policies and replicas, retries,
+//! the shared cache and a config file are later slices. Those commands get a clear error
+//! (`ERR command 'multi' is not supported by darner proxy yet`), never a wrong answer.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod merge;
+pub mod route;
+pub mod scan;
+pub mod server;
+pub mod slots;
+
+pub use merge::{Merge, ReplyQueue};
+pub use route::{plan, Plan};
+pub use scan::ReplyScanner;
+pub use slots::SlotMap;

@@ -1,0 +1,921 @@
+//! The proxy's I/O: one mio event loop per thread, each with its own listening socket
+//! (SO_REUSEPORT, so the kernel spreads new clients over the threads), its clients, its backend
+//! connections and its slot map. Everything that decides is in the sans-I/O modules; this one
+//! reads, writes and keeps the books of what is in flight where.
+//!
+//! A client request becomes a [`ReplyQueue`] entry (its place in the client's reply order) and
+//! zero or more backend requests, each remembered in its backend connection's in-flight queue
+//! with the client, the entry and the part it answers. A backend answers in order, so its
+//! next complete reply always belongs to the front of that queue. A client that goes away
+//! leaves its in-flight requests where they are: their replies arrive, find no client with that
+//! id, and are dropped, which keeps the backend stream in step.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream as StdTcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use darner_resp::{decode, encode, Bytes, Frame, Limits, RequestParser};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+use slab::Slab;
+
+use crate::config::Config;
+use crate::merge::ReplyQueue;
+use crate::route::{
+    self, encode_request, parse_redirect, Identity, Plan, Redirect, Session, Target,
+};
+use crate::scan::ReplyScanner;
+use crate::slots::SlotMap;
+
+/// Redirects one request may follow before its error goes to the client.
+const MAX_REDIRECTS: u8 = 5;
+/// Requests a client may have waiting for replies before the proxy stops reading from it: a
+/// client that pipelines without reading its replies is bounded, not buffered without end.
+const MAX_PENDING: usize = 1024;
+/// Most bytes read from one client before its requests are processed: a client sending a
+/// flood is served in turns with the others.
+const CLIENT_READ_MAX: usize = 1024 * 1024;
+/// Bytes read from a socket at a time.
+const READ_CHUNK: usize = 16 * 1024;
+/// How often a thread without a topology asks the seeds again.
+const EMPTY_MAP_RETRY: Duration = Duration::from_millis(500);
+
+const LISTENER: Token = Token(0);
+
+fn client_token(i: usize) -> Token {
+    Token(1 + 2 * i)
+}
+
+fn backend_token(i: usize) -> Token {
+    Token(2 + 2 * i)
+}
+
+/// Who waits for a backend reply.
+#[derive(Debug)]
+enum Owner {
+    /// Part `part` of request `seq` of the client at `idx` whose id is `id`.
+    Client {
+        idx: usize,
+        id: u64,
+        seq: u64,
+        part: usize,
+    },
+    /// The ASKING before an ASK-redirected request: its `+OK` is nobody's.
+    Asking,
+    /// The HELLO 3 that opens a RESP3 backend connection.
+    Hello,
+    /// A topology refresh: `CLUSTER SHARDS`, or `CLUSTER SLOTS` from a node without SHARDS.
+    Topology { shards: bool },
+}
+
+#[derive(Debug)]
+struct InFlight {
+    owner: Owner,
+    /// The request, kept for a resend after a redirect.
+    payload: Vec<u8>,
+    redirects: u8,
+    /// When it was queued: the connection's oldest request is the one a stall delays.
+    sent: Instant,
+}
+
+struct Client {
+    sock: TcpStream,
+    id: u64,
+    rbuf: Vec<u8>,
+    parser: RequestParser,
+    out: Vec<u8>,
+    queue: ReplyQueue,
+    session: Session,
+    /// No more requests are read (QUIT, a protocol error): close once the replies are out.
+    closing: bool,
+    /// Reading stopped at MAX_PENDING with the socket perhaps still readable.
+    read_paused: bool,
+    /// Parsing stopped at MAX_PENDING with requests perhaps still in `rbuf`.
+    input_paused: bool,
+}
+
+struct Backend {
+    sock: TcpStream,
+    node: String,
+    resp3: bool,
+    connected: bool,
+    out: Vec<u8>,
+    rbuf: Vec<u8>,
+    scanner: ReplyScanner,
+    inflight: VecDeque<InFlight>,
+}
+
+/// Starts the proxy: reads the topology, binds one listening socket per thread and runs the
+/// threads until the process ends.
+pub fn run(cfg: Config) -> io::Result<()> {
+    let map = match discover(&cfg.cluster) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("darner-proxy: no topology yet ({e}); will keep asking the seeds");
+            SlotMap::default()
+        }
+    };
+    let addr = resolve(&cfg.listen)?;
+    let mut listeners = Vec::with_capacity(cfg.threads);
+    let mut bound = addr;
+    for _ in 0..cfg.threads {
+        let l = reuseport_listener(bound)?;
+        bound = l.local_addr()?;
+        listeners.push(l);
+    }
+    let (host, _) = cfg.listen.rsplit_once(':').expect("checked by config");
+    let me = Identity {
+        host: host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+        port: bound.port(),
+        node_id: node_id(bound),
+    };
+    eprintln!(
+        "darner-proxy: listening on {bound}, {} threads, {} primaries known",
+        cfg.threads,
+        map.primaries().len()
+    );
+    let threads = cfg.threads as u64;
+    let mut handles = Vec::new();
+    for (t, listener) in listeners.into_iter().enumerate() {
+        let mut worker = Worker::new(listener, map.clone(), me.clone(), &cfg, t as u64, threads)?;
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("proxy-{t}"))
+                .spawn(move || worker.run())?,
+        );
+    }
+    for h in handles {
+        match h.join() {
+            Ok(r) => r?,
+            Err(_) => return Err(io::Error::other("a proxy thread panicked")),
+        }
+    }
+    Ok(())
+}
+
+fn resolve(addr: &str) -> io::Result<SocketAddr> {
+    addr.to_socket_addrs()?
+        .next()
+        .ok_or_else(|| io::Error::other(format!("{addr}: no address")))
+}
+
+fn reuseport_listener(addr: SocketAddr) -> io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    Ok(TcpListener::from_std(s.into()))
+}
+
+/// A node id that differs between proxies and between runs (40 hex digits, as Redis's).
+fn node_id(addr: SocketAddr) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::with_capacity(40);
+    let seed = std::collections::hash_map::RandomState::new();
+    for i in 0..3u64 {
+        let mut h = seed.build_hasher();
+        h.write_u64(i);
+        h.write(addr.to_string().as_bytes());
+        h.write_u32(std::process::id());
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out.truncate(40);
+    out
+}
+
+/// The topology from the first seed that gives one (blocking: it runs once, before any client).
+fn discover(seeds: &[String]) -> Result<SlotMap, String> {
+    let mut errors = Vec::new();
+    for seed in seeds {
+        match ask_topology(seed) {
+            Ok(m) if !m.primaries().is_empty() => return Ok(m),
+            Ok(_) => errors.push(format!("{seed}: no slots assigned")),
+            Err(e) => errors.push(format!("{seed}: {e}")),
+        }
+    }
+    Err(errors.join("; "))
+}
+
+/// The topology from CLUSTER SHARDS, or CLUSTER SLOTS where SHARDS is unknown (before Redis 7).
+fn ask_topology(seed: &str) -> Result<SlotMap, String> {
+    let addr = resolve(seed).map_err(|e| e.to_string())?;
+    let mut s =
+        StdTcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    let shards = ask(&mut s, &["CLUSTER", "SHARDS"])?;
+    if !matches!(shards, Frame::Error(_)) {
+        return SlotMap::from_cluster_shards(&shards, host_of(seed)).map_err(|e| e.to_string());
+    }
+    let slots = ask(&mut s, &["CLUSTER", "SLOTS"])?;
+    SlotMap::from_cluster_slots(&slots, host_of(seed)).map_err(|e| e.to_string())
+}
+
+/// One request and its reply, blocking.
+fn ask(s: &mut StdTcpStream, args: &[&str]) -> Result<Frame, String> {
+    s.write_all(&encode_request(args))
+        .map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16384];
+    loop {
+        if let Some((f, _)) = decode(&buf, &Limits::default()).map_err(|e| e.to_string())? {
+            return Ok(f);
+        }
+        let n = s.read(&mut chunk).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("connection closed".into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn host_of(node: &str) -> &str {
+    node.rsplit_once(':').map_or(node, |(h, _)| h)
+}
+
+/// What a read found.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ReadOutcome {
+    /// The peer closed its side.
+    Eof,
+    /// Everything the socket had was read.
+    Drained,
+    /// `max` bytes were read and more may wait: with edge-triggered readiness no new event
+    /// comes for them, so the caller must read again itself.
+    Full,
+}
+
+/// Reads what the socket has into `buf`, up to about `max` bytes.
+fn read_into(sock: &mut TcpStream, buf: &mut Vec<u8>, max: usize) -> io::Result<ReadOutcome> {
+    let start = buf.len();
+    while buf.len() - start < max {
+        let len = buf.len();
+        buf.resize(len + READ_CHUNK, 0);
+        match sock.read(&mut buf[len..]) {
+            Ok(0) => {
+                buf.truncate(len);
+                return Ok(ReadOutcome::Eof);
+            }
+            Ok(n) => buf.truncate(len + n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                buf.truncate(len);
+                return Ok(ReadOutcome::Drained);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => buf.truncate(len),
+            Err(e) => {
+                buf.truncate(len);
+                return Err(e);
+            }
+        }
+    }
+    Ok(ReadOutcome::Full)
+}
+
+/// Writes as much of `out` as the socket takes; what is left stays in `out`.
+fn flush(sock: &mut TcpStream, out: &mut Vec<u8>) -> io::Result<()> {
+    let mut done = 0;
+    let result = loop {
+        if done == out.len() {
+            break Ok(());
+        }
+        match sock.write(&out[done..]) {
+            Ok(0) => break Err(io::Error::from(io::ErrorKind::WriteZero)),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => break Err(e),
+        }
+    };
+    out.drain(..done);
+    result
+}
+
+struct Worker {
+    poll: Poll,
+    listener: TcpListener,
+    clients: Slab<Client>,
+    backends: Slab<Backend>,
+    by_node: HashMap<(String, bool), usize>,
+    map: SlotMap,
+    me: Identity,
+    seeds: Vec<String>,
+    limits: Limits,
+    thread: u64,
+    threads: u64,
+    next_client: u64,
+    any_rr: usize,
+    refresh_in_flight: bool,
+    /// Ask CLUSTER SHARDS (Redis 7), until a node says it does not know it.
+    use_shards: bool,
+    refresh_interval: Duration,
+    next_refresh: Instant,
+    op_timeout: Option<Duration>,
+    dirty_clients: Vec<usize>,
+    dirty_backends: Vec<usize>,
+    /// Clients with input left over from an earlier turn (a full read, or MAX_PENDING reached
+    /// and since relieved): served again on the next turn, after the other ready sockets, so
+    /// one flooding client cannot hold the loop.
+    resume: Vec<usize>,
+}
+
+impl Worker {
+    fn new(
+        mut listener: TcpListener,
+        map: SlotMap,
+        me: Identity,
+        cfg: &Config,
+        thread: u64,
+        threads: u64,
+    ) -> io::Result<Worker> {
+        let poll = Poll::new()?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        Ok(Worker {
+            poll,
+            listener,
+            clients: Slab::new(),
+            backends: Slab::new(),
+            by_node: HashMap::new(),
+            map,
+            me,
+            seeds: cfg.cluster.clone(),
+            limits: Limits::default(),
+            thread,
+            threads,
+            next_client: 0,
+            any_rr: thread as usize,
+            refresh_in_flight: false,
+            use_shards: true,
+            refresh_interval: cfg.refresh_interval,
+            next_refresh: Instant::now() + cfg.refresh_interval,
+            op_timeout: cfg.op_timeout,
+            dirty_clients: Vec::new(),
+            dirty_backends: Vec::new(),
+            resume: Vec::new(),
+        })
+    }
+
+    fn run(&mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        loop {
+            let deadline = self
+                .expire_stalled()
+                .map_or(self.next_refresh, |d| d.min(self.next_refresh));
+            let timeout = if self.resume.is_empty() {
+                deadline.saturating_duration_since(Instant::now())
+            } else {
+                Duration::ZERO
+            };
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            for ev in events.iter() {
+                let t = ev.token().0;
+                if ev.token() == LISTENER {
+                    self.accept();
+                } else if t % 2 == 1 {
+                    let idx = (t - 1) / 2;
+                    if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                        self.client_readable(idx);
+                    }
+                    self.dirty_clients.push(idx);
+                } else {
+                    let idx = (t - 2) / 2;
+                    self.backend_event(
+                        idx,
+                        ev.is_readable() || ev.is_read_closed() || ev.is_error(),
+                    );
+                }
+            }
+            let mut resume = std::mem::take(&mut self.resume);
+            resume.sort_unstable();
+            resume.dedup();
+            for idx in resume {
+                let Some(c) = self.clients.get(idx) else {
+                    continue;
+                };
+                let (parse, read) = (c.input_paused, c.read_paused);
+                if parse {
+                    self.process_input(idx);
+                }
+                if read {
+                    self.client_readable(idx);
+                }
+            }
+            if Instant::now() >= self.next_refresh {
+                self.refresh(None);
+            }
+            self.flush_all();
+        }
+    }
+
+    /// With `--op-timeout`: drops the backend connections whose oldest request has waited too
+    /// long (its stream cannot be resynchronised: a late reply would answer the wrong request)
+    /// and returns when the next one would be due.
+    fn expire_stalled(&mut self) -> Option<Instant> {
+        let limit = self.op_timeout?;
+        let now = Instant::now();
+        let mut next: Option<Instant> = None;
+        let mut stalled = Vec::new();
+        for (b, be) in self.backends.iter() {
+            if let Some(front) = be.inflight.front() {
+                let due = front.sent + limit;
+                if due <= now {
+                    stalled.push(b);
+                } else {
+                    next = Some(next.map_or(due, |n| n.min(due)));
+                }
+            }
+        }
+        if stalled.is_empty() {
+            return next;
+        }
+        for b in stalled {
+            self.fail_backend(b, &format!("timed out after {} ms", limit.as_millis()));
+        }
+        // Failing them sent a topology refresh, whose deadline is not in `next`: look again on
+        // the next turn.
+        Some(now)
+    }
+
+    fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((mut sock, _)) => {
+                    let _ = sock.set_nodelay(true);
+                    let entry = self.clients.vacant_entry();
+                    let idx = entry.key();
+                    if self
+                        .poll
+                        .registry()
+                        .register(
+                            &mut sock,
+                            client_token(idx),
+                            Interest::READABLE | Interest::WRITABLE,
+                        )
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    self.next_client += 1;
+                    let id = self.next_client * self.threads + self.thread + 1 - self.threads;
+                    entry.insert(Client {
+                        sock,
+                        id,
+                        rbuf: Vec::new(),
+                        parser: RequestParser::new(),
+                        out: Vec::new(),
+                        queue: ReplyQueue::new(),
+                        session: Session {
+                            id,
+                            ..Session::default()
+                        },
+                        closing: false,
+                        read_paused: false,
+                        input_paused: false,
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // EMFILE and friends: the pending connection stays queued; try again on
+                    // the next event rather than spinning.
+                    eprintln!("darner-proxy: accept: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn close_client(&mut self, idx: usize) {
+        if self.clients.contains(idx) {
+            let mut c = self.clients.remove(idx);
+            let _ = self.poll.registry().deregister(&mut c.sock);
+        }
+    }
+
+    fn client_readable(&mut self, idx: usize) {
+        let Some(c) = self.clients.get_mut(idx) else {
+            return;
+        };
+        if c.closing {
+            return;
+        }
+        if c.queue.len() >= MAX_PENDING {
+            c.read_paused = true;
+            return;
+        }
+        match read_into(&mut c.sock, &mut c.rbuf, CLIENT_READ_MAX) {
+            Ok(ReadOutcome::Drained) => c.read_paused = false,
+            Ok(ReadOutcome::Full) => c.read_paused = true,
+            // A client that closed (or half-closed) its side is gone, as Redis treats it.
+            Ok(ReadOutcome::Eof) | Err(_) => return self.close_client(idx),
+        }
+        self.process_input(idx);
+    }
+
+    /// Turns the client's buffered requests into replies and backend requests.
+    fn process_input(&mut self, idx: usize) {
+        let mut sends: Vec<(u64, Vec<route::Part>, bool)> = Vec::new();
+        {
+            let Some(c) = self.clients.get_mut(idx) else {
+                return;
+            };
+            let mut consumed = 0;
+            while !c.closing && c.queue.len() < MAX_PENDING {
+                let buf = &c.rbuf[consumed..];
+                match c.parser.parse(buf, &self.limits) {
+                    Ok(Some(req)) => {
+                        let args: Vec<&[u8]> = req.args.iter().map(|a| a.as_slice(buf)).collect();
+                        let resp3_before = c.session.resp3;
+                        match route::plan(&args, &mut c.session, &self.me, &self.map) {
+                            Plan::Reply { bytes, close } => {
+                                c.queue.push_ready(bytes, close);
+                                if close {
+                                    c.closing = true;
+                                }
+                            }
+                            Plan::Forward { parts, merge } => {
+                                let n = parts.len();
+                                let seq = c.queue.push_pending(merge, n);
+                                sends.push((seq, parts, resp3_before));
+                            }
+                        }
+                        consumed += req.consumed;
+                        c.parser.recycle(req.args);
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        let mut bytes = Vec::new();
+                        encode(&Frame::Error(Bytes::from(e.message_bytes())), &mut bytes);
+                        c.queue.push_ready(bytes, true);
+                        c.closing = true;
+                        break;
+                    }
+                }
+            }
+            c.rbuf.drain(..consumed);
+            c.input_paused = !c.closing && c.queue.len() >= MAX_PENDING;
+            self.dirty_clients.push(idx);
+        }
+        let id = self.clients[idx].id;
+        for (seq, parts, resp3) in sends {
+            for (part, p) in parts.into_iter().enumerate() {
+                let owner = Owner::Client { idx, id, seq, part };
+                self.send(owner, p.target, p.payload, resp3, 0, false);
+            }
+        }
+    }
+
+    /// Sends one backend request; a request that cannot be sent is answered with the reason.
+    fn send(
+        &mut self,
+        owner: Owner,
+        target: Target,
+        payload: Vec<u8>,
+        resp3: bool,
+        redirects: u8,
+        asking: bool,
+    ) {
+        let node = match target {
+            Target::Slot(slot) => self.map.owner(slot).map(str::to_string),
+            Target::Node(n) => Some(n),
+            Target::Any => {
+                let p = self.map.primaries();
+                self.any_rr = self.any_rr.wrapping_add(1);
+                (!p.is_empty()).then(|| p[self.any_rr % p.len()].to_string())
+            }
+        };
+        let Some(node) = node else {
+            return self.answer(owner, error_wire("CLUSTERDOWN Hash slot not served"));
+        };
+        let b = match self.backend(&node, resp3) {
+            Ok(b) => b,
+            Err(e) => return self.answer(owner, error_wire(&format!("ERR upstream {node}: {e}"))),
+        };
+        let be = &mut self.backends[b];
+        if asking {
+            be.out.extend_from_slice(&encode_request(&["ASKING"]));
+            be.inflight.push_back(InFlight {
+                owner: Owner::Asking,
+                payload: Vec::new(),
+                redirects: 0,
+                sent: Instant::now(),
+            });
+        }
+        be.out.extend_from_slice(&payload);
+        be.inflight.push_back(InFlight {
+            owner,
+            payload,
+            redirects,
+            sent: Instant::now(),
+        });
+        self.dirty_backends.push(b);
+    }
+
+    /// The connection to `node` for `resp3` clients, opened if need be.
+    fn backend(&mut self, node: &str, resp3: bool) -> io::Result<usize> {
+        if let Some(&b) = self.by_node.get(&(node.to_string(), resp3)) {
+            return Ok(b);
+        }
+        let addr = resolve(node)?;
+        let mut sock = TcpStream::connect(addr)?;
+        let _ = sock.set_nodelay(true);
+        let entry = self.backends.vacant_entry();
+        let b = entry.key();
+        self.poll.registry().register(
+            &mut sock,
+            backend_token(b),
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        let mut be = Backend {
+            sock,
+            node: node.to_string(),
+            resp3,
+            connected: false,
+            out: Vec::new(),
+            rbuf: Vec::new(),
+            scanner: ReplyScanner::new(),
+            inflight: VecDeque::new(),
+        };
+        if resp3 {
+            be.out.extend_from_slice(&encode_request(&["HELLO", "3"]));
+            be.inflight.push_back(InFlight {
+                owner: Owner::Hello,
+                payload: Vec::new(),
+                redirects: 0,
+                sent: Instant::now(),
+            });
+        }
+        entry.insert(be);
+        self.by_node.insert((node.to_string(), resp3), b);
+        Ok(b)
+    }
+
+    fn backend_event(&mut self, b: usize, readable: bool) {
+        let Some(be) = self.backends.get_mut(b) else {
+            return;
+        };
+        if !be.connected {
+            match be.sock.take_error() {
+                Ok(Some(e)) | Err(e) => return self.fail_backend(b, &e.to_string()),
+                Ok(None) => {}
+            }
+            match be.sock.peer_addr() {
+                Ok(_) => be.connected = true,
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
+                Err(e) => return self.fail_backend(b, &e.to_string()),
+            }
+        }
+        self.dirty_backends.push(b);
+        if !readable {
+            return;
+        }
+        let alive = match read_into(&mut be.sock, &mut be.rbuf, usize::MAX) {
+            Ok(outcome) => outcome != ReadOutcome::Eof,
+            Err(e) => return self.fail_backend(b, &e.to_string()),
+        };
+        let mut replies = Vec::new();
+        let mut start = 0;
+        loop {
+            match be.scanner.next(&be.rbuf[start..], &self.limits) {
+                Ok(Some(n)) => {
+                    let reply = be.rbuf[start..start + n].to_vec();
+                    start += n;
+                    match be.inflight.pop_front() {
+                        Some(f) => replies.push(f.with_reply(reply)),
+                        None => {
+                            be.rbuf.drain(..start);
+                            return self.fail_backend(b, "reply to no request");
+                        }
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    be.rbuf.drain(..start);
+                    let msg = format!("bad reply ({})", e.message());
+                    self.handle_replies(b, replies);
+                    return self.fail_backend(b, &msg);
+                }
+            }
+        }
+        be.rbuf.drain(..start);
+        self.handle_replies(b, replies);
+        if !alive {
+            self.fail_backend(b, "connection closed");
+        }
+    }
+
+    fn handle_replies(&mut self, b: usize, replies: Vec<(InFlight, Vec<u8>)>) {
+        let (node, resp3) = match self.backends.get(b) {
+            Some(be) => (be.node.clone(), be.resp3),
+            None => return,
+        };
+        for (f, reply) in replies {
+            match f.owner {
+                Owner::Asking | Owner::Hello => {}
+                Owner::Topology { shards } => {
+                    self.refresh_in_flight = false;
+                    let Ok(Some((frame, _))) = decode(&reply, &self.limits) else {
+                        continue;
+                    };
+                    if shards && matches!(frame, Frame::Error(_)) {
+                        // A node older than Redis 7 has no CLUSTER SHARDS: ask it the old way.
+                        self.use_shards = false;
+                        self.refresh(Some(node.clone()));
+                        continue;
+                    }
+                    let map = if shards {
+                        SlotMap::from_cluster_shards(&frame, host_of(&node))
+                    } else {
+                        SlotMap::from_cluster_slots(&frame, host_of(&node))
+                    };
+                    match map {
+                        Ok(m) if !m.primaries().is_empty() => self.map = m,
+                        Ok(_) => {}
+                        Err(e) => eprintln!("darner-proxy: topology from {node}: {e}"),
+                    }
+                }
+                Owner::Client { .. } => {
+                    let redirect = match parse_redirect(&reply) {
+                        Some(r) if f.redirects < MAX_REDIRECTS => Some(r),
+                        _ => None,
+                    };
+                    match redirect {
+                        Some(Redirect::Moved { slot, node: to }) => {
+                            let to = fill_host(to, &node);
+                            self.map.assign(slot, slot, &to);
+                            self.refresh(Some(to.clone()));
+                            self.send(
+                                f.owner,
+                                Target::Node(to),
+                                f.payload,
+                                resp3,
+                                f.redirects + 1,
+                                false,
+                            );
+                        }
+                        Some(Redirect::Ask { node: to, .. }) => {
+                            let to = fill_host(to, &node);
+                            self.send(
+                                f.owner,
+                                Target::Node(to),
+                                f.payload,
+                                resp3,
+                                f.redirects + 1,
+                                true,
+                            );
+                        }
+                        None => self.answer(f.owner, reply),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Gives a client its reply (or part of one).
+    fn answer(&mut self, owner: Owner, reply: Vec<u8>) {
+        match owner {
+            Owner::Client { idx, id, seq, part } => {
+                if let Some(c) = self.clients.get_mut(idx) {
+                    if c.id == id {
+                        c.queue.fill(seq, part, reply);
+                        self.dirty_clients.push(idx);
+                    }
+                }
+            }
+            Owner::Topology { .. } => self.refresh_in_flight = false,
+            Owner::Asking | Owner::Hello => {}
+        }
+    }
+
+    /// Drops a backend connection: every request in flight on it is answered with the reason
+    /// (only those: other connections' clients are untouched), and the topology is re-read,
+    /// since a node that went away may have been failed over.
+    fn fail_backend(&mut self, b: usize, reason: &str) {
+        if !self.backends.contains(b) {
+            return;
+        }
+        let mut be = self.backends.remove(b);
+        let _ = self.poll.registry().deregister(&mut be.sock);
+        self.by_node.remove(&(be.node.clone(), be.resp3));
+        let msg = format!("ERR upstream {}: {reason}", be.node);
+        for f in be.inflight.drain(..) {
+            self.answer(f.owner, error_wire(&msg));
+        }
+        self.refresh(None);
+    }
+
+    /// Asks for the topology (from `from`, or the next known primary, or a seed), unless a
+    /// request for it is already out.
+    fn refresh(&mut self, from: Option<String>) {
+        let now = Instant::now();
+        if self.refresh_in_flight {
+            return;
+        }
+        let primaries = self.map.primaries();
+        self.next_refresh = now
+            + if primaries.is_empty() {
+                EMPTY_MAP_RETRY.min(self.refresh_interval)
+            } else {
+                self.refresh_interval
+            };
+        let node = match from {
+            Some(n) => n,
+            None => {
+                self.any_rr = self.any_rr.wrapping_add(1);
+                if primaries.is_empty() {
+                    self.seeds[self.any_rr % self.seeds.len()].clone()
+                } else {
+                    primaries[self.any_rr % primaries.len()].to_string()
+                }
+            }
+        };
+        self.refresh_in_flight = true;
+        let shards = self.use_shards;
+        self.send(
+            Owner::Topology { shards },
+            Target::Node(node),
+            encode_request(&["CLUSTER", if shards { "SHARDS" } else { "SLOTS" }]),
+            false,
+            MAX_REDIRECTS,
+            false,
+        );
+    }
+
+    /// Writes what is ready: completed replies to clients, queued requests to backends.
+    fn flush_all(&mut self) {
+        while !self.dirty_clients.is_empty() || !self.dirty_backends.is_empty() {
+            let backends = std::mem::take(&mut self.dirty_backends);
+            for b in backends {
+                let Some(be) = self.backends.get_mut(b) else {
+                    continue;
+                };
+                if !be.connected || be.out.is_empty() {
+                    continue;
+                }
+                if let Err(e) = flush(&mut be.sock, &mut be.out) {
+                    self.fail_backend(b, &e.to_string());
+                }
+            }
+            let mut clients = std::mem::take(&mut self.dirty_clients);
+            clients.sort_unstable();
+            clients.dedup();
+            for idx in clients {
+                let Some(c) = self.clients.get_mut(idx) else {
+                    continue;
+                };
+                if c.queue.drain_ready(&mut c.out) {
+                    c.closing = true;
+                }
+                if !c.out.is_empty() && flush(&mut c.sock, &mut c.out).is_err() {
+                    self.close_client(idx);
+                    continue;
+                }
+                if c.closing && c.queue.is_empty() && c.out.is_empty() {
+                    self.close_client(idx);
+                    continue;
+                }
+                // Room again after MAX_PENDING, or input left from a full read: next turn.
+                if !c.closing && c.queue.len() < MAX_PENDING && (c.input_paused || c.read_paused) {
+                    self.resume.push(idx);
+                }
+            }
+        }
+    }
+}
+
+impl InFlight {
+    fn with_reply(self, reply: Vec<u8>) -> (InFlight, Vec<u8>) {
+        (self, reply)
+    }
+}
+
+/// A redirect's `:port` (no host) means the host of the node that sent it.
+fn fill_host(to: String, from: &str) -> String {
+    match to.strip_prefix(':') {
+        Some(port) => format!("{}:{port}", host_of(from)),
+        None => to,
+    }
+}
+
+fn error_wire(msg: &str) -> Vec<u8> {
+    let mut v = Vec::new();
+    encode(&Frame::Error(Bytes::from(msg.to_string())), &mut v);
+    v
+}
