@@ -1208,8 +1208,9 @@ impl SwapLoad {
                 log::warning("Failed trying to load the MASTER synchronization DB from socket, check server logs.");
                 End::Retry
             }
-            Ok(Ok(_)) => End::Retry,
-            Err(_) => End::Stop,
+            // The loader is gone without a word (it could not start): the link retries (a
+            // REPLICAOF meanwhile ends it at its next check).
+            Ok(Ok(_)) | Err(_) => End::Retry,
         }
     }
 
@@ -1223,7 +1224,7 @@ impl SwapLoad {
                 log::warning("Failed trying to load the MASTER synchronization DB from socket, check server logs.");
                 return Err(End::Retry);
             }
-            Err(_) => return Err(End::Stop),
+            Err(_) => return Err(End::Retry),
         };
         let shared = self.shared.clone();
         {
