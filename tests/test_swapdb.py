@@ -18,7 +18,7 @@ import pytest
 
 import harness
 from test_primary import fill
-from test_replica import digest, info, synced, wait_for
+from test_replica import FakePrimary, digest, info, synced, wait_for
 
 pytestmark = pytest.mark.darner_only
 
@@ -202,3 +202,31 @@ def test_a_load_cut_off_midway_keeps_the_old_data(darner_factory):
                      .count("Connecting to MASTER") >= 1, what="a new connection attempt")
         finally:
             primary.stop()
+
+
+@pytest.mark.parametrize("same_history", [True, False])
+def test_a_corrupt_snapshot_keeps_the_old_data(darner_factory, same_history):
+    rep = darner_factory("--repl-diskless-load", "swapdb")
+    r = rep.client()
+    r.set("k", "v")
+    r.rpush("l", *range(100))
+    before = digest(r)
+    # The replica's own history (async loading) or another one (-LOADING meanwhile).
+    replid = info(r)["master_replid"].encode() if same_history else b"b" * 40
+    # A valid RDB header, then a byte that is no opcode.
+    payload = b"REDIS0011\xfa\x09redis-ver\x057.0.0\xf0junk"
+    fake = FakePrimary(replid=replid, payload=b"$%d\r\n%s" % (len(payload), payload))
+    try:
+        assert r.execute_command("REPLICAOF", "127.0.0.1", fake.port) == b"OK"
+        wait_for(lambda: fake.connections >= 2, what="a second attempt")
+        log = rep.log_tail(20000)
+        assert "Failed trying to load the MASTER synchronization DB from socket" in log
+        assert "Discarding temporary DB in background" in log
+        assert "Swapping active DB" not in log
+        wait_for(lambda: persistence(r)["async_loading"] == 0 and persistence(r)["loading"] == 0,
+                 what="no load")
+        assert digest(r) == before
+        assert r.get("k") == b"v"
+        assert info(r)["master_link_status"] == "down"
+    finally:
+        fake.close()
