@@ -304,17 +304,15 @@ def test_diskless_load_on_empty_db_goes_to_disk_when_the_replica_holds_keys(darn
     assert "with EOF to disk" in log and "to parser" not in log
 
 
-def test_repl_diskless_load_swapdb_is_refused(darner_factory):
-    code, out = darner_factory.run_to_exit(["--repl-diskless-load", "swapdb"])
-    assert code == 1
-    assert "repl-diskless-load swapdb is not supported by Darner" in out
-    srv = darner_factory()
+def test_repl_diskless_load_takes_its_three_values(darner_factory):
+    # swapdb (tests/test_swapdb.py) is accepted at start-up and by CONFIG SET.
+    srv = darner_factory("--repl-diskless-load", "swapdb")
     c = srv.client()
-    assert c.config_get("repl-diskless-load") == {"repl-diskless-load": "disabled"}
-    with pytest.raises(Exception, match="swapdb is not supported"):
-        c.config_set("repl-diskless-load", "swapdb")
+    assert c.config_get("repl-diskless-load") == {"repl-diskless-load": "swapdb"}
     c.config_set("repl-diskless-load", "on-empty-db")
     assert c.config_get("repl-diskless-load") == {"repl-diskless-load": "on-empty-db"}
+    c.config_set("repl-diskless-load", "swapdb")
+    assert c.config_get("repl-diskless-load") == {"repl-diskless-load": "swapdb"}
     with pytest.raises(Exception, match="argument"):
         c.config_set("repl-diskless-load", "bogus")
 

@@ -200,10 +200,12 @@ def test_replicaof_at_run_time(primary, darner_factory):
 
 
 class FakePrimary:
-    """A primary that answers the handshake and then sends a snapshot that is not an RDB
-    file. Counts the replica's connections."""
+    """A primary that answers the handshake (`+FULLRESYNC <replid> 0`) and then sends a
+    snapshot that is not an RDB file (`payload`). Counts the replica's connections."""
 
-    def __init__(self):
+    def __init__(self, replid=b"a" * 40, payload=b"$16\r\nnot an rdb file!"):
+        self.replid = replid
+        self.payload = payload
         import socket
         import threading
         self.sock = socket.socket()
@@ -231,7 +233,7 @@ class FakePrimary:
                 # PING first (answered before the rest comes), then REPLCONF
                 # listening-port, REPLCONF capa and PSYNC.
                 for answer, commands in ((b"+PONG\r\n", 1), (b"+OK\r\n+OK\r\n", 2),
-                                         (b"+FULLRESYNC " + b"a" * 40 + b" 0\r\n", 1)):
+                                         (b"+FULLRESYNC " + self.replid + b" 0\r\n", 1)):
                     buf = b""
                     while buf.count(b"*") < commands or not buf.endswith(b"\r\n"):
                         chunk = conn.recv(4096)
@@ -239,7 +241,7 @@ class FakePrimary:
                             raise OSError("closed")
                         buf += chunk
                     conn.sendall(answer)
-                conn.sendall(b"$16\r\nnot an rdb file!")
+                conn.sendall(self.payload)
                 time.sleep(0.2)
             except OSError:
                 pass

@@ -99,3 +99,21 @@ def test_tracking_clients_of_a_replica_hear_the_stream_and_the_full_sync(primary
     assert b"invalidate" in want[4] and b"k" in want[4]
     assert want[-2].endswith(b"_\r\n") and want[-1].endswith(b"_\r\n")
     assert "Full resync" in rep.log_tail(20000) or "FULLRESYNC" in rep.log_tail(20000)
+
+
+def test_tracking_clients_of_a_swapdb_replica_hear_the_same(primary, darner_factory):
+    # repl-diskless-load swapdb: the full sync's swap of the loaded databases tells every
+    # tracking client, as the flush of the other load paths does.
+    ref = harness.start_reference(
+        ["--replicaof", "127.0.0.1", str(primary.port), "--repl-diskless-load", "swapdb"]
+    )
+    try:
+        want = scenario(primary, ref)
+    finally:
+        ref.stop()
+    rep = darner_factory("--replicaof", "127.0.0.1", primary.port,
+                         "--repl-diskless-load", "swapdb")
+    got = scenario(primary, rep)
+    assert got == want
+    assert want[-2].endswith(b"_\r\n") and want[-1].endswith(b"_\r\n")
+    assert "Swapping active DB with loaded DB" in rep.log_tail(20000)

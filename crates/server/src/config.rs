@@ -648,19 +648,15 @@ pub static TABLE: &[Directive] = &[
         apply: nothing,
     },
     // The replica's side (replica.rs): `on-empty-db` loads the primary's snapshot straight
-    // from the socket when the dataset is empty; `swapdb` (serving the old data while the
-    // new loads) is not built and is refused.
+    // from the socket when the dataset is empty; `swapdb` always does, into staging
+    // databases beside the old dataset (served meanwhile when the primary's history is the
+    // replica's own, else -LOADING), swapped in at the end or dropped if the load fails.
     Directive {
         name: "repl-diskless-load",
         kind: Kind::Enum(&["disabled", "on-empty-db", "swapdb"]),
         default: "disabled",
         mutable: true,
-        apply: |_, v| {
-            if v == "swapdb" {
-                return Err("repl-diskless-load swapdb is not supported by Darner (disabled and on-empty-db are)".into());
-            }
-            Ok(())
-        },
+        apply: nothing,
     },
     // For tests (Redis's hidden DEBUG config): microseconds each key of a background
     // snapshot waits, so that a snapshot lasts (bgsave.rs).

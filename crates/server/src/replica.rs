@@ -613,7 +613,12 @@ fn session(
             stream(shared, gen, &mut up, lb, offset)
         }
         Outcome::FullResync(parsed) => {
-            if let Err(end) = full_sync(shared, gen, &mut up) {
+            // The primary's history is this replica's own (a full sync after a failed
+            // PSYNC): the old data is an earlier point of the same dataset, which clients may
+            // go on reading while the new one loads (Redis's async loading, swapdb only).
+            let same_history =
+                parsed.is_some_and(|(id, _)| id == shared.repl.lock().history.replid);
+            if let Err(end) = full_sync(shared, gen, &mut up, same_history) {
                 return end;
             }
             if !shared.repl.current(gen) {
@@ -649,7 +654,7 @@ fn session(
             stream(shared, gen, &mut up, lb, offset)
         }
         Outcome::Sync => {
-            if let Err(end) = full_sync(shared, gen, &mut up) {
+            if let Err(end) = full_sync(shared, gen, &mut up, false) {
                 return end;
             }
             let offset = {
@@ -710,9 +715,16 @@ enum Sink {
     File(std::io::BufWriter<std::fs::File>),
     /// Straight to a load task holding every shard (`repl-diskless-load on-empty-db`).
     Stream(StreamLoad),
+    /// Straight into staging databases beside the live ones (`repl-diskless-load swapdb`).
+    Swap(SwapLoad),
 }
 
-fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), End> {
+fn full_sync(
+    shared: &Arc<Shared>,
+    gen: u64,
+    up: &mut Upstream,
+    same_history: bool,
+) -> Result<(), End> {
     set_link(shared, gen, |m| {
         m.link = LinkState::Transfer;
         m.transfer_size = -1;
@@ -752,18 +764,23 @@ fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), En
                         Framing::Length(n) => (*n as i64, format!("{n} bytes from master")),
                         Framing::Mark(_) => (-1, "streamed RDB from master with EOF".to_string()),
                     };
-                    let stream = if diskless_load(shared) {
-                        start_stream_load(shared, gen)
-                    } else {
-                        None
+                    let stream = match diskless_load(shared) {
+                        DisklessLoad::OnEmptyDb => start_stream_load(shared, gen).map(Sink::Stream),
+                        DisklessLoad::Swapdb => {
+                            Some(Sink::Swap(SwapLoad::start(shared, gen, size, same_history)))
+                        }
+                        DisklessLoad::Disabled => None,
                     };
                     let to = if stream.is_some() { "parser" } else { "disk" };
                     log::notice(&format!(
                         "MASTER <-> REPLICA sync: receiving {what} to {to}"
                     ));
+                    if matches!(stream, Some(Sink::Swap(_))) {
+                        log::notice("MASTER <-> REPLICA sync: Loading DB in memory");
+                    }
                     set_link(shared, gen, |m| m.transfer_size = size);
                     sink = Some(match stream {
-                        Some(s) => Sink::Stream(s),
+                        Some(s) => s,
                         None => match std::fs::OpenOptions::new()
                             .write(true)
                             .create(true)
@@ -801,6 +818,18 @@ fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), En
                 }
                 _ => {}
             }
+            // As a stream load's, and also what came over a while (a slow primary): the
+            // load keeps pace, and its progress shows in INFO.
+            if let Some(Sink::Swap(s)) = sink.as_mut() {
+                if !staged.is_empty()
+                    && (staged.len() >= STREAM_PIECE
+                        || progress == Progress::Done
+                        || s.sent.elapsed() >= TICK)
+                    && !s.send(std::mem::take(&mut staged))
+                {
+                    return Err(s.failed());
+                }
+            }
             set_link(shared, gen, |m| {
                 m.transfer_read = received;
                 m.transfer_last_io_ms = Shared::real_now_ms();
@@ -818,6 +847,12 @@ fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), En
             Ok(false) => {
                 if up.last_io.elapsed() > timeout {
                     return remove("Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value.");
+                }
+                // Nothing came for a while: what came goes to the loader (as above).
+                if let Some(Sink::Swap(s)) = sink.as_mut() {
+                    if !staged.is_empty() && !s.send(std::mem::take(&mut staged)) {
+                        return Err(s.failed());
+                    }
                 }
             }
             Err(e) => return remove(&format!("I/O error trying to sync with MASTER: {e}")),
@@ -842,6 +877,7 @@ fn full_sync(shared: &Arc<Shared>, gen: u64, up: &mut Upstream) -> Result<(), En
                 Err(_) => Err(End::Stop),
             };
         }
+        Some(Sink::Swap(s)) => return s.finish(gen),
         None => return remove("The MASTER's snapshot ended before its header"),
     };
     let synced = file
@@ -931,10 +967,23 @@ fn load(shared: &Arc<Shared>, gen: u64) -> Option<Result<(), String>> {
     wait.recv().unwrap_or(None)
 }
 
-/// `repl-diskless-load` asks for a load straight from the socket (`on-empty-db`: when the
-/// dataset is empty, checked by [`start_stream_load`]).
-fn diskless_load(shared: &Shared) -> bool {
-    shared.config.get("repl-diskless-load").as_deref() == Some("on-empty-db")
+/// How `repl-diskless-load` has a full sync's snapshot loaded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DisklessLoad {
+    /// To disk, then loaded from the file.
+    Disabled,
+    /// From the socket when the dataset is empty ([`start_stream_load`]), else to disk.
+    OnEmptyDb,
+    /// From the socket into staging databases, swapped in at the end ([`SwapLoad`]).
+    Swapdb,
+}
+
+fn diskless_load(shared: &Shared) -> DisklessLoad {
+    match shared.config.get("repl-diskless-load").as_deref() {
+        Some("on-empty-db") => DisklessLoad::OnEmptyDb,
+        Some("swapdb") => DisklessLoad::Swapdb,
+        _ => DisklessLoad::Disabled,
+    }
 }
 
 /// A snapshot loaded as it arrives: its bytes go to the load task on `data` (dropped: the
@@ -1043,6 +1092,263 @@ fn start_stream_load(shared: &Arc<Shared>, gen: u64) -> Option<StreamLoad> {
         })
     } else {
         None
+    }
+}
+
+/// Tells a swapdb load from the older ones that may still be winding down on the shards.
+static SWAP_LOAD_IDS: AtomicU64 = AtomicU64::new(0);
+
+/// A `repl-diskless-load swapdb` load: the link thread hands the RDB's bytes to a loader
+/// thread (`data`), which decodes them and has each shard build its keys into staging
+/// databases (`persist::load::feed_shards`, as lone steps between clients' commands, the
+/// live databases untouched), then answers on `done`. Once the link has the whole payload
+/// and the load succeeded, one task holding every shard swaps the staging databases in
+/// ([`SwapLoad::finish`]). Dropped before that (the link failed, the payload was bad, a
+/// REPLICAOF), it discards the staging databases: the old dataset stays as it was, and
+/// so does the cached primary (a retry may continue the stream with PSYNC).
+///
+/// Meanwhile, when the primary's history is this replica's own, clients go on reading the
+/// old dataset (`async_loading`); otherwise the old data is another history's, and they get
+/// `-LOADING` as during any load (Redis's rule).
+struct SwapLoad {
+    shared: Arc<Shared>,
+    id: u64,
+    data: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+    done: std::sync::mpsc::Receiver<Result<crate::persist::load::Summary, String>>,
+    started: Instant,
+    /// When the loader was last handed bytes.
+    sent: Instant,
+    swapped: bool,
+}
+
+impl SwapLoad {
+    fn start(shared: &Arc<Shared>, gen: u64, size: i64, same_history: bool) -> SwapLoad {
+        let id = SWAP_LOAD_IDS.fetch_add(1, Ordering::SeqCst) + 1;
+        let p = &shared.persist;
+        p.loading_start
+            .store(Shared::now_ms() / 1000, Ordering::Relaxed);
+        p.loading_total_bytes
+            .store(size.max(0) as u64, Ordering::Relaxed);
+        p.loading_loaded_bytes.store(0, Ordering::Relaxed);
+        if same_history {
+            p.async_loading.store(true, Ordering::SeqCst);
+        } else {
+            p.loading.store(true, Ordering::SeqCst);
+        }
+        // As many pieces in flight as a stream load (start_stream_load).
+        let (data_tx, data_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(16);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let sh = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("swapdb-load".into())
+            .spawn(move || {
+                let reader = ChannelReader {
+                    rx: data_rx,
+                    cur: Vec::new(),
+                    pos: 0,
+                };
+                let name = "(the MASTER's stream)";
+                let mut loader = crate::persist::load::FileLoader::from_reader(
+                    Box::new(reader),
+                    name.to_string(),
+                    0,
+                    sh.threads,
+                    sh.databases,
+                    Shared::now_ms(),
+                );
+                // Keys whose TTL passed wait for the primary's DEL, as in any replica load.
+                loader.keep_expired();
+                let progress = sh.clone();
+                loader.streaming(Box::new(move |n| {
+                    progress
+                        .persist
+                        .loading_loaded_bytes
+                        .store(n, Ordering::Relaxed)
+                }));
+                let target = crate::persist::load::Target::Staging(id);
+                let stop = || !sh.repl.current(gen);
+                use crate::persist::load::{feed_shards, Fed};
+                let r = match feed_shards(&sh, &mut loader, target, &stop) {
+                    Ok(true) => Ok(std::mem::take(&mut loader.summary)),
+                    Ok(false) => Err("The load was stopped".to_string()),
+                    Err(Fed::Decode(e)) => Err(e),
+                    Err(Fed::Shard(e)) => Err(format!("Failed loading the RDB file {name}: {e}")),
+                };
+                let _ = done_tx.send(r);
+            });
+        if let Err(e) = spawned {
+            // No thread: `done` reports the failure at the first piece sent.
+            log::warning(&format!(
+                "Can't start the thread loading the MASTER's stream: {e}"
+            ));
+        }
+        SwapLoad {
+            shared: shared.clone(),
+            id,
+            data: Some(data_tx),
+            done: done_rx,
+            started: Instant::now(),
+            sent: Instant::now(),
+            swapped: false,
+        }
+    }
+
+    /// Hands the loader the next bytes; false when it stopped (see [`SwapLoad::failed`]).
+    fn send(&mut self, bytes: Vec<u8>) -> bool {
+        self.sent = Instant::now();
+        self.data.as_ref().is_some_and(|d| d.send(bytes).is_ok())
+    }
+
+    /// The loader stopped before the end of the payload: its error, logged.
+    fn failed(&mut self) -> End {
+        self.data = None;
+        match self.done.recv() {
+            Ok(Err(e)) => {
+                log::warning(&e);
+                log::warning("Failed trying to load the MASTER synchronization DB from socket, check server logs.");
+                End::Retry
+            }
+            // The loader is gone without a word (it could not start): the link retries (a
+            // REPLICAOF meanwhile ends it at its next check).
+            Ok(Ok(_)) | Err(_) => End::Retry,
+        }
+    }
+
+    /// The payload is complete: waits for the load, then swaps the staging databases in.
+    fn finish(mut self, gen: u64) -> Result<(), End> {
+        self.data = None;
+        let summary = match self.done.recv() {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                log::warning(&e);
+                log::warning("Failed trying to load the MASTER synchronization DB from socket, check server logs.");
+                return Err(End::Retry);
+            }
+            Err(_) => return Err(End::Retry),
+        };
+        let shared = self.shared.clone();
+        {
+            // As for any full sync (see full_sync), now that the dataset is replaced: this
+            // server's replicas sync again, its backlog and the cached primary go.
+            let mut st = shared.repl.lock();
+            if !shared.repl.current(gen) {
+                return Err(End::Stop);
+            }
+            crate::primary::drop_all(&mut st.replicas);
+            st.history.backlog = None;
+            st.cached = None;
+        }
+        log::notice("MASTER <-> REPLICA sync: Swapping active DB with loaded DB");
+        let (tx_done, wait) = std::sync::mpsc::channel::<Option<Result<(), String>>>();
+        let (id, functions) = (self.id, summary.functions.clone());
+        shared.send(
+            0,
+            Msg::Spawn {
+                f: Box::new(move |shared: Arc<Shared>| {
+                    Box::pin(async move {
+                        let tx = crate::exec::Tx::new(shared.clone(), Default::default());
+                        tx.reserve(crate::cmd::transactions::every_shard(shared.threads))
+                            .await;
+                        let r = if !shared.repl.current(gen) {
+                            None
+                        } else if let Err(e) = shared.scripts.install_libraries(&functions, false)
+                        {
+                            Some(Err(format!(
+                                "Failed loading the RDB file (the MASTER's stream): function library: {e}"
+                            )))
+                        } else {
+                            swap_in_staging(&tx, id).await;
+                            after_load(&tx, &Ok(())).await;
+                            let p = &shared.persist;
+                            p.loading.store(false, Ordering::SeqCst);
+                            p.async_loading.store(false, Ordering::SeqCst);
+                            Some(Ok(()))
+                        };
+                        tx.release();
+                        let _ = tx_done.send(r);
+                    })
+                }),
+            },
+        );
+        match wait.recv().unwrap_or(None) {
+            Some(Ok(())) => {
+                self.swapped = true;
+                log::notice("MASTER <-> REPLICA sync: Discarding old DB in background");
+                crate::persist::load::done_log(&shared, &summary, self.started);
+                log::notice("MASTER <-> REPLICA sync: Finished with success");
+                Ok(())
+            }
+            Some(Err(e)) => {
+                log::warning(&e);
+                log::warning("Failed trying to load the MASTER synchronization DB from socket, check server logs.");
+                Err(End::Retry)
+            }
+            None => Err(End::Stop),
+        }
+    }
+}
+
+impl Drop for SwapLoad {
+    /// A load that did not end in its swap: the loader stops (its input ends), and the
+    /// staging databases go, freed in steps; the live ones were never touched.
+    fn drop(&mut self) {
+        if self.swapped {
+            return;
+        }
+        self.data = None;
+        let _ = self.done.recv();
+        let id = self.id;
+        for s in 0..self.shared.threads {
+            self.shared.send(
+                s,
+                Msg::Run {
+                    tx: None,
+                    db: 0,
+                    resp3: false,
+                    writer: None,
+                    f: Box::new(move |ctx| crate::persist::load::discard_staging(ctx, Some(id))),
+                },
+            );
+        }
+        let p = &self.shared.persist;
+        p.loading.store(false, Ordering::SeqCst);
+        p.async_loading.store(false, Ordering::SeqCst);
+        log::notice("MASTER <-> REPLICA sync: Discarding temporary DB in background");
+    }
+}
+
+/// Swaps load `id`'s staging databases in for the live ones on every shard (`tx` holds them
+/// all: no client sees one shard's new data beside another's old), as SWAPDB swaps two
+/// databases: watched keys live in either count as changed and blocked clients look again.
+/// The old tables are freed in steps (lazyfree.rs), and tracking clients get one null
+/// invalidation, as for FLUSHALL.
+async fn swap_in_staging(tx: &crate::exec::Tx, id: u64) {
+    tx.run_all(move |ctx| {
+        let now = ctx.clock.now_ms;
+        let mut staged = match ctx.shard.staging.take() {
+            Some(s) if s.id == id => s.dbs,
+            other => {
+                // No key of the snapshot landed on this shard: its new databases are empty.
+                ctx.shard.staging = other;
+                Vec::new()
+            }
+        };
+        staged.resize_with(ctx.shard.dbs.len(), darner_engine::Db::new);
+        ctx.shard.tracking.clear();
+        for (live, new) in ctx.shard.dbs.iter_mut().zip(staged.iter_mut()) {
+            darner_engine::Db::swap(live, new, now);
+            live.take_written();
+            let old = new.flush();
+            if !old.is_empty() {
+                ctx.shard.dying.push_table(&ctx.shared.metrics, old);
+            }
+        }
+    })
+    .await;
+    if tx.shared().tracking.clients.load(Ordering::Relaxed) > 0 {
+        for t in 0..tx.nshards() {
+            crate::exec::post(tx.shared(), t, crate::msg::Msg::TrackingFlush);
+        }
     }
 }
 

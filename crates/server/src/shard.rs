@@ -46,7 +46,17 @@ pub struct Shard {
     pub lock: ShardLock,
     /// A background save's part on this shard, while it is being written (bgsave.rs).
     pub snapshot: Option<crate::bgsave::ShardSnapshot>,
+    /// A replica's `repl-diskless-load swapdb` load in progress: this shard's part of the
+    /// new dataset, swapped in once complete (persist/load.rs, replica.rs).
+    pub staging: Option<Staging>,
     rng: u64,
+}
+
+/// Fresh databases a load fills while the live ones go on serving; `id` tells one load from
+/// an older one still winding down (a newer load wins: see `persist::load::Target`).
+pub struct Staging {
+    pub id: u64,
+    pub dbs: Vec<Db>,
 }
 
 impl Shard {
@@ -61,6 +71,7 @@ impl Shard {
             events_recorded: Default::default(),
             lock: Default::default(),
             snapshot: None,
+            staging: None,
             rng: 0x9E37_79B9_7F4A_7C15
                 ^ ((id as u64 + 1) * 0x2545_F491_4F6C_DD1D)
                 ^ Shared::now_us() as u64,

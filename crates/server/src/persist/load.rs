@@ -36,6 +36,7 @@
 
 use crate::log;
 use crate::shard::ShardCtx;
+use darner_engine::Db;
 use darner_rdb::{Entry as RdbEntry, FileDecoder, Item, Step, Value};
 use std::io::Read;
 use std::sync::atomic::Ordering;
@@ -133,6 +134,9 @@ pub struct FileLoader {
     /// Keys past their TTL are loaded too (an AOF's base: later commands in the AOF may
     /// still change them, as Redis loads a preamble).
     keep_expired: bool,
+    /// Reads what has come rather than a megabyte at a time (a replica's socket), and says
+    /// how many bytes it has read after each read (INFO's loading_loaded_bytes).
+    streaming: Option<Box<dyn Fn(u64) + Send>>,
     pending: Vec<(Vec<Op>, usize)>,
     /// The big key in progress: its shard (None: dropped, its TTL passed) and whether an
     /// element came yet.
@@ -206,6 +210,7 @@ impl FileLoader {
             databases,
             now_ms,
             keep_expired: false,
+            streaming: None,
             pending: (0..shards).map(|_| (Vec::new(), 0)).collect(),
             big: None,
             read: 0,
@@ -229,6 +234,9 @@ impl FileLoader {
             self.buf.drain(..self.start);
             self.start = 0;
         }
+        if self.streaming.is_some() {
+            return self.fill_streaming(need);
+        }
         let want = need.max(READ_BYTES as u64);
         let before = self.buf.len();
         // `take` bounds the read by what the file holds, whatever length the file claims.
@@ -241,6 +249,38 @@ impl FileLoader {
             self.eof = true;
         }
         Ok(())
+    }
+
+    /// [`FileLoader::fill`] from a stream: whatever has come, once `need` bytes have (the
+    /// decoder goes on with the keys of a slow sender's bytes as they arrive, rather than
+    /// wait for a megabyte). Through a scratch buffer: a stream's reads are small.
+    fn fill_streaming(&mut self, need: u64) -> Result<(), LoadError> {
+        let mut got: u64 = 0;
+        let mut scratch = vec![0u8; 64 << 10];
+        while got < need.max(1) {
+            match self.file.read(&mut scratch) {
+                Ok(0) => {
+                    self.eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    self.buf.extend_from_slice(&scratch[..n]);
+                    got += n as u64;
+                    if let Some(progress) = &self.streaming {
+                        progress(self.read + got);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.fail(format_args!("read error: {e}"))),
+            }
+        }
+        self.read += got;
+        Ok(())
+    }
+
+    /// Reads a stream ([`FileLoader::fill_streaming`]), telling `progress` the bytes read.
+    pub fn streaming(&mut self, progress: Box<dyn Fn(u64) + Send>) {
+        self.streaming = Some(progress);
     }
 
     /// The next batch for a shard: (shard, entries). None once the file is done (its
@@ -430,10 +470,15 @@ pub fn insert_batch(
     batch: Vec<Op>,
     replace: bool,
     building: &Building,
+    target: Target,
 ) -> Result<(), String> {
     let limits = ctx.limits();
     let clock = ctx.clock;
     let mut slot = building[ctx.shard.id].lock().unwrap();
+    let dbs = match target {
+        Target::Live => &mut ctx.shard.dbs,
+        Target::Staging(id) => staging_dbs(ctx, id)?,
+    };
     for op in batch {
         let (e, loaded) = match op {
             Op::Key(mut e) => {
@@ -443,7 +488,7 @@ pub fn insert_batch(
                 (e, loaded)
             }
             Op::Reserve { db, keys } => {
-                if let Some(d) = ctx.shard.dbs.get_mut(db as usize) {
+                if let Some(d) = dbs.get_mut(db as usize) {
                     d.reserve(keys);
                 }
                 continue;
@@ -473,7 +518,7 @@ pub fn insert_batch(
             }
         };
         let db = e.db as usize;
-        if db >= ctx.shard.dbs.len() {
+        if db >= dbs.len() {
             return Err(format!("key in database {db}, out of range"));
         }
         // The access clock, as RESTORE sets it: the file's LFU counter under an LFU policy,
@@ -488,7 +533,7 @@ pub fn insert_batch(
             .map(|t| i64::try_from(t).map_err(|_| "TTL out of range".to_string()))
             .transpose()?;
         let entry = loaded.into_entry(&e.key, expire, access);
-        let mut view = ctx.shard.dbs[db].view(clock);
+        let mut view = dbs[db].view(clock);
         if replace {
             view.set(entry);
         } else if view.set_absent(entry).is_err() {
@@ -499,6 +544,50 @@ pub fn insert_batch(
         }
     }
     Ok(())
+}
+
+/// Where [`insert_batch`] puts the keys: the databases clients see, or the staging
+/// databases of the `repl-diskless-load swapdb` load with this ID (see [`crate::shard::Staging`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Live,
+    Staging(u64),
+}
+
+/// The staging databases of load `id` on this shard, created on its first batch. A load
+/// winding down after a newer one started finds its batches refused (the newer load's keys
+/// must not mix with its); a newer load replaces an older load's leftovers.
+fn staging_dbs<'a>(ctx: &'a mut ShardCtx, id: u64) -> Result<&'a mut Vec<Db>, String> {
+    match &ctx.shard.staging {
+        Some(s) if s.id > id => return Err("a newer load replaced this one".to_string()),
+        Some(s) if s.id == id => {}
+        _ => {
+            discard_staging(ctx, None);
+            let n = ctx.shard.dbs.len();
+            ctx.shard.staging = Some(crate::shard::Staging {
+                id,
+                dbs: (0..n).map(|_| Db::new()).collect(),
+            });
+        }
+    }
+    Ok(&mut ctx.shard.staging.as_mut().expect("set above").dbs)
+}
+
+/// Drops this shard's staging databases (those of load `id` only, or any with None), their
+/// tables freed in steps as a flush's are (lazyfree.rs): a failed load's keys may be many.
+pub fn discard_staging(ctx: &mut ShardCtx, id: Option<u64>) {
+    if id.is_some_and(|id| ctx.shard.staging.as_ref().is_some_and(|s| s.id != id)) {
+        return;
+    }
+    let Some(s) = ctx.shard.staging.take() else {
+        return;
+    };
+    for mut db in s.dbs {
+        let t = db.flush();
+        if !t.is_empty() {
+            ctx.shard.dying.push_table(&ctx.shared.metrics, t);
+        }
+    }
 }
 
 fn bad_value(key: &[u8], db: usize, m: &str) -> String {
@@ -553,38 +642,90 @@ pub fn load_file(
     mut loader: FileLoader,
     path: &std::path::Path,
 ) -> Option<crate::replica::ReplPosition> {
-    use std::sync::atomic::AtomicUsize;
-    use std::sync::{Arc, Mutex};
     let start = std::time::Instant::now();
-    let now = loader.now_ms;
     let p = &shared.persist;
-    p.loading_start.store(now / 1000, Ordering::Relaxed);
+    p.loading_start
+        .store(loader.now_ms / 1000, Ordering::Relaxed);
     p.loading_total_bytes
         .store(loader.size(), Ordering::Relaxed);
     p.loading_loaded_bytes.store(0, Ordering::Relaxed);
+    match feed_shards(shared, &mut loader, Target::Live, &|| false) {
+        Ok(true) => {}
+        Ok(false) => return None,
+        Err(Fed::Decode(e)) => exit(&e),
+        Err(Fed::Shard(e)) => exit(&format!(
+            "Failed loading the RDB file {}: {e}",
+            path.display()
+        )),
+    }
+    let s = std::mem::take(&mut loader.summary);
+    if let Err(e) = shared.scripts.install_libraries(&s.functions, false) {
+        exit(&format!(
+            "Failed loading the RDB file {}: function library: {e}",
+            path.display()
+        ));
+    }
+    done_log(shared, &s, start);
+    s.repl_position()
+}
+
+/// Why [`feed_shards`] stopped: the file (the decoder's message names it) or a shard's
+/// build of a key.
+pub enum Fed {
+    Decode(String),
+    Shard(String),
+}
+
+/// Reads `loader` to its end on this (blocking) thread and has each shard insert its keys
+/// into `target`, as lone steps, at most [`IN_FLIGHT`] batches a shard at once; the shards'
+/// threads go on serving clients between batches. Ok(false): stopped early (the shutdown,
+/// or `stop`). Returns once no batch is in flight, whatever the outcome.
+pub fn feed_shards(
+    shared: &std::sync::Arc<crate::shared::Shared>,
+    loader: &mut FileLoader,
+    target: Target,
+    stop: &dyn Fn() -> bool,
+) -> Result<bool, Fed> {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::{Arc, Mutex};
+    let p = &shared.persist;
     let in_flight: Arc<Vec<AtomicUsize>> =
         Arc::new((0..shared.threads).map(|_| AtomicUsize::new(0)).collect());
     let failed: Arc<Mutex<Option<String>>> = Default::default();
     let me = std::thread::current();
     let build = building(shared.threads);
+    let halted = || shared.shutdown.load(Ordering::Relaxed) || stop();
+    let drained = || {
+        while in_flight.iter().any(|n| n.load(Ordering::Acquire) > 0)
+            && !shared.shutdown.load(Ordering::Relaxed)
+        {
+            std::thread::park_timeout(std::time::Duration::from_millis(1));
+        }
+    };
     loop {
         let batch = match loader.next_batch() {
             Ok(b) => b,
-            Err(e) => exit(&e),
+            Err(e) => {
+                drained();
+                return Err(Fed::Decode(e));
+            }
         };
         p.loading_loaded_bytes.store(loader.read, Ordering::Relaxed);
         let Some((s, entries)) = batch else { break };
         while in_flight[s].load(Ordering::Acquire) >= IN_FLIGHT {
-            if shared.shutdown.load(Ordering::Relaxed) {
-                return None;
+            if halted() {
+                drained();
+                return Ok(false);
             }
             std::thread::park_timeout(std::time::Duration::from_millis(1));
         }
         if let Some(e) = failed.lock().unwrap().clone() {
-            exit(&format!(
-                "Failed loading the RDB file {}: {e}",
-                path.display()
-            ));
+            drained();
+            return Err(Fed::Shard(e));
+        }
+        if halted() {
+            drained();
+            return Ok(false);
         }
         in_flight[s].fetch_add(1, Ordering::AcqRel);
         let (flight, failed, me, build) =
@@ -597,7 +738,7 @@ pub fn load_file(
                 resp3: false,
                 writer: None,
                 f: Box::new(move |ctx| {
-                    if let Err(e) = insert_batch(ctx, entries, false, &build) {
+                    if let Err(e) = insert_batch(ctx, entries, false, &build, target) {
                         failed.lock().unwrap().get_or_insert(e);
                     }
                     flight[s].fetch_sub(1, Ordering::AcqRel);
@@ -608,25 +749,14 @@ pub fn load_file(
     }
     while in_flight.iter().any(|n| n.load(Ordering::Acquire) > 0) {
         if shared.shutdown.load(Ordering::Relaxed) {
-            return None;
+            return Ok(false);
         }
         std::thread::park_timeout(std::time::Duration::from_millis(1));
     }
     if let Some(e) = failed.lock().unwrap().clone() {
-        exit(&format!(
-            "Failed loading the RDB file {}: {e}",
-            path.display()
-        ));
+        return Err(Fed::Shard(e));
     }
-    let s = std::mem::take(&mut loader.summary);
-    if let Err(e) = shared.scripts.install_libraries(&s.functions, false) {
-        exit(&format!(
-            "Failed loading the RDB file {}: function library: {e}",
-            path.display()
-        ));
-    }
-    done_log(shared, &s, start);
-    s.repl_position()
+    Ok(true)
 }
 
 /// The lines Redis logs at the end of a load, and the counts INFO reports.
@@ -680,9 +810,11 @@ pub async fn load_from(
     let build = building(shared.threads);
     while let Some((s, entries)) = loader.next_batch()? {
         let build = build.clone();
-        tx.run(s, move |ctx| insert_batch(ctx, entries, merge, &build))
-            .await
-            .map_err(|e| format!("Failed loading the RDB file {path}: {e}"))?;
+        tx.run(s, move |ctx| {
+            insert_batch(ctx, entries, merge, &build, Target::Live)
+        })
+        .await
+        .map_err(|e| format!("Failed loading the RDB file {path}: {e}"))?;
     }
     let s = std::mem::take(&mut loader.summary);
     let mut codes: Vec<Vec<u8>> = if flush {

@@ -52,6 +52,10 @@ pub struct State {
     pub last_save_failed: AtomicBool,
     /// Set while the dataset is loading (`-LOADING`, INFO's `loading:1`).
     pub loading: AtomicBool,
+    /// Set while a replica's `repl-diskless-load swapdb` load runs beside the old dataset,
+    /// which clients go on reading (Redis's async loading: INFO's `async_loading:1`; only
+    /// commands flagged `no-async-loading` get `-LOADING`).
+    pub async_loading: AtomicBool,
     /// INFO's loading fields: start (unix s), file size, bytes read so far.
     pub loading_start: AtomicI64,
     pub loading_total_bytes: AtomicU64,

@@ -296,6 +296,19 @@ impl Worker {
             );
             return;
         }
+        // While a replica loads beside its old dataset (repl-diskless-load swapdb), the
+        // commands Redis flags no-async-loading (REPLICAOF, SYNC, ...) wait for its end.
+        if spec.has(flags::NO_ASYNC_LOADING)
+            && self.shared.persist.async_loading.load(Ordering::Relaxed)
+            && !self.conns[c].state.must_obey()
+        {
+            self.reject(
+                c,
+                Some(spec),
+                b"LOADING Redis is loading the dataset in memory",
+            );
+            return;
+        }
         // A script past busy-reply-threshold: only allow-busy commands (SCRIPT KILL, ...).
         if !spec.has(flags::ALLOW_BUSY) {
             let threshold = self

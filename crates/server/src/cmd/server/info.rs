@@ -496,20 +496,28 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
             PERSISTENCE => {
                 let p = &shared.persist;
                 let loading = p.loading.load(Ordering::Relaxed);
+                let async_loading = p.async_loading.load(Ordering::Relaxed);
                 line!("loading:{}", loading as u8);
-                line!("async_loading:0");
-                if loading {
+                line!("async_loading:{}", async_loading as u8);
+                if loading || async_loading {
                     // Redis's loading fields, while a file loads (persist/load.rs).
                     let start = p.loading_start.load(Ordering::Relaxed);
                     let total = p.loading_total_bytes.load(Ordering::Relaxed);
-                    let done = p.loading_loaded_bytes.load(Ordering::Relaxed).min(total);
+                    // A stream framed by an EOF mark has no known size (total 0): its bytes
+                    // read so far are still shown.
+                    let loaded = p.loading_loaded_bytes.load(Ordering::Relaxed);
+                    let done = if total == 0 {
+                        loaded
+                    } else {
+                        loaded.min(total)
+                    };
                     let perc = if total == 0 {
                         0.0
                     } else {
                         done as f64 * 100.0 / total as f64
                     };
                     let elapsed = (Shared::now_ms() / 1000 - start).max(0);
-                    let eta = if done == 0 {
+                    let eta = if done == 0 || total == 0 {
                         1
                     } else {
                         ((total - done) as f64 / (done as f64 / elapsed.max(1) as f64)) as i64
