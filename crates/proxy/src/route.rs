@@ -12,8 +12,9 @@
 //! and NODES name the proxy's own address, so a cluster-aware client sends everything to the
 //! proxy and never learns the backends' addresses (which may not even be reachable from it).
 //! Commands that change per-connection state on the server (SELECT, HELLO, CLIENT SETNAME) are
-//! answered here, since backend connections are shared by every client of a thread; commands
-//! that need a connection of their own (MULTI, blocking commands, SUBSCRIBE, MONITOR) are not
+//! answered here, since backend connections are shared by every client of a thread. A
+//! transaction (MULTI, WATCH) is pinned to one slot and a blocking command gets a connection of
+//! the client's own ([`Plan::Pinned`], [`Plan::Blocking`]); SUBSCRIBE and MONITOR are not
 //! supported yet and say so, rather than misbehaving on a shared connection.
 
 use darner_commands::{flags, key_positions, key_slot, lookup, lookup_subcommand, CommandSpec};
@@ -57,6 +58,8 @@ pub struct Session {
 /// Most keyless commands a transaction may queue before its first key names the slot (and so
 /// the backend) they will run on: they wait in the proxy until then.
 pub const MAX_QUEUED_BEFORE_SLOT: usize = 4096;
+/// Most bytes those queued commands may take together.
+pub const MAX_QUEUED_BYTES_BEFORE_SLOT: usize = 64 << 20;
 
 /// A client's transaction: MULTI and WATCH pin it to one slot, whose owner runs it on a
 /// backend connection of the client's own (the server holds that connection; this is what the
@@ -141,8 +144,9 @@ pub enum Plan {
     },
     /// Send on the client's own pinned backend connection (a transaction).
     Pinned {
-        /// Where to open it if the client holds none.
-        open: Target,
+        /// Where to open it if the client holds none; `None`: the client must hold one already
+        /// (if it was lost, the request fails rather than run outside its transaction).
+        open: Option<Target>,
         /// Sent first; their replies are nobody's (MULTI and the keyless commands queued before
         /// the slot was known, whose `+QUEUED` the proxy already gave).
         preamble: Vec<Vec<u8>>,
@@ -247,11 +251,13 @@ pub fn plan(args: &[&[u8]], s: &mut Session, me: &Identity, map: &SlotMap) -> Pl
             merge: Merge::Passthrough,
         } if s.tx.pinned
             && parts.len() == 1
-            && parts[0].target == Target::Slot(s.tx.slot.unwrap_or(u16::MAX)) =>
+            && s.tx
+                .slot
+                .is_some_and(|slot| parts[0].target == Target::Slot(slot)) =>
         {
             let part = parts.into_iter().next().expect("one part");
             Plan::Pinned {
-                open: part.target,
+                open: None,
                 preamble: Vec::new(),
                 payload: part.payload,
                 reply: None,
@@ -329,7 +335,7 @@ fn pinned_in_multi(part: Part, s: &mut Session) -> Plan {
                 tx.slot = slot;
             }
             Plan::Pinned {
-                open: part.target,
+                open: None,
                 preamble: Vec::new(),
                 payload: part.payload,
                 reply: None,
@@ -337,7 +343,8 @@ fn pinned_in_multi(part: Part, s: &mut Session) -> Plan {
             }
         }
         (false, _, None) => {
-            if tx.queued.len() >= MAX_QUEUED_BEFORE_SLOT {
+            let bytes: usize = tx.queued.iter().map(Vec::len).sum::<usize>() + part.payload.len();
+            if tx.queued.len() >= MAX_QUEUED_BEFORE_SLOT || bytes > MAX_QUEUED_BYTES_BEFORE_SLOT {
                 tx.aborted = true;
                 return error(
                     s,
@@ -354,7 +361,7 @@ fn pinned_in_multi(part: Part, s: &mut Session) -> Plan {
             let mut preamble = vec![encode_request(&["MULTI"])];
             preamble.append(&mut tx.queued);
             Plan::Pinned {
-                open: Target::Slot(slot),
+                open: Some(Target::Slot(slot)),
                 preamble,
                 payload: part.payload,
                 reply: None,
@@ -375,7 +382,7 @@ fn transaction(args: &[&[u8]], s: &mut Session) -> Plan {
         return arity_error(s, spec);
     }
     let pinned = |payload: Vec<u8>, reply: Option<Vec<u8>>, release: bool| Plan::Pinned {
-        open: Target::Any,
+        open: None,
         preamble: Vec::new(),
         payload,
         reply,
@@ -408,11 +415,7 @@ fn transaction(args: &[&[u8]], s: &mut Session) -> Plan {
             s.tx.slot = Some(slot);
             s.tx.watching = true;
             Plan::Pinned {
-                open: if open {
-                    Target::Slot(slot)
-                } else {
-                    Target::Any
-                },
+                open: open.then_some(Target::Slot(slot)),
                 preamble: Vec::new(),
                 payload: encode_request(args),
                 reply: None,
@@ -480,7 +483,7 @@ fn transaction(args: &[&[u8]], s: &mut Session) -> Plan {
                     let mut preamble = vec![encode_request(&["MULTI"])];
                     preamble.extend(was.queued);
                     Plan::Pinned {
-                        open: Target::Any,
+                        open: Some(Target::Any),
                         preamble,
                         payload: encode_request(args),
                         reply: None,

@@ -607,6 +607,24 @@ impl Worker {
     /// A connection to `node` of the client's own: from the idle pool, or a new one.
     fn dedicated(&mut self, idx: usize, node: &str, resp3: bool, held: bool) -> io::Result<usize> {
         let id = self.clients[idx].id;
+        // One of its own to that node already (an EXEC or BLPOP being answered): what comes
+        // next runs after it there.
+        let own = self.clients[idx].dedicated.iter().copied().find(|&b| {
+            self.backends.get(b).is_some_and(|be| {
+                be.node == node
+                    && be.resp3 == resp3
+                    && be.role
+                        == Role::Dedicated {
+                            idx,
+                            id,
+                            held: false,
+                        }
+            })
+        });
+        if let Some(b) = own {
+            self.backends[b].role = Role::Dedicated { idx, id, held };
+            return Ok(b);
+        }
         let key = (node.to_string(), resp3);
         let mut found = None;
         while let Some(b) = self.idle.get_mut(&key).and_then(Vec::pop) {
@@ -776,7 +794,7 @@ impl Worker {
         &mut self,
         idx: usize,
         owner: Owner,
-        open: Target,
+        open: Option<Target>,
         preamble: Vec<Vec<u8>>,
         payload: Vec<u8>,
         release: bool,
@@ -785,9 +803,13 @@ impl Worker {
         let b = match self.clients[idx].pinned {
             Some(b) => b,
             None => {
-                let taken = match self.node_for(open) {
-                    None => Err("CLUSTERDOWN Hash slot not served".to_string()),
-                    Some(node) => self
+                let taken = match open.map(|t| self.node_for(t)) {
+                    None => Err(
+                        "ERR the transaction's backend connection was lost (darner proxy)"
+                            .to_string(),
+                    ),
+                    Some(None) => Err("CLUSTERDOWN Hash slot not served".to_string()),
+                    Some(Some(node)) => self
                         .dedicated(idx, &node, resp3, true)
                         .map_err(|e| format!("ERR upstream {node}: {e}")),
                 };
@@ -804,7 +826,14 @@ impl Worker {
                 }
             }
         };
-        let be = &mut self.backends[b];
+        let Some(be) = self.backends.get_mut(b) else {
+            self.clients[idx].pinned = None;
+            self.clients[idx].session.tx.connection_lost();
+            return self.answer(
+                owner,
+                error_wire("ERR the transaction's backend connection was lost (darner proxy)"),
+            );
+        };
         let now = Instant::now();
         for p in preamble {
             be.out.extend_from_slice(&p);
@@ -1280,7 +1309,7 @@ enum Outgoing {
     /// A transaction's request (`seq`: none when the proxy answered it itself).
     Pinned {
         seq: Option<u64>,
-        open: Target,
+        open: Option<Target>,
         preamble: Vec<Vec<u8>>,
         payload: Vec<u8>,
         release: bool,

@@ -163,7 +163,7 @@ fn blocking_commands_get_a_connection_of_their_own() {
 /// A pinned plan's parts: where it opens, the preamble's and the payload's arguments, the
 /// proxy's own reply, and whether it releases the connection.
 type PinnedParts = (
-    Target,
+    Option<Target>,
     Vec<Vec<Vec<u8>>>,
     Vec<Vec<u8>>,
     Option<Vec<u8>>,
@@ -201,7 +201,7 @@ fn transaction_pins_on_its_first_key() {
     assert_eq!(local_reply(&["MULTI"], &mut s), ok);
     assert_eq!(local_reply(&["PING"], &mut s), queued);
     let (open, pre, payload, reply, release) = pinned(run(&["SET", "a", "1"], &mut s));
-    assert_eq!(open, Target::Slot(key_slot(b"a")));
+    assert_eq!(open, Some(Target::Slot(key_slot(b"a"))));
     assert_eq!(pre, vec![words(&["MULTI"]), words(&["PING"])]);
     assert_eq!(payload, words(&["SET", "a", "1"]));
     assert!(reply.is_none() && !release);
@@ -244,7 +244,7 @@ fn transaction_without_keys() {
     );
     local_reply(&["ECHO", "x"], &mut s);
     let (open, pre, payload, reply, release) = pinned(run(&["EXEC"], &mut s));
-    assert_eq!(open, Target::Any);
+    assert_eq!(open, Some(Target::Any));
     assert_eq!(pre, vec![words(&["MULTI"]), words(&["ECHO", "x"])]);
     assert!(payload == words(&["EXEC"]) && reply.is_none() && release);
     // A refused command aborts EXEC; nothing was sent, so nothing is discarded.
@@ -269,13 +269,16 @@ fn watch_pins_and_unwatch_releases() {
         Frame::Simple("OK".into())
     );
     let (open, _, payload, _, release) = pinned(run(&["WATCH", "a"], &mut s));
-    assert!(open == Target::Slot(key_slot(b"a")) && payload == words(&["WATCH", "a"]) && !release);
+    assert!(
+        open == Some(Target::Slot(key_slot(b"a"))) && payload == words(&["WATCH", "a"]) && !release
+    );
     // The watched slot's commands follow the WATCH on its connection; others stay shared.
     assert!(matches!(run(&["GET", "{a}1"], &mut s), Plan::Pinned { .. }));
     assert!(matches!(run(&["GET", "b"], &mut s), Plan::Forward { .. }));
     assert_eq!(local_reply(&["WATCH", "b"], &mut s), err(CROSSSLOT));
-    let (_, pre, payload, _, _) = pinned(run(&["MULTI"], &mut s));
-    assert!(pre.is_empty() && payload == words(&["MULTI"]));
+    // Sent on the connection the WATCH holds, never on a new one (`open` is none).
+    let (open, pre, payload, _, _) = pinned(run(&["MULTI"], &mut s));
+    assert!(open.is_none() && pre.is_empty() && payload == words(&["MULTI"]));
     pinned(run(&["INCR", "a"], &mut s));
     let (_, _, payload, reply, release) = pinned(run(&["EXEC"], &mut s));
     assert!(payload == words(&["EXEC"]) && reply.is_none() && release);
