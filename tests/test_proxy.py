@@ -757,6 +757,21 @@ def test_blocking_commands_do_not_hold_up_others(one_thread_proxy, cluster):
                                   ("BRPOP", "{blk}dst", "0.1"), ("GET", "{blk}x")])
     assert replies == [b"*-1\r\n", b"+OK\r\n", b"*2\r\n$8\r\n{blk}dst\r\n$4\r\nlate\r\n",
                        b"$1\r\n1\r\n"]
+    # The client's own later request for the same node waits behind its blocked command, as
+    # on one connection to a node: the push comes after the timeout, not into the BLPOP.
+    cmds = [("BLPOP", key, "0.1"), ("LPUSH", key, "after"), ("LPOP", key)]
+    assert raw_replies(proxy, cmds) == raw_replies(node, cmds) == \
+        [b"*-1\r\n", b":1\r\n", b"$5\r\nafter\r\n"]
+    # RESP3 clients get RESP3 replies on their own connections too.
+    c3 = proxy.client(protocol=3)
+    c3.rpush(key, "x")
+    assert c3.blpop([key], 1) == [key.encode(), b"x"]
+    assert c3.zadd("{blk}z", {"m": 1}) == 1
+    assert c3.bzpopmin(["{blk}z"], 1) == [b"{blk}z", b"m", 1.0]
+    p = c3.pipeline(transaction=True)
+    p.hset("{blk}h", "f", "v").hgetall("{blk}h")
+    assert p.execute() == [1, {b"f": b"v"}]
+    c3.close()
     # Cross-slot keys: refused as by a node.
     assert error_text(proxy, "BLPOP", "a", "b", "0") == \
         error_text(cluster[0], "BLPOP", "a", "b", "0")
