@@ -592,6 +592,23 @@ def test_transaction_runs_on_its_slots_owner(r, proxy, cluster):
     for t in threads:
         t.join(30)
     assert not errors, errors
+    # 180 transactions later, the cluster sees the shared connections and the idle pool (at
+    # most 8 per node, protocol and proxy thread), not a connection per transaction.
+    conns = backend_connections(proxy, cluster)
+    assert all(n <= 2 * 2 + 2 * 8 for n in conns.values()), conns
+    # A client that leaves inside MULTI takes its transaction's connection with it: the node
+    # has no client left in MULTI.
+    node = owner(cluster, "{tx}a")
+
+    def in_multi():
+        return sum(1 for c in node.client().client_list() if c.get("multi", "-1") != "-1")
+    c = proxy.raw()
+    c.send_many([("MULTI",), ("SET", "{tx}a", "left")])
+    assert [rep.raw for rep in c.read_replies(2)] == [b"+OK\r\n", b"+QUEUED\r\n"]
+    assert in_multi() == 1
+    c.close()
+    wait_for(lambda: in_multi() == 0, timeout=5, what="the transaction's connection closed")
+    assert r.get("{tx}a") == b"2"
 
 
 def test_transaction_errors_as_a_cluster_node(r, proxy, cluster):
