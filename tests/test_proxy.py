@@ -660,6 +660,15 @@ def test_watch(r, proxy, cluster):
     cmds = [("WATCH", key), ("SET", key, "1"), ("MULTI",), ("GET", key), ("EXEC",),
             ("WATCH", key), ("UNWATCH",), ("MULTI",), ("GET", key), ("EXEC",)]
     assert raw_replies(proxy, cmds) == raw_replies(owner(cluster, key), cmds)
+    # Requests pipelined before the WATCH, for the same node, run before it, even with a
+    # backlog on the shared connection that a fresh connection could overtake: the SET must
+    # not void the transaction.
+    filler = [("SET", "{watched}f%d" % i, "x" * 1000) for i in range(300)]
+    cmds = filler + [("SET", key, "before"), ("WATCH", key), ("MULTI",), ("GET", key), ("EXEC",)]
+    for _ in range(5):
+        got = raw_replies(proxy, cmds)
+        assert got[-1] == b"*1\r\n$6\r\nbefore\r\n", got[-5:]
+    assert raw_replies(owner(cluster, key), cmds)[-1] == got[-1]
     # A client that goes away while watching leaves nothing behind: the next one is unaffected.
     c = proxy.client()
     c.execute_command("WATCH", key)

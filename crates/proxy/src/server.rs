@@ -107,6 +107,8 @@ struct Client {
     pinned: Option<usize>,
     /// Every backend connection of its own (the pinned one, those of blocking commands).
     dedicated: Vec<usize>,
+    /// Requests waiting for earlier ones to be answered (see `Worker::dispatch`).
+    deferred: VecDeque<Outgoing>,
 }
 
 /// What a backend connection is for.
@@ -337,6 +339,8 @@ struct Worker {
     by_node: HashMap<(String, bool), usize>,
     /// Idle dedicated connections by node and protocol.
     idle: HashMap<(String, bool), Vec<usize>>,
+    /// Clients with deferred requests that a reply may have freed.
+    deferred_ready: Vec<usize>,
     map: SlotMap,
     me: Identity,
     seeds: Vec<String>,
@@ -378,6 +382,7 @@ impl Worker {
             backends: Slab::new(),
             by_node: HashMap::new(),
             idle: HashMap::new(),
+            deferred_ready: Vec::new(),
             map,
             me,
             seeds: cfg.cluster.clone(),
@@ -450,6 +455,7 @@ impl Worker {
             if Instant::now() >= self.next_refresh {
                 self.refresh(None);
             }
+            self.run_deferred();
             self.flush_all();
         }
     }
@@ -525,6 +531,7 @@ impl Worker {
                         input_paused: false,
                         pinned: None,
                         dedicated: Vec::new(),
+                        deferred: VecDeque::new(),
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -733,8 +740,94 @@ impl Worker {
             c.input_paused = !c.closing && c.queue.len() >= MAX_PENDING;
             self.dirty_clients.push(idx);
         }
-        let id = self.clients[idx].id;
         for out in sends {
+            self.dispatch(idx, out);
+        }
+    }
+
+    /// Sends a client's request now, or queues it behind the client's earlier ones: a request
+    /// for one of its own connections waits until its requests in flight to the same node on a
+    /// shared connection are answered (the new connection could otherwise overtake them: a
+    /// WATCH before the SET sent ahead of it), and once one waits, the client's later requests
+    /// wait behind it, so they all leave in the order sent.
+    fn dispatch(&mut self, idx: usize, out: Outgoing) {
+        let Some(c) = self.clients.get(idx) else {
+            return;
+        };
+        if !c.deferred.is_empty() || self.must_wait(idx, &out) {
+            self.clients[idx].deferred.push_back(out);
+            return;
+        }
+        self.send_out(idx, out);
+    }
+
+    /// Whether `out` goes on a connection of the client's own to a node where the client
+    /// still has requests in flight on a shared connection.
+    fn must_wait(&self, idx: usize, out: &Outgoing) -> bool {
+        let Some(c) = self.clients.get(idx) else {
+            return false;
+        };
+        let node = match out {
+            Outgoing::Parts(..) => return false,
+            Outgoing::Pinned { open, .. } => match (c.pinned, open) {
+                (Some(b), _) => match self.backends.get(b) {
+                    Some(be) => be.node.clone(),
+                    None => return false,
+                },
+                (None, Some(Target::Slot(slot))) => match self.map.owner(*slot) {
+                    Some(n) => n.to_string(),
+                    None => return false,
+                },
+                (None, Some(Target::Node(n))) => n.clone(),
+                // Keyless: runs on any node, no ordering with the client's keyed requests.
+                (None, _) => return false,
+            },
+            Outgoing::Blocking(_, target, ..) => match target {
+                Target::Slot(slot) => match self.map.owner(*slot) {
+                    Some(n) => n.to_string(),
+                    None => return false,
+                },
+                Target::Node(n) => n.clone(),
+                Target::Any => return false,
+            },
+        };
+        let id = c.id;
+        [false, true].iter().any(|&resp3| {
+            self.by_node
+                .get(&(node.clone(), resp3))
+                .and_then(|&b| self.backends.get(b))
+                .is_some_and(|be| {
+                    be.inflight.iter().any(|f| {
+                        matches!(f.owner, Owner::Client { idx: i, id: d, .. } if i == idx && d == id)
+                    })
+                })
+        })
+    }
+
+    /// Sends what waited in clients' `deferred` queues and may go now.
+    fn run_deferred(&mut self) {
+        loop {
+            let mut ready = std::mem::take(&mut self.deferred_ready);
+            if ready.is_empty() {
+                return;
+            }
+            ready.sort_unstable();
+            ready.dedup();
+            for idx in ready {
+                while let Some(front) = self.clients.get(idx).and_then(|c| c.deferred.front()) {
+                    if self.must_wait(idx, front) {
+                        break;
+                    }
+                    let out = self.clients[idx].deferred.pop_front().expect("front");
+                    self.send_out(idx, out);
+                }
+            }
+        }
+    }
+
+    fn send_out(&mut self, idx: usize, out: Outgoing) {
+        let id = self.clients[idx].id;
+        {
             match out {
                 Outgoing::Parts(seq, parts, resp3) => {
                     for (part, p) in parts.into_iter().enumerate() {
@@ -1179,6 +1272,9 @@ impl Worker {
                     if c.id == id {
                         c.queue.fill(seq, part, reply);
                         self.dirty_clients.push(idx);
+                        if !c.deferred.is_empty() {
+                            self.deferred_ready.push(idx);
+                        }
                     }
                 }
             }
