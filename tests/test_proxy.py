@@ -804,6 +804,35 @@ def test_blocking_commands_do_not_hold_up_others(one_thread_proxy, cluster):
     r.close()
 
 
+def test_a_blocking_command_follows_a_moved_slot(one_thread_proxy, cluster):
+    """An (empty) slot handed to another primary behind the proxy's back: a blocking command
+    sent to the old owner is redirected and waits on the new one, not failed."""
+    proxy = one_thread_proxy
+    key = "moving-list"
+    slot = key_slot(key)
+    src = owner(cluster, key)
+    dst = next(n for n in cluster if n.port != src.port)
+    src_id = src.client().execute_command("CLUSTER", "MYID")
+    dst_id = dst.client().execute_command("CLUSTER", "MYID")
+    r = proxy.client()
+    try:
+        assert r.blpop([key], 0.05) is None  # the proxy's map has the old owner
+        for n in cluster:
+            n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+        got = []
+        t = threading.Thread(target=lambda: got.append(r.blpop([key], 5)))
+        t.start()
+        wait_for(lambda: blocked_on(dst, "blpop") == 1, what="BLPOP blocked on the new owner")
+        dst.client().rpush(key, "v")
+        t.join(10)
+        assert got == [(key.encode(), b"v")]
+    finally:
+        r.close()
+        dst.client().delete(key)
+        for n in cluster:
+            n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", src_id)
+
+
 def test_a_client_closed_while_blocked_closes_its_backend_connection(one_thread_proxy, cluster):
     proxy = one_thread_proxy
     key = "{gone}list"
