@@ -354,7 +354,7 @@ def test_resp3_client(proxy, cluster):
 
 
 def test_unsupported_commands_say_so(r, proxy):
-    for args in (("MULTI",), ("BLPOP", "l", "0"), ("SUBSCRIBE", "ch"), ("WATCH", "k")):
+    for args in (("SUBSCRIBE", "ch"), ("MONITOR",), ("WAIT", "1", "0")):
         assert "not supported by darner proxy yet" in error_text(proxy, *args)
     # The connection is still usable.
     assert r.ping()
@@ -540,6 +540,321 @@ def test_op_timeout_fails_only_the_stalled_backends_requests(cluster):
         c.close()
     finally:
         p.stop()
+
+
+def raw_replies(server, commands):
+    """The raw replies to `commands`, sent in one pipeline."""
+    with server.raw() as c:
+        c.send_many(commands)
+        return [rep.raw for rep in c.read_replies(len(commands))]
+
+
+def two_slots_on_one_node(cluster):
+    """Two keys of different slots owned by the same primary, and that primary."""
+    first = "t0"
+    node = owner(cluster, first)
+    i = 1
+    while True:
+        k = "t%d" % i
+        if owner(cluster, k).port == node.port and key_slot(k) != key_slot(first):
+            return first, k, node
+        i += 1
+
+
+def test_transaction_runs_on_its_slots_owner(r, proxy, cluster):
+    p = r.pipeline(transaction=True)
+    p.set("{tx}a", "1").incr("{tx}b").get("{tx}a").lpush("{tx}l", "x")
+    assert p.execute() == [True, 1, b"1", 1]
+    node = owner(cluster, "{tx}a").client()
+    assert node.mget(["{tx}a", "{tx}b"]) == [b"1", b"1"]
+    # Keyless commands only, or none: answered as a node answers them.
+    for cmds in ([("MULTI",), ("EXEC",)], [("MULTI",), ("PING",), ("ECHO", "e"), ("EXEC",)],
+                 [("MULTI",), ("PING",), ("SET", "{tx}a", "2"), ("EXEC",), ("GET", "{tx}a")],
+                 [("MULTI",), ("SET", "{tx}a", "3"), ("DISCARD",), ("GET", "{tx}a")]):
+        assert raw_replies(proxy, cmds) == raw_replies(owner(cluster, "{tx}a"), cmds), cmds
+    # Many clients' transactions interleaved with plain traffic.
+    errors = []
+
+    def worker(n):
+        try:
+            c = proxy.client()
+            for i in range(30):
+                p = c.pipeline(transaction=True)
+                p.incr("{w%d}n" % n).set("{w%d}last" % n, i).get("{w%d}last" % n)
+                assert p.execute() == [i + 1, True, str(i).encode()]
+                assert c.get("plain%d" % n) is None
+            c.close()
+        except Exception as e:  # reported below
+            errors.append(repr(e))
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors, errors
+    # 180 transactions later, the cluster sees the shared connections and the idle pool (at
+    # most 8 per node, protocol and proxy thread), not a connection per transaction.
+    conns = backend_connections(proxy, cluster)
+    assert all(n <= 2 * 2 + 2 * 8 for n in conns.values()), conns
+    # A client that leaves inside MULTI takes its transaction's connection with it: the node
+    # has no client left in MULTI.
+    node = owner(cluster, "{tx}a")
+
+    def in_multi():
+        return sum(1 for c in node.client().client_list() if c.get("multi", "-1") != "-1")
+    c = proxy.raw()
+    c.send_many([("MULTI",), ("SET", "{tx}a", "left")])
+    assert [rep.raw for rep in c.read_replies(2)] == [b"+OK\r\n", b"+QUEUED\r\n"]
+    assert in_multi() == 1
+    c.close()
+    wait_for(lambda: in_multi() == 0, timeout=5, what="the transaction's connection closed")
+    assert r.get("{tx}a") == b"2"
+
+
+def test_transaction_errors_as_a_cluster_node(r, proxy, cluster):
+    """The proxy is one node owning every slot: a transaction over two slots is queued and its
+    EXEC refused with CROSSSLOT, as a node owning both slots does; the other misuses get the
+    node's texts."""
+    k1, k2, node = two_slots_on_one_node(cluster)
+    r.delete(k1, k2)
+    for cmds in ([("MULTI",), ("SET", k1, "1"), ("SET", k2, "2"), ("EXEC",), ("GET", k1)],
+                 [("MULTI",), ("GET", k1), ("MGET", k1, k2), ("EXEC",)],
+                 [("MULTI",), ("MULTI",), ("WATCH", k1), ("GET",), ("SET", k1, "x"), ("EXEC",),
+                  ("GET", k1)],
+                 [("MULTI",), ("NOSUCHCOMMAND",), ("SET", k1, "x"), ("EXEC",)],
+                 [("MULTI",), ("CONFIG", "NOSUCH"), ("EXEC",)],
+                 [("EXEC",), ("DISCARD",), ("WATCH", k1, k2), ("UNWATCH",), ("MULTI",),
+                  ("EXEC",)],
+                 [("MULTI",), ("SET", k1, "1"), ("WATCH", k1), ("EXEC",), ("GET", k1)]):
+        r.delete(k1, k2)
+        want = raw_replies(node, cmds)
+        r.delete(k1, k2)
+        assert raw_replies(proxy, cmds) == want, cmds
+    # A command that goes to every primary cannot join a transaction: refused, EXEC aborts.
+    got = raw_replies(proxy, [("MULTI",), ("DBSIZE",), ("EXEC",)])
+    assert got[1].startswith(b"-ERR command 'dbsize' goes to every primary"), got
+    assert got[2].startswith(b"-EXECABORT"), got
+
+
+def test_watch(r, proxy, cluster):
+    key = "{watched}k"
+    r.set(key, "0")
+    other = proxy.client()
+    with r.pipeline() as p:
+        p.watch(key)
+        assert p.get(key) == b"0"
+        other.set(key, "changed")
+        p.multi()
+        p.set(key, "mine")
+        with pytest.raises(redis.WatchError):
+            p.execute()
+    assert r.get(key) == b"changed"
+    with r.pipeline() as p:
+        p.watch(key)
+        p.multi()
+        p.set(key, "mine")
+        assert p.execute() == [True]
+    assert r.get(key) == b"mine"
+    # The client's own write after WATCH, pipelined, reaches the node after the WATCH (it
+    # follows it on the pinned connection) and voids EXEC, as on a node.
+    cmds = [("WATCH", key), ("SET", key, "1"), ("MULTI",), ("GET", key), ("EXEC",),
+            ("WATCH", key), ("UNWATCH",), ("MULTI",), ("GET", key), ("EXEC",)]
+    assert raw_replies(proxy, cmds) == raw_replies(owner(cluster, key), cmds)
+    # Requests pipelined before the WATCH, for the same node, run before it, even with a
+    # backlog on the shared connection that a fresh connection could overtake: the SET must
+    # not void the transaction.
+    filler = [("SET", "{watched}f%d" % i, "x" * 1000) for i in range(300)]
+    cmds = filler + [("SET", key, "before"), ("WATCH", key), ("MULTI",), ("GET", key), ("EXEC",)]
+    for _ in range(5):
+        got = raw_replies(proxy, cmds)
+        assert got[-1] == b"*1\r\n$6\r\nbefore\r\n", got[-5:]
+    assert raw_replies(owner(cluster, key), cmds)[-1] == got[-1]
+    # A client that goes away while watching leaves nothing behind: the next one is unaffected.
+    c = proxy.client()
+    c.execute_command("WATCH", key)
+    c.close()
+    with r.pipeline() as p:
+        p.watch(key)
+        p.multi()
+        p.set(key, "again")
+        assert p.execute() == [True]
+    other.close()
+
+
+def test_moved_inside_a_transaction_ends_it(r, proxy, cluster):
+    """The slot of a watched key moves to another node: the transaction's command gets a clear
+    error and EXEC aborts (no hang); the next transaction runs on the new owner."""
+    key = "moving-tx"
+    slot = key_slot(key)
+    src = owner(cluster, key)
+    dst = next(n for n in cluster if n.port != src.port)
+    src_id = src.client().execute_command("CLUSTER", "MYID")
+    dst_id = dst.client().execute_command("CLUSTER", "MYID")
+    r.delete(key)
+    c = proxy.client(socket_timeout=5)
+    try:
+        assert c.execute_command("WATCH", key)
+        for n in cluster:
+            n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+        replies = raw_replies(proxy, [("PING",)])  # the proxy still answers others
+        assert replies == [b"+PONG\r\n"]
+        assert c.execute_command("MULTI")
+        with pytest.raises(redis.ResponseError, match="slot %d moved to another node" % slot):
+            c.execute_command("SET", key, "1")
+        with pytest.raises(redis.ResponseError, match="discarded because of previous errors"):
+            c.execute_command("EXEC")
+        # Same client, so same proxy thread, whose map the MOVED updated (another thread
+        # learns it at its next refresh).
+        p = c.pipeline(transaction=True)
+        p.set(key, "2").get(key)
+        assert p.execute() == [True, b"2"]
+        assert dst.client().get(key) == b"2"
+    finally:
+        c.close()
+        r.delete(key)
+        wait_for(lambda: dst.client().execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 0,
+                 what="slot emptied")
+        for n in cluster:
+            n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", src_id)
+
+
+@pytest.fixture
+def one_thread_proxy(cluster):
+    """A proxy with one thread: every client shares its backend connections, so a blocked
+    client would hold up the others if it used them."""
+    p = ProxyServer(["127.0.0.1:%d" % cluster[0].port], ["--threads", "1"])
+    p.start()
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+def blocked_on(node, command):
+    """How many of the node's clients are blocked in `command`."""
+    return sum(1 for c in node.client().client_list()
+               if c.get("cmd") == command and "b" in c.get("flags", ""))
+
+
+def test_blocking_commands_do_not_hold_up_others(one_thread_proxy, cluster):
+    proxy = one_thread_proxy
+    r = proxy.client()
+    key = "{blk}list"
+    r.delete(key, "{blk}dst")
+    got = []
+    blocked = proxy.client(socket_timeout=20)
+    t = threading.Thread(target=lambda: got.append(blocked.blpop([key], 0)))
+    t.start()
+    node = owner(cluster, key)
+    wait_for(lambda: blocked_on(node, "blpop") == 1, what="BLPOP blocked on the node")
+    # Everything else goes on, on the same proxy thread, keys on the same node included.
+    start = time.monotonic()
+    for i in range(50):
+        assert r.set("{blk}other%d" % i, i) and r.get("{blk}other%d" % i) == str(i).encode()
+    assert time.monotonic() - start < 2
+    assert r.lpush(key, "v") == 1
+    t.join(10)
+    assert got == [(key.encode(), b"v")]
+    blocked.close()
+    # Timeouts pass through.
+    start = time.monotonic()
+    assert r.blpop([key], 0.2) is None
+    assert 0.15 <= time.monotonic() - start < 2
+    # Each blocking command, with data there, and with data pushed while it waits.
+    r.rpush(key, "a", "b")
+    assert r.brpop([key], 1) == (key.encode(), b"b")
+    assert r.blmove(key, "{blk}dst", 1, "LEFT", "RIGHT") == b"a"
+    assert r.execute_command("BLMPOP", 1, 1, "{blk}dst", "LEFT") == [b"{blk}dst", [b"a"]]
+    r.zadd("{blk}z", {"m": 1})
+    assert r.bzpopmin(["{blk}z"], 1) == (b"{blk}z", b"m", 1.0)
+    sid = r.xadd("{blk}s", {"f": "v"})
+    assert r.xread({"{blk}s": "0"}, block=100) == [[b"{blk}s", [(sid, {b"f": b"v"})]]]
+    r.xgroup_create("{blk}s", "g", id="0")
+    assert r.xreadgroup("g", "c", {"{blk}s": ">"}, block=100) == \
+        [[b"{blk}s", [(sid, {b"f": b"v"})]]]
+    assert raw_replies(proxy, [("XREAD", "BLOCK", "100", "STREAMS", "{blk}s", "$")]) == \
+        [b"*-1\r\n"]
+    later = threading.Timer(0.2, lambda: proxy.client().rpush(key, "late"))
+    later.start()
+    assert r.blmove(key, "{blk}dst", 5, "LEFT", "RIGHT") == b"late"
+    later.join()
+    # Pipelined blocking commands keep their order with the others.
+    replies = raw_replies(proxy, [("BLPOP", key, "0.1"), ("SET", "{blk}x", "1"),
+                                  ("BRPOP", "{blk}dst", "0.1"), ("GET", "{blk}x")])
+    assert replies == [b"*-1\r\n", b"+OK\r\n", b"*2\r\n$8\r\n{blk}dst\r\n$4\r\nlate\r\n",
+                       b"$1\r\n1\r\n"]
+    # The client's own later request for the same node waits behind its blocked command, as
+    # on one connection to a node: the push comes after the timeout, not into the BLPOP.
+    cmds = [("BLPOP", key, "0.1"), ("LPUSH", key, "after"), ("LPOP", key)]
+    assert raw_replies(proxy, cmds) == raw_replies(node, cmds) == \
+        [b"*-1\r\n", b":1\r\n", b"$5\r\nafter\r\n"]
+    # RESP3 clients get RESP3 replies on their own connections too.
+    c3 = proxy.client(protocol=3)
+    c3.rpush(key, "x")
+    assert c3.blpop([key], 1) == [key.encode(), b"x"]
+    assert c3.zadd("{blk}z", {"m": 1}) == 1
+    assert c3.bzpopmin(["{blk}z"], 1) == [b"{blk}z", b"m", 1.0]
+    p = c3.pipeline(transaction=True)
+    p.hset("{blk}h", "f", "v").hgetall("{blk}h")
+    assert p.execute() == [1, {b"f": b"v"}]
+    c3.close()
+    # Cross-slot keys: refused as by a node.
+    assert error_text(proxy, "BLPOP", "a", "b", "0") == \
+        error_text(cluster[0], "BLPOP", "a", "b", "0")
+    r.close()
+
+
+def test_a_blocking_command_follows_a_moved_slot(one_thread_proxy, cluster):
+    """An (empty) slot handed to another primary behind the proxy's back: a blocking command
+    sent to the old owner is redirected and waits on the new one, not failed."""
+    proxy = one_thread_proxy
+    key = "moving-list"
+    slot = key_slot(key)
+    src = owner(cluster, key)
+    dst = next(n for n in cluster if n.port != src.port)
+    src_id = src.client().execute_command("CLUSTER", "MYID")
+    dst_id = dst.client().execute_command("CLUSTER", "MYID")
+    r = proxy.client()
+    try:
+        assert r.blpop([key], 0.05) is None  # the proxy's map has the old owner
+        for n in cluster:
+            n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+        got = []
+        t = threading.Thread(target=lambda: got.append(r.blpop([key], 5)))
+        t.start()
+        wait_for(lambda: blocked_on(dst, "blpop") == 1, what="BLPOP blocked on the new owner")
+        dst.client().rpush(key, "v")
+        t.join(10)
+        assert got == [(key.encode(), b"v")]
+    finally:
+        r.close()
+        dst.client().delete(key)
+        for n in cluster:
+            n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", src_id)
+
+
+def test_a_client_closed_while_blocked_closes_its_backend_connection(one_thread_proxy, cluster):
+    proxy = one_thread_proxy
+    key = "{gone}list"
+    node = owner(cluster, key)
+    for _ in range(3):
+        c = proxy.raw()
+        c.send("BLPOP", key, "0")
+        wait_for(lambda: blocked_on(node, "blpop") == 1, what="BLPOP blocked on the node")
+        c.close()
+        wait_for(lambda: blocked_on(node, "blpop") == 0, timeout=5,
+                 what="the node's blocked connection closed")
+    # A blocking command that finished leaves its connection to the next one: the cluster sees
+    # a handful of connections, not one per blocking call.
+    r = proxy.client()
+    for i in range(20):
+        c = proxy.client()
+        assert c.blpop([key], 0.01) is None
+        c.close()
+    assert r.ping()
+    conns = backend_connections(proxy, cluster)
+    assert conns[node.port] <= 3, conns
+    r.close()
 
 
 def test_a_dead_backend_fails_only_its_requests(proxy, cluster):

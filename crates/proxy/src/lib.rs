@@ -8,11 +8,11 @@
 //! | module | what it is for |
 //! | --- | --- |
 //! | [`slots`] | [`SlotMap`]: slot → primary, read from `CLUSTER SLOTS` / `CLUSTER SHARDS` replies |
-//! | [`route`] | [`plan`]: one request → a local reply, or backend requests (by slot, split by slot, or to every primary) and how to merge them; the proxy's own CLUSTER/HELLO/SELECT/CLIENT answers; MOVED/ASK parsing |
+//! | [`route`] | [`plan`]: one request → a local reply, or backend requests (by slot, split by slot, or to every primary, or on the client's pinned or blocking connection) and how to merge them; the MULTI/WATCH state; the proxy's own CLUSTER/HELLO/SELECT/CLIENT answers; MOVED/ASK parsing |
 //! | [`merge`] | [`Merge`] rules (sum, all-OK, key order, concatenation) and [`ReplyQueue`], a client's replies released in request order |
 //! | [`scan`] | [`ReplyScanner`]: where a backend reply ends, resumable, without decoding it |
 //! | [`config`] | the command line |
-//! | [`server`] | the only module with sockets: one mio event loop per thread, client connections, pipelined backend connections, redirects, topology refresh |
+//! | [`server`] | the only module with sockets: one mio event loop per thread, client connections, pipelined backend connections, dedicated ones (transactions, blocking commands), redirects, topology refresh |
 //!
 //! # Design
 //!
@@ -38,10 +38,14 @@
 //! importing node, without touching the map. After a few redirects of one request the error
 //! goes to the client, rather than chasing a cluster that is changing faster than it answers.
 //!
-//! **Not yet.** MULTI/EXEC/WATCH, blocking commands, pub/sub, MONITOR and AUTH need a backend
-//! connection of their own, or per-client state on one; read policies and replicas, retries,
-//! the shared cache and a config file are later slices. Those commands get a clear error
-//! (`ERR command 'multi' is not supported by darner proxy yet`), never a wrong answer.
+//! **Dedicated connections.** MULTI/EXEC/WATCH pin a client's transaction to one slot, on a
+//! backend connection of the client's own to its owner; blocking commands wait on one too, so
+//! they never hold up the shared connections. Clean ones go back to a small idle pool.
+//!
+//! **Not yet.** Pub/sub, MONITOR and AUTH need a backend connection of their own, or
+//! per-client state on one; read policies and replicas, retries, the shared cache and a config
+//! file are later slices. Those commands get a clear error (`ERR command 'subscribe' is not
+//! supported by darner proxy yet`), never a wrong answer.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

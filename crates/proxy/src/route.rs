@@ -12,8 +12,9 @@
 //! and NODES name the proxy's own address, so a cluster-aware client sends everything to the
 //! proxy and never learns the backends' addresses (which may not even be reachable from it).
 //! Commands that change per-connection state on the server (SELECT, HELLO, CLIENT SETNAME) are
-//! answered here, since backend connections are shared by every client of a thread; commands
-//! that need a connection of their own (MULTI, blocking commands, SUBSCRIBE, MONITOR) are not
+//! answered here, since backend connections are shared by every client of a thread. A
+//! transaction (MULTI, WATCH) is pinned to one slot and a blocking command gets a connection of
+//! the client's own ([`Plan::Pinned`], [`Plan::Blocking`]); SUBSCRIBE and MONITOR are not
 //! supported yet and say so, rather than misbehaving on a shared connection.
 
 use darner_commands::{flags, key_positions, key_slot, lookup, lookup_subcommand, CommandSpec};
@@ -50,6 +51,58 @@ pub struct Session {
     pub name: Option<Vec<u8>>,
     /// CLIENT ID.
     pub id: u64,
+    /// MULTI/WATCH state.
+    pub tx: Tx,
+}
+
+/// Most keyless commands a transaction may queue before its first key names the slot (and so
+/// the backend) they will run on: they wait in the proxy until then.
+pub const MAX_QUEUED_BEFORE_SLOT: usize = 4096;
+/// Most bytes those queued commands may take together.
+pub const MAX_QUEUED_BYTES_BEFORE_SLOT: usize = 64 << 20;
+
+/// A client's transaction: MULTI and WATCH pin it to one slot, whose owner runs it on a
+/// backend connection of the client's own (the server holds that connection; this is what the
+/// routing needs to know about it).
+#[derive(Clone, Debug, Default)]
+pub struct Tx {
+    /// Between MULTI and EXEC/DISCARD.
+    pub multi: bool,
+    /// The slot the transaction is pinned to, once WATCH or a keyed command named one.
+    pub slot: Option<u16>,
+    /// The client holds a dedicated backend connection (pinned to `slot`, or to any primary
+    /// for a transaction without keys).
+    pub pinned: bool,
+    /// The backend has been sent MULTI.
+    pub multi_sent: bool,
+    /// Keys are watched on the pinned connection.
+    pub watching: bool,
+    /// Keyless commands queued before the slot was known, to be sent after MULTI once it is.
+    pub queued: Vec<Vec<u8>>,
+    /// A command of another slot was queued: EXEC answers CROSSSLOT, as a cluster node does
+    /// when a transaction's commands are in several slots.
+    pub crossslot: bool,
+    /// A command was refused while queueing: EXEC answers EXECABORT.
+    pub aborted: bool,
+    /// The pinned connection was lost while keys were watched: EXEC answers a null array, as
+    /// when a watched key changed, since the proxy cannot tell whether one did.
+    pub watch_lost: bool,
+}
+
+impl Tx {
+    /// The pinned connection went away (backend failure): what was sent on it is lost.
+    pub fn connection_lost(&mut self) {
+        if self.multi {
+            self.aborted = true;
+        }
+        if self.watching {
+            self.watch_lost = true;
+        }
+        self.pinned = false;
+        self.multi_sent = false;
+        self.watching = false;
+        self.slot = None;
+    }
 }
 
 /// Where a backend request goes.
@@ -88,6 +141,30 @@ pub enum Plan {
         parts: Vec<Part>,
         /// How their replies become the client's.
         merge: Merge,
+    },
+    /// Send on the client's own pinned backend connection (a transaction).
+    Pinned {
+        /// Where to open it if the client holds none; `None`: the client must hold one already
+        /// (if it was lost, the request fails rather than run outside its transaction).
+        open: Option<Target>,
+        /// Sent first; their replies are nobody's (MULTI and the keyless commands queued before
+        /// the slot was known, whose `+QUEUED` the proxy already gave).
+        preamble: Vec<Vec<u8>>,
+        /// The request.
+        payload: Vec<u8>,
+        /// The client's reply, if not the backend's (EXEC of a transaction the proxy knows is
+        /// void, whose backend side is only discarded).
+        reply: Option<Vec<u8>>,
+        /// The connection is given back after this request (EXEC, DISCARD, UNWATCH).
+        release: bool,
+    },
+    /// A blocking command: sent on a backend connection of the client's own, so that it never
+    /// holds up the shared ones.
+    Blocking {
+        /// Where it goes.
+        target: Target,
+        /// The request.
+        payload: Vec<u8>,
     },
 }
 
@@ -158,6 +235,284 @@ pub fn plan(args: &[&[u8]], s: &mut Session, me: &Identity, map: &SlotMap) -> Pl
     let Some(&name) = args.first() else {
         return error(s, "ERR empty request");
     };
+    let named = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+    if named("multi") || named("exec") || named("discard") || named("watch") || named("unwatch") {
+        return transaction(args, s);
+    }
+    if s.tx.multi {
+        return in_multi(args, s, me, map);
+    }
+    let p = route_one(args, s, me, map, false);
+    // Outside MULTI, a command of the watched slot travels on the pinned connection, so that
+    // it reaches the node after the WATCH (on a shared connection it could overtake it).
+    match p {
+        Plan::Forward {
+            parts,
+            merge: Merge::Passthrough,
+        } if s.tx.pinned
+            && parts.len() == 1
+            && s.tx
+                .slot
+                .is_some_and(|slot| parts[0].target == Target::Slot(slot)) =>
+        {
+            let part = parts.into_iter().next().expect("one part");
+            Plan::Pinned {
+                open: None,
+                preamble: Vec::new(),
+                payload: part.payload,
+                reply: None,
+                release: false,
+            }
+        }
+        p => p,
+    }
+}
+
+fn queued(s: &Session) -> Plan {
+    reply(s, |w| w.simple(b"QUEUED"))
+}
+
+/// A command between MULTI and EXEC.
+fn in_multi(args: &[&[u8]], s: &mut Session, me: &Identity, map: &SlotMap) -> Plan {
+    let known = match lookup(args[0]) {
+        Some(top) if top.is_container() => args
+            .get(1)
+            .is_some_and(|sub| lookup_subcommand(top, sub).is_some()),
+        Some(_) => true,
+        None => args[0].eq_ignore_ascii_case(b"cluster"),
+    };
+    if !known {
+        // Refused while queueing, as on a node: the backend words the error, and EXEC aborts.
+        s.tx.aborted = true;
+        return forward(Target::Any, args);
+    }
+    let p = route_one(args, s, me, map, true);
+    match p {
+        Plan::Reply { ref bytes, .. } => {
+            // Refused while queueing: Redis flags the transaction, and EXEC aborts.
+            if bytes.first() == Some(&b'-') {
+                s.tx.aborted = true;
+            }
+            p
+        }
+        Plan::Forward { parts, merge } => {
+            if parts.len() != 1 || merge != Merge::Passthrough {
+                s.tx.aborted = true;
+                return if parts.iter().all(|p| matches!(p.target, Target::Slot(_))) {
+                    error(s, CROSSSLOT)
+                } else {
+                    error(
+                        s,
+                        &format!(
+                            "ERR command '{}' goes to every primary and cannot be part of a transaction through darner proxy",
+                            String::from_utf8_lossy(&args[0][..args[0].len().min(64)]).to_ascii_lowercase()
+                        ),
+                    )
+                };
+            }
+            let part = parts.into_iter().next().expect("one part");
+            pinned_in_multi(part, s)
+        }
+        Plan::Pinned { .. } | Plan::Blocking { .. } => p,
+    }
+}
+
+/// A queued command's way to the pinned connection.
+fn pinned_in_multi(part: Part, s: &mut Session) -> Plan {
+    let tx = &mut s.tx;
+    let slot = match part.target {
+        Target::Slot(slot) => Some(slot),
+        _ => None,
+    };
+    match (tx.pinned, tx.slot, slot) {
+        // Another slot than the transaction's: a node owning both queues it and refuses EXEC.
+        (_, Some(pinned), Some(slot)) if pinned != slot => {
+            tx.crossslot = true;
+            queued(s)
+        }
+        (true, _, _) => {
+            if tx.slot.is_none() {
+                tx.slot = slot;
+            }
+            Plan::Pinned {
+                open: None,
+                preamble: Vec::new(),
+                payload: part.payload,
+                reply: None,
+                release: false,
+            }
+        }
+        (false, _, None) => {
+            let bytes: usize = tx.queued.iter().map(Vec::len).sum::<usize>() + part.payload.len();
+            if tx.queued.len() >= MAX_QUEUED_BEFORE_SLOT || bytes > MAX_QUEUED_BYTES_BEFORE_SLOT {
+                tx.aborted = true;
+                return error(
+                    s,
+                    "ERR too many commands queued before the first key of the transaction (darner proxy)",
+                );
+            }
+            tx.queued.push(part.payload);
+            queued(s)
+        }
+        (false, _, Some(slot)) => {
+            tx.slot = Some(slot);
+            tx.pinned = true;
+            tx.multi_sent = true;
+            let mut preamble = vec![encode_request(&["MULTI"])];
+            preamble.append(&mut tx.queued);
+            Plan::Pinned {
+                open: Some(Target::Slot(slot)),
+                preamble,
+                payload: part.payload,
+                reply: None,
+                release: false,
+            }
+        }
+    }
+}
+
+/// MULTI, EXEC, DISCARD, WATCH, UNWATCH.
+fn transaction(args: &[&[u8]], s: &mut Session) -> Plan {
+    let name = String::from_utf8_lossy(args[0]).to_ascii_lowercase();
+    let spec = lookup(args[0]).expect("transaction commands are in the table");
+    if !spec.arity_ok(args.len()) {
+        if s.tx.multi {
+            s.tx.aborted = true;
+        }
+        return arity_error(s, spec);
+    }
+    let pinned = |payload: Vec<u8>, reply: Option<Vec<u8>>, release: bool| Plan::Pinned {
+        open: None,
+        preamble: Vec::new(),
+        payload,
+        reply,
+        release,
+    };
+    match name.as_str() {
+        "multi" => {
+            if s.tx.multi {
+                return error(s, "ERR MULTI calls can not be nested");
+            }
+            s.tx.multi = true;
+            if s.tx.pinned {
+                s.tx.multi_sent = true;
+                return pinned(encode_request(args), None, false);
+            }
+            reply(s, |w| w.ok())
+        }
+        "watch" => {
+            if s.tx.multi {
+                return error(s, "ERR WATCH inside MULTI is not allowed");
+            }
+            let slot = key_slot(args[1]);
+            if args[2..].iter().any(|k| key_slot(k) != slot)
+                || s.tx.slot.is_some_and(|pinned| pinned != slot)
+            {
+                return error(s, CROSSSLOT);
+            }
+            let open = !s.tx.pinned;
+            s.tx.pinned = true;
+            s.tx.slot = Some(slot);
+            s.tx.watching = true;
+            Plan::Pinned {
+                open: open.then_some(Target::Slot(slot)),
+                preamble: Vec::new(),
+                payload: encode_request(args),
+                reply: None,
+                release: false,
+            }
+        }
+        "unwatch" if s.tx.multi => pinned_in_multi(
+            Part {
+                target: Target::Any,
+                payload: encode_request(args),
+            },
+            s,
+        ),
+        "unwatch" => {
+            let was = std::mem::take(&mut s.tx);
+            if was.pinned {
+                pinned(encode_request(args), None, true)
+            } else {
+                reply(s, |w| w.ok())
+            }
+        }
+        "discard" => {
+            if !s.tx.multi {
+                return error(s, "ERR DISCARD without MULTI");
+            }
+            let was = std::mem::take(&mut s.tx);
+            if was.pinned {
+                pinned(encode_request(args), None, true)
+            } else {
+                reply(s, |w| w.ok())
+            }
+        }
+        _ => {
+            if !s.tx.multi {
+                return error(s, "ERR EXEC without MULTI");
+            }
+            let was = std::mem::take(&mut s.tx);
+            let void = if was.crossslot {
+                Some(error_bytes(s, CROSSSLOT))
+            } else if was.aborted {
+                Some(error_bytes(
+                    s,
+                    "EXECABORT Transaction discarded because of previous errors.",
+                ))
+            } else if was.watch_lost {
+                let mut b = Vec::new();
+                ReplyWriter::new(&mut b, s.resp3).null_array();
+                Some(b)
+            } else {
+                None
+            };
+            match (void, was.pinned) {
+                (Some(bytes), false) => Plan::Reply {
+                    bytes,
+                    close: false,
+                },
+                (Some(bytes), true) => {
+                    let payload = if was.multi_sent { "DISCARD" } else { "UNWATCH" };
+                    pinned(encode_request(&[payload]), Some(bytes), true)
+                }
+                (None, true) => pinned(encode_request(args), None, true),
+                (None, false) if was.queued.is_empty() => reply(s, |w| w.array(0)),
+                // Keyless commands only: any primary runs them.
+                (None, false) => {
+                    let mut preamble = vec![encode_request(&["MULTI"])];
+                    preamble.extend(was.queued);
+                    Plan::Pinned {
+                        open: Some(Target::Any),
+                        preamble,
+                        payload: encode_request(args),
+                        reply: None,
+                        release: true,
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn error_bytes(s: &Session, msg: &str) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    ReplyWriter::new(&mut bytes, s.resp3).error(msg.as_bytes());
+    bytes
+}
+
+/// The plan for one request outside the transaction logic; `in_multi`: it will be queued, so
+/// a blocking command does not block and PING or ECHO are the backend's to answer.
+fn route_one(
+    args: &[&[u8]],
+    s: &mut Session,
+    me: &Identity,
+    map: &SlotMap,
+    in_multi: bool,
+) -> Plan {
+    let Some(&name) = args.first() else {
+        return error(s, "ERR empty request");
+    };
     // The cluster commands are not in the shared table (the server does not implement them
     // yet), so the proxy knows their shapes itself.
     if name.eq_ignore_ascii_case(b"cluster") {
@@ -179,13 +534,25 @@ pub fn plan(args: &[&[u8]], s: &mut Session, me: &Identity, map: &SlotMap) -> Pl
         return forward(Target::Any, args);
     };
     match top.name {
-        "ping" | "echo" | "hello" | "select" | "quit" | "client" => return local(top, args, s),
-        "multi" | "exec" | "discard" | "watch" | "unwatch" | "subscribe" | "psubscribe"
-        | "ssubscribe" | "unsubscribe" | "punsubscribe" | "sunsubscribe" | "monitor" | "sync"
-        | "psync" | "replconf" | "auth" | "reset" | "shutdown" | "debug" | "failover"
-        | "replicaof" | "slaveof" | "wait" | "waitaof" | "randomkey" | "scan" => {
-            return unsupported(s, top.name)
+        "ping" | "echo" | "select" if in_multi => {
+            if !top.arity_ok(args.len()) || (top.name == "ping" && args.len() > 2) {
+                return arity_error(s, top);
+            }
+            if top.name == "select" {
+                // SELECT 0 is queued for the node (where it succeeds); others are refused.
+                if let Plan::Reply { bytes, close } = local(top, args, s) {
+                    if bytes.first() == Some(&b'-') {
+                        return Plan::Reply { bytes, close };
+                    }
+                }
+            }
+            return forward(Target::Any, args);
         }
+        "ping" | "echo" | "hello" | "select" | "quit" | "client" => return local(top, args, s),
+        "subscribe" | "psubscribe" | "ssubscribe" | "unsubscribe" | "punsubscribe"
+        | "sunsubscribe" | "monitor" | "sync" | "psync" | "replconf" | "auth" | "reset"
+        | "shutdown" | "debug" | "failover" | "replicaof" | "slaveof" | "wait" | "waitaof"
+        | "randomkey" | "scan" => return unsupported(s, top.name),
         _ => {}
     }
     if top.has(flags::BLOCKING) {
@@ -194,8 +561,20 @@ pub fn plan(args: &[&[u8]], s: &mut Session, me: &Identity, map: &SlotMap) -> Pl
             "xread" | "xreadgroup" => args.iter().any(|a| a.eq_ignore_ascii_case(b"block")),
             _ => true,
         };
-        if blocks {
-            return unsupported(s, top.name);
+        if blocks && !in_multi {
+            return match route_one(args, s, me, map, true) {
+                Plan::Forward {
+                    parts,
+                    merge: Merge::Passthrough,
+                } if parts.len() == 1 => {
+                    let part = parts.into_iter().next().expect("one part");
+                    Plan::Blocking {
+                        target: part.target,
+                        payload: part.payload,
+                    }
+                }
+                other => other,
+            };
         }
     }
     let spec = match (top.is_container(), args.get(1)) {

@@ -21,7 +21,7 @@ use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
 use crate::config::Config;
-use crate::merge::ReplyQueue;
+use crate::merge::{Merge, ReplyQueue};
 use crate::route::{
     self, encode_request, parse_redirect, Identity, Plan, Redirect, Session, Target,
 };
@@ -38,6 +38,9 @@ const MAX_PENDING: usize = 1024;
 const CLIENT_READ_MAX: usize = 1024 * 1024;
 /// Bytes read from a socket at a time.
 const READ_CHUNK: usize = 16 * 1024;
+/// Idle dedicated connections kept per node (and protocol) for the next transaction or
+/// blocking command: short-lived clients that use them then cost no new backend connection.
+const MAX_IDLE_DEDICATED: usize = 8;
 /// How often a thread without a topology asks the seeds again.
 const EMPTY_MAP_RETRY: Duration = Duration::from_millis(500);
 
@@ -63,6 +66,10 @@ enum Owner {
     },
     /// The ASKING before an ASK-redirected request: its `+OK` is nobody's.
     Asking,
+    /// A request whose reply the client does not get: the MULTI and queued commands sent
+    /// when a transaction is pinned (their `+OK`/`+QUEUED` went out already), the DISCARD of a
+    /// transaction the proxy already answered.
+    Nobody,
     /// The HELLO 3 that opens a RESP3 backend connection.
     Hello,
     /// A topology refresh: `CLUSTER SHARDS`, or `CLUSTER SLOTS` from a node without SHARDS.
@@ -75,6 +82,9 @@ struct InFlight {
     /// The request, kept for a resend after a redirect.
     payload: Vec<u8>,
     redirects: u8,
+    /// A redirect may resend it elsewhere (not inside a transaction, which is bound to its
+    /// connection).
+    resend: bool,
     /// When it was queued: the connection's oldest request is the one a stall delays.
     sent: Instant,
 }
@@ -93,6 +103,24 @@ struct Client {
     read_paused: bool,
     /// Parsing stopped at MAX_PENDING with requests perhaps still in `rbuf`.
     input_paused: bool,
+    /// The backend connection its transaction is pinned to.
+    pinned: Option<usize>,
+    /// Every backend connection of its own (the pinned one, those of blocking commands).
+    dedicated: Vec<usize>,
+    /// Requests waiting for earlier ones to be answered (see `Worker::dispatch`).
+    deferred: VecDeque<Outgoing>,
+}
+
+/// What a backend connection is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// Pipelined, shared by the thread's clients (in `by_node`).
+    Shared,
+    /// One client's: `held` while its transaction is pinned there; otherwise it goes back to
+    /// the idle pool once its requests are answered.
+    Dedicated { idx: usize, id: u64, held: bool },
+    /// In the idle pool, clean (no MULTI, WATCH or blocked command left on it).
+    Idle,
 }
 
 struct Backend {
@@ -104,6 +132,7 @@ struct Backend {
     rbuf: Vec<u8>,
     scanner: ReplyScanner,
     inflight: VecDeque<InFlight>,
+    role: Role,
 }
 
 /// Starts the proxy: reads the topology, binds one listening socket per thread and runs the
@@ -308,6 +337,10 @@ struct Worker {
     clients: Slab<Client>,
     backends: Slab<Backend>,
     by_node: HashMap<(String, bool), usize>,
+    /// Idle dedicated connections by node and protocol.
+    idle: HashMap<(String, bool), Vec<usize>>,
+    /// Clients with deferred requests that a reply may have freed.
+    deferred_ready: Vec<usize>,
     map: SlotMap,
     me: Identity,
     seeds: Vec<String>,
@@ -348,6 +381,8 @@ impl Worker {
             clients: Slab::new(),
             backends: Slab::new(),
             by_node: HashMap::new(),
+            idle: HashMap::new(),
+            deferred_ready: Vec::new(),
             map,
             me,
             seeds: cfg.cluster.clone(),
@@ -420,6 +455,7 @@ impl Worker {
             if Instant::now() >= self.next_refresh {
                 self.refresh(None);
             }
+            self.run_deferred();
             self.flush_all();
         }
     }
@@ -433,6 +469,11 @@ impl Worker {
         let mut next: Option<Instant> = None;
         let mut stalled = Vec::new();
         for (b, be) in self.backends.iter() {
+            // A blocking command waits as long as its client asked, and a transaction's
+            // connection carries one client's requests only.
+            if be.role != Role::Shared {
+                continue;
+            }
             if let Some(front) = be.inflight.front() {
                 let due = front.sent + limit;
                 if due <= now {
@@ -488,6 +529,9 @@ impl Worker {
                         closing: false,
                         read_paused: false,
                         input_paused: false,
+                        pinned: None,
+                        dedicated: Vec::new(),
+                        deferred: VecDeque::new(),
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -502,11 +546,107 @@ impl Worker {
         }
     }
 
+    /// Closes a client. Its dedicated connections that are clean go back to the pool; one
+    /// still blocked, or holding its MULTI or WATCH, is closed, which ends that on the node.
     fn close_client(&mut self, idx: usize) {
         if self.clients.contains(idx) {
             let mut c = self.clients.remove(idx);
             let _ = self.poll.registry().deregister(&mut c.sock);
+            for b in c.dedicated {
+                let Some(be) = self.backends.get_mut(b) else {
+                    continue;
+                };
+                if be.role
+                    == (Role::Dedicated {
+                        idx,
+                        id: c.id,
+                        held: false,
+                    })
+                    && be.inflight.is_empty()
+                {
+                    self.release_to_pool(b);
+                } else {
+                    self.drop_backend(b);
+                }
+            }
         }
+    }
+
+    /// Closes a backend connection without answering anyone (its client is gone).
+    fn drop_backend(&mut self, b: usize) {
+        if self.backends.contains(b) {
+            let mut be = self.backends.remove(b);
+            let _ = self.poll.registry().deregister(&mut be.sock);
+        }
+    }
+
+    /// A dedicated connection whose requests are all answered and that no transaction holds
+    /// goes to the idle pool (or is closed when the pool is full).
+    fn release_to_pool(&mut self, b: usize) {
+        let Some(be) = self.backends.get_mut(b) else {
+            return;
+        };
+        let Role::Dedicated {
+            idx,
+            id,
+            held: false,
+        } = be.role
+        else {
+            return;
+        };
+        if !be.inflight.is_empty() {
+            return;
+        }
+        if let Some(c) = self.clients.get_mut(idx) {
+            if c.id == id {
+                c.dedicated.retain(|&d| d != b);
+            }
+        }
+        let pool = self.idle.entry((be.node.clone(), be.resp3)).or_default();
+        if pool.len() < MAX_IDLE_DEDICATED {
+            be.role = Role::Idle;
+            pool.push(b);
+        } else {
+            self.drop_backend(b);
+        }
+    }
+
+    /// A connection to `node` of the client's own: from the idle pool, or a new one.
+    fn dedicated(&mut self, idx: usize, node: &str, resp3: bool, held: bool) -> io::Result<usize> {
+        let id = self.clients[idx].id;
+        // One of its own to that node already (an EXEC or BLPOP being answered): what comes
+        // next runs after it there.
+        let own = self.clients[idx].dedicated.iter().copied().find(|&b| {
+            self.backends.get(b).is_some_and(|be| {
+                be.node == node
+                    && be.resp3 == resp3
+                    && be.role
+                        == Role::Dedicated {
+                            idx,
+                            id,
+                            held: false,
+                        }
+            })
+        });
+        if let Some(b) = own {
+            self.backends[b].role = Role::Dedicated { idx, id, held };
+            return Ok(b);
+        }
+        let key = (node.to_string(), resp3);
+        let mut found = None;
+        while let Some(b) = self.idle.get_mut(&key).and_then(Vec::pop) {
+            if self.backends.get(b).is_some_and(|be| be.role == Role::Idle) {
+                found = Some(b);
+                break;
+            }
+        }
+        let b = match found {
+            Some(b) => b,
+            None => self.open_backend(node, resp3)?,
+        };
+        self.backends[b].role = Role::Dedicated { idx, id, held };
+        self.clients[idx].dedicated.push(b);
+        Ok(b)
     }
 
     fn client_readable(&mut self, idx: usize) {
@@ -531,7 +671,7 @@ impl Worker {
 
     /// Turns the client's buffered requests into replies and backend requests.
     fn process_input(&mut self, idx: usize) {
-        let mut sends: Vec<(u64, Vec<route::Part>, bool)> = Vec::new();
+        let mut sends: Vec<Outgoing> = Vec::new();
         {
             let Some(c) = self.clients.get_mut(idx) else {
                 return;
@@ -553,7 +693,34 @@ impl Worker {
                             Plan::Forward { parts, merge } => {
                                 let n = parts.len();
                                 let seq = c.queue.push_pending(merge, n);
-                                sends.push((seq, parts, resp3_before));
+                                sends.push(Outgoing::Parts(seq, parts, resp3_before));
+                            }
+                            Plan::Pinned {
+                                open,
+                                preamble,
+                                payload,
+                                reply,
+                                release,
+                            } => {
+                                let seq = match reply {
+                                    Some(bytes) => {
+                                        c.queue.push_ready(bytes, false);
+                                        None
+                                    }
+                                    None => Some(c.queue.push_pending(Merge::Passthrough, 1)),
+                                };
+                                sends.push(Outgoing::Pinned {
+                                    seq,
+                                    open,
+                                    preamble,
+                                    payload,
+                                    release,
+                                    resp3: resp3_before,
+                                });
+                            }
+                            Plan::Blocking { target, payload } => {
+                                let seq = c.queue.push_pending(Merge::Passthrough, 1);
+                                sends.push(Outgoing::Blocking(seq, target, payload, resp3_before));
                             }
                         }
                         consumed += req.consumed;
@@ -573,13 +740,284 @@ impl Worker {
             c.input_paused = !c.closing && c.queue.len() >= MAX_PENDING;
             self.dirty_clients.push(idx);
         }
-        let id = self.clients[idx].id;
-        for (seq, parts, resp3) in sends {
-            for (part, p) in parts.into_iter().enumerate() {
-                let owner = Owner::Client { idx, id, seq, part };
-                self.send(owner, p.target, p.payload, resp3, 0, false);
+        for out in sends {
+            self.dispatch(idx, out);
+        }
+    }
+
+    /// Sends a client's request now, or queues it behind the client's earlier ones: a request
+    /// for one of its own connections waits until its requests in flight to the same node on a
+    /// shared connection are answered (the new connection could otherwise overtake them: a
+    /// WATCH before the SET sent ahead of it), and once one waits, the client's later requests
+    /// wait behind it, so they all leave in the order sent.
+    fn dispatch(&mut self, idx: usize, out: Outgoing) {
+        let Some(c) = self.clients.get(idx) else {
+            return;
+        };
+        if !c.deferred.is_empty() || self.must_wait(idx, &out) {
+            self.clients[idx].deferred.push_back(out);
+            return;
+        }
+        self.send_out(idx, out);
+    }
+
+    /// Whether `out` goes on a connection of the client's own to a node where the client
+    /// still has requests in flight on a shared connection.
+    fn must_wait(&self, idx: usize, out: &Outgoing) -> bool {
+        let Some(c) = self.clients.get(idx) else {
+            return false;
+        };
+        let node = match out {
+            Outgoing::Parts(..) => return false,
+            Outgoing::Pinned { open, .. } => match (c.pinned, open) {
+                (Some(b), _) => match self.backends.get(b) {
+                    Some(be) => be.node.clone(),
+                    None => return false,
+                },
+                (None, Some(Target::Slot(slot))) => match self.map.owner(*slot) {
+                    Some(n) => n.to_string(),
+                    None => return false,
+                },
+                (None, Some(Target::Node(n))) => n.clone(),
+                // Keyless: runs on any node, no ordering with the client's keyed requests.
+                (None, _) => return false,
+            },
+            Outgoing::Blocking(_, target, ..) => match target {
+                Target::Slot(slot) => match self.map.owner(*slot) {
+                    Some(n) => n.to_string(),
+                    None => return false,
+                },
+                Target::Node(n) => n.clone(),
+                Target::Any => return false,
+            },
+        };
+        let id = c.id;
+        [false, true].iter().any(|&resp3| {
+            self.by_node
+                .get(&(node.clone(), resp3))
+                .and_then(|&b| self.backends.get(b))
+                .is_some_and(|be| {
+                    be.inflight.iter().any(|f| {
+                        matches!(f.owner, Owner::Client { idx: i, id: d, .. } if i == idx && d == id)
+                    })
+                })
+        })
+    }
+
+    /// Sends what waited in clients' `deferred` queues and may go now.
+    fn run_deferred(&mut self) {
+        loop {
+            let mut ready = std::mem::take(&mut self.deferred_ready);
+            if ready.is_empty() {
+                return;
+            }
+            ready.sort_unstable();
+            ready.dedup();
+            for idx in ready {
+                while let Some(front) = self.clients.get(idx).and_then(|c| c.deferred.front()) {
+                    if self.must_wait(idx, front) {
+                        break;
+                    }
+                    let out = self.clients[idx].deferred.pop_front().expect("front");
+                    self.send_out(idx, out);
+                }
             }
         }
+    }
+
+    fn send_out(&mut self, idx: usize, out: Outgoing) {
+        let id = self.clients[idx].id;
+        {
+            match out {
+                Outgoing::Parts(seq, parts, resp3) => {
+                    for (part, p) in parts.into_iter().enumerate() {
+                        let owner = Owner::Client { idx, id, seq, part };
+                        self.send(owner, p.target, p.payload, resp3, 0, false);
+                    }
+                }
+                Outgoing::Pinned {
+                    seq,
+                    open,
+                    preamble,
+                    payload,
+                    release,
+                    resp3,
+                } => {
+                    let owner = match seq {
+                        Some(seq) => Owner::Client {
+                            idx,
+                            id,
+                            seq,
+                            part: 0,
+                        },
+                        None => Owner::Nobody,
+                    };
+                    self.send_pinned(idx, owner, open, preamble, payload, release, resp3);
+                }
+                Outgoing::Blocking(seq, target, payload, resp3) => {
+                    let owner = Owner::Client {
+                        idx,
+                        id,
+                        seq,
+                        part: 0,
+                    };
+                    self.send_blocking(owner, target, payload, resp3, 0, false);
+                }
+            }
+        }
+    }
+
+    /// The primary a target names now.
+    fn node_for(&mut self, target: Target) -> Option<String> {
+        match target {
+            Target::Slot(slot) => self.map.owner(slot).map(str::to_string),
+            Target::Node(n) => Some(n),
+            Target::Any => {
+                let p = self.map.primaries();
+                self.any_rr = self.any_rr.wrapping_add(1);
+                (!p.is_empty()).then(|| p[self.any_rr % p.len()].to_string())
+            }
+        }
+    }
+
+    /// Sends a transaction's request on the client's pinned connection, taking one (to the
+    /// owner of `open`) if it holds none; `release` gives it back after this request.
+    #[allow(clippy::too_many_arguments)]
+    fn send_pinned(
+        &mut self,
+        idx: usize,
+        owner: Owner,
+        open: Option<Target>,
+        preamble: Vec<Vec<u8>>,
+        payload: Vec<u8>,
+        release: bool,
+        resp3: bool,
+    ) {
+        let b = match self.clients[idx].pinned {
+            Some(b) => b,
+            None => {
+                let taken = match open.map(|t| self.node_for(t)) {
+                    None => Err(
+                        "ERR the transaction's backend connection was lost (darner proxy)"
+                            .to_string(),
+                    ),
+                    Some(None) => Err("CLUSTERDOWN Hash slot not served".to_string()),
+                    Some(Some(node)) => self
+                        .dedicated(idx, &node, resp3, true)
+                        .map_err(|e| format!("ERR upstream {node}: {e}")),
+                };
+                match taken {
+                    Ok(b) => {
+                        self.clients[idx].pinned = Some(b);
+                        b
+                    }
+                    Err(msg) => {
+                        // What the session counted on being sent is not: EXEC must fail.
+                        self.clients[idx].session.tx.connection_lost();
+                        return self.answer(owner, error_wire(&msg));
+                    }
+                }
+            }
+        };
+        let Some(be) = self.backends.get_mut(b) else {
+            self.clients[idx].pinned = None;
+            self.clients[idx].session.tx.connection_lost();
+            return self.answer(
+                owner,
+                error_wire("ERR the transaction's backend connection was lost (darner proxy)"),
+            );
+        };
+        let now = Instant::now();
+        for p in preamble {
+            be.out.extend_from_slice(&p);
+            be.inflight.push_back(InFlight {
+                owner: Owner::Nobody,
+                payload: Vec::new(),
+                redirects: 0,
+                resend: false,
+                sent: now,
+            });
+        }
+        be.out.extend_from_slice(&payload);
+        be.inflight.push_back(InFlight {
+            owner,
+            payload,
+            redirects: 0,
+            resend: false,
+            sent: now,
+        });
+        if release {
+            if let Role::Dedicated { held, .. } = &mut be.role {
+                *held = false;
+            }
+            self.clients[idx].pinned = None;
+        }
+        self.dirty_backends.push(b);
+    }
+
+    /// Sends a blocking command on a connection of the client's own: the pinned one if it is
+    /// to the same node (the client's WATCH is there), else one it already blocks on at that
+    /// node (its requests stay in order), else a fresh one.
+    fn send_blocking(
+        &mut self,
+        owner: Owner,
+        target: Target,
+        payload: Vec<u8>,
+        resp3: bool,
+        redirects: u8,
+        asking: bool,
+    ) {
+        let Owner::Client { idx, id, .. } = owner else {
+            return;
+        };
+        if self.clients.get(idx).map(|c| c.id) != Some(id) {
+            return;
+        }
+        let Some(node) = self.node_for(target) else {
+            return self.answer(owner, error_wire("CLUSTERDOWN Hash slot not served"));
+        };
+        let c = &self.clients[idx];
+        let same = |b: &usize, held: bool| {
+            self.backends.get(*b).is_some_and(|be| {
+                be.node == node
+                    && (held || be.resp3 == resp3)
+                    && be.role == Role::Dedicated { idx, id, held }
+            })
+        };
+        let existing = c
+            .pinned
+            .filter(|b| same(b, true))
+            .or_else(|| c.dedicated.iter().copied().find(|b| same(b, false)));
+        let b = match existing {
+            Some(b) => b,
+            None => match self.dedicated(idx, &node, resp3, false) {
+                Ok(b) => b,
+                Err(e) => {
+                    return self.answer(owner, error_wire(&format!("ERR upstream {node}: {e}")))
+                }
+            },
+        };
+        let be = &mut self.backends[b];
+        let now = Instant::now();
+        if asking {
+            be.out.extend_from_slice(&encode_request(&["ASKING"]));
+            be.inflight.push_back(InFlight {
+                owner: Owner::Asking,
+                payload: Vec::new(),
+                redirects: 0,
+                resend: false,
+                sent: now,
+            });
+        }
+        be.out.extend_from_slice(&payload);
+        be.inflight.push_back(InFlight {
+            owner,
+            payload,
+            redirects,
+            resend: true,
+            sent: now,
+        });
+        self.dirty_backends.push(b);
     }
 
     /// Sends one backend request; a request that cannot be sent is answered with the reason.
@@ -592,21 +1030,17 @@ impl Worker {
         redirects: u8,
         asking: bool,
     ) {
-        let node = match target {
-            Target::Slot(slot) => self.map.owner(slot).map(str::to_string),
-            Target::Node(n) => Some(n),
-            Target::Any => {
-                let p = self.map.primaries();
-                self.any_rr = self.any_rr.wrapping_add(1);
-                (!p.is_empty()).then(|| p[self.any_rr % p.len()].to_string())
-            }
-        };
-        let Some(node) = node else {
+        let Some(node) = self.node_for(target) else {
             return self.answer(owner, error_wire("CLUSTERDOWN Hash slot not served"));
         };
-        let b = match self.backend(&node, resp3) {
-            Ok(b) => b,
-            Err(e) => return self.answer(owner, error_wire(&format!("ERR upstream {node}: {e}"))),
+        let b = match self.busy_dedicated(&owner, &node, resp3) {
+            Some(b) => b,
+            None => match self.backend(&node, resp3) {
+                Ok(b) => b,
+                Err(e) => {
+                    return self.answer(owner, error_wire(&format!("ERR upstream {node}: {e}")))
+                }
+            },
         };
         let be = &mut self.backends[b];
         if asking {
@@ -615,6 +1049,7 @@ impl Worker {
                 owner: Owner::Asking,
                 payload: Vec::new(),
                 redirects: 0,
+                resend: false,
                 sent: Instant::now(),
             });
         }
@@ -623,16 +1058,40 @@ impl Worker {
             owner,
             payload,
             redirects,
+            resend: true,
             sent: Instant::now(),
         });
         self.dirty_backends.push(b);
     }
 
-    /// The connection to `node` for `resp3` clients, opened if need be.
+    /// A connection of the client's own to `node` with requests still in flight (an EXEC, a
+    /// blocked BLPOP): the client's next request to that node follows them there, so it runs
+    /// after them, as it would on one connection to a node (on a shared connection it could
+    /// overtake them).
+    fn busy_dedicated(&self, owner: &Owner, node: &str, resp3: bool) -> Option<usize> {
+        let Owner::Client { idx, id, .. } = *owner else {
+            return None;
+        };
+        let c = self.clients.get(idx).filter(|c| c.id == id)?;
+        c.dedicated.iter().copied().find(|&b| {
+            self.backends
+                .get(b)
+                .is_some_and(|be| be.node == node && be.resp3 == resp3 && !be.inflight.is_empty())
+        })
+    }
+
+    /// The shared connection to `node` for `resp3` clients, opened if need be.
     fn backend(&mut self, node: &str, resp3: bool) -> io::Result<usize> {
         if let Some(&b) = self.by_node.get(&(node.to_string(), resp3)) {
             return Ok(b);
         }
+        let b = self.open_backend(node, resp3)?;
+        self.by_node.insert((node.to_string(), resp3), b);
+        Ok(b)
+    }
+
+    /// A new connection to `node` (HELLO 3 sent first for `resp3`), shared until told otherwise.
+    fn open_backend(&mut self, node: &str, resp3: bool) -> io::Result<usize> {
         let addr = resolve(node)?;
         let mut sock = TcpStream::connect(addr)?;
         let _ = sock.set_nodelay(true);
@@ -652,6 +1111,7 @@ impl Worker {
             rbuf: Vec::new(),
             scanner: ReplyScanner::new(),
             inflight: VecDeque::new(),
+            role: Role::Shared,
         };
         if resp3 {
             be.out.extend_from_slice(&encode_request(&["HELLO", "3"]));
@@ -659,11 +1119,11 @@ impl Worker {
                 owner: Owner::Hello,
                 payload: Vec::new(),
                 redirects: 0,
+                resend: false,
                 sent: Instant::now(),
             });
         }
         entry.insert(be);
-        self.by_node.insert((node.to_string(), resp3), b);
         Ok(b)
     }
 
@@ -717,18 +1177,19 @@ impl Worker {
         be.rbuf.drain(..start);
         self.handle_replies(b, replies);
         if !alive {
-            self.fail_backend(b, "connection closed");
+            return self.fail_backend(b, "connection closed");
         }
+        self.release_to_pool(b);
     }
 
     fn handle_replies(&mut self, b: usize, replies: Vec<(InFlight, Vec<u8>)>) {
-        let (node, resp3) = match self.backends.get(b) {
-            Some(be) => (be.node.clone(), be.resp3),
+        let (node, resp3, shared) = match self.backends.get(b) {
+            Some(be) => (be.node.clone(), be.resp3, be.role == Role::Shared),
             None => return,
         };
         for (f, reply) in replies {
             match f.owner {
-                Owner::Asking | Owner::Hello => {}
+                Owner::Asking | Owner::Hello | Owner::Nobody => {}
                 Owner::Topology { shards } => {
                     self.refresh_in_flight = false;
                     let Ok(Some((frame, _))) = decode(&reply, &self.limits) else {
@@ -756,35 +1217,50 @@ impl Worker {
                         Some(r) if f.redirects < MAX_REDIRECTS => Some(r),
                         _ => None,
                     };
+                    if !f.resend {
+                        // A transaction is bound to its node: the slot moving away ends it
+                        // (the node flags or discards it), with an error the client can act on.
+                        let msg = match redirect {
+                            Some(Redirect::Moved { slot, node: to }) => {
+                                let to = fill_host(to, &node);
+                                self.map.assign(slot, slot, &to);
+                                self.refresh(Some(to));
+                                format!("ERR slot {slot} moved to another node during the transaction, which is discarded; retry it (darner proxy)")
+                            }
+                            Some(Redirect::Ask { slot, .. }) => format!("ERR slot {slot} is being migrated; the transaction is discarded, retry it (darner proxy)"),
+                            None => {
+                                self.answer(f.owner, reply);
+                                continue;
+                            }
+                        };
+                        self.answer(f.owner, error_wire(&msg));
+                        continue;
+                    }
                     match redirect {
                         Some(Redirect::Moved { slot, node: to }) => {
                             let to = fill_host(to, &node);
                             self.map.assign(slot, slot, &to);
                             self.refresh(Some(to.clone()));
-                            self.send(
-                                f.owner,
-                                Target::Node(to),
-                                f.payload,
-                                resp3,
-                                f.redirects + 1,
-                                false,
-                            );
+                            self.resend(shared, f, to, resp3, false);
                         }
                         Some(Redirect::Ask { node: to, .. }) => {
                             let to = fill_host(to, &node);
-                            self.send(
-                                f.owner,
-                                Target::Node(to),
-                                f.payload,
-                                resp3,
-                                f.redirects + 1,
-                                true,
-                            );
+                            self.resend(shared, f, to, resp3, true);
                         }
                         None => self.answer(f.owner, reply),
                     }
                 }
             }
+        }
+    }
+
+    /// A redirected request, sent again the way it first went (shared or dedicated).
+    fn resend(&mut self, shared: bool, f: InFlight, to: String, resp3: bool, asking: bool) {
+        let target = Target::Node(to);
+        if shared {
+            self.send(f.owner, target, f.payload, resp3, f.redirects + 1, asking);
+        } else {
+            self.send_blocking(f.owner, target, f.payload, resp3, f.redirects + 1, asking);
         }
     }
 
@@ -796,11 +1272,14 @@ impl Worker {
                     if c.id == id {
                         c.queue.fill(seq, part, reply);
                         self.dirty_clients.push(idx);
+                        if !c.deferred.is_empty() {
+                            self.deferred_ready.push(idx);
+                        }
                     }
                 }
             }
             Owner::Topology { .. } => self.refresh_in_flight = false,
-            Owner::Asking | Owner::Hello => {}
+            Owner::Asking | Owner::Hello | Owner::Nobody => {}
         }
     }
 
@@ -813,7 +1292,26 @@ impl Worker {
         }
         let mut be = self.backends.remove(b);
         let _ = self.poll.registry().deregister(&mut be.sock);
-        self.by_node.remove(&(be.node.clone(), be.resp3));
+        let key = (be.node.clone(), be.resp3);
+        match be.role {
+            Role::Shared => {
+                self.by_node.remove(&key);
+            }
+            Role::Idle => {
+                if let Some(pool) = self.idle.get_mut(&key) {
+                    pool.retain(|&i| i != b);
+                }
+            }
+            Role::Dedicated { idx, id, .. } => {
+                if let Some(c) = self.clients.get_mut(idx).filter(|c| c.id == id) {
+                    c.dedicated.retain(|&d| d != b);
+                    if c.pinned == Some(b) {
+                        c.pinned = None;
+                        c.session.tx.connection_lost();
+                    }
+                }
+            }
+        }
         let msg = format!("ERR upstream {}: {reason}", be.node);
         for f in be.inflight.drain(..) {
             self.answer(f.owner, error_wire(&msg));
@@ -898,6 +1396,23 @@ impl Worker {
             }
         }
     }
+}
+
+/// A backend request decided while a client's input was parsed, sent once it is.
+enum Outgoing {
+    /// Request `seq`'s parts, on the shared connections (`bool`: RESP3).
+    Parts(u64, Vec<route::Part>, bool),
+    /// A transaction's request (`seq`: none when the proxy answered it itself).
+    Pinned {
+        seq: Option<u64>,
+        open: Option<Target>,
+        preamble: Vec<Vec<u8>>,
+        payload: Vec<u8>,
+        release: bool,
+        resp3: bool,
+    },
+    /// A blocking command.
+    Blocking(u64, Target, Vec<u8>, bool),
 }
 
 impl InFlight {

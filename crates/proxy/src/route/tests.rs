@@ -111,11 +111,9 @@ fn atomic_multi_slot_commands_are_refused() {
 fn unsupported_commands_say_so() {
     let mut s = Session::default();
     for args in [
-        vec!["MULTI"],
-        vec!["BLPOP", "a", "0"],
         vec!["SUBSCRIBE", "c"],
-        vec!["XREAD", "BLOCK", "0", "STREAMS", "s", "$"],
         vec!["AUTH", "x"],
+        vec!["WAIT", "1", "0"],
     ] {
         match local_reply(&args, &mut s) {
             Frame::Error(e) => assert!(
@@ -131,6 +129,172 @@ fn unsupported_commands_say_so() {
         run(&["XREAD", "STREAMS", "s", "0"], &mut s),
         Plan::Forward { .. }
     ));
+}
+
+#[test]
+fn blocking_commands_get_a_connection_of_their_own() {
+    let mut s = Session::default();
+    for args in [
+        vec!["BLPOP", "a", "{a}b", "0"],
+        vec!["BLMOVE", "a", "{a}x", "LEFT", "RIGHT", "1"],
+        vec!["XREAD", "BLOCK", "0", "STREAMS", "a", "$"],
+        vec!["BZPOPMIN", "a", "0.5"],
+    ] {
+        match run(&args, &mut s) {
+            Plan::Blocking { target, payload } => {
+                assert_eq!(target, Target::Slot(key_slot(b"a")), "{args:?}");
+                assert_eq!(args_of(&payload).len(), args.len());
+            }
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        local_reply(&["BLPOP", "a", "b", "0"], &mut s),
+        err(CROSSSLOT)
+    );
+    // Inside MULTI they do not block: queued on the transaction's connection.
+    assert_eq!(local_reply(&["MULTI"], &mut s), Frame::Simple("OK".into()));
+    assert!(matches!(
+        run(&["BLPOP", "a", "0"], &mut s),
+        Plan::Pinned { release: false, .. }
+    ));
+}
+
+/// A pinned plan's parts: where it opens, the preamble's and the payload's arguments, the
+/// proxy's own reply, and whether it releases the connection.
+type PinnedParts = (
+    Option<Target>,
+    Vec<Vec<Vec<u8>>>,
+    Vec<Vec<u8>>,
+    Option<Vec<u8>>,
+    bool,
+);
+
+fn pinned(p: Plan) -> PinnedParts {
+    match p {
+        Plan::Pinned {
+            open,
+            preamble,
+            payload,
+            reply,
+            release,
+        } => (
+            open,
+            preamble.iter().map(|p| args_of(p)).collect(),
+            args_of(&payload),
+            reply,
+            release,
+        ),
+        other => panic!("not pinned: {other:?}"),
+    }
+}
+
+fn words(w: &[&str]) -> Vec<Vec<u8>> {
+    w.iter().map(|a| a.as_bytes().to_vec()).collect()
+}
+
+#[test]
+fn transaction_pins_on_its_first_key() {
+    let mut s = Session::default();
+    let ok = Frame::Simple("OK".into());
+    let queued = Frame::Simple("QUEUED".into());
+    assert_eq!(local_reply(&["MULTI"], &mut s), ok);
+    assert_eq!(local_reply(&["PING"], &mut s), queued);
+    let (open, pre, payload, reply, release) = pinned(run(&["SET", "a", "1"], &mut s));
+    assert_eq!(open, Some(Target::Slot(key_slot(b"a"))));
+    assert_eq!(pre, vec![words(&["MULTI"]), words(&["PING"])]);
+    assert_eq!(payload, words(&["SET", "a", "1"]));
+    assert!(reply.is_none() && !release);
+    let (_, pre, payload, _, release) = pinned(run(&["GET", "{a}x"], &mut s));
+    assert!(pre.is_empty() && !release && payload == words(&["GET", "{a}x"]));
+    // Another slot: queued here, refused at EXEC (a node owning both slots does so).
+    assert_eq!(local_reply(&["GET", "b"], &mut s), queued);
+    let (_, _, payload, reply, release) = pinned(run(&["EXEC"], &mut s));
+    assert_eq!(payload, words(&["DISCARD"]));
+    assert!(release);
+    let reply = decode(&reply.unwrap(), &Limits::default())
+        .unwrap()
+        .unwrap()
+        .0;
+    assert_eq!(reply, err(CROSSSLOT));
+    assert!(!s.tx.multi && !s.tx.pinned);
+    assert_eq!(
+        local_reply(&["EXEC"], &mut s),
+        err("ERR EXEC without MULTI")
+    );
+    assert_eq!(
+        local_reply(&["DISCARD"], &mut s),
+        err("ERR DISCARD without MULTI")
+    );
+}
+
+#[test]
+fn transaction_without_keys() {
+    let mut s = Session::default();
+    local_reply(&["MULTI"], &mut s);
+    assert_eq!(local_reply(&["EXEC"], &mut s), Frame::Array(vec![]));
+    local_reply(&["MULTI"], &mut s);
+    assert_eq!(
+        local_reply(&["MULTI"], &mut s),
+        err("ERR MULTI calls can not be nested")
+    );
+    assert_eq!(
+        local_reply(&["WATCH", "a"], &mut s),
+        err("ERR WATCH inside MULTI is not allowed")
+    );
+    local_reply(&["ECHO", "x"], &mut s);
+    let (open, pre, payload, reply, release) = pinned(run(&["EXEC"], &mut s));
+    assert_eq!(open, Some(Target::Any));
+    assert_eq!(pre, vec![words(&["MULTI"]), words(&["ECHO", "x"])]);
+    assert!(payload == words(&["EXEC"]) && reply.is_none() && release);
+    // A refused command aborts EXEC; nothing was sent, so nothing is discarded.
+    local_reply(&["MULTI"], &mut s);
+    local_reply(&["GET"], &mut s);
+    assert_eq!(
+        local_reply(&["EXEC"], &mut s),
+        err("EXECABORT Transaction discarded because of previous errors.")
+    );
+    assert_eq!(
+        local_reply(&["DISCARD"], &mut s),
+        err("ERR DISCARD without MULTI")
+    );
+}
+
+#[test]
+fn watch_pins_and_unwatch_releases() {
+    let mut s = Session::default();
+    assert_eq!(local_reply(&["WATCH", "a", "b"], &mut s), err(CROSSSLOT));
+    assert_eq!(
+        local_reply(&["UNWATCH"], &mut s),
+        Frame::Simple("OK".into())
+    );
+    let (open, _, payload, _, release) = pinned(run(&["WATCH", "a"], &mut s));
+    assert!(
+        open == Some(Target::Slot(key_slot(b"a"))) && payload == words(&["WATCH", "a"]) && !release
+    );
+    // The watched slot's commands follow the WATCH on its connection; others stay shared.
+    assert!(matches!(run(&["GET", "{a}1"], &mut s), Plan::Pinned { .. }));
+    assert!(matches!(run(&["GET", "b"], &mut s), Plan::Forward { .. }));
+    assert_eq!(local_reply(&["WATCH", "b"], &mut s), err(CROSSSLOT));
+    // Sent on the connection the WATCH holds, never on a new one (`open` is none).
+    let (open, pre, payload, _, _) = pinned(run(&["MULTI"], &mut s));
+    assert!(open.is_none() && pre.is_empty() && payload == words(&["MULTI"]));
+    pinned(run(&["INCR", "a"], &mut s));
+    let (_, _, payload, reply, release) = pinned(run(&["EXEC"], &mut s));
+    assert!(payload == words(&["EXEC"]) && reply.is_none() && release);
+    // A lost connection while watching: EXEC says the transaction did not run.
+    pinned(run(&["WATCH", "a"], &mut s));
+    s.tx.connection_lost();
+    local_reply(&["MULTI"], &mut s);
+    let (_, pre, ..) = pinned(run(&["INCR", "a"], &mut s));
+    assert_eq!(pre, vec![words(&["MULTI"])]);
+    let (_, _, payload, reply, _) = pinned(run(&["EXEC"], &mut s));
+    assert_eq!(payload, words(&["DISCARD"]));
+    assert_eq!(reply.unwrap(), b"*-1\r\n");
+    let (_, _, payload, _, release) = pinned(run(&["WATCH", "a"], &mut s));
+    assert!(payload == words(&["WATCH", "a"]) && !release);
+    let (_, _, payload, _, release) = pinned(run(&["UNWATCH"], &mut s));
+    assert!(payload == words(&["UNWATCH"]) && release && !s.tx.pinned);
 }
 
 #[test]
