@@ -245,6 +245,17 @@ fn info(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         } else {
             Vec::new()
         };
+        // As in Redis, where a write is in the stream before its reply leaves, the primary's
+        // `master_repl_offset` covers every write already answered: the threads hand over
+        // what they recorded and the feed thread merges it first (WAIT's offset). Without
+        // this a client comparing offsets (a test's "replica caught up") could see the
+        // replica equal to a primary that had not yet counted its last writes.
+        if want & REPLICATION != 0
+            && crate::primary::feeding()
+            && !tx.shared().repl.is_replica.load(Ordering::SeqCst)
+        {
+            crate::primary::wait_offset(&tx).await;
+        }
         let mut conns = ThreadInfo::default();
         for h in threads {
             let t = h.await;
