@@ -906,19 +906,8 @@ fn full_sync(
     if !shared.repl.current(gen) {
         return Err(End::Stop);
     }
-    {
-        // The dataset is replaced: this server's replicas sync again, and its backlog (of
-        // the data replaced) cannot serve a PSYNC any more (Redis's
-        // replicationAttachToNewMaster).
-        let mut st = shared.repl.lock();
-        if !shared.repl.current(gen) {
-            return Err(End::Stop);
-        }
-        crate::primary::drop_all(&mut st.replicas);
-        st.history.backlog = None;
-        // Nor can the history it had: a REPLICAOF that stops the load half way must not
-        // continue it (the data may be the new snapshot's already).
-        st.cached = None;
+    if !forget_replaced_dataset(shared, gen) {
+        return Err(End::Stop);
     }
     log::notice("MASTER <-> REPLICA sync: Flushing old data");
     log::notice("MASTER <-> REPLICA sync: Loading DB in memory");
@@ -1227,16 +1216,9 @@ impl SwapLoad {
             Err(_) => return Err(End::Retry),
         };
         let shared = self.shared.clone();
-        {
-            // As for any full sync (see full_sync), now that the dataset is replaced: this
-            // server's replicas sync again, its backlog and the cached primary go.
-            let mut st = shared.repl.lock();
-            if !shared.repl.current(gen) {
-                return Err(End::Stop);
-            }
-            crate::primary::drop_all(&mut st.replicas);
-            st.history.backlog = None;
-            st.cached = None;
+        // As for any full sync, now that the dataset is replaced.
+        if !forget_replaced_dataset(&shared, gen) {
+            return Err(End::Stop);
         }
         log::notice("MASTER <-> REPLICA sync: Swapping active DB with loaded DB");
         let (tx_done, wait) = std::sync::mpsc::channel::<Option<Result<(), String>>>();
@@ -1587,6 +1569,21 @@ fn wait_readable(a: &TcpStream, b: &TcpStream) -> (bool, bool) {
     }
     let ready = |f: &libc::pollfd| f.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
     (ready(&fds[0]), ready(&fds[1]))
+}
+
+/// A full sync replaces the dataset (on disk, from the socket, or swapped in): this server's
+/// replicas sync again, its backlog (of the data replaced) can no longer serve a PSYNC
+/// (Redis's replicationAttachToNewMaster), nor can the history it had: a REPLICAOF that stops
+/// the load half way must not continue it. False when link generation `gen` is over.
+fn forget_replaced_dataset(shared: &Shared, gen: u64) -> bool {
+    let mut st = shared.repl.lock();
+    if !shared.repl.current(gen) {
+        return false;
+    }
+    crate::primary::drop_all(&mut st.replicas);
+    st.history.backlog = None;
+    st.cached = None;
+    true
 }
 
 /// Applies the primary's stream from `offset` until the link drops or the generation ends.
