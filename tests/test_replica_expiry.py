@@ -102,6 +102,8 @@ def test_a_replica_leaves_evicting_to_its_primary(darner_factory):
 def past_ttls(replica):
     r = replica.client()
     r.config_set("replica-read-only", "no")
+    # A writable replica expires its own clients' keys itself: not while this looks.
+    r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
     out = []
     for cmd in (
         ("SET", "w", "1"), ("PEXPIREAT", "w", "1"), ("DBSIZE",), ("GET", "w"), ("EXISTS", "w"),
@@ -109,6 +111,10 @@ def past_ttls(replica):
         ("SET", "e", "1"), ("EXPIRE", "e", "-5"), ("DBSIZE",), ("TTL", "e"),
     ):
         out.append(r.execute_command(*cmd))
+    # Let go, it removes them.
+    r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+    wait_for(lambda: r.dbsize() == 0, what="the replica to expire its own keys")
+    out.append(r.info("stats")["expired_keys"])
     return out
 
 
@@ -129,7 +135,7 @@ def test_a_past_ttl_on_a_replica_keeps_the_key_until_the_primary_deletes_it(darn
         assert past_ttls(rep) == want
     finally:
         primary.stop()
-    assert want[2] == 1 and want[7] == 2 and want[11] == 3
+    assert want[2] == 1 and want[7] == 2 and want[11] == 3 and want[-1] == 3
 
 
 def synced_after_load(primary, replica):
@@ -164,3 +170,54 @@ def test_a_full_sync_keeps_keys_already_due_until_the_primary_deletes_them(prima
         assert want == [2, None, 0]
     finally:
         p.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+
+
+def own_keys(primary, replica):
+    """A writable replica expires the keys its own clients gave a TTL, itself (Redis's
+    rememberSlaveKeyWithExpire / expireSlaveKeys): the primary never had them, so no DEL
+    would come; the primary's keys still wait for the primary's DEL."""
+    p, r = primary.client(), replica.client()
+    p.flushall()
+    p.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    r.config_set("replica-read-only", "no")
+    p.set("theirs", "1", px=150)
+    synced(p, r)
+    tracked = lambda: r.info("stats")["slave_expires_tracked_keys"]  # noqa: E731
+    seen = [tracked()]
+    r.set("mine", "1", px=150)
+    r.set("kept", "1")
+    r.expire("kept", 1000)
+    r.set("plain", "1")
+    seen += [tracked(), r.dbsize()]
+    wait_for(lambda: r.dbsize() == 3, what="the replica to expire its own key")
+    # Its cycle keeps running: the primary's key, past its TTL too, stays (hidden).
+    time.sleep(0.3)
+    seen += [r.dbsize(), r.get("theirs"), r.info("stats")["expired_keys"], tracked()]
+    # A key made persistent is forgotten by the next sweep.
+    r.persist("kept")
+    wait_for(lambda: tracked() == 0, what="the persisted key to be forgotten")
+    seen.append(r.dbsize())
+    # The primary's DEL removes its key.
+    p.get("theirs")
+    synced(p, r)
+    seen.append(sorted(r.keys("*")))
+    # FLUSHALL forgets the names.
+    r.set("again", "1", px=100_000)
+    seen.append(tracked())
+    r.flushall()
+    seen.append(tracked())
+    r.config_set("replica-read-only", "yes")
+    p.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+    return seen
+
+
+def test_a_writable_replica_expires_the_keys_its_clients_gave_a_ttl(primary, darner_factory):
+    ref = harness.start_reference(["--replicaof", "127.0.0.1", str(primary.port)])
+    try:
+        want = own_keys(primary, ref)
+    finally:
+        ref.stop()
+    rep = darner_factory("--replicaof", "127.0.0.1", primary.port)
+    got = own_keys(primary, rep)
+    assert got == want
+    assert want == [0, 2, 4, 3, None, 1, 1, 3, [b"kept", b"plain"], 1, 0], want
