@@ -221,3 +221,95 @@ def test_a_writable_replica_expires_the_keys_its_clients_gave_a_ttl(primary, dar
     got = own_keys(primary, rep)
     assert got == want
     assert want == [0, 2, 4, 3, None, 1, 1, 3, [b"kept", b"plain"], 1, 0], want
+
+
+def test_a_replica_hides_hash_fields_and_set_members_past_their_ttl_until_the_primary_removes_them(
+    darner_factory,
+):
+    """Redis 7.4's rule for hash fields (redis-server 7.0 has no field TTLs, so what Redis 7.4
+    answers is asserted): a replica deletes no field itself; its clients' reads hide a field
+    past its TTL (hashTypeGetValue: HGET, HMGET, HEXISTS, HSTRLEN, HGETALL, HKEYS, HVALS,
+    HSCAN; HTTL says -2) while HLEN still counts it; the primary's HDEL (propagated when the
+    field expires there) removes it. Darner's set member TTLs (SADDEX) follow the same rule,
+    the primary's SREM removing them."""
+    primary = darner_factory()
+    p = primary.client()
+    rep = darner_factory("--replicaof", "127.0.0.1", primary.port)
+    r = rep.client()
+    # Linked first: the primary counts no offset before its first replica.
+    synced(p, r)
+    p.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    p.hset("h", mapping={"a": "1", "b": "2", "c": "3"})
+    p.execute_command("HPEXPIRE", "h", 150, "FIELDS", 2, "a", "b")
+    p.hset("h2", "x", "1")
+    p.execute_command("HPEXPIRE", "h2", 150, "FIELDS", 1, "x")
+    p.hset("w", mapping={"f": "1", "g": "2"})
+    p.execute_command("HPEXPIRE", "w", 150, "FIELDS", 2, "f", "g")
+    at = int(time.time() * 1000) + 150
+    p.sadd("s", "stays")
+    p.execute_command("SADDEX", "s", "PXAT", at, "short")
+    p.execute_command("SADDEX", "s2", "PXAT", at, "only")
+    synced(p, r)
+    assert r.hlen("h") == 3 and r.scard("s") == 2
+    time.sleep(0.3)
+
+    def hidden():
+        return [
+            r.hget("h", "a"),
+            r.hmget("h", ["a", "c"]),
+            r.hexists("h", "b"),
+            r.hstrlen("h", "a"),
+            r.hgetall("h"),
+            r.hkeys("h"),
+            r.hvals("h"),
+            r.hscan("h"),
+            r.execute_command("HTTL", "h", "FIELDS", 2, "a", "c"),
+            r.hlen("h"),
+            r.hgetall("h2"),
+            r.hlen("h2"),
+            r.exists("h2"),
+            r.smembers("s"),
+            r.scard("s"),
+            r.sismember("s", "short"),
+            r.smembers("s2"),
+            r.exists("s2"),
+            r.scard("s2"),
+            r.sunion("s", "s2"),
+            r.dbsize(),
+        ]
+
+    want = [
+        None, [None, b"3"], False, 0, {b"c": b"3"}, [b"c"], [b"3"], (0, {b"c": b"3"}),
+        [-2, -1], 3, {}, 1, 1,
+        {b"stays"}, 1, 0, set(), 0, 0, {b"stays"}, 5,
+    ]
+    assert hidden() == want
+    # However long its active cycle runs, the replica removes nothing itself.
+    time.sleep(0.3)
+    assert hidden() == want
+    assert r.info("stats")["expired_keys"] == 0
+    # A writable replica's own writes (Redis 7.4): HSETNX finds the field missing and sets
+    # it anew (no TTL); HINCRBY counts from 0 but keeps the field's TTL (still hidden);
+    # HDEL removes a hidden field (and counts it).
+    r.config_set("replica-read-only", "no")
+    assert r.hsetnx("w", "f", "new") == 1
+    assert [r.hget("w", "f"), r.execute_command("HTTL", "w", "FIELDS", 1, "f")] == [b"new", [-1]]
+    assert [r.hincrby("w", "g", 5), r.hget("w", "g"), r.hlen("w")] == [5, None, 2]
+    assert [r.hdel("w", "g"), r.hgetall("w")] == [1, {b"f": b"new"}]
+    r.config_set("replica-read-only", "yes")
+    # The primary expires them when they are touched there; its HDEL / SREM / DEL arrive.
+    assert p.hget("h", "a") is None
+    synced(p, r)
+    assert r.hlen("h") == 2
+    assert p.hgetall("h") == {b"c": b"3"} and p.hlen("h2") == 0
+    assert p.smembers("s") == {b"stays"} and p.smembers("s2") == set()
+    synced(p, r)
+    assert [r.hlen("h"), r.exists("h2"), r.scard("s"), r.exists("s2"), r.dbsize()] == [
+        1, 0, 1, 0, 3,
+    ]
+    # Promoted, it expires fields itself again.
+    p.execute_command("HPEXPIRE", "h", 50, "FIELDS", 1, "c")
+    synced(p, r)
+    r.execute_command("REPLICAOF", "NO", "ONE")
+    wait_for(lambda: r.dbsize() == 2, what="the promoted replica to expire the last field")
+    p.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
