@@ -1222,6 +1222,7 @@ impl<'a> DbView<'a> {
                     }
                     Some(None) => {
                         db.misses += 1;
+                        db.signals.events.record(Event::Miss, key);
                         None
                     }
                     Some(Some(copy)) => {
