@@ -22,6 +22,14 @@ from test_replica_tracking import primary, synced  # noqa: F401 - a fixture
 pytestmark = pytest.mark.darner_only
 
 
+def replicated(p, r):
+    """The replica applied what the primary wrote: WAIT first (a darner primary may count
+    its last writes in `master_repl_offset` a moment after it answered them), then the
+    offsets."""
+    p.execute_command("WAIT", 1, 5000)
+    synced(p, r)
+
+
 def steps(primary, replica):
     p = primary.client()
     r = replica.client()
@@ -31,7 +39,7 @@ def steps(primary, replica):
     p.set("gone", "1", px=150)
     p.hset("h", "f", "v")
     p.pexpire("h", 150)
-    synced(p, r)
+    replicated(p, r)
     seen = [r.dbsize()]
     # Past the TTL: the replica hides both keys but keeps them, however long it runs its
     # active cycle, until the primary says DEL.
@@ -44,7 +52,7 @@ def steps(primary, replica):
     seen.append(r.dbsize())
     # The primary touches one key: it expires there and its DEL reaches the replica.
     seen.append(p.get("gone"))
-    synced(p, r)
+    replicated(p, r)
     seen.append(r.dbsize())
     # Promoted, the replica expires what is left itself.
     r.execute_command("REPLICAOF", "NO", "ONE")
@@ -102,6 +110,8 @@ def test_a_replica_leaves_evicting_to_its_primary(darner_factory):
 def past_ttls(replica):
     r = replica.client()
     r.config_set("replica-read-only", "no")
+    # A writable replica expires its own clients' keys itself: not while this looks.
+    r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
     out = []
     for cmd in (
         ("SET", "w", "1"), ("PEXPIREAT", "w", "1"), ("DBSIZE",), ("GET", "w"), ("EXISTS", "w"),
@@ -109,6 +119,10 @@ def past_ttls(replica):
         ("SET", "e", "1"), ("EXPIRE", "e", "-5"), ("DBSIZE",), ("TTL", "e"),
     ):
         out.append(r.execute_command(*cmd))
+    # Let go, it removes them.
+    r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+    wait_for(lambda: r.dbsize() == 0, what="the replica to expire its own keys")
+    out.append(r.info("stats")["expired_keys"])
     return out
 
 
@@ -129,7 +143,7 @@ def test_a_past_ttl_on_a_replica_keeps_the_key_until_the_primary_deletes_it(darn
         assert past_ttls(rep) == want
     finally:
         primary.stop()
-    assert want[2] == 1 and want[7] == 2 and want[11] == 3
+    assert want[2] == 1 and want[7] == 2 and want[11] == 3 and want[-1] == 3
 
 
 def synced_after_load(primary, replica):
@@ -164,3 +178,156 @@ def test_a_full_sync_keeps_keys_already_due_until_the_primary_deletes_them(prima
         assert want == [2, None, 0]
     finally:
         p.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+
+
+def own_keys(primary, replica):
+    """A writable replica expires the keys its own clients gave a TTL, itself (Redis's
+    rememberSlaveKeyWithExpire / expireSlaveKeys): the primary never had them, so no DEL
+    would come; the primary's keys still wait for the primary's DEL."""
+    p, r = primary.client(), replica.client()
+    p.flushall()
+    p.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    r.config_set("replica-read-only", "no")
+    p.set("theirs", "1", px=150)
+    replicated(p, r)
+    tracked = lambda: r.info("stats")["slave_expires_tracked_keys"]  # noqa: E731
+    seen = [tracked()]
+    r.set("mine", "1", px=150)
+    r.set("kept", "1")
+    r.expire("kept", 1000)
+    r.set("plain", "1")
+    seen += [tracked(), r.dbsize()]
+    wait_for(lambda: r.dbsize() == 3, what="the replica to expire its own key")
+    # Its cycle keeps running: the primary's key, past its TTL too, stays (hidden).
+    time.sleep(0.3)
+    seen += [r.dbsize(), r.get("theirs"), r.info("stats")["expired_keys"], tracked()]
+    # A key made persistent is forgotten by the next sweep.
+    r.persist("kept")
+    wait_for(lambda: tracked() == 0, what="the persisted key to be forgotten")
+    seen.append(r.dbsize())
+    # The primary's DEL removes its key.
+    p.get("theirs")
+    replicated(p, r)
+    seen.append(sorted(r.keys("*")))
+    # FLUSHALL forgets the names.
+    r.set("again", "1", px=100_000)
+    seen.append(tracked())
+    r.flushall()
+    seen.append(tracked())
+    # So does a full sync (its own cycle stopped, only the sync can forget the name).
+    r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    r.set("again", "1", px=100_000)
+    seen.append(tracked())
+    r.execute_command("REPLICAOF", "NO", "ONE")
+    r.execute_command("REPLICAOF", "127.0.0.1", primary.port)
+    wait_for(lambda: r.info("replication")["master_link_status"] == "up", what="link up")
+    replicated(p, r)
+    seen += [tracked(), r.exists("again")]
+    r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+    r.config_set("replica-read-only", "yes")
+    p.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+    return seen
+
+
+def test_a_writable_replica_expires_the_keys_its_clients_gave_a_ttl(primary, darner_factory):
+    ref = harness.start_reference(["--replicaof", "127.0.0.1", str(primary.port)])
+    try:
+        want = own_keys(primary, ref)
+    finally:
+        ref.stop()
+    rep = darner_factory("--replicaof", "127.0.0.1", primary.port)
+    got = own_keys(primary, rep)
+    assert got == want
+    assert want == [0, 2, 4, 3, None, 1, 1, 3, [b"kept", b"plain"], 1, 0, 1, 0, 0], want
+
+
+def test_a_replica_hides_hash_fields_and_set_members_past_their_ttl_until_the_primary_removes_them(
+    darner_factory,
+):
+    """Redis 7.4's rule for hash fields (redis-server 7.0 has no field TTLs, so what Redis 7.4
+    answers is asserted): a replica deletes no field itself; its clients' reads hide a field
+    past its TTL (hashTypeGetValue: HGET, HMGET, HEXISTS, HSTRLEN, HGETALL, HKEYS, HVALS,
+    HSCAN; HTTL says -2) while HLEN still counts it; the primary's HDEL (propagated when the
+    field expires there) removes it. Darner's set member TTLs (SADDEX) follow the same rule,
+    the primary's SREM removing them."""
+    primary = darner_factory()
+    p = primary.client()
+    rep = darner_factory("--replicaof", "127.0.0.1", primary.port)
+    r = rep.client()
+    # Linked first: the primary counts no offset before its first replica.
+    replicated(p, r)
+    p.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    p.hset("h", mapping={"a": "1", "b": "2", "c": "3"})
+    p.execute_command("HPEXPIRE", "h", 150, "FIELDS", 2, "a", "b")
+    p.hset("h2", "x", "1")
+    p.execute_command("HPEXPIRE", "h2", 150, "FIELDS", 1, "x")
+    p.hset("w", mapping={"f": "1", "g": "2"})
+    p.execute_command("HPEXPIRE", "w", 150, "FIELDS", 2, "f", "g")
+    at = int(time.time() * 1000) + 150
+    p.sadd("s", "stays")
+    p.execute_command("SADDEX", "s", "PXAT", at, "short")
+    p.execute_command("SADDEX", "s2", "PXAT", at, "only")
+    replicated(p, r)
+    assert r.hlen("h") == 3 and r.scard("s") == 2
+    time.sleep(0.3)
+
+    def hidden():
+        return [
+            r.hget("h", "a"),
+            r.hmget("h", ["a", "c"]),
+            r.hexists("h", "b"),
+            r.hstrlen("h", "a"),
+            r.hgetall("h"),
+            r.hkeys("h"),
+            r.hvals("h"),
+            r.hscan("h"),
+            r.execute_command("HTTL", "h", "FIELDS", 2, "a", "c"),
+            r.hlen("h"),
+            r.hgetall("h2"),
+            r.hlen("h2"),
+            r.exists("h2"),
+            r.smembers("s"),
+            r.scard("s"),
+            r.sismember("s", "short"),
+            r.smembers("s2"),
+            r.exists("s2"),
+            r.scard("s2"),
+            r.sunion("s", "s2"),
+            r.dbsize(),
+        ]
+
+    want = [
+        None, [None, b"3"], False, 0, {b"c": b"3"}, [b"c"], [b"3"], (0, {b"c": b"3"}),
+        [-2, -1], 3, {}, 1, 1,
+        {b"stays"}, 1, 0, set(), 0, 0, {b"stays"}, 5,
+    ]
+    assert hidden() == want
+    # However long its active cycle runs, the replica removes nothing itself.
+    time.sleep(0.3)
+    assert hidden() == want
+    assert r.info("stats")["expired_keys"] == 0
+    # A writable replica's own writes (Redis 7.4): HSETNX finds the field missing and sets
+    # it anew (no TTL); HINCRBY counts from 0 but keeps the field's TTL (still hidden);
+    # HDEL removes a hidden field (and counts it).
+    r.config_set("replica-read-only", "no")
+    assert r.hsetnx("w", "f", "new") == 1
+    assert [r.hget("w", "f"), r.execute_command("HTTL", "w", "FIELDS", 1, "f")] == [b"new", [-1]]
+    assert [r.hincrby("w", "g", 5), r.hget("w", "g"), r.hlen("w")] == [5, None, 2]
+    assert [r.hdel("w", "g"), r.hgetall("w")] == [1, {b"f": b"new"}]
+    r.config_set("replica-read-only", "yes")
+    # The primary expires them when they are touched there; its HDEL / SREM / DEL arrive.
+    assert p.hget("h", "a") is None
+    replicated(p, r)
+    assert r.hlen("h") == 2
+    assert p.hgetall("h") == {b"c": b"3"} and p.hlen("h2") == 0
+    assert p.smembers("s") == {b"stays"} and p.smembers("s2") == set()
+    replicated(p, r)
+    assert [r.hlen("h"), r.exists("h2"), r.scard("s"), r.exists("s2"), r.dbsize()] == [
+        1, 0, 1, 0, 3,
+    ]
+    # Promoted, it expires fields itself again.
+    p.execute_command("HPEXPIRE", "h", 50, "FIELDS", 1, "c")
+    replicated(p, r)
+    r.execute_command("REPLICAOF", "NO", "ONE")
+    wait_for(lambda: r.dbsize() == 2, what="the promoted replica to expire the last field")
+    p.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")

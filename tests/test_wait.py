@@ -456,3 +456,74 @@ def test_min_replicas_to_write_leaves_the_aof_replay_alone(tmp_path):
             c.set("k", "v")
     finally:
         srv.stop()
+
+
+def drain(c, secs):
+    """What the raw stream brings within `secs` (nothing raised when it brings nothing)."""
+    import socket
+    deadline = time.monotonic() + secs
+    got = bytes(c.reader.buf)
+    c.reader.buf = b""
+    while True:
+        try:
+            got += c._recv_some(deadline)
+        except socket.timeout:
+            return got
+
+
+def wait_under_pause(server):
+    """A raw replica of `server` that acknowledges only when told; a client writes, then WAITs
+    while CLIENT PAUSE WRITE is in force: what the replica sees and what WAIT answers."""
+    p = server.client()
+    out = []
+    with server.raw() as c:
+        assert c.call("REPLCONF", "capa", "psync2").raw == b"+OK\r\n"
+        c.send("PSYNC", "?", "-1")
+        line = read_line(c)
+        assert line.startswith(b"+FULLRESYNC ")
+        read_snapshot(c)
+        online(p, 1)
+        writer = server.client(socket_timeout=30)
+        for key in ("k1", "k2"):
+            writer.set(key, "v")
+            drain(c, 0.2)
+            end = info(p)["master_repl_offset"]
+            p.execute_command("CLIENT", "PAUSE", 20_000, "WRITE")
+            res = {}
+            t = threading.Thread(target=lambda: res.update(n=writer.execute_command("WAIT", 1, 0)))
+            t.start()
+            # WAIT runs during the pause (it blocks for the acknowledgement) ...
+            wait_for(lambda: info(p, "clients")["blocked_clients"] == 1, what="WAIT blocked")
+            # ... but no GETACK goes while paused: the stream's offset stays put.
+            seen = drain(c, 0.5)
+            out += [GETACK in seen, info(p)["master_repl_offset"] - end]
+            if key == "k1":
+                # The replica's own ACK (it sends one every second) is let through.
+                c.send("REPLCONF", "ACK", str(end))
+            else:
+                # Unpaused, the GETACK goes; the replica's answer ends the WAIT.
+                p.execute_command("CLIENT", "UNPAUSE")
+                out.append(GETACK in read_until(c, GETACK))
+                c.send("REPLCONF", "ACK", str(end))
+            t.join(10)
+            out += [t.is_alive(), res.get("n")]
+            p.execute_command("CLIENT", "UNPAUSE")
+    return out
+
+
+@pytest.mark.parametrize("kind", ["redis", "darner"])
+def test_wait_under_client_pause_write_waits_for_acks_without_a_getack(kind):
+    """Redis holds `REPLCONF GETACK` back during CLIENT PAUSE (PAUSE_ACTION_REPLICA: the
+    offset a failover waits for stays put) but lets WAIT and the replicas' ACKs through; the
+    GETACK goes once the pause ends. redis-server 7.0 answers the same as Darner."""
+    # No PING in the stream meanwhile (it goes during a pause, and moves the offset).
+    quiet = ["--repl-ping-replica-period", "3600"]
+    if kind == "redis":
+        server = harness.start_reference(["--repl-diskless-sync", "no"] + quiet)
+    else:
+        server = harness.start_darner(["--save", ""] + quiet)
+    try:
+        got = wait_under_pause(server)
+    finally:
+        server.stop()
+    assert got == [False, 0, False, 1, False, 0, True, False, 1], got

@@ -41,6 +41,17 @@ pub struct Db {
     pinned: Vec<Box<[u8]>>,
     /// When expiry is frozen: for every access (CLIENT PAUSE), or for reads only (a replica).
     freeze: Freeze,
+    /// Keys a writable replica's own clients gave a TTL (replica-read-only no), which it
+    /// expires itself ([`Db::expire_replica_keys`]), as Redis's replicas do (its
+    /// rememberSlaveKeyWithExpire / expireSlaveKeys): no DEL of the primary's will ever
+    /// come for a key the primary never had. Names only; one found without a TTL is dropped
+    /// by the sweep. Where the sweep resumes.
+    replica_ttl_keys: Vec<Box<[u8]>>,
+    replica_ttl_set: HashSet<Box<[u8]>>,
+    replica_sweep_at: usize,
+    /// Copies of sets without their members past their TTL, that a replica's client read
+    /// (a replica removes no member itself: see [`shadow_of`]); valid until the next view.
+    shadows: Vec<Entry>,
 }
 
 /// When a key whose TTL passed stays in place, shared with the server.
@@ -345,6 +356,31 @@ fn expire_members(
         e.set_expire(Some(now_ms.saturating_sub(1)));
     }
     emptied
+}
+
+/// What a client's read on a replica sees of the set in `e`, whose members past their TTL
+/// stay until the primary's SREM (as hash fields do in Redis 7.4, whose replicas delete no
+/// field themselves): None when no member is due (read `e` itself), else a copy without
+/// them (Some(None): none left, the key reads as missing). The copy costs O(n), and only
+/// while the primary's SREMs are on their way.
+fn shadow_of(e: &Entry, now_ms: i64) -> Option<Option<Entry>> {
+    use crate::value::Value;
+    match e.value() {
+        crate::ValueRef::Set(s) if s.due(now_ms) => {}
+        _ => return None,
+    }
+    let mut copy = e.clone_as(e.key());
+    let gone = match copy.value_mut() {
+        Some(Value::Set(s)) => {
+            let gone = s.remove_all_expired(now_ms);
+            if s.is_empty() {
+                return Some(None);
+            }
+            gone
+        }
+        _ => 0,
+    };
+    (gone > 0).then_some(Some(copy))
 }
 
 /// Whether every field of the hash, or member of the set, in `e` has a TTL that has passed
@@ -692,6 +728,9 @@ impl Db {
     }
 
     pub fn view(&mut self, clock: Clock) -> DbView<'_> {
+        if !self.shadows.is_empty() {
+            self.shadows.clear();
+        }
         DbView {
             db: self,
             clock,
@@ -846,6 +885,11 @@ impl Db {
         }
         self.expires = 0;
         self.sweep_at = 0;
+        // Redis forgets its replica-owned keys on FLUSHALL and on a full sync's load; a
+        // FLUSHDB leaves names its sweep drops a tick later: forgetting them here is the same.
+        self.replica_ttl_keys = Vec::new();
+        self.replica_ttl_set = HashSet::new();
+        self.replica_sweep_at = 0;
         std::mem::take(&mut self.table)
     }
 
@@ -946,6 +990,67 @@ impl Db {
 }
 
 impl Db {
+    /// The copy a replica's client read of `key` made ([`shadow_of`]), if any.
+    fn shadow(&self, key: &[u8]) -> Option<&Entry> {
+        self.shadows.iter().rev().find(|e| e.key() == key)
+    }
+
+    /// How many keys this replica's own clients gave a TTL it expires itself (INFO's
+    /// `slave_expires_tracked_keys`, stale names not swept yet included, as Redis counts).
+    pub fn replica_ttl_keys(&self) -> usize {
+        self.replica_ttl_keys.len()
+    }
+
+    /// The replica's own active expiry: visits up to `keys` of the keys its clients gave a
+    /// TTL ([`Db::replica_ttl_keys`]) and removes those past it, as the active cycle would
+    /// (counted in `expired_total`, written as DEL); a name whose key has no TTL any more is
+    /// forgotten. Nothing while a pause freezes expiry, nor for a primary (whose active
+    /// cycle expires every key). Returns (keys visited, keys expired).
+    pub fn expire_replica_keys(&mut self, now_ms: i64, keys: usize) -> (usize, usize) {
+        let (mut visited, mut expired) = (0, 0);
+        if !self.freeze.held() || self.freeze.for_writes(now_ms) {
+            return (0, 0);
+        }
+        // Each name at most once a call.
+        let keys = keys.min(self.replica_ttl_keys.len());
+        while visited < keys && !self.replica_ttl_keys.is_empty() {
+            if self.replica_sweep_at >= self.replica_ttl_keys.len() {
+                self.replica_sweep_at = 0;
+            }
+            let i = self.replica_sweep_at;
+            visited += 1;
+            let key = &self.replica_ttl_keys[i];
+            let due = match self.table.get(key) {
+                // Not due yet, or read by a streamed reply now: looked at again next tick.
+                Some(e)
+                    if e.expire().is_some()
+                        && (!e.is_expired(now_ms) || is_pinned(&self.pinned, key)) =>
+                {
+                    self.replica_sweep_at += 1;
+                    continue;
+                }
+                Some(e) => e.expire().is_some(),
+                None => false,
+            };
+            let key = self.replica_ttl_keys.swap_remove(i);
+            self.replica_ttl_set.remove(&key);
+            if due {
+                if let Some(e) = self.table.remove(&key) {
+                    expired += 1;
+                    reclaimed(
+                        &mut self.expires,
+                        &mut self.expired_total,
+                        &mut self.signals,
+                        &mut self.graveyard,
+                        &key,
+                        e,
+                    );
+                }
+            }
+        }
+        (visited, expired)
+    }
+
     /// Binds the time (unix ms, shared with the server) until which expiry is frozen: while
     /// it is ahead, a key whose TTL passed is neither removed on access (it reads as
     /// missing) nor by the active cycle, so nothing is written (CLIENT PAUSE, as Redis
@@ -1033,7 +1138,17 @@ impl<'a> DbView<'a> {
                 freeze.for_reads(t)
             }
         };
+        // A replica's client reads members past their TTL as gone but removes none.
+        let shadow = !write && !self.clock.from_primary && db.freeze.held();
         match db.table.find_live(key, now, &db.pinned, frozen) {
+            Found::Live(e) if shadow && !db.field_ttl_keys.is_empty() => match shadow_of(e, now) {
+                None => Some(e),
+                Some(None) => None,
+                Some(Some(copy)) => {
+                    db.shadows.push(copy);
+                    db.shadows.last_mut()
+                }
+            },
             Found::Live(e) => {
                 // Why the registry test: a database without field TTLs pays one comparison.
                 if !db.field_ttl_keys.is_empty()
@@ -1090,10 +1205,33 @@ impl<'a> DbView<'a> {
         let (clock, touch, now) = (self.clock, self.clock.touch, self.clock.ttl_now());
         let db = &mut *self.db;
         let freeze = &db.freeze;
+        // A replica's client reads members past their TTL as gone but removes none.
+        let shadow = sweep_members && !clock.from_primary && freeze.held();
         match db
             .table
             .find_live(key, now, &db.pinned, |t| freeze.for_reads(t))
         {
+            Found::Live(e) if shadow && !db.field_ttl_keys.is_empty() => {
+                if touch {
+                    e.set_clock(clock.touched(e.clock()));
+                }
+                match shadow_of(e, now) {
+                    None => {
+                        db.hits += 1;
+                        Some(e)
+                    }
+                    Some(None) => {
+                        db.misses += 1;
+                        db.signals.events.record(Event::Miss, key);
+                        None
+                    }
+                    Some(Some(copy)) => {
+                        db.hits += 1;
+                        db.shadows.push(copy);
+                        db.shadows.last()
+                    }
+                }
+            }
             Found::Live(e) => {
                 // Why the registry test: a database without field TTLs pays one comparison.
                 if sweep_members
@@ -1242,6 +1380,9 @@ impl<'a> DbView<'a> {
         if has_field_ttls(&entry) {
             self.note_field_ttls(entry.key());
         }
+        if has_ttl {
+            self.note_replica_ttl(entry.key());
+        }
         self.db.touch(entry.key());
         let key = self.db.want(Event::New).then(|| entry.key().to_vec());
         let old = self.db.table.insert(entry);
@@ -1293,6 +1434,9 @@ impl<'a> DbView<'a> {
     /// key was replaced.
     pub fn set_str(&mut self, key: &[u8], value: &[u8], expire: Option<i64>) -> bool {
         let (clock, lru, now) = (self.clock, self.clock.lru, self.clock.ttl_now());
+        if expire.is_some() {
+            self.note_replica_ttl(key);
+        }
         self.db.touch(key);
         let db = &mut *self.db;
         let mut was_live = false;
@@ -1377,7 +1521,24 @@ impl<'a> DbView<'a> {
             _ => {}
         }
         e.set_expire(when);
+        if when.is_some() {
+            self.note_replica_ttl(key);
+        }
         true
+    }
+
+    /// Notes `key`, just given a TTL, as one this replica expires itself when the write came
+    /// from one of its own clients (a writable replica's; [`Db::expire_replica_keys`]). As
+    /// Redis: a key the primary gave a TTL waits for the primary's DEL.
+    fn note_replica_ttl(&mut self, key: &[u8]) {
+        if self.clock.from_primary || !self.db.freeze.held() {
+            return;
+        }
+        let db = &mut *self.db;
+        if !db.replica_ttl_set.contains(key) {
+            db.replica_ttl_set.insert(key.into());
+            db.replica_ttl_keys.push(key.into());
+        }
     }
 
     /// Whether `key` is present but logically expired (not reclaimed yet). Does not reclaim it.
@@ -1503,14 +1664,20 @@ impl<'a> DbView<'a> {
     /// SUNION, ...). Each key is looked up as by [`DbView::get`] (expiry, hit/miss counters,
     /// access clock); a key may appear more than once.
     pub fn get_many(&mut self, keys: &[&[u8]]) -> Vec<Option<&Entry>> {
-        for k in keys {
-            self.get(k);
-        }
+        // What each lookup found: a replica's client may read a set as missing whose
+        // members are all past their TTL, though it stays in the table.
+        let found: Vec<bool> = keys.iter().map(|k| self.get(k).is_some()).collect();
         let db = &*self.db;
         let now = self.clock.now_ms;
         // A set emptied by member expiry is left marked expired by `get`.
         keys.iter()
-            .map(|k| db.table.get(k).filter(|e| !e.is_expired(now)))
+            .zip(found)
+            .map(|(k, found)| {
+                found
+                    .then(|| db.shadow(k).or_else(|| db.table.get(k)))
+                    .flatten()
+                    .filter(|e| !e.is_expired(now))
+            })
             .collect()
     }
 
@@ -1520,7 +1687,7 @@ impl<'a> DbView<'a> {
         // None for a set that member expiry emptied (left marked expired in the table).
         self.get(key)?;
         let db: &'a Db = self.db;
-        db.table.get(key)
+        db.shadow(key).or_else(|| db.table.get(key))
     }
 
     /// Records an engine-level event that a caller detected itself (a hash's fields expired
@@ -1663,6 +1830,91 @@ mod tests {
         );
         assert!(db.view(primary).delete(b"k"));
         assert_eq!((db.len(), db.expires()), (0, 0));
+    }
+
+    #[test]
+    fn a_replica_hides_set_members_past_their_ttl_but_removes_none() {
+        use crate::types::{Limits, Set};
+        use crate::value::Value;
+        let mut set = Set::new();
+        set.insert(b"stays", &Limits::default());
+        set.insert_expiring(b"short", 10, false);
+        let mut gone = Set::new();
+        gone.insert_expiring(b"only", 10, false);
+        let mut db = Db::new();
+        db.hold_expiry_while(Arc::new(AtomicBool::new(true)));
+        {
+            let mut v = db.view(Clock::at(0));
+            v.set(Entry::new_value(b"s", Value::Set(set), None, 0));
+            v.note_field_ttls(b"s");
+            v.set(Entry::new_value(b"g", Value::Set(gone), None, 0));
+            v.note_field_ttls(b"g");
+        }
+        let members = |e: Option<&Entry>| match e.map(|e| e.value()) {
+            Some(crate::entry::ValueRef::Set(s)) => Some(s.len()),
+            None => None,
+            _ => unreachable!(),
+        };
+        let mut v = db.view(Clock::at(20));
+        assert_eq!(members(v.get(b"s")), Some(1));
+        assert_eq!(members(v.get(b"g")), None);
+        assert!(!v.exists(b"g"));
+        assert_eq!(members(v.peek(b"s")), Some(1));
+        let many: Vec<_> = v.get_many(&[b"s", b"g"]).into_iter().map(members).collect();
+        assert_eq!(many, vec![Some(1), None]);
+        assert_eq!(members(db.view(Clock::at(20)).into_get(b"s")), Some(1));
+        // Nothing removed: the primary's commands still see every member.
+        let primary = Clock {
+            from_primary: true,
+            ..Clock::at(20)
+        };
+        assert_eq!(members(db.view(primary).get(b"s")), Some(2));
+        assert_eq!(members(db.view(primary).get(b"g")), Some(1));
+        assert_eq!((db.expired_fields, db.len()), (0, 2));
+        // Nor does the active cycle.
+        assert_eq!(db.active_expire_fields(20, 10), (0, 0));
+    }
+
+    #[test]
+    fn a_replica_expires_the_keys_its_own_clients_gave_a_ttl() {
+        let held = Arc::new(AtomicBool::new(true));
+        let mut db = Db::new();
+        db.hold_expiry_while(held);
+        let primary = Clock {
+            from_primary: true,
+            ..Clock::at(0)
+        };
+        db.view(primary).set(s(b"theirs", b"v", Some(10)));
+        db.view(Clock::at(0)).set(s(b"mine", b"v", Some(10)));
+        db.view(Clock::at(0)).set_str(b"mine2", b"v", Some(50));
+        db.view(Clock::at(0)).set(s(b"persisted", b"v", None));
+        assert!(db.view(Clock::at(0)).set_expire(b"persisted", Some(10)));
+        assert!(db.view(Clock::at(0)).set_expire(b"persisted", None));
+        assert_eq!(db.replica_ttl_keys(), 3);
+        // Only its own due key goes; the primary's waits for a DEL; the one made
+        // persistent is forgotten; the one not due stays noted.
+        assert_eq!(db.active_expire(20, 100), (0, 0));
+        assert_eq!(db.expire_replica_keys(20, 100), (3, 1));
+        assert_eq!((db.len(), db.expired_total), (3, 1));
+        assert!(db.table.get(b"mine").is_none());
+        assert!(db.table.get(b"theirs").is_some());
+        assert_eq!(db.replica_ttl_keys(), 1);
+        assert_eq!(db.expire_replica_keys(60, 100), (1, 1));
+        assert_eq!((db.len(), db.expires(), db.replica_ttl_keys()), (2, 1, 0));
+        // A flush forgets the names.
+        db.view(Clock::at(60)).set(s(b"again", b"v", Some(100)));
+        assert_eq!(db.replica_ttl_keys(), 1);
+        db.flush();
+        assert_eq!(db.replica_ttl_keys(), 0);
+    }
+
+    #[test]
+    fn a_primary_notes_no_replica_keys() {
+        let mut db = Db::new();
+        db.hold_expiry_while(Arc::new(AtomicBool::new(false)));
+        db.view(Clock::at(0)).set(s(b"k", b"v", Some(10)));
+        assert_eq!(db.replica_ttl_keys(), 0);
+        assert_eq!(db.expire_replica_keys(20, 100), (0, 0));
     }
 
     #[test]

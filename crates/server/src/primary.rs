@@ -93,6 +93,8 @@ enum FeedMsg {
     GetAck,
     /// A fence ([`fence`]): answered once everything sent before it is rendered.
     Fence(Sender<()>),
+    /// CLIENT UNPAUSE: a GETACK held back by the pause goes now ([`unpaused`]).
+    Unpaused,
 }
 
 static FEED: OnceLock<Sender<FeedMsg>> = OnceLock::new();
@@ -355,6 +357,20 @@ pub fn add_wait(shared: &Shared, offset: i64, num: i64, waiter: Arc<crate::block
     }
 }
 
+/// CLIENT UNPAUSE ended a pause: the GETACK that WAIT asked for meanwhile is sent now.
+pub fn unpaused() {
+    if let Some(f) = FEED.get() {
+        let _ = f.send(FeedMsg::Unpaused);
+    }
+}
+
+/// How long a CLIENT PAUSE (WRITE or ALL) still holds the replication stream, in ms: None
+/// when none is in force.
+fn pause_left(shared: &Shared) -> Option<i64> {
+    let left = shared.pause_until.load(Ordering::Relaxed) - Shared::now_ms();
+    (left > 0).then_some(left)
+}
+
 /// Forgets the WAIT clients whose wait is over.
 pub fn drop_waits(shared: &Shared) {
     shared
@@ -439,6 +455,11 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
     let mut last_resize = Instant::now();
     let mut fences: Vec<Sender<()>> = Vec::new();
     loop {
+        // A GETACK held back by a pause goes when the pause ends.
+        let wait = match pause_left(&shared).filter(|_| getack) {
+            Some(ms) => Duration::from_millis(ms as u64 + 1).min(Duration::from_secs(1)),
+            None => Duration::from_secs(1),
+        };
         let mut take = |m: FeedMsg| match m {
             FeedMsg::Chunk(c) => {
                 received[c.thread] = received[c.thread].max(c.ticket);
@@ -452,8 +473,9 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
             }
             FeedMsg::GetAck => getack = true,
             FeedMsg::Fence(f) => fences.push(f),
+            FeedMsg::Unpaused => {}
         };
-        match rx.recv_timeout(Duration::from_secs(1)) {
+        match rx.recv_timeout(wait) {
             Ok(m) => take(m),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
@@ -505,9 +527,18 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
             }
         }
         // Once per turn, however many WAIT clients blocked in it (Redis: once per event loop
-        // turn, in beforeSleep).
-        if std::mem::take(&mut getack) && !st.replicas.list.is_empty() {
-            darner_aof::writer::render_command(&mut control, &[&b"REPLCONF"[..], b"GETACK", b"*"]);
+        // turn, in beforeSleep). Not while a CLIENT PAUSE is in force: the stream's offset
+        // stays put during a pause (what a failover waits for the replicas to reach), as
+        // Redis's pause holds the GETACK back (PAUSE_ACTION_REPLICA); WAIT is still served
+        // by the replicas' ACKs of every second, and the GETACK goes when the pause ends.
+        if getack && pause_left(&shared).is_none() {
+            getack = false;
+            if !st.replicas.list.is_empty() {
+                darner_aof::writer::render_command(
+                    &mut control,
+                    &[&b"REPLCONF"[..], b"GETACK", b"*"],
+                );
+            }
         }
         pieces.push(last);
         pieces.push(control);

@@ -435,6 +435,7 @@ fn client_unpause(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
     for t in 0..ctx.shared.threads {
         crate::exec::post(ctx.shared, t, crate::msg::Msg::Unpaused);
     }
+    crate::primary::unpaused();
     w.ok();
 }
 

@@ -7,6 +7,13 @@
 //! HRANDFIELD: O(n) when the hash has TTLs, O(1) otherwise); HSCAN skips them. The key goes
 //! when its last field does. The server's active cycle removes the rest in steps.
 //!
+//! On a replica nothing is removed (Redis 7.4's rule: only the primary's HDEL removes a
+//! field): a client's command finds a field past its TTL hidden where Redis's
+//! `hashTypeGetValue` says "expired" (HGET, HMGET, HEXISTS, HSTRLEN, HSETNX, HINCRBY*,
+//! HGETALL/HKEYS/HVALS, HTTL family and HPERSIST: -2, HGETDEL/HGETEX), and counted where
+//! Redis counts it (HLEN) or samples it (HRANDFIELD); the primary's commands see every
+//! field live ([`hide_due`]).
+//!
 //! Redis 8.0's HGETDEL, HGETEX and HSETEX (plus Dragonfly's older HSETEX form, see `hsetex`)
 //! build on the same machinery: TTLs they set make a listpack "listpackex" and register the
 //! hash with the active cycle.
@@ -66,10 +73,10 @@ enum Fields<'a> {
 
 /// Lazy field expiry: removes the given fields of `key` whose TTL has passed, deleting the
 /// key when none is left. A missing key, another type or a hash without TTLs is left alone
-/// (one lookup).
+/// (one lookup). Nothing on a replica: there the commands hide such fields ([`hide_due`]).
 fn lazy_expire(db: &mut DbView<'_>, key: &[u8], fields: Fields<'_>) {
     // A database without field TTLs (the usual case) is not even looked up.
-    if !db.may_have_field_ttls() {
+    if !db.may_have_field_ttls() || db.expiry_held() {
         return;
     }
     let now = db.now_ms();
@@ -135,6 +142,28 @@ fn lazy_expire(db: &mut DbView<'_>, key: &[u8], fields: Fields<'_>) {
 /// stream.rs, which answers HGETALL of a big hash itself).
 pub(crate) fn expire_all_fields(db: &mut DbView<'_>, key: &[u8]) {
     lazy_expire(db, key, Fields::All)
+}
+
+/// `Some(now)` when the command must hide the fields past their TTL itself: a client's
+/// command on a replica, where [`lazy_expire`] leaves them in place until the primary's
+/// HDEL (Redis 7.4's `hashTypeGetValue` answers "expired" there without deleting; for the
+/// primary's own commands, every field is live).
+fn hide_due(db: &DbView<'_>) -> Option<i64> {
+    (db.expiry_held() && !db.clock.from_primary && db.may_have_field_ttls()).then(|| db.now_ms())
+}
+
+/// Whether a field whose expiry is `e` ([`HashRef::expiry_of`]) is hidden by `hide`.
+fn hidden(e: Option<Option<i64>>, hide: Option<i64>) -> bool {
+    matches!((e, hide), (Some(Some(t)), Some(now)) if t <= now)
+}
+
+/// The value of `field`, unless `hide` hides it ([`hide_due`]).
+fn value<'a>(h: HashRef<'a>, field: &[u8], hide: Option<i64>) -> Option<&'a [u8]> {
+    let v = h.get(field)?;
+    if hide.is_some() && hidden(h.expiry_of(field), hide) {
+        return None;
+    }
+    Some(v)
 }
 
 /// The hash at `key` without counting a hit (the caller already looked it up).
@@ -224,10 +253,11 @@ fn hsetnx(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let limits = ctx.limits();
     let mut db = ctx.db();
     lazy_expire(&mut db, args[1], Fields::Some(&args[2..3]));
+    let hide = hide_due(&db);
     let Ok(mut h) = write_or_create(&mut db, args[1]) else {
         return wrong(w);
     };
-    if h.contains(args[2]) {
+    if h.contains(args[2]) && !hidden(h.expiry_of(args[2]), hide) {
         return w.int(0);
     }
     h.set(args[2], args[3], &limits);
@@ -239,9 +269,10 @@ fn hsetnx(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 fn hget(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
     lazy_expire(&mut db, args[1], Fields::Some(&args[2..3]));
+    let hide = hide_due(&db);
     match read(&mut db, args[1]) {
         Err(_) => wrong(w),
-        Ok(h) => match h.and_then(|h| h.get(args[2])) {
+        Ok(h) => match h.and_then(|h| value(h, args[2], hide)) {
             Some(v) => w.bulk(v),
             None => w.null(),
         },
@@ -251,12 +282,13 @@ fn hget(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 fn hmget(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
     lazy_expire(&mut db, args[1], Fields::Some(&args[2..]));
+    let hide = hide_due(&db);
     match read(&mut db, args[1]) {
         Err(_) => wrong(w),
         Ok(h) => {
             w.array(args.len() - 2);
             for f in &args[2..] {
-                match h.and_then(|h| h.get(f)) {
+                match h.and_then(|h| value(h, f, hide)) {
                     Some(v) => w.bulk(v),
                     None => w.null(),
                 }
@@ -308,18 +340,25 @@ fn hlen(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 fn hstrlen(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
     lazy_expire(&mut db, args[1], Fields::Some(&args[2..3]));
+    let hide = hide_due(&db);
     match read(&mut db, args[1]) {
         Err(_) => wrong(w),
-        Ok(h) => w.int(h.and_then(|h| h.get(args[2])).map_or(0, |v| v.len() as i64)),
+        Ok(h) => w.int(
+            h.and_then(|h| value(h, args[2], hide))
+                .map_or(0, |v| v.len() as i64),
+        ),
     }
 }
 
 fn hexists(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut db = ctx.db();
     lazy_expire(&mut db, args[1], Fields::Some(&args[2..3]));
+    let hide = hide_due(&db);
     match read(&mut db, args[1]) {
         Err(_) => wrong(w),
-        Ok(h) => w.int(i64::from(h.is_some_and(|h| h.contains(args[2])))),
+        Ok(h) => w.int(i64::from(
+            h.is_some_and(|h| value(h, args[2], hide).is_some()),
+        )),
     }
 }
 
@@ -327,10 +366,33 @@ fn hexists(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
 fn getall(ctx: &mut ShardCtx, key: &[u8], keys: bool, vals: bool, w: &mut ReplyWriter) {
     let mut db = ctx.db();
     lazy_expire(&mut db, key, Fields::All);
+    let hide = hide_due(&db);
     let h = match read(&mut db, key) {
         Err(_) => return wrong(w),
         Ok(h) => h,
     };
+    if let (Some(h), Some(now)) = (h, hide) {
+        // A replica's client: the fields past their TTL are skipped, not removed.
+        let live: Vec<(&[u8], &[u8])> = h
+            .iter_ttl()
+            .filter(|e| e.2.is_none_or(|t| t > now))
+            .map(|(k, v, _)| (k, v))
+            .collect();
+        if keys && vals {
+            w.map(live.len());
+        } else {
+            w.array(live.len());
+        }
+        for (k, v) in live {
+            if keys {
+                w.bulk(k);
+            }
+            if vals {
+                w.bulk(v);
+            }
+        }
+        return;
+    }
     let n = h.map_or(0, |h| h.len());
     if keys && vals {
         w.map(n);
@@ -370,9 +432,10 @@ fn hincrby(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     lazy_expire(&mut db, args[1], Fields::Some(&args[2..3]));
     // A missing key is created only once the increment is known to succeed (a missing field
     // always does), so an error never leaves an empty hash behind.
+    let hide = hide_due(&db);
     let old = match read(&mut db, args[1]) {
         Err(_) => return wrong(w),
-        Ok(h) => match h.and_then(|h| h.get(args[2])) {
+        Ok(h) => match h.and_then(|h| value(h, args[2], hide)) {
             None => 0,
             Some(v) => match parse_int(v) {
                 Some(v) => v,
@@ -400,9 +463,10 @@ fn hincrbyfloat(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let limits = ctx.limits();
     let mut db = ctx.db();
     lazy_expire(&mut db, args[1], Fields::Some(&args[2..3]));
+    let hide = hide_due(&db);
     let old = match read(&mut db, args[1]) {
         Err(_) => return wrong(w),
-        Ok(h) => match h.and_then(|h| h.get(args[2])) {
+        Ok(h) => match h.and_then(|h| value(h, args[2], hide)) {
             None => ld::Ld::Zero(false),
             Some(v) => match ld::parse(v) {
                 Some(v) => v,
@@ -734,6 +798,9 @@ fn hexpire_generic(
         Err(e) => return w.error(e),
     };
     lazy_expire(&mut db, args[1], Fields::Some(fields));
+    // A time already past removes the field on a primary only: a replica keeps it, hidden,
+    // until the primary's HDEL (Redis's checkAlreadyExpired is false on a replica).
+    let held = db.expiry_held();
     let Ok(Some(mut h)) = write(&mut db, args[1]) else {
         w.array(fields.len());
         for _ in fields {
@@ -766,7 +833,7 @@ fn hexpire_generic(
             continue;
         }
         changed = true;
-        if when <= now {
+        if when <= now && !held {
             h.remove(f);
             deleted = true;
             if logging {
@@ -858,10 +925,12 @@ fn httl_generic(
     let Some(fields) = expired_fields(&mut db, args, 2, w) else {
         return;
     };
+    let hide = hide_due(&db);
     let h = peek_hash(&mut db, args[1]);
     w.array(fields.len());
     for f in fields {
         w.int(match h.and_then(|h| h.expiry_of(f)) {
+            e if hidden(e, hide) => -2,
             None => -2,
             Some(None) => -1,
             Some(Some(e)) => time(e, now),
@@ -894,6 +963,7 @@ fn hpersist(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let Some(fields) = expired_fields(&mut db, args, 2, w) else {
         return;
     };
+    let hide = hide_due(&db);
     let Ok(Some(mut h)) = write(&mut db, args[1]) else {
         w.array(fields.len());
         for _ in fields {
@@ -905,6 +975,7 @@ fn hpersist(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     w.array(fields.len());
     for f in fields {
         w.int(match h.expiry_of(f) {
+            e if hidden(e, hide) => -2,
             None => -2,
             Some(None) => -1,
             Some(Some(_)) => {
@@ -950,6 +1021,7 @@ fn hgetdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let Some(fields) = expired_fields(&mut db, args, 2, w) else {
         return;
     };
+    let hide = hide_due(&db);
     let Ok(Some(mut h)) = write(&mut db, args[1]) else {
         ctx.propagate_nothing();
         return nulls(w, fields.len());
@@ -957,7 +1029,7 @@ fn hgetdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let mut deleted = false;
     w.array(fields.len());
     for f in fields {
-        let Some(v) = h.get(f) else {
+        let Some(v) = h.get(f).filter(|_| !hidden(h.expiry_of(f), hide)) else {
             w.null();
             continue;
         };
@@ -1036,6 +1108,7 @@ fn hgetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let Some(fields) = expired_fields(&mut db, args, at, w) else {
         return;
     };
+    let (hide, held) = (hide_due(&db), db.expiry_held());
     let Ok(Some(mut h)) = write(&mut db, args[1]) else {
         ctx.propagate_nothing();
         return nulls(w, fields.len());
@@ -1049,7 +1122,7 @@ fn hgetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let (mut changed, mut future, mut deleted) = (false, false, false);
     w.array(fields.len());
     for f in fields {
-        let Some(v) = h.get(f) else {
+        let Some(v) = h.get(f).filter(|_| !hidden(h.expiry_of(f), hide)) else {
             w.null();
             continue;
         };
@@ -1063,7 +1136,7 @@ fn hgetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
                     touched.push(f);
                 }
             }
-            GetExTtl::At(when) if when <= now => {
+            GetExTtl::At(when) if when <= now && !held => {
                 h.remove(f);
                 changed = true;
                 deleted = true;
@@ -1085,7 +1158,7 @@ fn hgetex(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         let key = args[1];
         Some(match ttl {
             GetExTtl::Persist => fields_cmd(b"HPERSIST", key, &[], &touched),
-            GetExTtl::At(when) if when <= now => {
+            GetExTtl::At(when) if when <= now && !held => {
                 let mut v = super::argv(&[b"HDEL", key]);
                 v.extend(touched.iter().map(|f| Bytes::copy_from_slice(f)));
                 v

@@ -573,6 +573,16 @@ impl Worker {
                         break;
                     }
                 }
+                // A writable replica's own keys with a TTL (its cycle above leaves every other
+                // key to the primary's DEL): each at most once per tick, as time allows.
+                let mut left = db.replica_ttl_keys().min(max_visit);
+                while left > 0 && Instant::now() < deadline {
+                    let (visited, _) = db.expire_replica_keys(now, left.min(64));
+                    if visited == 0 {
+                        break;
+                    }
+                    left -= visited.min(left);
+                }
                 // Hash fields past their TTL: each hash with field TTLs at most once per tick,
                 // within what is left of the time budget.
                 let mut left = db.field_ttl_hashes().min(max_visit);

@@ -193,6 +193,8 @@ fn parse_sections(args: &[Bytes]) -> u16 {
 struct ShardInfo {
     dbs: Vec<(usize, usize)>,
     expired: u64,
+    /// Keys a writable replica's clients gave a TTL, which it expires itself.
+    replica_ttl_keys: u64,
     hits: u64,
     misses: u64,
 }
@@ -238,6 +240,12 @@ fn info(tx: Tx, args: Vec<Bytes>) -> TxFuture {
                     .map(|db| (db.len(), db.expires()))
                     .collect(),
                 expired: ctx.shard.dbs.iter().map(|db| db.expired_total).sum(),
+                replica_ttl_keys: ctx
+                    .shard
+                    .dbs
+                    .iter()
+                    .map(|db| db.replica_ttl_keys() as u64)
+                    .sum(),
                 hits: ctx.shard.dbs.iter().map(|db| db.hits).sum(),
                 misses: ctx.shard.dbs.iter().map(|db| db.misses).sum(),
             })
@@ -696,7 +704,7 @@ fn render(shared: &Shared, want: u16, shards: &[ShardInfo], conns: &ThreadInfo) 
                 line!("latest_fork_usec:0");
                 line!("total_forks:0");
                 line!("migrate_cached_sockets:0");
-                line!("slave_expires_tracked_keys:0");
+                line!("slave_expires_tracked_keys:{}", sum(|s| s.replica_ttl_keys));
                 line!("active_defrag_hits:0");
                 line!("active_defrag_misses:0");
                 line!("active_defrag_key_hits:0");
