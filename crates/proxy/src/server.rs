@@ -109,6 +109,12 @@ struct Client {
     dedicated: Vec<usize>,
     /// Requests waiting for earlier ones to be answered (see `Worker::dispatch`).
     deferred: VecDeque<Outgoing>,
+    /// A (P)(UN)SUBSCRIBE was parsed and left at the head of `rbuf`: once every earlier reply
+    /// is out, the client becomes a passthrough (see `Worker::start_subscription`).
+    subscribe_pending: bool,
+    /// The connection the client is subscribed on: its bytes and the client's are passed
+    /// through unparsed, until the client leaves.
+    subscribed: Option<usize>,
 }
 
 /// What a backend connection is for.
@@ -121,6 +127,8 @@ enum Role {
     Dedicated { idx: usize, id: u64, held: bool },
     /// In the idle pool, clean (no MULTI, WATCH or blocked command left on it).
     Idle,
+    /// A subscribed client's: past the HELLO 3 that may open it, what it sends is the client's.
+    Subscriber { idx: usize, id: u64 },
 }
 
 struct Backend {
@@ -532,6 +540,8 @@ impl Worker {
                         pinned: None,
                         dedicated: Vec::new(),
                         deferred: VecDeque::new(),
+                        subscribe_pending: false,
+                        subscribed: None,
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -660,11 +670,24 @@ impl Worker {
             c.read_paused = true;
             return;
         }
+        if c.subscribe_pending {
+            // Its bytes wait for the subscription connection; none are parsed meanwhile.
+            c.read_paused = true;
+            return;
+        }
         match read_into(&mut c.sock, &mut c.rbuf, CLIENT_READ_MAX) {
             Ok(ReadOutcome::Drained) => c.read_paused = false,
             Ok(ReadOutcome::Full) => c.read_paused = true,
             // A client that closed (or half-closed) its side is gone, as Redis treats it.
             Ok(ReadOutcome::Eof) | Err(_) => return self.close_client(idx),
+        }
+        if let Some(b) = c.subscribed {
+            let bytes = std::mem::take(&mut c.rbuf);
+            if let Some(be) = self.backends.get_mut(b) {
+                be.out.extend_from_slice(&bytes);
+                self.dirty_backends.push(b);
+            }
+            return;
         }
         self.process_input(idx);
     }
@@ -722,6 +745,12 @@ impl Worker {
                                 let seq = c.queue.push_pending(Merge::Passthrough, 1);
                                 sends.push(Outgoing::Blocking(seq, target, payload, resp3_before));
                             }
+                            Plan::Subscribe => {
+                                // Left unconsumed: it is the first of the bytes passed through.
+                                c.parser.recycle(req.args);
+                                c.subscribe_pending = true;
+                                break;
+                            }
                         }
                         consumed += req.consumed;
                         c.parser.recycle(req.args);
@@ -737,7 +766,7 @@ impl Worker {
                 }
             }
             c.rbuf.drain(..consumed);
-            c.input_paused = !c.closing && c.queue.len() >= MAX_PENDING;
+            c.input_paused = !c.closing && !c.subscribe_pending && c.queue.len() >= MAX_PENDING;
             self.dirty_clients.push(idx);
         }
         for out in sends {
@@ -1159,6 +1188,15 @@ impl Worker {
                     start += n;
                     match be.inflight.pop_front() {
                         Some(f) => replies.push(f.with_reply(reply)),
+                        None if matches!(be.role, Role::Subscriber { .. }) => {
+                            let Role::Subscriber { idx, id } = be.role else {
+                                unreachable!("matched above")
+                            };
+                            if let Some(c) = self.clients.get_mut(idx).filter(|c| c.id == id) {
+                                c.out.extend_from_slice(&reply);
+                                self.dirty_clients.push(idx);
+                            }
+                        }
                         None => {
                             be.rbuf.drain(..start);
                             return self.fail_backend(b, "reply to no request");
@@ -1311,6 +1349,16 @@ impl Worker {
                     }
                 }
             }
+            Role::Subscriber { idx, id } => {
+                // The client's subscriptions were on that node: it goes too (after what it
+                // already got), as a client of the node would, and reconnects.
+                if let Some(c) = self.clients.get_mut(idx).filter(|c| c.id == id) {
+                    c.dedicated.retain(|&d| d != b);
+                    c.subscribed = None;
+                    c.closing = true;
+                    self.dirty_clients.push(idx);
+                }
+            }
         }
         let msg = format!("ERR upstream {}: {reason}", be.node);
         for f in be.inflight.drain(..) {
@@ -1356,6 +1404,46 @@ impl Worker {
         );
     }
 
+    /// Makes a client whose earlier replies are all out a passthrough to a connection of its
+    /// own to any primary (in its protocol), starting with the (P)(UN)SUBSCRIBE left in its
+    /// buffer. Nothing of it is in flight elsewhere, so nothing can overtake it.
+    fn start_subscription(&mut self, idx: usize) {
+        let resp3 = self.clients[idx].session.resp3;
+        let id = self.clients[idx].id;
+        let Some(node) = self.node_for(Target::Any) else {
+            let c = &mut self.clients[idx];
+            c.subscribe_pending = false;
+            c.rbuf.clear();
+            c.out
+                .extend_from_slice(&error_wire("CLUSTERDOWN Hash slot not served"));
+            c.closing = true;
+            return;
+        };
+        let b = match self.open_backend(&node, resp3) {
+            Ok(b) => b,
+            Err(e) => {
+                let c = &mut self.clients[idx];
+                c.subscribe_pending = false;
+                c.rbuf.clear();
+                c.out
+                    .extend_from_slice(&error_wire(&format!("ERR upstream {node}: {e}")));
+                c.closing = true;
+                return;
+            }
+        };
+        let c = &mut self.clients[idx];
+        c.subscribe_pending = false;
+        c.subscribed = Some(b);
+        c.dedicated.push(b);
+        let bytes = std::mem::take(&mut c.rbuf);
+        let be = &mut self.backends[b];
+        be.role = Role::Subscriber { idx, id };
+        be.out.extend_from_slice(&bytes);
+        self.dirty_backends.push(b);
+        // What the client sent after it, unread while this waited, is read now.
+        self.resume.push(idx);
+    }
+
     /// Writes what is ready: completed replies to clients, queued requests to backends.
     fn flush_all(&mut self) {
         while !self.dirty_clients.is_empty() || !self.dirty_backends.is_empty() {
@@ -1381,6 +1469,13 @@ impl Worker {
                 if c.queue.drain_ready(&mut c.out) {
                     c.closing = true;
                 }
+                if c.subscribe_pending && !c.closing && c.queue.is_empty() && c.deferred.is_empty()
+                {
+                    self.start_subscription(idx);
+                }
+                let Some(c) = self.clients.get_mut(idx) else {
+                    continue;
+                };
                 if !c.out.is_empty() && flush(&mut c.sock, &mut c.out).is_err() {
                     self.close_client(idx);
                     continue;
