@@ -944,6 +944,27 @@ def test_a_subscriber_leaving_closes_its_backend_connection(proxy, cluster):
                  what="the subscriber's backend connection closed")
 
 
+def test_a_subscriber_that_does_not_read_is_closed(proxy, cluster):
+    """Messages pile up in the proxy for a subscriber that does not read: past 32 MB (Redis's
+    default pubsub hard limit) the client is closed, and its backend connection with it."""
+    import socket
+    before = sum(subscribers_on(cluster).values())
+    sock = socket.create_connection(("127.0.0.1", proxy.port))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(b"*2\r\n$9\r\nSUBSCRIBE\r\n$5\r\nflood\r\n")
+        wait_for(lambda: sum(subscribers_on(cluster).values()) == before + 1, timeout=5,
+                 what="the subscription on a node")
+        node = cluster[0].client()
+        payload = b"x" * (1024 * 1024)
+        for _ in range(64):
+            node.publish("flood", payload)
+        wait_for(lambda: sum(subscribers_on(cluster).values()) == before, timeout=10,
+                 what="the flooded subscriber's backend connection closed")
+    finally:
+        sock.close()
+
+
 def test_a_dead_backend_fails_only_its_requests(proxy, cluster):
     """Runs last: it kills a primary. Requests for that primary's slots get an upstream error;
     the other primaries' keys are served as before (the survivors keep cluster_state:ok for

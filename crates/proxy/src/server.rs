@@ -37,6 +37,10 @@ const MAX_PENDING: usize = 1024;
 /// flood is served in turns with the others.
 const CLIENT_READ_MAX: usize = 1024 * 1024;
 /// Bytes read from a socket at a time.
+/// Messages held for a subscriber that reads slower than they come: past this the client is
+/// closed, as Redis's default `client-output-buffer-limit pubsub` hard limit (32 MB) closes a
+/// subscriber of its own, rather than the proxy's memory growing without bound.
+const SUBSCRIBER_OUT_MAX: usize = 32 * 1024 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
 /// Idle dedicated connections kept per node (and protocol) for the next transaction or
 /// blocking command: short-lived clients that use them then cost no new backend connection.
@@ -675,6 +679,17 @@ impl Worker {
             c.read_paused = true;
             return;
         }
+        if let Some(b) = c.subscribed {
+            // The node reads slower than the client sends: wait for it (`flush_all` resumes).
+            if self
+                .backends
+                .get(b)
+                .is_some_and(|be| be.out.len() >= CLIENT_READ_MAX)
+            {
+                c.read_paused = true;
+                return;
+            }
+        }
         match read_into(&mut c.sock, &mut c.rbuf, CLIENT_READ_MAX) {
             Ok(ReadOutcome::Drained) => c.read_paused = false,
             Ok(ReadOutcome::Full) => c.read_paused = true,
@@ -1181,6 +1196,7 @@ impl Worker {
         };
         let mut replies = Vec::new();
         let mut start = 0;
+        let mut overflowed = None;
         loop {
             match be.scanner.next(&be.rbuf[start..], &self.limits) {
                 Ok(Some(n)) => {
@@ -1193,6 +1209,10 @@ impl Worker {
                                 unreachable!("matched above")
                             };
                             if let Some(c) = self.clients.get_mut(idx).filter(|c| c.id == id) {
+                                if c.out.len() + reply.len() > SUBSCRIBER_OUT_MAX {
+                                    overflowed = Some(idx);
+                                    break;
+                                }
                                 c.out.extend_from_slice(&reply);
                                 self.dirty_clients.push(idx);
                             }
@@ -1214,6 +1234,10 @@ impl Worker {
         }
         be.rbuf.drain(..start);
         self.handle_replies(b, replies);
+        if let Some(idx) = overflowed {
+            // Closing the client closes this connection too.
+            return self.close_client(idx);
+        }
         if !alive {
             return self.fail_backend(b, "connection closed");
         }
@@ -1457,6 +1481,15 @@ impl Worker {
                 }
                 if let Err(e) = flush(&mut be.sock, &mut be.out) {
                     self.fail_backend(b, &e.to_string());
+                    continue;
+                }
+                // A subscriber paused while this connection's queue was full reads again.
+                if let Role::Subscriber { idx, .. } = be.role {
+                    if be.out.len() < CLIENT_READ_MAX
+                        && self.clients.get(idx).is_some_and(|c| c.read_paused)
+                    {
+                        self.resume.push(idx);
+                    }
                 }
             }
             let mut clients = std::mem::take(&mut self.dirty_clients);
