@@ -354,7 +354,7 @@ def test_resp3_client(proxy, cluster):
 
 
 def test_unsupported_commands_say_so(r, proxy):
-    for args in (("SSUBSCRIBE", "ch"), ("MONITOR",), ("WAIT", "1", "0")):
+    for args in (("MONITOR",), ("WAIT", "1", "0")):
         assert "not supported by darner proxy yet" in error_text(proxy, *args)
     # The connection is still usable.
     assert r.ping()
@@ -942,6 +942,35 @@ def test_a_subscriber_leaving_closes_its_backend_connection(proxy, cluster):
         c.close()
         wait_for(lambda: sum(subscribers_on(cluster).values()) == before, timeout=5,
                  what="the subscriber's backend connection closed")
+
+
+def test_sharded_pubsub_goes_to_the_channels_owner(proxy, cluster):
+    a, b = "{sh}a", "{sh}b"
+    node = owner(cluster, a)
+    # Channels of two slots: the node's own refusal.
+    assert error_text(proxy, "SSUBSCRIBE", "{x}1", "{y}2") == \
+        error_text(node, "SSUBSCRIBE", "{x}1", "{y}2")
+    c = proxy.client()
+    ps = c.pubsub()
+    try:
+        ps.ssubscribe(a, b)
+        assert next_message(ps) == {"type": "ssubscribe", "pattern": None, "channel": a.encode(),
+                                    "data": 1}
+        assert next_message(ps) == {"type": "ssubscribe", "pattern": None, "channel": b.encode(),
+                                    "data": 2}
+        # Sharded messages stay within the slot's shard: SPUBLISH on the owner counts the
+        # proxy's connection only if it went there.
+        assert node.client().execute_command("SPUBLISH", a, "direct") == 1
+        assert next_message(ps)["data"] == b"direct"
+        assert proxy.client().execute_command("SPUBLISH", b, "via-proxy") == 1
+        assert next_message(ps) == {"type": "smessage", "pattern": None, "channel": b.encode(),
+                                    "data": b"via-proxy"}
+        ps.sunsubscribe(a)
+        assert next_message(ps) == {"type": "sunsubscribe", "pattern": None,
+                                    "channel": a.encode(), "data": 1}
+    finally:
+        ps.close()
+        c.close()
 
 
 def test_a_subscriber_that_does_not_read_is_closed(proxy, cluster):

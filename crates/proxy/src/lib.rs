@@ -45,9 +45,9 @@
 //! **Pub/sub.** A client that subscribes becomes a byte passthrough to a backend connection
 //! of its own (any primary: classic PUBLISH reaches every node's subscribers) until it leaves:
 //! messages are unsolicited, so they cannot travel on a connection whose replies are matched
-//! to requests in order.
+//! to requests in order. SSUBSCRIBE's connection goes to the owner of its channels' slot.
 //!
-//! **Not yet.** Sharded pub/sub, MONITOR and AUTH need a backend connection of their own, or
+//! **Not yet.** MONITOR and AUTH need a backend connection of their own, or
 //! per-client state on one; read policies and replicas, retries, the shared cache and a config
 //! file are later slices. Those commands get a clear error (`ERR command 'subscribe' is not
 //! supported by darner proxy yet`), never a wrong answer.

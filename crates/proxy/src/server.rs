@@ -115,7 +115,8 @@ struct Client {
     deferred: VecDeque<Outgoing>,
     /// A (P)(UN)SUBSCRIBE was parsed and left at the head of `rbuf`: once every earlier reply
     /// is out, the client becomes a passthrough (see `Worker::start_subscription`).
-    subscribe_pending: bool,
+    /// (`Some`: where its connection goes.)
+    subscribe_pending: Option<Target>,
     /// The connection the client is subscribed on: its bytes and the client's are passed
     /// through unparsed, until the client leaves.
     subscribed: Option<usize>,
@@ -544,7 +545,7 @@ impl Worker {
                         pinned: None,
                         dedicated: Vec::new(),
                         deferred: VecDeque::new(),
-                        subscribe_pending: false,
+                        subscribe_pending: None,
                         subscribed: None,
                     });
                 }
@@ -674,7 +675,7 @@ impl Worker {
             c.read_paused = true;
             return;
         }
-        if c.subscribe_pending {
+        if c.subscribe_pending.is_some() {
             // Its bytes wait for the subscription connection; none are parsed meanwhile.
             c.read_paused = true;
             return;
@@ -760,10 +761,10 @@ impl Worker {
                                 let seq = c.queue.push_pending(Merge::Passthrough, 1);
                                 sends.push(Outgoing::Blocking(seq, target, payload, resp3_before));
                             }
-                            Plan::Subscribe => {
+                            Plan::Subscribe { target } => {
                                 // Left unconsumed: it is the first of the bytes passed through.
                                 c.parser.recycle(req.args);
-                                c.subscribe_pending = true;
+                                c.subscribe_pending = Some(target);
                                 break;
                             }
                         }
@@ -781,7 +782,8 @@ impl Worker {
                 }
             }
             c.rbuf.drain(..consumed);
-            c.input_paused = !c.closing && !c.subscribe_pending && c.queue.len() >= MAX_PENDING;
+            c.input_paused =
+                !c.closing && c.subscribe_pending.is_none() && c.queue.len() >= MAX_PENDING;
             self.dirty_clients.push(idx);
         }
         for out in sends {
@@ -1429,14 +1431,19 @@ impl Worker {
     }
 
     /// Makes a client whose earlier replies are all out a passthrough to a connection of its
-    /// own to any primary (in its protocol), starting with the (P)(UN)SUBSCRIBE left in its
+    /// own to any primary, or its SSUBSCRIBE's slot's owner (in its protocol), starting with
+    /// the (P|S)(UN)SUBSCRIBE left in its
     /// buffer. Nothing of it is in flight elsewhere, so nothing can overtake it.
     fn start_subscription(&mut self, idx: usize) {
         let resp3 = self.clients[idx].session.resp3;
         let id = self.clients[idx].id;
-        let Some(node) = self.node_for(Target::Any) else {
+        let target = self.clients[idx]
+            .subscribe_pending
+            .clone()
+            .unwrap_or(Target::Any);
+        let Some(node) = self.node_for(target) else {
             let c = &mut self.clients[idx];
-            c.subscribe_pending = false;
+            c.subscribe_pending = None;
             c.rbuf.clear();
             c.out
                 .extend_from_slice(&error_wire("CLUSTERDOWN Hash slot not served"));
@@ -1447,7 +1454,7 @@ impl Worker {
             Ok(b) => b,
             Err(e) => {
                 let c = &mut self.clients[idx];
-                c.subscribe_pending = false;
+                c.subscribe_pending = None;
                 c.rbuf.clear();
                 c.out
                     .extend_from_slice(&error_wire(&format!("ERR upstream {node}: {e}")));
@@ -1456,7 +1463,7 @@ impl Worker {
             }
         };
         let c = &mut self.clients[idx];
-        c.subscribe_pending = false;
+        c.subscribe_pending = None;
         c.subscribed = Some(b);
         c.dedicated.push(b);
         let bytes = std::mem::take(&mut c.rbuf);
@@ -1502,7 +1509,10 @@ impl Worker {
                 if c.queue.drain_ready(&mut c.out) {
                     c.closing = true;
                 }
-                if c.subscribe_pending && !c.closing && c.queue.is_empty() && c.deferred.is_empty()
+                if c.subscribe_pending.is_some()
+                    && !c.closing
+                    && c.queue.is_empty()
+                    && c.deferred.is_empty()
                 {
                     self.start_subscription(idx);
                 }
