@@ -354,7 +354,7 @@ def test_resp3_client(proxy, cluster):
 
 
 def test_unsupported_commands_say_so(r, proxy):
-    for args in (("SUBSCRIBE", "ch"), ("MONITOR",), ("WAIT", "1", "0")):
+    for args in (("MONITOR",), ("WAIT", "1", "0")):
         assert "not supported by darner proxy yet" in error_text(proxy, *args)
     # The connection is still usable.
     assert r.ping()
@@ -857,6 +857,143 @@ def test_a_client_closed_while_blocked_closes_its_backend_connection(one_thread_
     r.close()
 
 
+def next_message(ps, timeout=5.0):
+    """The next message of a redis-py PubSub (confirmations included), or a failure."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = ps.get_message(timeout=0.1)
+        if m is not None:
+            return m
+    raise AssertionError("no pub/sub message within %.1f s" % timeout)
+
+
+def subscribers_on(cluster):
+    """The cluster's connections in subscribed mode (flag P), by node port."""
+    return {n.port: sum(1 for c in n.client().client_list() if "P" in c.get("flags", ""))
+            for n in cluster}
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_pubsub_through_the_proxy(proxy, cluster, proto):
+    # Channels of this run's own: a cluster forwards PUBLISH to the other nodes over its bus,
+    # so a message of an earlier test may still be on its way.
+    p = "ps%d-" % proto
+    c = proxy.client(protocol=proto)
+    pub = proxy.client()
+    ps = c.pubsub()
+    try:
+        ps.subscribe(p + "news")
+        assert next_message(ps) == {"type": "subscribe", "pattern": None,
+                                    "channel": (p + "news").encode(), "data": 1}
+        ps.psubscribe(p + "*")
+        assert next_message(ps) == {"type": "psubscribe", "pattern": None,
+                                    "channel": (p + "*").encode(), "data": 2}
+        # Published through the proxy, then directly on every node: classic pub/sub reaches
+        # the subscribers of every node, so the node the proxy picked does not matter.
+        # PUBLISH counts the receiving node's subscribers only: 0 or 2 here.
+        assert pub.publish(p + "news", "via-proxy") in (0, 2)
+        got = [next_message(ps), next_message(ps)]
+        assert {"type": "message", "pattern": None, "channel": (p + "news").encode(),
+                "data": b"via-proxy"} in got
+        assert {"type": "pmessage", "pattern": (p + "*").encode(),
+                "channel": (p + "news").encode(), "data": b"via-proxy"} in got
+        for i, n in enumerate(cluster):
+            n.client().publish(p + "next", "direct-%d" % i)
+            assert next_message(ps) == {"type": "pmessage", "pattern": (p + "*").encode(),
+                                        "channel": (p + "next").encode(),
+                                        "data": b"direct-%d" % i}
+        ps.unsubscribe(p + "news")
+        assert next_message(ps) == {"type": "unsubscribe", "pattern": None,
+                                    "channel": (p + "news").encode(), "data": 1}
+        ps.punsubscribe(p + "*")
+        assert next_message(ps) == {"type": "punsubscribe", "pattern": None,
+                                    "channel": (p + "*").encode(), "data": 0}
+    finally:
+        ps.close()
+        pub.close()
+        c.close()
+
+
+def test_subscribed_mode_as_a_cluster_node(proxy, cluster):
+    """The raw bytes of (un)subscribe confirmations, messages and the errors of subscribed
+    mode (RESP2) are the node's."""
+    script = [("SUBSCRIBE", "a", "b"), ("DBSIZE",), ("PING",), ("PING", "hi"),
+              ("UNSUBSCRIBE", "a", "b")]
+    replies = {}
+    for name, server in (("node", cluster[0]), ("proxy", proxy)):
+        with server.raw() as conn:
+            # A request answered before the subscription stays ahead of its confirmations.
+            conn.send_many([("ECHO", "first")] + script)
+            replies[name] = [rep.raw for rep in conn.read_replies(8)]
+    assert replies["proxy"] == replies["node"]
+    assert replies["proxy"][0] == b"$5\r\nfirst\r\n"
+    assert replies["proxy"][3].startswith(b"-ERR Can't execute 'dbsize'")
+
+
+def test_a_subscriber_leaving_closes_its_backend_connection(proxy, cluster):
+    before = sum(subscribers_on(cluster).values())
+    for _ in range(3):
+        c = proxy.client()
+        ps = c.pubsub()
+        ps.subscribe("gone")
+        assert next_message(ps)["type"] == "subscribe"
+        assert sum(subscribers_on(cluster).values()) == before + 1
+        ps.close()
+        c.close()
+        wait_for(lambda: sum(subscribers_on(cluster).values()) == before, timeout=5,
+                 what="the subscriber's backend connection closed")
+
+
+def test_sharded_pubsub_goes_to_the_channels_owner(proxy, cluster):
+    a, b = "{sh}a", "{sh}b"
+    node = owner(cluster, a)
+    # Channels of two slots: the node's own refusal.
+    assert error_text(proxy, "SSUBSCRIBE", "{x}1", "{y}2") == \
+        error_text(node, "SSUBSCRIBE", "{x}1", "{y}2")
+    c = proxy.client()
+    ps = c.pubsub()
+    try:
+        ps.ssubscribe(a, b)
+        assert next_message(ps) == {"type": "ssubscribe", "pattern": None, "channel": a.encode(),
+                                    "data": 1}
+        assert next_message(ps) == {"type": "ssubscribe", "pattern": None, "channel": b.encode(),
+                                    "data": 2}
+        # Sharded messages stay within the slot's shard: SPUBLISH on the owner counts the
+        # proxy's connection only if it went there.
+        assert node.client().execute_command("SPUBLISH", a, "direct") == 1
+        assert next_message(ps)["data"] == b"direct"
+        assert proxy.client().execute_command("SPUBLISH", b, "via-proxy") == 1
+        assert next_message(ps) == {"type": "smessage", "pattern": None, "channel": b.encode(),
+                                    "data": b"via-proxy"}
+        ps.sunsubscribe(a)
+        assert next_message(ps) == {"type": "sunsubscribe", "pattern": None,
+                                    "channel": a.encode(), "data": 1}
+    finally:
+        ps.close()
+        c.close()
+
+
+def test_a_subscriber_that_does_not_read_is_closed(proxy, cluster):
+    """Messages pile up in the proxy for a subscriber that does not read: past 32 MB (Redis's
+    default pubsub hard limit) the client is closed, and its backend connection with it."""
+    import socket
+    before = sum(subscribers_on(cluster).values())
+    sock = socket.create_connection(("127.0.0.1", proxy.port))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(b"*2\r\n$9\r\nSUBSCRIBE\r\n$5\r\nflood\r\n")
+        wait_for(lambda: sum(subscribers_on(cluster).values()) == before + 1, timeout=5,
+                 what="the subscription on a node")
+        node = cluster[0].client()
+        payload = b"x" * (1024 * 1024)
+        for _ in range(64):
+            node.publish("flood", payload)
+        wait_for(lambda: sum(subscribers_on(cluster).values()) == before, timeout=10,
+                 what="the flooded subscriber's backend connection closed")
+    finally:
+        sock.close()
+
+
 def test_a_dead_backend_fails_only_its_requests(proxy, cluster):
     """Runs last: it kills a primary. Requests for that primary's slots get an upstream error;
     the other primaries' keys are served as before (the survivors keep cluster_state:ok for
@@ -878,3 +1015,4 @@ def test_a_dead_backend_fails_only_its_requests(proxy, cluster):
     assert c.get(alive_key) == b"1"
     assert c.mget([alive_key, alive_key]) == [b"1", b"1"]
     c.close()
+

@@ -12,7 +12,7 @@
 //! | [`merge`] | [`Merge`] rules (sum, all-OK, key order, concatenation) and [`ReplyQueue`], a client's replies released in request order |
 //! | [`scan`] | [`ReplyScanner`]: where a backend reply ends, resumable, without decoding it |
 //! | [`config`] | the command line |
-//! | [`server`] | the only module with sockets: one mio event loop per thread, client connections, pipelined backend connections, dedicated ones (transactions, blocking commands), redirects, topology refresh |
+//! | [`server`] | the only module with sockets: one mio event loop per thread, client connections, pipelined backend connections, dedicated ones (transactions, blocking commands, subscriptions), redirects, topology refresh |
 //!
 //! # Design
 //!
@@ -42,7 +42,12 @@
 //! backend connection of the client's own to its owner; blocking commands wait on one too, so
 //! they never hold up the shared connections. Clean ones go back to a small idle pool.
 //!
-//! **Not yet.** Pub/sub, MONITOR and AUTH need a backend connection of their own, or
+//! **Pub/sub.** A client that subscribes becomes a byte passthrough to a backend connection
+//! of its own (any primary: classic PUBLISH reaches every node's subscribers) until it leaves:
+//! messages are unsolicited, so they cannot travel on a connection whose replies are matched
+//! to requests in order. SSUBSCRIBE's connection goes to the owner of its channels' slot.
+//!
+//! **Not yet.** MONITOR and AUTH need a backend connection of their own, or
 //! per-client state on one; read policies and replicas, retries, the shared cache and a config
 //! file are later slices. Those commands get a clear error (`ERR command 'subscribe' is not
 //! supported by darner proxy yet`), never a wrong answer.

@@ -14,8 +14,9 @@
 //! Commands that change per-connection state on the server (SELECT, HELLO, CLIENT SETNAME) are
 //! answered here, since backend connections are shared by every client of a thread. A
 //! transaction (MULTI, WATCH) is pinned to one slot and a blocking command gets a connection of
-//! the client's own ([`Plan::Pinned`], [`Plan::Blocking`]); SUBSCRIBE and MONITOR are not
-//! supported yet and say so, rather than misbehaving on a shared connection.
+//! the client's own ([`Plan::Pinned`], [`Plan::Blocking`]); SUBSCRIBE turns the client into a
+//! passthrough to a connection of its own ([`Plan::Subscribe`]); MONITOR is
+//! not supported yet and say so, rather than misbehaving on a shared connection.
 
 use darner_commands::{flags, key_positions, key_slot, lookup, lookup_subcommand, CommandSpec};
 use darner_commands::{FindKeys, SLOTS};
@@ -166,6 +167,16 @@ pub enum Plan {
         /// The request.
         payload: Vec<u8>,
     },
+    /// SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE or PUNSUBSCRIBE outside a transaction: from this
+    /// request on, once the client's earlier replies are out, the client's bytes go unparsed to
+    /// a backend connection of its own and that connection's bytes to the client, until the
+    /// client leaves. The node then answers every command itself, with its own errors in
+    /// subscribed mode; classic PUBLISH reaches every node's subscribers, so any primary does,
+    /// while SSUBSCRIBE goes to the owner of its channels' slot.
+    Subscribe {
+        /// The node the connection goes to.
+        target: Target,
+    },
 }
 
 /// `args` as a RESP multibulk request.
@@ -313,7 +324,7 @@ fn in_multi(args: &[&[u8]], s: &mut Session, me: &Identity, map: &SlotMap) -> Pl
             let part = parts.into_iter().next().expect("one part");
             pinned_in_multi(part, s)
         }
-        Plan::Pinned { .. } | Plan::Blocking { .. } => p,
+        Plan::Pinned { .. } | Plan::Blocking { .. } | Plan::Subscribe { .. } => p,
     }
 }
 
@@ -549,6 +560,27 @@ fn route_one(
             return forward(Target::Any, args);
         }
         "ping" | "echo" | "hello" | "select" | "quit" | "client" => return local(top, args, s),
+        "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" if !in_multi => {
+            if !top.arity_ok(args.len()) {
+                return arity_error(s, top);
+            }
+            return Plan::Subscribe {
+                target: Target::Any,
+            };
+        }
+        "ssubscribe" | "sunsubscribe" if !in_multi => {
+            if !top.arity_ok(args.len()) {
+                return arity_error(s, top);
+            }
+            // Every argument is a channel, hashed like a key: one slot, as a node requires.
+            let mut slots = args[1..].iter().map(|c| key_slot(c));
+            let target = match slots.next() {
+                None => Target::Any,
+                Some(first) if slots.all(|x| x == first) => Target::Slot(first),
+                Some(_) => return error(s, CROSSSLOT),
+            };
+            return Plan::Subscribe { target };
+        }
         "subscribe" | "psubscribe" | "ssubscribe" | "unsubscribe" | "punsubscribe"
         | "sunsubscribe" | "monitor" | "sync" | "psync" | "replconf" | "auth" | "reset"
         | "shutdown" | "debug" | "failover" | "replicaof" | "slaveof" | "wait" | "waitaof"

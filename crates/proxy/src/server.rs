@@ -37,6 +37,10 @@ const MAX_PENDING: usize = 1024;
 /// flood is served in turns with the others.
 const CLIENT_READ_MAX: usize = 1024 * 1024;
 /// Bytes read from a socket at a time.
+/// Messages held for a subscriber that reads slower than they come: past this the client is
+/// closed, as Redis's default `client-output-buffer-limit pubsub` hard limit (32 MB) closes a
+/// subscriber of its own, rather than the proxy's memory growing without bound.
+const SUBSCRIBER_OUT_MAX: usize = 32 * 1024 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
 /// Idle dedicated connections kept per node (and protocol) for the next transaction or
 /// blocking command: short-lived clients that use them then cost no new backend connection.
@@ -109,6 +113,13 @@ struct Client {
     dedicated: Vec<usize>,
     /// Requests waiting for earlier ones to be answered (see `Worker::dispatch`).
     deferred: VecDeque<Outgoing>,
+    /// A (P)(UN)SUBSCRIBE was parsed and left at the head of `rbuf`: once every earlier reply
+    /// is out, the client becomes a passthrough (see `Worker::start_subscription`).
+    /// (`Some`: where its connection goes.)
+    subscribe_pending: Option<Target>,
+    /// The connection the client is subscribed on: its bytes and the client's are passed
+    /// through unparsed, until the client leaves.
+    subscribed: Option<usize>,
 }
 
 /// What a backend connection is for.
@@ -121,6 +132,8 @@ enum Role {
     Dedicated { idx: usize, id: u64, held: bool },
     /// In the idle pool, clean (no MULTI, WATCH or blocked command left on it).
     Idle,
+    /// A subscribed client's: past the HELLO 3 that may open it, what it sends is the client's.
+    Subscriber { idx: usize, id: u64 },
 }
 
 struct Backend {
@@ -532,6 +545,8 @@ impl Worker {
                         pinned: None,
                         dedicated: Vec::new(),
                         deferred: VecDeque::new(),
+                        subscribe_pending: None,
+                        subscribed: None,
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -660,11 +675,35 @@ impl Worker {
             c.read_paused = true;
             return;
         }
+        if c.subscribe_pending.is_some() {
+            // Its bytes wait for the subscription connection; none are parsed meanwhile.
+            c.read_paused = true;
+            return;
+        }
+        if let Some(b) = c.subscribed {
+            // The node reads slower than the client sends: wait for it (`flush_all` resumes).
+            if self
+                .backends
+                .get(b)
+                .is_some_and(|be| be.out.len() >= CLIENT_READ_MAX)
+            {
+                c.read_paused = true;
+                return;
+            }
+        }
         match read_into(&mut c.sock, &mut c.rbuf, CLIENT_READ_MAX) {
             Ok(ReadOutcome::Drained) => c.read_paused = false,
             Ok(ReadOutcome::Full) => c.read_paused = true,
             // A client that closed (or half-closed) its side is gone, as Redis treats it.
             Ok(ReadOutcome::Eof) | Err(_) => return self.close_client(idx),
+        }
+        if let Some(b) = c.subscribed {
+            let bytes = std::mem::take(&mut c.rbuf);
+            if let Some(be) = self.backends.get_mut(b) {
+                be.out.extend_from_slice(&bytes);
+                self.dirty_backends.push(b);
+            }
+            return;
         }
         self.process_input(idx);
     }
@@ -722,6 +761,12 @@ impl Worker {
                                 let seq = c.queue.push_pending(Merge::Passthrough, 1);
                                 sends.push(Outgoing::Blocking(seq, target, payload, resp3_before));
                             }
+                            Plan::Subscribe { target } => {
+                                // Left unconsumed: it is the first of the bytes passed through.
+                                c.parser.recycle(req.args);
+                                c.subscribe_pending = Some(target);
+                                break;
+                            }
                         }
                         consumed += req.consumed;
                         c.parser.recycle(req.args);
@@ -737,7 +782,8 @@ impl Worker {
                 }
             }
             c.rbuf.drain(..consumed);
-            c.input_paused = !c.closing && c.queue.len() >= MAX_PENDING;
+            c.input_paused =
+                !c.closing && c.subscribe_pending.is_none() && c.queue.len() >= MAX_PENDING;
             self.dirty_clients.push(idx);
         }
         for out in sends {
@@ -1152,6 +1198,7 @@ impl Worker {
         };
         let mut replies = Vec::new();
         let mut start = 0;
+        let mut overflowed = None;
         loop {
             match be.scanner.next(&be.rbuf[start..], &self.limits) {
                 Ok(Some(n)) => {
@@ -1159,6 +1206,19 @@ impl Worker {
                     start += n;
                     match be.inflight.pop_front() {
                         Some(f) => replies.push(f.with_reply(reply)),
+                        None if matches!(be.role, Role::Subscriber { .. }) => {
+                            let Role::Subscriber { idx, id } = be.role else {
+                                unreachable!("matched above")
+                            };
+                            if let Some(c) = self.clients.get_mut(idx).filter(|c| c.id == id) {
+                                if c.out.len() + reply.len() > SUBSCRIBER_OUT_MAX {
+                                    overflowed = Some(idx);
+                                    break;
+                                }
+                                c.out.extend_from_slice(&reply);
+                                self.dirty_clients.push(idx);
+                            }
+                        }
                         None => {
                             be.rbuf.drain(..start);
                             return self.fail_backend(b, "reply to no request");
@@ -1176,6 +1236,10 @@ impl Worker {
         }
         be.rbuf.drain(..start);
         self.handle_replies(b, replies);
+        if let Some(idx) = overflowed {
+            // Closing the client closes this connection too.
+            return self.close_client(idx);
+        }
         if !alive {
             return self.fail_backend(b, "connection closed");
         }
@@ -1311,6 +1375,16 @@ impl Worker {
                     }
                 }
             }
+            Role::Subscriber { idx, id } => {
+                // The client's subscriptions were on that node: it goes too (after what it
+                // already got), as a client of the node would, and reconnects.
+                if let Some(c) = self.clients.get_mut(idx).filter(|c| c.id == id) {
+                    c.dedicated.retain(|&d| d != b);
+                    c.subscribed = None;
+                    c.closing = true;
+                    self.dirty_clients.push(idx);
+                }
+            }
         }
         let msg = format!("ERR upstream {}: {reason}", be.node);
         for f in be.inflight.drain(..) {
@@ -1356,6 +1430,51 @@ impl Worker {
         );
     }
 
+    /// Makes a client whose earlier replies are all out a passthrough to a connection of its
+    /// own to any primary, or its SSUBSCRIBE's slot's owner (in its protocol), starting with
+    /// the (P|S)(UN)SUBSCRIBE left in its
+    /// buffer. Nothing of it is in flight elsewhere, so nothing can overtake it.
+    fn start_subscription(&mut self, idx: usize) {
+        let resp3 = self.clients[idx].session.resp3;
+        let id = self.clients[idx].id;
+        let target = self.clients[idx]
+            .subscribe_pending
+            .clone()
+            .unwrap_or(Target::Any);
+        let Some(node) = self.node_for(target) else {
+            let c = &mut self.clients[idx];
+            c.subscribe_pending = None;
+            c.rbuf.clear();
+            c.out
+                .extend_from_slice(&error_wire("CLUSTERDOWN Hash slot not served"));
+            c.closing = true;
+            return;
+        };
+        let b = match self.open_backend(&node, resp3) {
+            Ok(b) => b,
+            Err(e) => {
+                let c = &mut self.clients[idx];
+                c.subscribe_pending = None;
+                c.rbuf.clear();
+                c.out
+                    .extend_from_slice(&error_wire(&format!("ERR upstream {node}: {e}")));
+                c.closing = true;
+                return;
+            }
+        };
+        let c = &mut self.clients[idx];
+        c.subscribe_pending = None;
+        c.subscribed = Some(b);
+        c.dedicated.push(b);
+        let bytes = std::mem::take(&mut c.rbuf);
+        let be = &mut self.backends[b];
+        be.role = Role::Subscriber { idx, id };
+        be.out.extend_from_slice(&bytes);
+        self.dirty_backends.push(b);
+        // What the client sent after it, unread while this waited, is read now.
+        self.resume.push(idx);
+    }
+
     /// Writes what is ready: completed replies to clients, queued requests to backends.
     fn flush_all(&mut self) {
         while !self.dirty_clients.is_empty() || !self.dirty_backends.is_empty() {
@@ -1369,6 +1488,15 @@ impl Worker {
                 }
                 if let Err(e) = flush(&mut be.sock, &mut be.out) {
                     self.fail_backend(b, &e.to_string());
+                    continue;
+                }
+                // A subscriber paused while this connection's queue was full reads again.
+                if let Role::Subscriber { idx, .. } = be.role {
+                    if be.out.len() < CLIENT_READ_MAX
+                        && self.clients.get(idx).is_some_and(|c| c.read_paused)
+                    {
+                        self.resume.push(idx);
+                    }
                 }
             }
             let mut clients = std::mem::take(&mut self.dirty_clients);
@@ -1381,6 +1509,16 @@ impl Worker {
                 if c.queue.drain_ready(&mut c.out) {
                     c.closing = true;
                 }
+                if c.subscribe_pending.is_some()
+                    && !c.closing
+                    && c.queue.is_empty()
+                    && c.deferred.is_empty()
+                {
+                    self.start_subscription(idx);
+                }
+                let Some(c) = self.clients.get_mut(idx) else {
+                    continue;
+                };
                 if !c.out.is_empty() && flush(&mut c.sock, &mut c.out).is_err() {
                     self.close_client(idx);
                     continue;

@@ -110,11 +110,7 @@ fn atomic_multi_slot_commands_are_refused() {
 #[test]
 fn unsupported_commands_say_so() {
     let mut s = Session::default();
-    for args in [
-        vec!["SUBSCRIBE", "c"],
-        vec!["AUTH", "x"],
-        vec!["WAIT", "1", "0"],
-    ] {
+    for args in [vec!["MONITOR"], vec!["AUTH", "x"], vec!["WAIT", "1", "0"]] {
         match local_reply(&args, &mut s) {
             Frame::Error(e) => assert!(
                 e.starts_with(b"ERR command '")
@@ -129,6 +125,46 @@ fn unsupported_commands_say_so() {
         run(&["XREAD", "STREAMS", "s", "0"], &mut s),
         Plan::Forward { .. }
     ));
+}
+
+#[test]
+fn subscriptions_get_a_connection_of_their_own() {
+    let mut s = Session::default();
+    for args in [
+        vec!["SUBSCRIBE", "c"],
+        vec!["PSUBSCRIBE", "c*"],
+        vec!["UNSUBSCRIBE"],
+        vec!["PUNSUBSCRIBE"],
+        vec!["SUNSUBSCRIBE"],
+    ] {
+        assert_eq!(
+            run(&args, &mut s),
+            Plan::Subscribe {
+                target: Target::Any
+            },
+            "{args:?}"
+        );
+    }
+    assert_eq!(
+        run(&["SSUBSCRIBE", "{t}a", "{t}b"], &mut s),
+        Plan::Subscribe {
+            target: Target::Slot(key_slot(b"t"))
+        }
+    );
+    assert_eq!(
+        local_reply(&["SSUBSCRIBE", "{t}a", "{u}b"], &mut s),
+        err(CROSSSLOT)
+    );
+    assert_eq!(
+        local_reply(&["SUBSCRIBE"], &mut s),
+        err("ERR wrong number of arguments for 'subscribe' command")
+    );
+    // Inside MULTI, not yet.
+    run(&["MULTI"], &mut s);
+    match local_reply(&["SUBSCRIBE", "c"], &mut s) {
+        Frame::Error(e) => assert!(e.ends_with(b"not supported by darner proxy yet"), "{e:?}"),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
