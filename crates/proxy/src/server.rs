@@ -148,6 +148,40 @@ struct Backend {
     role: Role,
 }
 
+impl Backend {
+    /// Queues `payload` for `owner` (a redirect may resend it elsewhere when `resend`).
+    fn queue(
+        &mut self,
+        owner: Owner,
+        payload: Vec<u8>,
+        redirects: u8,
+        resend: bool,
+        sent: Instant,
+    ) {
+        self.out.extend_from_slice(&payload);
+        self.inflight.push_back(InFlight {
+            owner,
+            payload,
+            redirects,
+            resend,
+            sent,
+        });
+    }
+
+    /// Queues a request of the proxy's own (ASKING, HELLO 3, a transaction's preamble) whose
+    /// reply `owner` consumes.
+    fn queue_own(&mut self, owner: Owner, request: &[u8], sent: Instant) {
+        self.out.extend_from_slice(request);
+        self.inflight.push_back(InFlight {
+            owner,
+            payload: Vec::new(),
+            redirects: 0,
+            resend: false,
+            sent,
+        });
+    }
+}
+
 /// Starts the proxy: reads the topology, binds one listening socket per thread and runs the
 /// threads until the process ends.
 pub fn run(cfg: Config) -> io::Result<()> {
@@ -975,23 +1009,9 @@ impl Worker {
         };
         let now = Instant::now();
         for p in preamble {
-            be.out.extend_from_slice(&p);
-            be.inflight.push_back(InFlight {
-                owner: Owner::Nobody,
-                payload: Vec::new(),
-                redirects: 0,
-                resend: false,
-                sent: now,
-            });
+            be.queue_own(Owner::Nobody, &p, now);
         }
-        be.out.extend_from_slice(&payload);
-        be.inflight.push_back(InFlight {
-            owner,
-            payload,
-            redirects: 0,
-            resend: false,
-            sent: now,
-        });
+        be.queue(owner, payload, 0, false, now);
         if release {
             if let Role::Dedicated { held, .. } = &mut be.role {
                 *held = false;
@@ -1046,23 +1066,9 @@ impl Worker {
         let be = &mut self.backends[b];
         let now = Instant::now();
         if asking {
-            be.out.extend_from_slice(&encode_request(&["ASKING"]));
-            be.inflight.push_back(InFlight {
-                owner: Owner::Asking,
-                payload: Vec::new(),
-                redirects: 0,
-                resend: false,
-                sent: now,
-            });
+            be.queue_own(Owner::Asking, &encode_request(&["ASKING"]), now);
         }
-        be.out.extend_from_slice(&payload);
-        be.inflight.push_back(InFlight {
-            owner,
-            payload,
-            redirects,
-            resend: true,
-            sent: now,
-        });
+        be.queue(owner, payload, redirects, true, now);
         self.dirty_backends.push(b);
     }
 
@@ -1089,24 +1095,11 @@ impl Worker {
             },
         };
         let be = &mut self.backends[b];
+        let now = Instant::now();
         if asking {
-            be.out.extend_from_slice(&encode_request(&["ASKING"]));
-            be.inflight.push_back(InFlight {
-                owner: Owner::Asking,
-                payload: Vec::new(),
-                redirects: 0,
-                resend: false,
-                sent: Instant::now(),
-            });
+            be.queue_own(Owner::Asking, &encode_request(&["ASKING"]), now);
         }
-        be.out.extend_from_slice(&payload);
-        be.inflight.push_back(InFlight {
-            owner,
-            payload,
-            redirects,
-            resend: true,
-            sent: Instant::now(),
-        });
+        be.queue(owner, payload, redirects, true, now);
         self.dirty_backends.push(b);
     }
 
@@ -1160,14 +1153,11 @@ impl Worker {
             role: Role::Shared,
         };
         if resp3 {
-            be.out.extend_from_slice(&encode_request(&["HELLO", "3"]));
-            be.inflight.push_back(InFlight {
-                owner: Owner::Hello,
-                payload: Vec::new(),
-                redirects: 0,
-                resend: false,
-                sent: Instant::now(),
-            });
+            be.queue_own(
+                Owner::Hello,
+                &encode_request(&["HELLO", "3"]),
+                Instant::now(),
+            );
         }
         entry.insert(be);
         Ok(b)
