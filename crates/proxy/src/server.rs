@@ -1063,6 +1063,12 @@ impl Worker {
                 }
             },
         };
+        self.queue_on(b, owner, payload, redirects, asking);
+    }
+
+    /// Queues a client's request on backend `b` (after ASKING when `asking`); a redirect may
+    /// resend it elsewhere.
+    fn queue_on(&mut self, b: usize, owner: Owner, payload: Vec<u8>, redirects: u8, asking: bool) {
         let be = &mut self.backends[b];
         let now = Instant::now();
         if asking {
@@ -1094,13 +1100,7 @@ impl Worker {
                 }
             },
         };
-        let be = &mut self.backends[b];
-        let now = Instant::now();
-        if asking {
-            be.queue_own(Owner::Asking, &encode_request(&["ASKING"]), now);
-        }
-        be.queue(owner, payload, redirects, true, now);
-        self.dirty_backends.push(b);
+        self.queue_on(b, owner, payload, redirects, asking);
     }
 
     /// A connection of the client's own to `node` with requests still in flight (an EXEC, a
