@@ -28,7 +28,7 @@ class ProtocolViolation(Exception):
     """The server sent bytes that are not valid RESP."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Reply:
     kind: str  # one char: '+', '-', ':', '$', '*', '%', '~', '>', '_', ',', '#', '(', '!', '='
     value: Any  # bytes | int | None | list[Reply] | list[tuple[Reply, Reply]] | bool
@@ -57,11 +57,10 @@ class Reply:
         return "Reply(%r)" % raw
 
 
-def _find_line(buf: bytes, pos: int) -> Tuple[bytes, int]:
-    end = buf.find(CRLF, pos)
-    if end < 0:
-        raise Incomplete()
-    return buf[pos:end], end + 2
+# Type bytes as ints (buf[pos] is an int): parse() runs once per element of every reply the
+# suite reads, so it compares ints and looks kinds up rather than calling ord()/chr().
+_KIND = {t: chr(t) for t in range(256)}
+_PLUS, _MINUS, _COLON, _LPAREN, _COMMA, _UNDERSCORE, _HASH, _PERCENT, _PIPE = b"+-:(,_#%|"
 
 
 def parse(buf: bytes, pos: int = 0) -> Tuple[Reply, int]:
@@ -72,46 +71,33 @@ def parse(buf: bytes, pos: int = 0) -> Tuple[Reply, int]:
     if pos >= len(buf):
         raise Incomplete()
     t = buf[pos]
-    kind = chr(t)
-    line, pos = _find_line(buf, pos + 1)
-    if t in b"+-":
-        return Reply(kind, line, buf[start:pos]), pos
-    if t == ord(":"):
-        try:
-            return Reply(kind, int(line), buf[start:pos]), pos
-        except ValueError:
-            raise ProtocolViolation("bad integer %r" % line)
-    if t == ord("("):
-        return Reply(kind, int(line), buf[start:pos]), pos
-    if t == ord(","):
-        return Reply(kind, line, buf[start:pos]), pos  # keep doubles textual
-    if t == ord("_"):
-        return Reply(kind, None, buf[start:pos]), pos
-    if t == ord("#"):
-        if line not in (b"t", b"f"):
-            raise ProtocolViolation("bad boolean %r" % line)
-        return Reply(kind, line == b"t", buf[start:pos]), pos
+    end = buf.find(CRLF, pos + 1)
+    if end < 0:
+        raise Incomplete()
+    line = buf[pos + 1:end]
+    pos = end + 2
+    kind = _KIND[t]
     if t in BLOBS:
         n = int(line)
         if n < 0:
             return Reply(kind, None, buf[start:pos]), pos
-        if len(buf) < pos + n + 2:
+        stop = pos + n
+        if len(buf) < stop + 2:
             raise Incomplete()
-        data = buf[pos:pos + n]
-        if buf[pos + n:pos + n + 2] != CRLF:
+        if buf[stop:stop + 2] != CRLF:
             raise ProtocolViolation("bulk not terminated by CRLF")
-        return Reply(kind, data, buf[start:pos + n + 2]), pos + n + 2
+        return Reply(kind, buf[pos:stop], buf[start:stop + 2]), stop + 2
     if t in AGGREGATES:
         n = int(line)
         if n < 0:
             return Reply(kind, None, buf[start:pos]), pos
-        if t in b"%|":
+        if t == _PERCENT or t == _PIPE:
             items = []
             for _ in range(n):
                 k, pos = parse(buf, pos)
                 v, pos = parse(buf, pos)
                 items.append((k, v))
-            if t == ord("|"):
+            if t == _PIPE:
                 # attribute: applies to the following reply
                 nxt, pos = parse(buf, pos)
                 nxt.attrs = items
@@ -123,24 +109,100 @@ def parse(buf: bytes, pos: int = 0) -> Tuple[Reply, int]:
             r, pos = parse(buf, pos)
             items.append(r)
         return Reply(kind, items, buf[start:pos]), pos
+    if t == _PLUS or t == _MINUS or t == _COMMA:
+        return Reply(kind, line, buf[start:pos]), pos  # doubles stay textual
+    if t == _COLON:
+        try:
+            return Reply(kind, int(line), buf[start:pos]), pos
+        except ValueError:
+            raise ProtocolViolation("bad integer %r" % line)
+    if t == _LPAREN:
+        return Reply(kind, int(line), buf[start:pos]), pos
+    if t == _UNDERSCORE:
+        return Reply(kind, None, buf[start:pos]), pos
+    if t == _HASH:
+        if line not in (b"t", b"f"):
+            raise ProtocolViolation("bad boolean %r" % line)
+        return Reply(kind, line == b"t", buf[start:pos]), pos
     raise ProtocolViolation("unknown RESP type byte %r at offset %d: %r" % (kind, start, buf[start:start + 60]))
 
 
 class RespReader:
-    """Incremental reader: feed() bytes, pop replies with get()."""
+    """Incremental reader: feed() bytes, pop replies with get().
+
+    A big reply arrives in many recv() chunks. Parsing it from its first byte after every
+    chunk made reading it quadratic (a 16 MB XRANGE cost tens of seconds of Python), so get()
+    first runs a framing scan that resumes where the previous chunk left it (position and the
+    elements still owed by each open aggregate) and parses the reply once, when it is whole.
+    Assigning `buf` (tests take bytes out of it directly) starts the scan again."""
 
     def __init__(self) -> None:
         self.buf = b""
 
+    @property
+    def buf(self) -> bytes:
+        return self._buf
+
+    @buf.setter
+    def buf(self, data: bytes) -> None:
+        self._buf = bytes(data)
+        self._scan_pos = 0
+        self._scan_owed: List[int] = []
+
     def feed(self, data: bytes) -> None:
-        self.buf += data
+        self._buf += data
+
+    def _scan(self) -> Optional[int]:
+        """The end of the first reply if it is whole, else None (the scan state is kept)."""
+        buf, pos, owed = self._buf, self._scan_pos, self._scan_owed
+        size = len(buf)
+        while True:
+            if pos >= size:
+                break
+            t = buf[pos]
+            end = buf.find(CRLF, pos + 1)
+            if end < 0:
+                break
+            if t in BLOBS:
+                n = int(buf[pos + 1:end])
+                nxt = end + 2 if n < 0 else end + 2 + n + 2
+                if nxt > size:
+                    break
+            elif t in AGGREGATES:
+                n = int(buf[pos + 1:end])
+                if n > 0:
+                    # A map owes keys and values; an attribute also the reply it annotates.
+                    owed.append(2 * n if t == ord("%") else 2 * n + 1 if t == ord("|") else n)
+                    pos = end + 2
+                    continue
+                nxt = end + 2
+            elif t in LINES:
+                nxt = end + 2
+            else:
+                raise ProtocolViolation("unknown RESP type byte %r" % chr(t))
+            pos = nxt
+            # One element is whole: so is every aggregate it completes.
+            while owed:
+                owed[-1] -= 1
+                if owed[-1] > 0:
+                    break
+                owed.pop()
+            if not owed:
+                return pos
+        self._scan_pos = pos
+        return None
 
     def get(self) -> Optional[Reply]:
         try:
-            r, pos = parse(self.buf, 0)
+            if self._scan() is None:
+                return None
+        except (ValueError, ProtocolViolation):
+            pass  # parse() below names what is wrong
+        try:
+            r, pos = parse(self._buf, 0)
         except Incomplete:
             return None
-        self.buf = self.buf[pos:]
+        self.buf = self._buf[pos:]
         return r
 
 
