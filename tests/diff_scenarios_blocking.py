@@ -1,6 +1,6 @@
 """Differential scenarios for the blocking commands' non-waiting paths: a key that can serve
 at once, errors, short timeouts, and MULTI (where they never block). Waking by another
-client's push is covered by crates/server/tests/blocking.rs."""
+client's push is covered by crates/server/tests/e2e/blocking.rs."""
 
 SCENARIOS = {}
 

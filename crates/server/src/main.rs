@@ -74,7 +74,7 @@ fn main() {
         // SAFETY: PR_SET_THP_DISABLE only sets a flag of this process (inherited by its
         // threads); the call takes plain integers and touches no memory of ours.
         // Exercised by every end-to-end test (it is the default); checked through
-        // /proc/PID/status by crates/server/tests/server.rs.
+        // /proc/PID/status by crates/server/tests/e2e/server.rs.
         let r = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
         if r != 0 {
             log::warning("Failed to disable transparent huge pages for this process");

@@ -2,8 +2,7 @@
 //! redis-server (7.0, whose string and bitmap commands behave as 7.2's) for the same command
 //! sequence on an empty database, and is checked byte for byte.
 
-mod common;
-use common::{cmd, run, Raw, Server, Steps};
+use crate::common::{cmd, run, Raw, Server, Steps};
 use std::time::Duration;
 
 /// A raw connection switched to RESP3, or None when this build has no HELLO yet (the

@@ -4,8 +4,7 @@
 //! tests/diff_scenarios_geo.py cover the rest (search edges, errors, random searches); these
 //! tests add stores across shards, WATCH, and untrusted counts.
 
-mod common;
-use common::{cmd, Raw, Server};
+use crate::common::{cmd, Raw, Server};
 
 type Steps = &'static [(&'static str, &'static [u8])];
 

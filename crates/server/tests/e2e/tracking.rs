@@ -4,8 +4,7 @@
 //! tracking clients and 100,000 tracked keys loses no invalidation. Replies and pushes are
 //! compared byte for byte with redis-server in tests/test_tracking.py.
 
-mod common;
-use common::{cmd, Raw, Server};
+use crate::common::{cmd, Raw, Server};
 use std::collections::HashSet;
 use std::io::Read;
 use std::time::{Duration, Instant};

@@ -1,7 +1,6 @@
 //! End-to-end tests of the core: dispatch, ordering across shards, transactions, protocol.
 
-mod common;
-use common::{cmd, Server};
+use crate::common::{cmd, Server};
 
 #[test]
 fn unknown_command_and_arity_errors_keep_connection_usable() {

@@ -1,8 +1,7 @@
 //! End-to-end tests of the server commands: COMMAND, INFO, DBSIZE, FLUSHDB, FLUSHALL, TIME,
 //! LASTSAVE, CONFIG, SLOWLOG, MONITOR, SHUTDOWN, DEBUG. Expected bytes are redis-server's.
 
-mod common;
-use common::{cmd, Raw, Server};
+use crate::common::{cmd, Raw, Server};
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -81,7 +80,7 @@ fn field(info: &str, name: &str) -> String {
 fn spawn(first: Option<&std::path::Path>, extra: &[&str]) -> (Child, u16) {
     for _ in 0..5 {
         // (A port no other test of this binary was given: see common::free_port.)
-        let port = common::free_port();
+        let port = crate::common::free_port();
         let mut c = Command::new(env!("CARGO_BIN_EXE_darner"));
         if let Some(f) = first {
             c.arg(f);

@@ -4,8 +4,7 @@
 //! events of every command class are compared with redis-server in
 //! tests/test_notifications.py.
 
-mod common;
-use common::Server;
+use crate::common::Server;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 

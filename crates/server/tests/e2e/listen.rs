@@ -2,8 +2,7 @@
 //! thread before the old ones close, and a failure changes nothing. Error texts are
 //! redis-server 7.0's.
 
-mod common;
-use common::{free_port, Server};
+use crate::common::{free_port, Server};
 use std::net::TcpStream;
 use std::time::Duration;
 

@@ -2,8 +2,7 @@
 //! (lazyfree.rs): INFO memory's `lazyfreed_objects` counts them. Small ones are freed on the
 //! spot and not counted.
 
-mod common;
-use common::Server;
+use crate::common::Server;
 use std::time::{Duration, Instant};
 
 fn lazyfreed(c: &mut redis::Connection) -> i64 {

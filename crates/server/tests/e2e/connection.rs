@@ -2,8 +2,7 @@
 //! and CLIENT. Expected bytes were checked against redis-server (7.0, and 7.2's texts where
 //! they differ: HELLO's NOAUTH text, CLIENT SETINFO / NO-TOUCH, lib-name/lib-ver fields).
 
-mod common;
-use common::{cmd, Raw, Server};
+use crate::common::{cmd, Raw, Server};
 use std::time::{Duration, Instant};
 
 /// Length of the first complete RESP reply in `b`, if there is one.

@@ -2,8 +2,7 @@
 //! redis-server for the same sequence on an empty database, with Redis's default
 //! `hash-max-listpack-*` settings).
 
-mod common;
-use common::{args_of, cmd, run, Raw, Server, Steps};
+use crate::common::{args_of, cmd, run, Raw, Server, Steps};
 use std::collections::{HashMap, HashSet};
 
 fn resp3(s: &Server) -> Raw {

@@ -4,8 +4,7 @@
 //! by `client-output-buffer-limit pubsub`. Replies are compared byte for byte with
 //! redis-server in tests/test_pubsub.py.
 
-mod common;
-use common::{cmd, Server};
+use crate::common::{cmd, Server};
 use std::time::{Duration, Instant};
 
 fn q(c: &mut redis::Connection, args: &[&str]) -> redis::Value {

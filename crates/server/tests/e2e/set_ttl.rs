@@ -3,8 +3,7 @@
 //! docs/compatibility.md). SADDEX takes whole seconds, so the expiry tests give members one
 //! second and poll with a deadline; every test waits at most once.
 
-mod common;
-use common::{cmd, Raw, Server};
+use crate::common::{cmd, Raw, Server};
 use redis::Connection;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

@@ -1,8 +1,7 @@
 //! End-to-end tests of the set commands over TCP (2 threads: keys "a" and "c" live on one
 //! shard, "b" on the other, so multi-key commands over them cross shards).
 
-mod common;
-use common::{cmd, Raw, Server};
+use crate::common::{cmd, Raw, Server};
 use redis::{Connection, Value};
 use std::collections::{BTreeSet, HashSet};
 

@@ -3,8 +3,7 @@
 //! ENCODING) for the same command sequence on an empty database, and are checked byte for byte.
 //! OBJECT ENCODING answers are Redis 7.2's (listpack while the list is one small node).
 
-mod common;
-use common::{args_of, cmd, run, Raw, Server, Steps};
+use crate::common::{args_of, cmd, run, Raw, Server, Steps};
 
 fn send(r: &mut Raw, line: &str, want: &[u8]) {
     let args = args_of(line);

@@ -7,8 +7,7 @@
 //! key on each shard, with a stalled stream on the second shard, has run its part on the first
 //! shard and waits on the second.
 
-mod common;
-use common::{cmd, Server};
+use crate::common::{cmd, Server};
 use darner_server::cmd::shard_of;
 use std::io::Read;
 use std::time::Duration;
@@ -22,7 +21,7 @@ fn key_on(prefix: &str, shard: usize) -> String {
 }
 
 /// Whether `r` has nothing to read right now.
-fn nothing_yet(r: &mut common::Raw) -> bool {
+fn nothing_yet(r: &mut crate::common::Raw) -> bool {
     r.s.set_nonblocking(true).unwrap();
     let mut b = [0u8; 1];
     let got = r.s.peek(&mut b);

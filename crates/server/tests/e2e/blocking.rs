@@ -4,8 +4,7 @@
 //! millisecond timeouts, never served after they disconnect. Replies of the non-waiting paths
 //! are compared with redis-server in tests/diff_scenarios_blocking.py.
 
-mod common;
-use common::{cmd, Server};
+use crate::common::{cmd, Server};
 use redis::Value;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
@@ -272,7 +271,7 @@ fn sorted_set_pops_wake_on_zadd() {
 }
 
 /// The id of the connection behind `r` (CLIENT ID over the raw socket).
-fn raw_id(r: &mut common::Raw) -> String {
+fn raw_id(r: &mut crate::common::Raw) -> String {
     r.send(&cmd(&[b"CLIENT", b"ID"]));
     let got = r.read_n(3);
     let mut line = got;

@@ -4,8 +4,7 @@
 //! (4102444800 = 2100-01-01) or long past, so that no exact reply depends on the clock; the
 //! expiry itself is checked with short PX values and polling.
 
-mod common;
-use common::{cmd, run, Server, Steps};
+use crate::common::{cmd, run, Server, Steps};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const WRONGTYPE: &[u8] = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";

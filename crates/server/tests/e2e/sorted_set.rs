@@ -2,8 +2,7 @@
 //! real redis-server (7.0; these commands and replies are the same in 7.2) for the same
 //! command sequence on an empty database, in RESP2 and in RESP3.
 
-mod common;
-use common::{cmd, Raw, Server};
+use crate::common::{cmd, Raw, Server};
 use std::collections::HashSet;
 
 type Steps = &'static [(&'static str, &'static [u8])];

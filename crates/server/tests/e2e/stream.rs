@@ -8,8 +8,6 @@
 //! every connection reads one of them from its own thread's shard and the other from the
 //! other thread's.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -66,7 +64,7 @@ impl Conn {
         let mut out = Vec::new();
         for c in cmds {
             let args: Vec<&[u8]> = c.iter().map(|a| a.as_bytes()).collect();
-            out.extend(common::cmd(&args));
+            out.extend(crate::common::cmd(&args));
         }
         self.r.get_mut().write_all(&out).unwrap();
     }
@@ -234,7 +232,7 @@ fn check_all(c: &mut Conn, tag: &str, resp3: bool) {
 
 #[test]
 fn streamed_replies_equal_the_contents_in_resp2_and_resp3_on_both_shards() {
-    let s = common::Server::start(&[]);
+    let s = crate::common::Server::start(&[]);
     let mut c = Conn::new(s.port);
     for tag in TAGS {
         fill(&mut c, tag);
@@ -268,7 +266,7 @@ fn streamed_replies_equal_the_contents_in_resp2_and_resp3_on_both_shards() {
 
 #[test]
 fn pipelines_keep_reply_order_and_a_streamed_key_is_a_snapshot() {
-    let s = common::Server::start(&[]);
+    let s = crate::common::Server::start(&[]);
     let mut c = Conn::new(s.port);
     for tag in TAGS {
         fill(&mut c, tag);
@@ -321,7 +319,7 @@ fn pipelines_keep_reply_order_and_a_streamed_key_is_a_snapshot() {
 
 #[test]
 fn other_clients_writes_wait_for_the_stream_and_other_keys_proceed() {
-    let s = common::Server::start(&[]);
+    let s = crate::common::Server::start(&[]);
     let mut c = Conn::new(s.port);
     for tag in TAGS {
         fill(&mut c, tag);
@@ -382,7 +380,7 @@ impl Conn {
 
 #[test]
 fn a_client_that_leaves_mid_stream_releases_the_key() {
-    let s = common::Server::start(&[]);
+    let s = crate::common::Server::start(&[]);
     let mut c = Conn::new(s.port);
     for tag in TAGS {
         fill(&mut c, tag);
@@ -416,7 +414,7 @@ fn a_client_that_leaves_mid_stream_releases_the_key() {
 
 #[test]
 fn multi_exec_replies_big_values_at_once_as_before() {
-    let s = common::Server::start(&[]);
+    let s = crate::common::Server::start(&[]);
     let mut c = Conn::new(s.port);
     for tag in TAGS {
         fill(&mut c, tag);
@@ -445,7 +443,7 @@ fn multi_exec_replies_big_values_at_once_as_before() {
 
 #[test]
 fn a_client_blocked_on_a_list_is_served_before_the_list_is_streamed() {
-    let s = common::Server::start(&[]);
+    let s = crate::common::Server::start(&[]);
     for tag in TAGS {
         let key = format!("{tag}bl");
         let mut blocked = Conn::new(s.port);
@@ -475,7 +473,7 @@ fn a_client_blocked_on_a_list_is_served_before_the_list_is_streamed() {
 
 #[test]
 fn a_client_that_does_not_read_keeps_writers_waiting_only_briefly() {
-    let s = common::Server::start(&[]);
+    let s = crate::common::Server::start(&[]);
     let mut c = Conn::new(s.port);
     // ~6 MB of reply: more than the sockets' buffers hold.
     let value = "v".repeat(200);
@@ -509,7 +507,7 @@ fn a_big_value_whose_ttl_passes_while_it_is_streamed_is_replied_whole() {
     // Active expiry 100 times a second; the reply (~30 MB) is more than the sockets' buffers
     // hold, so the stream waits for its reader while the TTLs pass. The reply is the value
     // as it was when the command ran; the expiry happens after it.
-    let s = common::Server::start(&["--hz", "100"]);
+    let s = crate::common::Server::start(&["--hz", "100"]);
     let mut c = Conn::new(s.port);
     let value = "v".repeat(1000);
     for tag in TAGS {

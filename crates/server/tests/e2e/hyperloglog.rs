@@ -3,8 +3,7 @@
 //! the differential scenarios in tests/diff_scenarios_hyperloglog.py; these tests cover the
 //! estimates, keys spread over threads, and what WATCH sees.
 
-mod common;
-use common::Server;
+use crate::common::Server;
 use redis::Value;
 
 fn within(estimate: i64, truth: i64, rel: f64) -> bool {

@@ -1,8 +1,7 @@
 //! End-to-end tests of SORT / SORT_RO over TCP (2 threads). Keys "{a}..." and "{b}..." live
 //! on different shards, so BY / GET lookups and STORE cross shards.
 
-mod common;
-use common::{cmd, Raw, Server};
+use crate::common::{cmd, Raw, Server};
 use redis::Connection;
 
 const WRONG: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";

@@ -5,8 +5,7 @@
 //! `--test-threads 1`). Against darner, servers run with 4 threads so keys cross shards; keys
 //! `{a}..`, `{b}..`, `{c}..`, `{d}..` live on four different shards.
 
-mod common;
-use common::{cmd, Raw, Server};
+use crate::common::{cmd, Raw, Server};
 use std::collections::HashSet;
 use std::net::TcpStream;
 use std::time::Duration;
