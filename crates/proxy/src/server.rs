@@ -49,6 +49,10 @@ const READ_CHUNK: usize = 16 * 1024;
 /// Idle dedicated connections kept per node (and protocol) for the next transaction or
 /// blocking command: short-lived clients that use them then cost no new backend connection.
 const MAX_IDLE_DEDICATED: usize = 8;
+/// How often a refused backend handshake is logged (per thread).
+const HANDSHAKE_WARN_EVERY: Duration = Duration::from_secs(10);
+/// How soon a thread asks again after its topology request failed.
+const FAILED_REFRESH_RETRY: Duration = Duration::from_millis(100);
 /// How often a thread without a topology asks the seeds again.
 const EMPTY_MAP_RETRY: Duration = Duration::from_millis(500);
 
@@ -457,6 +461,8 @@ struct Worker {
     maxclients: usize,
     /// The backend connections' credentials.
     backend_creds: Option<Credentials>,
+    /// When a refused backend handshake was last logged.
+    handshake_warned: Option<Instant>,
 }
 
 impl Worker {
@@ -499,6 +505,7 @@ impl Worker {
             counters: Counters::default(),
             maxclients: cfg.maxclients,
             backend_creds: None,
+            handshake_warned: None,
         })
     }
 
@@ -855,15 +862,19 @@ impl Worker {
                     Ok(Some(req)) => {
                         let args: Vec<&[u8]> = req.args.iter().map(|a| a.as_slice(buf)).collect();
                         let resp3_before = c.session.resp3;
-                        if let Some(name) = metrics::command_name(&args) {
-                            self.counters.command(name);
-                        }
                         let plan = match &self.admin {
                             Some(admin) => {
                                 fanout::plan(&args, &mut c.session, &self.me, &self.map, admin)
                             }
                             None => route::plan(&args, &mut c.session, &self.me, &self.map),
                         };
+                        // What NOAUTH refused is not a call (Redis counts it as rejected).
+                        let counted = self.admin.as_ref().is_none_or(|a| {
+                            crate::auth::authenticated(&c.session, a.requirepass.as_deref())
+                        });
+                        if let Some(name) = metrics::command_name(&args).filter(|_| counted) {
+                            self.counters.command(name);
+                        }
                         match plan {
                             Plan::Reply { bytes, close } => {
                                 c.queue.push_ready(bytes, close);
@@ -1359,9 +1370,21 @@ impl Worker {
                         "handshake refused ({})",
                         String::from_utf8_lossy(&line[1..])
                     );
-                    let err = error_wire(&format!("ERR upstream {node}: {reason}"));
-                    for (rest, _) in replies {
-                        self.answer(rest.owner, err.clone());
+                    // A configuration error to fix: said at most every 10 s per thread.
+                    let now = Instant::now();
+                    if self
+                        .handshake_warned
+                        .is_none_or(|t| now >= t + HANDSHAKE_WARN_EVERY)
+                    {
+                        self.handshake_warned = Some(now);
+                        eprintln!("darner-proxy: {node}: {reason}");
+                    }
+                    // The requests answered in this batch fail with the rest of the
+                    // connection's, with the reason (their replies are NOAUTH errors).
+                    if let Some(be) = self.backends.get_mut(b) {
+                        for (rest, _) in replies.rev() {
+                            be.inflight.push_front(rest);
+                        }
                     }
                     return self.fail_backend(b, &reason);
                 }
@@ -1500,10 +1523,21 @@ impl Worker {
         }
         let msg = format!("ERR upstream {}: {reason}", be.node);
         self.counters.failed(&be.node, be.inflight.len() as u64);
+        let was_refresh = be
+            .inflight
+            .iter()
+            .any(|f| matches!(f.owner, Owner::Topology { .. }));
         for f in be.inflight.drain(..) {
             self.answer(f.owner, error_wire(&msg));
         }
-        self.refresh(None);
+        if was_refresh {
+            // The topology request itself failed: ask again shortly, not at once, or a
+            // cluster refusing every connection (all nodes down, wrong backend password)
+            // would be asked in a tight loop of new connections.
+            self.next_refresh = self.next_refresh.min(Instant::now() + FAILED_REFRESH_RETRY);
+        } else {
+            self.refresh(None);
+        }
     }
 
     /// Asks for the topology (from `from`, or the next known primary, or a seed), unless a
