@@ -173,6 +173,12 @@ def test_scan_passes_match_count_and_type(r, proxy, cluster):
     assert set(r.scan_iter(match="item:*", count=5)) == {k for k in written
                                                           if k.startswith(b"item:")}
     assert set(r.scan_iter(_type="hash")) == hashes
+    c3 = proxy.client(protocol=3)
+    try:
+        got = list(c3.scan_iter(count=9))
+        assert len(got) == len(set(got)) and set(got) == written
+    finally:
+        c3.close()
     # A node's own errors for its options come back unchanged.
     node = cluster[0]
     for args in (("SCAN", "0", "COUNT", "x"), ("SCAN", "0", "MATCH"), ("SCAN", "0", "COUNT", "0")):

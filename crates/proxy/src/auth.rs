@@ -11,7 +11,8 @@
 use darner_commands::{flags, lookup, lookup_subcommand};
 use darner_resp::ReplyWriter;
 
-use crate::route::{Plan, Session};
+use crate::route::{Identity, Plan, Session};
+use crate::slots::SlotMap;
 
 /// Redis's reply to a wrong user or password.
 pub const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
@@ -68,14 +69,20 @@ fn credentials_ok(user: &[u8], pass: &[u8], requirepass: Option<&[u8]>) -> bool 
     user == b"default" && requirepass.is_none_or(|p| same_secret(p, pass))
 }
 
-/// The gate for one request (`args` not empty).
-pub fn check<'a>(args: &[&'a [u8]], s: &mut Session, requirepass: Option<&[u8]>) -> Verdict<'a> {
+/// The gate for one request (`args` not empty); `me` and `map` are routing's, for HELLO.
+pub fn check<'a>(
+    args: &[&'a [u8]],
+    s: &mut Session,
+    requirepass: Option<&[u8]>,
+    me: &Identity,
+    map: &SlotMap,
+) -> Verdict<'a> {
     let name = args[0];
     if name.eq_ignore_ascii_case(b"auth") {
         return Verdict::Reply(auth(args, s, requirepass));
     }
     if name.eq_ignore_ascii_case(b"hello") {
-        return hello(args, s, requirepass);
+        return hello(args, s, requirepass, me, map);
     }
     if authenticated(s, requirepass) {
         return Verdict::Pass;
@@ -171,7 +178,13 @@ fn auth(args: &[&[u8]], s: &mut Session, requirepass: Option<&[u8]>) -> Plan {
 
 /// HELLO: its AUTH option is checked here, after the checks that Redis makes first (protocol
 /// version, option syntax, client name), which routing makes on the arguments without it.
-fn hello<'a>(args: &[&'a [u8]], s: &mut Session, requirepass: Option<&[u8]>) -> Verdict<'a> {
+fn hello<'a>(
+    args: &[&'a [u8]],
+    s: &mut Session,
+    requirepass: Option<&[u8]>,
+    me: &Identity,
+    map: &SlotMap,
+) -> Verdict<'a> {
     let mut rest: Vec<&[u8]> = args[..args.len().min(2)].to_vec();
     let mut creds = None;
     let mut i = 2;
@@ -192,9 +205,7 @@ fn hello<'a>(args: &[&'a [u8]], s: &mut Session, requirepass: Option<&[u8]>) -> 
     // Would the HELLO without AUTH be refused? Then that is the reply, as on a node.
     let mut probe = s.clone();
     probe.authenticated = true;
-    if let Plan::Reply { bytes, .. } =
-        crate::route::plan(&rest, &mut probe, &probe_identity(), &Default::default())
-    {
+    if let Plan::Reply { bytes, .. } = crate::route::plan(&rest, &mut probe, me, map) {
         if bytes.first() == Some(&b'-') {
             return Verdict::Reply(Plan::Reply {
                 bytes,
@@ -212,15 +223,6 @@ fn hello<'a>(args: &[&'a [u8]], s: &mut Session, requirepass: Option<&[u8]>) -> 
         return Verdict::Reply(error(s, NOAUTH_HELLO));
     }
     Verdict::Hello(rest)
-}
-
-/// HELLO's reply names no address: any identity does for the probe.
-fn probe_identity() -> crate::route::Identity {
-    crate::route::Identity {
-        host: String::new(),
-        port: 0,
-        node_id: String::new(),
-    }
 }
 
 /// The backend credentials: (user, password).
@@ -245,7 +247,12 @@ mod tests {
 
     fn run(args: &[&str], s: &mut Session, pass: Option<&str>) -> Option<String> {
         let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        match check(&args, s, pass.map(str::as_bytes)) {
+        let me = Identity {
+            host: String::new(),
+            port: 0,
+            node_id: String::new(),
+        };
+        match check(&args, s, pass.map(str::as_bytes), &me, &SlotMap::default()) {
             Verdict::Reply(Plan::Reply { bytes, .. }) => {
                 match decode(&bytes, &Limits::default()).unwrap().unwrap().0 {
                     Frame::Error(e) => Some(String::from_utf8_lossy(&e).into_owned()),

@@ -50,7 +50,7 @@ pub struct Admin {
 /// The plan for one request (`args` not empty): the authentication gate, then SCAN,
 /// RANDOMKEY and INFO, then routing.
 pub fn plan(args: &[&[u8]], s: &mut Session, me: &Identity, map: &SlotMap, admin: &Admin) -> Plan {
-    match auth::check(args, s, admin.requirepass.as_deref()) {
+    match auth::check(args, s, admin.requirepass.as_deref(), me, map) {
         Verdict::Reply(p) => return p,
         Verdict::Hello(rest) => return route::plan(&rest, s, me, map),
         Verdict::Pass => {}

@@ -177,12 +177,6 @@ impl Registry {
         };
         let mut total = slot.lock().unwrap_or_else(|p| p.into_inner());
         // The gauge is the thread's current figure, not a sum over turns.
-        for (n, b) in local.backends.iter_mut() {
-            b.in_flight = 0;
-            if let Some(t) = total.backends.get_mut(n) {
-                t.in_flight = 0;
-            }
-        }
         for b in total.backends.values_mut() {
             b.in_flight = 0;
         }
