@@ -187,11 +187,14 @@ def test_scan_passes_match_count_and_type(r, proxy, cluster):
 
 
 def test_scan_cursor_errors_as_a_node(r, proxy, cluster):
-    for cursor in ("abc", "-1x", "1 "):
+    for cursor in ("abc", "-1x", "1 ", " 1", "-", "18446744073709551616"):
         assert raw_call(proxy, "SCAN", cursor, password=PROXY_PASS) == \
             raw_call(cluster[0], "SCAN", cursor, password=NODE_PASS), cursor
     # A cursor naming a fourth primary is not one the proxy gave.
     assert raw_call(proxy, "SCAN", "3", password=PROXY_PASS) == b"-ERR invalid cursor\r\n"
+    # Read as strtoul reads it: "" is 0, a sign is taken.
+    for cursor in ("", "+0"):
+        assert raw_call(proxy, "SCAN", cursor, password=PROXY_PASS).startswith(b"*2\r\n")
     assert raw_call(proxy, "SCAN", password=PROXY_PASS) == \
         raw_call(cluster[0], "SCAN", password=NODE_PASS)
 

@@ -109,12 +109,21 @@ pub fn decode_cursor(cursor: u64) -> (usize, u64) {
     )
 }
 
-/// A cursor as Redis reads one (an unsigned decimal number).
+/// A cursor as Redis reads one, with C's strtoul: decimal digits after an optional sign (a
+/// minus wraps around), the empty string being 0; anything else, or more than 64 bits, is
+/// `invalid cursor`.
 fn parse_cursor(arg: &[u8]) -> Option<u64> {
-    if arg.is_empty() || !arg.iter().all(u8::is_ascii_digit) {
+    let (neg, digits) = match arg.first() {
+        None => return Some(0),
+        Some(b'-') => (true, &arg[1..]),
+        Some(b'+') => (false, &arg[1..]),
+        Some(_) => (false, arg),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    std::str::from_utf8(arg).ok()?.parse().ok()
+    let v: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(if neg { v.wrapping_neg() } else { v })
 }
 
 fn scan(args: &[&[u8]], s: &Session, map: &SlotMap) -> Plan {
@@ -372,6 +381,17 @@ mod tests {
             Frame::Error(_)
         ));
         assert!(matches!(merge_scan(bulk("x"), 0, 1), Frame::Error(_)));
+    }
+
+    #[test]
+    fn cursors_read_as_strtoul() {
+        assert_eq!(parse_cursor(b""), Some(0));
+        assert_eq!(parse_cursor(b"+1025"), Some(1025));
+        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"18446744073709551616"), None);
+        for bad in [&b"-"[..], b"1 ", b" 1", b"x", b"1x"] {
+            assert_eq!(parse_cursor(bad), None, "{bad:?}");
+        }
     }
 
     proptest! {
