@@ -47,9 +47,13 @@ pub struct Admin {
     pub info: InfoContext,
 }
 
-/// The plan for one request (`args` not empty): the authentication gate, then SCAN,
+/// The plan for one request: the authentication gate, then SCAN,
 /// RANDOMKEY and INFO, then routing.
 pub fn plan(args: &[&[u8]], s: &mut Session, me: &Identity, map: &SlotMap, admin: &Admin) -> Plan {
+    if args.is_empty() {
+        // Routing answers it (the parser does not make one, but nothing here relies on that).
+        return route::plan(args, s, me, map);
+    }
     match auth::check(args, s, admin.requirepass.as_deref(), me, map) {
         Verdict::Reply(p) => return p,
         Verdict::Hello(rest) => return route::plan(&rest, s, me, map),
@@ -381,6 +385,32 @@ mod tests {
             Frame::Error(_)
         ));
         assert!(matches!(merge_scan(bulk("x"), 0, 1), Frame::Error(_)));
+    }
+
+    #[test]
+    fn an_empty_request_is_refused_not_a_panic() {
+        let admin = Admin {
+            requirepass: Some(b"x".to_vec()),
+            registry: Registry::new(1),
+            info: InfoContext {
+                threads: 1,
+                maxclients: 1,
+                redis_version: "7.4.0",
+            },
+        };
+        let me = Identity {
+            host: String::new(),
+            port: 0,
+            node_id: String::new(),
+        };
+        let p = plan(
+            &[],
+            &mut Session::default(),
+            &me,
+            &SlotMap::default(),
+            &admin,
+        );
+        assert!(matches!(p, Plan::Reply { ref bytes, .. } if bytes.starts_with(b"-ERR")));
     }
 
     #[test]
