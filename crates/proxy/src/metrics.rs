@@ -74,6 +74,25 @@ impl BackendCounters {
         self.replies + self.failed + self.in_flight
     }
 
+    /// The bucket bound (µs) under which a fraction `q` of the replies came: an upper bound of
+    /// that percentile, to the histogram's resolution; `None` without replies, or when it is
+    /// above every bound.
+    pub fn percentile_us(&self, q: f64) -> Option<u64> {
+        let total: u64 = self.buckets.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let want = ((total as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, &n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= want {
+                return LATENCY_BUCKETS_US.get(i).copied();
+            }
+        }
+        None
+    }
+
     fn add(&mut self, o: &BackendCounters) {
         self.replies += o.replies;
         self.errors += o.errors;
@@ -310,15 +329,20 @@ pub fn info_sections(reg: &Registry, ctx: &InfoContext, wanted: &Sections) -> St
             } else {
                 0.0
             };
+            // -1: no reply yet, or slower than the histogram's last bound.
+            let pct = |q| b.percentile_us(q).map_or(-1, |v| v as i64);
             body.push_str(&format!(
                 "backend{i}:addr={node},requests={},replies={},errors={},failed={},\
-                 in_flight={},latency_usec={},latency_avg_usec={avg:.2}\r\n",
+                 in_flight={},latency_usec={},latency_avg_usec={avg:.2},\
+                 latency_p50_usec={},latency_p99_usec={}\r\n",
                 b.requests(),
                 b.replies,
                 b.errors,
                 b.failed,
                 b.in_flight,
                 b.latency_us,
+                pct(0.5),
+                pct(0.99),
             ));
         }
         section("Proxy", body);
@@ -628,6 +652,9 @@ mod tests {
             1,
             "20 s is above them all"
         );
+        assert_eq!(n.percentile_us(0.5), Some(250));
+        assert_eq!(n.percentile_us(0.99), None, "above every bound");
+        assert_eq!(BackendCounters::default().percentile_us(0.5), None);
         // Thread 0's next turn: nothing in flight any more.
         a.command("get");
         reg.publish(0, &mut a, &[]);
