@@ -1,6 +1,9 @@
-//! The command line: `--listen host:port --cluster host:port[,host:port...] [--threads N]
-//! [--cluster-refresh-interval ms]`. Names are the future config file's names, as the server's
-//! command line uses redis.conf's.
+//! The settings: a config file (`darner-proxy FILE [--options]` or `--config FILE`) in
+//! redis.conf's syntax (`name value` lines, `#` comments, values quoted as Redis quotes them),
+//! then the command line (`--name value`), which overrides the file. Names are the same in
+//! both, as the server's command line uses redis.conf's. A name the proxy does not know is
+//! refused at start-up, with the file and line, rather than ignored: a misspelt
+//! `requirepass` must not leave the proxy open.
 
 use std::time::Duration;
 
@@ -18,73 +21,292 @@ pub struct Config {
     /// How long a backend may keep a request unanswered before its connection is dropped and
     /// the requests in flight on it fail; `None` (`--op-timeout 0`, the default): no limit.
     pub op_timeout: Option<Duration>,
+    /// Clients must AUTH with this password (the `default` user's, as Redis's `requirepass`).
+    pub requirepass: Option<String>,
+    /// The user the proxy's backend connections authenticate as (`default` when only a
+    /// password is given).
+    pub backend_user: Option<String>,
+    /// The password the proxy's backend connections authenticate with.
+    pub backend_password: Option<String>,
+    /// Most client connections open at once; more are refused as Redis refuses them.
+    pub maxclients: usize,
+    /// Where the Prometheus endpoint listens (`host:port`, plain HTTP, `GET /metrics`).
+    pub metrics_listen: Option<String>,
 }
 
 /// Usage text.
-pub const USAGE: &str =
-    "Usage: darner-proxy --listen <host:port> --cluster <host:port>[,<host:port>...] \
-[--threads <n>] [--cluster-refresh-interval <ms>] [--op-timeout <ms>]";
+pub const USAGE: &str = "Usage: darner-proxy [config-file] --listen <host:port> \
+--cluster <host:port>[,<host:port>...] [--threads <n>] [--cluster-refresh-interval <ms>] \
+[--op-timeout <ms>] [--requirepass <password>] [--backend-user <user>] \
+[--backend-password <password>] [--maxclients <n>] [--metrics-listen <host:port>] \
+[--config <file>]\n(the file takes the same names, one `name value` per line; the command \
+line overrides it)";
 
-/// Reads the arguments after the program name.
-pub fn parse(args: &[String]) -> Result<Config, String> {
-    let mut listen = None;
-    let mut cluster = Vec::new();
-    let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut refresh_ms: u64 = 10_000;
-    let mut op_timeout_ms: u64 = 0;
-    let mut i = 0;
-    while i < args.len() {
-        let name = args[i].trim_start_matches("--");
-        let value = args
-            .get(i + 1)
-            .ok_or_else(|| format!("missing value for --{name}\n{USAGE}"))?;
+/// Redis's default `maxclients`.
+pub const DEFAULT_MAXCLIENTS: usize = 10_000;
+
+/// The settings as they are read, before the required ones are checked.
+struct Builder {
+    listen: Option<String>,
+    cluster: Vec<String>,
+    /// The seeds came from the file: the command line's replace them.
+    cluster_from_file: bool,
+    threads: usize,
+    refresh_ms: u64,
+    op_timeout_ms: u64,
+    requirepass: Option<String>,
+    backend_user: Option<String>,
+    backend_password: Option<String>,
+    maxclients: usize,
+    metrics_listen: Option<String>,
+}
+
+impl Builder {
+    fn new() -> Builder {
+        Builder {
+            listen: None,
+            cluster: Vec::new(),
+            cluster_from_file: false,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            refresh_ms: 10_000,
+            op_timeout_ms: 0,
+            requirepass: None,
+            backend_user: None,
+            backend_password: None,
+            maxclients: DEFAULT_MAXCLIENTS,
+            metrics_listen: None,
+        }
+    }
+
+    /// Sets `name` (lower case) to `value`; `from_file`: the file's line, else the command
+    /// line's option.
+    fn set(&mut self, name: &str, value: &str, from_file: bool) -> Result<(), String> {
         match name {
-            "listen" => listen = Some(value.clone()),
-            "cluster" => cluster.extend(
-                value
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(String::from),
-            ),
+            "listen" => self.listen = Some(value.to_string()),
+            "cluster" => {
+                if self.cluster_from_file && !from_file {
+                    self.cluster.clear();
+                    self.cluster_from_file = false;
+                }
+                self.cluster_from_file |= from_file;
+                self.cluster.extend(
+                    value
+                        .split([',', ' '])
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(String::from),
+                )
+            }
             "threads" => {
-                threads = value
+                self.threads = value
                     .parse()
                     .ok()
                     .filter(|&n| (1..=1024).contains(&n))
-                    .ok_or_else(|| format!("--threads must be 1 to 1024, not {value:?}"))?
+                    .ok_or_else(|| format!("threads must be 1 to 1024, not {value:?}"))?
             }
             "cluster-refresh-interval" => {
-                refresh_ms = value.parse().ok().filter(|&n| n >= 10).ok_or_else(|| {
-                    format!("--cluster-refresh-interval must be at least 10 (ms), not {value:?}")
+                self.refresh_ms = value.parse().ok().filter(|&n| n >= 10).ok_or_else(|| {
+                    format!("cluster-refresh-interval must be at least 10 (ms), not {value:?}")
                 })?
             }
             "op-timeout" => {
-                op_timeout_ms = value
+                self.op_timeout_ms = value
                     .parse()
-                    .map_err(|_| format!("--op-timeout must be a number of ms, not {value:?}"))?
+                    .map_err(|_| format!("op-timeout must be a number of ms, not {value:?}"))?
             }
-            _ => return Err(format!("unknown option {:?}\n{USAGE}", args[i])),
+            // An empty password is none, as Redis's `requirepass ""`.
+            "requirepass" => self.requirepass = Some(value.to_string()).filter(|v| !v.is_empty()),
+            "backend-user" => self.backend_user = Some(value.to_string()).filter(|v| !v.is_empty()),
+            "backend-password" => {
+                self.backend_password = Some(value.to_string()).filter(|v| !v.is_empty())
+            }
+            "maxclients" => {
+                self.maxclients = value
+                    .parse()
+                    .ok()
+                    .filter(|&n| n >= 1)
+                    .ok_or_else(|| format!("maxclients must be at least 1, not {value:?}"))?
+            }
+            "metrics-listen" => {
+                self.metrics_listen = Some(value.to_string()).filter(|v| !v.is_empty())
+            }
+            _ if from_file => return Err(format!("unknown directive '{name}'")),
+            _ => return Err(format!("unknown option \"--{name}\"\n{USAGE}")),
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Config, String> {
+        let listen = self
+            .listen
+            .ok_or_else(|| format!("--listen is required\n{USAGE}"))?;
+        if self.cluster.is_empty() {
+            return Err(format!("--cluster is required\n{USAGE}"));
+        }
+        let addrs = std::iter::once(&listen)
+            .chain(&self.cluster)
+            .chain(&self.metrics_listen);
+        for addr in addrs {
+            match addr.rsplit_once(':') {
+                Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok() => {}
+                _ => return Err(format!("{addr:?} is not host:port")),
+            }
+        }
+        if self.backend_user.is_some() && self.backend_password.is_none() {
+            return Err("backend-user needs backend-password".into());
+        }
+        Ok(Config {
+            listen,
+            cluster: self.cluster,
+            threads: self.threads,
+            refresh_interval: Duration::from_millis(self.refresh_ms),
+            op_timeout: (self.op_timeout_ms > 0).then(|| Duration::from_millis(self.op_timeout_ms)),
+            requirepass: self.requirepass,
+            backend_user: self.backend_user,
+            backend_password: self.backend_password,
+            maxclients: self.maxclients,
+            metrics_listen: self.metrics_listen,
+        })
+    }
+}
+
+/// Reads the arguments after the program name (and the config file they name).
+pub fn parse(args: &[String]) -> Result<Config, String> {
+    parse_with(args, |path| {
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read config file {path}: {e}"))
+    })
+}
+
+/// [`parse`], reading files with `read`.
+fn parse_with(
+    args: &[String],
+    read: impl Fn(&str) -> Result<String, String>,
+) -> Result<Config, String> {
+    let mut b = Builder::new();
+    let mut rest = args;
+    let mut file = None;
+    if let Some(first) = args.first().filter(|a| !a.starts_with('-')) {
+        file = Some(first.clone());
+        rest = &args[1..];
+    }
+    // `--config FILE` is read first wherever it is: the other options override it.
+    let mut options = Vec::new();
+    let mut i = 0;
+    while i < rest.len() {
+        let name = rest[i].trim_start_matches("--").to_ascii_lowercase();
+        let value = rest
+            .get(i + 1)
+            .ok_or_else(|| format!("missing value for --{name}\n{USAGE}"))?;
+        if name == "config" {
+            if file.is_some() {
+                return Err("one config file only".into());
+            }
+            file = Some(value.clone());
+        } else {
+            options.push((name, value));
         }
         i += 2;
     }
-    let listen = listen.ok_or_else(|| format!("--listen is required\n{USAGE}"))?;
-    if cluster.is_empty() {
-        return Err(format!("--cluster is required\n{USAGE}"));
-    }
-    for addr in std::iter::once(&listen).chain(&cluster) {
-        match addr.rsplit_once(':') {
-            Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok() => {}
-            _ => return Err(format!("{addr:?} is not host:port")),
+    if let Some(path) = file {
+        let text = read(&path)?;
+        for (line, name, value) in directives(&text).map_err(|e| format!("{path}:{e}"))? {
+            b.set(&name, &value, true)
+                .map_err(|e| format!("{path}:{line}: {e}"))?;
         }
     }
-    Ok(Config {
-        listen,
-        cluster,
-        threads,
-        refresh_interval: Duration::from_millis(refresh_ms),
-        op_timeout: (op_timeout_ms > 0).then(|| Duration::from_millis(op_timeout_ms)),
-    })
+    for (name, value) in options {
+        b.set(&name, value, false)?;
+    }
+    b.finish()
+}
+
+/// The file's directives: (line number, lower-cased name, value). Several words after a name
+/// are one value joined by spaces (`cluster a:1 b:2`).
+fn directives(text: &str) -> Result<Vec<(usize, String, String)>, String> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let words = split_args(line).map_err(|e| format!("{}: {e}", n + 1))?;
+        let Some((name, values)) = words.split_first() else {
+            continue;
+        };
+        if values.is_empty() {
+            return Err(format!("{}: '{name}' needs a value", n + 1));
+        }
+        out.push((n + 1, name.to_ascii_lowercase(), values.join(" ")));
+    }
+    Ok(out)
+}
+
+/// A line split into words as redis.conf's parser does (sdssplitargs): spaces separate,
+/// `"..."` takes `\"`, `\\`, `\n`, `\r`, `\t` and `\xHH`, `'...'` takes `\'`; a closing quote
+/// must end its word.
+fn split_args(line: &str) -> Result<Vec<String>, String> {
+    let b = line.as_bytes();
+    let mut words = Vec::new();
+    let mut i = 0;
+    loop {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i == b.len() {
+            return Ok(words);
+        }
+        let mut w: Vec<u8> = Vec::new();
+        let quote = match b[i] {
+            q @ (b'"' | b'\'') => {
+                i += 1;
+                Some(q)
+            }
+            _ => None,
+        };
+        loop {
+            let Some(&c) = b.get(i) else {
+                if quote.is_some() {
+                    return Err("unbalanced quotes".into());
+                }
+                break;
+            };
+            match quote {
+                None if c.is_ascii_whitespace() => break,
+                None => w.push(c),
+                Some(q) if c == q => {
+                    i += 1;
+                    if b.get(i).is_some_and(|c| !c.is_ascii_whitespace()) {
+                        return Err("a closing quote must be followed by a space".into());
+                    }
+                    break;
+                }
+                Some(b'"') if c == b'\\' && i + 1 < b.len() => {
+                    i += 1;
+                    match b[i] {
+                        b'n' => w.push(b'\n'),
+                        b'r' => w.push(b'\r'),
+                        b't' => w.push(b'\t'),
+                        b'x' if i + 2 < b.len()
+                            && b[i + 1].is_ascii_hexdigit()
+                            && b[i + 2].is_ascii_hexdigit() =>
+                        {
+                            let hex = std::str::from_utf8(&b[i + 1..i + 3]).expect("ascii");
+                            w.push(u8::from_str_radix(hex, 16).expect("hex digits"));
+                            i += 2;
+                        }
+                        other => w.push(other),
+                    }
+                }
+                Some(b'\'') if c == b'\\' && b.get(i + 1) == Some(&b'\'') => {
+                    i += 1;
+                    w.push(b'\'');
+                }
+                Some(_) => w.push(c),
+            }
+            i += 1;
+        }
+        words.push(String::from_utf8(w).map_err(|_| "a value is not UTF-8".to_string())?);
+    }
 }
 
 #[cfg(test)]
@@ -105,6 +327,8 @@ mod tests {
         assert_eq!(c.threads, 3);
         assert_eq!(c.refresh_interval, Duration::from_millis(50));
         assert_eq!(c.op_timeout, None);
+        assert_eq!(c.maxclients, DEFAULT_MAXCLIENTS);
+        assert_eq!(c.requirepass, None);
         let c = parse(&args("--listen h:1 --cluster a:1 --op-timeout 250")).unwrap();
         assert_eq!(c.op_timeout, Some(Duration::from_millis(250)));
         assert!(parse(&args("--listen h:1 --cluster a:1 --op-timeout -1")).is_err());
@@ -113,5 +337,51 @@ mod tests {
         assert!(parse(&args("--listen h:1 --cluster a:1 --threads 0")).is_err());
         assert!(parse(&args("--listen h:1 --cluster a:1 --bogus 1")).is_err());
         assert!(parse(&args("--listen h:1 --cluster")).is_err());
+        assert!(parse(&args("--listen h:1 --cluster a:1 --maxclients 0")).is_err());
+        assert!(parse(&args("--listen h:1 --cluster a:1 --metrics-listen 9100")).is_err());
+        assert!(parse(&args("--listen h:1 --cluster a:1 --backend-user u")).is_err());
+    }
+
+    #[test]
+    fn file_then_command_line() {
+        let file = "# the proxy\n\
+                    listen 127.0.0.1:7000\n\
+                    cluster a:1 b:2\n\
+                    \n   REQUIREPASS \"se same\\x21\"\n\
+                    backend-password 'it\\'s'\n\
+                    maxclients 5\n";
+        let read = |_: &str| Ok(file.to_string());
+        let c = parse_with(&args("proxy.conf"), read).unwrap();
+        assert_eq!(c.listen, "127.0.0.1:7000");
+        assert_eq!(c.cluster, vec!["a:1", "b:2"]);
+        assert_eq!(c.requirepass.as_deref(), Some("se same!"));
+        assert_eq!(c.maxclients, 5);
+        assert_eq!(c.backend_password.as_deref(), Some("it's"));
+        // The command line wins, and its seeds replace the file's.
+        let c = parse_with(
+            &args("--maxclients 7 --config proxy.conf --cluster c:3"),
+            read,
+        )
+        .unwrap();
+        assert_eq!(c.maxclients, 7);
+        assert_eq!(c.cluster, vec!["c:3"]);
+        let bad = |_: &str| Ok("listen h:1\ncluster a:1\nrequirepas x\n".to_string());
+        assert_eq!(
+            parse_with(&args("p.conf"), bad).unwrap_err(),
+            "p.conf:3: unknown directive 'requirepas'"
+        );
+        let bad = |_: &str| Ok("maxclients\n".to_string());
+        assert_eq!(
+            parse_with(&args("p.conf"), bad).unwrap_err(),
+            "p.conf:1: 'maxclients' needs a value"
+        );
+        let bad = |_: &str| Ok("requirepass \"x\n".to_string());
+        assert!(parse_with(&args("p.conf"), bad)
+            .unwrap_err()
+            .contains("unbalanced"));
+        let bad = |_: &str| Ok("threads 0\n".to_string());
+        assert!(parse_with(&args("p.conf"), bad)
+            .unwrap_err()
+            .starts_with("p.conf:1: threads must be"));
     }
 }

@@ -11,7 +11,10 @@
 //! | [`route`] | [`plan`]: one request → a local reply, or backend requests (by slot, split by slot, or to every primary, or on the client's pinned or blocking connection) and how to merge them; the MULTI/WATCH state; the proxy's own CLUSTER/HELLO/SELECT/CLIENT answers; MOVED/ASK parsing |
 //! | [`merge`] | [`Merge`] rules (sum, all-OK, key order, concatenation) and [`ReplyQueue`], a client's replies released in request order |
 //! | [`scan`] | [`ReplyScanner`]: where a backend reply ends, resumable, without decoding it |
-//! | [`config`] | the command line |
+//! | [`fanout`] | SCAN (a cursor over every primary), RANDOMKEY, INFO; [`fanout::plan`], the entry point: authentication gate, these, then routing |
+//! | [`auth`] | client AUTH / HELLO AUTH against `requirepass`, the NOAUTH gate |
+//! | [`metrics`] | per-thread counters published once per loop turn, INFO's proxy sections, the Prometheus endpoint |
+//! | [`config`] | the command line and the config file |
 //! | [`server`] | the only module with sockets: one mio event loop per thread, client connections, pipelined backend connections, dedicated ones (transactions, blocking commands, subscriptions), redirects, topology refresh |
 //!
 //! # Design
@@ -47,16 +50,23 @@
 //! messages are unsolicited, so they cannot travel on a connection whose replies are matched
 //! to requests in order. SSUBSCRIBE's connection goes to the owner of its channels' slot.
 //!
-//! **Not yet.** MONITOR and AUTH need a backend connection of their own, or
-//! per-client state on one; read policies and replicas, retries, the shared cache and a config
-//! file are later slices. Those commands get a clear error (`ERR command 'subscribe' is not
-//! supported by darner proxy yet`), never a wrong answer.
+//! **Authentication is the proxy's.** Clients AUTH to the proxy (`requirepass`), which checks
+//! them itself before routing anything; the backend connections are the proxy's own and
+//! authenticate with the proxy's backend credentials (`backend-user`, `backend-password`),
+//! so a client's AUTH never travels to a shared connection.
+//!
+//! **Not yet.** MONITOR needs a backend connection of its own per node; read policies and
+//! replicas, retries and the shared cache are later slices. Those commands get a clear error
+//! (`ERR command 'monitor' is not supported by darner proxy yet`), never a wrong answer.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod config;
+pub mod fanout;
 pub mod merge;
+pub mod metrics;
 pub mod route;
 pub mod scan;
 pub mod server;

@@ -26,6 +26,23 @@ pub enum Merge {
     LogicalAnd,
     /// Arrays concatenated (KEYS).
     Concat,
+    /// A node's SCAN reply, its cursor replaced by the proxy's (primary `index` of `nodes`;
+    /// see `fanout`).
+    Scan {
+        /// Which primary answered, in address order.
+        index: usize,
+        /// How many primaries there are.
+        nodes: usize,
+    },
+    /// The first reply that is not nil (RANDOMKEY).
+    FirstNonNull,
+    /// INFO: the proxy's own sections, then the parts' keyspace sections added up.
+    Info {
+        /// The proxy's sections.
+        head: String,
+        /// The client speaks RESP3 (a verbatim string, as Redis's INFO).
+        resp3: bool,
+    },
     /// `len` values in key order: part `i` answered the keys at `positions[i]`, in that order.
     KeyOrder {
         /// Number of keys in the request.
@@ -49,6 +66,12 @@ pub fn merge(how: &Merge, parts: Vec<Frame>) -> Frame {
             .into_iter()
             .next()
             .unwrap_or_else(|| upstream_error("missing")),
+        Merge::Scan { index, nodes } => match parts.into_iter().next() {
+            Some(reply) => crate::fanout::merge_scan(reply, *index, *nodes),
+            None => upstream_error("missing"),
+        },
+        Merge::FirstNonNull => crate::fanout::merge_first_non_null(parts),
+        Merge::Info { head, resp3 } => crate::fanout::merge_info(parts, head, *resp3),
         Merge::Sum => {
             let mut sum = 0i64;
             for p in &parts {

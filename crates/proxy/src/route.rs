@@ -54,6 +54,8 @@ pub struct Session {
     pub id: u64,
     /// MULTI/WATCH state.
     pub tx: Tx,
+    /// AUTH (or HELLO ... AUTH) succeeded (only read when the proxy has `requirepass`).
+    pub authenticated: bool,
 }
 
 /// Most keyless commands a transaction may queue before its first key names the slot (and so

@@ -13,6 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream as StdTcpStream, ToSocketAddrs};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use darner_resp::{decode, encode, Bytes, Frame, Limits, RequestParser};
@@ -20,8 +21,11 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
+use crate::auth::Credentials;
 use crate::config::Config;
+use crate::fanout::{self, Admin};
 use crate::merge::{Merge, ReplyQueue};
+use crate::metrics::{self, Counters, InfoContext, Registry};
 use crate::route::{
     self, encode_request, parse_redirect, Identity, Plan, Redirect, Session, Target,
 };
@@ -45,6 +49,10 @@ const READ_CHUNK: usize = 16 * 1024;
 /// Idle dedicated connections kept per node (and protocol) for the next transaction or
 /// blocking command: short-lived clients that use them then cost no new backend connection.
 const MAX_IDLE_DEDICATED: usize = 8;
+/// How often a refused backend handshake is logged (per thread).
+const HANDSHAKE_WARN_EVERY: Duration = Duration::from_secs(10);
+/// How soon a thread asks again after its topology request failed.
+const FAILED_REFRESH_RETRY: Duration = Duration::from_millis(100);
 /// How often a thread without a topology asks the seeds again.
 const EMPTY_MAP_RETRY: Duration = Duration::from_millis(500);
 
@@ -74,7 +82,7 @@ enum Owner {
     /// when a transaction is pinned (their `+OK`/`+QUEUED` went out already), the DISCARD of a
     /// transaction the proxy already answered.
     Nobody,
-    /// The HELLO 3 that opens a RESP3 backend connection.
+    /// The HELLO 3 (or AUTH, with backend credentials) that opens a backend connection.
     Hello,
     /// A topology refresh: `CLUSTER SHARDS`, or `CLUSTER SLOTS` from a node without SHARDS.
     Topology { shards: bool },
@@ -185,7 +193,13 @@ impl Backend {
 /// Starts the proxy: reads the topology, binds one listening socket per thread and runs the
 /// threads until the process ends.
 pub fn run(cfg: Config) -> io::Result<()> {
-    let map = match discover(&cfg.cluster) {
+    let creds: Option<Credentials> = cfg.backend_password.clone().map(|p| {
+        (
+            cfg.backend_user.clone().unwrap_or_else(|| "default".into()),
+            p,
+        )
+    });
+    let map = match discover(&cfg.cluster, creds.as_ref()) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("darner-proxy: no topology yet ({e}); will keep asking the seeds");
@@ -214,10 +228,36 @@ pub fn run(cfg: Config) -> io::Result<()> {
         cfg.threads,
         map.primaries().len()
     );
+    let registry = Registry::new(cfg.threads);
+    registry
+        .port
+        .store(u64::from(bound.port()), Ordering::Relaxed);
+    let admin = Admin {
+        requirepass: cfg.requirepass.clone().map(String::into_bytes),
+        registry: registry.clone(),
+        info: InfoContext {
+            threads: cfg.threads,
+            maxclients: cfg.maxclients,
+            redis_version: route::REDIS_COMPAT_VERSION,
+        },
+    };
+    if let Some(addr) = &cfg.metrics_listen {
+        let l = std::net::TcpListener::bind(resolve(addr)?)?;
+        eprintln!(
+            "darner-proxy: metrics on http://{}/metrics",
+            l.local_addr()?
+        );
+        let (reg, ctx) = (registry.clone(), admin.info.clone());
+        std::thread::Builder::new()
+            .name("proxy-metrics".into())
+            .spawn(move || metrics::serve_http(l, reg, ctx))?;
+    }
     let threads = cfg.threads as u64;
     let mut handles = Vec::new();
     for (t, listener) in listeners.into_iter().enumerate() {
         let mut worker = Worker::new(listener, map.clone(), me.clone(), &cfg, t as u64, threads)?;
+        worker.admin = Some(admin.clone());
+        worker.backend_creds = creds.clone();
         handles.push(
             std::thread::Builder::new()
                 .name(format!("proxy-{t}"))
@@ -272,10 +312,10 @@ fn node_id(addr: SocketAddr) -> String {
 }
 
 /// The topology from the first seed that gives one (blocking: it runs once, before any client).
-fn discover(seeds: &[String]) -> Result<SlotMap, String> {
+fn discover(seeds: &[String], creds: Option<&Credentials>) -> Result<SlotMap, String> {
     let mut errors = Vec::new();
     for seed in seeds {
-        match ask_topology(seed) {
+        match ask_topology(seed, creds) {
             Ok(m) if !m.primaries().is_empty() => return Ok(m),
             Ok(_) => errors.push(format!("{seed}: no slots assigned")),
             Err(e) => errors.push(format!("{seed}: {e}")),
@@ -285,12 +325,17 @@ fn discover(seeds: &[String]) -> Result<SlotMap, String> {
 }
 
 /// The topology from CLUSTER SHARDS, or CLUSTER SLOTS where SHARDS is unknown (before Redis 7).
-fn ask_topology(seed: &str) -> Result<SlotMap, String> {
+fn ask_topology(seed: &str, creds: Option<&Credentials>) -> Result<SlotMap, String> {
     let addr = resolve(seed).map_err(|e| e.to_string())?;
     let mut s =
         StdTcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(Duration::from_secs(5)))
         .map_err(|e| e.to_string())?;
+    if let Some((user, pass)) = creds {
+        if let Frame::Error(e) = ask(&mut s, &["AUTH", user, pass])? {
+            return Err(format!("AUTH refused: {}", String::from_utf8_lossy(&e)));
+        }
+    }
     let shards = ask(&mut s, &["CLUSTER", "SHARDS"])?;
     if !matches!(shards, Frame::Error(_)) {
         return SlotMap::from_cluster_shards(&shards, host_of(seed)).map_err(|e| e.to_string());
@@ -408,6 +453,16 @@ struct Worker {
     /// and since relieved): served again on the next turn, after the other ready sockets, so
     /// one flooding client cannot hold the loop.
     resume: Vec<usize>,
+    /// The password, the shared counters and INFO's context (set by `run`; `None` in a
+    /// worker made without them: no AUTH, nothing published).
+    admin: Option<Admin>,
+    /// What this thread counted since it last published.
+    counters: Counters,
+    maxclients: usize,
+    /// The backend connections' credentials.
+    backend_creds: Option<Credentials>,
+    /// When a refused backend handshake was last logged.
+    handshake_warned: Option<Instant>,
 }
 
 impl Worker {
@@ -446,6 +501,11 @@ impl Worker {
             dirty_clients: Vec::new(),
             dirty_backends: Vec::new(),
             resume: Vec::new(),
+            admin: None,
+            counters: Counters::default(),
+            maxclients: cfg.maxclients,
+            backend_creds: None,
+            handshake_warned: None,
         })
     }
 
@@ -503,8 +563,28 @@ impl Worker {
                 self.refresh(None);
             }
             self.run_deferred();
+            // Before the replies go out: a client that saw one finds it counted.
+            self.publish_counters();
             self.flush_all();
         }
+    }
+
+    /// Adds this turn's counts to the shared registry, with the requests in flight now.
+    fn publish_counters(&mut self) {
+        let Some(admin) = &self.admin else {
+            return;
+        };
+        let mut in_flight: Vec<(&str, u64)> = Vec::new();
+        for (_, be) in self.backends.iter() {
+            let n = be.inflight.len() as u64;
+            match in_flight.iter_mut().find(|(node, _)| *node == be.node) {
+                Some((_, sum)) => *sum += n,
+                None => in_flight.push((&be.node, n)),
+            }
+        }
+        admin
+            .registry
+            .publish(self.thread as usize, &mut self.counters, &in_flight);
     }
 
     /// With `--op-timeout`: drops the backend connections whose oldest request has waited too
@@ -546,6 +626,9 @@ impl Worker {
             match self.listener.accept() {
                 Ok((mut sock, _)) => {
                     let _ = sock.set_nodelay(true);
+                    if !self.admit(&mut sock) {
+                        continue;
+                    }
                     let entry = self.clients.vacant_entry();
                     let idx = entry.key();
                     if self
@@ -558,6 +641,9 @@ impl Worker {
                         )
                         .is_err()
                     {
+                        if let Some(admin) = &self.admin {
+                            admin.registry.clients.fetch_sub(1, Ordering::Relaxed);
+                        }
                         continue;
                     }
                     self.next_client += 1;
@@ -595,12 +681,32 @@ impl Worker {
         }
     }
 
+    /// Counts a new client against maxclients; one over it gets Redis's error and is closed.
+    fn admit(&mut self, sock: &mut TcpStream) -> bool {
+        let Some(admin) = &self.admin else {
+            return true;
+        };
+        let clients = &admin.registry.clients;
+        if clients.fetch_add(1, Ordering::Relaxed) >= self.maxclients {
+            clients.fetch_sub(1, Ordering::Relaxed);
+            // Best effort, as Redis: a fresh socket's buffer takes these few bytes.
+            let _ = sock.write(b"-ERR max number of clients reached\r\n");
+            self.counters.rejected();
+            return false;
+        }
+        self.counters.accepted();
+        true
+    }
+
     /// Closes a client. Its dedicated connections that are clean go back to the pool; one
     /// still blocked, or holding its MULTI or WATCH, is closed, which ends that on the node.
     fn close_client(&mut self, idx: usize) {
         if self.clients.contains(idx) {
             let mut c = self.clients.remove(idx);
             let _ = self.poll.registry().deregister(&mut c.sock);
+            if let Some(admin) = &self.admin {
+                admin.registry.clients.fetch_sub(1, Ordering::Relaxed);
+            }
             for b in c.dedicated {
                 let Some(be) = self.backends.get_mut(b) else {
                     continue;
@@ -756,7 +862,20 @@ impl Worker {
                     Ok(Some(req)) => {
                         let args: Vec<&[u8]> = req.args.iter().map(|a| a.as_slice(buf)).collect();
                         let resp3_before = c.session.resp3;
-                        match route::plan(&args, &mut c.session, &self.me, &self.map) {
+                        let plan = match &self.admin {
+                            Some(admin) => {
+                                fanout::plan(&args, &mut c.session, &self.me, &self.map, admin)
+                            }
+                            None => route::plan(&args, &mut c.session, &self.me, &self.map),
+                        };
+                        // What NOAUTH refused is not a call (Redis counts it as rejected).
+                        let counted = self.admin.as_ref().is_none_or(|a| {
+                            crate::auth::authenticated(&c.session, a.requirepass.as_deref())
+                        });
+                        if let Some(name) = metrics::command_name(&args).filter(|_| counted) {
+                            self.counters.command(name);
+                        }
+                        match plan {
                             Plan::Reply { bytes, close } => {
                                 c.queue.push_ready(bytes, close);
                                 if close {
@@ -1129,7 +1248,8 @@ impl Worker {
         Ok(b)
     }
 
-    /// A new connection to `node` (HELLO 3 sent first for `resp3`), shared until told otherwise.
+    /// A new connection to `node` (HELLO 3 sent first for `resp3`, AUTH with backend
+    /// credentials), shared until told otherwise.
     fn open_backend(&mut self, node: &str, resp3: bool) -> io::Result<usize> {
         let addr = resolve(node)?;
         let mut sock = TcpStream::connect(addr)?;
@@ -1152,12 +1272,8 @@ impl Worker {
             inflight: VecDeque::new(),
             role: Role::Shared,
         };
-        if resp3 {
-            be.queue_own(
-                Owner::Hello,
-                &encode_request(&["HELLO", "3"]),
-                Instant::now(),
-            );
+        if let Some(hello) = crate::auth::backend_handshake(resp3, self.backend_creds.as_ref()) {
+            be.queue_own(Owner::Hello, &hello, Instant::now());
         }
         entry.insert(be);
         Ok(b)
@@ -1241,8 +1357,37 @@ impl Worker {
             Some(be) => (be.node.clone(), be.resp3, be.role == Role::Shared),
             None => return,
         };
-        for (f, reply) in replies {
+        let mut replies = replies.into_iter();
+        while let Some((f, reply)) = replies.next() {
+            let refused = reply.first() == Some(&b'-');
+            self.counters.reply(&node, refused, f.sent.elapsed());
             match f.owner {
+                Owner::Hello if refused => {
+                    // The node refused the proxy's credentials (or HELLO 3): nothing sent on
+                    // this connection can succeed, so it fails with the reason, not NOAUTH.
+                    let line = reply.split(|&c| c == b'\r').next().unwrap_or_default();
+                    let reason = format!(
+                        "handshake refused ({})",
+                        String::from_utf8_lossy(&line[1..])
+                    );
+                    // A configuration error to fix: said at most every 10 s per thread.
+                    let now = Instant::now();
+                    if self
+                        .handshake_warned
+                        .is_none_or(|t| now >= t + HANDSHAKE_WARN_EVERY)
+                    {
+                        self.handshake_warned = Some(now);
+                        eprintln!("darner-proxy: {node}: {reason}");
+                    }
+                    // The requests answered in this batch fail with the rest of the
+                    // connection's, with the reason (their replies are NOAUTH errors).
+                    if let Some(be) = self.backends.get_mut(b) {
+                        for (rest, _) in replies.rev() {
+                            be.inflight.push_front(rest);
+                        }
+                    }
+                    return self.fail_backend(b, &reason);
+                }
                 Owner::Asking | Owner::Hello | Owner::Nobody => {}
                 Owner::Topology { shards } => {
                     self.refresh_in_flight = false;
@@ -1377,10 +1522,22 @@ impl Worker {
             }
         }
         let msg = format!("ERR upstream {}: {reason}", be.node);
+        self.counters.failed(&be.node, be.inflight.len() as u64);
+        let was_refresh = be
+            .inflight
+            .iter()
+            .any(|f| matches!(f.owner, Owner::Topology { .. }));
         for f in be.inflight.drain(..) {
             self.answer(f.owner, error_wire(&msg));
         }
-        self.refresh(None);
+        if was_refresh {
+            // The topology request itself failed: ask again shortly, not at once, or a
+            // cluster refusing every connection (all nodes down, wrong backend password)
+            // would be asked in a tight loop of new connections.
+            self.next_refresh = self.next_refresh.min(Instant::now() + FAILED_REFRESH_RETRY);
+        } else {
+            self.refresh(None);
+        }
     }
 
     /// Asks for the topology (from `from`, or the next known primary, or a seed), unless a
