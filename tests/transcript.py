@@ -14,6 +14,8 @@ named with a trailing "3" ("r3") speaks RESP3 (HELLO 3 before the steps).
 from __future__ import annotations
 
 import re
+import select
+import socket
 import time
 
 from resp_reader import Incomplete, RawConn, parse
@@ -45,6 +47,32 @@ def wait_frame(conn, timeout: float) -> bytes:
     return got
 
 
+def gather(conns, quiet: float = 0.05, limit: float = 3.0):
+    """What every connection receives until none has received anything for `quiet` seconds
+    (messages that lag under load still count for their step). One select over all the
+    connections: asking each in turn for a fixed time made a step cost that time once per
+    connection."""
+    got = {n: c.pending(0) for n, c in conns.items()}  # what a reader already holds
+    socks = {c.sock: n for n, c in conns.items()}
+    deadline = time.monotonic() + limit
+    while socks and time.monotonic() < deadline:
+        readable, _, _ = select.select(list(socks), [], [], quiet)
+        if not readable:
+            break
+        for sock in readable:
+            try:
+                data = sock.recv(1 << 20)
+            except (BlockingIOError, socket.timeout):
+                continue
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                del socks[sock]  # closed: nothing more comes from it
+                continue
+            got[socks[sock]] += data
+    return got
+
+
 def normalize(args, data: bytes) -> bytes:
     if tuple(args[:2]) in (("CLIENT", "LIST"), ("CLIENT", "INFO")):
         # Ids, addresses, ages and memory differ; the pub/sub and tracking fields must not.
@@ -70,16 +98,8 @@ def transcript(port: int, steps, names, proto: int = 2):
             # Every command answers: wait for the sender's first frame, so a reply that a busy
             # machine delays is not counted in a later step (or taken as missing).
             head = wait_frame(conns[name], 5.0)
-            time.sleep(0.02)
-            received = {n: conns[n].pending(0.03) for n in names}
+            received = gather(conns)
             received[name] = head + received[name]
-            # Under load a message can lag: collect until a round brings nothing more.
-            for _ in range(20):
-                more = {n: conns[n].pending(0.01) for n in names}
-                if not any(more.values()):
-                    break
-                for n in names:
-                    received[n] += more[n]
             for n in names:
                 got = received[n]
                 if got and str(args[0]).upper() == "CLIENT":
