@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use crate::replicas::ReadPolicy;
+
 /// The proxy's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -18,12 +20,18 @@ pub struct Config {
     /// How long a backend may keep a request unanswered before its connection is dropped and
     /// the requests in flight on it fail; `None` (`--op-timeout 0`, the default): no limit.
     pub op_timeout: Option<Duration>,
+    /// Where read-only commands go (`--read-policy`, default `master`).
+    pub read_policy: ReadPolicy,
+    /// How long after a read first went out it may still be retried on another node of its
+    /// shard when one fails (`--read-retry-deadline`, ms).
+    pub read_retry_deadline: Duration,
 }
 
 /// Usage text.
 pub const USAGE: &str =
     "Usage: darner-proxy --listen <host:port> --cluster <host:port>[,<host:port>...] \
-[--threads <n>] [--cluster-refresh-interval <ms>] [--op-timeout <ms>]";
+[--threads <n>] [--cluster-refresh-interval <ms>] [--op-timeout <ms>] \
+[--read-policy master|prefer-master|replica|prefer-replica|any] [--read-retry-deadline <ms>]";
 
 /// Reads the arguments after the program name.
 pub fn parse(args: &[String]) -> Result<Config, String> {
@@ -32,6 +40,8 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
     let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut refresh_ms: u64 = 10_000;
     let mut op_timeout_ms: u64 = 0;
+    let mut read_policy = ReadPolicy::default();
+    let mut read_retry_ms: u64 = 2_000;
     let mut i = 0;
     while i < args.len() {
         let name = args[i].trim_start_matches("--");
@@ -64,6 +74,16 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
                     .parse()
                     .map_err(|_| format!("--op-timeout must be a number of ms, not {value:?}"))?
             }
+            "read-policy" => {
+                read_policy = ReadPolicy::parse(value).ok_or_else(|| {
+                    format!("--read-policy must be master, prefer-master, replica, prefer-replica or any, not {value:?}")
+                })?
+            }
+            "read-retry-deadline" => {
+                read_retry_ms = value.parse().map_err(|_| {
+                    format!("--read-retry-deadline must be a number of ms, not {value:?}")
+                })?
+            }
             _ => return Err(format!("unknown option {:?}\n{USAGE}", args[i])),
         }
         i += 2;
@@ -84,6 +104,8 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
         threads,
         refresh_interval: Duration::from_millis(refresh_ms),
         op_timeout: (op_timeout_ms > 0).then(|| Duration::from_millis(op_timeout_ms)),
+        read_policy,
+        read_retry_deadline: Duration::from_millis(read_retry_ms),
     })
 }
 
@@ -108,6 +130,15 @@ mod tests {
         let c = parse(&args("--listen h:1 --cluster a:1 --op-timeout 250")).unwrap();
         assert_eq!(c.op_timeout, Some(Duration::from_millis(250)));
         assert!(parse(&args("--listen h:1 --cluster a:1 --op-timeout -1")).is_err());
+        assert_eq!(c.read_policy, ReadPolicy::Master);
+        assert_eq!(c.read_retry_deadline, Duration::from_millis(2000));
+        let c = parse(&args(
+            "--listen h:1 --cluster a:1 --read-policy prefer-replica --read-retry-deadline 300",
+        ))
+        .unwrap();
+        assert_eq!(c.read_policy, ReadPolicy::PreferReplica);
+        assert_eq!(c.read_retry_deadline, Duration::from_millis(300));
+        assert!(parse(&args("--listen h:1 --cluster a:1 --read-policy slave")).is_err());
         assert!(parse(&args("--listen 127.0.0.1:7000")).is_err());
         assert!(parse(&args("--listen x --cluster a:1")).is_err());
         assert!(parse(&args("--listen h:1 --cluster a:1 --threads 0")).is_err());

@@ -56,7 +56,9 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod health;
 pub mod merge;
+pub mod replicas;
 pub mod route;
 pub mod scan;
 pub mod server;
