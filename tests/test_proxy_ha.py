@@ -32,7 +32,12 @@ from test_proxy import ProxyServer, proxy_bin, wait_for
 NODE_TIMEOUT_MS = 1500
 NODE_ARGS = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
              "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
-             "--cluster-allow-reads-when-down", "yes"]
+             "--cluster-allow-reads-when-down", "yes",
+             # A replica reports `loading` health until its replication offset moves, which
+             # on an idle primary waits for the replication PING (10 s by default).
+             "--repl-ping-replica-period", "1",
+             # The first full sync starts at once (Redis 7 waits 5 s for more replicas).
+             "--repl-diskless-sync-delay", "0"]
 
 
 def shards_of(node):
@@ -293,6 +298,24 @@ def test_a_stalled_replica_s_reads_are_retried_on_the_primary(cluster6):
     assert cmdstat(victim_shard, "get")[0] == 1
 
 
+def test_no_retry_past_the_read_retry_deadline(cluster6):
+    """With no time left for a retry, the stalled read fails with the upstream's reason."""
+    key = keys_per_shard(cluster6, n=1, prefix="late")[0]
+    victim = cluster6.replica_of[cluster6.owner(key).port]
+    with proxy_on(cluster6, "prefer-replica", "--threads", "1", "--op-timeout", "300",
+                  "--read-retry-deadline", "0") as p:
+        populate(cluster6, p, [key])
+        with p.raw() as c:
+            assert c.call("GET", key).raw == ("$%d\r\nv-%s\r\n" % (len(key) + 2, key)).encode()
+            sleeper = threading.Thread(
+                target=lambda: victim.client().execute_command("DEBUG", "SLEEP", "1"))
+            sleeper.start()
+            time.sleep(0.1)
+            reply = c.call("GET", key).raw
+            sleeper.join()
+        assert reply == b"-ERR upstream 127.0.0.1:%d: timed out after 300 ms\r\n" % victim.port
+
+
 class Load:
     """Threads reading (or writing) keys through the proxy in a loop, each on its own
     connection, recording every failure with its time."""
@@ -371,10 +394,17 @@ def test_killing_a_replica_under_read_load_fails_no_read(fresh_cluster):
             wait_for(lambda: cluster.settled([cluster.primaries[0], victim]), timeout=30,
                      what="the replica back online")
             reset_stats(cluster)
-            wait_for(lambda: cmdstat(victim, "get")[0] > 0, timeout=10,
+            # (Up to the probe backoff, which doubled with each failed probe meanwhile.)
+            wait_for(lambda: cmdstat(victim, "get")[0] > 0, timeout=20,
                      what="reads on the restarted replica")
             wait_more_ok(load, 300)
+            log = p.log_tail(100000)
         assert load.failures == [], load.failures[:5]
+        # The dead replica was ejected rather than tried by every read, and taken back only
+        # after it answered a probe.
+        name = "127.0.0.1:%d" % victim.port
+        assert "%s ejected from reads" % name in log, log
+        assert "%s answered its probe" % name in log, log
 
 
 def test_killing_a_primary_under_load(fresh_cluster):
