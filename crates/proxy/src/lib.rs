@@ -8,11 +8,13 @@
 //! | module | what it is for |
 //! | --- | --- |
 //! | [`slots`] | [`SlotMap`]: slot → primary, read from `CLUSTER SLOTS` / `CLUSTER SHARDS` replies |
+//! | [`replicas`] | each primary's usable replicas (health, replication offset) and the read policy's order of a slot's nodes |
+//! | [`health`] | outlier ejection: consecutive failures per node, backoff, probes |
 //! | [`route`] | [`plan`]: one request → a local reply, or backend requests (by slot, split by slot, or to every primary, or on the client's pinned or blocking connection) and how to merge them; the MULTI/WATCH state; the proxy's own CLUSTER/HELLO/SELECT/CLIENT answers; MOVED/ASK parsing |
 //! | [`merge`] | [`Merge`] rules (sum, all-OK, key order, concatenation) and [`ReplyQueue`], a client's replies released in request order |
 //! | [`scan`] | [`ReplyScanner`]: where a backend reply ends, resumable, without decoding it |
 //! | [`config`] | the command line |
-//! | [`server`] | the only module with sockets: one mio event loop per thread, client connections, pipelined backend connections, dedicated ones (transactions, blocking commands, subscriptions), redirects, topology refresh |
+//! | [`server`] | the only module with sockets: one mio event loop per thread, client connections, pipelined backend connections, dedicated ones (transactions, blocking commands, subscriptions), redirects, topology refresh; `server/reads.rs`: reads sent by the read policy, retried on failure, probes of ejected nodes |
 //!
 //! # Design
 //!
@@ -47,9 +49,16 @@
 //! messages are unsolicited, so they cannot travel on a connection whose replies are matched
 //! to requests in order. SSUBSCRIBE's connection goes to the owner of its channels' slot.
 //!
+//! **Replicas and retries.** With a read policy other than `master`, read-only requests go to
+//! a replica of their slot's shard (chosen by health and replication offset from CLUSTER
+//! SHARDS) or its primary, in the policy's order; a read whose node fails is sent to the next
+//! one within a deadline, since running a read twice is harmless, while a write never is
+//! retried. Nodes that fail repeatedly are ejected and probed with PING before they take
+//! reads again, so a dead replica costs its shard's reads no detour once noticed.
+//!
 //! **Not yet.** MONITOR and AUTH need a backend connection of their own, or
-//! per-client state on one; read policies and replicas, retries, the shared cache and a config
-//! file are later slices. Those commands get a clear error (`ERR command 'subscribe' is not
+//! per-client state on one; hedged reads, the shared cache and a config file are later
+//! slices. Those commands get a clear error (`ERR command 'subscribe' is not
 //! supported by darner proxy yet`), never a wrong answer.
 
 #![forbid(unsafe_code)]
