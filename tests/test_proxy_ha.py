@@ -284,14 +284,15 @@ def test_a_stalled_replica_s_reads_are_retried_on_the_primary(cluster6):
         c = p.client()
         assert c.get(keys[0]) == ("v-" + keys[0]).encode()
         reset_stats(cluster6)
-        sleeper = threading.Thread(
-            target=lambda: victim.client().execute_command("DEBUG", "SLEEP", "1.5"))
-        sleeper.start()
-        time.sleep(0.1)
-        start = time.monotonic()
-        assert c.get(keys[0]) == ("v-" + keys[0]).encode()
-        took = time.monotonic() - start
-        sleeper.join()
+        # The replica stops answering its clients (the pause is in force once it says OK;
+        # UNPAUSE, itself a client's command, runs when it ends).
+        victim.client().execute_command("CLIENT", "PAUSE", "1500", "ALL")
+        try:
+            start = time.monotonic()
+            assert c.get(keys[0]) == ("v-" + keys[0]).encode()
+            took = time.monotonic() - start
+        finally:
+            victim.client().execute_command("CLIENT", "UNPAUSE")
         c.close()
     # Answered by the primary once the replica's connection timed out (not after the sleep).
     assert 0.25 < took < 1.2, took
@@ -307,12 +308,11 @@ def test_no_retry_past_the_read_retry_deadline(cluster6):
         populate(cluster6, p, [key])
         with p.raw() as c:
             assert c.call("GET", key).raw == ("$%d\r\nv-%s\r\n" % (len(key) + 2, key)).encode()
-            sleeper = threading.Thread(
-                target=lambda: victim.client().execute_command("DEBUG", "SLEEP", "1"))
-            sleeper.start()
-            time.sleep(0.1)
-            reply = c.call("GET", key).raw
-            sleeper.join()
+            victim.client().execute_command("CLIENT", "PAUSE", "1500", "ALL")
+            try:
+                reply = c.call("GET", key).raw
+            finally:
+                victim.client().execute_command("CLIENT", "UNPAUSE")
         assert reply == b"-ERR upstream 127.0.0.1:%d: timed out after 300 ms\r\n" % victim.port
 
 

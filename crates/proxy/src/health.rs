@@ -1,5 +1,5 @@
 //! Outlier ejection: a backend whose connections fail again and again stops taking reads for a
-//! while, and takes them again only after it answered a PING.
+//! while, and takes them again only after it answered a probe (ROLE) saying it is ready.
 //!
 //! Without it, every read routed to a node that just died would first try it (a refused
 //! connection, or a wait for `op-timeout`) before its retry went elsewhere: retries keep the
@@ -12,6 +12,8 @@
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+
+use darner_resp::Frame;
 
 /// Consecutive failures (a connection refused, closed, timed out, or answering garbage) that
 /// eject a node. One failure is any node's bad luck (a restart, a connection reset); a few in a
@@ -112,9 +114,72 @@ impl Health {
     }
 }
 
+/// The probe an ejected node is sent: ROLE rather than PING, because a replica that restarted
+/// answers PING at once but serves its reads from an empty or stale dataset until it has
+/// synced with its primary (`replica-serve-stale-data`, Redis's default).
+pub const PROBE: &[&str] = &["ROLE"];
+
+/// Whether a probe's reply says the node may take reads again: a primary; a replica whose
+/// link to its primary is `connected` (synced); or a node that does not know ROLE (it
+/// answers, and cannot say more). `-LOADING`, `-BUSY`, `-MASTERDOWN`, a replica still
+/// connecting or syncing, and anything else say no.
+pub fn probe_says_ready(reply: &Frame) -> bool {
+    let text = |f: &Frame| match f {
+        Frame::Bulk(b) | Frame::Simple(b) => Some(b.to_vec()),
+        _ => None,
+    };
+    match reply {
+        Frame::Array(v) => match v.first().and_then(text).as_deref() {
+            Some(b"master") => true,
+            Some(b"slave") => v.get(3).and_then(text).as_deref() == Some(b"connected"),
+            _ => false,
+        },
+        Frame::Error(e) => {
+            !(e.starts_with(b"LOADING") || e.starts_with(b"BUSY") || e.starts_with(b"MASTERDOWN"))
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use darner_resp::Bytes;
+
+    #[test]
+    fn probe_replies() {
+        let b = |s: &str| Frame::Bulk(Bytes::copy_from_slice(s.as_bytes()));
+        let replica = |state: &str| {
+            Frame::Array(vec![
+                b("slave"),
+                b("127.0.0.1"),
+                Frame::Integer(7000),
+                b(state),
+                Frame::Integer(10),
+            ])
+        };
+        let err = |s: &str| Frame::Error(Bytes::copy_from_slice(s.as_bytes()));
+        assert!(probe_says_ready(&Frame::Array(vec![
+            b("master"),
+            Frame::Integer(3),
+            Frame::Array(vec![])
+        ])));
+        assert!(probe_says_ready(&replica("connected")));
+        for state in ["connect", "connecting", "sync", "handshake"] {
+            assert!(!probe_says_ready(&replica(state)), "{state}");
+        }
+        assert!(!probe_says_ready(&Frame::Array(vec![b("slave")])));
+        assert!(!probe_says_ready(&Frame::Array(vec![b("sentinel")])));
+        assert!(!probe_says_ready(&Frame::Array(vec![])));
+        assert!(!probe_says_ready(&Frame::Integer(1)));
+        assert!(!probe_says_ready(&err(
+            "LOADING Redis is loading the dataset in memory"
+        )));
+        assert!(!probe_says_ready(&err(
+            "BUSY Redis is busy running a script"
+        )));
+        assert!(probe_says_ready(&err("ERR unknown command 'ROLE'")));
+    }
 
     #[test]
     fn ejects_after_consecutive_failures_and_probes_with_backoff() {

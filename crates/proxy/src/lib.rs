@@ -53,7 +53,7 @@
 //! a replica of their slot's shard (chosen by health and replication offset from CLUSTER
 //! SHARDS) or its primary, in the policy's order; a read whose node fails is sent to the next
 //! one within a deadline, since running a read twice is harmless, while a write never is
-//! retried. Nodes that fail repeatedly are ejected and probed with PING before they take
+//! retried. Nodes that fail repeatedly are ejected and probed (ROLE) before they take
 //! reads again, so a dead replica costs its shard's reads no detour once noticed.
 //!
 //! **Not yet.** MONITOR and AUTH need a backend connection of their own, or

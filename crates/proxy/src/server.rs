@@ -83,7 +83,7 @@ enum Owner {
     Hello,
     /// A topology refresh: `CLUSTER SHARDS`, or `CLUSTER SLOTS` from a node without SHARDS.
     Topology { shards: bool },
-    /// The PING that decides whether an ejected node takes traffic again.
+    /// The probe (ROLE) that decides whether an ejected node takes reads again.
     Probe,
 }
 

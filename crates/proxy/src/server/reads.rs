@@ -1,8 +1,8 @@
 //! The event loop's side of high availability: read-only requests sent by the read policy to
 //! a replica or the primary of their slot's shard, retried on the shard's next node when the
-//! one they went to fails; failures counted per node, ejected nodes probed with PING before
-//! they take reads again. The decisions are in [`crate::replicas`] and [`crate::health`];
-//! this module sends what they decide.
+//! one they went to fails; failures counted per node, ejected nodes probed (ROLE: a replica
+//! must also be synced) before they take reads again. The decisions are in
+//! [`crate::replicas`] and [`crate::health`]; this module sends what they decide.
 //!
 //! A read is retried only when nothing can have come of it on the failed node: its
 //! connection broke (refused, closed, timed out, garbage) before its reply came, or the node
@@ -148,9 +148,13 @@ impl Worker {
         }
     }
 
-    /// An ejected node's PING came back.
+    /// An ejected node's probe came back.
     pub(super) fn probe_answered(&mut self, node: &str, reply: &[u8]) {
-        if reply.starts_with(b"+PONG") {
+        let ready = matches!(
+            darner_resp::decode(reply, &self.limits),
+            Ok(Some((frame, _))) if crate::health::probe_says_ready(&frame)
+        );
+        if ready {
             self.health.probe_answered(node);
             eprintln!("darner-proxy: {node} answered its probe and takes reads again");
         } else {
@@ -158,7 +162,7 @@ impl Worker {
         }
     }
 
-    /// Sends a PING to each ejected node whose backoff is over (on its shared connection,
+    /// Sends the probe (ROLE) to each ejected node whose backoff is over (on its shared connection,
     /// opened for it); a connection that fails counts as a failed probe.
     pub(super) fn send_probes(&mut self) {
         if self.health.next_probe().is_none_or(|t| t > Instant::now()) {
@@ -168,7 +172,8 @@ impl Worker {
             match self.backend(&node, false) {
                 Ok(b) => {
                     let be = &mut self.backends[b];
-                    be.queue_own(Owner::Probe, &encode_request(&["PING"]), Instant::now());
+                    let probe = encode_request(crate::health::PROBE);
+                    be.queue_own(Owner::Probe, &probe, Instant::now());
                     self.dirty_backends.push(b);
                 }
                 Err(_) => self.node_failed(&node),
