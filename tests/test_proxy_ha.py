@@ -103,7 +103,8 @@ class Cluster:
 
     def owner(self, key):
         slot = key_slot(key)
-        for start, end, primary, *_ in self.nodes[0].client().execute_command("CLUSTER", "SLOTS"):
+        asked = next(n for n in self.nodes if n.alive())
+        for start, end, primary, *_ in asked.client().execute_command("CLUSTER", "SLOTS"):
             if start <= slot <= end:
                 return next(n for n in self.nodes if n.port == primary[1])
         raise AssertionError("slot %d not served" % slot)
@@ -150,7 +151,8 @@ def fresh_cluster():
 
 @contextmanager
 def proxy_on(cluster, policy, *extra):
-    p = ProxyServer([cluster.seeds()[0]], ["--read-policy", policy, *extra])
+    # Every node as a seed: a test may have killed any of them.
+    p = ProxyServer(cluster.seeds(), ["--read-policy", policy, *extra])
     try:
         p.start()
     except HarnessError as e:
@@ -450,3 +452,17 @@ def test_killing_a_primary_under_load(fresh_cluster):
             assert "upstream" in err or err.startswith("ClusterDownError"), err
         # The heir serves its shard's writes.
         assert cmdstat(heir, "set")[0] > 0
+    # The heir's shard has no replica left (its old primary is down): under `replica` its
+    # reads are refused, the other shards' are served by their replicas.
+    wait_for(lambda: shards_of(survivor)[1].get(victim.port) not in (None, "online"),
+             what="the dead primary flagged on the survivor")
+    heir_key = next(k for k in keys if cluster.owner(k).port == heir.port)
+    other_key = next(k for k in keys if cluster.owner(k).port == survivor.port)
+    with proxy_on(cluster, "replica") as p:
+        c = p.client()
+        assert c.get(other_key) == ("v-" + other_key).encode()
+        c.close()
+        with p.raw() as raw:
+            assert raw.call("GET", heir_key).raw == (
+                "-ERR no replica of slot %d's primary is online (read-policy replica, darner "
+                "proxy)\r\n" % key_slot(heir_key)).encode()
