@@ -1430,7 +1430,11 @@ impl Worker {
             }
         }
         let msg = format!("ERR upstream {}: {reason}", be.node);
-        self.node_failed(&be.node);
+        // An idle connection the node closed (its `timeout`) failed nobody; a connection that
+        // never opened, or lost requests, counts against the node.
+        if !be.connected || !be.inflight.is_empty() {
+            self.node_failed(&be.node);
+        }
         for f in be.inflight.drain(..) {
             match f.read {
                 Some(retry) => self.send_read(f.owner, f.payload, retry, Some(msg.clone())),
