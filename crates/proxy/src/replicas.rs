@@ -80,6 +80,8 @@ pub struct Replica {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Replicas {
     by_primary: HashMap<String, Vec<Replica>>,
+    /// Every node the reply named, whatever its role and health.
+    listed: Vec<String>,
 }
 
 fn text(f: &Frame) -> Option<String> {
@@ -151,6 +153,9 @@ impl Replicas {
                     .or_else(|| get("ip").and_then(text))
                     .unwrap_or_default();
                 let name = node_name(&host(h, source_host), p);
+                if !out.listed.contains(&name) {
+                    out.listed.push(name.clone());
+                }
                 match get("role").and_then(text).as_deref() {
                     Some("master") => primary = Some(name),
                     Some("replica") | Some("slave")
@@ -187,12 +192,14 @@ impl Replicas {
             if out.by_primary.contains_key(&primary) {
                 continue;
             }
-            let replicas = r
+            let replicas: Vec<Replica> = r
                 .iter()
                 .skip(3)
                 .filter_map(entry)
                 .map(|node| Replica { node, offset: 0 })
                 .collect();
+            out.listed.push(primary.clone());
+            out.listed.extend(replicas.iter().map(|r| r.node.clone()));
             out.insert(primary, replicas);
         }
         out
@@ -207,6 +214,11 @@ impl Replicas {
     /// The usable replicas of `primary`, least lag first.
     pub fn of(&self, primary: &str) -> &[Replica] {
         self.by_primary.get(primary).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether the topology named `node` at all (a failed or loading replica too).
+    pub fn lists(&self, node: &str) -> bool {
+        self.listed.iter().any(|n| n == node)
     }
 
     /// Whether `node` is a usable replica of some primary.
@@ -305,6 +317,8 @@ mod tests {
         assert!(r.is_replica("10.0.0.1:7003"));
         assert!(!r.is_replica("10.0.0.1:7005"));
         assert!(!r.is_replica("10.0.0.1:7000"));
+        assert!(r.lists("10.0.0.1:7005") && r.lists("10.0.0.1:7006") && r.lists("10.0.0.1:7001"));
+        assert!(!r.lists("10.0.0.1:7009"));
     }
 
     #[test]

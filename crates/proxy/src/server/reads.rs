@@ -199,7 +199,9 @@ impl Worker {
     }
 
     /// The replicas listed by a topology reply that just replaced the slot map; nodes the
-    /// topology no longer names are forgotten by the failure books.
+    /// topology no longer names at all are forgotten by the failure books. A node it names as
+    /// failed or loading stays ejected: only its probe takes it back, whatever the topology
+    /// says meanwhile.
     pub(super) fn topology_replicas(
         &mut self,
         frame: &darner_resp::Frame,
@@ -215,6 +217,6 @@ impl Worker {
         let primaries: Vec<String> = self.map.primaries().into_iter().map(String::from).collect();
         let replicas = &self.replicas;
         self.health
-            .retain(|n| primaries.iter().any(|p| p == n) || replicas.is_replica(n));
+            .retain(|n| primaries.iter().any(|p| p == n) || replicas.lists(n));
     }
 }
