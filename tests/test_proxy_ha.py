@@ -247,6 +247,23 @@ def test_read_policy_sends_reads_where_it_says(cluster6, policy, readers):
     assert all(sets[n.port][1] == 0 for n in cluster6.nodes), sets
 
 
+def test_resp3_reads_follow_the_policy(cluster6):
+    """A RESP3 client's reads travel on RESP3 backend connections (HELLO 3, then READONLY):
+    they reach the replicas too, and come back as RESP3."""
+    keys = keys_per_shard(cluster6, n=2, prefix="r3")
+    with proxy_on(cluster6, "replica") as p:
+        populate(cluster6, p, keys)
+        reset_stats(cluster6)
+        c = p.client(protocol=3)
+        for k in keys:
+            assert c.get(k) == ("v-" + k).encode()
+        assert c.hgetall("r3:nohash") == {}
+        c.close()
+    assert sum(cmdstat(n, "get")[0] for n in cluster6.replicas) == len(keys)
+    assert all(cmdstat(n, "get") == (0, 0) for n in cluster6.primaries)
+    assert sum(cmdstat(n, "hgetall")[0] for n in cluster6.replicas) == 1
+
+
 def test_transactions_and_watch_stay_on_the_primary(cluster6):
     key = "{txha}k"
     primary = cluster6.owner(key)
