@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+use crate::replicas::ReadPolicy;
+
 /// The proxy's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -32,6 +34,11 @@ pub struct Config {
     pub maxclients: usize,
     /// Where the Prometheus endpoint listens (`host:port`, plain HTTP, `GET /metrics`).
     pub metrics_listen: Option<String>,
+    /// Where read-only commands go (`--read-policy`, default `master`).
+    pub read_policy: ReadPolicy,
+    /// How long after a read first went out it may still be retried on another node of its
+    /// shard when one fails (`--read-retry-deadline`, ms).
+    pub read_retry_deadline: Duration,
 }
 
 /// Usage text.
@@ -39,6 +46,7 @@ pub const USAGE: &str = "Usage: darner-proxy [config-file] --listen <host:port> 
 --cluster <host:port>[,<host:port>...] [--threads <n>] [--cluster-refresh-interval <ms>] \
 [--op-timeout <ms>] [--requirepass <password>] [--backend-user <user>] \
 [--backend-password <password>] [--maxclients <n>] [--metrics-listen <host:port>] \
+[--read-policy master|prefer-master|replica|prefer-replica|any] [--read-retry-deadline <ms>] \
 [--config <file>]\n(the file takes the same names, one `name value` per line; the command \
 line overrides it)";
 
@@ -59,6 +67,8 @@ struct Builder {
     backend_password: Option<String>,
     maxclients: usize,
     metrics_listen: Option<String>,
+    read_policy: ReadPolicy,
+    read_retry_ms: u64,
 }
 
 impl Builder {
@@ -75,6 +85,8 @@ impl Builder {
             backend_password: None,
             maxclients: DEFAULT_MAXCLIENTS,
             metrics_listen: None,
+            read_policy: ReadPolicy::default(),
+            read_retry_ms: 2_000,
         }
     }
 
@@ -130,6 +142,16 @@ impl Builder {
             "metrics-listen" => {
                 self.metrics_listen = Some(value.to_string()).filter(|v| !v.is_empty())
             }
+            "read-policy" => {
+                self.read_policy = ReadPolicy::parse(value).ok_or_else(|| {
+                    format!("read-policy must be master, prefer-master, replica, prefer-replica or any, not {value:?}")
+                })?
+            }
+            "read-retry-deadline" => {
+                self.read_retry_ms = value.parse().map_err(|_| {
+                    format!("read-retry-deadline must be a number of ms, not {value:?}")
+                })?
+            }
             _ if from_file => return Err(format!("unknown directive '{name}'")),
             _ => return Err(format!("unknown option \"--{name}\"\n{USAGE}")),
         }
@@ -166,6 +188,8 @@ impl Builder {
             backend_password: self.backend_password,
             maxclients: self.maxclients,
             metrics_listen: self.metrics_listen,
+            read_policy: self.read_policy,
+            read_retry_deadline: Duration::from_millis(self.read_retry_ms),
         })
     }
 }
@@ -332,6 +356,15 @@ mod tests {
         let c = parse(&args("--listen h:1 --cluster a:1 --op-timeout 250")).unwrap();
         assert_eq!(c.op_timeout, Some(Duration::from_millis(250)));
         assert!(parse(&args("--listen h:1 --cluster a:1 --op-timeout -1")).is_err());
+        assert_eq!(c.read_policy, ReadPolicy::Master);
+        assert_eq!(c.read_retry_deadline, Duration::from_millis(2000));
+        let c = parse(&args(
+            "--listen h:1 --cluster a:1 --read-policy prefer-replica --read-retry-deadline 300",
+        ))
+        .unwrap();
+        assert_eq!(c.read_policy, ReadPolicy::PreferReplica);
+        assert_eq!(c.read_retry_deadline, Duration::from_millis(300));
+        assert!(parse(&args("--listen h:1 --cluster a:1 --read-policy slave")).is_err());
         assert!(parse(&args("--listen 127.0.0.1:7000")).is_err());
         assert!(parse(&args("--listen x --cluster a:1")).is_err());
         assert!(parse(&args("--listen h:1 --cluster a:1 --threads 0")).is_err());

@@ -8,6 +8,8 @@
 //! | module | what it is for |
 //! | --- | --- |
 //! | [`slots`] | [`SlotMap`]: slot → primary, read from `CLUSTER SLOTS` / `CLUSTER SHARDS` replies |
+//! | [`replicas`] | each primary's usable replicas (health, replication offset) and the read policy's order of a slot's nodes |
+//! | [`health`] | outlier ejection: consecutive failures per node, backoff, probes |
 //! | [`route`] | [`plan`]: one request → a local reply, or backend requests (by slot, split by slot, or to every primary, or on the client's pinned or blocking connection) and how to merge them; the MULTI/WATCH state; the proxy's own CLUSTER/HELLO/SELECT/CLIENT answers; MOVED/ASK parsing |
 //! | [`merge`] | [`Merge`] rules (sum, all-OK, key order, concatenation) and [`ReplyQueue`], a client's replies released in request order |
 //! | [`scan`] | [`ReplyScanner`]: where a backend reply ends, resumable, without decoding it |
@@ -15,7 +17,7 @@
 //! | [`auth`] | client AUTH / HELLO AUTH against `requirepass`, the NOAUTH gate |
 //! | [`metrics`] | per-thread counters published once per loop turn, INFO's proxy sections, the Prometheus endpoint |
 //! | [`config`] | the command line and the config file |
-//! | [`server`] | the only module with sockets: one mio event loop per thread, client connections, pipelined backend connections, dedicated ones (transactions, blocking commands, subscriptions), redirects, topology refresh |
+//! | [`server`] | the only module with sockets: one mio event loop per thread, client connections, pipelined backend connections, dedicated ones (transactions, blocking commands, subscriptions), redirects, topology refresh; `server/reads.rs`: reads sent by the read policy, retried on failure, probes of ejected nodes |
 //!
 //! # Design
 //!
@@ -55,9 +57,16 @@
 //! authenticate with the proxy's backend credentials (`backend-user`, `backend-password`),
 //! so a client's AUTH never travels to a shared connection.
 //!
-//! **Not yet.** MONITOR needs a backend connection of its own per node; read policies and
-//! replicas, retries and the shared cache are later slices. Those commands get a clear error
-//! (`ERR command 'monitor' is not supported by darner proxy yet`), never a wrong answer.
+//! **Replicas and retries.** With a read policy other than `master`, read-only requests go to
+//! a replica of their slot's shard (chosen by health and replication offset from CLUSTER
+//! SHARDS) or its primary, in the policy's order; a read whose node fails is sent to the next
+//! one within a deadline, since running a read twice is harmless, while a write never is
+//! retried. Nodes that fail repeatedly are ejected and probed (ROLE) before they take
+//! reads again, so a dead replica costs its shard's reads no detour once noticed.
+//!
+//! **Not yet.** MONITOR needs a backend connection of its own per node; hedged reads and the
+//! shared cache are later slices. Those commands get a clear error (`ERR command 'monitor' is
+//! not supported by darner proxy yet`), never a wrong answer.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -65,8 +74,10 @@
 pub mod auth;
 pub mod config;
 pub mod fanout;
+pub mod health;
 pub mod merge;
 pub mod metrics;
+pub mod replicas;
 pub mod route;
 pub mod scan;
 pub mod server;

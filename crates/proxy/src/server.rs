@@ -24,13 +24,18 @@ use slab::Slab;
 use crate::auth::Credentials;
 use crate::config::Config;
 use crate::fanout::{self, Admin};
+use crate::health::Health;
 use crate::merge::{Merge, ReplyQueue};
 use crate::metrics::{self, Counters, InfoContext, Registry};
+use crate::replicas::{ReadPolicy, Replicas};
 use crate::route::{
     self, encode_request, parse_redirect, Identity, Plan, Redirect, Session, Target,
 };
 use crate::scan::ReplyScanner;
 use crate::slots::SlotMap;
+
+mod reads;
+use reads::ReadRetry;
 
 /// Redirects one request may follow before its error goes to the client.
 const MAX_REDIRECTS: u8 = 5;
@@ -86,6 +91,8 @@ enum Owner {
     Hello,
     /// A topology refresh: `CLUSTER SHARDS`, or `CLUSTER SLOTS` from a node without SHARDS.
     Topology { shards: bool },
+    /// The probe (ROLE) that decides whether an ejected node takes reads again.
+    Probe,
 }
 
 #[derive(Debug)]
@@ -99,6 +106,8 @@ struct InFlight {
     resend: bool,
     /// When it was queued: the connection's oldest request is the one a stall delays.
     sent: Instant,
+    /// A read that another node of its shard may answer if this one fails.
+    read: Option<Box<ReadRetry>>,
 }
 
 struct Client {
@@ -173,6 +182,7 @@ impl Backend {
             redirects,
             resend,
             sent,
+            read: None,
         });
     }
 
@@ -186,6 +196,7 @@ impl Backend {
             redirects: 0,
             resend: false,
             sent,
+            read: None,
         });
     }
 }
@@ -199,11 +210,11 @@ pub fn run(cfg: Config) -> io::Result<()> {
             p,
         )
     });
-    let map = match discover(&cfg.cluster, creds.as_ref()) {
+    let (map, replicas) = match discover(&cfg.cluster, creds.as_ref()) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("darner-proxy: no topology yet ({e}); will keep asking the seeds");
-            SlotMap::default()
+            Default::default()
         }
     };
     let addr = resolve(&cfg.listen)?;
@@ -258,6 +269,7 @@ pub fn run(cfg: Config) -> io::Result<()> {
         let mut worker = Worker::new(listener, map.clone(), me.clone(), &cfg, t as u64, threads)?;
         worker.admin = Some(admin.clone());
         worker.backend_creds = creds.clone();
+        worker.replicas = replicas.clone();
         handles.push(
             std::thread::Builder::new()
                 .name(format!("proxy-{t}"))
@@ -312,11 +324,14 @@ fn node_id(addr: SocketAddr) -> String {
 }
 
 /// The topology from the first seed that gives one (blocking: it runs once, before any client).
-fn discover(seeds: &[String], creds: Option<&Credentials>) -> Result<SlotMap, String> {
+fn discover(
+    seeds: &[String],
+    creds: Option<&Credentials>,
+) -> Result<(SlotMap, Replicas), String> {
     let mut errors = Vec::new();
     for seed in seeds {
         match ask_topology(seed, creds) {
-            Ok(m) if !m.primaries().is_empty() => return Ok(m),
+            Ok(m) if !m.0.primaries().is_empty() => return Ok(m),
             Ok(_) => errors.push(format!("{seed}: no slots assigned")),
             Err(e) => errors.push(format!("{seed}: {e}")),
         }
@@ -325,7 +340,7 @@ fn discover(seeds: &[String], creds: Option<&Credentials>) -> Result<SlotMap, St
 }
 
 /// The topology from CLUSTER SHARDS, or CLUSTER SLOTS where SHARDS is unknown (before Redis 7).
-fn ask_topology(seed: &str, creds: Option<&Credentials>) -> Result<SlotMap, String> {
+fn ask_topology(seed: &str, creds: Option<&Credentials>) -> Result<(SlotMap, Replicas), String> {
     let addr = resolve(seed).map_err(|e| e.to_string())?;
     let mut s =
         StdTcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|e| e.to_string())?;
@@ -338,10 +353,13 @@ fn ask_topology(seed: &str, creds: Option<&Credentials>) -> Result<SlotMap, Stri
     }
     let shards = ask(&mut s, &["CLUSTER", "SHARDS"])?;
     if !matches!(shards, Frame::Error(_)) {
-        return SlotMap::from_cluster_shards(&shards, host_of(seed)).map_err(|e| e.to_string());
+        let map =
+            SlotMap::from_cluster_shards(&shards, host_of(seed)).map_err(|e| e.to_string())?;
+        return Ok((map, Replicas::from_cluster_shards(&shards, host_of(seed))));
     }
     let slots = ask(&mut s, &["CLUSTER", "SLOTS"])?;
-    SlotMap::from_cluster_slots(&slots, host_of(seed)).map_err(|e| e.to_string())
+    let map = SlotMap::from_cluster_slots(&slots, host_of(seed)).map_err(|e| e.to_string())?;
+    Ok((map, Replicas::from_cluster_slots(&slots, host_of(seed))))
 }
 
 /// One request and its reply, blocking.
@@ -434,6 +452,14 @@ struct Worker {
     /// Clients with deferred requests that a reply may have freed.
     deferred_ready: Vec<usize>,
     map: SlotMap,
+    /// The replicas of each primary, from the same topology replies as `map`.
+    replicas: Replicas,
+    /// Which nodes are ejected (see [`Health`]).
+    health: Health,
+    read_policy: ReadPolicy,
+    read_retry_deadline: Duration,
+    /// Rotates the `any` read policy's first choice.
+    read_turn: usize,
     me: Identity,
     seeds: Vec<String>,
     limits: Limits,
@@ -486,6 +512,11 @@ impl Worker {
             idle: HashMap::new(),
             deferred_ready: Vec::new(),
             map,
+            replicas: Replicas::default(),
+            health: Health::default(),
+            read_policy: cfg.read_policy,
+            read_retry_deadline: cfg.read_retry_deadline,
+            read_turn: thread as usize,
             me,
             seeds: cfg.cluster.clone(),
             limits: Limits::default(),
@@ -515,6 +546,10 @@ impl Worker {
             let deadline = self
                 .expire_stalled()
                 .map_or(self.next_refresh, |d| d.min(self.next_refresh));
+            let deadline = self
+                .health
+                .next_probe()
+                .map_or(deadline, |p| p.min(deadline));
             let timeout = if self.resume.is_empty() {
                 deadline.saturating_duration_since(Instant::now())
             } else {
@@ -562,6 +597,7 @@ impl Worker {
             if Instant::now() >= self.next_refresh {
                 self.refresh(None);
             }
+            self.send_probes();
             self.run_deferred();
             // Before the replies go out: a client that saw one finds it counted.
             self.publish_counters();
@@ -885,7 +921,9 @@ impl Worker {
                             Plan::Forward { parts, merge } => {
                                 let n = parts.len();
                                 let seq = c.queue.push_pending(merge, n);
-                                sends.push(Outgoing::Parts(seq, parts, resp3_before));
+                                let read = self.read_policy != ReadPolicy::Master
+                                    && crate::replicas::is_read_only(&args);
+                                sends.push(Outgoing::Parts(seq, parts, resp3_before, read));
                             }
                             Plan::Pinned {
                                 open,
@@ -1028,10 +1066,16 @@ impl Worker {
         let id = self.clients[idx].id;
         {
             match out {
-                Outgoing::Parts(seq, parts, resp3) => {
+                Outgoing::Parts(seq, parts, resp3, read) => {
                     for (part, p) in parts.into_iter().enumerate() {
                         let owner = Owner::Client { idx, id, seq, part };
-                        self.send(owner, p.target, p.payload, resp3, 0, false);
+                        match p.target {
+                            Target::Slot(slot) if read => {
+                                let retry = self.new_read(slot, resp3);
+                                self.send_read(owner, p.payload, retry, None)
+                            }
+                            target => self.send(owner, target, p.payload, resp3, 0, false),
+                        }
                     }
                 }
                 Outgoing::Pinned {
@@ -1244,6 +1288,7 @@ impl Worker {
             return Ok(b);
         }
         let b = self.open_backend(node, resp3)?;
+        self.readonly_on_open(b);
         self.by_node.insert((node.to_string(), resp3), b);
         Ok(b)
     }
@@ -1357,6 +1402,9 @@ impl Worker {
             Some(be) => (be.node.clone(), be.resp3, be.role == Role::Shared),
             None => return,
         };
+        if !replies.is_empty() {
+            self.health.success(&node);
+        }
         let mut replies = replies.into_iter();
         while let Some((f, reply)) = replies.next() {
             let refused = reply.first() == Some(&b'-');
@@ -1389,6 +1437,7 @@ impl Worker {
                     return self.fail_backend(b, &reason);
                 }
                 Owner::Asking | Owner::Hello | Owner::Nobody => {}
+                Owner::Probe => self.probe_answered(&node, &reply),
                 Owner::Topology { shards } => {
                     self.refresh_in_flight = false;
                     let Ok(Some((frame, _))) = decode(&reply, &self.limits) else {
@@ -1406,12 +1455,19 @@ impl Worker {
                         SlotMap::from_cluster_slots(&frame, host_of(&node))
                     };
                     match map {
-                        Ok(m) if !m.primaries().is_empty() => self.map = m,
+                        Ok(m) if !m.primaries().is_empty() => {
+                            self.map = m;
+                            self.topology_replicas(&frame, shards, &node);
+                        }
                         Ok(_) => {}
                         Err(e) => eprintln!("darner-proxy: topology from {node}: {e}"),
                     }
                 }
                 Owner::Client { .. } => {
+                    let f = match self.retry_refused_read(f, &reply, &node) {
+                        Some(f) => f,
+                        None => continue,
+                    };
                     let redirect = match parse_redirect(&reply) {
                         Some(r) if f.redirects < MAX_REDIRECTS => Some(r),
                         _ => None,
@@ -1478,7 +1534,7 @@ impl Worker {
                 }
             }
             Owner::Topology { .. } => self.refresh_in_flight = false,
-            Owner::Asking | Owner::Hello | Owner::Nobody => {}
+            Owner::Asking | Owner::Hello | Owner::Nobody | Owner::Probe => {}
         }
     }
 
@@ -1527,8 +1583,16 @@ impl Worker {
             .inflight
             .iter()
             .any(|f| matches!(f.owner, Owner::Topology { .. }));
+        // An idle connection the node closed (its `timeout`) failed nobody; a connection that
+        // never opened, or lost requests, counts against the node.
+        if !be.connected || !be.inflight.is_empty() {
+            self.node_failed(&be.node);
+        }
         for f in be.inflight.drain(..) {
-            self.answer(f.owner, error_wire(&msg));
+            match f.read {
+                Some(retry) => self.send_read(f.owner, f.payload, retry, Some(msg.clone())),
+                None => self.answer(f.owner, error_wire(&msg)),
+            }
         }
         if was_refresh {
             // The topology request itself failed: ask again shortly, not at once, or a
@@ -1558,10 +1622,20 @@ impl Worker {
             Some(n) => n,
             None => {
                 self.any_rr = self.any_rr.wrapping_add(1);
-                if primaries.is_empty() {
+                // An ejected node would only fail the refresh: ask another, if any.
+                let asked: Vec<&str> = match primaries
+                    .iter()
+                    .copied()
+                    .filter(|p| !self.health.is_ejected(p))
+                    .collect::<Vec<_>>()
+                {
+                    healthy if !healthy.is_empty() => healthy,
+                    _ => primaries,
+                };
+                if asked.is_empty() {
                     self.seeds[self.any_rr % self.seeds.len()].clone()
                 } else {
-                    primaries[self.any_rr % primaries.len()].to_string()
+                    asked[self.any_rr % asked.len()].to_string()
                 }
             }
         };
@@ -1685,8 +1759,9 @@ impl Worker {
 
 /// A backend request decided while a client's input was parsed, sent once it is.
 enum Outgoing {
-    /// Request `seq`'s parts, on the shared connections (`bool`: RESP3).
-    Parts(u64, Vec<route::Part>, bool),
+    /// Request `seq`'s parts, on the shared connections (RESP3; read-only, so that the read
+    /// policy applies to it).
+    Parts(u64, Vec<route::Part>, bool, bool),
     /// A transaction's request (`seq`: none when the proxy answered it itself).
     Pinned {
         seq: Option<u64>,
