@@ -295,3 +295,63 @@ def test_failover_between_darner_and_redis(kinds, darner_factory):
     finally:
         for s in servers:
             s.stop()
+
+
+def sync_counts(server):
+    stats = server.client().info("stats")
+    return stats["sync_full"], stats["sync_partial_ok"]
+
+
+@pytest.mark.parametrize("repointed", [False, True], ids=["stays", "repointed"])
+@pytest.mark.parametrize("other", ["darner", "redis"])
+def test_after_a_failover_the_other_replica_continues_partially(other, repointed,
+                                                                 darner_factory):
+    """A primary with two replicas fails over to one of them: the other one (a Darner
+    replica, or a Redis 7.0 one) keeps its data and continues with a partial resync
+    (PSYNC2: its PSYNC names the old replication ID, which the old primary and the new
+    one keep as their second ID up to the hand-over's offset), whether it stays on the old
+    primary (now a replica of the new one: chained) or is repointed to the new primary
+    with REPLICAOF. The server it syncs with counts a partial resync and no full one."""
+    p = darner_factory()
+    r1 = darner_factory("--replicaof", "127.0.0.1", p.port)
+    own = []
+    try:
+        if other == "darner":
+            r2 = darner_factory("--replicaof", "127.0.0.1", p.port)
+        else:
+            r2 = harness.start_reference(["--replicaof", "127.0.0.1", str(p.port)])
+            own.append(r2)
+        servers = (p, r1, r2)
+        pc = p.client()
+        for i in range(100):
+            pc.set("k%d" % i, i)
+        pc.rpush("l", *range(50))
+        wait_for(lambda: synced(p, r1) and synced(p, r2), 20, "both replicas to sync",
+                 servers)
+        # Counted before the failover: the other replica may sync again as soon as the old
+        # primary steps down.
+        full_before, partial_before = sync_counts(p)
+        assert pc.execute_command("FAILOVER", "TO", "127.0.0.1", r1.port) == b"OK"
+        wait_for(lambda: role(r1)[0] == b"master" and follows(p, r1.port), 20,
+                 "the old primary to follow the target", servers)
+        upstream = r1 if repointed else p
+        if repointed:
+            assert r2.client().execute_command("REPLICAOF", "127.0.0.1", r1.port) == b"OK"
+        r1.client().set("after", "1")
+        r1.client().rpush("l", "x")
+        wait_for(lambda: follows(r2, upstream.port) and synced(r1, p) and synced(upstream, r2)
+                 and r2.client().get("after") == b"1", 20,
+                 "the other replica to catch up", servers)
+        # The target: the old primary's PSYNC continued, and the other replica's if it was
+        # repointed (which may have continued on the old primary first).
+        assert sync_counts(r1) == (0, 1 + repointed), r2.log_tail(4000)
+        full, partial = sync_counts(p)
+        assert full == full_before, "a full resync:\n" + r2.log_tail(4000)
+        if not repointed:
+            assert partial == partial_before + 1, "no partial resync:\n" + r2.log_tail(4000)
+        digest = r1.client().execute_command("DEBUG", "DIGEST")
+        assert r2.client().execute_command("DEBUG", "DIGEST") == digest
+        assert p.client().execute_command("DEBUG", "DIGEST") == digest
+    finally:
+        for s in own:
+            s.stop()

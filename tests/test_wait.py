@@ -122,6 +122,33 @@ def test_wait_in_a_pipeline_after_writes_covers_them(primary):
         rep.stop()
 
 
+def test_roles_offset_covers_a_write_just_answered_as_the_replica_acks_it(darner_factory):
+    """ROLE on a primary reports an offset that covers every write already answered (as
+    INFO's master_repl_offset, and as Redis, where a write is in the stream before its
+    reply leaves): right after a write, it is where a Darner replica's acknowledgement
+    stands once WAIT returns. The replica may have acknowledged WAIT's GETACK too (37
+    bytes, the only other thing in the stream: the PING period is an hour), never a whole
+    1 KB write more. ROLE's replica entries are Redis 7.2's [ip, port, offset] strings."""
+    primary = darner_factory("--repl-ping-replica-period", "3600")
+    p, rep, r = follower(primary, darner_factory)
+    online(p, 1)
+    p.set("warm-up", "1")
+    getack = len(b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n")
+    for i in range(100):
+        with p.pipeline(transaction=False) as pl:
+            pl.set("k%d" % (i % 7), "%04d" % i * 250)
+            pl.execute_command("ROLE")
+            _, role = pl.execute()
+        assert role[0] == b"master"
+        offset = role[1]
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        after = p.execute_command("ROLE")
+        [(ip, port, acked)] = after[2]
+        assert (ip, port) == (b"127.0.0.1", str(rep.port).encode())
+        assert offset <= int(acked) <= offset + getack, (i, role, after)
+        assert r.get("k%d" % (i % 7)) == b"%04d" % i * 250
+
+
 def test_wait_for_more_replicas_than_there_are_times_out_with_the_count(primary):
     p, rep = redis_follower(primary)
     try:

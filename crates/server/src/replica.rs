@@ -1407,8 +1407,13 @@ impl Loopback {
 
 /// Where this replica's data stands in its primary's stream, for a snapshot's `repl-id`,
 /// `repl-offset` and `repl-stream-db` (Redis's rdbSaveInfo): known exactly when the link has
-/// nothing in the server's hands (not streaming, or paused by [`hold_link`]). None on a
-/// primary, or while the link applies commands (a restart from that file syncs in full).
+/// nothing in the server's hands: paused by [`hold_link`] while streaming (the offset
+/// applied), or not streaming, where the history the next PSYNC offers (`cached`) is the
+/// data's. None on a primary, while the link applies commands, and from a full sync's
+/// `+FULLRESYNC` until the snapshot loaded is adopted (as Redis, whose cached master is
+/// gone then): the data may be the new snapshot's while `history` is still the old one's,
+/// and a restart that continued the old history over it would apply writes twice (a
+/// restart from a file without the fields syncs in full).
 pub struct ReplPosition {
     pub replid: ReplId,
     pub offset: i64,
@@ -1424,11 +1429,20 @@ pub fn cut_position(shared: &Shared) -> Option<ReplPosition> {
     let r = &shared.repl;
     let paused = r.hold.load(Ordering::SeqCst) > 0
         && r.held_for.load(Ordering::SeqCst) >= r.hold_epoch.load(Ordering::SeqCst);
+    let stream_db = r.stream_db.load(Ordering::SeqCst);
+    if paused {
+        return Some(ReplPosition {
+            replid: st.history.replid,
+            offset: st.history.master_repl_offset,
+            stream_db,
+        });
+    }
     let idle = r.applying.load(Ordering::SeqCst) == 0;
-    (paused || idle).then(|| ReplPosition {
-        replid: st.history.replid,
-        offset: st.history.master_repl_offset,
-        stream_db: r.stream_db.load(Ordering::SeqCst),
+    let (replid, offset) = st.cached.filter(|_| idle)?;
+    Some(ReplPosition {
+        replid,
+        offset,
+        stream_db,
     })
 }
 
@@ -1441,17 +1455,32 @@ impl Drop for LinkHold<'_> {
     }
 }
 
-/// On a replica, pauses the link where everything it forwarded is applied (at most a
-/// second's wait), so that a snapshot cut while the pause lasts knows its offset in the
+/// How long [`hold_link`] waits for the link to pause. The pause comes once the commands
+/// the link forwarded (at most `WINDOW`) are applied: quickly, unless the server is slow
+/// (a loaded machine, a busy script) or holds them back (CLIENT PAUSE), and the snapshot
+/// needs every shard after that anyway. A snapshot cut without the pause records no
+/// position, and a restart from it syncs in full, so the wait is long (it used to be a
+/// second, which a loaded machine could exceed), bounded as Redis's `shutdown-timeout`
+/// (10 s by default) bounds a shutdown's wait for its replicas.
+const HOLD_WAIT: Duration = Duration::from_secs(10);
+
+/// On a replica, pauses the link where everything it forwarded is applied (waiting at most
+/// [`HOLD_WAIT`]), so that a snapshot cut while the pause lasts knows its offset in the
 /// primary's stream ([`cut_position`]). Call before taking every shard.
 pub async fn hold_link(shared: &Shared) -> Option<LinkHold<'_>> {
     if !shared.repl.is_replica.load(Ordering::SeqCst) {
         return None;
     }
     let epoch = request_hold(shared);
-    let deadline = Instant::now() + Duration::from_secs(1);
+    let deadline = Instant::now() + HOLD_WAIT;
     while held(shared, epoch) == Some(false) && Instant::now() < deadline {
         crate::exec::sleep_until(Instant::now() + Duration::from_millis(1)).await;
+    }
+    if held(shared, epoch) == Some(false) {
+        log::warning(
+            "The link with the MASTER did not pause in time for the snapshot: it records no \
+             replication offset, a restart from it will need a full resync",
+        );
     }
     Some(LinkHold(shared))
 }
@@ -1787,6 +1816,10 @@ fn stream(
     }
     {
         let mut st = shared.repl.lock();
+        // A pause this stream made holds no more: a snapshot cut from here takes the
+        // history handed over below (`cut_position`), not whatever the link does next (a
+        // full sync may replace the data before the cut).
+        shared.repl.held_for.store(0, Ordering::SeqCst);
         if shared.repl.current(gen) {
             let replid = st.history.replid;
             st.cached = (!local_lost).then_some((replid, off.applied));

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 pub fn register(r: &mut Reg) {
     r.tx("replicaof", Locks::None, replicaof);
     r.tx("slaveof", Locks::None, replicaof);
-    r.conn("role", role);
+    r.tx("role", Locks::None, role);
     r.tx("psync", Locks::None, psync);
     r.tx("sync", Locks::None, psync);
     r.conn("replconf", replconf);
@@ -380,7 +380,24 @@ fn replicaof(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     })
 }
 
-/// ROLE: `master <offset> <replicas>` or `slave <host> <port> <state> <offset>`.
-fn role(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
-    replica::role(ctx.shared, w);
+/// ROLE: `master <offset> <replicas>` or `slave <host> <port> <state> <offset>`. On a
+/// primary the offset covers every write already answered, as in Redis (where a write is in
+/// the stream before its reply leaves) and as INFO's `master_repl_offset`: the threads hand
+/// over what they recorded and the feed thread merges it first (WAIT's offset). Without this
+/// a client that wrote and then compared ROLE's offset with a replica's could see the replica
+/// ahead of its primary. Inside EXEC nothing waits, as for WAIT.
+fn role(tx: Tx, _: Vec<Bytes>) -> TxFuture {
+    Box::pin(async move {
+        let shared = tx.shared().clone();
+        if crate::primary::feeding()
+            && !tx.nested()
+            && !shared
+                .repl
+                .is_replica
+                .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            crate::primary::wait_offset(&tx).await;
+        }
+        with_writer(tx.resp3(), |w| replica::role(&shared, w))
+    })
 }
