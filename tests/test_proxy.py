@@ -12,6 +12,7 @@ import os
 import subprocess
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 import redis
@@ -46,8 +47,9 @@ def wait_for(pred, timeout=15.0, what="condition"):
     raise AssertionError("timed out waiting for %s" % what)
 
 
-@pytest.fixture(scope="module")
-def cluster():
+def proxy_tests_can_run():
+    """Skips (or fails) the calling test where the proxy cannot be tested; returns the
+    redis-server binary the clusters are made of."""
     if harness.darner_is_redis():
         pytest.skip("the proxy is darner's; nothing to validate against redis-server")
     if not os.access(proxy_bin(), os.X_OK):
@@ -56,15 +58,27 @@ def cluster():
     binary = harness.redis_server_bin()
     if not binary:
         pytest.skip("redis-server not installed")
+    return binary
+
+
+@contextmanager
+def redis_cluster(primaries=3, password=None):
+    """A Redis Cluster of `primaries` nodes of Debian's redis-server (made with `redis-cli
+    --cluster create`, every node with `requirepass` when `password` is given), stopped on
+    exit; yields the nodes once every node says cluster_state:ok and sees every shard."""
+    binary = proxy_tests_can_run()
+    auth = ["--requirepass", password, "--masterauth", password] if password else []
+    cli_auth = ["-a", password, "--no-auth-warning"] if password else []
     nodes = []
     try:
-        for _ in range(3):
+        for _ in range(primaries):
             nodes.append(Server(binary, ["--cluster-enabled", "yes", "--cluster-config-file",
-                                         "nodes.conf", "--cluster-node-timeout", "15000"],
-                                is_redis=True, name="cluster-node").start())
+                                         "nodes.conf", "--cluster-node-timeout", "15000", *auth],
+                                is_redis=True, name="cluster-node", auth=password).start())
         addrs = ["127.0.0.1:%d" % n.port for n in nodes]
-        out = subprocess.run(["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas",
-                              "0", "--cluster-yes"], capture_output=True, timeout=30)
+        out = subprocess.run(["redis-cli", *cli_auth, "--cluster", "create", *addrs,
+                              "--cluster-replicas", "0", "--cluster-yes"],
+                             capture_output=True, timeout=30)
         assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
         clients = [n.client() for n in nodes]
 
@@ -73,7 +87,7 @@ def cluster():
                 info = c.execute_command("CLUSTER", "INFO")
                 ok = (info.get("cluster_state") == "ok" if isinstance(info, dict)
                       else b"cluster_state:ok" in info)
-                if not ok or len(c.execute_command("CLUSTER", "SLOTS")) != 3:
+                if not ok or len(c.execute_command("CLUSTER", "SLOTS")) != primaries:
                     return False
             return True
         wait_for(formed, what="cluster_state:ok on every node")
@@ -83,6 +97,12 @@ def cluster():
     finally:
         for n in nodes:
             n.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with redis_cluster() as nodes:
+        yield nodes
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,7 @@ error text the proxy writes itself against a redis-server's.
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -23,7 +21,7 @@ import redis
 import harness
 from harness import HarnessError, Server
 from keyslot import key_slot
-from test_proxy import ProxyServer, proxy_bin, wait_for
+from test_proxy import ProxyServer, proxy_bin, redis_cluster, wait_for
 
 NODE_PASS = "node-secret"
 PROXY_PASS = "proxy secret"
@@ -31,42 +29,8 @@ PROXY_PASS = "proxy secret"
 
 @pytest.fixture(scope="module")
 def cluster():
-    if harness.darner_is_redis():
-        pytest.skip("the proxy is darner's; nothing to validate against redis-server")
-    if not os.access(proxy_bin(), os.X_OK):
-        pytest.fail("darner-proxy not found next to DARNER_BIN (%s)" % proxy_bin(), pytrace=False)
-    binary = harness.redis_server_bin()
-    if not binary:
-        pytest.skip("redis-server not installed")
-    nodes = []
-    try:
-        for _ in range(3):
-            nodes.append(Server(binary, ["--cluster-enabled", "yes", "--cluster-config-file",
-                                         "nodes.conf", "--cluster-node-timeout", "15000",
-                                         "--requirepass", NODE_PASS, "--masterauth", NODE_PASS],
-                                is_redis=True, name="cluster-node", auth=NODE_PASS).start())
-        addrs = ["127.0.0.1:%d" % n.port for n in nodes]
-        out = subprocess.run(["redis-cli", "-a", NODE_PASS, "--no-auth-warning", "--cluster",
-                              "create", *addrs, "--cluster-replicas", "0", "--cluster-yes"],
-                             capture_output=True, timeout=30)
-        assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
-        clients = [n.client() for n in nodes]
-
-        def formed():
-            for c in clients:
-                info = c.execute_command("CLUSTER", "INFO")
-                ok = (info.get("cluster_state") == "ok" if isinstance(info, dict)
-                      else b"cluster_state:ok" in info)
-                if not ok or len(c.execute_command("CLUSTER", "SLOTS")) != 3:
-                    return False
-            return True
-        wait_for(formed, what="cluster_state:ok on every node")
+    with redis_cluster(password=NODE_PASS) as nodes:
         yield nodes
-    except HarnessError as e:
-        pytest.fail(str(e), pytrace=False)
-    finally:
-        for n in nodes:
-            n.stop()
 
 
 class AuthProxy(ProxyServer):

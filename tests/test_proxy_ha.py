@@ -15,7 +15,6 @@ every request in that window, reads included (a Redis Cluster fact, whoever the 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import threading
 import time
@@ -27,7 +26,7 @@ import redis
 import harness
 from harness import HarnessError, Server
 from keyslot import key_slot
-from test_proxy import ProxyServer, proxy_bin, wait_for
+from test_proxy import ProxyServer, proxy_tests_can_run, wait_for
 
 NODE_TIMEOUT_MS = 1500
 NODE_ARGS = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
@@ -119,12 +118,7 @@ class Cluster:
 
 @contextmanager
 def six_nodes():
-    if harness.darner_is_redis():
-        pytest.skip("the proxy is darner's; nothing to validate against redis-server")
-    if not os.access(proxy_bin(), os.X_OK):
-        pytest.fail("darner-proxy not found next to DARNER_BIN (%s)" % proxy_bin(), pytrace=False)
-    if not harness.redis_server_bin():
-        pytest.skip("redis-server not installed")
+    proxy_tests_can_run()
     try:
         c = Cluster()
     except HarnessError as e:
