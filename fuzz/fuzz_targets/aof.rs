@@ -4,7 +4,7 @@
 //! (piece sizes taken from the input's first bytes).
 //!
 //! Run with `cargo +nightly fuzz run aof` from the repository root. The property test
-//! `arbitrary_bytes_never_panic_and_read_the_same_in_pieces` in crates/aof/tests/props.rs runs
+//! `arbitrary_bytes_never_panic_and_read_the_same_in_pieces` in crates/aof/tests/e2e/props.rs runs
 //! the same checks on generated inputs under `cargo test`.
 
 #![no_main]

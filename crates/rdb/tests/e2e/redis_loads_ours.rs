@@ -2,9 +2,7 @@
 //! version Darner's RDB 10 targets): DUMP payloads of every type and size class RESTOREd and
 //! read back with commands, and a whole file written with `FileWriter` loaded at startup.
 
-mod common;
-
-use common::{Redis, Rng, TempDir};
+use crate::common::{Redis, Rng, TempDir};
 use darner_rdb::encode::{self, FileWriter};
 use darner_rdb::{
     dump_payload, object_type as t, EncodeOptions, HashField, PendingEntry, Stream, StreamConsumer,

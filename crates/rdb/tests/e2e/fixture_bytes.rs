@@ -6,9 +6,7 @@
 //! decompression (our compressor is not liblzf byte for byte), everything else byte for byte,
 //! checksum included.
 
-mod common;
-
-use common::{b64, hex, listpack_entries, load_json, LpEntry, Reader, StrEnc};
+use crate::common::{b64, hex, listpack_entries, load_json, LpEntry, Reader, StrEnc};
 use darner_rdb::{dump_payload, object_type as t, HashField, Value};
 use serde_json::Value as J;
 use std::collections::HashMap;
