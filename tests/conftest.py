@@ -7,6 +7,10 @@ Fixtures:
   r / r3          redis-py clients (RESP2 / RESP3) on `darner`, FLUSHALL'd before each test
   raw             factory of raw-socket RESP connections (tests/resp_reader.RawConn)
 
+Logs: a failed test's servers' logs (those a fixture value's failure_logs() names) come in its
+report whole; DARNER_KEEP_LOGS=<dir> also copies them there, DARNER_KEEP_LOGS_ALL=1 for every
+test (to count a rare event in a loop's passing runs too).
+
 Validate the harness against redis itself:
   DARNER_BIN=$(which redis-server) python3 -m pytest tests -q
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import pytest
 
@@ -38,6 +43,36 @@ def pytest_report_header(config):
 def pytest_runtest_setup(item):
     if item.get_closest_marker("darner_only") and harness.darner_is_redis():
         pytest.skip("darner-only fact; not applicable to redis-server (DARNER_IS_REDIS)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's server logs, whole, in its report, and copied under $DARNER_KEEP_LOGS
+    when set (every test's with DARNER_KEEP_LOGS_ALL=1: a loop hunting a rare event counts it
+    in the runs that passed too). A fixture value with a `failure_logs()` method names the
+    servers. Done here, in the call phase, because the fixtures' teardown deletes the
+    servers' directories."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when != "call":
+        return
+    keep = os.environ.get("DARNER_KEEP_LOGS")
+    keep_all = os.environ.get("DARNER_KEEP_LOGS_ALL") not in (None, "", "0")
+    if not rep.failed and not (keep and keep_all):
+        return
+    for value in getattr(item, "funcargs", {}).values():
+        servers = getattr(value, "failure_logs", None)
+        if not callable(servers):
+            continue
+        for srv in servers():
+            text = srv.log_tail(1 << 20)
+            if rep.failed:
+                rep.sections.append(("log of %r" % srv, text))
+            if keep:
+                os.makedirs(keep, exist_ok=True)
+                name = "%s-%s-%s-%s.log" % (item.name, int(time.time()), srv.name, srv.port)
+                with open(os.path.join(keep, name), "w") as f:
+                    f.write(text)
 
 
 def pytest_sessionfinish(session, exitstatus):

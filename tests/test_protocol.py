@@ -477,6 +477,27 @@ def test_config_rewrite_updates_file(darner_factory, tmp_path):
     assert not re.search(r"^hz 15$", text, re.M), text
 
 
+def test_config_rewrite_of_a_promoted_replica_drops_its_replicaof_line(darner_factory, tmp_path):
+    # What Sentinel does to a replica it repointed (REPLICAOF; CONFIG REWRITE) and then
+    # promoted (REPLICAOF NO ONE; CONFIG REWRITE): the file must start a primary again. The
+    # primary named is a port nobody listens on (a dead primary, as in a failover).
+    port, dead = harness.free_port(), harness.free_port()
+    conf = _write_conf(tmp_path, "port %d\nbind 127.0.0.1\nreplicaof 127.0.0.1 %d\n"
+                       % (port, dead))
+    srv = darner_factory.server(threads=1, config_file=conf, port=port, add_port=False)
+    srv.start()
+    with srv.raw() as c:
+        assert c.call("ROLE").value[0].value == b"slave"
+        assert c.call("REPLICAOF", "NO", "ONE").raw == b"+OK\r\n"
+        assert c.call("CONFIG", "REWRITE").raw == b"+OK\r\n"
+    text = open(conf).read()
+    assert "replicaof" not in text, text
+    srv.stop(cleanup=False)
+    srv.start()
+    with srv.raw() as c:
+        assert c.call("ROLE").value[0].value == b"master"
+
+
 def test_logfile_and_loglevel(darner_factory, tmp_path):
     logfile = tmp_path / "server.log"
     srv = darner_factory("--logfile", str(logfile), "--loglevel", "verbose", threads=1)

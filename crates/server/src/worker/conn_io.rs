@@ -31,6 +31,9 @@ impl Worker {
                     return;
                 }
             };
+            // Redis's verbose line, as it writes it (the address without brackets): when a
+            // client's connection was taken tells whether a late reply was the server's.
+            log::verbose(&format!("Accepted {}:{}", peer.ip(), peer.port()));
             self.new_conn(sock, peer);
         }
     }

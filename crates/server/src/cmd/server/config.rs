@@ -344,6 +344,10 @@ fn directive_lines(i: usize, v: &str) -> Vec<String> {
                 .map(|p| format!("save {} {}", p.seconds, p.changes))
                 .collect();
         }
+        // A primary's file has no `replicaof` line: the one a REPLICAOF wrote goes once
+        // REPLICAOF NO ONE made it a primary (Redis's rewriteConfigReplicaOfOption), as a
+        // `replicaof ""` line would stop it from starting again.
+        Kind::Special if d.name == "replicaof" && v.is_empty() => return Vec::new(),
         Kind::Special if d.name == "client-output-buffer-limit" => {
             let words: Vec<&str> = v.split_whitespace().collect();
             return words
@@ -519,6 +523,37 @@ mod tests {
         );
         // A second rewrite is stable.
         assert_eq!(rewritten(&new, &back), new);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn rewrite_drops_the_replicaof_line_of_a_promoted_replica() {
+        let cfg = config::load(
+            None,
+            &["--replicaof".into(), "127.0.0.1".into(), "7000".into()],
+        )
+        .unwrap();
+        cfg.set("save", "", false).unwrap();
+        let old = "port 7001\nreplicaof 127.0.0.1 6999\nsave \"\"\n";
+        assert_eq!(
+            rewritten(old, &cfg),
+            "port 6379\nreplicaof 127.0.0.1 7000\nsave \"\"\n"
+        );
+        // REPLICAOF NO ONE (replica::unset_master) empties the value.
+        cfg.store_raw("replicaof", String::new());
+        let new = rewritten(old, &cfg);
+        assert_eq!(new, "port 6379\nsave \"\"\n");
+        assert_eq!(
+            rewritten("save \"\"\nslaveof 127.0.0.1 6999\n", &cfg),
+            "save \"\"\n"
+        );
+        // The file loads back: a primary.
+        let dir = std::env::temp_dir().join(format!("darner-rwr-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("x.conf");
+        std::fs::write(&file, &new).unwrap();
+        let back = config::load(Some(&file), &[]).unwrap();
+        assert_eq!(back.replicaof(), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
