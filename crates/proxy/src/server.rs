@@ -324,10 +324,7 @@ fn node_id(addr: SocketAddr) -> String {
 }
 
 /// The topology from the first seed that gives one (blocking: it runs once, before any client).
-fn discover(
-    seeds: &[String],
-    creds: Option<&Credentials>,
-) -> Result<(SlotMap, Replicas), String> {
+fn discover(seeds: &[String], creds: Option<&Credentials>) -> Result<(SlotMap, Replicas), String> {
     let mut errors = Vec::new();
     for seed in seeds {
         match ask_topology(seed, creds) {
