@@ -12,6 +12,7 @@
 //! | [`merge`] | [`Merge`] rules (sum, all-OK, key order, concatenation) and [`ReplyQueue`], a client's replies released in request order |
 //! | [`scan`] | [`ReplyScanner`]: where a backend reply ends, resumable, without decoding it |
 //! | [`fanout`] | SCAN (a cursor over every primary), RANDOMKEY, INFO; [`fanout::plan`], the entry point: authentication gate, these, then routing |
+//! | [`cache`] | the shared client cache (`proxy-cache yes`): which requests it answers, what writes invalidate, fills in flight and the invalidation race, CLOCK eviction |
 //! | [`auth`] | client AUTH / HELLO AUTH against `requirepass`, the NOAUTH gate |
 //! | [`metrics`] | per-thread counters published once per loop turn, INFO's proxy sections, the Prometheus endpoint |
 //! | [`config`] | the command line and the config file |
@@ -63,6 +64,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod cache;
 pub mod config;
 pub mod fanout;
 pub mod merge;

@@ -22,6 +22,7 @@ use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
 use crate::auth::Credentials;
+use crate::cache::{self, Cache, Effect, Ticket};
 use crate::config::Config;
 use crate::fanout::{self, Admin};
 use crate::merge::{Merge, ReplyQueue};
@@ -99,6 +100,16 @@ struct InFlight {
     resend: bool,
     /// When it was queued: the connection's oldest request is the one a stall delays.
     sent: Instant,
+    /// A cache fill: its reply may be kept (see [`cache`]).
+    fill: Option<Box<Fill>>,
+}
+
+/// A cacheable read sent on a tracking connection.
+#[derive(Debug)]
+struct Fill {
+    ticket: Ticket,
+    key: Vec<u8>,
+    signature: Vec<u8>,
 }
 
 struct Client {
@@ -154,6 +165,9 @@ struct Backend {
     scanner: ReplyScanner,
     inflight: VecDeque<InFlight>,
     role: Role,
+    /// `CLIENT TRACKING on` was sent first: the node pushes invalidations of the keys read on
+    /// it (a shared RESP3 connection while the cache is on).
+    tracking: bool,
 }
 
 impl Backend {
@@ -173,6 +187,7 @@ impl Backend {
             redirects,
             resend,
             sent,
+            fill: None,
         });
     }
 
@@ -186,6 +201,7 @@ impl Backend {
             redirects: 0,
             resend: false,
             sent,
+            fill: None,
         });
     }
 }
@@ -463,6 +479,8 @@ struct Worker {
     backend_creds: Option<Credentials>,
     /// When a refused backend handshake was last logged.
     handshake_warned: Option<Instant>,
+    /// The shared client cache (`proxy-cache yes`): this thread's share of it.
+    cache: Option<Cache>,
 }
 
 impl Worker {
@@ -506,6 +524,10 @@ impl Worker {
             maxclients: cfg.maxclients,
             backend_creds: None,
             handshake_warned: None,
+            // Each thread's share of the bound: the threads' caches are apart.
+            cache: cfg
+                .cache_max_memory
+                .map(|m| Cache::new((m / cfg.threads.max(1)).max(1024))),
         })
     }
 
@@ -571,6 +593,9 @@ impl Worker {
 
     /// Adds this turn's counts to the shared registry, with the requests in flight now.
     fn publish_counters(&mut self) {
+        if let Some(cache) = &mut self.cache {
+            self.counters.cache(cache.take_stats());
+        }
         let Some(admin) = &self.admin else {
             return;
         };
@@ -875,6 +900,12 @@ impl Worker {
                         if let Some(name) = metrics::command_name(&args).filter(|_| counted) {
                             self.counters.command(name);
                         }
+                        let plan = match &mut self.cache {
+                            Some(cache) => {
+                                cache_plan(cache, &self.map, &args, plan, c.session.resp3)
+                            }
+                            None => plan,
+                        };
                         match plan {
                             Plan::Reply { bytes, close } => {
                                 c.queue.push_ready(bytes, close);
@@ -1193,7 +1224,31 @@ impl Worker {
         if asking {
             be.queue_own(Owner::Asking, &encode_request(&["ASKING"]), now);
         }
+        // A cacheable read on a tracking connection fills the cache; not one that was
+        // redirected (its node may not track it for this connection: ASK) nor the proxy's own.
+        let fill = match &mut self.cache {
+            Some(cache)
+                if be.tracking
+                    && redirects == 0
+                    && !asking
+                    && matches!(owner, Owner::Client { .. }) =>
+            {
+                cache::request_args(&payload)
+                    .filter(|args| cache::cacheable(args))
+                    .map(|args| {
+                        Box::new(Fill {
+                            ticket: cache.begin_fill(args[1]),
+                            key: args[1].to_vec(),
+                            signature: cache::signature(&args),
+                        })
+                    })
+            }
+            _ => None,
+        };
         be.queue(owner, payload, redirects, true, now);
+        if let Some(f) = be.inflight.back_mut() {
+            f.fill = fill;
+        }
         self.dirty_backends.push(b);
     }
 
@@ -1245,6 +1300,18 @@ impl Worker {
         }
         let b = self.open_backend(node, resp3)?;
         self.by_node.insert((node.to_string(), resp3), b);
+        if resp3 && self.cache.is_some() {
+            // Default mode: the node tracks the keys read on this connection and pushes their
+            // invalidations on it, in order with the replies. A node that refuses it (before
+            // Redis 6) fails the connection as a refused handshake.
+            let be = &mut self.backends[b];
+            be.queue_own(
+                Owner::Hello,
+                &encode_request(&["CLIENT", "TRACKING", "on"]),
+                Instant::now(),
+            );
+            be.tracking = true;
+        }
         Ok(b)
     }
 
@@ -1271,6 +1338,7 @@ impl Worker {
             scanner: ReplyScanner::new(),
             inflight: VecDeque::new(),
             role: Role::Shared,
+            tracking: false,
         };
         if let Some(hello) = crate::auth::backend_handshake(resp3, self.backend_creds.as_ref()) {
             be.queue_own(Owner::Hello, &hello, Instant::now());
@@ -1310,6 +1378,22 @@ impl Worker {
                 Ok(Some(n)) => {
                     let reply = be.rbuf[start..start + n].to_vec();
                     start += n;
+                    if be.tracking && reply.first() == Some(&b'>') {
+                        // Out of band: an invalidation, never the reply to a request. Applied
+                        // before the replies read with it, which only drops more fills.
+                        if let (Some(cache), Ok(Some((frame, _)))) =
+                            (&mut self.cache, decode(&reply, &self.limits))
+                        {
+                            match cache::invalidation(&frame) {
+                                cache::Push::Keys(keys) => {
+                                    keys.iter().for_each(|k| cache.invalidate(k))
+                                }
+                                cache::Push::All => cache.flush_node(&be.node),
+                                cache::Push::Other => {}
+                            }
+                        }
+                        continue;
+                    }
                     match be.inflight.pop_front() {
                         Some(f) => replies.push(f.with_reply(reply)),
                         None if matches!(be.role, Role::Subscriber { .. }) => {
@@ -1358,7 +1442,7 @@ impl Worker {
             None => return,
         };
         let mut replies = replies.into_iter();
-        while let Some((f, reply)) = replies.next() {
+        while let Some((mut f, reply)) = replies.next() {
             let refused = reply.first() == Some(&b'-');
             self.counters.reply(&node, refused, f.sent.elapsed());
             match f.owner {
@@ -1406,12 +1490,24 @@ impl Worker {
                         SlotMap::from_cluster_slots(&frame, host_of(&node))
                     };
                     match map {
-                        Ok(m) if !m.primaries().is_empty() => self.map = m,
+                        Ok(m) if !m.primaries().is_empty() => {
+                            if m != self.map {
+                                // Entries are served only while their node owns their slot;
+                                // a changed topology is also one to start afresh on.
+                                if let Some(cache) = &mut self.cache {
+                                    cache.flush_all();
+                                }
+                            }
+                            self.map = m;
+                        }
                         Ok(_) => {}
                         Err(e) => eprintln!("darner-proxy: topology from {node}: {e}"),
                     }
                 }
                 Owner::Client { .. } => {
+                    if let Some(cache) = &mut self.cache {
+                        settle_in_cache(cache, &mut f, &node, &reply);
+                    }
                     let redirect = match parse_redirect(&reply) {
                         Some(r) if f.redirects < MAX_REDIRECTS => Some(r),
                         _ => None,
@@ -1491,6 +1587,12 @@ impl Worker {
         }
         let mut be = self.backends.remove(b);
         let _ = self.poll.registry().deregister(&mut be.sock);
+        if be.tracking {
+            // The node's tracking of what was read here ends with the connection.
+            if let Some(cache) = &mut self.cache {
+                cache.flush_node(&be.node);
+            }
+        }
         let key = (be.node.clone(), be.resp3);
         match be.role {
             Role::Shared => {
@@ -1718,4 +1820,58 @@ fn error_wire(msg: &str) -> Vec<u8> {
     let mut v = Vec::new();
     encode(&Frame::Error(Bytes::from(msg.to_string())), &mut v);
     v
+}
+
+/// With the cache on: a cacheable request whose reply is cached is answered from it; any
+/// request's writes drop their keys' entries now, before a later request of the same pipeline
+/// can be answered from them.
+fn cache_plan(cache: &mut Cache, map: &SlotMap, args: &[&[u8]], plan: Plan, resp3: bool) -> Plan {
+    if let Plan::Reply { .. } = plan {
+        return plan;
+    }
+    match cache::effect(args) {
+        Effect::None => {}
+        Effect::Keys(keys) => keys.iter().for_each(|k| cache.invalidate(k)),
+        Effect::All => cache.flush_all(),
+    }
+    if let Plan::Forward { parts, .. } = &plan {
+        if let ([part], true) = (parts.as_slice(), cache::cacheable(args)) {
+            let owner = match &part.target {
+                Target::Slot(slot) => map.owner(*slot),
+                _ => None,
+            };
+            let signature = cache::signature(args);
+            if let Some(reply) = cache.get(args[1], &signature, owner) {
+                return Plan::Reply {
+                    bytes: cache::for_protocol(reply, resp3),
+                    close: false,
+                };
+            }
+        }
+    }
+    plan
+}
+
+/// With the cache on, a client's reply as it comes: a fill's is kept if its key did not change
+/// meanwhile; any other request's keys are dropped again (a write's, since a fill on another
+/// connection may have read before it; a read's that did not fill, since it may have seen a
+/// newer value than an entry filled on another connection). Either way, once the client has
+/// its reply, no entry older than what it saw is left.
+fn settle_in_cache(cache: &mut Cache, f: &mut InFlight, node: &str, reply: &[u8]) {
+    if let Some(fill) = f.fill.take() {
+        cache.finish_fill(fill.ticket, &fill.key, node, &fill.signature, reply);
+        return;
+    }
+    let Some(args) = cache::request_args(&f.payload) else {
+        return;
+    };
+    if cache::cacheable(&args) {
+        cache.invalidate(args[1]);
+        return;
+    }
+    match cache::effect(&args) {
+        Effect::None => {}
+        Effect::Keys(keys) => keys.iter().for_each(|k| cache.invalidate(k)),
+        Effect::All => cache.flush_all(),
+    }
 }
