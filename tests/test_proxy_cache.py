@@ -53,7 +53,8 @@ def r3(proxy, cluster):
 
 @pytest.fixture
 def r2(proxy):
-    c = proxy.client()
+    """A RESP2 client (redis-py speaks RESP3 unless told)."""
+    c = proxy.client(protocol=2)
     yield c
     c.close()
 
@@ -122,6 +123,23 @@ def test_other_commands_and_missing_keys(r3, r2, cluster):
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
             r3.get("c:h")
     assert calls(node, "get") == before + 2
+
+
+def test_resp2_clients_fill_it_too(r2, cluster):
+    r2.delete("c:two", "c:two:missing")
+    r2.set("c:two", "v0")
+    node = owner(cluster, "c:two")
+    before = calls(node, "get")
+    for _ in range(5):
+        assert r2.get("c:two") == b"v0"
+        assert r2.get("c:two:missing") is None
+    assert calls(node, "get") == before + 2
+    # A pipeline's requests keep their order though the read that fills travels on another
+    # backend connection than the write after it.
+    for i in range(50):
+        p = r2.pipeline(transaction=False)
+        p.get("c:two").set("c:two", "v%d" % (i + 1)).get("c:two").get("c:two")
+        assert p.execute() == [b"v%d" % i, True, b"v%d" % (i + 1), b"v%d" % (i + 1)]
 
 
 def test_a_direct_write_to_the_node_invalidates(r3, cluster):
@@ -196,7 +214,8 @@ def test_concurrent_writers_never_make_a_reader_go_back(proxy, cluster):
         try:
             conns = {}
             for k in keys:
-                conns[k] = owner(cluster, k).client() if direct else proxy.client()
+                conns[k] = (owner(cluster, k).client() if direct
+                            else proxy.client(protocol=2))
             n = 0
             while not stop.is_set():
                 k = keys[(n + idx) % len(keys)]

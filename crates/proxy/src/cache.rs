@@ -204,6 +204,12 @@ pub fn invalidation(frame: &darner_resp::Frame) -> Push {
     }
 }
 
+/// Whether two topologies give every slot the same owner (a refresh from another node lists the
+/// nodes in another order: that is no change, and must not flush the cache every time).
+pub fn same_owners(a: &crate::slots::SlotMap, b: &crate::slots::SlotMap) -> bool {
+    (0..darner_commands::SLOTS).all(|slot| a.owner(slot) == b.owner(slot))
+}
+
 /// The cache's counters since they were last taken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {

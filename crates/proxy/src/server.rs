@@ -139,6 +139,10 @@ struct Client {
     /// The connection the client is subscribed on: its bytes and the client's are passed
     /// through unparsed, until the client leaves.
     subscribed: Option<usize>,
+    /// A RESP2 client's cacheable read sent on a RESP3 tracking connection (to fill the
+    /// cache), not on the RESP2 one its other requests take: until it is answered, the
+    /// client's later requests wait (`must_wait`), so none overtakes it.
+    crossing: Option<u64>,
 }
 
 /// What a backend connection is for.
@@ -692,6 +696,7 @@ impl Worker {
                         deferred: VecDeque::new(),
                         subscribe_pending: None,
                         subscribed: None,
+                        crossing: None,
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -915,8 +920,22 @@ impl Worker {
                             }
                             Plan::Forward { parts, merge } => {
                                 let n = parts.len();
+                                // With the cache on, a RESP2 client's cacheable read fills it
+                                // too, on the tracking connection, when nothing of the client's
+                                // is in flight that it could overtake (an unpipelined client's
+                                // reads always); its later requests wait for it.
+                                let cross = !resp3_before
+                                    && self.cache.is_some()
+                                    && n == 1
+                                    && c.queue.is_empty()
+                                    && c.deferred.is_empty()
+                                    && c.pinned.is_none()
+                                    && cache::cacheable(&args);
                                 let seq = c.queue.push_pending(merge, n);
-                                sends.push(Outgoing::Parts(seq, parts, resp3_before));
+                                if cross {
+                                    c.crossing = Some(seq);
+                                }
+                                sends.push(Outgoing::Parts(seq, parts, resp3_before || cross));
                             }
                             Plan::Pinned {
                                 open,
@@ -992,11 +1011,16 @@ impl Worker {
     }
 
     /// Whether `out` goes on a connection of the client's own to a node where the client
-    /// still has requests in flight on a shared connection.
+    /// still has requests in flight on a shared connection, or follows a RESP2 client's read
+    /// still in flight on a tracking connection (`Client::crossing`).
     fn must_wait(&self, idx: usize, out: &Outgoing) -> bool {
         let Some(c) = self.clients.get(idx) else {
             return false;
         };
+        if let Some(crossing) = c.crossing {
+            // Everything after a RESP2 client's read on a tracking connection waits for it.
+            return !matches!(out, Outgoing::Parts(seq, ..) if *seq == crossing);
+        }
         let node = match out {
             Outgoing::Parts(..) => return false,
             Outgoing::Pinned { open, .. } => match (c.pinned, open) {
@@ -1491,7 +1515,7 @@ impl Worker {
                     };
                     match map {
                         Ok(m) if !m.primaries().is_empty() => {
-                            if m != self.map {
+                            if !cache::same_owners(&m, &self.map) {
                                 // Entries are served only while their node owns their slot;
                                 // a changed topology is also one to start afresh on.
                                 if let Some(cache) = &mut self.cache {
@@ -1565,6 +1589,13 @@ impl Worker {
             Owner::Client { idx, id, seq, part } => {
                 if let Some(c) = self.clients.get_mut(idx) {
                     if c.id == id {
+                        let reply = if c.crossing == Some(seq) {
+                            c.crossing = None;
+                            // Read on a RESP3 connection; only its null differs (see cache).
+                            cache::for_protocol(&reply, c.session.resp3)
+                        } else {
+                            reply
+                        };
                         c.queue.fill(seq, part, reply);
                         self.dirty_clients.push(idx);
                         if !c.deferred.is_empty() {
