@@ -56,8 +56,12 @@
 //! authenticate with the proxy's backend credentials (`backend-user`, `backend-password`),
 //! so a client's AUTH never travels to a shared connection.
 //!
-//! **Not yet.** MONITOR needs a backend connection of its own per node; read policies and
-//! replicas, retries and the shared cache are later slices. Those commands get a clear error
+//! **Shared cache** (`proxy-cache yes`). Read-only single-key replies kept per thread, made
+//! coherent by CLIENT TRACKING on the thread's RESP3 shared connections: see [`cache`] for the
+//! rules (fills in flight, writes through the proxy, lost connections) and why they suffice.
+//!
+//! **Not yet.** MONITOR needs a backend connection of its own per node; read policies,
+//! replicas and retries are later slices. Those commands get a clear error
 //! (`ERR command 'monitor' is not supported by darner proxy yet`), never a wrong answer.
 
 #![forbid(unsafe_code)]
