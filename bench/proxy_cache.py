@@ -6,7 +6,7 @@ Starts a Redis Cluster of three primaries (as bench/proxy.py does) and two proxi
 (cache on, cache off), loads `--keys` keys, then:
 
 1. redis-benchmark GET over those keys (uniform, `-r`), 50 connections: RESP2 unpipelined and
-   RESP3 pipelined (`-3 -P 16`): ops/s, p99, and the cache's hit rate over the case.
+   pipelined (`-P 16`, RESP2 and RESP3): ops/s, p99, and the cache's hit rate over the case.
 2. A 90% read / 10% write workload with Zipf-distributed keys (s = 1), from worker processes
    with redis-py, through each proxy: GET p50/p99 and the hit rate; every read is checked against
    the last value its own worker wrote (read-your-writes).
@@ -138,7 +138,7 @@ def main():
         print("%-22s %14s %9s %14s %9s %14s %9s %9s" % (
             "case", "cache ops/s", "p99 ms", "no-cache ops/s", "p99 ms", "direct ops/s",
             "p99 ms", "hit rate"))
-        for pipeline, resp3 in ((1, False), (16, True)):
+        for pipeline, resp3 in ((1, False), (16, False), (16, True)):
             before = cache_counts(cport)
             crps, cp99 = redis_benchmark(cport, pipeline, resp3, args.keys, args.requests, False)
             rate = hit_rate(cport, before)

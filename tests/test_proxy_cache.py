@@ -134,8 +134,19 @@ def test_resp2_clients_fill_it_too(r2, cluster):
         assert r2.get("c:two") == b"v0"
         assert r2.get("c:two:missing") is None
     assert calls(node, "get") == before + 2
-    # A pipeline's requests keep their order though the read that fills travels on another
-    # backend connection than the write after it.
+    # Pipelined reads fill too (on the tracking connections, back to back).
+    keys = ["c:two:%d" % i for i in range(30)]
+    for k in keys:
+        r2.set(k, k)
+    before = sum(calls(n, "get") for n in cluster)
+    for _ in range(3):
+        p = r2.pipeline(transaction=False)
+        for k in keys:
+            p.get(k)
+        assert p.execute() == [k.encode() for k in keys]
+    assert sum(calls(n, "get") for n in cluster) == before + len(keys)
+    # A pipeline's requests keep their order though the reads that fill travel on other
+    # backend connections than the writes between them.
     for i in range(50):
         p = r2.pipeline(transaction=False)
         p.get("c:two").set("c:two", "v%d" % (i + 1)).get("c:two").get("c:two")

@@ -139,10 +139,11 @@ struct Client {
     /// The connection the client is subscribed on: its bytes and the client's are passed
     /// through unparsed, until the client leaves.
     subscribed: Option<usize>,
-    /// A RESP2 client's cacheable read sent on a RESP3 tracking connection (to fill the
-    /// cache), not on the RESP2 one its other requests take: until it is answered, the
-    /// client's later requests wait (`must_wait`), so none overtakes it.
-    crossing: Option<u64>,
+    /// A RESP2 client's cacheable reads sent on RESP3 tracking connections (to fill the
+    /// cache), not on the RESP2 ones its other requests take (their sequence numbers, in
+    /// order): until they are answered, its other requests wait (`must_wait`), so none
+    /// overtakes them, and they are sent only when nothing else of the client's is in flight.
+    crossing: VecDeque<u64>,
 }
 
 /// What a backend connection is for.
@@ -696,7 +697,7 @@ impl Worker {
                         deferred: VecDeque::new(),
                         subscribe_pending: None,
                         subscribed: None,
-                        crossing: None,
+                        crossing: VecDeque::new(),
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -922,18 +923,18 @@ impl Worker {
                                 let n = parts.len();
                                 // With the cache on, a RESP2 client's cacheable read fills it
                                 // too, on the tracking connection, when nothing of the client's
-                                // is in flight that it could overtake (an unpipelined client's
-                                // reads always); its later requests wait for it.
+                                // but such reads is in flight (so it overtakes nothing); its
+                                // other requests wait for them.
                                 let cross = !resp3_before
                                     && self.cache.is_some()
                                     && n == 1
-                                    && c.queue.is_empty()
+                                    && c.queue.pending() == c.crossing.len()
                                     && c.deferred.is_empty()
                                     && c.pinned.is_none()
                                     && cache::cacheable(&args);
                                 let seq = c.queue.push_pending(merge, n);
                                 if cross {
-                                    c.crossing = Some(seq);
+                                    c.crossing.push_back(seq);
                                 }
                                 sends.push(Outgoing::Parts(seq, parts, resp3_before || cross));
                             }
@@ -1017,9 +1018,9 @@ impl Worker {
         let Some(c) = self.clients.get(idx) else {
             return false;
         };
-        if let Some(crossing) = c.crossing {
-            // Everything after a RESP2 client's read on a tracking connection waits for it.
-            return !matches!(out, Outgoing::Parts(seq, ..) if *seq == crossing);
+        if !c.crossing.is_empty() {
+            // What follows a RESP2 client's reads on tracking connections waits for them.
+            return !matches!(out, Outgoing::Parts(seq, ..) if c.crossing.binary_search(seq).is_ok());
         }
         let node = match out {
             Outgoing::Parts(..) => return false,
@@ -1589,8 +1590,8 @@ impl Worker {
             Owner::Client { idx, id, seq, part } => {
                 if let Some(c) = self.clients.get_mut(idx) {
                     if c.id == id {
-                        let reply = if c.crossing == Some(seq) {
-                            c.crossing = None;
+                        let reply = if let Ok(i) = c.crossing.binary_search(&seq) {
+                            c.crossing.remove(i);
                             // Read on a RESP3 connection; only its null differs (see cache).
                             cache::for_protocol(&reply, c.session.resp3)
                         } else {
