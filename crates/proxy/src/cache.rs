@@ -22,7 +22,8 @@
 //!   comes (a fill sent after the write on another connection may have run before it on the
 //!   node): once a client has its write's reply, no entry older than the write is left and no
 //!   fill that could have read before it will be stored, whatever the node's invalidation is
-//!   doing. Commands whose keys are not known (EXEC, FLUSHALL, a script without keys) flush the
+//!   doing. Until then the writer itself gets no hit (the server's `Client::writes`): an entry
+//!   filled meanwhile may predate its write. Commands whose keys are not known (EXEC, FLUSHALL, a script without keys) flush the
 //!   thread's cache.
 //! * **The connection or the topology changing.** The node's tracking table belongs to the
 //!   connection: when it goes, the node's entries go ([`Cache::flush_node`]). An entry is

@@ -187,6 +187,17 @@ impl ReplyQueue {
         self.pending
     }
 
+    /// Whether request `seq` has all its replies (or was written out already).
+    pub fn answered(&self, seq: u64) -> bool {
+        match seq.checked_sub(self.first_seq) {
+            None => true,
+            Some(i) => usize::try_from(i)
+                .ok()
+                .and_then(|i| self.entries.get(i))
+                .is_none_or(|e| e.missing == 0),
+        }
+    }
+
     /// Whether no reply is owed.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
@@ -331,13 +342,16 @@ mod tests {
         q.fill(c, 0, b":1\r\n".to_vec());
         q.fill(c, 0, b":1\r\n".to_vec());
         assert_eq!(q.pending(), 2);
+        assert!(!q.answered(c));
         q.fill(c, 1, b":2\r\n".to_vec());
         assert_eq!(q.pending(), 1);
+        assert!(q.answered(c) && !q.answered(a));
         q.fill(a, 0, b"$-1\r\n".to_vec());
         assert_eq!((q.pending(), q.len()), (0, 3));
         let mut out = Vec::new();
         q.drain_ready(&mut out);
         assert_eq!((q.pending(), q.len()), (0, 0));
+        assert!(q.answered(a));
     }
 
     #[test]

@@ -144,6 +144,10 @@ struct Client {
     /// order): until they are answered, its other requests wait (`must_wait`), so none
     /// overtakes them, and they are sent only when nothing else of the client's is in flight.
     crossing: VecDeque<u64>,
+    /// With the cache on, its writes not answered yet (sequence numbers, in order): while one
+    /// is, the client gets no cache hit (an entry filled meanwhile on another connection may
+    /// hold what the node had before the write; the client must read after its write).
+    writes: VecDeque<u64>,
 }
 
 /// What a backend connection is for.
@@ -698,6 +702,7 @@ impl Worker {
                         subscribe_pending: None,
                         subscribed: None,
                         crossing: VecDeque::new(),
+                        writes: VecDeque::new(),
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -906,11 +911,16 @@ impl Worker {
                         if let Some(name) = metrics::command_name(&args).filter(|_| counted) {
                             self.counters.command(name);
                         }
-                        let plan = match &mut self.cache {
-                            Some(cache) => {
-                                cache_plan(cache, &self.map, &args, plan, c.session.resp3)
-                            }
-                            None => plan,
+                        let (plan, writes) = match &mut self.cache {
+                            Some(cache) => cache_plan(
+                                cache,
+                                &self.map,
+                                &args,
+                                plan,
+                                c.session.resp3,
+                                c.writes.is_empty(),
+                            ),
+                            None => (plan, false),
                         };
                         match plan {
                             Plan::Reply { bytes, close } => {
@@ -933,6 +943,9 @@ impl Worker {
                                     && c.pinned.is_none()
                                     && cache::cacheable(&args);
                                 let seq = c.queue.push_pending(merge, n);
+                                if writes {
+                                    c.writes.push_back(seq);
+                                }
                                 if cross {
                                     c.crossing.push_back(seq);
                                 }
@@ -952,6 +965,9 @@ impl Worker {
                                     }
                                     None => Some(c.queue.push_pending(Merge::Passthrough, 1)),
                                 };
+                                if let Some(seq) = seq.filter(|_| writes) {
+                                    c.writes.push_back(seq);
+                                }
                                 sends.push(Outgoing::Pinned {
                                     seq,
                                     open,
@@ -963,6 +979,9 @@ impl Worker {
                             }
                             Plan::Blocking { target, payload } => {
                                 let seq = c.queue.push_pending(Merge::Passthrough, 1);
+                                if writes {
+                                    c.writes.push_back(seq);
+                                }
                                 sends.push(Outgoing::Blocking(seq, target, payload, resp3_before));
                             }
                             Plan::Subscribe { target } => {
@@ -1598,6 +1617,12 @@ impl Worker {
                             reply
                         };
                         c.queue.fill(seq, part, reply);
+                        while let Some(&w) = c.writes.front() {
+                            if !c.queue.answered(w) {
+                                break;
+                            }
+                            c.writes.pop_front();
+                        }
                         self.dirty_clients.push(idx);
                         if !c.deferred.is_empty() {
                             self.deferred_ready.push(idx);
@@ -1854,17 +1879,34 @@ fn error_wire(msg: &str) -> Vec<u8> {
     v
 }
 
-/// With the cache on: a cacheable request whose reply is cached is answered from it; any
-/// request's writes drop their keys' entries now, before a later request of the same pipeline
-/// can be answered from them.
-fn cache_plan(cache: &mut Cache, map: &SlotMap, args: &[&[u8]], plan: Plan, resp3: bool) -> Plan {
+/// With the cache on: a cacheable request whose reply is cached is answered from it (when
+/// `may_hit`: the client has no write in flight); any request's writes drop their keys'
+/// entries now, before a later request of the same pipeline can be answered from them. Also
+/// says whether the request writes.
+fn cache_plan(
+    cache: &mut Cache,
+    map: &SlotMap,
+    args: &[&[u8]],
+    plan: Plan,
+    resp3: bool,
+    may_hit: bool,
+) -> (Plan, bool) {
     if let Plan::Reply { .. } = plan {
-        return plan;
+        return (plan, false);
     }
-    match cache::effect(args) {
-        Effect::None => {}
-        Effect::Keys(keys) => keys.iter().for_each(|k| cache.invalidate(k)),
-        Effect::All => cache.flush_all(),
+    let writes = match cache::effect(args) {
+        Effect::None => false,
+        Effect::Keys(keys) => {
+            keys.iter().for_each(|k| cache.invalidate(k));
+            true
+        }
+        Effect::All => {
+            cache.flush_all();
+            true
+        }
+    };
+    if !may_hit || writes {
+        return (plan, writes);
     }
     if let Plan::Forward { parts, .. } = &plan {
         if let ([part], true) = (parts.as_slice(), cache::cacheable(args)) {
@@ -1874,14 +1916,18 @@ fn cache_plan(cache: &mut Cache, map: &SlotMap, args: &[&[u8]], plan: Plan, resp
             };
             let signature = cache::signature(args);
             if let Some(reply) = cache.get(args[1], &signature, owner) {
-                return Plan::Reply {
-                    bytes: cache::for_protocol(reply, resp3),
-                    close: false,
-                };
+                let bytes = cache::for_protocol(reply, resp3);
+                return (
+                    Plan::Reply {
+                        bytes,
+                        close: false,
+                    },
+                    false,
+                );
             }
         }
     }
-    plan
+    (plan, false)
 }
 
 /// With the cache on, a client's reply as it comes: a fill's is kept if its key did not change
