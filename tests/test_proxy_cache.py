@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 
 import pytest
 import redis
 
+import harness
 from harness import HarnessError
 from test_proxy import ProxyServer, cluster, owner, wait_for  # noqa: F401 (fixture)
 
@@ -285,7 +287,9 @@ def test_flushing_a_node_invalidates(r3, cluster):
 
 
 def test_eviction_keeps_the_bound(cluster):
-    p = start_proxy(cluster, "--proxy-cache-max-memory", "64kb")
+    mport = harness.free_port()
+    p = start_proxy(cluster, "--proxy-cache-max-memory", "64kb",
+                    "--metrics-listen", "127.0.0.1:%d" % mport)
     try:
         c = p.client(protocol=3)
         value = "x" * 1000
@@ -303,6 +307,14 @@ def test_eviction_keeps_the_bound(cluster):
         for k in keys[:20]:
             assert c.get(k) == value.encode()
         assert total() - before >= 15
+        # The same counters on the Prometheus endpoint.
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % mport, timeout=5) as resp:
+            text = resp.read().decode()
+        metrics = dict(line.rsplit(" ", 1) for line in text.splitlines()
+                       if line.startswith("darner_proxy_cache_"))
+        stats = proxy_stats(c)
+        assert int(metrics["darner_proxy_cache_evictions_total"]) == stats["cache_evictions"]
+        assert int(metrics["darner_proxy_cache_hits_total"]) == stats["cache_hits"]
         c.close()
     finally:
         p.stop()
