@@ -149,7 +149,7 @@ def test_resp2_clients_fill_it_too(r2, cluster):
     assert sum(calls(n, "get") for n in cluster) == before + len(keys)
     # A pipeline's requests keep their order though the reads that fill travel on other
     # backend connections than the writes between them.
-    for i in range(50):
+    for i in range(300):
         p = r2.pipeline(transaction=False)
         p.get("c:two").set("c:two", "v%d" % (i + 1)).get("c:two").get("c:two")
         assert p.execute() == [b"v%d" % i, True, b"v%d" % (i + 1), b"v%d" % (i + 1)]
