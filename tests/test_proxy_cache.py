@@ -20,6 +20,7 @@ import redis
 
 import harness
 from harness import HarnessError
+from keyslot import key_slot
 from test_proxy import ProxyServer, cluster, owner, wait_for  # noqa: F401 (fixture)
 
 # How long an invalidation may take to reach the proxy over loopback: generous, for a loaded
@@ -318,6 +319,38 @@ def test_eviction_keeps_the_bound(cluster):
         c.close()
     finally:
         p.stop()
+
+
+def test_a_slot_moving_to_another_node(r3, cluster):
+    """Cached keys whose slot moves (IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE): a write on the
+    new owner, which never saw the proxy's reads, is still seen, and the new owner's entries
+    are kept coherent in turn."""
+    keys = ["{c:moving}%d" % i for i in range(5)]
+    key = keys[0]
+    slot = key_slot(key)
+    src = owner(cluster, key)
+    dst = next(n for n in cluster if n.port != src.port)
+    sc, dc = src.client(), dst.client()
+    src_id, dst_id = sc.execute_command("CLUSTER", "MYID"), dc.execute_command("CLUSTER", "MYID")
+    for k in keys:
+        r3.set(k, "before")
+        assert r3.get(k) == b"before"
+        assert r3.get(k) == b"before"
+    dc.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+    sc.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+    sc.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", *keys)
+    for n in cluster:
+        n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+    for k in keys:
+        dc.set(k, "moved")
+    for k in keys:
+        wait_for(lambda: r3.get(k) == b"moved", INVALIDATION_BOUND, "%s from the new owner" % k)
+    before = calls(dst, "get")
+    assert r3.get(key) == b"moved"
+    assert r3.get(key) == b"moved"
+    assert calls(dst, "get") <= before + 1
+    dc.set(key, "again")
+    wait_for(lambda: r3.get(key) == b"again", INVALIDATION_BOUND, "the new owner's write")
 
 
 def test_a_node_restart_invalidates(r3, cluster):
