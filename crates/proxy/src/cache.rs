@@ -317,6 +317,11 @@ impl Cache {
         }
     }
 
+    /// A cacheable request goes to a node without looking (its client has a write in flight).
+    pub fn bypass(&mut self) {
+        self.stats.misses += 1;
+    }
+
     /// A fill of `key` is being sent.
     pub fn begin_fill(&mut self, key: &[u8]) -> Ticket {
         let t = self.next_ticket;

@@ -1905,8 +1905,14 @@ fn cache_plan(
             true
         }
     };
-    if !may_hit || writes {
-        return (plan, writes);
+    if writes {
+        return (plan, true);
+    }
+    if !may_hit {
+        if cache::cacheable(args) {
+            cache.bypass();
+        }
+        return (plan, false);
     }
     if let Plan::Forward { parts, .. } = &plan {
         if let ([part], true) = (parts.as_slice(), cache::cacheable(args)) {
