@@ -128,7 +128,7 @@ def test_other_commands_and_missing_keys(r3, r2, cluster):
     assert calls(node, "get") == before + 2
 
 
-def test_resp2_clients_fill_it_too(r2, cluster):
+def test_resp2_clients_fill_it_too(r2, proxy, cluster):
     r2.delete("c:two", "c:two:missing")
     r2.set("c:two", "v0")
     node = owner(cluster, "c:two")
@@ -137,6 +137,13 @@ def test_resp2_clients_fill_it_too(r2, cluster):
         assert r2.get("c:two") == b"v0"
         assert r2.get("c:two:missing") is None
     assert calls(node, "get") == before + 2
+    # A read made in RESP2 is answered in RESP2, though it is read on a RESP3 connection and a
+    # HELLO 3 follows it.
+    with proxy.raw() as c:
+        c.send_many([("GET", "c:two:never"), ("HELLO", "3"), ("GET", "c:two:never")])
+        replies = c.read_replies(3)
+        assert replies[0].raw == b"$-1\r\n"
+        assert replies[2].raw == b"_\r\n"
     # Pipelined reads fill too (on the tracking connections, back to back).
     keys = ["c:two:%d" % i for i in range(30)]
     for k in keys:

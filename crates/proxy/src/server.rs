@@ -1611,8 +1611,10 @@ impl Worker {
                     if c.id == id {
                         let reply = if let Ok(i) = c.crossing.binary_search(&seq) {
                             c.crossing.remove(i);
-                            // Read on a RESP3 connection; only its null differs (see cache).
-                            cache::for_protocol(&reply, c.session.resp3)
+                            // Read on a RESP3 connection for a request made in RESP2 (a
+                            // HELLO 3 after it does not change its reply); only the null
+                            // differs (see cache).
+                            cache::for_protocol(&reply, false)
                         } else {
                             reply
                         };
