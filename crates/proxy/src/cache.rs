@@ -33,6 +33,9 @@ use std::collections::{HashMap, VecDeque};
 
 use darner_commands::{flags, key_positions, lookup, lookup_subcommand};
 
+use crate::route::{Plan, Target};
+use crate::slots::SlotMap;
+
 /// Per entry, counted on top of its bytes (the map's slot, the ring's, the allocations'
 /// headers), so that many tiny entries cannot go far past the bound.
 const ENTRY_OVERHEAD: usize = 96;
@@ -211,6 +214,60 @@ pub fn same_owners(a: &crate::slots::SlotMap, b: &crate::slots::SlotMap) -> bool
     (0..darner_commands::SLOTS).all(|slot| a.owner(slot) == b.owner(slot))
 }
 
+/// With the cache on: a cacheable request whose reply is cached is answered from it (when
+/// `may_hit`: the client has no write in flight); any request's writes drop their keys'
+/// entries now, before a later request of the same pipeline can be answered from them. Also
+/// says whether the request writes.
+pub fn plan(
+    cache: &mut Cache,
+    map: &SlotMap,
+    args: &[&[u8]],
+    plan: Plan,
+    resp3: bool,
+    may_hit: bool,
+) -> (Plan, bool) {
+    if let Plan::Reply { .. } = plan {
+        return (plan, false);
+    }
+    if cache.apply(effect(args)) {
+        return (plan, true);
+    }
+    if !cacheable(args) {
+        return (plan, false);
+    }
+    if !may_hit {
+        cache.stats.misses += 1;
+        return (plan, false);
+    }
+    if let Plan::Forward { parts, .. } = &plan {
+        if let [part] = parts.as_slice() {
+            let owner = match &part.target {
+                Target::Slot(slot) => map.owner(*slot),
+                _ => None,
+            };
+            if let Some(reply) = cache.get(args[1], &signature(args), owner) {
+                let bytes = for_protocol(reply, resp3);
+                return (
+                    Plan::Reply {
+                        bytes,
+                        close: false,
+                    },
+                    false,
+                );
+            }
+        }
+    }
+    (plan, false)
+}
+
+/// A cacheable read sent on a tracking connection: what its reply needs to be kept.
+#[derive(Debug)]
+pub struct Fill {
+    ticket: Ticket,
+    key: Vec<u8>,
+    signature: Vec<u8>,
+}
+
 /// The cache's counters since they were last taken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
@@ -317,9 +374,50 @@ impl Cache {
         }
     }
 
-    /// A cacheable request goes to a node without looking (its client has a write in flight).
-    pub fn bypass(&mut self) {
-        self.stats.misses += 1;
+    /// A fill for `payload` (a request the proxy encoded), if it is a cacheable read.
+    pub fn fill_for(&mut self, payload: &[u8]) -> Option<Box<Fill>> {
+        let args = request_args(payload).filter(|args| cacheable(args))?;
+        Some(Box::new(Fill {
+            ticket: self.begin_fill(args[1]),
+            key: args[1].to_vec(),
+            signature: signature(&args),
+        }))
+    }
+
+    /// A client's reply as it comes (`payload`: its request, `fill`: the fill it was): a
+    /// fill's is kept if its key did not change meanwhile; any other request's keys are dropped
+    /// again (a write's, since a fill on another connection may have read before it; a read's
+    /// that did not fill, since it may have seen a newer value than an entry filled on another
+    /// connection). Either way, once the client has its reply, no entry older than what it saw
+    /// is left.
+    pub fn settle(&mut self, fill: Option<Box<Fill>>, payload: &[u8], node: &str, reply: &[u8]) {
+        if let Some(f) = fill {
+            self.finish_fill(f.ticket, &f.key, node, &f.signature, reply);
+            return;
+        }
+        let Some(args) = request_args(payload) else {
+            return;
+        };
+        if cacheable(&args) {
+            self.invalidate(args[1]);
+        } else {
+            self.apply(effect(&args));
+        }
+    }
+
+    /// Drops what `effect` may have changed; whether it writes.
+    fn apply(&mut self, effect: Effect) -> bool {
+        match effect {
+            Effect::None => false,
+            Effect::Keys(keys) => {
+                keys.iter().for_each(|k| self.invalidate(k));
+                true
+            }
+            Effect::All => {
+                self.flush_all();
+                true
+            }
+        }
     }
 
     /// A fill of `key` is being sent.

@@ -22,7 +22,7 @@ use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
 use crate::auth::Credentials;
-use crate::cache::{self, Cache, Effect, Ticket};
+use crate::cache::{self, Cache, Fill};
 use crate::config::Config;
 use crate::fanout::{self, Admin};
 use crate::merge::{Merge, ReplyQueue};
@@ -102,14 +102,6 @@ struct InFlight {
     sent: Instant,
     /// A cache fill: its reply may be kept (see [`cache`]).
     fill: Option<Box<Fill>>,
-}
-
-/// A cacheable read sent on a tracking connection.
-#[derive(Debug)]
-struct Fill {
-    ticket: Ticket,
-    key: Vec<u8>,
-    signature: Vec<u8>,
 }
 
 struct Client {
@@ -912,7 +904,7 @@ impl Worker {
                             self.counters.command(name);
                         }
                         let (plan, writes) = match &mut self.cache {
-                            Some(cache) => cache_plan(
+                            Some(cache) => cache::plan(
                                 cache,
                                 &self.map,
                                 &args,
@@ -1277,15 +1269,7 @@ impl Worker {
                     && !asking
                     && matches!(owner, Owner::Client { .. }) =>
             {
-                cache::request_args(&payload)
-                    .filter(|args| cache::cacheable(args))
-                    .map(|args| {
-                        Box::new(Fill {
-                            ticket: cache.begin_fill(args[1]),
-                            key: args[1].to_vec(),
-                            signature: cache::signature(&args),
-                        })
-                    })
+                cache.fill_for(&payload)
             }
             _ => None,
         };
@@ -1550,7 +1534,7 @@ impl Worker {
                 }
                 Owner::Client { .. } => {
                     if let Some(cache) = &mut self.cache {
-                        settle_in_cache(cache, &mut f, &node, &reply);
+                        cache.settle(f.fill.take(), &f.payload, &node, &reply);
                     }
                     let redirect = match parse_redirect(&reply) {
                         Some(r) if f.redirects < MAX_REDIRECTS => Some(r),
@@ -1879,85 +1863,4 @@ fn error_wire(msg: &str) -> Vec<u8> {
     let mut v = Vec::new();
     encode(&Frame::Error(Bytes::from(msg.to_string())), &mut v);
     v
-}
-
-/// With the cache on: a cacheable request whose reply is cached is answered from it (when
-/// `may_hit`: the client has no write in flight); any request's writes drop their keys'
-/// entries now, before a later request of the same pipeline can be answered from them. Also
-/// says whether the request writes.
-fn cache_plan(
-    cache: &mut Cache,
-    map: &SlotMap,
-    args: &[&[u8]],
-    plan: Plan,
-    resp3: bool,
-    may_hit: bool,
-) -> (Plan, bool) {
-    if let Plan::Reply { .. } = plan {
-        return (plan, false);
-    }
-    let writes = match cache::effect(args) {
-        Effect::None => false,
-        Effect::Keys(keys) => {
-            keys.iter().for_each(|k| cache.invalidate(k));
-            true
-        }
-        Effect::All => {
-            cache.flush_all();
-            true
-        }
-    };
-    if writes {
-        return (plan, true);
-    }
-    if !may_hit {
-        if cache::cacheable(args) {
-            cache.bypass();
-        }
-        return (plan, false);
-    }
-    if let Plan::Forward { parts, .. } = &plan {
-        if let ([part], true) = (parts.as_slice(), cache::cacheable(args)) {
-            let owner = match &part.target {
-                Target::Slot(slot) => map.owner(*slot),
-                _ => None,
-            };
-            let signature = cache::signature(args);
-            if let Some(reply) = cache.get(args[1], &signature, owner) {
-                let bytes = cache::for_protocol(reply, resp3);
-                return (
-                    Plan::Reply {
-                        bytes,
-                        close: false,
-                    },
-                    false,
-                );
-            }
-        }
-    }
-    (plan, false)
-}
-
-/// With the cache on, a client's reply as it comes: a fill's is kept if its key did not change
-/// meanwhile; any other request's keys are dropped again (a write's, since a fill on another
-/// connection may have read before it; a read's that did not fill, since it may have seen a
-/// newer value than an entry filled on another connection). Either way, once the client has
-/// its reply, no entry older than what it saw is left.
-fn settle_in_cache(cache: &mut Cache, f: &mut InFlight, node: &str, reply: &[u8]) {
-    if let Some(fill) = f.fill.take() {
-        cache.finish_fill(fill.ticket, &fill.key, node, &fill.signature, reply);
-        return;
-    }
-    let Some(args) = cache::request_args(&f.payload) else {
-        return;
-    };
-    if cache::cacheable(&args) {
-        cache.invalidate(args[1]);
-        return;
-    }
-    match cache::effect(&args) {
-        Effect::None => {}
-        Effect::Keys(keys) => keys.iter().for_each(|k| cache.invalidate(k)),
-        Effect::All => cache.flush_all(),
-    }
 }
