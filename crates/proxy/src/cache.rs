@@ -703,6 +703,82 @@ mod tests {
     }
 
     #[test]
+    fn the_request_and_reply_paths() {
+        use crate::route::{encode_request, Part};
+        use crate::Merge;
+        let mut map = SlotMap::default();
+        map.assign(0, darner_commands::SLOTS - 1, N);
+        let get = |key: &str| {
+            let payload = encode_request(&["GET", key]);
+            let plan = Plan::Forward {
+                parts: vec![Part {
+                    target: Target::Slot(darner_commands::key_slot(key.as_bytes())),
+                    payload: payload.clone(),
+                }],
+                merge: Merge::Passthrough,
+            };
+            (payload, plan)
+        };
+        let args =
+            |s: &'static str| -> Vec<&'static [u8]> { s.split(' ').map(str::as_bytes).collect() };
+        let mut c = Cache::new(1 << 20);
+        // A miss, then its fill's reply is kept and answers the next GET, in either protocol.
+        let (payload, p) = get("k");
+        let (p, writes) = plan(&mut c, &map, &args("GET k"), p, true, true);
+        assert!(matches!(p, Plan::Forward { .. }) && !writes);
+        let fill = c.fill_for(&payload);
+        assert!(fill.is_some());
+        c.settle(fill, &payload, N, b"_\r\n");
+        let hit = |c: &mut Cache, resp3: bool, may_hit: bool| match plan(
+            c,
+            &map,
+            &args("GET k"),
+            get("k").1,
+            resp3,
+            may_hit,
+        )
+        .0
+        {
+            Plan::Reply { bytes, .. } => Some(bytes),
+            _ => None,
+        };
+        assert_eq!(hit(&mut c, true, true), Some(b"_\r\n".to_vec()));
+        assert_eq!(hit(&mut c, false, true), Some(b"$-1\r\n".to_vec()));
+        // Not for a client with a write in flight, nor once another node owns the slot.
+        assert_eq!(hit(&mut c, true, false), None);
+        let mut moved = map.clone();
+        moved.assign(0, darner_commands::SLOTS - 1, "127.0.0.1:7001");
+        assert!(matches!(
+            plan(&mut c, &moved, &args("GET k"), get("k").1, true, true).0,
+            Plan::Forward { .. }
+        ));
+        let s = c.take_stats();
+        assert_eq!((s.hits, s.misses), (2, 3));
+        // A write drops the entry when it is planned, and again when its reply comes.
+        let set = encode_request(&["SET", "k", "v"]);
+        let (_, writes) = plan(&mut c, &map, &args("SET k v"), get("k").1, true, true);
+        assert!(writes);
+        assert_eq!(hit(&mut c, true, true), None);
+        let fill = c.fill_for(&payload);
+        c.settle(None, &set, N, b"+OK\r\n");
+        c.settle(fill, &payload, N, b"$1\r\nv\r\n");
+        assert_eq!(
+            hit(&mut c, true, true),
+            None,
+            "in flight when the write was answered"
+        );
+        // A read's reply that did not fill drops what another connection filled.
+        let fill = c.fill_for(&payload);
+        c.settle(fill, &payload, N, b"$1\r\nv\r\n");
+        assert!(hit(&mut c, true, true).is_some());
+        c.settle(None, &payload, N, b"$1\r\nw\r\n");
+        assert_eq!(hit(&mut c, true, true), None);
+        // Not a cacheable read: no fill.
+        assert!(c.fill_for(&set).is_none());
+        assert!(c.fill_for(&encode_request(&["MGET", "a", "b"])).is_none());
+    }
+
+    #[test]
     fn requests_and_invalidations_are_read_back() {
         let payload = crate::route::encode_request(&["HGET", "k", "f"]);
         assert_eq!(request_args(&payload), Some(vec![&b"HGET"[..], b"k", b"f"]));
