@@ -1519,10 +1519,10 @@ impl Worker {
                     };
                     match map {
                         Ok(m) if !m.primaries().is_empty() => {
-                            if !cache::same_owners(&m, &self.map) {
-                                // Entries are served only while their node owns their slot;
-                                // a changed topology is also one to start afresh on.
-                                if let Some(cache) = &mut self.cache {
+                            // Entries are served only while their node owns their slot; a
+                            // changed topology is also one to start afresh on.
+                            if let Some(cache) = &mut self.cache {
+                                if !cache::same_owners(&m, &self.map) {
                                     cache.flush_all();
                                 }
                             }
