@@ -39,7 +39,13 @@ pub struct Config {
     /// How long after a read first went out it may still be retried on another node of its
     /// shard when one fails (`--read-retry-deadline`, ms).
     pub read_retry_deadline: Duration,
+    /// The shared client cache's bound in bytes, over every thread (`proxy-cache yes`); `None`:
+    /// no cache.
+    pub cache_max_memory: Option<usize>,
 }
+
+/// The cache's bound when `proxy-cache-max-memory` is not given.
+pub const DEFAULT_CACHE_MAX_MEMORY: usize = 64 << 20;
 
 /// Usage text.
 pub const USAGE: &str = "Usage: darner-proxy [config-file] --listen <host:port> \
@@ -47,7 +53,7 @@ pub const USAGE: &str = "Usage: darner-proxy [config-file] --listen <host:port> 
 [--op-timeout <ms>] [--requirepass <password>] [--backend-user <user>] \
 [--backend-password <password>] [--maxclients <n>] [--metrics-listen <host:port>] \
 [--read-policy master|prefer-master|replica|prefer-replica|any] [--read-retry-deadline <ms>] \
-[--config <file>]\n(the file takes the same names, one `name value` per line; the command \
+[--proxy-cache yes|no] [--proxy-cache-max-memory <bytes>[kb|mb|gb]] [--config <file>]\n(the file takes the same names, one `name value` per line; the command \
 line overrides it)";
 
 /// Redis's default `maxclients`.
@@ -69,6 +75,8 @@ struct Builder {
     metrics_listen: Option<String>,
     read_policy: ReadPolicy,
     read_retry_ms: u64,
+    cache: bool,
+    cache_max_memory: usize,
 }
 
 impl Builder {
@@ -87,6 +95,8 @@ impl Builder {
             metrics_listen: None,
             read_policy: ReadPolicy::default(),
             read_retry_ms: 2_000,
+            cache: false,
+            cache_max_memory: DEFAULT_CACHE_MAX_MEMORY,
         }
     }
 
@@ -152,6 +162,20 @@ impl Builder {
                     format!("read-retry-deadline must be a number of ms, not {value:?}")
                 })?
             }
+            "proxy-cache" => {
+                self.cache = match value.to_ascii_lowercase().as_str() {
+                    "yes" => true,
+                    "no" => false,
+                    _ => return Err(format!("proxy-cache must be yes or no, not {value:?}")),
+                }
+            }
+            "proxy-cache-max-memory" => {
+                self.cache_max_memory = memory_size(value)
+                    .filter(|&n| n >= 1024)
+                    .ok_or_else(|| {
+                        format!("proxy-cache-max-memory must be a size of at least 1kb (bytes, or with kb, mb, gb), not {value:?}")
+                    })?
+            }
             _ if from_file => return Err(format!("unknown directive '{name}'")),
             _ => return Err(format!("unknown option \"--{name}\"\n{USAGE}")),
         }
@@ -190,8 +214,27 @@ impl Builder {
             metrics_listen: self.metrics_listen,
             read_policy: self.read_policy,
             read_retry_deadline: Duration::from_millis(self.read_retry_ms),
+            cache_max_memory: self.cache.then_some(self.cache_max_memory),
         })
     }
+}
+
+/// A size as redis.conf writes them (memtoll): a number of bytes, or with `k`/`m`/`g` (powers
+/// of 1000) or `kb`/`mb`/`gb` (powers of 1024), any case.
+fn memory_size(value: &str) -> Option<usize> {
+    let v = value.to_ascii_lowercase();
+    let digits = v.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit: usize = match &v[digits.len()..] {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    digits.parse::<usize>().ok()?.checked_mul(unit)
 }
 
 /// Reads the arguments after the program name (and the config file they name).
@@ -373,6 +416,41 @@ mod tests {
         assert!(parse(&args("--listen h:1 --cluster a:1 --maxclients 0")).is_err());
         assert!(parse(&args("--listen h:1 --cluster a:1 --metrics-listen 9100")).is_err());
         assert!(parse(&args("--listen h:1 --cluster a:1 --backend-user u")).is_err());
+    }
+
+    #[test]
+    fn cache_options() {
+        let c = parse(&args("--listen h:1 --cluster a:1")).unwrap();
+        assert_eq!(c.cache_max_memory, None);
+        let c = parse(&args("--listen h:1 --cluster a:1 --proxy-cache yes")).unwrap();
+        assert_eq!(c.cache_max_memory, Some(DEFAULT_CACHE_MAX_MEMORY));
+        let c = parse(&args(
+            "--listen h:1 --cluster a:1 --proxy-cache YES --proxy-cache-max-memory 2mb",
+        ))
+        .unwrap();
+        assert_eq!(c.cache_max_memory, Some(2 << 20));
+        let c = parse_with(&args("f --proxy-cache-max-memory 5k"), |_| {
+            Ok("listen h:1\ncluster a:1\nproxy-cache yes\n".into())
+        })
+        .unwrap();
+        assert_eq!(c.cache_max_memory, Some(5000));
+        let c = parse(&args(
+            "--listen h:1 --cluster a:1 --proxy-cache no --proxy-cache-max-memory 1gb",
+        ))
+        .unwrap();
+        assert_eq!(c.cache_max_memory, None);
+        for bad in [
+            "--proxy-cache maybe",
+            "--proxy-cache-max-memory 1",
+            "--proxy-cache-max-memory 3tb",
+            "--proxy-cache-max-memory mb",
+            "--proxy-cache-max-memory 99999999999999999999gb",
+        ] {
+            assert!(
+                parse(&args(&format!("--listen h:1 --cluster a:1 {bad}"))).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! | [`merge`] | [`Merge`] rules (sum, all-OK, key order, concatenation) and [`ReplyQueue`], a client's replies released in request order |
 //! | [`scan`] | [`ReplyScanner`]: where a backend reply ends, resumable, without decoding it |
 //! | [`fanout`] | SCAN (a cursor over every primary), RANDOMKEY, INFO; [`fanout::plan`], the entry point: authentication gate, these, then routing |
+//! | [`cache`] | the shared client cache (`proxy-cache yes`): which requests it answers, what writes invalidate, fills in flight and the invalidation race, CLOCK eviction |
 //! | [`auth`] | client AUTH / HELLO AUTH against `requirepass`, the NOAUTH gate |
 //! | [`metrics`] | per-thread counters published once per loop turn, INFO's proxy sections, the Prometheus endpoint |
 //! | [`config`] | the command line and the config file |
@@ -64,14 +65,19 @@
 //! retried. Nodes that fail repeatedly are ejected and probed (ROLE) before they take
 //! reads again, so a dead replica costs its shard's reads no detour once noticed.
 //!
-//! **Not yet.** MONITOR needs a backend connection of its own per node; hedged reads and the
-//! shared cache are later slices. Those commands get a clear error (`ERR command 'monitor' is
-//! not supported by darner proxy yet`), never a wrong answer.
+//! **Shared cache** (`proxy-cache yes`). Read-only single-key replies kept per thread, made
+//! coherent by CLIENT TRACKING on the thread's RESP3 shared connections: see [`cache`] for the
+//! rules (fills in flight, writes through the proxy, lost connections) and why they suffice.
+//!
+//! **Not yet.** MONITOR needs a backend connection of its own per node; hedged reads and
+//! clients' own CLIENT TRACKING are later slices. Those commands get a clear error (`ERR
+//! command 'monitor' is not supported by darner proxy yet`), never a wrong answer.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod cache;
 pub mod config;
 pub mod fanout;
 pub mod health;

@@ -167,6 +167,8 @@ struct Entry {
 pub struct ReplyQueue {
     first_seq: u64,
     entries: VecDeque<Entry>,
+    /// Entries still missing a part.
+    pending: usize,
 }
 
 impl ReplyQueue {
@@ -178,6 +180,22 @@ impl ReplyQueue {
     /// Requests still waiting for a reply or for the ones before them.
     pub fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// Requests still waiting for a backend's reply (not those complete behind them).
+    pub fn pending(&self) -> usize {
+        self.pending
+    }
+
+    /// Whether request `seq` has all its replies (or was written out already).
+    pub fn answered(&self, seq: u64) -> bool {
+        match seq.checked_sub(self.first_seq) {
+            None => true,
+            Some(i) => usize::try_from(i)
+                .ok()
+                .and_then(|i| self.entries.get(i))
+                .is_none_or(|e| e.missing == 0),
+        }
     }
 
     /// Whether no reply is owed.
@@ -206,6 +224,7 @@ impl ReplyQueue {
             missing: parts,
             close_after: false,
         });
+        self.pending += usize::from(parts > 0);
         self.first_seq + self.entries.len() as u64 - 1
     }
 
@@ -232,6 +251,7 @@ impl ReplyQueue {
             e.frames[part] = Some(f);
         }
         e.missing -= 1;
+        self.pending -= usize::from(e.missing == 0);
     }
 
     /// Records an error as part `part`'s reply (the backend failed).
@@ -310,6 +330,28 @@ mod tests {
             merge(&Merge::Sum, parts),
             Frame::Error(Bytes::from_static(b"WRONGTYPE x"))
         );
+    }
+
+    #[test]
+    fn pending_counts_requests_still_owed_a_part() {
+        let mut q = ReplyQueue::new();
+        let a = q.push_pending(Merge::Passthrough, 1);
+        q.push_ready(b"+OK\r\n".to_vec(), false);
+        let c = q.push_pending(Merge::Sum, 2);
+        assert_eq!((q.pending(), q.len()), (2, 3));
+        q.fill(c, 0, b":1\r\n".to_vec());
+        q.fill(c, 0, b":1\r\n".to_vec());
+        assert_eq!(q.pending(), 2);
+        assert!(!q.answered(c));
+        q.fill(c, 1, b":2\r\n".to_vec());
+        assert_eq!(q.pending(), 1);
+        assert!(q.answered(c) && !q.answered(a));
+        q.fill(a, 0, b"$-1\r\n".to_vec());
+        assert_eq!((q.pending(), q.len()), (0, 3));
+        let mut out = Vec::new();
+        q.drain_ready(&mut out);
+        assert_eq!((q.pending(), q.len()), (0, 0));
+        assert!(q.answered(a));
     }
 
     #[test]

@@ -116,6 +116,8 @@ pub struct Counters {
     pub commands: NameMap<&'static str, u64>,
     /// Per backend node (`host:port`).
     pub backends: NameMap<String, BackendCounters>,
+    /// The shared client cache's hits, misses, evictions and invalidations.
+    pub cache: crate::cache::CacheStats,
     /// Something was counted since the last [`Registry::publish`].
     dirty: bool,
 }
@@ -160,6 +162,14 @@ impl Counters {
         b.buckets[i] += 1;
     }
 
+    /// What the thread's cache counted.
+    pub fn cache(&mut self, stats: crate::cache::CacheStats) {
+        if stats.any() {
+            self.cache.add(&stats);
+            self.dirty = true;
+        }
+    }
+
     /// `n` requests to `node` failed without a reply.
     pub fn failed(&mut self, node: &str, n: u64) {
         if n > 0 {
@@ -170,6 +180,7 @@ impl Counters {
     fn add(&mut self, o: &Counters) {
         self.connections_received += o.connections_received;
         self.rejected_connections += o.rejected_connections;
+        self.cache.add(&o.cache);
         for (k, v) in &o.commands {
             *self.commands.entry(k).or_insert(0) += v;
         }
@@ -246,6 +257,7 @@ impl Registry {
         local.backends.clear();
         local.connections_received = 0;
         local.rejected_connections = 0;
+        local.cache = Default::default();
         local.dirty = false;
     }
 
@@ -345,6 +357,11 @@ pub fn info_sections(reg: &Registry, ctx: &InfoContext, wanted: &Sections) -> St
                 pct(0.99),
             ));
         }
+        body.push_str(&format!(
+            "cache_hits:{}\r\ncache_misses:{}\r\ncache_evictions:{}\r\n\
+             cache_invalidations:{}\r\n",
+            c.cache.hits, c.cache.misses, c.cache.evictions, c.cache.invalidations
+        ));
         section("Proxy", body);
     }
     if wanted.has("commandstats") {
@@ -460,6 +477,30 @@ pub fn prometheus(reg: &Registry, ctx: &InfoContext) -> String {
             .map(|(n, v)| format!("darner_proxy_commands_total{{cmd=\"{n}\"}} {v}\n"))
             .collect(),
     );
+    for (name, help, v) in [
+        (
+            "darner_proxy_cache_hits_total",
+            "Requests answered from the shared cache.",
+            c.cache.hits,
+        ),
+        (
+            "darner_proxy_cache_misses_total",
+            "Cacheable requests sent to a backend.",
+            c.cache.misses,
+        ),
+        (
+            "darner_proxy_cache_evictions_total",
+            "Cache entries dropped for room.",
+            c.cache.evictions,
+        ),
+        (
+            "darner_proxy_cache_invalidations_total",
+            "Cache entries or fills dropped because their key changed or a node was lost.",
+            c.cache.invalidations,
+        ),
+    ] {
+        line(&mut o, name, "counter", help, format!("{name} {v}\n"));
+    }
     let backends: BTreeMap<&String, &BackendCounters> = c.backends.iter().collect();
     let per = |f: &dyn Fn(&BackendCounters) -> String, name: &str| -> String {
         backends

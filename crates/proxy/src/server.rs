@@ -22,6 +22,7 @@ use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
 use crate::auth::Credentials;
+use crate::cache::{self, Cache, Fill};
 use crate::config::Config;
 use crate::fanout::{self, Admin};
 use crate::health::Health;
@@ -108,6 +109,8 @@ struct InFlight {
     sent: Instant,
     /// A read that another node of its shard may answer if this one fails.
     read: Option<Box<ReadRetry>>,
+    /// A cache fill: its reply may be kept (see [`cache`]).
+    fill: Option<Box<Fill>>,
 }
 
 struct Client {
@@ -137,6 +140,15 @@ struct Client {
     /// The connection the client is subscribed on: its bytes and the client's are passed
     /// through unparsed, until the client leaves.
     subscribed: Option<usize>,
+    /// A RESP2 client's cacheable reads sent on RESP3 tracking connections (to fill the
+    /// cache), not on the RESP2 ones its other requests take (their sequence numbers, in
+    /// order): until they are answered, its other requests wait (`must_wait`), so none
+    /// overtakes them, and they are sent only when nothing else of the client's is in flight.
+    crossing: VecDeque<u64>,
+    /// With the cache on, its writes not answered yet (sequence numbers, in order): while one
+    /// is, the client gets no cache hit (an entry filled meanwhile on another connection may
+    /// hold what the node had before the write; the client must read after its write).
+    writes: VecDeque<u64>,
 }
 
 /// What a backend connection is for.
@@ -163,6 +175,9 @@ struct Backend {
     scanner: ReplyScanner,
     inflight: VecDeque<InFlight>,
     role: Role,
+    /// `CLIENT TRACKING on` was sent first: the node pushes invalidations of the keys read on
+    /// it (a shared RESP3 connection while the cache is on).
+    tracking: bool,
 }
 
 impl Backend {
@@ -183,6 +198,7 @@ impl Backend {
             resend,
             sent,
             read: None,
+            fill: None,
         });
     }
 
@@ -197,6 +213,7 @@ impl Backend {
             resend: false,
             sent,
             read: None,
+            fill: None,
         });
     }
 }
@@ -486,6 +503,8 @@ struct Worker {
     backend_creds: Option<Credentials>,
     /// When a refused backend handshake was last logged.
     handshake_warned: Option<Instant>,
+    /// The shared client cache (`proxy-cache yes`): this thread's share of it.
+    cache: Option<Cache>,
 }
 
 impl Worker {
@@ -534,6 +553,10 @@ impl Worker {
             maxclients: cfg.maxclients,
             backend_creds: None,
             handshake_warned: None,
+            // Each thread's share of the bound: the threads' caches are apart.
+            cache: cfg
+                .cache_max_memory
+                .map(|m| Cache::new((m / cfg.threads.max(1)).max(1024))),
         })
     }
 
@@ -604,6 +627,9 @@ impl Worker {
 
     /// Adds this turn's counts to the shared registry, with the requests in flight now.
     fn publish_counters(&mut self) {
+        if let Some(cache) = &mut self.cache {
+            self.counters.cache(cache.take_stats());
+        }
         let Some(admin) = &self.admin else {
             return;
         };
@@ -700,6 +726,8 @@ impl Worker {
                         deferred: VecDeque::new(),
                         subscribe_pending: None,
                         subscribed: None,
+                        crossing: VecDeque::new(),
+                        writes: VecDeque::new(),
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -908,6 +936,17 @@ impl Worker {
                         if let Some(name) = metrics::command_name(&args).filter(|_| counted) {
                             self.counters.command(name);
                         }
+                        let (plan, writes) = match &mut self.cache {
+                            Some(cache) => cache::plan(
+                                cache,
+                                &self.map,
+                                &args,
+                                plan,
+                                c.session.resp3,
+                                c.writes.is_empty(),
+                            ),
+                            None => (plan, false),
+                        };
                         match plan {
                             Plan::Reply { bytes, close } => {
                                 c.queue.push_ready(bytes, close);
@@ -917,10 +956,36 @@ impl Worker {
                             }
                             Plan::Forward { parts, merge } => {
                                 let n = parts.len();
+                                // With the cache on, a RESP2 client's cacheable read fills it
+                                // too, on the tracking connection, when nothing of the client's
+                                // but such reads is in flight (so it overtakes nothing); its
+                                // other requests wait for them.
+                                let cross = !resp3_before
+                                    && self.cache.is_some()
+                                    && n == 1
+                                    && c.queue.pending() == c.crossing.len()
+                                    && c.deferred.is_empty()
+                                    && c.pinned.is_none()
+                                    && cache::cacheable(&args);
                                 let seq = c.queue.push_pending(merge, n);
+                                if writes {
+                                    c.writes.push_back(seq);
+                                }
+                                if cross {
+                                    c.crossing.push_back(seq);
+                                }
+                                // With the cache on, cacheable reads go to the primary: its
+                                // tracking connection keeps their entries coherent, and the
+                                // cache, not replicas, takes their load.
                                 let read = self.read_policy != ReadPolicy::Master
-                                    && crate::replicas::is_read_only(&args);
-                                sends.push(Outgoing::Parts(seq, parts, resp3_before, read));
+                                    && crate::replicas::is_read_only(&args)
+                                    && !(self.cache.is_some() && cache::cacheable(&args));
+                                sends.push(Outgoing::Parts(
+                                    seq,
+                                    parts,
+                                    resp3_before || cross,
+                                    read,
+                                ));
                             }
                             Plan::Pinned {
                                 open,
@@ -936,6 +1001,9 @@ impl Worker {
                                     }
                                     None => Some(c.queue.push_pending(Merge::Passthrough, 1)),
                                 };
+                                if let Some(seq) = seq.filter(|_| writes) {
+                                    c.writes.push_back(seq);
+                                }
                                 sends.push(Outgoing::Pinned {
                                     seq,
                                     open,
@@ -947,6 +1015,9 @@ impl Worker {
                             }
                             Plan::Blocking { target, payload } => {
                                 let seq = c.queue.push_pending(Merge::Passthrough, 1);
+                                if writes {
+                                    c.writes.push_back(seq);
+                                }
                                 sends.push(Outgoing::Blocking(seq, target, payload, resp3_before));
                             }
                             Plan::Subscribe { target } => {
@@ -996,11 +1067,16 @@ impl Worker {
     }
 
     /// Whether `out` goes on a connection of the client's own to a node where the client
-    /// still has requests in flight on a shared connection.
+    /// still has requests in flight on a shared connection, or follows a RESP2 client's read
+    /// still in flight on a tracking connection (`Client::crossing`).
     fn must_wait(&self, idx: usize, out: &Outgoing) -> bool {
         let Some(c) = self.clients.get(idx) else {
             return false;
         };
+        if !c.crossing.is_empty() {
+            // What follows a RESP2 client's reads on tracking connections waits for them.
+            return !matches!(out, Outgoing::Parts(seq, ..) if c.crossing.binary_search(seq).is_ok());
+        }
         let node = match out {
             Outgoing::Parts(..) => return false,
             Outgoing::Pinned { open, .. } => match (c.pinned, open) {
@@ -1234,7 +1310,23 @@ impl Worker {
         if asking {
             be.queue_own(Owner::Asking, &encode_request(&["ASKING"]), now);
         }
+        // A cacheable read on a tracking connection fills the cache; not one that was
+        // redirected (its node may not track it for this connection: ASK) nor the proxy's own.
+        let fill = match &mut self.cache {
+            Some(cache)
+                if be.tracking
+                    && redirects == 0
+                    && !asking
+                    && matches!(owner, Owner::Client { .. }) =>
+            {
+                cache.fill_for(&payload)
+            }
+            _ => None,
+        };
         be.queue(owner, payload, redirects, true, now);
+        if let Some(f) = be.inflight.back_mut() {
+            f.fill = fill;
+        }
         self.dirty_backends.push(b);
     }
 
@@ -1287,6 +1379,18 @@ impl Worker {
         let b = self.open_backend(node, resp3)?;
         self.readonly_on_open(b);
         self.by_node.insert((node.to_string(), resp3), b);
+        if resp3 && self.cache.is_some() {
+            // Default mode: the node tracks the keys read on this connection and pushes their
+            // invalidations on it, in order with the replies. A node that refuses it (before
+            // Redis 6) fails the connection as a refused handshake.
+            let be = &mut self.backends[b];
+            be.queue_own(
+                Owner::Hello,
+                &encode_request(&["CLIENT", "TRACKING", "on"]),
+                Instant::now(),
+            );
+            be.tracking = true;
+        }
         Ok(b)
     }
 
@@ -1313,6 +1417,7 @@ impl Worker {
             scanner: ReplyScanner::new(),
             inflight: VecDeque::new(),
             role: Role::Shared,
+            tracking: false,
         };
         if let Some(hello) = crate::auth::backend_handshake(resp3, self.backend_creds.as_ref()) {
             be.queue_own(Owner::Hello, &hello, Instant::now());
@@ -1352,6 +1457,22 @@ impl Worker {
                 Ok(Some(n)) => {
                     let reply = be.rbuf[start..start + n].to_vec();
                     start += n;
+                    if be.tracking && reply.first() == Some(&b'>') {
+                        // Out of band: an invalidation, never the reply to a request. Applied
+                        // before the replies read with it, which only drops more fills.
+                        if let (Some(cache), Ok(Some((frame, _)))) =
+                            (&mut self.cache, decode(&reply, &self.limits))
+                        {
+                            match cache::invalidation(&frame) {
+                                cache::Push::Keys(keys) => {
+                                    keys.iter().for_each(|k| cache.invalidate(k))
+                                }
+                                cache::Push::All => cache.flush_node(&be.node),
+                                cache::Push::Other => {}
+                            }
+                        }
+                        continue;
+                    }
                     match be.inflight.pop_front() {
                         Some(f) => replies.push(f.with_reply(reply)),
                         None if matches!(be.role, Role::Subscriber { .. }) => {
@@ -1403,7 +1524,7 @@ impl Worker {
             self.health.success(&node);
         }
         let mut replies = replies.into_iter();
-        while let Some((f, reply)) = replies.next() {
+        while let Some((mut f, reply)) = replies.next() {
             let refused = reply.first() == Some(&b'-');
             self.counters.reply(&node, refused, f.sent.elapsed());
             match f.owner {
@@ -1453,6 +1574,13 @@ impl Worker {
                     };
                     match map {
                         Ok(m) if !m.primaries().is_empty() => {
+                            // Entries are served only while their node owns their slot; a
+                            // changed topology is also one to start afresh on.
+                            if let Some(cache) = &mut self.cache {
+                                if !cache::same_owners(&m, &self.map) {
+                                    cache.flush_all();
+                                }
+                            }
                             self.map = m;
                             self.topology_replicas(&frame, shards, &node);
                         }
@@ -1461,6 +1589,9 @@ impl Worker {
                     }
                 }
                 Owner::Client { .. } => {
+                    if let Some(cache) = &mut self.cache {
+                        cache.settle(f.fill.take(), &f.payload, &node, &reply);
+                    }
                     let f = match self.retry_refused_read(f, &reply, &node) {
                         Some(f) => f,
                         None => continue,
@@ -1522,7 +1653,22 @@ impl Worker {
             Owner::Client { idx, id, seq, part } => {
                 if let Some(c) = self.clients.get_mut(idx) {
                     if c.id == id {
+                        let reply = if let Ok(i) = c.crossing.binary_search(&seq) {
+                            c.crossing.remove(i);
+                            // Read on a RESP3 connection for a request made in RESP2 (a
+                            // HELLO 3 after it does not change its reply); only the null
+                            // differs (see cache).
+                            cache::for_protocol(&reply, false)
+                        } else {
+                            reply
+                        };
                         c.queue.fill(seq, part, reply);
+                        while let Some(&w) = c.writes.front() {
+                            if !c.queue.answered(w) {
+                                break;
+                            }
+                            c.writes.pop_front();
+                        }
                         self.dirty_clients.push(idx);
                         if !c.deferred.is_empty() {
                             self.deferred_ready.push(idx);
@@ -1544,6 +1690,12 @@ impl Worker {
         }
         let mut be = self.backends.remove(b);
         let _ = self.poll.registry().deregister(&mut be.sock);
+        if be.tracking {
+            // The node's tracking of what was read here ends with the connection.
+            if let Some(cache) = &mut self.cache {
+                cache.flush_node(&be.node);
+            }
+        }
         let key = (be.node.clone(), be.resp3);
         match be.role {
             Role::Shared => {

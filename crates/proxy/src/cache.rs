@@ -1,0 +1,805 @@
+//! The shared client cache (`proxy-cache yes`): replies to a few read-only single-key commands,
+//! kept per thread (threads share nothing: each thread's cache is made coherent by its own
+//! backend connections, with no lock on the request path) and bounded in bytes, evicted with
+//! CLOCK (a second chance for entries read since the hand last passed).
+//!
+//! # Coherence
+//!
+//! A fill travels on the thread's RESP3 shared connection to the key's primary, which has
+//! `CLIENT TRACKING on` (default mode): the node remembers that this connection read the key
+//! and pushes `>invalidate [key]` on it once the key changes (a write by anyone, an expiry, an
+//! eviction), or `>invalidate _` when the node is flushed. So every entry was read on a
+//! connection that will hear about the next change of its key. Three gaps remain, and each has
+//! its rule here:
+//!
+//! * **Invalidation before the reply.** A read in flight may have read the old value while
+//!   the invalidation of its key is already here (a write between the read and its reply
+//!   being seen, a lazily expired key whose invalidation Redis writes before the reply). Each
+//!   fill takes a ticket when it is sent; an invalidation raises its key's `valid_from` to the
+//!   next ticket, so any fill of that key sent before it is dropped when its reply comes.
+//! * **Writes through the proxy.** They invalidate their keys here when they are sent (a
+//!   pipelined `SET k; GET k` must not answer the GET from the cache) and again when their reply
+//!   comes (a fill sent after the write on another connection may have run before it on the
+//!   node): once a client has its write's reply, no entry older than the write is left and no
+//!   fill that could have read before it will be stored, whatever the node's invalidation is
+//!   doing. Until then the writer itself gets no hit (the server's `Client::writes`): an entry
+//!   filled meanwhile may predate its write. Commands whose keys are not known (EXEC, FLUSHALL, a script without keys) flush the
+//!   thread's cache.
+//! * **The connection or the topology changing.** The node's tracking table belongs to the
+//!   connection: when it goes, the node's entries go ([`Cache::flush_node`]). An entry is
+//!   served only while its node still owns the key's slot.
+
+use std::collections::{HashMap, VecDeque};
+
+use darner_commands::{flags, key_positions, lookup, lookup_subcommand};
+
+use crate::route::{Plan, Target};
+use crate::slots::SlotMap;
+
+/// Per entry, counted on top of its bytes (the map's slot, the ring's, the allocations'
+/// headers), so that many tiny entries cannot go far past the bound.
+const ENTRY_OVERHEAD: usize = 96;
+
+/// The commands whose replies are cached. Each is read-only, reads one key, and its reply
+/// depends on nothing but that key's value and the arguments (no clock, no randomness, no
+/// other key), so a reply stays right until the key changes, which the node's tracking
+/// reports. Their replies are also encoded alike in RESP2 and RESP3 but for the null (`_` /
+/// `$-1`), which [`for_protocol`] converts: one entry serves clients of both protocols.
+/// HGETALL, SMEMBERS, ZSCORE and the like are left out because their RESP3 replies (map, set,
+/// double) would need converting; GETEX, GETDEL and OBJECT have side effects or report on the
+/// node rather than the value.
+pub const CACHEABLE: &[(&str, usize)] = &[
+    ("get", 2),
+    ("strlen", 2),
+    ("getrange", 4),
+    ("exists", 2),
+    ("type", 2),
+    ("hget", 3),
+    ("hexists", 3),
+    ("hlen", 2),
+    ("hstrlen", 3),
+    ("llen", 2),
+    ("scard", 2),
+    ("sismember", 3),
+    ("zcard", 2),
+];
+
+/// Whether `args` is a request whose reply may be cached (its key is `args[1]`).
+pub fn cacheable(args: &[&[u8]]) -> bool {
+    let Some(name) = args.first() else {
+        return false;
+    };
+    CACHEABLE
+        .iter()
+        .any(|&(n, argc)| argc == args.len() && n.as_bytes().eq_ignore_ascii_case(name))
+}
+
+/// The identity of a cacheable request within its key's entry: the lower-cased name and the
+/// arguments after the key (`GET k` and `get k` share an entry).
+pub fn signature(args: &[&[u8]]) -> Vec<u8> {
+    let mut parts: Vec<Vec<u8>> = Vec::with_capacity(args.len());
+    parts.push(
+        args.first()
+            .map_or_else(Vec::new, |n| n.to_ascii_lowercase()),
+    );
+    parts.extend(args.iter().skip(2).map(|a| a.to_vec()));
+    crate::route::encode_request(&parts)
+}
+
+/// What a request may change in the keyspace, as far as the cache is concerned.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Nothing (a read, a connection command).
+    None,
+    /// These keys.
+    Keys(Vec<Vec<u8>>),
+    /// Keys it does not name (EXEC, FLUSHALL, a script without keys, an unknown command).
+    All,
+}
+
+/// What `args` may change. Writes are the table's `write` commands and those that may
+/// replicate (scripts, functions); EXEC applies writes queued earlier, whose keys are not
+/// kept, so it counts as changing anything.
+pub fn effect(args: &[&[u8]]) -> Effect {
+    let Some(name) = args.first() else {
+        return Effect::None;
+    };
+    if name.eq_ignore_ascii_case(b"exec") {
+        return Effect::All;
+    }
+    let Some(mut spec) = lookup(name) else {
+        return Effect::All;
+    };
+    if spec.is_container() {
+        match args.get(1).and_then(|sub| lookup_subcommand(spec, sub)) {
+            Some(s) => spec = s,
+            None => return Effect::None,
+        }
+    }
+    let writes = spec.has(flags::WRITE) || spec.has(flags::MAY_REPLICATE);
+    // PUBLISH may replicate (to the node's replicas) but touches no key.
+    if !writes || spec.has(flags::PUBSUB) {
+        return Effect::None;
+    }
+    let keys: Vec<Vec<u8>> = key_positions(spec, args)
+        .iter()
+        .filter_map(|&i| args.get(i).map(|k| k.to_vec()))
+        .collect();
+    if keys.is_empty() {
+        Effect::All
+    } else {
+        Effect::Keys(keys)
+    }
+}
+
+/// A cached reply (RESP3-encoded, as the tracking connection read it) in the client's
+/// protocol: only the null differs for [`CACHEABLE`]'s replies.
+pub fn for_protocol(reply: &[u8], resp3: bool) -> Vec<u8> {
+    if !resp3 && reply == b"_\r\n" {
+        return b"$-1\r\n".to_vec();
+    }
+    reply.to_vec()
+}
+
+/// Whether a reply may be kept: a value, not an error (WRONGTYPE may stop being one) nor
+/// anything this cache does not know how to convert.
+fn storable(reply: &[u8]) -> bool {
+    matches!(reply.first(), Some(b'$' | b':' | b'+' | b'_'))
+}
+
+/// The arguments of a request the proxy encoded itself (`*n` of `$len` bulks); `None` for
+/// anything else.
+pub fn request_args(payload: &[u8]) -> Option<Vec<&[u8]>> {
+    fn line(buf: &[u8], at: usize) -> Option<(usize, usize)> {
+        let end = at + buf.get(at..)?.windows(2).position(|w| w == b"\r\n")?;
+        let n = std::str::from_utf8(&buf[at + 1..end]).ok()?.parse().ok()?;
+        Some((n, end + 2))
+    }
+    if payload.first() != Some(&b'*') {
+        return None;
+    }
+    let (n, mut at) = line(payload, 0)?;
+    let mut out = Vec::with_capacity(n.min(64));
+    for _ in 0..n {
+        if payload.get(at) != Some(&b'$') {
+            return None;
+        }
+        let (len, start) = line(payload, at)?;
+        out.push(payload.get(start..start.checked_add(len)?)?);
+        at = start + len + 2;
+    }
+    Some(out)
+}
+
+/// What a push frame on a tracking connection says.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Push {
+    /// `>invalidate [keys]`: these keys changed.
+    Keys(Vec<Vec<u8>>),
+    /// `>invalidate _`: the node was flushed, everything it told this connection about is gone.
+    All,
+    /// Not an invalidation.
+    Other,
+}
+
+/// Reads a push frame.
+pub fn invalidation(frame: &darner_resp::Frame) -> Push {
+    use darner_resp::Frame;
+    let Frame::Push(items) = frame else {
+        return Push::Other;
+    };
+    match items.as_slice() {
+        [Frame::Bulk(kind) | Frame::Simple(kind), keys]
+            if kind.eq_ignore_ascii_case(b"invalidate") =>
+        {
+            match keys {
+                Frame::Array(keys) | Frame::Set(keys) => Push::Keys(
+                    keys.iter()
+                        .filter_map(|k| match k {
+                            Frame::Bulk(b) | Frame::Simple(b) => Some(b.to_vec()),
+                            _ => None,
+                        })
+                        .collect(),
+                ),
+                _ => Push::All,
+            }
+        }
+        _ => Push::Other,
+    }
+}
+
+/// Whether two topologies give every slot the same owner (a refresh from another node lists the
+/// nodes in another order: that is no change, and must not flush the cache every time).
+pub fn same_owners(a: &crate::slots::SlotMap, b: &crate::slots::SlotMap) -> bool {
+    (0..darner_commands::SLOTS).all(|slot| a.owner(slot) == b.owner(slot))
+}
+
+/// With the cache on: a cacheable request whose reply is cached is answered from it (when
+/// `may_hit`: the client has no write in flight); any request's writes drop their keys'
+/// entries now, before a later request of the same pipeline can be answered from them. Also
+/// says whether the request writes.
+pub fn plan(
+    cache: &mut Cache,
+    map: &SlotMap,
+    args: &[&[u8]],
+    plan: Plan,
+    resp3: bool,
+    may_hit: bool,
+) -> (Plan, bool) {
+    if let Plan::Reply { .. } = plan {
+        return (plan, false);
+    }
+    if cache.apply(effect(args)) {
+        return (plan, true);
+    }
+    if !cacheable(args) {
+        return (plan, false);
+    }
+    if !may_hit {
+        cache.stats.misses += 1;
+        return (plan, false);
+    }
+    if let Plan::Forward { parts, .. } = &plan {
+        if let [part] = parts.as_slice() {
+            let owner = match &part.target {
+                Target::Slot(slot) => map.owner(*slot),
+                _ => None,
+            };
+            if let Some(reply) = cache.get(args[1], &signature(args), owner) {
+                let bytes = for_protocol(reply, resp3);
+                return (
+                    Plan::Reply {
+                        bytes,
+                        close: false,
+                    },
+                    false,
+                );
+            }
+        }
+    }
+    (plan, false)
+}
+
+/// A cacheable read sent on a tracking connection: what its reply needs to be kept.
+#[derive(Debug)]
+pub struct Fill {
+    ticket: Ticket,
+    key: Vec<u8>,
+    signature: Vec<u8>,
+}
+
+/// The cache's counters since they were last taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Requests answered from the cache.
+    pub hits: u64,
+    /// Cacheable requests sent to a node.
+    pub misses: u64,
+    /// Entries dropped for room.
+    pub evictions: u64,
+    /// Entries (or in-flight fills) dropped because their key changed, a node was flushed or
+    /// lost.
+    pub invalidations: u64,
+}
+
+impl CacheStats {
+    /// Adds `o`.
+    pub fn add(&mut self, o: &CacheStats) {
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.evictions += o.evictions;
+        self.invalidations += o.invalidations;
+    }
+
+    /// Whether anything was counted.
+    pub fn any(&self) -> bool {
+        *self != CacheStats::default()
+    }
+}
+
+struct Entry {
+    node: String,
+    /// (request, reply): the key's cached replies, one per distinct request (GET, HGET f...).
+    replies: Vec<(Vec<u8>, Vec<u8>)>,
+    bytes: usize,
+    /// Read since the CLOCK hand last passed it.
+    referenced: bool,
+}
+
+/// Fills of one key in flight.
+struct Fills {
+    outstanding: u32,
+    /// Fills with a smaller ticket read before an invalidation: their replies are dropped.
+    valid_from: u64,
+}
+
+/// A fill in flight: given by [`Cache::begin_fill`], handed back to [`Cache::finish_fill`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ticket(u64);
+
+/// One thread's cache.
+pub struct Cache {
+    max_bytes: usize,
+    used: usize,
+    entries: HashMap<Vec<u8>, Entry>,
+    /// CLOCK's ring of keys (a key may be there more than once after it was dropped and
+    /// cached again, or not at all any more: both are skipped; compacted when it outgrows the
+    /// entries).
+    ring: VecDeque<Vec<u8>>,
+    fills: HashMap<Vec<u8>, Fills>,
+    next_ticket: u64,
+    /// Fills with a smaller ticket were in flight at a flush: dropped.
+    valid_from_all: u64,
+    stats: CacheStats,
+}
+
+impl Cache {
+    /// A cache of at most `max_bytes`.
+    pub fn new(max_bytes: usize) -> Cache {
+        Cache {
+            max_bytes,
+            used: 0,
+            entries: HashMap::new(),
+            ring: VecDeque::new(),
+            fills: HashMap::new(),
+            next_ticket: 0,
+            valid_from_all: 0,
+            stats: CacheStats::default(),
+        }
+    }
+
+    /// The reply cached for `request` (whose key is `key`), if its entry was read from `owner`
+    /// (the node that owns the key's slot now).
+    pub fn get(&mut self, key: &[u8], request: &[u8], owner: Option<&str>) -> Option<&[u8]> {
+        let e = self.entries.get_mut(key);
+        let found = e.and_then(|e| {
+            if Some(e.node.as_str()) != owner {
+                return None;
+            }
+            e.referenced = true;
+            e.replies
+                .iter()
+                .find(|(r, _)| r == request)
+                .map(|(_, v)| v.as_slice())
+        });
+        match found {
+            Some(v) => {
+                self.stats.hits += 1;
+                Some(v)
+            }
+            None => {
+                self.stats.misses += 1;
+                None
+            }
+        }
+    }
+
+    /// A fill for `payload` (a request the proxy encoded), if it is a cacheable read.
+    pub fn fill_for(&mut self, payload: &[u8]) -> Option<Box<Fill>> {
+        let args = request_args(payload).filter(|args| cacheable(args))?;
+        Some(Box::new(Fill {
+            ticket: self.begin_fill(args[1]),
+            key: args[1].to_vec(),
+            signature: signature(&args),
+        }))
+    }
+
+    /// A client's reply as it comes (`payload`: its request, `fill`: the fill it was): a
+    /// fill's is kept if its key did not change meanwhile; any other request's keys are dropped
+    /// again (a write's, since a fill on another connection may have read before it; a read's
+    /// that did not fill, since it may have seen a newer value than an entry filled on another
+    /// connection). Either way, once the client has its reply, no entry older than what it saw
+    /// is left.
+    pub fn settle(&mut self, fill: Option<Box<Fill>>, payload: &[u8], node: &str, reply: &[u8]) {
+        if let Some(f) = fill {
+            self.finish_fill(f.ticket, &f.key, node, &f.signature, reply);
+            return;
+        }
+        let Some(args) = request_args(payload) else {
+            return;
+        };
+        if cacheable(&args) {
+            self.invalidate(args[1]);
+        } else {
+            self.apply(effect(&args));
+        }
+    }
+
+    /// Drops what `effect` may have changed; whether it writes.
+    fn apply(&mut self, effect: Effect) -> bool {
+        match effect {
+            Effect::None => false,
+            Effect::Keys(keys) => {
+                keys.iter().for_each(|k| self.invalidate(k));
+                true
+            }
+            Effect::All => {
+                self.flush_all();
+                true
+            }
+        }
+    }
+
+    /// A fill of `key` is being sent.
+    pub fn begin_fill(&mut self, key: &[u8]) -> Ticket {
+        let t = self.next_ticket;
+        self.next_ticket += 1;
+        self.fills
+            .entry(key.to_vec())
+            .or_insert(Fills {
+                outstanding: 0,
+                valid_from: 0,
+            })
+            .outstanding += 1;
+        Ticket(t)
+    }
+
+    /// A fill's reply came: it is kept unless its key changed (or the cache was flushed) since
+    /// the fill was sent. Returns whether it was kept.
+    pub fn finish_fill(
+        &mut self,
+        ticket: Ticket,
+        key: &[u8],
+        node: &str,
+        request: &[u8],
+        reply: &[u8],
+    ) -> bool {
+        let Some(f) = self.fills.get_mut(key) else {
+            // Forgotten by a flush: it was in flight then.
+            return false;
+        };
+        f.outstanding = f.outstanding.saturating_sub(1);
+        let valid = ticket.0 >= f.valid_from && ticket.0 >= self.valid_from_all;
+        if f.outstanding == 0 {
+            self.fills.remove(key);
+        }
+        if !valid || !storable(reply) {
+            return false;
+        }
+        self.insert(key, node, request, reply)
+    }
+
+    fn insert(&mut self, key: &[u8], node: &str, request: &[u8], reply: &[u8]) -> bool {
+        let size = request.len() + reply.len() + 32;
+        // One entry larger than an eighth of the cache would evict most of it: not kept.
+        if size + key.len() + ENTRY_OVERHEAD > self.max_bytes / 8 {
+            return false;
+        }
+        match self.entries.get_mut(key) {
+            Some(e) if e.node == node => {
+                if let Some(i) = e.replies.iter().position(|(r, _)| r == request) {
+                    let (r, v) = e.replies.swap_remove(i);
+                    let old = r.len() + v.len() + 32;
+                    e.bytes -= old;
+                    self.used -= old;
+                }
+                e.replies.push((request.to_vec(), reply.to_vec()));
+                e.bytes += size;
+                self.used += size;
+            }
+            _ => {
+                self.remove(key);
+                let bytes = size + key.len() + ENTRY_OVERHEAD;
+                self.entries.insert(
+                    key.to_vec(),
+                    Entry {
+                        node: node.to_string(),
+                        replies: vec![(request.to_vec(), reply.to_vec())],
+                        bytes,
+                        referenced: false,
+                    },
+                );
+                self.used += bytes;
+                self.ring.push_back(key.to_vec());
+            }
+        }
+        self.evict();
+        self.entries.contains_key(key)
+    }
+
+    /// CLOCK: the hand drops the first entry not read since it last passed.
+    fn evict(&mut self) {
+        while self.used > self.max_bytes {
+            let Some(k) = self.ring.pop_front() else {
+                break;
+            };
+            let Some(e) = self.entries.get_mut(&k) else {
+                continue;
+            };
+            if e.referenced {
+                e.referenced = false;
+                self.ring.push_back(k);
+                continue;
+            }
+            self.remove(&k);
+            self.stats.evictions += 1;
+        }
+        if self.ring.len() > 2 * self.entries.len() + 64 {
+            let entries = &self.entries;
+            let mut seen = std::collections::HashSet::new();
+            self.ring
+                .retain(|k| entries.contains_key(k) && seen.insert(k.clone()));
+        }
+    }
+
+    fn remove(&mut self, key: &[u8]) -> bool {
+        match self.entries.remove(key) {
+            Some(e) => {
+                self.used -= e.bytes;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `key` changed (or may have): its entry goes, and its fills in flight will be dropped.
+    pub fn invalidate(&mut self, key: &[u8]) {
+        let mut dropped = self.remove(key);
+        if let Some(f) = self.fills.get_mut(key) {
+            f.valid_from = self.next_ticket;
+            dropped = true;
+        }
+        self.stats.invalidations += u64::from(dropped);
+    }
+
+    /// Everything goes (keys unknown to the proxy changed, the topology changed).
+    pub fn flush_all(&mut self) {
+        self.stats.invalidations += (self.entries.len() + self.fills.len()) as u64;
+        self.entries.clear();
+        self.ring.clear();
+        self.fills.clear();
+        self.used = 0;
+        self.valid_from_all = self.next_ticket;
+    }
+
+    /// `node`'s entries go (its connection, whose tracking kept them right, is gone or the
+    /// node was flushed), and every fill in flight (cheaper than remembering fills' nodes, and
+    /// this is rare).
+    pub fn flush_node(&mut self, node: &str) {
+        let before = self.entries.len();
+        self.entries.retain(|_, e| e.node != node);
+        self.used = self.entries.values().map(|e| e.bytes).sum();
+        self.stats.invalidations += (before - self.entries.len() + self.fills.len()) as u64;
+        self.fills.clear();
+        self.valid_from_all = self.next_ticket;
+    }
+
+    /// What was counted since the last call.
+    pub fn take_stats(&mut self) -> CacheStats {
+        std::mem::take(&mut self.stats)
+    }
+
+    /// Bytes held (entries and their overhead).
+    pub fn used(&self) -> usize {
+        self.used
+    }
+
+    /// Keys held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Nothing held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use darner_resp::{decode, Limits};
+
+    const N: &str = "127.0.0.1:7000";
+
+    fn fill(c: &mut Cache, key: &str, reply: &str) -> bool {
+        let t = c.begin_fill(key.as_bytes());
+        c.finish_fill(t, key.as_bytes(), N, b"get", reply.as_bytes())
+    }
+
+    #[test]
+    fn a_fill_is_served_while_its_node_owns_the_key() {
+        let mut c = Cache::new(1 << 20);
+        assert!(fill(&mut c, "k", "$1\r\nv\r\n"));
+        assert_eq!(c.get(b"k", b"get", Some(N)), Some(&b"$1\r\nv\r\n"[..]));
+        assert_eq!(c.get(b"k", b"get", Some("127.0.0.1:7001")), None);
+        assert_eq!(c.get(b"k", b"strlen", Some(N)), None);
+        let s = c.take_stats();
+        assert_eq!((s.hits, s.misses), (1, 2));
+    }
+
+    #[test]
+    fn an_invalidation_while_a_fill_is_in_flight_drops_its_reply() {
+        let mut c = Cache::new(1 << 20);
+        let early = c.begin_fill(b"k");
+        c.invalidate(b"k");
+        let late = c.begin_fill(b"k");
+        assert!(!c.finish_fill(early, b"k", N, b"get", b"$3\r\nold\r\n"));
+        assert_eq!(c.get(b"k", b"get", Some(N)), None);
+        // Sent after the invalidation: it read the new value.
+        assert!(c.finish_fill(late, b"k", N, b"get", b"$3\r\nnew\r\n"));
+        assert_eq!(c.get(b"k", b"get", Some(N)), Some(&b"$3\r\nnew\r\n"[..]));
+        assert!(c.fills.is_empty());
+    }
+
+    #[test]
+    fn flushes_drop_entries_and_fills_in_flight() {
+        let mut c = Cache::new(1 << 20);
+        assert!(fill(&mut c, "a", ":1\r\n"));
+        let t = c.begin_fill(b"b");
+        c.flush_node(N);
+        assert!(c.is_empty());
+        assert!(!c.finish_fill(t, b"b", N, b"get", b":2\r\n"));
+        assert!(fill(&mut c, "a", ":1\r\n"));
+        let t = c.begin_fill(b"b");
+        c.flush_all();
+        assert!(!c.finish_fill(t, b"b", N, b"get", b":2\r\n"));
+        assert_eq!(c.used(), 0);
+    }
+
+    #[test]
+    fn errors_are_not_cached() {
+        let mut c = Cache::new(1 << 20);
+        assert!(!fill(&mut c, "k", "-WRONGTYPE x\r\n"));
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn clock_keeps_the_bound_and_spares_what_was_read() {
+        let mut c = Cache::new(64 * 1024);
+        let value = format!("${}\r\n{}\r\n", 500, "x".repeat(500));
+        assert!(fill(&mut c, "hot", &value));
+        for i in 0..1000 {
+            fill(&mut c, &format!("k{i}"), &value);
+            assert!(c.get(b"hot", b"get", Some(N)).is_some(), "at {i}");
+            assert!(c.used() <= 64 * 1024);
+        }
+        assert!(c.take_stats().evictions > 800);
+        assert!(c.ring.len() <= 2 * c.len() + 64);
+        // Too large for the cache: not kept.
+        let big = format!("${}\r\n{}\r\n", 9000, "x".repeat(9000));
+        assert!(!fill(&mut c, "big", &big));
+    }
+
+    #[test]
+    fn several_requests_of_one_key_share_its_entry() {
+        let mut c = Cache::new(1 << 20);
+        let t = c.begin_fill(b"h");
+        assert!(c.finish_fill(t, b"h", N, b"hget h a", b"$1\r\n1\r\n"));
+        let t = c.begin_fill(b"h");
+        assert!(c.finish_fill(t, b"h", N, b"hlen h", b":2\r\n"));
+        let used = c.used();
+        let t = c.begin_fill(b"h");
+        assert!(c.finish_fill(t, b"h", N, b"hlen h", b":3\r\n"));
+        assert_eq!(c.used(), used);
+        assert_eq!(c.get(b"h", b"hlen h", Some(N)), Some(&b":3\r\n"[..]));
+        c.invalidate(b"h");
+        assert_eq!(c.get(b"h", b"hget h a", Some(N)), None);
+        assert_eq!(c.used(), 0);
+    }
+
+    #[test]
+    fn which_requests_are_cacheable_and_what_writes_change() {
+        let a =
+            |s: &'static str| -> Vec<&'static [u8]> { s.split(' ').map(str::as_bytes).collect() };
+        assert!(cacheable(&a("GET k")));
+        assert!(cacheable(&a("hget k f")));
+        assert!(!cacheable(&a("EXISTS a b")));
+        assert!(!cacheable(&a("GETEX k")));
+        assert!(!cacheable(&a("SET k v")));
+        assert_eq!(effect(&a("GET k")), Effect::None);
+        assert_eq!(effect(&a("SET k v")), Effect::Keys(vec![b"k".to_vec()]));
+        assert_eq!(
+            effect(&a("MSET a 1 b 2")),
+            Effect::Keys(vec![b"a".to_vec(), b"b".to_vec()])
+        );
+        assert_eq!(effect(&a("EVAL s 1 k")), Effect::Keys(vec![b"k".to_vec()]));
+        assert_eq!(effect(&a("EVAL s 0")), Effect::All);
+        assert_eq!(effect(&a("EXEC")), Effect::All);
+        assert_eq!(effect(&a("FLUSHALL")), Effect::All);
+        assert_eq!(effect(&a("PUBLISH c m")), Effect::None);
+        assert_eq!(effect(&a("PING")), Effect::None);
+        assert_eq!(effect(&a("OBJECT ENCODING k")), Effect::None);
+    }
+
+    #[test]
+    fn the_request_and_reply_paths() {
+        use crate::route::{encode_request, Part};
+        use crate::Merge;
+        let mut map = SlotMap::default();
+        map.assign(0, darner_commands::SLOTS - 1, N);
+        let get = |key: &str| {
+            let payload = encode_request(&["GET", key]);
+            let plan = Plan::Forward {
+                parts: vec![Part {
+                    target: Target::Slot(darner_commands::key_slot(key.as_bytes())),
+                    payload: payload.clone(),
+                }],
+                merge: Merge::Passthrough,
+            };
+            (payload, plan)
+        };
+        let args =
+            |s: &'static str| -> Vec<&'static [u8]> { s.split(' ').map(str::as_bytes).collect() };
+        let mut c = Cache::new(1 << 20);
+        // A miss, then its fill's reply is kept and answers the next GET, in either protocol.
+        let (payload, p) = get("k");
+        let (p, writes) = plan(&mut c, &map, &args("GET k"), p, true, true);
+        assert!(matches!(p, Plan::Forward { .. }) && !writes);
+        let fill = c.fill_for(&payload);
+        assert!(fill.is_some());
+        c.settle(fill, &payload, N, b"_\r\n");
+        let hit = |c: &mut Cache, resp3: bool, may_hit: bool| match plan(
+            c,
+            &map,
+            &args("GET k"),
+            get("k").1,
+            resp3,
+            may_hit,
+        )
+        .0
+        {
+            Plan::Reply { bytes, .. } => Some(bytes),
+            _ => None,
+        };
+        assert_eq!(hit(&mut c, true, true), Some(b"_\r\n".to_vec()));
+        assert_eq!(hit(&mut c, false, true), Some(b"$-1\r\n".to_vec()));
+        // Not for a client with a write in flight, nor once another node owns the slot.
+        assert_eq!(hit(&mut c, true, false), None);
+        let mut moved = map.clone();
+        moved.assign(0, darner_commands::SLOTS - 1, "127.0.0.1:7001");
+        assert!(matches!(
+            plan(&mut c, &moved, &args("GET k"), get("k").1, true, true).0,
+            Plan::Forward { .. }
+        ));
+        let s = c.take_stats();
+        assert_eq!((s.hits, s.misses), (2, 3));
+        // A write drops the entry when it is planned, and again when its reply comes.
+        let set = encode_request(&["SET", "k", "v"]);
+        let (_, writes) = plan(&mut c, &map, &args("SET k v"), get("k").1, true, true);
+        assert!(writes);
+        assert_eq!(hit(&mut c, true, true), None);
+        let fill = c.fill_for(&payload);
+        c.settle(None, &set, N, b"+OK\r\n");
+        c.settle(fill, &payload, N, b"$1\r\nv\r\n");
+        assert_eq!(
+            hit(&mut c, true, true),
+            None,
+            "in flight when the write was answered"
+        );
+        // A read's reply that did not fill drops what another connection filled.
+        let fill = c.fill_for(&payload);
+        c.settle(fill, &payload, N, b"$1\r\nv\r\n");
+        assert!(hit(&mut c, true, true).is_some());
+        c.settle(None, &payload, N, b"$1\r\nw\r\n");
+        assert_eq!(hit(&mut c, true, true), None);
+        // Not a cacheable read: no fill.
+        assert!(c.fill_for(&set).is_none());
+        assert!(c.fill_for(&encode_request(&["MGET", "a", "b"])).is_none());
+    }
+
+    #[test]
+    fn requests_and_invalidations_are_read_back() {
+        let payload = crate::route::encode_request(&["HGET", "k", "f"]);
+        assert_eq!(request_args(&payload), Some(vec![&b"HGET"[..], b"k", b"f"]));
+        assert_eq!(request_args(b"*2\r\n$3\r\nGET\r\n$9\r\nk\r\n"), None);
+        assert_eq!(request_args(b"PING\r\n"), None);
+        let push = |w: &[u8]| decode(w, &Limits::default()).unwrap().unwrap().0;
+        assert_eq!(
+            invalidation(&push(
+                b">2\r\n$10\r\ninvalidate\r\n*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+            )),
+            Push::Keys(vec![b"a".to_vec(), b"b".to_vec()])
+        );
+        assert_eq!(
+            invalidation(&push(b">2\r\n$10\r\ninvalidate\r\n_\r\n")),
+            Push::All
+        );
+        assert_eq!(
+            invalidation(&push(b">2\r\n$7\r\nmessage\r\n_\r\n")),
+            Push::Other
+        );
+        assert_eq!(for_protocol(b"_\r\n", false), b"$-1\r\n");
+        assert_eq!(for_protocol(b"_\r\n", true), b"_\r\n");
+    }
+}

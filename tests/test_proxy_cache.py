@@ -1,0 +1,389 @@
+"""darner-proxy's shared client cache (`proxy-cache yes`) against a real Redis Cluster (three
+primaries of Debian's redis-server, made with `redis-cli --cluster create`).
+
+Whether a read reached a node is read from that node's own INFO commandstats; coherence is
+checked by writing to the nodes directly (behind the proxy's back), through the proxy, and from
+concurrent writers, and by flushing and restarting a node.
+
+The proxy runs one thread here: each thread has its own cache, and these tests fill it from one
+connection and read it from another.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+
+import pytest
+import redis
+
+import harness
+from harness import HarnessError
+from keyslot import key_slot
+from test_proxy import ProxyServer, cluster, owner, wait_for  # noqa: F401 (fixture)
+
+# How long an invalidation may take to reach the proxy over loopback: generous, for a loaded
+# CI machine; on an idle one it is well under a millisecond.
+INVALIDATION_BOUND = 2.0
+
+
+def start_proxy(cluster, *extra):
+    p = ProxyServer(["127.0.0.1:%d" % cluster[0].port],
+                    ["--threads", "1", "--proxy-cache", "yes", *extra])
+    try:
+        p.start()
+    except HarnessError as e:
+        pytest.fail(str(e), pytrace=False)
+    return p
+
+
+@pytest.fixture(scope="module")
+def proxy(cluster):
+    p = start_proxy(cluster)
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def r3(proxy, cluster):
+    """A RESP3 client: its reads travel on the tracking connections, so they fill the cache."""
+    c = proxy.client(protocol=3)
+    c.flushall()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def r2(proxy):
+    """A RESP2 client (redis-py speaks RESP3 unless told)."""
+    c = proxy.client(protocol=2)
+    yield c
+    c.close()
+
+
+def calls(node, cmd):
+    stats = node.client().info("commandstats")
+    return stats.get("cmdstat_%s" % cmd, {}).get("calls", 0)
+
+
+def proxy_stats(client):
+    return {k: v for k, v in client.info("proxy").items() if k.startswith("cache_")}
+
+
+def test_hits_are_served_without_reaching_the_node(r3, r2, cluster):
+    r3.set("c:k", "v1")
+    node = owner(cluster, "c:k")
+    before = calls(node, "get")
+    stats = proxy_stats(r3)
+    assert r3.get("c:k") == b"v1"
+    for _ in range(50):
+        assert r3.get("c:k") == b"v1"
+    # A RESP2 client reads the same entry.
+    for _ in range(10):
+        assert r2.get("c:k") == b"v1"
+    assert calls(node, "get") == before + 1
+    after = proxy_stats(r3)
+    assert after["cache_hits"] - stats["cache_hits"] == 60
+    assert after["cache_misses"] - stats["cache_misses"] == 1
+
+
+def test_other_commands_and_missing_keys(r3, r2, cluster):
+    r3.hset("c:h", mapping={"a": "1", "b": "22"})
+    r3.set("c:s", "hello")
+    r3.sadd("c:set", "x", "y")
+    reads = [
+        ("hget", ("c:h", "a"), b"1"),
+        ("hlen", ("c:h",), 2),
+        ("hexists", ("c:h", "b"), True),
+        ("hstrlen", ("c:h", "b"), 2),
+        ("strlen", ("c:s",), 5),
+        ("getrange", ("c:s", 1, 3), b"ell"),
+        ("exists", ("c:s",), 1),
+        ("scard", ("c:set",), 2),
+        ("sismember", ("c:set", "y"), True),
+        ("get", ("c:missing",), None),
+        ("hget", ("c:h", "zz"), None),
+    ]
+    for cmd, args, want in reads:
+        node = owner(cluster, args[0])
+        before = calls(node, cmd)
+        for _ in range(3):
+            assert getattr(r3, cmd)(*args) == want, cmd
+        # The null a RESP3 connection read is a RESP2 null for a RESP2 client.
+        assert getattr(r2, cmd)(*args) == want, cmd
+        assert calls(node, cmd) == before + 1, cmd
+    # Not cacheable (a second key, a side effect): every call reaches the node.
+    node = owner(cluster, "c:s")
+    before = calls(node, "getex")
+    for _ in range(3):
+        assert r3.getex("c:s") == b"hello"
+    assert calls(node, "getex") == before + 3
+    # An error is not cached.
+    node = owner(cluster, "c:h")
+    before = calls(node, "get")
+    for _ in range(2):
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            r3.get("c:h")
+    assert calls(node, "get") == before + 2
+
+
+def test_resp2_clients_fill_it_too(r2, proxy, cluster):
+    r2.delete("c:two", "c:two:missing")
+    r2.set("c:two", "v0")
+    node = owner(cluster, "c:two")
+    before = calls(node, "get")
+    for _ in range(5):
+        assert r2.get("c:two") == b"v0"
+        assert r2.get("c:two:missing") is None
+    assert calls(node, "get") == before + 2
+    # A read made in RESP2 is answered in RESP2, though it is read on a RESP3 connection and a
+    # HELLO 3 follows it.
+    with proxy.raw() as c:
+        c.send_many([("GET", "c:two:never"), ("HELLO", "3"), ("GET", "c:two:never")])
+        replies = c.read_replies(3)
+        assert replies[0].raw == b"$-1\r\n"
+        assert replies[2].raw == b"_\r\n"
+    # Pipelined reads fill too (on the tracking connections, back to back).
+    keys = ["c:two:%d" % i for i in range(30)]
+    for k in keys:
+        r2.set(k, k)
+    before = sum(calls(n, "get") for n in cluster)
+    for _ in range(3):
+        p = r2.pipeline(transaction=False)
+        for k in keys:
+            p.get(k)
+        assert p.execute() == [k.encode() for k in keys]
+    assert sum(calls(n, "get") for n in cluster) == before + len(keys)
+    # A pipeline's requests keep their order though the reads that fill travel on other
+    # backend connections than the writes between them.
+    for i in range(300):
+        p = r2.pipeline(transaction=False)
+        p.get("c:two").set("c:two", "v%d" % (i + 1)).get("c:two").get("c:two")
+        assert p.execute() == [b"v%d" % i, True, b"v%d" % (i + 1), b"v%d" % (i + 1)]
+
+
+def test_a_direct_write_to_the_node_invalidates(r3, cluster):
+    for i in range(20):
+        key = "c:direct:%d" % i
+        r3.set(key, "old")
+        assert r3.get(key) == b"old"
+        assert r3.get(key) == b"old"
+        node = owner(cluster, key)
+        node.client().set(key, "new")
+        start = time.monotonic()
+        while r3.get(key) != b"new":
+            assert time.monotonic() - start < INVALIDATION_BOUND, "stale after the direct write"
+            time.sleep(0.001)
+        # Cached again once read.
+        before = calls(node, "get")
+        assert r3.get(key) == b"new"
+        assert r3.get(key) == b"new"
+        assert calls(node, "get") <= before + 1
+        # A direct DEL and an expiry are changes too.
+        node.client().delete(key)
+        wait_for(lambda: r3.get(key) is None, INVALIDATION_BOUND, "DEL seen")
+    r3.set("c:ttl", "v", px=100)
+    assert r3.get("c:ttl") == b"v"
+    # The node expires it (actively, within its cycles) and tracking reports it.
+    wait_for(lambda: r3.get("c:ttl") is None, 5.0, "expiry seen")
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_a_client_reads_its_own_writes(proxy, cluster, protocol):
+    c = proxy.client(protocol=protocol)
+    other = proxy.client(protocol=3)
+    c.delete("c:ryw")
+    try:
+        for i in range(200):
+            # Another connection keeps the key cached.
+            assert other.get("c:ryw") in (None, str(i - 1).encode())
+            c.set("c:ryw", i)
+            assert c.get("c:ryw") == str(i).encode(), i
+        # Pipelined: the GET after the SET in one batch.
+        for i in range(50):
+            other.get("c:ryw")
+            p = c.pipeline(transaction=False)
+            p.set("c:ryw", "p%d" % i).get("c:ryw").incr("c:ctr").get("c:ctr")
+            res = p.execute()
+            assert res[1] == b"p%d" % i and res[3] == str(res[2]).encode()
+        # Writes the proxy cannot key (a transaction, a script) flush the cache.
+        other.get("c:ryw")
+        p = c.pipeline(transaction=True)
+        p.set("c:ryw", "tx")
+        p.execute()
+        assert c.get("c:ryw") == b"tx"
+        other.get("c:ryw")
+        c.eval("redis.call('SET', KEYS[1], 'lua')", 1, "c:ryw")
+        assert c.get("c:ryw") == b"lua"
+        assert other.get("c:ryw") == b"lua"
+    finally:
+        c.close()
+        other.close()
+
+
+def test_concurrent_writers_never_make_a_reader_go_back(proxy, cluster):
+    keys = ["c:mono:%d" % i for i in range(4)]
+    setup = proxy.client()
+    for k in keys:
+        setup.set(k, 0)
+    setup.close()
+    stop = threading.Event()
+    errors = []
+
+    def writer(direct, idx):
+        try:
+            conns = {}
+            for k in keys:
+                conns[k] = (owner(cluster, k).client() if direct
+                            else proxy.client(protocol=2))
+            n = 0
+            while not stop.is_set():
+                k = keys[(n + idx) % len(keys)]
+                conns[k].incr(k)
+                n += 1
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append("writer: %r" % e)
+
+    def reader(protocol):
+        try:
+            c = proxy.client(protocol=protocol)
+            seen = {k: 0 for k in keys}
+            reads = 0
+            while not stop.is_set():
+                for k in keys:
+                    v = int(c.get(k))
+                    if v < seen[k]:
+                        errors.append("%s went back from %d to %d" % (k, seen[k], v))
+                        return
+                    seen[k] = v
+                    reads += 1
+            c.close()
+        except Exception as e:  # noqa: BLE001
+            errors.append("reader: %r" % e)
+
+    threads = ([threading.Thread(target=writer, args=(True, i)) for i in range(2)]
+               + [threading.Thread(target=writer, args=(False, 2))]
+               + [threading.Thread(target=reader, args=(p,)) for p in (3, 3, 2)])
+    for t in threads:
+        t.start()
+    time.sleep(2.0)
+    stop.set()
+    for t in threads:
+        t.join(10)
+    assert not errors, errors
+    # Quiet now: every reader converges on the final values.
+    c = proxy.client(protocol=3)
+    for k in keys:
+        final = int(owner(cluster, k).client().get(k))
+        wait_for(lambda: int(c.get(k)) == final, INVALIDATION_BOUND, "final value of %s" % k)
+    stats = proxy_stats(c)
+    c.close()
+    assert stats["cache_hits"] > 0 and stats["cache_invalidations"] > 0
+
+
+def test_flushing_a_node_invalidates(r3, cluster):
+    key = "c:flush"
+    r3.set(key, "v")
+    assert r3.get(key) == b"v"
+    node = owner(cluster, key)
+    before = calls(node, "get")
+    assert r3.get(key) == b"v"
+    assert calls(node, "get") == before
+    node.client().flushall()
+    wait_for(lambda: r3.get(key) is None, INVALIDATION_BOUND, "the flush seen")
+
+
+def test_eviction_keeps_the_bound(cluster):
+    mport = harness.free_port()
+    p = start_proxy(cluster, "--proxy-cache-max-memory", "64kb",
+                    "--metrics-listen", "127.0.0.1:%d" % mport)
+    try:
+        c = p.client(protocol=3)
+        value = "x" * 1000
+        keys = ["c:ev:%d" % i for i in range(300)]
+        for k in keys:
+            c.set(k, value)
+        for k in keys:
+            assert c.get(k) == value.encode()
+        stats = proxy_stats(c)
+        # 300 entries of about 1 KB do not fit in 64 KB.
+        assert stats["cache_evictions"] >= 200
+        # The first keys were evicted: reading them reaches a node again.
+        total = lambda: sum(calls(n, "get") for n in cluster)  # noqa: E731
+        before = total()
+        for k in keys[:20]:
+            assert c.get(k) == value.encode()
+        assert total() - before >= 15
+        # The same counters on the Prometheus endpoint.
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % mport, timeout=5) as resp:
+            text = resp.read().decode()
+        metrics = dict(line.rsplit(" ", 1) for line in text.splitlines()
+                       if line.startswith("darner_proxy_cache_"))
+        stats = proxy_stats(c)
+        assert int(metrics["darner_proxy_cache_evictions_total"]) == stats["cache_evictions"]
+        assert int(metrics["darner_proxy_cache_hits_total"]) == stats["cache_hits"]
+        c.close()
+    finally:
+        p.stop()
+
+
+def test_a_slot_moving_to_another_node(r3, cluster):
+    """Cached keys whose slot moves (IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE): a write on the
+    new owner, which never saw the proxy's reads, is still seen, and the new owner's entries
+    are kept coherent in turn."""
+    keys = ["{c:moving}%d" % i for i in range(5)]
+    key = keys[0]
+    slot = key_slot(key)
+    src = owner(cluster, key)
+    dst = next(n for n in cluster if n.port != src.port)
+    sc, dc = src.client(), dst.client()
+    src_id, dst_id = sc.execute_command("CLUSTER", "MYID"), dc.execute_command("CLUSTER", "MYID")
+    for k in keys:
+        r3.set(k, "before")
+        assert r3.get(k) == b"before"
+        assert r3.get(k) == b"before"
+    dc.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+    sc.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+    sc.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", *keys)
+    for n in cluster:
+        n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+    for k in keys:
+        dc.set(k, "moved")
+    for k in keys:
+        wait_for(lambda: r3.get(k) == b"moved", INVALIDATION_BOUND, "%s from the new owner" % k)
+    before = calls(dst, "get")
+    assert r3.get(key) == b"moved"
+    assert r3.get(key) == b"moved"
+    assert calls(dst, "get") <= before + 1
+    dc.set(key, "again")
+    wait_for(lambda: r3.get(key) == b"again", INVALIDATION_BOUND, "the new owner's write")
+
+
+def test_a_node_restart_invalidates(r3, cluster):
+    # Last: it restarts a node of the module's cluster.
+    key = "c:restart"
+    r3.set(key, "before")
+    assert r3.get(key) == b"before"
+    node = owner(cluster, key)
+    before = calls(node, "get")
+    assert r3.get(key) == b"before"
+    assert calls(node, "get") == before
+    node.stop(cleanup=False)
+    node.fixed_port = node.port
+    node.start()
+    # Saving is off: it comes back empty, with its cluster configuration.
+
+    def formed():
+        info = node.client().execute_command("CLUSTER", "INFO")
+        ok = (info.get("cluster_state") == "ok" if isinstance(info, dict)
+              else b"cluster_state:ok" in info)
+        return ok
+    wait_for(formed, what="the restarted node back in the cluster")
+
+    def gone():
+        try:
+            return r3.get(key) is None
+        except redis.ResponseError:
+            return False  # the proxy's connection to the node was lost with it
+    wait_for(gone, 10.0, "the restart seen")
