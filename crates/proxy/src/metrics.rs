@@ -789,6 +789,7 @@ mod tests {
         for want in [
             "proxy_redirects_moved:1\r\n",
             "proxy_redirects_ask:3\r\n",
+            "proxy_tryagain_retries:0\r\n",
             "proxy_topology_refreshes:1\r\n",
             "proxy_read_retries:0\r\n",
             "proxy_node_ejections:1\r\n",
