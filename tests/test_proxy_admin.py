@@ -514,6 +514,12 @@ def test_prometheus_endpoint(r, proxy, cluster, metrics_port):
     r.set("m", "1")
     before = scrape(metrics_port)
     assert "# TYPE darner_proxy_backend_latency_seconds histogram" in before
+    # The cluster-change counters (their values are checked in test_proxy_reshard.py and
+    # test_proxy_ha.py through INFO, which reads the same registry).
+    for name in ("redirects_moved", "redirects_ask", "tryagain_retries", "topology_refreshes",
+                 "read_retries", "node_ejections", "node_probes"):
+        assert "# TYPE darner_proxy_%s_total counter\n" % name in before, name
+        assert "\ndarner_proxy_%s_total " % name in before, name
     for _ in range(9):
         r.get("m")
     after = scrape(metrics_port)

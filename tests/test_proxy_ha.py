@@ -296,6 +296,7 @@ def test_a_stalled_replica_s_reads_are_retried_on_the_primary(cluster6):
         victim = cluster6.replica_of[victim_shard.port]
         c = p.client()
         assert c.get(keys[0]) == ("v-" + keys[0]).encode()
+        before = c.info("proxy")
         reset_stats(cluster6)
         # The replica stops answering its clients (the pause is in force once it says OK;
         # UNPAUSE, itself a client's command, runs when it ends).
@@ -306,7 +307,11 @@ def test_a_stalled_replica_s_reads_are_retried_on_the_primary(cluster6):
             took = time.monotonic() - start
         finally:
             victim.client().execute_command("CLIENT", "UNPAUSE")
+        after = c.info("proxy")
         c.close()
+    # INFO counts the one read sent again; one failure ejects no node.
+    assert after["proxy_read_retries"] == before["proxy_read_retries"] + 1, after
+    assert after["proxy_node_ejections"] == before["proxy_node_ejections"] == 0, after
     # Answered by the primary once the replica's connection timed out (not after the sleep).
     assert 0.25 < took < 1.2, took
     assert cmdstat(victim_shard, "get")[0] == 1
@@ -412,12 +417,18 @@ def test_killing_a_replica_under_read_load_fails_no_read(fresh_cluster):
                      what="reads on the restarted replica")
             wait_more_ok(load, 300)
             log = p.log_tail(100000)
+            info = p.client().info("proxy")
         assert load.failures == [], load.failures[:5]
         # The dead replica was ejected rather than tried by every read, and taken back only
         # after it answered a probe.
         name = "127.0.0.1:%d" % victim.port
         assert "%s ejected from reads" % name in log, log
         assert "%s answered its probe" % name in log, log
+        # INFO counted them: the reads that met the dead replica went to the primary, and the
+        # replica was ejected and probed before it took reads again.
+        assert info["proxy_read_retries"] >= 1, info
+        assert info["proxy_node_ejections"] >= 1, info
+        assert info["proxy_node_probes"] >= 1, info
 
 
 def test_killing_a_primary_under_load(fresh_cluster):

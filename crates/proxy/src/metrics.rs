@@ -105,6 +105,57 @@ impl BackendCounters {
     }
 }
 
+/// Something the proxy did on its own to keep clients' requests going while the cluster
+/// changes: counted so that an operator can tell a resharding, a failover or a sick node from
+/// the proxy's INFO and `/metrics` (how often the slot map was wrong, how often reads detoured).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A `-MOVED` reply followed: the request sent again to the slot's new owner.
+    Moved,
+    /// A `-ASK` reply followed: the request sent again, after ASKING, to the importing node.
+    Ask,
+    /// A `-TRYAGAIN` reply (a multi-key request whose keys a resharding has split between two
+    /// nodes) answered by sending the request again shortly.
+    TryAgain,
+    /// A topology request (CLUSTER SHARDS or SLOTS) sent: periodic, after a MOVED or after a
+    /// lost connection.
+    TopologyRefresh,
+    /// A read sent again to another node of its shard after a node failed or refused it.
+    ReadRetry,
+    /// A node ejected from reads (repeated failures, or a failed probe).
+    Ejection,
+    /// A probe (ROLE) sent to an ejected node.
+    Probe,
+}
+
+/// The events' names, in [`Event`]'s order: INFO's fields are `proxy_<name>`, Prometheus's
+/// metrics `darner_proxy_<name>_total`.
+pub const EVENTS: [(Event, &str, &str); 7] = [
+    (Event::Moved, "redirects_moved", "MOVED redirects followed."),
+    (Event::Ask, "redirects_ask", "ASK redirects followed."),
+    (
+        Event::TryAgain,
+        "tryagain_retries",
+        "Requests sent again after a TRYAGAIN reply.",
+    ),
+    (
+        Event::TopologyRefresh,
+        "topology_refreshes",
+        "Topology requests (CLUSTER SHARDS or SLOTS) sent.",
+    ),
+    (
+        Event::ReadRetry,
+        "read_retries",
+        "Reads sent again to another node of their shard.",
+    ),
+    (
+        Event::Ejection,
+        "node_ejections",
+        "Nodes ejected from reads after repeated failures or a failed probe.",
+    ),
+    (Event::Probe, "node_probes", "Probes sent to ejected nodes."),
+];
+
 /// What one thread counted (or, summed, the whole proxy).
 #[derive(Clone, Debug, Default)]
 pub struct Counters {
@@ -118,6 +169,8 @@ pub struct Counters {
     pub backends: NameMap<String, BackendCounters>,
     /// The shared client cache's hits, misses, evictions and invalidations.
     pub cache: crate::cache::CacheStats,
+    /// What the proxy did about the cluster's changes, by kind.
+    pub events: [u64; EVENTS.len()],
     /// Something was counted since the last [`Registry::publish`].
     dirty: bool,
 }
@@ -139,6 +192,17 @@ impl Counters {
     pub fn rejected(&mut self) {
         self.rejected_connections += 1;
         self.dirty = true;
+    }
+
+    /// Something the proxy did about the cluster (see [`Event`]).
+    pub fn event(&mut self, e: Event) {
+        self.events[e as usize] += 1;
+        self.dirty = true;
+    }
+
+    /// How many `e` were counted.
+    pub fn events_of(&self, e: Event) -> u64 {
+        self.events[e as usize]
     }
 
     fn backend(&mut self, node: &str) -> &mut BackendCounters {
@@ -181,6 +245,9 @@ impl Counters {
         self.connections_received += o.connections_received;
         self.rejected_connections += o.rejected_connections;
         self.cache.add(&o.cache);
+        for (a, b) in self.events.iter_mut().zip(&o.events) {
+            *a += b;
+        }
         for (k, v) in &o.commands {
             *self.commands.entry(k).or_insert(0) += v;
         }
@@ -258,6 +325,7 @@ impl Registry {
         local.connections_received = 0;
         local.rejected_connections = 0;
         local.cache = Default::default();
+        local.events = [0; EVENTS.len()];
         local.dirty = false;
     }
 
@@ -334,7 +402,11 @@ pub fn info_sections(reg: &Registry, ctx: &InfoContext, wanted: &Sections) -> St
     }
     if wanted.has("proxy") {
         let backends: BTreeMap<&String, &BackendCounters> = c.backends.iter().collect();
-        let mut body = format!("proxy_backends:{}\r\n", backends.len());
+        let mut body = String::new();
+        for (e, name, _) in EVENTS {
+            body.push_str(&format!("proxy_{name}:{}\r\n", c.events_of(e)));
+        }
+        body.push_str(&format!("proxy_backends:{}\r\n", backends.len()));
         for (i, (node, b)) in backends.into_iter().enumerate() {
             let avg = if b.replies > 0 {
                 b.latency_us as f64 / b.replies as f64
@@ -467,6 +539,11 @@ pub fn prometheus(reg: &Registry, ctx: &InfoContext) -> String {
             c.rejected_connections
         ),
     );
+    for (e, name, help) in EVENTS {
+        let name = format!("darner_proxy_{name}_total");
+        let body = format!("{name} {}\n", c.events_of(e));
+        line(&mut o, &name, "counter", help, body);
+    }
     let cmds: BTreeMap<&&str, &u64> = c.commands.iter().collect();
     line(
         &mut o,
@@ -730,5 +807,40 @@ mod tests {
             "darner_proxy_backend_latency_seconds_bucket{backend=\"h:1\",le=\"0.0005\"} 0\n"
         ));
         assert!(p.contains("darner_proxy_backend_latency_seconds_count{backend=\"h:1\"} 1\n"));
+    }
+
+    #[test]
+    fn events_add_up_over_threads_and_show_in_info_and_prometheus() {
+        let reg = Registry::new(2);
+        let mut a = Counters::default();
+        a.event(Event::Moved);
+        a.event(Event::Ask);
+        a.event(Event::Ask);
+        reg.publish(0, &mut a, &[]);
+        assert_eq!(a.events_of(Event::Ask), 0, "published counts start afresh");
+        let mut b = Counters::default();
+        b.event(Event::Ask);
+        b.event(Event::TopologyRefresh);
+        b.event(Event::Probe);
+        reg.publish(1, &mut b, &[]);
+        // A turn that counted only an event still publishes it.
+        a.event(Event::Ejection);
+        reg.publish(0, &mut a, &[]);
+        let text = info_sections(&reg, &ctx(), &Sections::parse(&[b"proxy"]));
+        for want in [
+            "proxy_redirects_moved:1\r\n",
+            "proxy_redirects_ask:3\r\n",
+            "proxy_tryagain_retries:0\r\n",
+            "proxy_topology_refreshes:1\r\n",
+            "proxy_read_retries:0\r\n",
+            "proxy_node_ejections:1\r\n",
+            "proxy_node_probes:1\r\n",
+        ] {
+            assert!(text.contains(want), "{want} not in {text}");
+        }
+        let p = prometheus(&reg, &ctx());
+        assert!(p.contains("# TYPE darner_proxy_redirects_ask_total counter\n"));
+        assert!(p.contains("\ndarner_proxy_redirects_ask_total 3\n"));
+        assert!(p.contains("\ndarner_proxy_read_retries_total 0\n"));
     }
 }

@@ -27,7 +27,7 @@ use crate::config::Config;
 use crate::fanout::{self, Admin};
 use crate::health::Health;
 use crate::merge::{Merge, ReplyQueue};
-use crate::metrics::{self, Counters, InfoContext, Registry};
+use crate::metrics::{self, Counters, Event, InfoContext, Registry};
 use crate::replicas::{ReadPolicy, Replicas};
 use crate::route::{
     self, encode_request, parse_redirect, Identity, Plan, Redirect, Session, Target,
@@ -38,8 +38,16 @@ use crate::slots::SlotMap;
 mod reads;
 use reads::ReadRetry;
 
-/// Redirects one request may follow before its error goes to the client.
-const MAX_REDIRECTS: u8 = 5;
+/// Redirects one request may follow before its error goes to the client. `-TRYAGAIN`s count
+/// too: a resharding that moves a slot's keys in batches answers a multi-key request whose keys
+/// are split between the two nodes with it until the last batch has moved (Redis's MIGRATE
+/// pipeline: tens of milliseconds per batch), so the cap leaves room for a second or so of
+/// them while still ending any redirect loop between confused nodes.
+const MAX_REDIRECTS: u8 = 40;
+/// How long a request answered `-TRYAGAIN` waits before it is sent again (Redis Cluster
+/// clients wait about as long): the keys are being moved, and asking again at once would only
+/// get the same answer.
+const TRY_AGAIN_AFTER: Duration = Duration::from_millis(25);
 /// Requests a client may have waiting for replies before the proxy stops reading from it: a
 /// client that pipelines without reading its replies is bounded, not buffered without end.
 const MAX_PENDING: usize = 1024;
@@ -489,6 +497,10 @@ struct Worker {
     op_timeout: Option<Duration>,
     dirty_clients: Vec<usize>,
     dirty_backends: Vec<usize>,
+    /// Requests answered `-TRYAGAIN`, sent again once due (after [`TRY_AGAIN_AFTER`]), each to
+    /// the node that answered (shared or the client's own connection, in its protocol); at
+    /// most one per client request in flight.
+    try_again: Vec<(Instant, bool, InFlight, String, bool)>,
     /// Clients with input left over from an earlier turn (a full read, or MAX_PENDING reached
     /// and since relieved): served again on the next turn, after the other ready sockets, so
     /// one flooding client cannot hold the loop.
@@ -547,6 +559,7 @@ impl Worker {
             op_timeout: cfg.op_timeout,
             dirty_clients: Vec::new(),
             dirty_backends: Vec::new(),
+            try_again: Vec::new(),
             resume: Vec::new(),
             admin: None,
             counters: Counters::default(),
@@ -570,6 +583,12 @@ impl Worker {
                 .health
                 .next_probe()
                 .map_or(deadline, |p| p.min(deadline));
+            let deadline = self
+                .try_again
+                .iter()
+                .map(|t| t.0)
+                .min()
+                .map_or(deadline, |t| t.min(deadline));
             let timeout = if self.resume.is_empty() {
                 deadline.saturating_duration_since(Instant::now())
             } else {
@@ -618,6 +637,7 @@ impl Worker {
                 self.refresh(None);
             }
             self.send_probes();
+            self.resend_tried_again();
             self.run_deferred();
             // Before the replies go out: a client that saw one finds it counted.
             self.publish_counters();
@@ -1619,15 +1639,26 @@ impl Worker {
                         self.answer(f.owner, error_wire(&msg));
                         continue;
                     }
+                    if redirect.is_none()
+                        && reply.starts_with(b"-TRYAGAIN")
+                        && f.redirects < MAX_REDIRECTS
+                    {
+                        self.counters.event(Event::TryAgain);
+                        let due = Instant::now() + TRY_AGAIN_AFTER;
+                        self.try_again.push((due, shared, f, node.clone(), resp3));
+                        continue;
+                    }
                     match redirect {
                         Some(Redirect::Moved { slot, node: to }) => {
                             let to = fill_host(to, &node);
                             self.map.assign(slot, slot, &to);
                             self.refresh(Some(to.clone()));
+                            self.counters.event(Event::Moved);
                             self.resend(shared, f, to, resp3, false);
                         }
                         Some(Redirect::Ask { node: to, .. }) => {
                             let to = fill_host(to, &node);
+                            self.counters.event(Event::Ask);
                             self.resend(shared, f, to, resp3, true);
                         }
                         None => self.answer(f.owner, reply),
@@ -1644,6 +1675,24 @@ impl Worker {
             self.send(f.owner, target, f.payload, resp3, f.redirects + 1, asking);
         } else {
             self.send_blocking(f.owner, target, f.payload, resp3, f.redirects + 1, asking);
+        }
+    }
+
+    /// Sends again the requests answered `-TRYAGAIN` whose wait is over, to the node that
+    /// answered, after ASKING: that node either owns the slot (a migrating owner checks the
+    /// keys again; ASKING changes nothing there) or imports it, where the request is accepted
+    /// only after ASKING. A node that no longer does either answers MOVED, which is followed.
+    fn resend_tried_again(&mut self) {
+        if self.try_again.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.try_again)
+            .into_iter()
+            .partition(|t| t.0 <= now);
+        self.try_again = later;
+        for (_, shared, f, node, resp3) in due {
+            self.resend(shared, f, node, resp3, true);
         }
     }
 
@@ -1789,6 +1838,7 @@ impl Worker {
             }
         };
         self.refresh_in_flight = true;
+        self.counters.event(Event::TopologyRefresh);
         let shards = self.use_shards;
         self.send(
             Owner::Topology { shards },

@@ -15,6 +15,7 @@
 use std::time::Instant;
 
 use super::{error_wire, Owner, Worker};
+use crate::metrics::Event;
 use crate::replicas::ReadPolicy;
 use crate::route::encode_request;
 
@@ -99,6 +100,9 @@ impl Worker {
                 };
                 return self.answer(owner, error_wire(&msg));
             };
+            if !first {
+                self.counters.event(Event::ReadRetry);
+            }
             retry.tried.push(node.clone());
             let resp3 = retry.resp3;
             let b = match self.busy_dedicated(&owner, &node, resp3) {
@@ -144,6 +148,7 @@ impl Worker {
     /// A connection to `node` failed: count it (see [`crate::health`]).
     pub(super) fn node_failed(&mut self, node: &str) {
         if self.health.failure(node, Instant::now()) {
+            self.counters.event(Event::Ejection);
             eprintln!("darner-proxy: {node} ejected from reads after repeated failures; it is probed before it takes them again");
         }
     }
@@ -175,6 +180,7 @@ impl Worker {
                     let probe = encode_request(crate::health::PROBE);
                     be.queue_own(Owner::Probe, &probe, Instant::now());
                     self.dirty_backends.push(b);
+                    self.counters.event(Event::Probe);
                 }
                 Err(_) => self.node_failed(&node),
             }
