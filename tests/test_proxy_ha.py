@@ -241,6 +241,33 @@ def test_read_policy_sends_reads_where_it_says(cluster6, policy, readers):
     assert all(sets[n.port][1] == 0 for n in cluster6.nodes), sets
 
 
+def test_with_the_cache_on_cacheable_reads_go_to_the_primary(cluster6):
+    """With `proxy-cache yes`, a cacheable read (GET) goes to its primary whatever the read
+    policy: the primary's tracking connection keeps the entry coherent (a write made directly
+    on the primary is seen through the proxy), and repeated GETs are hits that reach no node.
+    Reads the cache does not take (MGET) still follow the policy."""
+    keys = keys_per_shard(cluster6, n=2, prefix="ch")
+    with proxy_on(cluster6, "replica", "--proxy-cache", "yes") as p:
+        populate(cluster6, p, keys)
+        reset_stats(cluster6)
+        c = p.client(protocol=2)
+        for _ in range(3):
+            for k in keys:
+                assert c.get(k) == ("v-" + k).encode()
+        assert c.mget(keys) == [("v-" + k).encode() for k in keys]
+        gets = {n.port: cmdstat(n, "get")[0] for n in cluster6.nodes}
+        mgets = {n.port: cmdstat(n, "mget")[0] for n in cluster6.nodes}
+        # One miss per key, each on its primary; the other rounds were hits.
+        assert sum(gets[n.port] for n in cluster6.primaries) == len(keys), gets
+        assert sum(gets[n.port] for n in cluster6.replicas) == 0, gets
+        assert sum(mgets[n.port] for n in cluster6.primaries) == 0, mgets
+        # A write behind the proxy's back, on the primary: the cached entry is dropped.
+        k = keys[0]
+        assert cluster6.owner(k).client().set(k, "direct")
+        wait_for(lambda: c.get(k) == b"direct", timeout=2, what="the invalidation of " + k)
+        c.close()
+
+
 def test_resp3_reads_follow_the_policy(cluster6):
     """A RESP3 client's reads travel on RESP3 backend connections (HELLO 3, then READONLY):
     they reach the replicas too, and come back as RESP3."""
