@@ -880,12 +880,16 @@ pub async fn cut_head(
 /// background save now, claimed already ([`claim`]) when true. One starts when a save
 /// point is met (at least its changes since the last save, more than its seconds since
 /// then), or when one was scheduled; after a failed one, only [`RETRY_DELAY`] seconds after
-/// its start.
+/// its start. Never while a replica loads its primary's snapshot, async (swapdb) loads
+/// included: Redis runs no serverCron during a load, so a scheduled BGSAVE or a save point
+/// waits for the new dataset (and its place in the stream) instead of saving the old one
+/// about to be replaced, without a replication position.
 pub fn due(shared: &Shared) -> bool {
     let b = &shared.bgsaves;
     let p = &shared.persist;
     if b.in_progress.load(Ordering::Acquire)
         || p.loading.load(Ordering::Relaxed)
+        || p.async_loading.load(Ordering::Relaxed)
         || shared.aof.rewriting.load(Ordering::Acquire)
     {
         return false;
