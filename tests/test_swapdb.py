@@ -13,12 +13,14 @@ and so the replica's load, last. Every wait polls with a deadline.
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
 import harness
 from test_primary import fill
 from test_replica import FakePrimary, digest, info, synced, wait_for
+from test_replica_restart import rdb_aux
 
 pytestmark = pytest.mark.darner_only
 
@@ -230,3 +232,42 @@ def test_a_corrupt_snapshot_keeps_the_old_data(darner_factory, same_history):
         assert info(r)["master_link_status"] == "down"
     finally:
         fake.close()
+
+
+def test_no_background_save_starts_while_a_resync_loads_async(primary, darner_factory):
+    """A save point met while the replica loads its primary's snapshot beside the old data
+    starts no BGSAVE (Redis runs no serverCron during a load): it would save the old dataset
+    about to be replaced. Once the new one is in place, the save point saves it, with its
+    place in the primary's stream."""
+    slow_keys(primary)
+    p = primary.client()
+    rep, r = swapdb_replica(darner_factory, primary)
+    wait_same(p, r)
+    # A change the replica applies: its save point has something to save.
+    p.set("applied", "1")
+    wait_same(p, r)
+    assert persistence(r)["rdb_changes_since_last_save"] >= 1
+    saves = persistence(r)["rdb_saves"]
+    p.config_set("rdb-key-save-delay", 5 * DELAY_US)
+    force_full_sync(p)
+    wait_for(lambda: persistence(r)["async_loading"] == 1, what="async_loading:1")
+    assert r.config_set("save", "1 1")
+    # Past the save point's second in whole seconds, the cron (10 ticks a second) had
+    # every chance to start it.
+    time.sleep(2.5)
+    s = persistence(r)
+    assert s["async_loading"] == 1, "the load ended too soon to show anything"
+    assert s["rdb_bgsave_in_progress"] == 0 and s["rdb_saves"] == saves, s
+    assert not [f for f in os.listdir(rep.workdir) if f.endswith(".rdb")]
+    p.config_set("rdb-key-save-delay", 0)
+    wait_for(lambda: persistence(r)["async_loading"] == 0, timeout=60, what="the load's end")
+    wait_same(p, r)
+    p.set("after", "1")
+    wait_same(p, r)
+    wait_for(lambda: persistence(r)["rdb_saves"] > saves
+             and persistence(r)["rdb_bgsave_in_progress"] == 0
+             and persistence(r)["rdb_changes_since_last_save"] == 0, 20,
+             "the save point's save after the load")
+    assert persistence(r)["rdb_last_bgsave_status"] == "ok"
+    fields = rdb_aux(os.path.join(rep.workdir, "dump.rdb"))
+    assert fields.get(b"repl-id") == info(p, "replication")["master_replid"].encode(), fields
