@@ -11,7 +11,7 @@
 use darner_commands::{flags, lookup, lookup_subcommand};
 use darner_resp::ReplyWriter;
 
-use crate::route::{Identity, Plan, Session};
+use crate::route::{error, Identity, Plan, Session};
 use crate::slots::SlotMap;
 
 /// Redis's reply to a wrong user or password.
@@ -30,15 +30,6 @@ pub enum Verdict<'a> {
     Hello(Vec<&'a [u8]>),
     /// Not the gate's business: route the request as it is.
     Pass,
-}
-
-fn error(s: &Session, msg: &str) -> Plan {
-    let mut bytes = Vec::new();
-    ReplyWriter::new(&mut bytes, s.resp3).error(msg.as_bytes());
-    Plan::Reply {
-        bytes,
-        close: false,
-    }
 }
 
 fn ok(s: &Session) -> Plan {

@@ -23,12 +23,12 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
-use darner_resp::{parse_i64_strict, Bytes, Frame, ReplyWriter};
+use darner_resp::{parse_i64_strict, Bytes, Frame};
 
 use crate::auth::{self, Verdict};
 use crate::merge::Merge;
 use crate::metrics::{self, InfoContext, Registry, Sections};
-use crate::route::{self, encode_request, Identity, Part, Plan, Session, Target};
+use crate::route::{self, encode_request, error, reply, Identity, Part, Plan, Session, Target};
 use crate::slots::SlotMap;
 
 /// Bits of the proxy's SCAN cursor that name the primary.
@@ -74,19 +74,6 @@ pub fn plan(args: &[&[u8]], s: &mut Session, me: &Identity, map: &SlotMap, admin
         }
     }
     route::plan(args, s, me, map)
-}
-
-fn reply(s: &Session, f: impl FnOnce(&mut ReplyWriter)) -> Plan {
-    let mut bytes = Vec::new();
-    f(&mut ReplyWriter::new(&mut bytes, s.resp3));
-    Plan::Reply {
-        bytes,
-        close: false,
-    }
-}
-
-fn error(s: &Session, msg: &str) -> Plan {
-    reply(s, |w| w.error(msg.as_bytes()))
 }
 
 /// The primaries in a fixed order (by address): a SCAN cursor's node index must mean the same

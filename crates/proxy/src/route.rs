@@ -199,7 +199,8 @@ pub fn encode_request<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
     out
 }
 
-fn reply(s: &Session, f: impl FnOnce(&mut ReplyWriter)) -> Plan {
+/// The proxy's own answer, in the client's protocol.
+pub(crate) fn reply(s: &Session, f: impl FnOnce(&mut ReplyWriter)) -> Plan {
     let mut bytes = Vec::new();
     f(&mut ReplyWriter::new(&mut bytes, s.resp3));
     Plan::Reply {
@@ -208,7 +209,8 @@ fn reply(s: &Session, f: impl FnOnce(&mut ReplyWriter)) -> Plan {
     }
 }
 
-fn error(s: &Session, msg: &str) -> Plan {
+/// The proxy's own error reply.
+pub(crate) fn error(s: &Session, msg: &str) -> Plan {
     reply(s, |w| w.error(msg.as_bytes()))
 }
 
