@@ -102,6 +102,8 @@ enum Owner {
     Topology { shards: bool },
     /// The probe (ROLE) that decides whether an ejected node takes reads again.
     Probe,
+    /// The PTTL sent right behind a cache fill, which gives its entry a deadline.
+    Ttl(cache::Ticket),
 }
 
 #[derive(Debug)]
@@ -1343,9 +1345,16 @@ impl Worker {
             }
             _ => None,
         };
+        let ttl = fill.as_ref().map(|f| f.ttl_request());
         be.queue(owner, payload, redirects, true, now);
         if let Some(f) = be.inflight.back_mut() {
             f.fill = fill;
+        }
+        if let Some((ticket, pttl)) = ttl {
+            // On the same connection, right behind the read: the node runs the two back to
+            // back, and any change of the key between them is pushed here before the PTTL's
+            // reply (see `Cache::finish_ttl`).
+            be.queue_own(Owner::Ttl(ticket), &pttl, now);
         }
         self.dirty_backends.push(b);
     }
@@ -1576,6 +1585,11 @@ impl Worker {
                 }
                 Owner::Asking | Owner::Hello | Owner::Nobody => {}
                 Owner::Probe => self.probe_answered(&node, &reply),
+                Owner::Ttl(ticket) => {
+                    if let Some(cache) = &mut self.cache {
+                        cache.finish_ttl(&ticket, &node, &reply, f.sent);
+                    }
+                }
                 Owner::Topology { shards } => {
                     self.refresh_in_flight = false;
                     let Ok(Some((frame, _))) = decode(&reply, &self.limits) else {
@@ -1610,7 +1624,7 @@ impl Worker {
                 }
                 Owner::Client { .. } => {
                     if let Some(cache) = &mut self.cache {
-                        cache.settle(f.fill.take(), &f.payload, &node, &reply);
+                        cache.settle(f.fill.take(), &f.payload, &reply);
                     }
                     let f = match self.retry_refused_read(f, &reply, &node) {
                         Some(f) => f,
@@ -1726,7 +1740,7 @@ impl Worker {
                 }
             }
             Owner::Topology { .. } => self.refresh_in_flight = false,
-            Owner::Asking | Owner::Hello | Owner::Nobody | Owner::Probe => {}
+            Owner::Asking | Owner::Hello | Owner::Nobody | Owner::Probe | Owner::Ttl(_) => {}
         }
     }
 
