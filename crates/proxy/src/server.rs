@@ -2049,7 +2049,8 @@ impl Worker {
         }
     }
 
-    /// Sends again the requests answered `-TRYAGAIN` whose wait is over, to the node that
+    /// Sends again the requests answered `-TRYAGAIN` whose wait is over: a read the policy
+    /// placed is placed again by it (`replace_tried_again_read`); others go to the node that
     /// answered, after ASKING: that node either owns the slot (a migrating owner checks the
     /// keys again; ASKING changes nothing there) or imports it, where the request is accepted
     /// only after ASKING. A node that no longer does either answers MOVED, which is followed.
@@ -2063,6 +2064,13 @@ impl Worker {
             .partition(|t| t.0 <= now);
         self.try_again = later;
         for (_, shared, f, node, resp3) in due {
+            let f = match shared {
+                true => match self.replace_tried_again_read(f) {
+                    Some(f) => f,
+                    None => continue,
+                },
+                false => f,
+            };
             self.resend(shared, f, node, resp3, true);
         }
     }
