@@ -179,6 +179,32 @@ fn overlaps(a: &[u8], b: &[u8]) -> bool {
     a[..n] == b[..n]
 }
 
+/// Up to this many prefixes (given and held), overlaps are looked for pair by pair, in the
+/// order Redis reports the first one; past it (a hostile request), in sorted order, so that a
+/// request with many prefixes costs n log n, not n².
+const EXACT_OVERLAP_CHECK: usize = 256;
+
+/// An overlap among `existing` (sorted, free of overlaps) and `given`, found by sorting: a
+/// prefix of another sorts right before it or before strings that start with it too, so
+/// neighbours suffice.
+fn overlap_sorted(existing: &[Vec<u8>], given: &[&[u8]]) -> Option<String> {
+    let mut all: Vec<(&[u8], bool)> = existing.iter().map(|e| (e.as_slice(), true)).collect();
+    all.extend(given.iter().map(|g| (*g, false)));
+    all.sort_unstable();
+    all.windows(2).find_map(|w| {
+        let ((a, a_old), (b, b_old)) = (w[0], w[1]);
+        if !overlaps(a, b) || (a_old && b_old) {
+            return None;
+        }
+        Some(if a_old || b_old {
+            let (new, old) = if a_old { (b, a) } else { (a, b) };
+            format!("ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.", lossy(new), lossy(old))
+        } else {
+            format!("ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.", lossy(a), lossy(b))
+        })
+    })
+}
+
 /// CLIENT TRACKING on|off [REDIRECT id] [PREFIX p]... [BCAST] [OPTIN] [OPTOUT] [NOLOOP], with
 /// Redis's checks and errors, but REDIRECT (the proxy does not route one client's
 /// invalidations to another yet).
@@ -234,7 +260,11 @@ pub fn client_tracking(args: &[&[u8]], s: &mut Session) -> Plan {
     if current.is_some_and(|t| (optin && t.optout) || (optout && t.optin)) {
         return error(s, "ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.");
     }
-    if bcast {
+    if bcast && prefixes.len() + current.map_or(0, |t| t.prefixes.len()) > EXACT_OVERLAP_CHECK {
+        if let Some(msg) = overlap_sorted(current.map_or(&[], |t| &t.prefixes), &prefixes) {
+            return error(s, &msg);
+        }
+    } else if bcast {
         let existing: &[Vec<u8>] = current.map_or(&[], |t| &t.prefixes);
         for (i, p) in prefixes.iter().enumerate() {
             if let Some(e) = existing.iter().find(|e| overlaps(e, p)) {
@@ -418,6 +448,26 @@ mod tests {
             run(&mut s, "CLIENT TRACKINGINFO"),
             b"*6\r\n$5\r\nflags\r\n*2\r\n$2\r\non\r\n$5\r\nbcast\r\n$8\r\nredirect\r\n:0\r\n$8\r\nprefixes\r\n*2\r\n$2\r\na:\r\n$2\r\nb:\r\n"
         );
+    }
+
+    #[test]
+    fn many_prefixes_are_checked_in_n_log_n() {
+        let mut s = Session::default();
+        let many: Vec<String> = (0..100_000).map(|i| format!("p{i:06}:")).collect();
+        let line = format!("CLIENT TRACKING on BCAST PREFIX {}", many.join(" PREFIX "));
+        let start = std::time::Instant::now();
+        assert_eq!(run(&mut s, &line), b"+OK\r\n");
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
+        assert!(run(&mut s, "CLIENT TRACKING on BCAST PREFIX p000001:x")
+            .starts_with(b"-ERR Prefix 'p000001:x' overlaps with an existing prefix 'p000001:'"));
+        let mut s = Session::default();
+        let line = format!(
+            "CLIENT TRACKING on BCAST PREFIX {} PREFIX p05",
+            many.join(" PREFIX ")
+        );
+        assert!(run(&mut s, &line)
+            .starts_with(b"-ERR Prefix 'p05' overlaps with another provided prefix"));
+        assert!(s.tracking.is_none());
     }
 
     #[test]
