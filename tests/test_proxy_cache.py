@@ -189,6 +189,55 @@ def test_a_direct_write_to_the_node_invalidates(r3, cluster):
     wait_for(lambda: r3.get("c:ttl") is None, 5.0, "expiry seen")
 
 
+def keys_on(node):
+    """The node's key count (INFO keyspace): it counts keys past their TTL until the node
+    deletes them, and reading it deletes nothing."""
+    return node.client().info("keyspace").get("db0", {}).get("keys", 0)
+
+
+def test_a_key_past_its_ttl_is_a_miss_before_the_node_deletes_it(r3, r2, cluster):
+    key = "c:ttl:lazy"
+    node = owner(cluster, key)
+    direct = node.client()
+    # The node deletes expired keys only on access: the proxy must stop serving the key at
+    # its TTL by itself, as a client of the node would see it gone.
+    direct.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    try:
+        for ttl_ms in (1500, 300):
+            r3.set(key, "v")
+            assert r3.get(key) == b"v"  # cached without a TTL
+            r3.pexpire(key, ttl_ms)  # a write: drops the entry
+            start = time.monotonic()
+            before = calls(node, "get")
+            assert r3.get(key) == b"v"  # fills again, with the TTL
+            assert r3.get(key) == b"v"
+            assert r2.get(key) == b"v"
+            # The two hits came before the TTL ran out (generous on a slow machine)...
+            assert time.monotonic() - start < ttl_ms / 1000
+            assert calls(node, "get") == before + 1, "hits served from the cache"
+            keys = keys_on(node)
+            time.sleep(ttl_ms / 1000 + 0.05)
+            # ...and now the key is past it, still in the node's keyspace...
+            assert keys_on(node) == keys
+            # ...but a miss for the proxy's clients, in either protocol.
+            assert r2.get(key) is None
+            assert r3.get(key) is None
+            # (The first read's fill is dropped: its read expired the key, whose invalidation
+            # the node sends right after it, before the PTTL's reply.)
+            assert calls(node, "get") >= before + 2, "the expired entry was not served"
+            assert keys_on(node) == keys - 1, "the node deleted it on the proxy's read"
+        # A hash's entry (several requests) expires alike.
+        r3.hset("c:ttl:h", "f", "1")
+        r3.pexpire("c:ttl:h", 300)
+        assert r3.hget("c:ttl:h", "f") == b"1"
+        assert r3.hlen("c:ttl:h") == 1
+        time.sleep(0.35)
+        assert r3.hlen("c:ttl:h") == 0
+        assert r3.hget("c:ttl:h", "f") is None
+    finally:
+        direct.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+
+
 @pytest.mark.parametrize("protocol", [2, 3])
 def test_a_client_reads_its_own_writes(proxy, cluster, protocol):
     c = proxy.client(protocol=protocol)

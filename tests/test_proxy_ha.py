@@ -515,3 +515,105 @@ def test_killing_a_primary_under_load(fresh_cluster):
             assert raw.call("GET", heir_key).raw == (
                 "-ERR no replica of slot %d's primary is online (read-policy replica, darner "
                 "proxy)\r\n" % key_slot(heir_key)).encode()
+
+
+def test_a_read_answered_tryagain_is_placed_again_by_the_policy(cluster6):
+    """A split MGET (one slot, being migrated, one key already moved) that the primary answers
+    -TRYAGAIN goes back through the read policy when its wait is over, not to the primary
+    again: under `any` the shard's replica takes its turn and answers (a replica does not know
+    of the migration and serves its copy, as it would have had the read gone there first),
+    where a retry pinned to the primary would get TRYAGAIN until the last key moved."""
+    from test_proxy_reshard import start_move
+    src, dst = cluster6.primaries[0], cluster6.primaries[1]
+    replica = cluster6.replica_of[src.port]
+    i = 0
+    while cluster6.owner("{ta%d}" % i) is not src:
+        i += 1
+    tag = "ta%d" % i
+    slot = key_slot("{%s}" % tag)
+    a, b = "{%s}:a" % tag, "{%s}:b" % tag
+    with proxy_on(cluster6, "any") as p:
+        c = p.client()
+        c.mset({a: "1", b: "2"})
+        start_move(slot, src, dst)
+        try:
+            src.client().execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000,
+                                         "KEYS", a)
+            # The replica has the DEL that MIGRATE made.
+            assert src.client().execute_command("WAIT", "1", "5000") == 1
+            tries = c.info("proxy")["proxy_tryagain_retries"]
+            calls = cmdstat(replica, "mget")[0]
+            for _ in range(6):
+                assert c.mget([a, b]) == [None, b"2"]
+            # Every answer came from the replica, though the reads that the policy first sent
+            # to the primary (every other one under `any`) were answered TRYAGAIN there.
+            assert cmdstat(replica, "mget")[0] == calls + 6
+            assert c.info("proxy")["proxy_tryagain_retries"] >= tries + 3
+        finally:
+            c.close()
+            # Back as it was: the owner stops migrating, the key returns (from the node still
+            # importing, which may MIGRATE it), and that node stops importing.
+            src.client().execute_command("CLUSTER", "SETSLOT", slot, "STABLE")
+            dst.client().execute_command("MIGRATE", "127.0.0.1", src.port, "", 0, 5000,
+                                         "KEYS", a)
+            dst.client().execute_command("CLUSTER", "SETSLOT", slot, "STABLE")
+
+
+def test_a_tracking_client_is_told_to_flush_on_failover(fresh_cluster):
+    """A RESP3 client tracking through the proxy: the connection to a primary that dies takes
+    its tracking with it, so the client gets the null invalidation (flush everything); once
+    the replica is promoted its reads are tracked there, and a write reaches it as a push."""
+    from resp_reader import RawConn
+    cluster = fresh_cluster
+    victim = cluster.primaries[0]
+    heir = cluster.replica_of[victim.port]
+    survivor = cluster.primaries[1]
+    key = next(k for k in keys_per_shard(cluster, n=1, prefix="tf")
+               if cluster.owner(k) is victim)
+    null = b">2\r\n$10\r\ninvalidate\r\n_\r\n"
+    mine = b">2\r\n$10\r\ninvalidate\r\n*1\r\n$%d\r\n%s\r\n" % (len(key), key.encode())
+    with proxy_on(cluster, "master", "--threads", "1") as p:
+        t = RawConn(port=p.port)
+        pushes = []
+
+        def call(*cmd):
+            """The reply to `cmd`; the pushes that come first are kept apart."""
+            t.send(*cmd)
+            while True:
+                r = t.read_reply(10)
+                if r.kind != ">":
+                    return r
+                pushes.append(r.raw)
+
+        assert call("HELLO", "3").kind == "%"
+        assert call("CLIENT", "TRACKING", "on").raw == b"+OK\r\n"
+        w = p.client()
+        w.set(key, "1")
+        assert victim.client().execute_command("WAIT", "1", "5000") == 1
+        assert call("GET", key).raw == b"$1\r\n1\r\n"
+        victim.kill()
+        r = t.read_reply(10)
+        assert r.raw == null, r
+
+        def promoted():
+            shards, _ = shards_of(survivor)
+            return heir.port in shards
+
+        wait_for(promoted, timeout=30, what="the replica promoted")
+        wait_for(lambda: call("GET", key).raw == b"$1\r\n1\r\n", timeout=15,
+                 what="reads served by the heir")
+        del pushes[:]
+        def written():
+            try:
+                return w.set(key, "2")
+            except redis.RedisError:
+                return False
+
+        wait_for(written, timeout=15, what="writes served by the heir")
+        deadline = time.monotonic() + 5
+        while mine not in pushes:
+            assert time.monotonic() < deadline, pushes
+            pushes.append(t.read_reply(5).raw)
+        assert set(pushes) <= {mine, null}, pushes
+        w.close()
+        t.sock.close()

@@ -9,7 +9,7 @@
 //! `CLIENT TRACKING on` (default mode): the node remembers that this connection read the key
 //! and pushes `>invalidate [key]` on it once the key changes (a write by anyone, an expiry, an
 //! eviction), or `>invalidate _` when the node is flushed. So every entry was read on a
-//! connection that will hear about the next change of its key. Three gaps remain, and each has
+//! connection that will hear about the next change of its key. Four gaps remain, and each has
 //! its rule here:
 //!
 //! * **Invalidation before the reply.** A read in flight may have read the old value while
@@ -25,11 +25,15 @@
 //!   doing. Until then the writer itself gets no hit (the server's `Client::writes`): an entry
 //!   filled meanwhile may predate its write. Commands whose keys are not known (EXEC, FLUSHALL, a script without keys) flush the
 //!   thread's cache.
+//! * **Expiry.** The node invalidates a key past its TTL only once it deletes it (on access,
+//!   or when its active expiry cycle gets to it). Each fill is followed by `PTTL key` on the
+//!   same connection, and its entry is a miss from its deadline on ([`Cache::finish_ttl`]).
 //! * **The connection or the topology changing.** The node's tracking table belongs to the
 //!   connection: when it goes, the node's entries go ([`Cache::flush_node`]). An entry is
 //!   served only while its node still owns the key's slot.
 
 use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
 
 use darner_commands::{flags, key_positions, lookup, lookup_subcommand};
 
@@ -147,6 +151,12 @@ fn storable(reply: &[u8]) -> bool {
     matches!(reply.first(), Some(b'$' | b':' | b'+' | b'_'))
 }
 
+/// Whether `reply` is what [`CACHEABLE`]'s commands answer for a key that does not exist
+/// (null, 0, `none`, the empty string).
+fn absent(reply: &[u8]) -> bool {
+    matches!(reply, b"_\r\n" | b":0\r\n" | b"+none\r\n" | b"$0\r\n\r\n")
+}
+
 /// The arguments of a request the proxy encoded itself (`*n` of `$len` bulks); `None` for
 /// anything else.
 pub fn request_args(payload: &[u8]) -> Option<Vec<&[u8]>> {
@@ -245,7 +255,7 @@ pub fn plan(
                 Target::Slot(slot) => map.owner(*slot),
                 _ => None,
             };
-            if let Some(reply) = cache.get(args[1], &signature(args), owner) {
+            if let Some(reply) = cache.get(args[1], &signature(args), owner, Instant::now()) {
                 let bytes = for_protocol(reply, resp3);
                 return (
                     Plan::Reply {
@@ -266,6 +276,17 @@ pub struct Fill {
     ticket: Ticket,
     key: Vec<u8>,
     signature: Vec<u8>,
+}
+
+impl Fill {
+    /// The PTTL of the fill's key, sent right behind it on the same connection, and the
+    /// ticket its reply is matched by ([`Cache::finish_ttl`]).
+    pub fn ttl_request(&self) -> (Ticket, Vec<u8>) {
+        (
+            self.ticket.clone(),
+            crate::route::encode_request(&[&b"PTTL"[..], &self.key]),
+        )
+    }
 }
 
 /// The cache's counters since they were last taken.
@@ -299,6 +320,9 @@ impl CacheStats {
 
 struct Entry {
     node: String,
+    /// When the key's TTL runs out (no sooner than the node deletes it): from then on the
+    /// entry is a miss, whether or not the node has deleted the key yet.
+    expires: Option<Instant>,
     /// (request, reply): the key's cached replies, one per distinct request (GET, HGET f...).
     replies: Vec<(Vec<u8>, Vec<u8>)>,
     bytes: usize,
@@ -330,6 +354,8 @@ pub struct Cache {
     next_ticket: u64,
     /// Fills with a smaller ticket were in flight at a flush: dropped.
     valid_from_all: u64,
+    /// Fills whose reply came and whose PTTL reply has not (by ticket): see [`Cache::hold`].
+    held: HashMap<u64, (Box<Fill>, Vec<u8>)>,
     stats: CacheStats,
 }
 
@@ -344,13 +370,31 @@ impl Cache {
             fills: HashMap::new(),
             next_ticket: 0,
             valid_from_all: 0,
+            held: HashMap::new(),
             stats: CacheStats::default(),
         }
     }
 
     /// The reply cached for `request` (whose key is `key`), if its entry was read from `owner`
-    /// (the node that owns the key's slot now).
-    pub fn get(&mut self, key: &[u8], request: &[u8], owner: Option<&str>) -> Option<&[u8]> {
+    /// (the node that owns the key's slot now) and the key's TTL has not run out at `now`.
+    pub fn get(
+        &mut self,
+        key: &[u8],
+        request: &[u8],
+        owner: Option<&str>,
+        now: Instant,
+    ) -> Option<&[u8]> {
+        if self
+            .entries
+            .get(key)
+            .and_then(|e| e.expires)
+            .is_some_and(|t| now >= t)
+        {
+            // Past its TTL: gone for a client of the node, though the node may not have
+            // deleted it yet (its deletion's invalidation comes when it does).
+            self.remove(key);
+            self.stats.invalidations += 1;
+        }
         let e = self.entries.get_mut(key);
         let found = e.and_then(|e| {
             if Some(e.node.as_str()) != owner {
@@ -385,14 +429,14 @@ impl Cache {
     }
 
     /// A client's reply as it comes (`payload`: its request, `fill`: the fill it was): a
-    /// fill's is kept if its key did not change meanwhile; any other request's keys are dropped
+    /// fill's is held until its PTTL's reply comes ([`Cache::finish_ttl`]); any other request's keys are dropped
     /// again (a write's, since a fill on another connection may have read before it; a read's
     /// that did not fill, since it may have seen a newer value than an entry filled on another
     /// connection). Either way, once the client has its reply, no entry older than what it saw
     /// is left.
-    pub fn settle(&mut self, fill: Option<Box<Fill>>, payload: &[u8], node: &str, reply: &[u8]) {
+    pub fn settle(&mut self, fill: Option<Box<Fill>>, payload: &[u8], reply: &[u8]) {
         if let Some(f) = fill {
-            self.finish_fill(f.ticket, &f.key, node, &f.signature, reply);
+            self.hold(f, reply);
             return;
         }
         let Some(args) = request_args(payload) else {
@@ -420,6 +464,47 @@ impl Cache {
         }
     }
 
+    /// A fill's reply came; its PTTL, sent right behind it on the same connection, has not.
+    fn hold(&mut self, fill: Box<Fill>, reply: &[u8]) {
+        self.held.insert(fill.ticket.0, (fill, reply.to_vec()));
+    }
+
+    /// The reply to the PTTL sent behind fill `ticket` (queued at `sent`) came: the fill is
+    /// kept, with the key's deadline, unless its key changed since the fill was sent.
+    ///
+    /// The node ran the PTTL at or after `sent`, so `sent` plus the TTL is no later than the
+    /// node's own expiry time: the entry stops being served no later than the key would. Both
+    /// requests ran on the node back to back on one connection; a change of the key between
+    /// them (another client's write, an expiry) was pushed to this connection and raised the
+    /// key's `valid_from` before this reply was read, dropping the fill. The one exception is
+    /// the PTTL expiring the key itself, whose invalidation Redis sends after the PTTL's
+    /// reply: then PTTL says -2 (no key) while the read saw a value, and the fill is dropped.
+    pub fn finish_ttl(&mut self, ticket: &Ticket, node: &str, ttl: &[u8], sent: Instant) -> bool {
+        let Some((f, reply)) = self.held.remove(&ticket.0) else {
+            // Forgotten by a flush: it was in flight then.
+            return false;
+        };
+        let ms = std::str::from_utf8(ttl)
+            .ok()
+            .and_then(|t| t.strip_prefix(':'))
+            .and_then(|t| t.strip_suffix("\r\n"))
+            .and_then(|t| t.parse::<i64>().ok());
+        let expires = match ms {
+            Some(-1) => Some(None),
+            Some(-2) if absent(&reply) => Some(None),
+            Some(ms) if ms >= 0 => Some(sent.checked_add(Duration::from_millis(ms as u64))),
+            // No key though the read saw one, or an error (a redirect: the fill's reply was
+            // one too): not kept.
+            _ => None,
+        };
+        match expires {
+            Some(expires) => {
+                self.finish_fill(f.ticket, &f.key, node, &f.signature, &reply, expires)
+            }
+            None => self.finish_fill(f.ticket, &f.key, node, &f.signature, b"", None),
+        }
+    }
+
     /// A fill of `key` is being sent.
     pub fn begin_fill(&mut self, key: &[u8]) -> Ticket {
         let t = self.next_ticket;
@@ -443,6 +528,7 @@ impl Cache {
         node: &str,
         request: &[u8],
         reply: &[u8],
+        expires: Option<Instant>,
     ) -> bool {
         let Some(f) = self.fills.get_mut(key) else {
             // Forgotten by a flush: it was in flight then.
@@ -456,10 +542,17 @@ impl Cache {
         if !valid || !storable(reply) {
             return false;
         }
-        self.insert(key, node, request, reply)
+        self.insert(key, node, request, reply, expires)
     }
 
-    fn insert(&mut self, key: &[u8], node: &str, request: &[u8], reply: &[u8]) -> bool {
+    fn insert(
+        &mut self,
+        key: &[u8],
+        node: &str,
+        request: &[u8],
+        reply: &[u8],
+        expires: Option<Instant>,
+    ) -> bool {
         let size = request.len() + reply.len() + 32;
         // One entry larger than an eighth of the cache would evict most of it: not kept.
         if size + key.len() + ENTRY_OVERHEAD > self.max_bytes / 8 {
@@ -474,6 +567,12 @@ impl Cache {
                     self.used -= old;
                 }
                 e.replies.push((request.to_vec(), reply.to_vec()));
+                // The key's TTL can change only by a write, whose invalidation would have
+                // dropped the entry: both reads saw the same TTL, up to the clock's progress.
+                e.expires = match (e.expires, expires) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
                 e.bytes += size;
                 self.used += size;
             }
@@ -484,6 +583,7 @@ impl Cache {
                     key.to_vec(),
                     Entry {
                         node: node.to_string(),
+                        expires,
                         replies: vec![(request.to_vec(), reply.to_vec())],
                         bytes,
                         referenced: false,
@@ -548,6 +648,7 @@ impl Cache {
         self.entries.clear();
         self.ring.clear();
         self.fills.clear();
+        self.held.clear();
         self.used = 0;
         self.valid_from_all = self.next_ticket;
     }
@@ -561,6 +662,7 @@ impl Cache {
         self.used = self.entries.values().map(|e| e.bytes).sum();
         self.stats.invalidations += (before - self.entries.len() + self.fills.len()) as u64;
         self.fills.clear();
+        self.held.clear();
         self.valid_from_all = self.next_ticket;
     }
 
@@ -592,18 +694,33 @@ mod tests {
 
     const N: &str = "127.0.0.1:7000";
 
+    /// A fill's reply, then its PTTL's (no TTL).
+    fn settle_fill(c: &mut Cache, fill: Option<Box<Fill>>, payload: &[u8], reply: &[u8]) {
+        let ticket = fill.as_ref().map(|f| f.ttl_request().0);
+        c.settle(fill, payload, reply);
+        if let Some(t) = ticket {
+            c.finish_ttl(&t, N, b":-1\r\n", Instant::now());
+        }
+    }
+
     fn fill(c: &mut Cache, key: &str, reply: &str) -> bool {
         let t = c.begin_fill(key.as_bytes());
-        c.finish_fill(t, key.as_bytes(), N, b"get", reply.as_bytes())
+        c.finish_fill(t, key.as_bytes(), N, b"get", reply.as_bytes(), None)
     }
 
     #[test]
     fn a_fill_is_served_while_its_node_owns_the_key() {
         let mut c = Cache::new(1 << 20);
         assert!(fill(&mut c, "k", "$1\r\nv\r\n"));
-        assert_eq!(c.get(b"k", b"get", Some(N)), Some(&b"$1\r\nv\r\n"[..]));
-        assert_eq!(c.get(b"k", b"get", Some("127.0.0.1:7001")), None);
-        assert_eq!(c.get(b"k", b"strlen", Some(N)), None);
+        assert_eq!(
+            c.get(b"k", b"get", Some(N), Instant::now()),
+            Some(&b"$1\r\nv\r\n"[..])
+        );
+        assert_eq!(
+            c.get(b"k", b"get", Some("127.0.0.1:7001"), Instant::now()),
+            None
+        );
+        assert_eq!(c.get(b"k", b"strlen", Some(N), Instant::now()), None);
         let s = c.take_stats();
         assert_eq!((s.hits, s.misses), (1, 2));
     }
@@ -614,11 +731,14 @@ mod tests {
         let early = c.begin_fill(b"k");
         c.invalidate(b"k");
         let late = c.begin_fill(b"k");
-        assert!(!c.finish_fill(early, b"k", N, b"get", b"$3\r\nold\r\n"));
-        assert_eq!(c.get(b"k", b"get", Some(N)), None);
+        assert!(!c.finish_fill(early, b"k", N, b"get", b"$3\r\nold\r\n", None));
+        assert_eq!(c.get(b"k", b"get", Some(N), Instant::now()), None);
         // Sent after the invalidation: it read the new value.
-        assert!(c.finish_fill(late, b"k", N, b"get", b"$3\r\nnew\r\n"));
-        assert_eq!(c.get(b"k", b"get", Some(N)), Some(&b"$3\r\nnew\r\n"[..]));
+        assert!(c.finish_fill(late, b"k", N, b"get", b"$3\r\nnew\r\n", None));
+        assert_eq!(
+            c.get(b"k", b"get", Some(N), Instant::now()),
+            Some(&b"$3\r\nnew\r\n"[..])
+        );
         assert!(c.fills.is_empty());
     }
 
@@ -629,12 +749,58 @@ mod tests {
         let t = c.begin_fill(b"b");
         c.flush_node(N);
         assert!(c.is_empty());
-        assert!(!c.finish_fill(t, b"b", N, b"get", b":2\r\n"));
+        assert!(!c.finish_fill(t, b"b", N, b"get", b":2\r\n", None));
         assert!(fill(&mut c, "a", ":1\r\n"));
         let t = c.begin_fill(b"b");
         c.flush_all();
-        assert!(!c.finish_fill(t, b"b", N, b"get", b":2\r\n"));
+        assert!(!c.finish_fill(t, b"b", N, b"get", b":2\r\n", None));
         assert_eq!(c.used(), 0);
+    }
+
+    #[test]
+    fn an_entry_is_a_miss_once_its_ttl_runs_out() {
+        let mut c = Cache::new(1 << 20);
+        let payload = crate::route::encode_request(&["GET", "k"]);
+        let ttl = |c: &mut Cache, value: &[u8], pttl: &[u8], sent: Instant| {
+            let fill = c.fill_for(&payload).expect("cacheable");
+            let (t, req) = fill.ttl_request();
+            assert_eq!(req, crate::route::encode_request(&["PTTL", "k"]));
+            c.settle(Some(fill), &payload, value);
+            c.finish_ttl(&t, N, pttl, sent)
+        };
+        let sent = Instant::now();
+        assert!(ttl(&mut c, b"$1\r\nv\r\n", b":50\r\n", sent));
+        let at = |ms| sent + Duration::from_millis(ms);
+        assert!(
+            c.get(b"k", b"get k", Some(N), at(49)).is_none(),
+            "other request"
+        );
+        let sig = signature(&[b"GET", b"k"]);
+        assert!(c.get(b"k", &sig, Some(N), at(49)).is_some());
+        assert!(c.get(b"k", &sig, Some(N), at(50)).is_none());
+        assert!(c.is_empty(), "dropped when found past its deadline");
+        // No TTL: kept until invalidated.
+        assert!(ttl(&mut c, b"$1\r\nv\r\n", b":-1\r\n", sent));
+        assert!(c.get(b"k", &sig, Some(N), at(1 << 40)).is_some());
+        // No key at the PTTL: kept only if the read saw none either (the PTTL expired it
+        // itself otherwise, and its invalidation comes after).
+        assert!(!ttl(&mut c, b"$1\r\nv\r\n", b":-2\r\n", sent));
+        assert!(ttl(&mut c, b"_\r\n", b":-2\r\n", sent));
+        assert!(!ttl(&mut c, b"_\r\n", b"-MOVED 1 127.0.0.1:7001\r\n", sent));
+        // An invalidation between the read's reply and the PTTL's drops the fill.
+        let fill = c.fill_for(&payload).expect("cacheable");
+        let (t, _) = fill.ttl_request();
+        c.settle(Some(fill), &payload, b"$1\r\nv\r\n");
+        c.invalidate(b"k");
+        assert!(!c.finish_ttl(&t, N, b":-1\r\n", sent));
+        assert!(c.fills.is_empty() && c.held.is_empty());
+        // A flush forgets held fills.
+        let fill = c.fill_for(&payload).expect("cacheable");
+        let (t, _) = fill.ttl_request();
+        c.settle(Some(fill), &payload, b"$1\r\nv\r\n");
+        c.flush_node(N);
+        assert!(c.held.is_empty());
+        assert!(!c.finish_ttl(&t, N, b":-1\r\n", sent));
     }
 
     #[test]
@@ -651,7 +817,10 @@ mod tests {
         assert!(fill(&mut c, "hot", &value));
         for i in 0..1000 {
             fill(&mut c, &format!("k{i}"), &value);
-            assert!(c.get(b"hot", b"get", Some(N)).is_some(), "at {i}");
+            assert!(
+                c.get(b"hot", b"get", Some(N), Instant::now()).is_some(),
+                "at {i}"
+            );
             assert!(c.used() <= 64 * 1024);
         }
         assert!(c.take_stats().evictions > 800);
@@ -665,16 +834,19 @@ mod tests {
     fn several_requests_of_one_key_share_its_entry() {
         let mut c = Cache::new(1 << 20);
         let t = c.begin_fill(b"h");
-        assert!(c.finish_fill(t, b"h", N, b"hget h a", b"$1\r\n1\r\n"));
+        assert!(c.finish_fill(t, b"h", N, b"hget h a", b"$1\r\n1\r\n", None));
         let t = c.begin_fill(b"h");
-        assert!(c.finish_fill(t, b"h", N, b"hlen h", b":2\r\n"));
+        assert!(c.finish_fill(t, b"h", N, b"hlen h", b":2\r\n", None));
         let used = c.used();
         let t = c.begin_fill(b"h");
-        assert!(c.finish_fill(t, b"h", N, b"hlen h", b":3\r\n"));
+        assert!(c.finish_fill(t, b"h", N, b"hlen h", b":3\r\n", None));
         assert_eq!(c.used(), used);
-        assert_eq!(c.get(b"h", b"hlen h", Some(N)), Some(&b":3\r\n"[..]));
+        assert_eq!(
+            c.get(b"h", b"hlen h", Some(N), Instant::now()),
+            Some(&b":3\r\n"[..])
+        );
         c.invalidate(b"h");
-        assert_eq!(c.get(b"h", b"hget h a", Some(N)), None);
+        assert_eq!(c.get(b"h", b"hget h a", Some(N), Instant::now()), None);
         assert_eq!(c.used(), 0);
     }
 
@@ -728,7 +900,7 @@ mod tests {
         assert!(matches!(p, Plan::Forward { .. }) && !writes);
         let fill = c.fill_for(&payload);
         assert!(fill.is_some());
-        c.settle(fill, &payload, N, b"_\r\n");
+        settle_fill(&mut c, fill, &payload, b"_\r\n");
         let hit = |c: &mut Cache, resp3: bool, may_hit: bool| match plan(
             c,
             &map,
@@ -760,8 +932,8 @@ mod tests {
         assert!(writes);
         assert_eq!(hit(&mut c, true, true), None);
         let fill = c.fill_for(&payload);
-        c.settle(None, &set, N, b"+OK\r\n");
-        c.settle(fill, &payload, N, b"$1\r\nv\r\n");
+        c.settle(None, &set, b"+OK\r\n");
+        settle_fill(&mut c, fill, &payload, b"$1\r\nv\r\n");
         assert_eq!(
             hit(&mut c, true, true),
             None,
@@ -769,9 +941,9 @@ mod tests {
         );
         // A read's reply that did not fill drops what another connection filled.
         let fill = c.fill_for(&payload);
-        c.settle(fill, &payload, N, b"$1\r\nv\r\n");
+        settle_fill(&mut c, fill, &payload, b"$1\r\nv\r\n");
         assert!(hit(&mut c, true, true).is_some());
-        c.settle(None, &payload, N, b"$1\r\nw\r\n");
+        c.settle(None, &payload, b"$1\r\nw\r\n");
         assert_eq!(hit(&mut c, true, true), None);
         // Not a cacheable read: no fill.
         assert!(c.fill_for(&set).is_none());

@@ -69,8 +69,11 @@
 //! coherent by CLIENT TRACKING on the thread's RESP3 shared connections: see [`cache`] for the
 //! rules (fills in flight, writes through the proxy, lost connections) and why they suffice.
 //!
+//! **Clients' own tracking.** A RESP3 client's CLIENT TRACKING is served from the
+//! invalidations the thread's shared connections receive: see [`tracking`].
+//!
 //! **Not yet.** MONITOR needs a backend connection of its own per node; hedged reads and
-//! clients' own CLIENT TRACKING are later slices. Those commands get a clear error (`ERR
+//! CLIENT TRACKING REDIRECT are later slices. Those commands get a clear error (`ERR
 //! command 'monitor' is not supported by darner proxy yet`), never a wrong answer.
 
 #![forbid(unsafe_code)]
@@ -88,6 +91,7 @@ pub mod route;
 pub mod scan;
 pub mod server;
 pub mod slots;
+pub mod tracking;
 
 pub use merge::{Merge, ReplyQueue};
 pub use route::{plan, Plan};

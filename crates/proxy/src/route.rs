@@ -56,6 +56,10 @@ pub struct Session {
     pub tx: Tx,
     /// AUTH (or HELLO ... AUTH) succeeded (only read when the proxy has `requirepass`).
     pub authenticated: bool,
+    /// CLIENT TRACKING on (see [`crate::tracking`]).
+    pub tracking: Option<crate::tracking::Tracking>,
+    /// CLIENT CACHING yes/no applies to the next command.
+    pub caching: bool,
 }
 
 /// Most keyless commands a transaction may queue before its first key names the slot (and so
@@ -805,6 +809,10 @@ fn local(top: &'static CommandSpec, args: &[&[u8]], s: &mut Session) -> Plan {
                 )
             }
         }
+        "client|tracking" => crate::tracking::client_tracking(args, s),
+        "client|caching" => crate::tracking::client_caching(args, s),
+        "client|getredir" => crate::tracking::client_getredir(s),
+        "client|trackinginfo" => crate::tracking::client_trackinginfo(s),
         other => unsupported(s, other),
     }
 }

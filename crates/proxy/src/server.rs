@@ -34,6 +34,7 @@ use crate::route::{
 };
 use crate::scan::ReplyScanner;
 use crate::slots::SlotMap;
+use crate::tracking::{self, Reader};
 
 mod reads;
 use reads::ReadRetry;
@@ -60,6 +61,9 @@ const CLIENT_READ_MAX: usize = 1024 * 1024;
 /// subscriber of its own, rather than the proxy's memory growing without bound.
 const SUBSCRIBER_OUT_MAX: usize = 32 * 1024 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
+/// Keys a tracking client's transaction reads that are remembered for their invalidation after
+/// EXEC; past it, EXEC is followed by the null invalidation (flush everything) instead.
+const MAX_MULTI_READS: usize = 4096;
 /// Idle dedicated connections kept per node (and protocol) for the next transaction or
 /// blocking command: short-lived clients that use them then cost no new backend connection.
 const MAX_IDLE_DEDICATED: usize = 8;
@@ -102,6 +106,13 @@ enum Owner {
     Topology { shards: bool },
     /// The probe (ROLE) that decides whether an ejected node takes reads again.
     Probe,
+    /// The PTTL sent right behind a cache fill, which gives its entry a deadline.
+    Ttl(cache::Ticket),
+    /// A `CLIENT TRACKING on BCAST`: until the node answers it, BCAST clients may have
+    /// missed changes on that node, so once it does they are told to flush; `all`: it
+    /// switched a default-mode connection, which forgot what it tracked, so every tracking
+    /// client is (see `Worker::want_backend_tracking`).
+    Retracked { all: bool },
 }
 
 #[derive(Debug)]
@@ -157,6 +168,14 @@ struct Client {
     /// is, the client gets no cache hit (an entry filled meanwhile on another connection may
     /// hold what the node had before the write; the client must read after its write).
     writes: VecDeque<u64>,
+    /// Its requests whose keys are recorded for its CLIENT TRACKING when their replies are
+    /// read (sequence numbers; see `tracking`).
+    tracked: std::collections::BTreeSet<u64>,
+    /// Keys its transaction read while it tracks: they are invalidated right after EXEC's
+    /// reply (a transaction's connection does not track), all of them (the null
+    /// invalidation) past [`MAX_MULTI_READS`].
+    multi_reads: Vec<Vec<u8>>,
+    multi_reads_overflow: bool,
 }
 
 /// What a backend connection is for.
@@ -184,8 +203,10 @@ struct Backend {
     inflight: VecDeque<InFlight>,
     role: Role,
     /// `CLIENT TRACKING on` was sent first: the node pushes invalidations of the keys read on
-    /// it (a shared RESP3 connection while the cache is on).
+    /// it (a shared RESP3 connection while the cache is on, or once a client tracks).
     tracking: bool,
+    /// ... in BCAST mode (every key's change, read here or not).
+    bcast: bool,
 }
 
 impl Backend {
@@ -517,6 +538,13 @@ struct Worker {
     handshake_warned: Option<Instant>,
     /// The shared client cache (`proxy-cache yes`): this thread's share of it.
     cache: Option<Cache>,
+    /// How the thread's RESP3 shared connections track: `None` (no cache, no tracking
+    /// client yet), `Some(false)` (default mode), `Some(true)` (BCAST, once a client asked).
+    backend_tracking: Option<bool>,
+    /// Which of the thread's default-mode tracking clients read which key.
+    client_tracking: tracking::Table,
+    /// The thread's BCAST clients (some may have gone or turned tracking off since).
+    bcast_clients: Vec<Reader>,
 }
 
 impl Worker {
@@ -570,6 +598,9 @@ impl Worker {
             cache: cfg
                 .cache_max_memory
                 .map(|m| Cache::new((m / cfg.threads.max(1)).max(1024))),
+            backend_tracking: cfg.cache_max_memory.map(|_| false),
+            client_tracking: tracking::Table::default(),
+            bcast_clients: Vec::new(),
         })
     }
 
@@ -635,6 +666,7 @@ impl Worker {
             }
             if Instant::now() >= self.next_refresh {
                 self.refresh(None);
+                self.bcast_connections();
             }
             self.send_probes();
             self.resend_tried_again();
@@ -748,6 +780,9 @@ impl Worker {
                         subscribed: None,
                         crossing: VecDeque::new(),
                         writes: VecDeque::new(),
+                        tracked: Default::default(),
+                        multi_reads: Vec::new(),
+                        multi_reads_overflow: false,
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -932,6 +967,11 @@ impl Worker {
     /// Turns the client's buffered requests into replies and backend requests.
     fn process_input(&mut self, idx: usize) {
         let mut sends: Vec<Outgoing> = Vec::new();
+        // A client turned its tracking on: the backend connections must track (BCAST: in
+        // that mode) before its next request is sent.
+        let mut wants_tracking: Option<bool> = None;
+        // Keys dropped from the tracking table for room: their readers are told.
+        let mut untracked: Vec<(Vec<u8>, Vec<Reader>)> = Vec::new();
         {
             let Some(c) = self.clients.get_mut(idx) else {
                 return;
@@ -943,6 +983,15 @@ impl Worker {
                     Ok(Some(req)) => {
                         let args: Vec<&[u8]> = req.args.iter().map(|a| a.as_slice(buf)).collect();
                         let resp3_before = c.session.resp3;
+                        let in_multi = c.session.tx.multi;
+                        // A RESP3 client in tracking's default mode has its reads' keys
+                        // recorded (a RESP2 one has no way to get invalidations without
+                        // REDIRECT, which the proxy refuses: Redis sends it none either).
+                        let track_keys = if resp3_before && tracking::remembers(&c.session) {
+                            tracking::read_keys(&args)
+                        } else {
+                            Vec::new()
+                        };
                         let plan = match &self.admin {
                             Some(admin) => {
                                 fanout::plan(&args, &mut c.session, &self.me, &self.map, admin)
@@ -956,6 +1005,23 @@ impl Worker {
                         if let Some(name) = metrics::command_name(&args).filter(|_| counted) {
                             self.counters.command(name);
                         }
+                        let name = args.first().copied().unwrap_or_default();
+                        tracking::after_command(&mut c.session, name, in_multi);
+                        match &c.session.tracking {
+                            // Only CLIENT TRACKING turns it on.
+                            Some(t) if name.eq_ignore_ascii_case(b"client") => {
+                                if self.backend_tracking.is_none_or(|b| t.bcast && !b) {
+                                    wants_tracking =
+                                        Some(t.bcast || wants_tracking.unwrap_or(false));
+                                }
+                                let me = Reader { idx, id: c.id };
+                                if t.bcast && !self.bcast_clients.contains(&me) {
+                                    self.bcast_clients.push(me);
+                                }
+                            }
+                            _ => {}
+                        }
+                        let forwarded = matches!(plan, Plan::Forward { .. });
                         let (plan, writes) = match &mut self.cache {
                             Some(cache) => cache::plan(
                                 cache,
@@ -967,8 +1033,25 @@ impl Worker {
                             ),
                             None => (plan, false),
                         };
+                        // A shared connection's reply records the read's keys; a cache hit
+                        // records them now. A read anywhere else (a transaction's or blocking
+                        // command's connection, which does not track) is not tracked.
+                        let tracked_here = match &plan {
+                            Plan::Forward { .. } => true,
+                            Plan::Reply { .. } => forwarded,
+                            _ => false,
+                        };
                         match plan {
                             Plan::Reply { bytes, close } => {
+                                if forwarded && !track_keys.is_empty() {
+                                    // A cache hit: the entry is there because the node
+                                    // tracks the key for the thread's connection, which
+                                    // will report its next change.
+                                    let me = Reader { idx, id: c.id };
+                                    for k in &track_keys {
+                                        untracked.extend(self.client_tracking.remember(k, me));
+                                    }
+                                }
                                 c.queue.push_ready(bytes, close);
                                 if close {
                                     c.closing = true;
@@ -994,12 +1077,17 @@ impl Worker {
                                 if cross {
                                     c.crossing.push_back(seq);
                                 }
+                                if !track_keys.is_empty() {
+                                    c.tracked.insert(seq);
+                                }
                                 // With the cache on, cacheable reads go to the primary: its
                                 // tracking connection keeps their entries coherent, and the
-                                // cache, not replicas, takes their load.
+                                // cache, not replicas, takes their load. So do a tracking
+                                // client's reads: the primary's connection tracks them.
                                 let read = self.read_policy != ReadPolicy::Master
                                     && crate::replicas::is_read_only(&args)
-                                    && !(self.cache.is_some() && cache::cacheable(&args));
+                                    && !(self.cache.is_some() && cache::cacheable(&args))
+                                    && track_keys.is_empty();
                                 sends.push(Outgoing::Parts(
                                     seq,
                                     parts,
@@ -1047,6 +1135,32 @@ impl Worker {
                                 break;
                             }
                         }
+                        if !track_keys.is_empty() && !tracked_here {
+                            if in_multi {
+                                if c.multi_reads.len() + track_keys.len() > MAX_MULTI_READS {
+                                    c.multi_reads_overflow = true;
+                                    c.multi_reads.clear();
+                                } else if !c.multi_reads_overflow {
+                                    c.multi_reads.extend(track_keys);
+                                }
+                            } else {
+                                // Told right after the reply not to keep what it read.
+                                let keys = tracking::push(Some(&track_keys));
+                                c.queue.push_ready(keys, false);
+                            }
+                        }
+                        if name.eq_ignore_ascii_case(b"exec")
+                            || name.eq_ignore_ascii_case(b"discard")
+                        {
+                            let keys = std::mem::take(&mut c.multi_reads);
+                            let overflow = std::mem::take(&mut c.multi_reads_overflow);
+                            if name.eq_ignore_ascii_case(b"exec") && (overflow || !keys.is_empty())
+                            {
+                                // After EXEC's reply: the transaction's reads are not tracked.
+                                let push = tracking::push((!overflow).then_some(&keys[..]));
+                                c.queue.push_ready(push, false);
+                            }
+                        }
                         consumed += req.consumed;
                         c.parser.recycle(req.args);
                     }
@@ -1065,8 +1179,177 @@ impl Worker {
                 !c.closing && c.subscribe_pending.is_none() && c.queue.len() >= MAX_PENDING;
             self.dirty_clients.push(idx);
         }
+        if let Some(bcast) = wants_tracking {
+            self.want_backend_tracking(bcast);
+        }
+        for (key, readers) in untracked {
+            self.deliver(&readers, Some(&[key]));
+        }
         for out in sends {
             self.dispatch(idx, out);
+        }
+    }
+
+    /// Makes the thread's RESP3 shared connections track (in BCAST mode for `bcast`), now and
+    /// when opened. A default-mode connection switched to BCAST goes through `CLIENT TRACKING
+    /// off` (Redis refuses to switch otherwise), which forgets what the node tracked for it:
+    /// once the switch is answered, its cache entries go and every tracking client is told
+    /// to flush (`Owner::Retracked`).
+    fn want_backend_tracking(&mut self, bcast: bool) {
+        if self.backend_tracking.is_some_and(|b| b || !bcast) {
+            return;
+        }
+        self.backend_tracking = Some(bcast);
+        let now = Instant::now();
+        let shared: Vec<usize> = self
+            .by_node
+            .iter()
+            .filter(|((_, resp3), _)| *resp3)
+            .map(|(_, &b)| b)
+            .collect();
+        for b in shared {
+            let Some(be) = self.backends.get_mut(b) else {
+                continue;
+            };
+            if !be.tracking {
+                let owner = if bcast {
+                    Owner::Retracked { all: false }
+                } else {
+                    Owner::Hello
+                };
+                be.queue_own(owner, &tracking_on(bcast), now);
+            } else if bcast && !be.bcast {
+                be.queue_own(
+                    Owner::Nobody,
+                    &encode_request(&["CLIENT", "TRACKING", "off"]),
+                    now,
+                );
+                be.queue_own(Owner::Retracked { all: true }, &tracking_on(true), now);
+            }
+            be.tracking = true;
+            be.bcast = bcast;
+            self.dirty_backends.push(b);
+        }
+        self.bcast_connections();
+    }
+
+    /// In BCAST mode, a tracking connection to every primary, whether any client read from it
+    /// or not: a BCAST client hears of every node's changes. Called again on each refresh
+    /// tick and topology change (a node that failed, a new primary).
+    fn bcast_connections(&mut self) {
+        if self.backend_tracking != Some(true) {
+            return;
+        }
+        let primaries: Vec<String> = self
+            .map
+            .primaries()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        for p in primaries {
+            if !self.by_node.contains_key(&(p.clone(), true)) {
+                // A node that cannot be reached now is tried again on the next tick.
+                let _ = self.backend(&p, true);
+            }
+        }
+    }
+
+    /// Delivers what a backend read brought: per reader, the invalidations taken from the
+    /// table in stream order (`untracked`), then BCAST clients' and the null ones (`pushes`).
+    /// They go after the replies of the same read, which `handle_replies` queued first.
+    fn deliver_pushes(&mut self, pushes: Vec<cache::Push>, untracked: Vec<(Reader, Vec<Vec<u8>>)>) {
+        for (r, keys) in untracked {
+            self.deliver(&[r], Some(&keys));
+        }
+        for p in pushes {
+            match p {
+                cache::Push::Keys(keys) => self.deliver_bcast(keys),
+                cache::Push::All => self.deliver_all(false),
+                cache::Push::Other => {}
+            }
+        }
+    }
+
+    /// Gives tracking clients an invalidation: of `keys` (`None`: the null one, flush
+    /// everything) to `readers`, queued behind their replies not yet out (a client must get
+    /// the reply of its read before the invalidation that followed it).
+    fn deliver(&mut self, readers: &[Reader], keys: Option<&[Vec<u8>]>) {
+        let frame = tracking::push(keys);
+        let mut stuck = Vec::new();
+        for r in readers {
+            let Some(c) = self.clients.get_mut(r.idx).filter(|c| c.id == r.id) else {
+                continue;
+            };
+            if c.session.tracking.is_none() || !c.session.resp3 {
+                continue;
+            }
+            if c.out.len() > SUBSCRIBER_OUT_MAX {
+                // It does not read: bounded as a subscriber is (an invalidation cannot be
+                // dropped while the client goes on).
+                stuck.push(r.idx);
+                continue;
+            }
+            if c.subscribed.is_some() {
+                // Its node's bytes are passed through, a whole frame at a time, into `out`.
+                c.out.extend_from_slice(&frame);
+            } else {
+                c.queue.push_ready(frame.clone(), false);
+            }
+            self.dirty_clients.push(r.idx);
+        }
+        for idx in stuck {
+            self.close_client(idx);
+        }
+    }
+
+    /// The node's invalidation of `keys` reached the thread: each BCAST client gets those
+    /// under its prefixes.
+    fn deliver_bcast(&mut self, keys: Vec<Vec<u8>>) {
+        if self.bcast_clients.is_empty() {
+            return;
+        }
+        let mut to: HashMap<Reader, Vec<Vec<u8>>> = HashMap::new();
+        self.bcast_clients.retain(|r| {
+            self.clients.get(r.idx).is_some_and(|c| {
+                c.id == r.id && c.session.tracking.as_ref().is_some_and(|t| t.bcast)
+            })
+        });
+        for k in keys {
+            for r in &self.bcast_clients {
+                if self.clients[r.idx]
+                    .session
+                    .tracking
+                    .as_ref()
+                    .is_some_and(|t| t.wants(&k))
+                {
+                    to.entry(*r).or_default().push(k.clone());
+                }
+            }
+        }
+        for (r, keys) in to {
+            self.deliver(&[r], Some(&keys));
+        }
+    }
+
+    /// What the thread's tracking connections tracked is (partly) lost: every tracking client
+    /// (`bcast_only`: every BCAST client) is told to flush.
+    fn deliver_all(&mut self, bcast_only: bool) {
+        if !bcast_only {
+            self.client_tracking.clear();
+        }
+        let all: Vec<Reader> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| {
+                c.session
+                    .tracking
+                    .as_ref()
+                    .is_some_and(|t| t.bcast || !bcast_only)
+            })
+            .map(|(idx, c)| Reader { idx, id: c.id })
+            .collect();
+        if !all.is_empty() {
+            self.deliver(&all, None);
         }
     }
 
@@ -1343,9 +1626,16 @@ impl Worker {
             }
             _ => None,
         };
+        let ttl = fill.as_ref().map(|f| f.ttl_request());
         be.queue(owner, payload, redirects, true, now);
         if let Some(f) = be.inflight.back_mut() {
             f.fill = fill;
+        }
+        if let Some((ticket, pttl)) = ttl {
+            // On the same connection, right behind the read: the node runs the two back to
+            // back, and any change of the key between them is pushed here before the PTTL's
+            // reply (see `Cache::finish_ttl`).
+            be.queue_own(Owner::Ttl(ticket), &pttl, now);
         }
         self.dirty_backends.push(b);
     }
@@ -1399,17 +1689,20 @@ impl Worker {
         let b = self.open_backend(node, resp3)?;
         self.readonly_on_open(b);
         self.by_node.insert((node.to_string(), resp3), b);
-        if resp3 && self.cache.is_some() {
+        if let (true, Some(bcast)) = (resp3, self.backend_tracking) {
             // Default mode: the node tracks the keys read on this connection and pushes their
-            // invalidations on it, in order with the replies. A node that refuses it (before
-            // Redis 6) fails the connection as a refused handshake.
+            // invalidations on it, in order with the replies (BCAST: every key's). A node that
+            // refuses it (before Redis 6) fails the connection as a refused handshake.
             let be = &mut self.backends[b];
-            be.queue_own(
-                Owner::Hello,
-                &encode_request(&["CLIENT", "TRACKING", "on"]),
-                Instant::now(),
-            );
+            let owner = if bcast {
+                Owner::Retracked { all: false }
+            } else {
+                Owner::Hello
+            };
+            be.queue_own(owner, &tracking_on(bcast), Instant::now());
             be.tracking = true;
+            be.bcast = bcast;
+            self.dirty_backends.push(b);
         }
         Ok(b)
     }
@@ -1438,6 +1731,7 @@ impl Worker {
             inflight: VecDeque::new(),
             role: Role::Shared,
             tracking: false,
+            bcast: false,
         };
         if let Some(hello) = crate::auth::backend_handshake(resp3, self.backend_creds.as_ref()) {
             be.queue_own(Owner::Hello, &hello, Instant::now());
@@ -1472,6 +1766,11 @@ impl Worker {
         let mut replies = Vec::new();
         let mut start = 0;
         let mut overflowed = None;
+        // What the pushes read here invalidate, for the tracking clients (delivered once the
+        // loop lets go of the connection, but each in order with the replies read before it:
+        // the clients' reads are recorded as their replies are scanned, below).
+        let mut pushes: Vec<cache::Push> = Vec::new();
+        let mut untracked: Vec<(Reader, Vec<Vec<u8>>)> = Vec::new();
         loop {
             match be.scanner.next(&be.rbuf[start..], &self.limits) {
                 Ok(Some(n)) => {
@@ -1480,21 +1779,70 @@ impl Worker {
                     if be.tracking && reply.first() == Some(&b'>') {
                         // Out of band: an invalidation, never the reply to a request. Applied
                         // before the replies read with it, which only drops more fills.
-                        if let (Some(cache), Ok(Some((frame, _)))) =
-                            (&mut self.cache, decode(&reply, &self.limits))
-                        {
-                            match cache::invalidation(&frame) {
-                                cache::Push::Keys(keys) => {
-                                    keys.iter().for_each(|k| cache.invalidate(k))
+                        if let Ok(Some((frame, _))) = decode(&reply, &self.limits) {
+                            let push = cache::invalidation(&frame);
+                            if let Some(cache) = &mut self.cache {
+                                match &push {
+                                    cache::Push::Keys(keys) => {
+                                        keys.iter().for_each(|k| cache.invalidate(k))
+                                    }
+                                    cache::Push::All => cache.flush_node(&be.node),
+                                    cache::Push::Other => {}
                                 }
-                                cache::Push::All => cache.flush_node(&be.node),
+                            }
+                            match push {
+                                cache::Push::Keys(keys) => {
+                                    // Handed to the readers recorded so far (not to those
+                                    // whose reads come later in this batch).
+                                    let mut to: Vec<(Reader, Vec<Vec<u8>>)> = Vec::new();
+                                    for k in &keys {
+                                        for r in self.client_tracking.take(k) {
+                                            to.push((r, vec![k.clone()]));
+                                        }
+                                    }
+                                    untracked.extend(to);
+                                    pushes.push(cache::Push::Keys(keys));
+                                }
+                                cache::Push::All => pushes.push(cache::Push::All),
                                 cache::Push::Other => {}
                             }
                         }
                         continue;
                     }
                     match be.inflight.pop_front() {
-                        Some(f) => replies.push(f.with_reply(reply)),
+                        Some(f) => {
+                            if let Owner::Client { idx, id, seq, .. } = f.owner {
+                                if reply.first() != Some(&b'-') {
+                                    if let Some(c) = self
+                                        .clients
+                                        .get(idx)
+                                        .filter(|c| c.id == id && c.tracked.contains(&seq))
+                                    {
+                                        let keys = cache::request_args(&f.payload)
+                                            .map(|a| tracking::read_keys(&a))
+                                            .unwrap_or_default();
+                                        let me = Reader { idx, id: c.id };
+                                        if be.tracking {
+                                            for k in &keys {
+                                                for (k, rs) in self.client_tracking.remember(k, me)
+                                                {
+                                                    untracked.extend(
+                                                        rs.into_iter()
+                                                            .map(|r| (r, vec![k.clone()])),
+                                                    );
+                                                }
+                                            }
+                                        } else if !keys.is_empty() {
+                                            // Read where nothing tracks it (a connection of the
+                                            // client's own): the client is told at once, after
+                                            // the reply, not to keep it.
+                                            untracked.push((me, keys));
+                                        }
+                                    }
+                                }
+                            }
+                            replies.push(f.with_reply(reply))
+                        }
                         None if matches!(be.role, Role::Subscriber { .. }) => {
                             let Role::Subscriber { idx, id } = be.role else {
                                 unreachable!("matched above")
@@ -1519,12 +1867,14 @@ impl Worker {
                     be.rbuf.drain(..start);
                     let msg = format!("bad reply ({})", e.message());
                     self.handle_replies(b, replies);
+                    self.deliver_pushes(pushes, untracked);
                     return self.fail_backend(b, &msg);
                 }
             }
         }
         be.rbuf.drain(..start);
         self.handle_replies(b, replies);
+        self.deliver_pushes(pushes, untracked);
         if let Some(idx) = overflowed {
             // Closing the client closes this connection too.
             return self.close_client(idx);
@@ -1574,8 +1924,23 @@ impl Worker {
                     }
                     return self.fail_backend(b, &reason);
                 }
+                Owner::Retracked { .. } if refused => {
+                    return self.fail_backend(b, "CLIENT TRACKING on BCAST refused");
+                }
+                Owner::Retracked { all: true } => {
+                    if let Some(cache) = &mut self.cache {
+                        cache.flush_node(&node);
+                    }
+                    self.deliver_all(false);
+                }
+                Owner::Retracked { all: false } => self.deliver_all(true),
                 Owner::Asking | Owner::Hello | Owner::Nobody => {}
                 Owner::Probe => self.probe_answered(&node, &reply),
+                Owner::Ttl(ticket) => {
+                    if let Some(cache) = &mut self.cache {
+                        cache.finish_ttl(&ticket, &node, &reply, f.sent);
+                    }
+                }
                 Owner::Topology { shards } => {
                     self.refresh_in_flight = false;
                     let Ok(Some((frame, _))) = decode(&reply, &self.limits) else {
@@ -1595,14 +1960,20 @@ impl Worker {
                     match map {
                         Ok(m) if !m.primaries().is_empty() => {
                             // Entries are served only while their node owns their slot; a
-                            // changed topology is also one to start afresh on.
-                            if let Some(cache) = &mut self.cache {
-                                if !cache::same_owners(&m, &self.map) {
+                            // changed topology is also one to start afresh on. So for
+                            // tracking clients: the new owner's connection has not tracked
+                            // what they read.
+                            if (self.cache.is_some() || self.backend_tracking.is_some())
+                                && !cache::same_owners(&m, &self.map)
+                            {
+                                if let Some(cache) = &mut self.cache {
                                     cache.flush_all();
                                 }
+                                self.deliver_all(false);
                             }
                             self.map = m;
                             self.topology_replicas(&frame, shards, &node);
+                            self.bcast_connections();
                         }
                         Ok(_) => {}
                         Err(e) => eprintln!("darner-proxy: topology from {node}: {e}"),
@@ -1610,7 +1981,7 @@ impl Worker {
                 }
                 Owner::Client { .. } => {
                     if let Some(cache) = &mut self.cache {
-                        cache.settle(f.fill.take(), &f.payload, &node, &reply);
+                        cache.settle(f.fill.take(), &f.payload, &reply);
                     }
                     let f = match self.retry_refused_read(f, &reply, &node) {
                         Some(f) => f,
@@ -1678,7 +2049,8 @@ impl Worker {
         }
     }
 
-    /// Sends again the requests answered `-TRYAGAIN` whose wait is over, to the node that
+    /// Sends again the requests answered `-TRYAGAIN` whose wait is over: a read the policy
+    /// placed is placed again by it (`replace_tried_again_read`); others go to the node that
     /// answered, after ASKING: that node either owns the slot (a migrating owner checks the
     /// keys again; ASKING changes nothing there) or imports it, where the request is accepted
     /// only after ASKING. A node that no longer does either answers MOVED, which is followed.
@@ -1692,6 +2064,13 @@ impl Worker {
             .partition(|t| t.0 <= now);
         self.try_again = later;
         for (_, shared, f, node, resp3) in due {
+            let f = match shared {
+                true => match self.replace_tried_again_read(f) {
+                    Some(f) => f,
+                    None => continue,
+                },
+                false => f,
+            };
             self.resend(shared, f, node, resp3, true);
         }
     }
@@ -1712,6 +2091,9 @@ impl Worker {
                             reply
                         };
                         c.queue.fill(seq, part, reply);
+                        if c.queue.answered(seq) {
+                            c.tracked.remove(&seq);
+                        }
                         while let Some(&w) = c.writes.front() {
                             if !c.queue.answered(w) {
                                 break;
@@ -1726,7 +2108,12 @@ impl Worker {
                 }
             }
             Owner::Topology { .. } => self.refresh_in_flight = false,
-            Owner::Asking | Owner::Hello | Owner::Nobody | Owner::Probe => {}
+            Owner::Asking
+            | Owner::Hello
+            | Owner::Nobody
+            | Owner::Probe
+            | Owner::Ttl(_)
+            | Owner::Retracked { .. } => {}
         }
     }
 
@@ -1743,6 +2130,11 @@ impl Worker {
             // The node's tracking of what was read here ends with the connection.
             if let Some(cache) = &mut self.cache {
                 cache.flush_node(&be.node);
+            }
+            // One that never opened tracked nothing (a node down, tried again each tick in
+            // BCAST mode, must not flush every client each time).
+            if be.connected {
+                self.deliver_all(false);
             }
         }
         let key = (be.node.clone(), be.resp3);
@@ -1977,6 +2369,15 @@ enum Outgoing {
 impl InFlight {
     fn with_reply(self, reply: Vec<u8>) -> (InFlight, Vec<u8>) {
         (self, reply)
+    }
+}
+
+/// `CLIENT TRACKING on`, in BCAST mode for every key when `bcast`.
+fn tracking_on(bcast: bool) -> Vec<u8> {
+    if bcast {
+        encode_request(&["CLIENT", "TRACKING", "on", "BCAST"])
+    } else {
+        encode_request(&["CLIENT", "TRACKING", "on"])
     }
 }
 

@@ -30,6 +30,9 @@ pub(super) struct ReadRetry {
     resp3: bool,
     /// The `any` policy's rotation when the read started: its retries follow the same order.
     turn: usize,
+    /// Redirects (TRYAGAIN included) it followed: the cap on them holds across its
+    /// re-placements.
+    redirects: u8,
 }
 
 impl Worker {
@@ -42,7 +45,27 @@ impl Worker {
             deadline: Instant::now() + self.read_retry_deadline,
             resp3,
             turn: self.read_turn,
+            redirects: 0,
         })
+    }
+
+    /// A read answered `-TRYAGAIN` whose wait is over, placed again by the read policy (as a
+    /// new read: the `any` policy's next turn, a fresh deadline) rather than pinned to the
+    /// node that answered: a replica may answer it (a replica never answers TRYAGAIN: it does
+    /// not know of the migration, and serves its copy, as any replica read during a
+    /// migration), or the primary again, which answers TRYAGAIN again or sends it on with
+    /// ASK. `None`: it was not a read the policy placed (the caller resends it as before).
+    pub(super) fn replace_tried_again_read(
+        &mut self,
+        mut f: super::InFlight,
+    ) -> Option<super::InFlight> {
+        let Some(old) = f.read.take() else {
+            return Some(f);
+        };
+        let mut retry = self.new_read(old.slot, old.resp3);
+        retry.redirects = f.redirects.saturating_add(1);
+        self.send_read(f.owner, f.payload, retry, None);
+        None
     }
 
     /// The node a read goes to next: the policy's first untried candidate that is not
@@ -111,7 +134,7 @@ impl Worker {
             };
             match b {
                 Ok(b) => {
-                    self.queue_on(b, owner, payload, 0, false);
+                    self.queue_on(b, owner, payload, retry.redirects, false);
                     if let Some(f) = self.backends[b].inflight.back_mut() {
                         f.read = Some(retry);
                     }

@@ -1,0 +1,493 @@
+//! The proxy's clients' own CLIENT TRACKING: what a client asked for (kept in its
+//! [`Session`]), the CLIENT TRACKING / CACHING / GETREDIR / TRACKINGINFO replies, and each
+//! thread's table of which client read which key.
+//!
+//! The proxy does not open a backend connection per tracking client: it reuses the
+//! invalidations its RESP3 shared connections already receive (the cache's, or turned on for
+//! the first tracking client, see the server). A client in the default mode has the keys of
+//! its read-only commands recorded here when their replies are read, in the order of that
+//! connection's stream, so an invalidation the node pushed after the read finds the record;
+//! an invalidation of a key hands it to each reader once (the record goes, as on a node). A
+//! BCAST client gets every invalidated key under its prefixes, which needs the backend
+//! connections in BCAST mode themselves (a default-mode connection reports only keys read on
+//! it). When what a backend connection tracked is lost (it closed, a node flushed, a slot
+//! changed owner) every tracking client gets the null invalidation: flush your cache.
+
+use std::collections::HashMap;
+
+use darner_commands::{flags, key_positions, lookup, lookup_subcommand};
+use darner_resp::ReplyWriter;
+
+use crate::route::{error, reply, Plan, Session};
+
+/// Keys recorded per thread before the oldest are invalidated to make room (Redis's
+/// `tracking-table-max-keys` default).
+pub const MAX_KEYS: usize = 1_000_000;
+
+/// What a client's CLIENT TRACKING on asked for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tracking {
+    /// BCAST: every key under `prefixes`, read or not.
+    pub bcast: bool,
+    /// OPTIN: only reads after CLIENT CACHING yes are recorded.
+    pub optin: bool,
+    /// OPTOUT: reads after CLIENT CACHING no are not recorded.
+    pub optout: bool,
+    /// NOLOOP, as reported by TRACKINGINFO (the proxy cannot tell whose write a node's
+    /// invalidation was, so the client's own writes are reported too).
+    pub noloop: bool,
+    /// BCAST's prefixes, sorted (the empty prefix: every key).
+    pub prefixes: Vec<Vec<u8>>,
+}
+
+impl Tracking {
+    /// Whether a BCAST client wants `key`.
+    pub fn wants(&self, key: &[u8]) -> bool {
+        self.bcast && self.prefixes.iter().any(|p| key.starts_with(p))
+    }
+}
+
+/// Whether a read-only command of this client records its keys now: tracking on in the
+/// default mode, and OPTIN after CLIENT CACHING yes / OPTOUT not after CLIENT CACHING no.
+pub fn remembers(s: &Session) -> bool {
+    match &s.tracking {
+        Some(t) if !t.bcast => !((t.optin && !s.caching) || (t.optout && s.caching)),
+        _ => false,
+    }
+}
+
+/// After a command: CLIENT CACHING's flag covers the next command, or a whole MULTI ... EXEC,
+/// and CLIENT commands leave it in place (Redis's rule). `in_multi`: before the command.
+pub fn after_command(s: &mut Session, name: &[u8], in_multi: bool) {
+    let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+    if s.tracking.is_some()
+        && !is("client")
+        && !is("multi")
+        && (!in_multi || is("exec") || is("discard"))
+    {
+        s.caching = false;
+    }
+}
+
+/// The keys a read-only command reads (none for anything else).
+pub fn read_keys(args: &[&[u8]]) -> Vec<Vec<u8>> {
+    let Some(mut spec) = args.first().and_then(|n| lookup(n)) else {
+        return Vec::new();
+    };
+    if spec.is_container() {
+        match args.get(1).and_then(|sub| lookup_subcommand(spec, sub)) {
+            Some(s) => spec = s,
+            None => return Vec::new(),
+        }
+    }
+    if !spec.has(flags::READONLY) {
+        return Vec::new();
+    }
+    key_positions(spec, args)
+        .iter()
+        .filter_map(|&i| args.get(i).map(|k| k.to_vec()))
+        .collect()
+}
+
+/// The RESP3 push `invalidate`: of `keys`, or the null one (everything) for `None`.
+pub fn push(keys: Option<&[Vec<u8>]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = ReplyWriter::new(&mut out, true);
+    w.push(2);
+    w.bulk(b"invalidate");
+    match keys {
+        Some(keys) => {
+            w.array(keys.len());
+            for k in keys {
+                w.bulk(k);
+            }
+        }
+        None => w.null(),
+    }
+    out
+}
+
+/// A tracking client of a thread: its slab index and id (an index is reused by later
+/// clients; the id tells them apart).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Reader {
+    /// The client's index in the thread's slab.
+    pub idx: usize,
+    /// The client's id.
+    pub id: u64,
+}
+
+/// Which default-mode clients read which key, per thread.
+#[derive(Debug, Default)]
+pub struct Table {
+    keys: HashMap<Vec<u8>, Vec<Reader>>,
+}
+
+impl Table {
+    /// Records that `r` read `key`; returns the keys dropped to stay within [`MAX_KEYS`],
+    /// with their readers (to be invalidated: they are no longer tracked).
+    pub fn remember(&mut self, key: &[u8], r: Reader) -> Vec<(Vec<u8>, Vec<Reader>)> {
+        let mut dropped = Vec::new();
+        if !self.keys.contains_key(key) {
+            while self.keys.len() >= MAX_KEYS {
+                let Some(k) = self.keys.keys().next().cloned() else {
+                    break;
+                };
+                let readers = self.keys.remove(&k).unwrap_or_default();
+                dropped.push((k, readers));
+            }
+        }
+        let readers = self.keys.entry(key.to_vec()).or_default();
+        if !readers.contains(&r) {
+            readers.push(r);
+        }
+        dropped
+    }
+
+    /// `key` changed: its readers, who are no longer recorded for it.
+    pub fn take(&mut self, key: &[u8]) -> Vec<Reader> {
+        self.keys.remove(key).unwrap_or_default()
+    }
+
+    /// Everything was invalidated.
+    pub fn clear(&mut self) {
+        self.keys.clear();
+    }
+
+    /// Keys recorded.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// No key recorded.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+fn eq(a: &[u8], b: &str) -> bool {
+    a.eq_ignore_ascii_case(b.as_bytes())
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Whether one of two prefixes starts with the other (a client's prefixes must not overlap).
+fn overlaps(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len().min(b.len());
+    a[..n] == b[..n]
+}
+
+/// Up to this many prefixes (given and held), overlaps are looked for pair by pair, in the
+/// order Redis reports the first one; past it (a hostile request), in sorted order, so that a
+/// request with many prefixes costs n log n, not n².
+const EXACT_OVERLAP_CHECK: usize = 256;
+
+/// An overlap among `existing` (sorted, free of overlaps) and `given`, found by sorting: a
+/// prefix of another sorts right before it or before strings that start with it too, so
+/// neighbours suffice.
+fn overlap_sorted(existing: &[Vec<u8>], given: &[&[u8]]) -> Option<String> {
+    let mut all: Vec<(&[u8], bool)> = existing.iter().map(|e| (e.as_slice(), true)).collect();
+    all.extend(given.iter().map(|g| (*g, false)));
+    all.sort_unstable();
+    all.windows(2).find_map(|w| {
+        let ((a, a_old), (b, b_old)) = (w[0], w[1]);
+        if !overlaps(a, b) || (a_old && b_old) {
+            return None;
+        }
+        Some(if a_old || b_old {
+            let (new, old) = if a_old { (b, a) } else { (a, b) };
+            format!("ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.", lossy(new), lossy(old))
+        } else {
+            format!("ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.", lossy(a), lossy(b))
+        })
+    })
+}
+
+/// CLIENT TRACKING on|off [REDIRECT id] [PREFIX p]... [BCAST] [OPTIN] [OPTOUT] [NOLOOP], with
+/// Redis's checks and errors, but REDIRECT (the proxy does not route one client's
+/// invalidations to another yet).
+pub fn client_tracking(args: &[&[u8]], s: &mut Session) -> Plan {
+    let (mut bcast, mut optin, mut optout, mut noloop) = (false, false, false, false);
+    let mut prefixes: Vec<&[u8]> = Vec::new();
+    let mut j = 3;
+    while j < args.len() {
+        let more = j + 1 < args.len();
+        let a = args[j];
+        if eq(a, "redirect") && more {
+            return error(
+                s,
+                "ERR CLIENT TRACKING REDIRECT is not supported by darner proxy yet; use RESP3 (HELLO 3) and tracking on the connection itself",
+            );
+        } else if eq(a, "bcast") {
+            bcast = true;
+        } else if eq(a, "optin") {
+            optin = true;
+        } else if eq(a, "optout") {
+            optout = true;
+        } else if eq(a, "noloop") {
+            noloop = true;
+        } else if eq(a, "prefix") && more {
+            j += 1;
+            prefixes.push(args[j]);
+        } else {
+            return error(s, "ERR syntax error");
+        }
+        j += 1;
+    }
+    if eq(args[2], "off") {
+        s.tracking = None;
+        s.caching = false;
+        return reply(s, |w| w.ok());
+    }
+    if !eq(args[2], "on") {
+        return error(s, "ERR syntax error");
+    }
+    if !bcast && !prefixes.is_empty() {
+        return error(s, "ERR PREFIX option requires BCAST mode to be enabled");
+    }
+    let current = s.tracking.as_ref();
+    if current.is_some_and(|t| t.bcast != bcast) {
+        return error(s, "ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.");
+    }
+    if bcast && (optin || optout) {
+        return error(s, "ERR OPTIN and OPTOUT are not compatible with BCAST");
+    }
+    if optin && optout {
+        return error(s, "ERR You can't specify both OPTIN mode and OPTOUT mode");
+    }
+    if current.is_some_and(|t| (optin && t.optout) || (optout && t.optin)) {
+        return error(s, "ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.");
+    }
+    if bcast && prefixes.len() + current.map_or(0, |t| t.prefixes.len()) > EXACT_OVERLAP_CHECK {
+        if let Some(msg) = overlap_sorted(current.map_or(&[], |t| &t.prefixes), &prefixes) {
+            return error(s, &msg);
+        }
+    } else if bcast {
+        let existing: &[Vec<u8>] = current.map_or(&[], |t| &t.prefixes);
+        for (i, p) in prefixes.iter().enumerate() {
+            if let Some(e) = existing.iter().find(|e| overlaps(e, p)) {
+                let msg = format!(
+                    "ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
+                    lossy(p),
+                    lossy(e)
+                );
+                return error(s, &msg);
+            }
+            if let Some(q) = prefixes[i + 1..].iter().find(|q| overlaps(p, q)) {
+                let msg = format!(
+                    "ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
+                    lossy(p),
+                    lossy(q)
+                );
+                return error(s, &msg);
+            }
+        }
+    }
+    // Enable (or re-enable: the mode flags are replaced, BCAST prefixes accumulate).
+    let t = s.tracking.get_or_insert_with(Default::default);
+    t.bcast = bcast;
+    t.optin = optin;
+    t.optout = optout;
+    t.noloop = noloop;
+    if bcast {
+        // No PREFIX: every key (Redis adds the empty prefix even next to existing ones).
+        if prefixes.is_empty() {
+            prefixes.push(b"");
+        }
+        for p in prefixes {
+            if let Err(at) = t.prefixes.binary_search_by(|x| x.as_slice().cmp(p)) {
+                t.prefixes.insert(at, p.to_vec());
+            }
+        }
+    }
+    reply(s, |w| w.ok())
+}
+
+/// CLIENT CACHING yes|no.
+pub fn client_caching(args: &[&[u8]], s: &mut Session) -> Plan {
+    let Some(t) = &s.tracking else {
+        return error(s, "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled");
+    };
+    if eq(args[2], "yes") {
+        if !t.optin {
+            return error(
+                s,
+                "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
+            );
+        }
+    } else if eq(args[2], "no") {
+        if !t.optout {
+            return error(
+                s,
+                "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
+            );
+        }
+    } else {
+        return error(s, "ERR syntax error");
+    }
+    s.caching = true;
+    reply(s, |w| w.ok())
+}
+
+/// CLIENT GETREDIR: -1 without tracking, else 0 (no redirect: the proxy has none).
+pub fn client_getredir(s: &Session) -> Plan {
+    let id = if s.tracking.is_some() { 0 } else { -1 };
+    reply(s, |w| w.int(id))
+}
+
+/// CLIENT TRACKINGINFO.
+pub fn client_trackinginfo(s: &Session) -> Plan {
+    let mut flags: Vec<&[u8]> = Vec::new();
+    match &s.tracking {
+        None => flags.push(b"off"),
+        Some(t) => {
+            flags.push(b"on");
+            if t.bcast {
+                flags.push(b"bcast");
+            }
+            if t.optin {
+                flags.push(b"optin");
+                if s.caching {
+                    flags.push(b"caching-yes");
+                }
+            }
+            if t.optout {
+                flags.push(b"optout");
+                if s.caching {
+                    flags.push(b"caching-no");
+                }
+            }
+            if t.noloop {
+                flags.push(b"noloop");
+            }
+        }
+    }
+    let redirect = if s.tracking.is_some() { 0 } else { -1 };
+    let prefixes: &[Vec<u8>] = s.tracking.as_ref().map_or(&[], |t| &t.prefixes);
+    reply(s, |w| {
+        w.map(3);
+        w.bulk(b"flags");
+        w.set(flags.len());
+        for f in &flags {
+            w.bulk(f);
+        }
+        w.bulk(b"redirect");
+        w.int(redirect);
+        w.bulk(b"prefixes");
+        w.array(prefixes.len());
+        for p in prefixes {
+            w.bulk(p);
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(s: &mut Session, line: &str) -> Vec<u8> {
+        let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        let plan = match args[1].to_ascii_lowercase().as_slice() {
+            b"tracking" => client_tracking(&args, s),
+            b"caching" => client_caching(&args, s),
+            b"getredir" => client_getredir(s),
+            _ => client_trackinginfo(s),
+        };
+        match plan {
+            Plan::Reply { bytes, .. } => bytes,
+            _ => panic!("not a reply"),
+        }
+    }
+
+    #[test]
+    fn modes_and_their_errors() {
+        let mut s = Session::default();
+        assert_eq!(run(&mut s, "CLIENT GETREDIR"), b":-1\r\n");
+        assert_eq!(
+            run(&mut s, "CLIENT CACHING yes")[..40],
+            b"-ERR CLIENT CACHING can be called only w"[..]
+        );
+        assert_eq!(run(&mut s, "CLIENT TRACKING on OPTIN"), b"+OK\r\n");
+        assert!(!remembers(&s));
+        assert_eq!(
+            run(&mut s, "CLIENT CACHING no")[..36],
+            b"-ERR CLIENT CACHING NO is only valid"[..]
+        );
+        assert_eq!(run(&mut s, "CLIENT CACHING yes"), b"+OK\r\n");
+        assert!(remembers(&s));
+        after_command(&mut s, b"client", false);
+        assert!(remembers(&s));
+        after_command(&mut s, b"get", false);
+        assert!(!remembers(&s));
+        assert!(run(&mut s, "CLIENT TRACKING on BCAST").starts_with(b"-ERR You can't switch BCAST"));
+        assert!(run(&mut s, "CLIENT TRACKING on OPTOUT")
+            .starts_with(b"-ERR You can't switch OPTIN/OPTOUT"));
+        assert!(run(&mut s, "CLIENT TRACKING on REDIRECT 5")
+            .starts_with(b"-ERR CLIENT TRACKING REDIRECT is not supported"));
+        assert_eq!(
+            run(&mut s, "CLIENT TRACKING on PREFIX a"),
+            b"-ERR PREFIX option requires BCAST mode to be enabled\r\n"
+        );
+        assert_eq!(
+            run(&mut s, "CLIENT TRACKING maybe"),
+            b"-ERR syntax error\r\n"
+        );
+        assert_eq!(run(&mut s, "CLIENT TRACKING off"), b"+OK\r\n");
+        assert_eq!(
+            run(&mut s, "CLIENT TRACKING on BCAST PREFIX a: PREFIX b:"),
+            b"+OK\r\n"
+        );
+        assert!(run(&mut s, "CLIENT TRACKING on BCAST PREFIX a:x")
+            .starts_with(b"-ERR Prefix 'a:x' overlaps with an existing prefix 'a:'"));
+        let t = s.tracking.clone().unwrap();
+        assert!(t.wants(b"a:1") && t.wants(b"b:") && !t.wants(b"c:1"));
+        assert!(!remembers(&s), "BCAST records no reads");
+        assert_eq!(
+            run(&mut s, "CLIENT TRACKINGINFO"),
+            b"*6\r\n$5\r\nflags\r\n*2\r\n$2\r\non\r\n$5\r\nbcast\r\n$8\r\nredirect\r\n:0\r\n$8\r\nprefixes\r\n*2\r\n$2\r\na:\r\n$2\r\nb:\r\n"
+        );
+    }
+
+    #[test]
+    fn many_prefixes_are_checked_in_n_log_n() {
+        let mut s = Session::default();
+        let many: Vec<String> = (0..100_000).map(|i| format!("p{i:06}:")).collect();
+        let line = format!("CLIENT TRACKING on BCAST PREFIX {}", many.join(" PREFIX "));
+        let start = std::time::Instant::now();
+        assert_eq!(run(&mut s, &line), b"+OK\r\n");
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
+        assert!(run(&mut s, "CLIENT TRACKING on BCAST PREFIX p000001:x")
+            .starts_with(b"-ERR Prefix 'p000001:x' overlaps with an existing prefix 'p000001:'"));
+        let mut s = Session::default();
+        let line = format!(
+            "CLIENT TRACKING on BCAST PREFIX {} PREFIX p05",
+            many.join(" PREFIX ")
+        );
+        assert!(run(&mut s, &line)
+            .starts_with(b"-ERR Prefix 'p05' overlaps with another provided prefix"));
+        assert!(s.tracking.is_none());
+    }
+
+    #[test]
+    fn the_table_hands_each_reader_an_invalidation_once() {
+        let mut t = Table::default();
+        let (a, b) = (Reader { idx: 0, id: 1 }, Reader { idx: 1, id: 2 });
+        assert!(t.remember(b"k", a).is_empty());
+        t.remember(b"k", a);
+        t.remember(b"k", b);
+        assert_eq!(t.take(b"k"), vec![a, b]);
+        assert!(t.take(b"k").is_empty());
+        assert!(t.is_empty());
+        let args: Vec<&[u8]> = vec![b"MGET", b"x", b"y"];
+        assert_eq!(read_keys(&args), vec![b"x".to_vec(), b"y".to_vec()]);
+        let args: Vec<&[u8]> = vec![b"SET", b"x", b"1"];
+        assert!(read_keys(&args).is_empty());
+        assert_eq!(push(None), b">2\r\n$10\r\ninvalidate\r\n_\r\n");
+        assert_eq!(
+            push(Some(&[b"k".to_vec()])),
+            b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n"
+        );
+    }
+}

@@ -1,0 +1,334 @@
+"""Proxy clients' own CLIENT TRACKING through darner-proxy, against a real Redis Cluster (three
+primaries of Debian's redis-server 7.0): the replies compared byte for byte with a node's own,
+the `>invalidate` pushes a client gets for what it read (default mode, OPTIN/OPTOUT) or for its
+prefixes (BCAST) when another client writes through the proxy or directly on a node, the null
+invalidation when a backend connection is lost or a node flushed, and redis-py's client-side
+cache through the proxy. Each test runs with the proxy's shared cache off and on (the backend
+connections track for the cache already, or start tracking for the first tracking client).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from harness import HarnessError
+from keyslot import key_slot
+from resp_reader import RawConn
+from test_proxy import ProxyServer, cluster, owner, wait_for  # noqa: F401 (fixture)
+
+# How long an invalidation may take over loopback on a loaded CI machine (well under a
+# millisecond when idle), and how long to listen for one that must not come.
+DELIVERY_BOUND = 3.0
+QUIET = 0.3
+
+
+@pytest.fixture(scope="module", params=["no", "yes"], ids=["cache-off", "cache-on"])
+def proxy(request, cluster):
+    p = ProxyServer(["127.0.0.1:%d" % cluster[0].port],
+                    ["--threads", "1", "--proxy-cache", request.param])
+    try:
+        p.start()
+    except HarnessError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield p
+    p.stop()
+
+
+def conn(port, protocol=3):
+    c = RawConn(port=port)
+    if protocol == 3:
+        assert c.call("HELLO", "3").kind == "%"
+    return c
+
+
+@pytest.fixture
+def conns(proxy, cluster):
+    opened = []
+
+    def make(protocol=3, port=None):
+        c = conn(port or proxy.port, protocol)
+        opened.append(c)
+        return c
+    proxy.client().flushall()
+    yield make
+    for c in opened:
+        c.sock.close()
+
+
+def push(*keys):
+    if keys == (None,):
+        return b">2\r\n$10\r\ninvalidate\r\n_\r\n"
+    body = b"".join(b"$%d\r\n%s\r\n" % (len(k), k) for k in keys)
+    return b">2\r\n$10\r\ninvalidate\r\n*%d\r\n%s" % (len(keys), body)
+
+
+def next_push(c, timeout=DELIVERY_BOUND):
+    r = c.read_reply(timeout)
+    assert r.kind == ">", r
+    return r.raw
+
+
+def quiet(c):
+    assert c.pending(QUIET) == b"", "an invalidation that Redis would not send"
+
+
+def key_on(cluster, node, prefix):
+    """A key whose slot `node` owns."""
+    i = 0
+    while owner(cluster, "%s%d" % (prefix, i)) is not node:
+        i += 1
+    return "%s%d" % (prefix, i)
+
+
+def sync_bcast(t, w, cluster, prefix):
+    """Waits until every node reports `prefix` keys to the BCAST client `t`: the proxy makes
+    its connections track in BCAST mode after t's +OK, and tells t to flush (null pushes) as
+    each node confirms. Returns once a probe written on each node came back, every frame
+    before it a null push."""
+    for node in cluster:
+        key = key_on(cluster, node, prefix + "probe").encode()
+        deadline = time.monotonic() + DELIVERY_BOUND
+        while True:
+            assert time.monotonic() < deadline, "BCAST never reported %r" % key
+            w.call("SET", key, "1")
+            got = b""
+            until = time.monotonic() + 0.2
+            while push(key) not in got and time.monotonic() < until:
+                got += t.pending(0.02)
+            frames = got.replace(push(key), b"").replace(push(None), b"")
+            assert frames == b"", got
+            if push(key) in got:
+                break
+
+
+SEQUENCE = [
+    ("CLIENT", "TRACKINGINFO"), ("CLIENT", "GETREDIR"), ("CLIENT", "CACHING", "yes"),
+    ("CLIENT", "TRACKING", "on", "OPTIN"), ("CLIENT", "CACHING", "no"),
+    ("CLIENT", "CACHING", "yes"), ("CLIENT", "TRACKINGINFO"), ("CLIENT", "GETREDIR"),
+    ("CLIENT", "TRACKING", "on", "BCAST"), ("CLIENT", "TRACKING", "on", "OPTOUT"),
+    ("CLIENT", "TRACKING", "on", "PREFIX", "a"), ("CLIENT", "TRACKING", "maybe"),
+    ("CLIENT", "CACHING", "maybe"), ("CLIENT", "TRACKING", "on", "NOLOOP", "OPTIN"),
+    ("CLIENT", "TRACKINGINFO"), ("CLIENT", "TRACKING", "off"), ("CLIENT", "TRACKINGINFO"),
+    ("CLIENT", "TRACKING", "on", "OPTIN", "OPTOUT"), ("CLIENT", "TRACKING", "on", "BCAST", "OPTIN"),
+    ("CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "a:", "PREFIX", "b:"),
+    ("CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "a:x"),
+    ("CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "c:", "PREFIX", "c:d"),
+    ("CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "c:"), ("CLIENT", "TRACKINGINFO"),
+    ("CLIENT", "TRACKING", "on"), ("CLIENT", "TRACKING", "off"),
+    ("CLIENT", "TRACKING", "on", "bogus"), ("CLIENT", "TRACKING"),
+    ("CLIENT", "CACHING"), ("CLIENT", "TRACKINGINFO", "x"), ("CLIENT", "GETREDIR", "x"),
+]
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_replies_are_a_nodes_own(conns, cluster, protocol):
+    via = conns(protocol)
+    direct = conns(protocol, port=cluster[0].port)
+    for cmd in SEQUENCE:
+        want = direct.call(*cmd).raw
+        assert via.call(*cmd).raw == want, cmd
+
+
+def test_redirect_is_refused_clearly(conns, cluster):
+    c = conns(2)
+    target = c.call("CLIENT", "ID").value
+    r = c.call("CLIENT", "TRACKING", "on", "REDIRECT", target)
+    assert r.is_error and b"REDIRECT is not supported by darner proxy" in r.raw, r
+    assert c.call("CLIENT", "TRACKINGINFO").py()[1] == [b"off"]
+
+
+def test_default_mode(conns, proxy, cluster):
+    t, w = conns(), conns()
+    node_a, node_b = cluster[0], cluster[1]
+    a, b = key_on(cluster, node_a, "t:a"), key_on(cluster, node_b, "t:b")
+    direct_b = node_b.client()
+    assert t.call("CLIENT", "TRACKING", "on").raw == b"+OK\r\n"
+    assert t.call("GET", a).raw == b"_\r\n"
+    # Another client's write through the proxy: one push; the key is then forgotten.
+    assert w.call("SET", a, "1").raw == b"+OK\r\n"
+    assert next_push(t) == push(a.encode())
+    w.call("SET", a, "2")
+    quiet(t)
+    # A write made directly on the node.
+    assert t.call("GET", b).raw == b"_\r\n"
+    direct_b.set(b, "x")
+    assert next_push(t) == push(b.encode())
+    # Keys of several nodes in one read, each invalidated by its own node.
+    t.call("MGET", a, b)
+    w.call("DEL", a, b)
+    got = {next_push(t), next_push(t)}
+    assert got == {push(a.encode()), push(b.encode())}
+    # Its own write: the push comes after the write's reply, as from a node.
+    t.call("GET", a)
+    assert t.call("SET", a, "own").raw == b"+OK\r\n"
+    assert next_push(t) == push(a.encode())
+    # Hashes and the like: the keys of any read-only command.
+    assert t.call("HGET", "t:h", "f").raw == b"_\r\n"
+    w.call("HSET", "t:h", "f", "v")
+    assert next_push(t) == push(b"t:h")
+    # Reads of a pipeline each record their key.
+    for i in range(20):
+        t.send_many([("GET", a), ("GET", b)])
+        assert all(r.kind in "$_" for r in t.read_replies(2))
+        w.send_many([("SET", a, i), ("SET", b, i)])
+        w.read_replies(2)
+        assert {next_push(t), next_push(t)} == {push(a.encode()), push(b.encode())}
+    quiet(t)
+    # Tracking off: nothing more.
+    t.call("GET", a)
+    assert t.call("CLIENT", "TRACKING", "off").raw == b"+OK\r\n"
+    w.call("SET", a, "3")
+    quiet(t)
+
+
+def test_reads_on_connections_that_do_not_track_are_invalidated_at_once(conns, cluster):
+    """A transaction runs on a backend connection of the client's own, which does not track:
+    its reads are invalidated right after EXEC's reply, so the client keeps none of them."""
+    t, w = conns(), conns()
+    t.call("CLIENT", "TRACKING", "on")
+    w.call("SET", "{m}a", "1")
+    assert t.call("MULTI").raw == b"+OK\r\n"
+    assert t.call("GET", "{m}a").raw == b"+QUEUED\r\n"
+    assert t.call("STRLEN", "{m}b").raw == b"+QUEUED\r\n"
+    assert t.call("EXEC").raw == b"*2\r\n$1\r\n1\r\n:0\r\n"
+    assert next_push(t) == push(b"{m}a", b"{m}b")
+    # DISCARD: nothing read, nothing said.
+    t.call("MULTI")
+    t.call("GET", "{m}a")
+    assert t.call("DISCARD").raw == b"+OK\r\n"
+    # Reads after WATCH go on that connection too.
+    t.call("WATCH", "{m}a")
+    assert t.call("GET", "{m}a").raw == b"$1\r\n1\r\n"
+    assert next_push(t) == push(b"{m}a")
+    t.call("UNWATCH")
+    quiet(t)
+
+
+def test_optin_and_optout(conns, cluster):
+    t, w = conns(), conns()
+    assert t.call("CLIENT", "TRACKING", "on", "OPTIN").raw == b"+OK\r\n"
+    t.call("GET", "o:1")
+    t.call("CLIENT", "CACHING", "yes")
+    t.call("GET", "o:2")
+    t.call("GET", "o:3")  # the flag covered one command
+    for k in ("o:1", "o:2", "o:3"):
+        w.call("SET", k, "1")
+    assert next_push(t) == push(b"o:2")
+    quiet(t)
+    t2 = conns()
+    assert t2.call("CLIENT", "TRACKING", "on", "OPTOUT").raw == b"+OK\r\n"
+    t2.call("CLIENT", "CACHING", "no")
+    t2.call("GET", "n:1")
+    t2.call("GET", "n:2")
+    w.call("SET", "n:1", "1")
+    w.call("SET", "n:2", "1")
+    assert next_push(t2) == push(b"n:2")
+    quiet(t2)
+
+
+def test_bcast(conns, cluster):
+    t, w = conns(), conns()
+    assert t.call("CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "user:", "PREFIX",
+                  "sess:").raw == b"+OK\r\n"
+    sync_bcast(t, w, cluster, "user:")
+    w.call("SET", "user:1", "a")
+    assert next_push(t) == push(b"user:1")
+    w.call("SET", "other", "d")
+    # A write made directly on any node, never read through the proxy.
+    for i, node in enumerate(cluster):
+        key = key_on(cluster, node, "sess:%d:" % i)
+        node.client().set(key, "direct")
+        assert next_push(t) == push(key.encode())
+    quiet(t)
+    # A default-mode client of the same thread keeps its invalidations across the switch of
+    # the backend connections to BCAST (at worst a null one: flush everything).
+    d = conns()
+    assert d.call("CLIENT", "TRACKING", "on").raw == b"+OK\r\n"
+    d.call("GET", "user:9")
+    w.call("SET", "user:9", "1")
+    assert next_push(d) == push(b"user:9")
+    assert next_push(t) == push(b"user:9")
+    w.call("SET", "unread", "1")
+    quiet(d)
+    quiet(t)
+
+
+def test_switching_to_bcast_flushes_default_mode_clients(cluster):
+    """The first BCAST client of a thread whose connections tracked in default mode: those
+    connections forget what they tracked, so the default-mode clients are told to flush."""
+    p = ProxyServer(["127.0.0.1:%d" % cluster[0].port], ["--threads", "1"])
+    p.start()
+    try:
+        d, t, w = conn(p.port), conn(p.port), conn(p.port)
+        d.call("CLIENT", "TRACKING", "on")
+        d.call("GET", "sw:k")
+        t.call("CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "sw:")
+        assert next_push(d) == push(None)
+        sync_bcast(t, w, cluster, "sw:")
+        # Still tracked afterwards, once read again.
+        d.call("GET", "sw:k")
+        w.call("SET", "sw:k", "1")
+        assert next_push(d) == push(b"sw:k")
+        assert next_push(t) == push(b"sw:k")
+        for c in (d, t, w):
+            c.sock.close()
+    finally:
+        p.stop()
+
+
+def test_null_invalidation_on_flush_and_on_a_lost_backend(conns, cluster):
+    t = conns()
+    t.call("CLIENT", "TRACKING", "on")
+    t.call("GET", "f:1")
+    # A node flushed directly: Redis sends every tracking client the null invalidation.
+    for n in cluster:
+        n.client().flushall()
+    assert next_push(t) == push(None)
+    # The proxy's backend connections killed: what they tracked is lost.
+    t.call("GET", "f:1")
+    node = owner(cluster, "f:1")
+    node.client().execute_command("CLIENT", "KILL", "TYPE", "normal")
+    assert next_push(t) == push(None)
+    # Works again on the new connection.
+    t.call("GET", "f:1")
+    node.client().set("f:1", "x")
+    data = b""
+    deadline = time.monotonic() + DELIVERY_BOUND
+    while push(b"f:1") not in data:
+        assert time.monotonic() < deadline, data
+        data += t.pending(0.05)
+
+
+def test_resp2_tracking_gets_nothing_as_on_a_node(conns):
+    t, w = conns(2), conns()
+    assert t.call("CLIENT", "TRACKING", "on").raw == b"+OK\r\n"
+    t.call("GET", "r2:k")
+    w.call("SET", "r2:k", "1")
+    assert t.pending(QUIET) == b""
+    assert t.call("GET", "r2:k").raw == b"$1\r\n1\r\n"
+
+
+def test_redis_py_client_side_cache(proxy, cluster):
+    from redis.cache import CacheConfig
+    cached = redis.Redis(port=proxy.port, protocol=3, cache_config=CacheConfig())
+    other = redis.Redis(port=proxy.port)
+    try:
+        other.set("py:key", "v1")
+        assert cached.get("py:key") == b"v1"
+        assert cached.get_cache().size == 1
+        node = owner(cluster, "py:key")
+        calls = lambda: node.client().info("commandstats").get("cmdstat_get", {}).get("calls", 0)
+        before = calls()
+        for _ in range(5):
+            assert cached.get("py:key") == b"v1"  # from redis-py's own cache
+        assert calls() == before
+        other.set("py:key", "v2")
+        wait_for(lambda: cached.get("py:key") == b"v2", DELIVERY_BOUND, "invalidation")
+        node.client().set("py:key", "v3")
+        wait_for(lambda: cached.get("py:key") == b"v3", DELIVERY_BOUND, "direct write seen")
+    finally:
+        cached.close()
+        other.close()
