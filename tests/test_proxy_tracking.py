@@ -71,6 +71,14 @@ def next_push(c, timeout=DELIVERY_BOUND):
     return r.raw
 
 
+def drain_null_invalidations(c):
+    """Each flushed node (and each lost backend connection) may bring its own null
+    invalidation, coalesced or not by the proxy: take whatever more of them arrive, so that
+    the next reply read is a command's."""
+    rest = c.pending(QUIET)
+    assert rest == push(None) * (len(rest) // len(push(None))), rest
+
+
 def quiet(c):
     assert c.pending(QUIET) == b"", "an invalidation that Redis would not send"
 
@@ -287,13 +295,15 @@ def test_null_invalidation_on_flush_and_on_a_lost_backend(conns, cluster):
     for n in cluster:
         n.client().flushall()
     assert next_push(t) == push(None)
+    drain_null_invalidations(t)
     # The proxy's backend connections killed: what they tracked is lost.
-    t.call("GET", "f:1")
+    assert t.call("GET", "f:1").kind == "_"
     node = owner(cluster, "f:1")
     node.client().execute_command("CLIENT", "KILL", "TYPE", "normal")
     assert next_push(t) == push(None)
+    drain_null_invalidations(t)
     # Works again on the new connection.
-    t.call("GET", "f:1")
+    assert t.call("GET", "f:1").kind == "_"
     node.client().set("f:1", "x")
     data = b""
     deadline = time.monotonic() + DELIVERY_BOUND
