@@ -18,6 +18,7 @@
 //! | [`auth`] | client AUTH / HELLO AUTH against `requirepass`, the NOAUTH gate |
 //! | [`metrics`] | per-thread counters published once per loop turn, INFO's proxy sections, the Prometheus endpoint |
 //! | [`config`] | the command line and the config file |
+//! | `fuzz_support` | the checks shared by the cargo-fuzz targets and their stable stand-in tests (hidden) |
 //! | [`server`] | the only module with sockets: one mio event loop per thread, client connections, pipelined backend connections, dedicated ones (transactions, blocking commands, subscriptions), redirects, topology refresh; `server/reads.rs`: reads sent by the read policy, retried on failure, probes of ejected nodes |
 //!
 //! # Design
@@ -80,6 +81,8 @@ pub mod auth;
 pub mod cache;
 pub mod config;
 pub mod fanout;
+#[doc(hidden)]
+pub mod fuzz_support;
 pub mod health;
 pub mod merge;
 pub mod metrics;
