@@ -70,9 +70,13 @@
 //! coherent by CLIENT TRACKING on the thread's RESP3 shared connections: see [`cache`] for the
 //! rules (fills in flight, writes through the proxy, lost connections) and why they suffice.
 //!
-//! **Not yet.** MONITOR needs a backend connection of its own per node; hedged reads and
-//! clients' own CLIENT TRACKING are later slices. Those commands get a clear error (`ERR
-//! command 'monitor' is not supported by darner proxy yet`), never a wrong answer.
+//! **MONITOR** opens a MONITOR connection of the client's own to every node that runs its
+//! commands (primaries; replicas too when reads may go there) and merges their lines in
+//! arrival order (`server/monitor.rs`).
+//!
+//! **Not yet.** Hedged reads and clients' own CLIENT TRACKING are later slices. Commands not
+//! supported get a clear error (`ERR command '...' is not supported by darner proxy yet`),
+//! never a wrong answer.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

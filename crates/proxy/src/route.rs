@@ -15,8 +15,8 @@
 //! answered here, since backend connections are shared by every client of a thread. A
 //! transaction (MULTI, WATCH) is pinned to one slot and a blocking command gets a connection of
 //! the client's own ([`Plan::Pinned`], [`Plan::Blocking`]); SUBSCRIBE turns the client into a
-//! passthrough to a connection of its own ([`Plan::Subscribe`]); MONITOR is
-//! not supported yet and say so, rather than misbehaving on a shared connection.
+//! passthrough to a connection of its own ([`Plan::Subscribe`]); MONITOR opens a connection
+//! of the client's own to every node it watches ([`Plan::Monitor`]).
 
 use darner_commands::{flags, key_positions, key_slot, lookup, lookup_subcommand, CommandSpec};
 use darner_commands::{FindKeys, SLOTS};
@@ -179,6 +179,11 @@ pub enum Plan {
         /// The node the connection goes to.
         target: Target,
     },
+    /// MONITOR outside a transaction: once the client's earlier replies are out, the proxy
+    /// opens a MONITOR connection of the client's own to every primary (and every replica when
+    /// reads may go there), answers `+OK` once every node has, and from then on passes each
+    /// node's lines to the client as they arrive, until QUIT, RESET or the client leaves.
+    Monitor,
 }
 
 /// `args` as a RESP multibulk request.
@@ -328,7 +333,7 @@ fn in_multi(args: &[&[u8]], s: &mut Session, me: &Identity, map: &SlotMap) -> Pl
             let part = parts.into_iter().next().expect("one part");
             pinned_in_multi(part, s)
         }
-        Plan::Pinned { .. } | Plan::Blocking { .. } | Plan::Subscribe { .. } => p,
+        Plan::Pinned { .. } | Plan::Blocking { .. } | Plan::Subscribe { .. } | Plan::Monitor => p,
     }
 }
 
@@ -584,6 +589,12 @@ fn route_one(
                 Some(_) => return error(s, CROSSSLOT),
             };
             return Plan::Subscribe { target };
+        }
+        "monitor" if !in_multi => {
+            if !top.arity_ok(args.len()) {
+                return arity_error(s, top);
+            }
+            return Plan::Monitor;
         }
         "subscribe" | "psubscribe" | "ssubscribe" | "unsubscribe" | "punsubscribe"
         | "sunsubscribe" | "monitor" | "sync" | "psync" | "replconf" | "auth" | "reset"

@@ -35,6 +35,7 @@ use crate::route::{
 use crate::scan::ReplyScanner;
 use crate::slots::SlotMap;
 
+mod monitor;
 mod reads;
 use reads::ReadRetry;
 
@@ -58,7 +59,7 @@ const CLIENT_READ_MAX: usize = 1024 * 1024;
 /// Messages held for a subscriber that reads slower than they come: past this the client is
 /// closed, as Redis's default `client-output-buffer-limit pubsub` hard limit (32 MB) closes a
 /// subscriber of its own, rather than the proxy's memory growing without bound.
-const SUBSCRIBER_OUT_MAX: usize = 32 * 1024 * 1024;
+pub(crate) const SUBSCRIBER_OUT_MAX: usize = 32 * 1024 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
 /// Idle dedicated connections kept per node (and protocol) for the next transaction or
 /// blocking command: short-lived clients that use them then cost no new backend connection.
@@ -98,6 +99,8 @@ enum Owner {
     Nobody,
     /// The HELLO 3 (or AUTH, with backend credentials) that opens a backend connection.
     Hello,
+    /// The MONITOR that opens one of the client's monitor connections.
+    MonitorStart { idx: usize, id: u64 },
     /// A topology refresh: `CLUSTER SHARDS`, or `CLUSTER SLOTS` from a node without SHARDS.
     Topology { shards: bool },
     /// The probe (ROLE) that decides whether an ejected node takes reads again.
@@ -148,6 +151,8 @@ struct Client {
     /// The connection the client is subscribed on: its bytes and the client's are passed
     /// through unparsed, until the client leaves.
     subscribed: Option<usize>,
+    /// Its MONITOR connections (see `monitor`).
+    monitor: monitor::Monitoring,
     /// A RESP2 client's cacheable reads sent on RESP3 tracking connections (to fill the
     /// cache), not on the RESP2 ones its other requests take (their sequence numbers, in
     /// order): until they are answered, its other requests wait (`must_wait`), so none
@@ -171,6 +176,8 @@ enum Role {
     Idle,
     /// A subscribed client's: past the HELLO 3 that may open it, what it sends is the client's.
     Subscriber { idx: usize, id: u64 },
+    /// One of a monitoring client's: past its MONITOR's `+OK`, every line is the client's.
+    Monitor { idx: usize, id: u64 },
 }
 
 struct Backend {
@@ -746,6 +753,7 @@ impl Worker {
                         deferred: VecDeque::new(),
                         subscribe_pending: None,
                         subscribed: None,
+                        monitor: monitor::Monitoring::default(),
                         crossing: VecDeque::new(),
                         writes: VecDeque::new(),
                     });
@@ -896,8 +904,9 @@ impl Worker {
             c.read_paused = true;
             return;
         }
-        if c.subscribe_pending.is_some() {
-            // Its bytes wait for the subscription connection; none are parsed meanwhile.
+        if c.subscribe_pending.is_some() || c.monitor.starting() {
+            // Its bytes wait for the subscription connection, or for MONITOR's `+OK`; none
+            // are parsed meanwhile.
             c.read_paused = true;
             return;
         }
@@ -932,14 +941,44 @@ impl Worker {
     /// Turns the client's buffered requests into replies and backend requests.
     fn process_input(&mut self, idx: usize) {
         let mut sends: Vec<Outgoing> = Vec::new();
+        let mut reset_monitor = false;
         {
             let Some(c) = self.clients.get_mut(idx) else {
                 return;
             };
             let mut consumed = 0;
-            while !c.closing && c.queue.len() < MAX_PENDING {
+            while !c.closing && c.queue.len() < MAX_PENDING && !c.monitor.starting() {
                 let buf = &c.rbuf[consumed..];
                 match c.parser.parse(buf, &self.limits) {
+                    Ok(Some(req)) if c.monitor.active() => {
+                        let args: Vec<&[u8]> = req.args.iter().map(|a| a.as_slice(buf)).collect();
+                        match monitor::while_monitoring(&args, &mut c.session, &self.me, &self.map)
+                        {
+                            monitor::WhileMonitoring::Quit => {
+                                c.queue.push_ready(b"+OK\r\n".to_vec(), true);
+                                c.closing = true;
+                            }
+                            monitor::WhileMonitoring::Reset => {
+                                // A client as new (RESP2, no name), unauthenticated where the
+                                // proxy has a password, as RESET leaves a client of Redis.
+                                let id = c.session.id;
+                                c.session = Session {
+                                    id,
+                                    ..Session::default()
+                                };
+                                c.queue.push_ready(b"+RESET\r\n".to_vec(), false);
+                                reset_monitor = true;
+                            }
+                            monitor::WhileMonitoring::Reply(bytes) => {
+                                c.queue.push_ready(bytes, false);
+                            }
+                        }
+                        consumed += req.consumed;
+                        c.parser.recycle(req.args);
+                        if reset_monitor {
+                            break;
+                        }
+                    }
                     Ok(Some(req)) => {
                         let args: Vec<&[u8]> = req.args.iter().map(|a| a.as_slice(buf)).collect();
                         let resp3_before = c.session.resp3;
@@ -1046,6 +1085,8 @@ impl Worker {
                                 c.subscribe_pending = Some(target);
                                 break;
                             }
+                            // What follows waits for its `+OK` (`client_readable`).
+                            Plan::Monitor => c.monitor.pending = true,
                         }
                         consumed += req.consumed;
                         c.parser.recycle(req.args);
@@ -1064,6 +1105,14 @@ impl Worker {
             c.input_paused =
                 !c.closing && c.subscribe_pending.is_none() && c.queue.len() >= MAX_PENDING;
             self.dirty_clients.push(idx);
+        }
+        if reset_monitor {
+            self.stop_monitor(idx);
+            // What it sent after RESET is parsed as a client's again.
+            if let Some(c) = self.clients.get_mut(idx) {
+                c.input_paused = true;
+            }
+            self.resume.push(idx);
         }
         for out in sends {
             self.dispatch(idx, out);
@@ -1495,6 +1544,18 @@ impl Worker {
                     }
                     match be.inflight.pop_front() {
                         Some(f) => replies.push(f.with_reply(reply)),
+                        None if matches!(be.role, Role::Monitor { .. }) => {
+                            let Role::Monitor { idx, id } = be.role else {
+                                unreachable!("matched above")
+                            };
+                            if let Some(c) = self.clients.get_mut(idx).filter(|c| c.id == id) {
+                                if !c.monitor.line(&mut c.out, &reply) {
+                                    overflowed = Some(idx);
+                                    break;
+                                }
+                                self.dirty_clients.push(idx);
+                            }
+                        }
                         None if matches!(be.role, Role::Subscriber { .. }) => {
                             let Role::Subscriber { idx, id } = be.role else {
                                 unreachable!("matched above")
@@ -1575,6 +1636,7 @@ impl Worker {
                     return self.fail_backend(b, &reason);
                 }
                 Owner::Asking | Owner::Hello | Owner::Nobody => {}
+                Owner::MonitorStart { idx, id } => self.monitor_answered(idx, id, &reply),
                 Owner::Probe => self.probe_answered(&node, &reply),
                 Owner::Topology { shards } => {
                     self.refresh_in_flight = false;
@@ -1726,7 +1788,11 @@ impl Worker {
                 }
             }
             Owner::Topology { .. } => self.refresh_in_flight = false,
-            Owner::Asking | Owner::Hello | Owner::Nobody | Owner::Probe => {}
+            Owner::Asking
+            | Owner::Hello
+            | Owner::Nobody
+            | Owner::Probe
+            | Owner::MonitorStart { .. } => {}
         }
     }
 
@@ -1770,6 +1836,16 @@ impl Worker {
                 if let Some(c) = self.clients.get_mut(idx).filter(|c| c.id == id) {
                     c.dedicated.retain(|&d| d != b);
                     c.subscribed = None;
+                    c.closing = true;
+                    self.dirty_clients.push(idx);
+                }
+            }
+            Role::Monitor { idx, id } => {
+                // A node it watched went away: it goes too, as a client of that node would.
+                if let Some(c) = self.clients.get_mut(idx).filter(|c| c.id == id) {
+                    c.dedicated.retain(|&d| d != b);
+                    c.monitor.conns.retain(|&d| d != b);
+                    c.monitor.waiting = 0;
                     c.closing = true;
                     self.dirty_clients.push(idx);
                 }
@@ -1935,6 +2011,12 @@ impl Worker {
                     && c.deferred.is_empty()
                 {
                     self.start_subscription(idx);
+                } else if c.monitor.pending
+                    && !c.closing
+                    && c.queue.is_empty()
+                    && c.deferred.is_empty()
+                {
+                    self.start_monitor(idx);
                 }
                 let Some(c) = self.clients.get_mut(idx) else {
                     continue;

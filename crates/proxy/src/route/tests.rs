@@ -108,9 +108,19 @@ fn atomic_multi_slot_commands_are_refused() {
 }
 
 #[test]
+fn monitor_gets_connections_of_its_own_outside_transactions() {
+    let mut s = Session::default();
+    assert_eq!(run(&["MONITOR"], &mut s), Plan::Monitor);
+    assert_eq!(
+        local_reply(&["MONITOR", "x"], &mut s),
+        err("ERR wrong number of arguments for 'monitor' command")
+    );
+}
+
+#[test]
 fn unsupported_commands_say_so() {
     let mut s = Session::default();
-    for args in [vec!["MONITOR"], vec!["AUTH", "x"], vec!["WAIT", "1", "0"]] {
+    for args in [vec!["AUTH", "x"], vec!["WAIT", "1", "0"]] {
         match local_reply(&args, &mut s) {
             Frame::Error(e) => assert!(
                 e.starts_with(b"ERR command '")
