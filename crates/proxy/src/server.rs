@@ -37,6 +37,7 @@ use crate::slots::SlotMap;
 
 mod monitor;
 mod reads;
+mod wait;
 use reads::ReadRetry;
 
 /// Redirects one request may follow before its error goes to the client. `-TRYAGAIN`s count
@@ -101,6 +102,8 @@ enum Owner {
     Hello,
     /// The MONITOR that opens one of the client's monitor connections.
     MonitorStart { idx: usize, id: u64 },
+    /// The client's WAIT sent to node `i` of those asked (see `wait`).
+    WaitAsk { idx: usize, id: u64, i: usize },
     /// A topology refresh: `CLUSTER SHARDS`, or `CLUSTER SLOTS` from a node without SHARDS.
     Topology { shards: bool },
     /// The probe (ROLE) that decides whether an ejected node takes reads again.
@@ -153,6 +156,8 @@ struct Client {
     subscribed: Option<usize>,
     /// Its MONITOR connections (see `monitor`).
     monitor: monitor::Monitoring,
+    /// Where its writes went since its last WAIT, and the WAIT being answered (see `wait`).
+    waits: wait::ClientWaits,
     /// A RESP2 client's cacheable reads sent on RESP3 tracking connections (to fill the
     /// cache), not on the RESP2 ones its other requests take (their sequence numbers, in
     /// order): until they are answered, its other requests wait (`must_wait`), so none
@@ -754,6 +759,7 @@ impl Worker {
                         subscribe_pending: None,
                         subscribed: None,
                         monitor: monitor::Monitoring::default(),
+                        waits: wait::ClientWaits::default(),
                         crossing: VecDeque::new(),
                         writes: VecDeque::new(),
                     });
@@ -904,7 +910,7 @@ impl Worker {
             c.read_paused = true;
             return;
         }
-        if c.subscribe_pending.is_some() || c.monitor.starting() {
+        if c.subscribe_pending.is_some() || c.monitor.starting() || c.waits.blocked {
             // Its bytes wait for the subscription connection, or for MONITOR's `+OK`; none
             // are parsed meanwhile.
             c.read_paused = true;
@@ -947,7 +953,11 @@ impl Worker {
                 return;
             };
             let mut consumed = 0;
-            while !c.closing && c.queue.len() < MAX_PENDING && !c.monitor.starting() {
+            while !c.closing
+                && c.queue.len() < MAX_PENDING
+                && !c.monitor.starting()
+                && !c.waits.blocked
+            {
                 let buf = &c.rbuf[consumed..];
                 match c.parser.parse(buf, &self.limits) {
                     Ok(Some(req)) if c.monitor.active() => {
@@ -1087,6 +1097,15 @@ impl Worker {
                             }
                             // What follows waits for its `+OK` (`client_readable`).
                             Plan::Monitor => c.monitor.pending = true,
+                            // What follows waits for its reply, as on a node.
+                            Plan::Wait {
+                                numreplicas,
+                                timeout_ms,
+                            } => {
+                                let seq = c.queue.push_pending(Merge::Passthrough, 1);
+                                c.waits.blocked = true;
+                                sends.push(Outgoing::Wait(seq, numreplicas, timeout_ms));
+                            }
                         }
                         consumed += req.consumed;
                         c.parser.recycle(req.args);
@@ -1147,7 +1166,7 @@ impl Worker {
             return !matches!(out, Outgoing::Parts(seq, ..) if c.crossing.binary_search(seq).is_ok());
         }
         let node = match out {
-            Outgoing::Parts(..) => return false,
+            Outgoing::Parts(..) | Outgoing::Wait(..) => return false,
             Outgoing::Pinned { open, .. } => match (c.pinned, open) {
                 (Some(b), _) => match self.backends.get(b) {
                     Some(be) => be.node.clone(),
@@ -1248,6 +1267,12 @@ impl Worker {
                     };
                     self.send_blocking(owner, target, payload, resp3, 0, false);
                 }
+                Outgoing::Wait(seq, numreplicas, timeout_ms) => {
+                    // Sent once every earlier request is answered (`flush_all`): its writes
+                    // have then run on their nodes.
+                    self.clients[idx].waits.pending = Some((seq, numreplicas, timeout_ms));
+                    self.dirty_clients.push(idx);
+                }
             }
         }
     }
@@ -1304,6 +1329,12 @@ impl Worker {
                 }
             }
         };
+        // A transaction's queued commands may travel as its preamble, or as requests whose
+        // reply went out already (`Owner::Nobody`): each may write.
+        let id = self.clients[idx].id;
+        for p in preamble.iter().chain([&payload]) {
+            self.note_write(idx, id, b, p);
+        }
         let Some(be) = self.backends.get_mut(b) else {
             self.clients[idx].pinned = None;
             self.clients[idx].session.tx.connection_lost();
@@ -1374,6 +1405,9 @@ impl Worker {
     /// Queues a client's request on backend `b` (after ASKING when `asking`); a redirect may
     /// resend it elsewhere.
     fn queue_on(&mut self, b: usize, owner: Owner, payload: Vec<u8>, redirects: u8, asking: bool) {
+        if let Owner::Client { idx, id, .. } = owner {
+            self.note_write(idx, id, b, &payload);
+        }
         let be = &mut self.backends[b];
         let now = Instant::now();
         if asking {
@@ -1637,6 +1671,7 @@ impl Worker {
                 }
                 Owner::Asking | Owner::Hello | Owner::Nobody => {}
                 Owner::MonitorStart { idx, id } => self.monitor_answered(idx, id, &reply),
+                Owner::WaitAsk { idx, id, i } => self.wait_answered(idx, id, i, &reply),
                 Owner::Probe => self.probe_answered(&node, &reply),
                 Owner::Topology { shards } => {
                     self.refresh_in_flight = false;
@@ -1788,6 +1823,7 @@ impl Worker {
                 }
             }
             Owner::Topology { .. } => self.refresh_in_flight = false,
+            Owner::WaitAsk { idx, id, i } => self.wait_answered(idx, id, i, &reply),
             Owner::Asking
             | Owner::Hello
             | Owner::Nobody
@@ -2017,6 +2053,9 @@ impl Worker {
                     && c.deferred.is_empty()
                 {
                     self.start_monitor(idx);
+                } else if c.waits.pending.is_some() && c.queue.pending() == 1 {
+                    let (seq, numreplicas, timeout_ms) = c.waits.pending.take().expect("some");
+                    self.start_wait(idx, seq, numreplicas, timeout_ms);
                 }
                 let Some(c) = self.clients.get_mut(idx) else {
                     continue;
@@ -2054,6 +2093,8 @@ enum Outgoing {
     },
     /// A blocking command.
     Blocking(u64, Target, Vec<u8>, bool),
+    /// WAIT (request `seq`): numreplicas, timeout in ms.
+    Wait(u64, i64, u64),
 }
 
 impl InFlight {
