@@ -115,6 +115,20 @@ def test_config_aliases_work_in_the_config_file_and_on_the_command_line(darner_f
     assert c.object("encoding", "z") == b"skiplist"
 
 
+def test_config_file_values_are_unquoted_as_redis_unquotes_them(darner_factory, tmp_path):
+    """redis.conf lines are split by Redis's sdssplitargs: `\\xHH` and `\\b` escapes in double
+    quotes, a quote opening mid-word."""
+    import harness
+    port = harness.free_port()
+    conf = tmp_path / "darner.conf"
+    conf.write_text('port %d\nbind 127.0.0.1\nrequirepass "p\\x41ss w\\x6Frd"\n'
+                    'masteruser ab"c d"\n' % port)
+    srv = darner_factory.server(threads=1, config_file=str(conf), port=port, add_port=False)
+    srv.start()
+    c = srv.client(password="pAss word")
+    assert c.execute_command("CONFIG", "GET", "masteruser") == {b"masteruser": b"abc d"}
+
+
 # ---------------------------------------------------------------------------
 # CONFIG SET's errors
 # ---------------------------------------------------------------------------

@@ -119,7 +119,7 @@ pub fn check<'a>(
 
 /// Redis's unknown-command error: the name and the first arguments, each cut at 128 bytes and
 /// the list at about 128.
-fn unknown_command(args: &[&[u8]]) -> String {
+pub(crate) fn unknown_command(args: &[&[u8]]) -> String {
     let cut = |a: &[u8], n: usize| String::from_utf8_lossy(&a[..a.len().min(n)]).into_owned();
     let mut list = String::new();
     for a in &args[1..] {

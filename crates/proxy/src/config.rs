@@ -245,7 +245,7 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
 }
 
 /// [`parse`], reading files with `read`.
-fn parse_with(
+pub(crate) fn parse_with(
     args: &[String],
     read: impl Fn(&str) -> Result<String, String>,
 ) -> Result<Config, String> {
@@ -292,7 +292,8 @@ fn parse_with(
 fn directives(text: &str) -> Result<Vec<(usize, String, String)>, String> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
-        let line = line.trim();
+        // What Redis trims (sdstrim " \t\r\n"): other blanks may be part of a bare value.
+        let line = line.trim_matches([' ', '\t', '\r', '\n']);
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
@@ -308,72 +309,24 @@ fn directives(text: &str) -> Result<Vec<(usize, String, String)>, String> {
     Ok(out)
 }
 
-/// A line split into words as redis.conf's parser does (sdssplitargs): spaces separate,
-/// `"..."` takes `\"`, `\\`, `\n`, `\r`, `\t` and `\xHH`, `'...'` takes `\'`; a closing quote
-/// must end its word.
-fn split_args(line: &str) -> Result<Vec<String>, String> {
-    let b = line.as_bytes();
-    let mut words = Vec::new();
-    let mut i = 0;
-    loop {
-        while i < b.len() && b[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        if i == b.len() {
-            return Ok(words);
-        }
-        let mut w: Vec<u8> = Vec::new();
-        let quote = match b[i] {
-            q @ (b'"' | b'\'') => {
-                i += 1;
-                Some(q)
-            }
-            _ => None,
-        };
-        loop {
-            let Some(&c) = b.get(i) else {
-                if quote.is_some() {
-                    return Err("unbalanced quotes".into());
-                }
-                break;
-            };
-            match quote {
-                None if c.is_ascii_whitespace() => break,
-                None => w.push(c),
-                Some(q) if c == q => {
-                    i += 1;
-                    if b.get(i).is_some_and(|c| !c.is_ascii_whitespace()) {
-                        return Err("a closing quote must be followed by a space".into());
-                    }
-                    break;
-                }
-                Some(b'"') if c == b'\\' && i + 1 < b.len() => {
-                    i += 1;
-                    match b[i] {
-                        b'n' => w.push(b'\n'),
-                        b'r' => w.push(b'\r'),
-                        b't' => w.push(b'\t'),
-                        b'x' if i + 2 < b.len()
-                            && b[i + 1].is_ascii_hexdigit()
-                            && b[i + 2].is_ascii_hexdigit() =>
-                        {
-                            let hex = std::str::from_utf8(&b[i + 1..i + 3]).expect("ascii");
-                            w.push(u8::from_str_radix(hex, 16).expect("hex digits"));
-                            i += 2;
-                        }
-                        other => w.push(other),
-                    }
-                }
-                Some(b'\'') if c == b'\\' && b.get(i + 1) == Some(&b'\'') => {
-                    i += 1;
-                    w.push(b'\'');
-                }
-                Some(_) => w.push(c),
-            }
-            i += 1;
-        }
-        words.push(String::from_utf8(w).map_err(|_| "a value is not UTF-8".to_string())?);
+/// A line split into words as redis.conf's parser does: Redis's `sdssplitargs`, the one the
+/// server's inline requests and the AOF manifest use (`darner_resp::split_args`): blanks
+/// separate, `"..."` takes `\xHH`, `\n`, `\r`, `\t`, `\b`, `\a` and `\` before any other
+/// byte, `'...'` takes `\'`, a quote may open mid-word, a closing quote must end its word.
+/// One shared splitter rather than a copy here, so that a value quoted for Redis reads the
+/// same in the proxy's file.
+pub(crate) fn split_args(line: &str) -> Result<Vec<String>, String> {
+    // Redis splits a C string: a NUL would silently cut the line there.
+    if line.contains('\0') {
+        return Err("a NUL byte in the line".into());
     }
+    let words = darner_resp::split_args(line.as_bytes()).ok_or_else(|| {
+        "unbalanced quotes (or a closing quote not followed by a space)".to_string()
+    })?;
+    words
+        .into_iter()
+        .map(|w| String::from_utf8(w).map_err(|_| "a value is not UTF-8".to_string()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -494,5 +447,114 @@ mod tests {
         assert!(parse_with(&args("p.conf"), bad)
             .unwrap_err()
             .starts_with("p.conf:1: threads must be"));
+    }
+
+    // ---- the file's splitter under its grammar ----
+
+    use proptest::prelude::*;
+
+    /// `word` written the way the grammar allows, in the form `how` picks: bare (when it has no
+    /// blank, quote or backslash and is not empty), in single quotes (escaping `'`; no line
+    /// break, which would end the file's line), or in double
+    /// quotes with escapes (`\xHH` for other control bytes and, by `hex`, for any byte).
+    fn quote(word: &str, how: u8, hex: bool) -> String {
+        let bare_ok = !word.is_empty()
+            && !word
+                .bytes()
+                .any(|c| c.is_ascii_whitespace() || b"\"'\\\x0b\x0c".contains(&c));
+        match how % 3 {
+            0 if bare_ok => word.to_string(),
+            1 if !word.contains(['\\', '\n']) => format!("'{}'", word.replace('\'', "\\'")),
+            _ => {
+                let mut q = String::from("\"");
+                for c in word.chars() {
+                    match c {
+                        '"' => q.push_str("\\\""),
+                        '\\' => q.push_str("\\\\"),
+                        '\n' => q.push_str("\\n"),
+                        '\r' => q.push_str("\\r"),
+                        '\t' => q.push_str("\\t"),
+                        '\x08' => q.push_str("\\b"),
+                        '\x07' => q.push_str("\\a"),
+                        c if c.is_ascii() && (hex || c.is_ascii_control()) => {
+                            q.push_str(&format!("\\x{:02x}", c as u8))
+                        }
+                        c => q.push(c),
+                    }
+                }
+                q.push('"');
+                q
+            }
+        }
+    }
+
+    fn word() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z0-9:._-]{1,8}",
+            "[ -~]{0,12}",
+            "[\\x01-\\x7f]{0,12}",
+            any::<String>().prop_map(|s| s.replace('\0', "")),
+        ]
+    }
+
+    proptest! {
+        /// Words quoted by the grammar's rules, between any blanks, split back to themselves.
+        #[test]
+        fn quoted_words_split_back_to_themselves(
+            words in proptest::collection::vec((word(), any::<u8>(), any::<bool>()), 0..6),
+            blanks in proptest::collection::vec("[ \t]{1,3}", 7),
+        ) {
+            let mut line = blanks[6].clone();
+            for (i, (w, how, hex)) in words.iter().enumerate() {
+                line.push_str(&quote(w, *how, *hex));
+                line.push_str(&blanks[i]);
+            }
+            let want: Vec<String> = words.iter().map(|(w, _, _)| w.clone()).collect();
+            prop_assert_eq!(split_args(&line), Ok(want), "{:?}", line);
+        }
+
+        /// A quoted password in the file is the password, whatever bytes it holds.
+        #[test]
+        fn quoted_values_in_the_file_are_read_as_written(
+            pass in word().prop_filter("a value", |w| !w.is_empty()),
+            how in any::<u8>(),
+            hex in any::<bool>(),
+        ) {
+            let file = format!("listen h:1\ncluster a:1\nrequirepass {}\n", quote(&pass, how, hex));
+            let c = parse_with(&args("f"), |_| Ok(file.clone())).unwrap();
+            prop_assert_eq!(c.requirepass, Some(pass));
+        }
+
+        /// Any file text: a config or an error, never a panic.
+        #[test]
+        fn arbitrary_files_never_panic(data in proptest::collection::vec(any::<u8>(), 0..400)) {
+            crate::fuzz_support::exercise_config(&data);
+        }
+
+        /// Lines made of the grammar's special bytes: never a panic.
+        #[test]
+        fn quote_and_escape_soup_never_panics(line in "[ a\"'\\\\xn0-9A-F\t]{0,40}") {
+            let _ = split_args(&line);
+        }
+    }
+
+    /// The proxy's own copy of the splitter differed from Redis's: a quote opening mid-word
+    /// (`ab"c d"`) was a literal byte, `\b` and `\a` were `b` and `a`, and Unicode blanks were
+    /// trimmed from a line's ends; the file now reads as Redis reads it.
+    #[test]
+    fn regression_splitter_follows_sdssplitargs() {
+        assert_eq!(split_args(r#"a"b c"d"#), Err(split_args("\"").unwrap_err()));
+        assert_eq!(split_args(r#"ab"c d" e"#).unwrap(), vec!["abc d", "e"]);
+        assert_eq!(split_args(r#""\x41\b\a\q""#).unwrap(), vec!["A\x08\x07q"]);
+        assert_eq!(split_args(r#""\x4g""#).unwrap(), vec!["x4g"]);
+        assert!(split_args("\"a\"b").is_err());
+        assert!(split_args("a\0b").is_err());
+        let file = "listen h:1\ncluster a:1\nrequirepass pass\u{a0}\n";
+        let c = parse_with(&args("f"), |_| Ok(file.to_string())).unwrap();
+        assert_eq!(c.requirepass.as_deref(), Some("pass\u{a0}"));
+        assert_eq!(
+            split_args(r#""\xff""#),
+            Err("a value is not UTF-8".to_string())
+        );
     }
 }

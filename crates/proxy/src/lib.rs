@@ -18,6 +18,7 @@
 //! | [`auth`] | client AUTH / HELLO AUTH against `requirepass`, the NOAUTH gate |
 //! | [`metrics`] | per-thread counters published once per loop turn, INFO's proxy sections, the Prometheus endpoint |
 //! | [`config`] | the command line and the config file |
+//! | `fuzz_support` | the checks shared by the cargo-fuzz targets and their stable stand-in tests (hidden) |
 //! | [`server`] | the only module with sockets: one mio event loop per thread, client connections, pipelined backend connections, dedicated ones (transactions, blocking commands, subscriptions), redirects, topology refresh; `server/reads.rs`: reads sent by the read policy, retried on failure, probes of ejected nodes |
 //!
 //! # Design
@@ -72,9 +73,16 @@
 //! **Clients' own tracking.** A RESP3 client's CLIENT TRACKING is served from the
 //! invalidations the thread's shared connections receive: see [`tracking`].
 //!
-//! **Not yet.** MONITOR needs a backend connection of its own per node; hedged reads and
-//! CLIENT TRACKING REDIRECT are later slices. Those commands get a clear error (`ERR
-//! command 'monitor' is not supported by darner proxy yet`), never a wrong answer.
+//! **MONITOR** opens a MONITOR connection of the client's own to every node that runs its
+//! commands (primaries; replicas too when reads may go there) and merges their lines in
+//! arrival order (`server/monitor.rs`). **WAIT** goes, after a PING that moves the
+//! connection's replication mark past the client's writes, on a connection of the client's own
+//! to each primary it wrote to, and the least count is answered (`server/wait.rs`): never on a
+//! shared connection, where it would hold up every other client.
+//!
+//! **Not yet.** Hedged reads and CLIENT TRACKING REDIRECT are later slices. Commands not
+//! supported get a clear error (`ERR command '...' is not supported by darner proxy yet`),
+//! never a wrong answer.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -83,6 +91,8 @@ pub mod auth;
 pub mod cache;
 pub mod config;
 pub mod fanout;
+#[doc(hidden)]
+pub mod fuzz_support;
 pub mod health;
 pub mod merge;
 pub mod metrics;

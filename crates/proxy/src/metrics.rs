@@ -682,49 +682,194 @@ pub fn command_name(args: &[&[u8]]) -> Option<&'static str> {
     Some(top.full_name)
 }
 
-/// Longest HTTP request head read from a scraper.
-const MAX_HTTP_HEAD: usize = 8 * 1024;
+/// Longest HTTP request head read from a scraper, terminator included: a Prometheus scrape's
+/// head is a few hundred bytes, and the buffer never grows past this, whatever a client sends.
+pub const MAX_HTTP_HEAD: usize = 8 * 1024;
+
+/// How long a scraper may take to send its whole request head. A deadline for the whole head
+/// rather than for each read: the endpoint answers one connection at a time, so a client
+/// trickling a byte per read timeout would otherwise hold it for hours.
+const HTTP_HEAD_DEADLINE: Duration = Duration::from_secs(2);
+
+/// What an HTTP request head asked of the endpoint, and so how it is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HttpAnswer {
+    /// `GET /metrics` (any query string): 200 and the metrics.
+    Metrics,
+    /// `GET` of another path: 404.
+    NotFound,
+    /// Another method: 405.
+    MethodNotAllowed,
+    /// A request line that is not `METHOD SP target SP HTTP/version`, or a stream that ended
+    /// before its head did: 400.
+    BadRequest,
+    /// No end of head (an empty line) within [`MAX_HTTP_HEAD`] bytes: 431.
+    TooLarge,
+    /// The head did not arrive within the deadline: 408.
+    Timeout,
+}
+
+impl HttpAnswer {
+    fn status(self) -> &'static str {
+        match self {
+            HttpAnswer::Metrics => "200 OK",
+            HttpAnswer::NotFound => "404 Not Found",
+            HttpAnswer::MethodNotAllowed => "405 Method Not Allowed",
+            HttpAnswer::BadRequest => "400 Bad Request",
+            HttpAnswer::TooLarge => "431 Request Header Fields Too Large",
+            HttpAnswer::Timeout => "408 Request Timeout",
+        }
+    }
+}
+
+/// An HTTP request head read from a stream in pieces of any size (sans I/O: the caller reads,
+/// this decides). The answer depends only on the bytes, never on how they were cut, and the
+/// buffer holds at most [`MAX_HTTP_HEAD`] bytes; what follows the head (a body, a pipelined
+/// request) is ignored, since the endpoint answers one request and closes.
+#[derive(Debug, Default)]
+pub struct HttpHead {
+    buf: Vec<u8>,
+    answer: Option<HttpAnswer>,
+}
+
+impl HttpHead {
+    /// An empty head.
+    pub fn new() -> HttpHead {
+        HttpHead::default()
+    }
+
+    /// Takes the next bytes of the stream; the answer once the head is complete or refused
+    /// (then further bytes change nothing).
+    pub fn feed(&mut self, bytes: &[u8]) -> Option<HttpAnswer> {
+        if self.answer.is_some() {
+            return self.answer;
+        }
+        // Only bytes that can still belong to the head are kept, so a head that ends within
+        // the limit is found whatever arrives with its last piece.
+        let take = bytes.len().min(MAX_HTTP_HEAD - self.buf.len());
+        // The terminator may straddle the previous piece: look again at its last 3 bytes.
+        let from = self.buf.len().saturating_sub(3);
+        self.buf.extend_from_slice(&bytes[..take]);
+        if let Some(at) = self.buf[from..].windows(4).position(|w| w == b"\r\n\r\n") {
+            self.answer = Some(answer_for(&self.buf[..from + at]));
+        } else if self.buf.len() == MAX_HTTP_HEAD {
+            self.answer = Some(HttpAnswer::TooLarge);
+        }
+        self.answer
+    }
+
+    /// The answer when the stream has ended: the head's, or [`HttpAnswer::BadRequest`] for a
+    /// head cut short.
+    pub fn at_eof(&self) -> HttpAnswer {
+        self.answer.unwrap_or(HttpAnswer::BadRequest)
+    }
+
+    /// Bytes held.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+/// The answer to a complete head (without its final empty line).
+fn answer_for(head: &[u8]) -> HttpAnswer {
+    let line = match head.windows(2).position(|w| w == b"\r\n") {
+        Some(end) => &head[..end],
+        None => head,
+    };
+    let mut words = line.split(|&c| c == b' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
+        return HttpAnswer::BadRequest;
+    };
+    if method.is_empty() || target.is_empty() || !version.starts_with(b"HTTP/") {
+        return HttpAnswer::BadRequest;
+    }
+    if method != b"GET" {
+        return HttpAnswer::MethodNotAllowed;
+    }
+    let path = target.split(|&c| c == b'?').next().unwrap_or_default();
+    if path == b"/metrics" {
+        HttpAnswer::Metrics
+    } else {
+        HttpAnswer::NotFound
+    }
+}
 
 /// Serves `GET /metrics` on `listener`, one connection at a time, until the process ends (a
 /// thread of its own: scrapes are rare, and the event loops never wait for them).
 pub fn serve_http(listener: TcpListener, reg: Arc<Registry>, ctx: InfoContext) {
+    serve_http_with(listener, reg, ctx, HTTP_HEAD_DEADLINE)
+}
+
+/// [`serve_http`] with the head's deadline given (tests use a short one).
+fn serve_http_with(
+    listener: TcpListener,
+    reg: Arc<Registry>,
+    ctx: InfoContext,
+    head_deadline: Duration,
+) {
     for conn in listener.incoming() {
         let Ok(sock) = conn else { continue };
-        // A scraper that stalls holds the endpoint for at most this long.
-        let _ = sock.set_read_timeout(Some(Duration::from_secs(2)));
-        let _ = sock.set_write_timeout(Some(Duration::from_secs(2)));
-        let _ = answer_http(sock, &reg, &ctx);
+        // A scraper that stops reading holds the endpoint for at most this long.
+        let _ = sock.set_write_timeout(Some(head_deadline));
+        let _ = answer_http(sock, &reg, &ctx, head_deadline);
     }
 }
 
-fn answer_http(mut sock: TcpStream, reg: &Registry, ctx: &InfoContext) -> io::Result<()> {
-    let mut head = Vec::new();
+fn answer_http(
+    mut sock: TcpStream,
+    reg: &Registry,
+    ctx: &InfoContext,
+    head_deadline: Duration,
+) -> io::Result<()> {
+    let deadline = Instant::now() + head_deadline;
+    let mut head = HttpHead::new();
     let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = sock.read(&mut buf)?;
+    let answer = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break HttpAnswer::Timeout;
+        }
+        sock.set_read_timeout(Some(left))?;
+        let n = match sock.read(&mut buf) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                break HttpAnswer::Timeout
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         if n == 0 {
-            break;
+            break head.at_eof();
         }
-        head.extend_from_slice(&buf[..n]);
-        if head.len() > MAX_HTTP_HEAD {
-            return respond(&mut sock, "431 Request Header Fields Too Large", "");
+        if let Some(answer) = head.feed(&buf[..n]) {
+            break answer;
         }
-    }
-    let line = head.split(|&c| c == b'\r').next().unwrap_or_default();
-    let mut words = line.split(|&c| c == b' ');
-    let (method, path) = (words.next().unwrap_or_default(), words.next());
-    let path = path.map(|p| p.split(|&c| c == b'?').next().unwrap_or_default());
-    match (method, path) {
-        (b"GET", Some(b"/metrics")) => respond(&mut sock, "200 OK", &prometheus(reg, ctx)),
-        (b"GET", Some(_)) => respond(&mut sock, "404 Not Found", "not found; try /metrics\n"),
-        _ => respond(&mut sock, "405 Method Not Allowed", ""),
-    }
+    };
+    let body = match answer {
+        HttpAnswer::Metrics => prometheus(reg, ctx),
+        HttpAnswer::NotFound => "not found; try /metrics\n".to_string(),
+        _ => String::new(),
+    };
+    respond(&mut sock, answer, &body)
 }
 
-fn respond(sock: &mut TcpStream, status: &str, body: &str) -> io::Result<()> {
+fn respond(sock: &mut TcpStream, answer: HttpAnswer, body: &str) -> io::Result<()> {
+    let allow = if answer == HttpAnswer::MethodNotAllowed {
+        "Allow: GET\r\n"
+    } else {
+        ""
+    };
     let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
+         {allow}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        answer.status(),
         body.len()
     );
     sock.write_all(head.as_bytes())?;
@@ -842,5 +987,202 @@ mod tests {
         assert!(p.contains("# TYPE darner_proxy_redirects_ask_total counter\n"));
         assert!(p.contains("\ndarner_proxy_redirects_ask_total 3\n"));
         assert!(p.contains("\ndarner_proxy_read_retries_total 0\n"));
+    }
+
+    // ---- the /metrics request head ----
+
+    use crate::fuzz_support::{exercise_http, http_answer};
+    use proptest::prelude::*;
+
+    fn answer(head: &[u8]) -> HttpAnswer {
+        http_answer([head])
+    }
+
+    #[test]
+    fn http_heads_are_answered_by_their_request_line() {
+        let get = b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n";
+        assert_eq!(answer(get), HttpAnswer::Metrics);
+        assert_eq!(
+            answer(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n"),
+            HttpAnswer::Metrics
+        );
+        assert_eq!(answer(b"GET /nope HTTP/1.1\r\n\r\n"), HttpAnswer::NotFound);
+        assert_eq!(
+            answer(b"GET /metricsx HTTP/1.1\r\n\r\n"),
+            HttpAnswer::NotFound
+        );
+        assert_eq!(
+            answer(b"POST /metrics HTTP/1.1\r\n\r\n"),
+            HttpAnswer::MethodNotAllowed
+        );
+        for bad in [
+            &b"GET /metrics\r\n\r\n"[..],
+            b"GET  /metrics HTTP/1.1\r\n\r\n",
+            b"GET /metrics HTTP/1.1 x\r\n\r\n",
+            b"GET /metrics FTP/1\r\n\r\n",
+            b"\r\n\r\n",
+        ] {
+            assert_eq!(
+                answer(bad),
+                HttpAnswer::BadRequest,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    /// Found by the chunking property: the limit was checked after each 1 KiB read, before
+    /// looking for the end of the head, so a head that ended within the limit was refused 431
+    /// when the same read brought bytes after it (a pipelined request, a body) past the limit,
+    /// and accepted when the reads were cut otherwise.
+    #[test]
+    fn regression_http_head_within_the_limit_is_accepted_whatever_follows_it() {
+        let mut head = b"GET /metrics HTTP/1.1\r\nX-Pad: ".to_vec();
+        head.resize(MAX_HTTP_HEAD - 4, b'a');
+        head.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(head.len(), MAX_HTTP_HEAD);
+        let mut stream = head.clone();
+        stream.extend_from_slice(&[b'b'; 2000]);
+        assert_eq!(http_answer(stream.chunks(1024)), HttpAnswer::Metrics);
+        assert_eq!(http_answer([&stream[..]]), HttpAnswer::Metrics);
+        // One byte more and the head is too large, however it comes.
+        let mut over = head[..MAX_HTTP_HEAD - 4].to_vec();
+        over.extend_from_slice(b"a\r\n\r\n");
+        assert_eq!(http_answer(over.chunks(1024)), HttpAnswer::TooLarge);
+        assert_eq!(http_answer(over.chunks(7)), HttpAnswer::TooLarge);
+    }
+
+    /// A stream that ended before its empty line was answered from whatever request line it
+    /// had (`GET /metrics` then EOF got the metrics); a head cut short is now a bad request.
+    #[test]
+    fn regression_http_head_cut_short_is_a_bad_request() {
+        assert_eq!(answer(b"GET /metrics HTTP/1.1\r\n"), HttpAnswer::BadRequest);
+        assert_eq!(answer(b"GET /metrics"), HttpAnswer::BadRequest);
+        assert_eq!(answer(b""), HttpAnswer::BadRequest);
+    }
+
+    /// A scraper trickling its head one byte per read timeout held the one-at-a-time endpoint
+    /// for up to 8 KiB of read timeouts (hours at 2 s each); the head now has one deadline.
+    #[test]
+    fn regression_http_head_trickled_slowly_is_cut_off_by_one_deadline() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let reg = Registry::new(1);
+        std::thread::spawn(move || {
+            serve_http_with(listener, reg, ctx(), Duration::from_millis(300))
+        });
+        let mut slow = TcpStream::connect(addr).unwrap();
+        slow.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let t0 = Instant::now();
+        let mut got = Vec::new();
+        let trickle = b"GET /metrics HTTP/1.1\r\nX-Slow: "
+            .iter()
+            .chain(std::iter::repeat(&b'a'));
+        slow.set_nonblocking(true).unwrap();
+        for &b in trickle {
+            // Each byte well within the 300 ms a per-read timeout would allow; none once the
+            // answer is there (a byte the endpoint never reads would reset the connection).
+            if !matches!(slow.peek(&mut [0]), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+                || t0.elapsed() > Duration::from_secs(3)
+            {
+                break;
+            }
+            slow.write_all(&[b]).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        slow.set_nonblocking(false).unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        let _ = slow.read_to_end(&mut got);
+        let got = String::from_utf8_lossy(&got);
+        assert!(got.starts_with("HTTP/1.1 408 "), "{got:?}");
+        // The endpoint is free again for the next scraper.
+        let mut next = TcpStream::connect(addr).unwrap();
+        next.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let mut text = String::new();
+        next.read_to_string(&mut text).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        assert!(text.contains("darner_proxy_uptime_seconds"));
+        let mut post = TcpStream::connect(addr).unwrap();
+        post.write_all(b"PUT /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let mut text = String::new();
+        post.read_to_string(&mut text).unwrap();
+        assert!(text.starts_with("HTTP/1.1 405 "), "{text}");
+        assert!(text.contains("\r\nAllow: GET\r\n"), "{text}");
+    }
+
+    fn valid_head() -> impl Strategy<Value = (Vec<u8>, HttpAnswer)> {
+        let path = prop_oneof![
+            Just(("/metrics", HttpAnswer::Metrics)),
+            Just(("/metrics?a=b&c", HttpAnswer::Metrics)),
+            Just(("/", HttpAnswer::NotFound)),
+            Just(("/metrics/x", HttpAnswer::NotFound)),
+        ];
+        let header = ("[A-Za-z-]{1,12}", "[ -~]{0,40}");
+        (
+            prop_oneof![Just("GET"), Just("HEAD"), Just("POST")],
+            path,
+            prop_oneof![Just("HTTP/1.0"), Just("HTTP/1.1")],
+            proptest::collection::vec(header, 0..6),
+        )
+            .prop_map(|(method, (path, want), version, headers)| {
+                let mut h = format!("{method} {path} {version}\r\n");
+                for (n, v) in headers {
+                    h.push_str(&format!("{n}: {v}\r\n"));
+                }
+                h.push_str("\r\n");
+                let want = if method == "GET" {
+                    want
+                } else {
+                    HttpAnswer::MethodNotAllowed
+                };
+                (h.into_bytes(), want)
+            })
+    }
+
+    /// Cuts `bytes` at the given offsets (taken modulo its length).
+    fn cut(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
+        let mut at: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+        at.push(0);
+        at.push(bytes.len());
+        at.sort_unstable();
+        at.windows(2).map(|w| bytes[w[0]..w[1]].to_vec()).collect()
+    }
+
+    proptest! {
+        /// Any bytes: no panic, a bounded buffer, and the same answer however they are cut.
+        #[test]
+        fn http_head_arbitrary_bytes_never_panic_and_cut_the_same(
+            data in proptest::collection::vec(any::<u8>(), 0..600),
+        ) {
+            exercise_http(&data);
+        }
+
+        /// A valid request, followed by anything, answers by its request line whatever cuts it.
+        #[test]
+        fn http_head_valid_requests_answer_the_same_in_any_pieces(
+            (head, want) in valid_head(),
+            after in proptest::collection::vec(any::<u8>(), 0..100),
+            cuts in proptest::collection::vec(any::<usize>(), 0..12),
+        ) {
+            let mut stream = head.clone();
+            stream.extend_from_slice(&after);
+            let pieces = cut(&stream, &cuts);
+            prop_assert_eq!(http_answer(pieces.iter().map(Vec::as_slice)), want);
+            prop_assert_eq!(http_answer([&head[..]]), want);
+        }
+
+        /// A header longer than the limit is refused, with at most the limit held, in any pieces.
+        #[test]
+        fn http_head_oversized_header_is_refused_with_a_bounded_buffer(
+            extra in 0usize..20_000,
+            cuts in proptest::collection::vec(any::<usize>(), 0..12),
+        ) {
+            let mut stream = b"GET /metrics HTTP/1.1\r\nCookie: ".to_vec();
+            stream.resize(MAX_HTTP_HEAD + extra, b'c');
+            stream.extend_from_slice(b"\r\n\r\n");
+            prop_assert_eq!(http_answer(cut(&stream, &cuts).iter().map(Vec::as_slice)),
+                            HttpAnswer::TooLarge);
+        }
     }
 }

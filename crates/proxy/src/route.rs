@@ -15,8 +15,8 @@
 //! answered here, since backend connections are shared by every client of a thread. A
 //! transaction (MULTI, WATCH) is pinned to one slot and a blocking command gets a connection of
 //! the client's own ([`Plan::Pinned`], [`Plan::Blocking`]); SUBSCRIBE turns the client into a
-//! passthrough to a connection of its own ([`Plan::Subscribe`]); MONITOR is
-//! not supported yet and say so, rather than misbehaving on a shared connection.
+//! passthrough to a connection of its own ([`Plan::Subscribe`]); MONITOR opens a connection
+//! of the client's own to every node it watches ([`Plan::Monitor`]).
 
 use darner_commands::{flags, key_positions, key_slot, lookup, lookup_subcommand, CommandSpec};
 use darner_commands::{FindKeys, SLOTS};
@@ -183,6 +183,19 @@ pub enum Plan {
         /// The node the connection goes to.
         target: Target,
     },
+    /// MONITOR outside a transaction: once the client's earlier replies are out, the proxy
+    /// opens a MONITOR connection of the client's own to every primary (and every replica when
+    /// reads may go there), answers `+OK` once every node has, and from then on passes each
+    /// node's lines to the client as they arrive, until QUIT, RESET or the client leaves.
+    Monitor,
+    /// WAIT outside a transaction, its arguments checked as Redis checks them: the proxy asks
+    /// the nodes the client wrote to since its last WAIT (see `server/wait.rs`).
+    Wait {
+        /// Replicas wanted.
+        numreplicas: i64,
+        /// Milliseconds; 0: no limit.
+        timeout_ms: u64,
+    },
 }
 
 /// `args` as a RESP multibulk request.
@@ -332,7 +345,11 @@ fn in_multi(args: &[&[u8]], s: &mut Session, me: &Identity, map: &SlotMap) -> Pl
             let part = parts.into_iter().next().expect("one part");
             pinned_in_multi(part, s)
         }
-        Plan::Pinned { .. } | Plan::Blocking { .. } | Plan::Subscribe { .. } => p,
+        Plan::Pinned { .. }
+        | Plan::Blocking { .. }
+        | Plan::Subscribe { .. }
+        | Plan::Monitor
+        | Plan::Wait { .. } => p,
     }
 }
 
@@ -548,6 +565,12 @@ fn route_one(
             return reply(s, |w| w.ok());
         }
     }
+    if name.eq_ignore_ascii_case(b"waitaof") {
+        // WAITAOF is Redis 7.2's, and the command table is 7.0's: the proxy answers as a 7.0
+        // node does, whatever the backends run, rather than forward it to a 7.2 node on a
+        // shared connection, where it would block other clients and count their writes.
+        return error(s, &crate::auth::unknown_command(args));
+    }
     let Some(top) = lookup(name) else {
         // The backend words the unknown-command error exactly as it should be.
         return forward(Target::Any, args);
@@ -589,10 +612,35 @@ fn route_one(
             };
             return Plan::Subscribe { target };
         }
+        "wait" if !in_multi => {
+            if !top.arity_ok(args.len()) {
+                return arity_error(s, top);
+            }
+            // Redis's order and texts (getLongFromObjectOrReply, getTimeoutFromObjectOrReply).
+            let Some(numreplicas) = parse_i64_strict(args[1]) else {
+                return error(s, "ERR value is not an integer or out of range");
+            };
+            let Some(timeout) = parse_i64_strict(args[2]) else {
+                return error(s, "ERR timeout is not an integer or out of range");
+            };
+            let Ok(timeout_ms) = u64::try_from(timeout) else {
+                return error(s, "ERR timeout is negative");
+            };
+            return Plan::Wait {
+                numreplicas,
+                timeout_ms,
+            };
+        }
+        "monitor" if !in_multi => {
+            if !top.arity_ok(args.len()) {
+                return arity_error(s, top);
+            }
+            return Plan::Monitor;
+        }
         "subscribe" | "psubscribe" | "ssubscribe" | "unsubscribe" | "punsubscribe"
         | "sunsubscribe" | "monitor" | "sync" | "psync" | "replconf" | "auth" | "reset"
-        | "shutdown" | "debug" | "failover" | "replicaof" | "slaveof" | "wait" | "waitaof"
-        | "randomkey" | "scan" => return unsupported(s, top.name),
+        | "shutdown" | "debug" | "failover" | "replicaof" | "slaveof" | "wait" | "randomkey"
+        | "scan" => return unsupported(s, top.name),
         _ => {}
     }
     if top.has(flags::BLOCKING) {

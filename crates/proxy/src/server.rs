@@ -36,7 +36,9 @@ use crate::scan::ReplyScanner;
 use crate::slots::SlotMap;
 use crate::tracking::{self, Reader};
 
+mod monitor;
 mod reads;
+mod wait;
 use reads::ReadRetry;
 
 /// Redirects one request may follow before its error goes to the client. `-TRYAGAIN`s count
@@ -59,7 +61,7 @@ const CLIENT_READ_MAX: usize = 1024 * 1024;
 /// Messages held for a subscriber that reads slower than they come: past this the client is
 /// closed, as Redis's default `client-output-buffer-limit pubsub` hard limit (32 MB) closes a
 /// subscriber of its own, rather than the proxy's memory growing without bound.
-const SUBSCRIBER_OUT_MAX: usize = 32 * 1024 * 1024;
+pub(crate) const SUBSCRIBER_OUT_MAX: usize = 32 * 1024 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
 /// Keys a tracking client's transaction reads that are remembered for their invalidation after
 /// EXEC; past it, EXEC is followed by the null invalidation (flush everything) instead.
@@ -102,6 +104,10 @@ enum Owner {
     Nobody,
     /// The HELLO 3 (or AUTH, with backend credentials) that opens a backend connection.
     Hello,
+    /// The MONITOR that opens one of the client's monitor connections.
+    MonitorStart { idx: usize, id: u64 },
+    /// The client's WAIT sent to node `i` of those asked (see `wait`).
+    WaitAsk { idx: usize, id: u64, i: usize },
     /// A topology refresh: `CLUSTER SHARDS`, or `CLUSTER SLOTS` from a node without SHARDS.
     Topology { shards: bool },
     /// The probe (ROLE) that decides whether an ejected node takes reads again.
@@ -159,6 +165,10 @@ struct Client {
     /// The connection the client is subscribed on: its bytes and the client's are passed
     /// through unparsed, until the client leaves.
     subscribed: Option<usize>,
+    /// Its MONITOR connections (see `monitor`).
+    monitor: monitor::Monitoring,
+    /// Where its writes went since its last WAIT, and the WAIT being answered (see `wait`).
+    waits: wait::ClientWaits,
     /// A RESP2 client's cacheable reads sent on RESP3 tracking connections (to fill the
     /// cache), not on the RESP2 ones its other requests take (their sequence numbers, in
     /// order): until they are answered, its other requests wait (`must_wait`), so none
@@ -190,6 +200,8 @@ enum Role {
     Idle,
     /// A subscribed client's: past the HELLO 3 that may open it, what it sends is the client's.
     Subscriber { idx: usize, id: u64 },
+    /// One of a monitoring client's: past its MONITOR's `+OK`, every line is the client's.
+    Monitor { idx: usize, id: u64 },
 }
 
 struct Backend {
@@ -778,6 +790,8 @@ impl Worker {
                         deferred: VecDeque::new(),
                         subscribe_pending: None,
                         subscribed: None,
+                        monitor: monitor::Monitoring::default(),
+                        waits: wait::ClientWaits::default(),
                         crossing: VecDeque::new(),
                         writes: VecDeque::new(),
                         tracked: Default::default(),
@@ -931,8 +945,9 @@ impl Worker {
             c.read_paused = true;
             return;
         }
-        if c.subscribe_pending.is_some() {
-            // Its bytes wait for the subscription connection; none are parsed meanwhile.
+        if c.subscribe_pending.is_some() || c.monitor.starting() || c.waits.blocked {
+            // Its bytes wait for the subscription connection, or for MONITOR's `+OK`; none
+            // are parsed meanwhile.
             c.read_paused = true;
             return;
         }
@@ -972,14 +987,48 @@ impl Worker {
         let mut wants_tracking: Option<bool> = None;
         // Keys dropped from the tracking table for room: their readers are told.
         let mut untracked: Vec<(Vec<u8>, Vec<Reader>)> = Vec::new();
+        let mut reset_monitor = false;
         {
             let Some(c) = self.clients.get_mut(idx) else {
                 return;
             };
             let mut consumed = 0;
-            while !c.closing && c.queue.len() < MAX_PENDING {
+            while !c.closing
+                && c.queue.len() < MAX_PENDING
+                && !c.monitor.starting()
+                && !c.waits.blocked
+            {
                 let buf = &c.rbuf[consumed..];
                 match c.parser.parse(buf, &self.limits) {
+                    Ok(Some(req)) if c.monitor.active() => {
+                        let args: Vec<&[u8]> = req.args.iter().map(|a| a.as_slice(buf)).collect();
+                        match monitor::while_monitoring(&args, &mut c.session, &self.me, &self.map)
+                        {
+                            monitor::WhileMonitoring::Quit => {
+                                c.queue.push_ready(b"+OK\r\n".to_vec(), true);
+                                c.closing = true;
+                            }
+                            monitor::WhileMonitoring::Reset => {
+                                // A client as new (RESP2, no name), unauthenticated where the
+                                // proxy has a password, as RESET leaves a client of Redis.
+                                let id = c.session.id;
+                                c.session = Session {
+                                    id,
+                                    ..Session::default()
+                                };
+                                c.queue.push_ready(b"+RESET\r\n".to_vec(), false);
+                                reset_monitor = true;
+                            }
+                            monitor::WhileMonitoring::Reply(bytes) => {
+                                c.queue.push_ready(bytes, false);
+                            }
+                        }
+                        consumed += req.consumed;
+                        c.parser.recycle(req.args);
+                        if reset_monitor {
+                            break;
+                        }
+                    }
                     Ok(Some(req)) => {
                         let args: Vec<&[u8]> = req.args.iter().map(|a| a.as_slice(buf)).collect();
                         let resp3_before = c.session.resp3;
@@ -1134,6 +1183,17 @@ impl Worker {
                                 c.subscribe_pending = Some(target);
                                 break;
                             }
+                            // What follows waits for its `+OK` (`client_readable`).
+                            Plan::Monitor => c.monitor.pending = true,
+                            // What follows waits for its reply, as on a node.
+                            Plan::Wait {
+                                numreplicas,
+                                timeout_ms,
+                            } => {
+                                let seq = c.queue.push_pending(Merge::Passthrough, 1);
+                                c.waits.blocked = true;
+                                sends.push(Outgoing::Wait(seq, numreplicas, timeout_ms));
+                            }
                         }
                         if !track_keys.is_empty() && !tracked_here {
                             if in_multi {
@@ -1184,6 +1244,14 @@ impl Worker {
         }
         for (key, readers) in untracked {
             self.deliver(&readers, Some(&[key]));
+        }
+        if reset_monitor {
+            self.stop_monitor(idx);
+            // What it sent after RESET is parsed as a client's again.
+            if let Some(c) = self.clients.get_mut(idx) {
+                c.input_paused = true;
+            }
+            self.resume.push(idx);
         }
         for out in sends {
             self.dispatch(idx, out);
@@ -1381,7 +1449,7 @@ impl Worker {
             return !matches!(out, Outgoing::Parts(seq, ..) if c.crossing.binary_search(seq).is_ok());
         }
         let node = match out {
-            Outgoing::Parts(..) => return false,
+            Outgoing::Parts(..) | Outgoing::Wait(..) => return false,
             Outgoing::Pinned { open, .. } => match (c.pinned, open) {
                 (Some(b), _) => match self.backends.get(b) {
                     Some(be) => be.node.clone(),
@@ -1482,6 +1550,12 @@ impl Worker {
                     };
                     self.send_blocking(owner, target, payload, resp3, 0, false);
                 }
+                Outgoing::Wait(seq, numreplicas, timeout_ms) => {
+                    // Sent once every earlier request is answered (`flush_all`): its writes
+                    // have then run on their nodes.
+                    self.clients[idx].waits.pending = Some((seq, numreplicas, timeout_ms));
+                    self.dirty_clients.push(idx);
+                }
             }
         }
     }
@@ -1538,6 +1612,12 @@ impl Worker {
                 }
             }
         };
+        // A transaction's queued commands may travel as its preamble, or as requests whose
+        // reply went out already (`Owner::Nobody`): each may write.
+        let id = self.clients[idx].id;
+        for p in preamble.iter().chain([&payload]) {
+            self.note_write(idx, id, b, p);
+        }
         let Some(be) = self.backends.get_mut(b) else {
             self.clients[idx].pinned = None;
             self.clients[idx].session.tx.connection_lost();
@@ -1608,6 +1688,9 @@ impl Worker {
     /// Queues a client's request on backend `b` (after ASKING when `asking`); a redirect may
     /// resend it elsewhere.
     fn queue_on(&mut self, b: usize, owner: Owner, payload: Vec<u8>, redirects: u8, asking: bool) {
+        if let Owner::Client { idx, id, .. } = owner {
+            self.note_write(idx, id, b, &payload);
+        }
         let be = &mut self.backends[b];
         let now = Instant::now();
         if asking {
@@ -1843,6 +1926,18 @@ impl Worker {
                             }
                             replies.push(f.with_reply(reply))
                         }
+                        None if matches!(be.role, Role::Monitor { .. }) => {
+                            let Role::Monitor { idx, id } = be.role else {
+                                unreachable!("matched above")
+                            };
+                            if let Some(c) = self.clients.get_mut(idx).filter(|c| c.id == id) {
+                                if !c.monitor.line(&mut c.out, &reply) {
+                                    overflowed = Some(idx);
+                                    break;
+                                }
+                                self.dirty_clients.push(idx);
+                            }
+                        }
                         None if matches!(be.role, Role::Subscriber { .. }) => {
                             let Role::Subscriber { idx, id } = be.role else {
                                 unreachable!("matched above")
@@ -1935,6 +2030,8 @@ impl Worker {
                 }
                 Owner::Retracked { all: false } => self.deliver_all(true),
                 Owner::Asking | Owner::Hello | Owner::Nobody => {}
+                Owner::MonitorStart { idx, id } => self.monitor_answered(idx, id, &reply),
+                Owner::WaitAsk { idx, id, i } => self.wait_answered(idx, id, i, &reply),
                 Owner::Probe => self.probe_answered(&node, &reply),
                 Owner::Ttl(ticket) => {
                     if let Some(cache) = &mut self.cache {
@@ -2108,12 +2205,14 @@ impl Worker {
                 }
             }
             Owner::Topology { .. } => self.refresh_in_flight = false,
+            Owner::WaitAsk { idx, id, i } => self.wait_answered(idx, id, i, &reply),
             Owner::Asking
             | Owner::Hello
             | Owner::Nobody
             | Owner::Probe
             | Owner::Ttl(_)
-            | Owner::Retracked { .. } => {}
+            | Owner::Retracked { .. }
+            | Owner::MonitorStart { .. } => {}
         }
     }
 
@@ -2162,6 +2261,16 @@ impl Worker {
                 if let Some(c) = self.clients.get_mut(idx).filter(|c| c.id == id) {
                     c.dedicated.retain(|&d| d != b);
                     c.subscribed = None;
+                    c.closing = true;
+                    self.dirty_clients.push(idx);
+                }
+            }
+            Role::Monitor { idx, id } => {
+                // A node it watched went away: it goes too, as a client of that node would.
+                if let Some(c) = self.clients.get_mut(idx).filter(|c| c.id == id) {
+                    c.dedicated.retain(|&d| d != b);
+                    c.monitor.conns.retain(|&d| d != b);
+                    c.monitor.waiting = 0;
                     c.closing = true;
                     self.dirty_clients.push(idx);
                 }
@@ -2327,6 +2436,15 @@ impl Worker {
                     && c.deferred.is_empty()
                 {
                     self.start_subscription(idx);
+                } else if c.monitor.pending
+                    && !c.closing
+                    && c.queue.is_empty()
+                    && c.deferred.is_empty()
+                {
+                    self.start_monitor(idx);
+                } else if c.waits.pending.is_some() && c.queue.pending() == 1 {
+                    let (seq, numreplicas, timeout_ms) = c.waits.pending.take().expect("some");
+                    self.start_wait(idx, seq, numreplicas, timeout_ms);
                 }
                 let Some(c) = self.clients.get_mut(idx) else {
                     continue;
@@ -2364,6 +2482,8 @@ enum Outgoing {
     },
     /// A blocking command.
     Blocking(u64, Target, Vec<u8>, bool),
+    /// WAIT (request `seq`): numreplicas, timeout in ms.
+    Wait(u64, i64, u64),
 }
 
 impl InFlight {

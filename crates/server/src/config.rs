@@ -1649,51 +1649,19 @@ fn merge_obuf(current: &str, update: &str) -> String {
         .join(" ")
 }
 
-/// Splits a config-file line into words, honouring "quotes" and 'quotes' like Redis.
+/// Splits a config-file line into words as Redis does: its `sdssplitargs`, shared with inline
+/// requests, the AOF manifest and the proxy's config file (`darner_resp::split_args`):
+/// `"..."` takes `\xHH`, `\n`, `\r`, `\t`, `\b`, `\a`, `'...'` takes `\'`, a quote may open
+/// mid-word and a closing quote must end its word. Redis reads the line as a C string, so a
+/// NUL byte ends it; a value that is not UTF-8 is read lossily (values are text here).
 pub fn split_line(line: &str) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    let mut chars = line.chars().peekable();
-    loop {
-        while matches!(chars.peek(), Some(c) if c.is_whitespace()) {
-            chars.next();
-        }
-        let Some(&c) = chars.peek() else { break };
-        let mut word = String::new();
-        if c == '"' || c == '\'' {
-            chars.next();
-            let mut closed = false;
-            while let Some(ch) = chars.next() {
-                if ch == c {
-                    closed = true;
-                    break;
-                }
-                if ch == '\\' && c == '"' {
-                    match chars.next() {
-                        Some('n') => word.push('\n'),
-                        Some('r') => word.push('\r'),
-                        Some('t') => word.push('\t'),
-                        Some(o) => word.push(o),
-                        None => break,
-                    }
-                } else {
-                    word.push(ch);
-                }
-            }
-            if !closed {
-                return Err("Unbalanced quotes in configuration line".into());
-            }
-        } else {
-            while let Some(&ch) = chars.peek() {
-                if ch.is_whitespace() {
-                    break;
-                }
-                word.push(ch);
-                chars.next();
-            }
-        }
-        out.push(word);
-    }
-    Ok(out)
+    let line = line.split('\0').next().unwrap_or_default();
+    let words = darner_resp::split_args(line.as_bytes())
+        .ok_or_else(|| "Unbalanced quotes in configuration line".to_string())?;
+    Ok(words
+        .into_iter()
+        .map(|w| String::from_utf8_lossy(&w).into_owned())
+        .collect())
 }
 
 /// A start-up error, printed the way Redis prints config errors.
@@ -2003,5 +1971,13 @@ mod tests {
         );
         assert_eq!(split_line(r#"save """#).unwrap(), vec!["save", ""]);
         assert!(split_line(r#"a "b"#).is_err());
+        // sdssplitargs's rules, which the earlier splitter of its own lacked.
+        assert_eq!(
+            split_line(r#"x "\x41\b" ab"c d""#).unwrap(),
+            vec!["x", "A\x08", "abc d"]
+        );
+        assert!(split_line(r#"x "a"b"#).is_err());
+        assert_eq!(split_line("a\u{a0}b c").unwrap(), vec!["a\u{a0}b", "c"]);
+        assert_eq!(split_line("a b\0c").unwrap(), vec!["a", "b"]);
     }
 }

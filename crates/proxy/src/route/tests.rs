@@ -108,9 +108,56 @@ fn atomic_multi_slot_commands_are_refused() {
 }
 
 #[test]
+fn monitor_gets_connections_of_its_own_outside_transactions() {
+    let mut s = Session::default();
+    assert_eq!(run(&["MONITOR"], &mut s), Plan::Monitor);
+    assert_eq!(
+        local_reply(&["MONITOR", "x"], &mut s),
+        err("ERR wrong number of arguments for 'monitor' command")
+    );
+}
+
+#[test]
+fn wait_arguments_are_checked_as_redis_checks_them() {
+    let mut s = Session::default();
+    assert_eq!(
+        run(&["WAIT", "2", "150"], &mut s),
+        Plan::Wait {
+            numreplicas: 2,
+            timeout_ms: 150
+        }
+    );
+    for (args, want) in [
+        (
+            &["WAIT", "x", "0"][..],
+            "ERR value is not an integer or out of range",
+        ),
+        (
+            &["WAIT", "1", "1.5"],
+            "ERR timeout is not an integer or out of range",
+        ),
+        (
+            &["WAIT", "x", "-1"],
+            "ERR value is not an integer or out of range",
+        ),
+        (&["WAIT", "1", "-1"], "ERR timeout is negative"),
+        (
+            &["WAIT", "1"],
+            "ERR wrong number of arguments for 'wait' command",
+        ),
+    ] {
+        assert_eq!(local_reply(args, &mut s), err(want), "{args:?}");
+    }
+}
+
+#[test]
 fn unsupported_commands_say_so() {
     let mut s = Session::default();
-    for args in [vec!["MONITOR"], vec!["AUTH", "x"], vec!["WAIT", "1", "0"]] {
+    assert_eq!(
+        local_reply(&["WAITAOF", "0", "0", "0"], &mut s),
+        err("ERR unknown command 'WAITAOF', with args beginning with: '0' '0' '0' ")
+    );
+    for args in [vec!["AUTH", "x"]] {
         match local_reply(&args, &mut s) {
             Frame::Error(e) => assert!(
                 e.starts_with(b"ERR command '")
