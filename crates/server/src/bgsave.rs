@@ -725,13 +725,46 @@ pub fn header_for(
     opts: EncodeOptions,
     libraries: &[bytes::Bytes],
     aof_base: bool,
-) -> Vec<u8> {
+) -> SnapshotHead {
     let mut w = FileWriter::new(version, true, opts);
-    crate::persist::aux_fields_for(shared, &mut w, Shared::now_ms(), aof_base);
+    let repl_slot = crate::persist::aux_fields_for(shared, &mut w, Shared::now_ms(), aof_base);
     for code in libraries {
         w.function(code);
     }
-    w.take()
+    SnapshotHead {
+        bytes: w.take(),
+        repl_slot,
+    }
+}
+
+/// A snapshot's start as taken at the cut, and where its replication AUX fields go when
+/// they were not known then: on a primary, the offset of a full sync's cut is known only
+/// once the feed thread reaches its barrier (after the shards are let go), while the other
+/// fields (and the function libraries) must be the cut's. Redis's child knows its offset
+/// at the fork and writes them in place (rdbSaveInfoAuxFields); the writer of a full sync
+/// puts them in the same place before the first byte goes out (primary.rs `run_job`).
+pub struct SnapshotHead {
+    pub bytes: Vec<u8>,
+    /// None: written already (a replica's cut, where the link paused) or not wanted (an
+    /// AOF base, the command form).
+    pub repl_slot: Option<usize>,
+}
+
+impl SnapshotHead {
+    /// The start with the replication fields of `pos` in their place (if they have one).
+    pub fn with_position(self, pos: Option<&crate::replica::ReplPosition>) -> Vec<u8> {
+        match (self.repl_slot, pos) {
+            (Some(at), Some(pos)) => {
+                let fields = crate::persist::repl_aux(pos);
+                let mut out = Vec::with_capacity(self.bytes.len() + fields.len());
+                out.extend_from_slice(&self.bytes[..at]);
+                out.extend_from_slice(&fields);
+                out.extend_from_slice(&self.bytes[at..]);
+                out
+            }
+            _ => self.bytes,
+        }
+    }
 }
 
 /// The start of an AOF base of commands: the `#TS:` annotation (`aof-timestamp-enabled`),
@@ -808,6 +841,17 @@ pub async fn cut(
     aof_base: bool,
     stopped: Arc<AtomicBool>,
 ) -> (Vec<u8>, usize, FromShards) {
+    let (head, shards, from_shards) = cut_head(tx, snap, aof_base, stopped).await;
+    (head.bytes, shards, from_shards)
+}
+
+/// [`cut`], with the start's slot for replication fields learnt later (a full sync's).
+pub async fn cut_head(
+    tx: &crate::exec::Tx,
+    snap: SnapshotOptions,
+    aof_base: bool,
+    stopped: Arc<AtomicBool>,
+) -> (SnapshotHead, usize, FromShards) {
     let shared = tx.shared().clone();
     let (to_writer, from_shards) = pipe();
     let marked = tx
@@ -824,7 +868,10 @@ pub async fn cut(
     let libraries = shared.scripts.library_codes();
     let header = match snap.form {
         Form::Rdb => header_for(&shared, version, snap.encode, &libraries, aof_base),
-        Form::Commands => commands_header(&shared, &libraries),
+        Form::Commands => SnapshotHead {
+            bytes: commands_header(&shared, &libraries),
+            repl_slot: None,
+        },
     };
     (header, marked.len(), from_shards)
 }

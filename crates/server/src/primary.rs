@@ -1116,7 +1116,7 @@ pub fn take_waiting(shared: &Shared) -> Option<Job> {
 pub fn run_job(
     shared: &Arc<Shared>,
     job: Job,
-    header: Vec<u8>,
+    header: crate::bgsave::SnapshotHead,
     shards: usize,
     from_shards: crate::bgsave::FromShards,
     stopped: Arc<AtomicBool>,
@@ -1125,7 +1125,10 @@ pub fn run_job(
     let spawned = if job.diskless {
         std::thread::Builder::new()
             .name("repl-diskless".into())
-            .spawn(move || diskless_job(&sh, &job.targets, header, shards, from_shards, &stopped))
+            .spawn(move || {
+                let header = header_at_cut(&sh, job.id, header);
+                diskless_job(&sh, &job.targets, header, shards, from_shards, &stopped)
+            })
             .map(drop)
     } else {
         let dj = shared
@@ -1146,6 +1149,7 @@ pub fn run_job(
         std::thread::Builder::new()
             .name("repl-rdb".into())
             .spawn(move || {
+                let header = header_at_cut(&sh, dj.id, header);
                 let r = crate::bgsave::write_file(
                     &header,
                     crate::bgsave::Tail::Rdb { checksum },
@@ -1187,6 +1191,36 @@ pub fn run_job(
             }
         }
     }
+}
+
+/// The snapshot's start with its replication fields (Redis's full-sync RDB has them: a
+/// replica that keeps it as its file and restarts before a save of its own continues
+/// partially from them): the primary's replication ID and the stream's offset at job
+/// `job`'s cut, waited for until the feed thread reaches it, and database 0 as the stream
+/// after a cut selects its database first (Redis's slaveseldb -1, saved as 0). Without
+/// them when every replica of the job went away before (nobody gets the snapshot then).
+fn header_at_cut(shared: &Shared, job: u64, head: crate::bgsave::SnapshotHead) -> Vec<u8> {
+    if head.repl_slot.is_none() {
+        return head.bytes;
+    }
+    let pos = loop {
+        {
+            let st = shared.repl.lock();
+            let mut of_job = st.replicas.list.iter().filter(|r| r.job == job).peekable();
+            if of_job.peek().is_none() {
+                break None;
+            }
+            if let Some(offset) = of_job.find_map(|r| r.cut_offset) {
+                break Some(crate::replica::ReplPosition {
+                    replid: st.history.replid,
+                    offset,
+                    stream_db: 0,
+                });
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    head.with_position(pos.as_ref())
 }
 
 /// The end of a replica's sync: logged, and the replica dropped on failure.

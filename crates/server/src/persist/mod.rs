@@ -251,12 +251,20 @@ async fn save_to(tx: &Tx, path: &std::path::Path) -> Result<u64, String> {
 /// memory in use, on a replica where its data stands in the primary's stream (taken now:
 /// call it at the cut, see `replica::cut_position`), and `aof-base` 0 (not an AOF preamble).
 pub(crate) fn aux_fields(shared: &Shared, w: &mut FileWriter, now_ms: i64) {
-    aux_fields_for(shared, w, now_ms, false)
+    aux_fields_for(shared, w, now_ms, false);
 }
 
 /// [`aux_fields`], with `aof-base` 1 for an AOF's base file (which has no replication
-/// fields, as Redis's).
-pub(crate) fn aux_fields_for(shared: &Shared, w: &mut FileWriter, now_ms: i64, aof_base: bool) {
+/// fields, as Redis's). Returns, when the replication fields are not written (no position
+/// known now) and the file is no AOF base, where in `w`'s bytes they would go: a primary's
+/// full-sync snapshot learns its position only once the feed reaches its cut, and puts
+/// them there then (bgsave.rs `SnapshotHead`).
+pub(crate) fn aux_fields_for(
+    shared: &Shared,
+    w: &mut FileWriter,
+    now_ms: i64,
+    aof_base: bool,
+) -> Option<usize> {
     w.aux(b"redis-ver", crate::REDIS_COMPAT_VERSION.as_bytes());
     w.aux(b"redis-bits", b"64");
     w.aux(b"ctime", now_ms.div_euclid(1000).to_string().as_bytes());
@@ -264,13 +272,27 @@ pub(crate) fn aux_fields_for(shared: &Shared, w: &mut FileWriter, now_ms: i64, a
         b"used-mem",
         crate::alloc::used_memory().to_string().as_bytes(),
     );
-    if let Some(pos) = (!aof_base)
-        .then(|| crate::replica::cut_position(shared))
-        .flatten()
-    {
-        w.aux(b"repl-stream-db", pos.stream_db.to_string().as_bytes());
-        w.aux(b"repl-id", pos.replid.as_bytes());
-        w.aux(b"repl-offset", pos.offset.to_string().as_bytes());
+    let mut slot = None;
+    if !aof_base {
+        match crate::replica::cut_position(shared) {
+            Some(pos) => w.buf().extend_from_slice(&repl_aux(&pos)),
+            None => slot = Some(w.pending()),
+        }
     }
     w.aux(b"aof-base", if aof_base { b"1" } else { b"0" });
+    slot
+}
+
+/// The replication AUX fields of a snapshot at `pos` (Redis's rdbSaveInfoAuxFields:
+/// `repl-stream-db`, `repl-id`, `repl-offset`, in this order).
+pub(crate) fn repl_aux(pos: &crate::replica::ReplPosition) -> Vec<u8> {
+    let mut out = Vec::new();
+    darner_rdb::encode::write_aux(
+        &mut out,
+        b"repl-stream-db",
+        pos.stream_db.to_string().as_bytes(),
+    );
+    darner_rdb::encode::write_aux(&mut out, b"repl-id", pos.replid.as_bytes());
+    darner_rdb::encode::write_aux(&mut out, b"repl-offset", pos.offset.to_string().as_bytes());
+    out
 }

@@ -213,7 +213,7 @@ fn psync(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             crate::persist::snapshot::SnapshotOptions::from_config(&shared, Shared::now_ms());
         let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (header, shards, from_shards) =
-            crate::bgsave::cut(&tx, snap, false, stopped.clone()).await;
+            crate::bgsave::cut_head(&tx, snap, false, stopped.clone()).await;
         // The cut's end in the stream: every shard's marker is in, the barrier follows.
         tx.end_log();
         tx.release();
@@ -270,7 +270,8 @@ async fn chained_full_sync(tx: &Tx, client_id: u64) {
     ));
     let snap = crate::persist::snapshot::SnapshotOptions::from_config(&shared, Shared::now_ms());
     let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (header, shards, from_shards) = crate::bgsave::cut(tx, snap, false, stopped.clone()).await;
+    let (header, shards, from_shards) =
+        crate::bgsave::cut_head(tx, snap, false, stopped.clone()).await;
     tx.release();
     replica::release_hold(&shared);
     crate::primary::run_job(&shared, job, header, shards, from_shards, stopped);
