@@ -534,11 +534,13 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
 }
 
 /// BGSAVE's work once the shards are marked: the writer thread. `header` is the file's start
-/// (header, AUX fields, function libraries), `shards` how many will say they are done.
+/// (header, AUX fields, function libraries), with a primary's replication fields put in
+/// their place once the feed reached `save_cut`; `shards` how many will say they are done.
 #[allow(clippy::too_many_arguments)]
 pub fn spawn_writer(
     shared: Arc<Shared>,
-    header: Vec<u8>,
+    header: SnapshotHead,
+    save_cut: Option<crate::primary::SaveCut>,
     checksum: bool,
     shards: usize,
     from_shards: FromShards,
@@ -557,6 +559,8 @@ pub fn spawn_writer(
         let tmp = tmp.clone();
         let stopped = stopped.clone();
         move || {
+            let pos = save_cut.and_then(|c| c.position(SAVE_CUT_WAIT));
+            let header = header.with_position(pos.as_ref());
             write_file(
                 &header,
                 Tail::Rdb { checksum },
@@ -792,6 +796,11 @@ pub fn claim(shared: &Shared) -> bool {
     true
 }
 
+/// How long a primary's save waits for the feed to reach its cut before it writes its file
+/// without a replication position (the feed merges what the threads hand over within
+/// milliseconds; a file without the position only costs a full sync after a restart).
+pub const SAVE_CUT_WAIT: Duration = Duration::from_secs(10);
+
 /// Starts a background save: the cut over every shard, then the writer. Err when one is in
 /// progress already. `tx` must hold every shard.
 pub async fn start(tx: &crate::exec::Tx) -> Result<(), &'static [u8]> {
@@ -819,11 +828,22 @@ pub async fn start_claimed(tx: &crate::exec::Tx) {
     let snap = SnapshotOptions::from_config(&shared, Shared::now_ms());
     // Taken while every shard is held: exactly the changes the snapshot holds.
     let dirty_at_cut = crate::persist::dirty(&shared);
-    let (header, shards, from_shards) = cut(tx, snap, false, stopped.clone()).await;
+    // A primary's save records where it stands in its stream: its cut is a barrier there.
+    let save_cut = (!tx.logging())
+        .then(|| crate::primary::save_barrier(&shared))
+        .flatten();
+    if save_cut.is_some() {
+        tx.start_repl_barrier_log();
+    }
+    let (header, shards, from_shards) = cut_head(tx, snap, false, stopped.clone()).await;
+    if save_cut.is_some() {
+        tx.end_log();
+    }
     crate::log::notice("Background saving started");
     spawn_writer(
         shared.clone(),
         header,
+        save_cut,
         checksum,
         shards,
         from_shards,

@@ -229,6 +229,71 @@ pub struct Replicas {
     jobs: u64,
     /// The disk-based snapshot being written, which a replica that asks now shares.
     disk_job: Option<DiskJob>,
+    /// Saves of this primary's own cut at a barrier (their numbers), waiting for its offset.
+    save_cuts: Vec<(u64, Arc<std::sync::OnceLock<i64>>)>,
+}
+
+/// Where a save of a primary's own dataset stands in its stream, as Redis's rdbPopulateSaveInfo
+/// records it when the primary has a backlog (so that, restarted from the file, it can offer
+/// its replicas a partial resync): the replication ID at the cut, and the offset there, which
+/// only the feed thread knows once it meets the cut's barrier (as a full sync's).
+pub struct SaveCut {
+    replid: darner_repl::ReplId,
+    offset: Arc<std::sync::OnceLock<i64>>,
+}
+
+impl SaveCut {
+    /// The position once the feed reached the cut; None after `wait` (the feed is slow or
+    /// gone: the file then records no position, and a restart from it syncs in full).
+    pub fn position(&self, wait: Duration) -> Option<crate::replica::ReplPosition> {
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Some(&offset) = self.offset.get() {
+                return Some(crate::replica::ReplPosition {
+                    replid: self.replid,
+                    offset,
+                    stream_db: 0,
+                });
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// [`SaveCut::position`] from a task (it yields while it waits).
+    pub async fn position_async(&self, wait: Duration) -> Option<crate::replica::ReplPosition> {
+        let deadline = Instant::now() + wait;
+        while self.offset.get().is_none() && Instant::now() < deadline {
+            crate::exec::sleep_until(Instant::now() + Duration::from_millis(1)).await;
+        }
+        self.position(Duration::ZERO)
+    }
+}
+
+/// Numbers a barrier for a save's cut, when this server is a primary whose stream is fed
+/// into a backlog (Redis writes the fields only then: without a backlog a replica syncs in
+/// full anyway). Called holding every shard, like [`take_waiting`], so that the feed meets
+/// the barriers in the order of their numbers; the caller makes its cut a barrier
+/// (`Tx::start_repl_barrier_log`). Database 0 is right for the stream after the cut, which
+/// selects its database first (the barrier forces it).
+pub fn save_barrier(shared: &Shared) -> Option<SaveCut> {
+    if !feeding() || shared.repl.is_replica.load(Ordering::SeqCst) {
+        return None;
+    }
+    let mut st = shared.repl.lock();
+    if st.master.is_some() || st.replicas.settling || st.history.backlog.is_none() {
+        return None;
+    }
+    st.replicas.barriers += 1;
+    let n = st.replicas.barriers;
+    let offset = Arc::new(std::sync::OnceLock::new());
+    st.replicas.save_cuts.push((n, offset.clone()));
+    Some(SaveCut {
+        replid: st.history.replid,
+        offset,
+    })
 }
 
 /// A client blocked in WAIT: until `num` replicas acknowledged `offset`.
@@ -570,6 +635,12 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
                         r.cut_offset = Some(offset);
                     }
                 }
+                st.replicas.save_cuts.retain(|(n, slot)| {
+                    if *n == reached {
+                        let _ = slot.set(offset);
+                    }
+                    *n > reached
+                });
             }
         }
         // WAIT's offsets, for the requests whose threads' chunks are all in the stream now.

@@ -1558,6 +1558,22 @@ pub fn restore(shared: &Shared, pos: ReplPosition) {
     shared.repl.stream_db.store(pos.stream_db, Ordering::SeqCst);
 }
 
+/// At start-up of a primary (no `replicaof`): the history its own file recorded (a save of a
+/// primary with a backlog, bgsave.rs `start_claimed`), kept as its second ID, valid up to
+/// the recorded offset + 1, under a new ID, with a backlog from there, as Redis 7's
+/// loadDataFromDisk for a master: a replica that stood at that offset continues with a
+/// partial resync (`+CONTINUE <newid>`). The feed starts now, before any client writes, so
+/// that every write from here on is in the stream that replica continues.
+pub fn restore_primary(shared: &Arc<Shared>, pos: ReplPosition) {
+    {
+        let mut st = shared.repl.lock();
+        st.history.adopt(pos.replid, pos.offset);
+        st.history.shift(new_replid());
+        st.history.create_backlog(backlog_size(shared));
+    }
+    crate::primary::start_feed(shared);
+}
+
 /// What a command of the stream is, for the offset.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
