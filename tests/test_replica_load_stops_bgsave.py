@@ -25,7 +25,10 @@ from test_replica import digest, wait_for
 
 pytestmark = pytest.mark.darner_only
 
-OLD_KEYS = 200
+# Each key the save writes waits 50 ms (rdb-key-save-delay): a thousand keep it going for
+# about 25 s over both shards of a Darner replica (50 s in Redis's child), far longer than
+# the sync takes even on a loaded machine, so it is still running when the load starts.
+OLD_KEYS = 1000
 
 
 def persistence(c):
@@ -59,8 +62,6 @@ def test_a_full_sync_load_stops_the_replicas_bgsave(replica, load, darner_factor
     p = primary.client()
     for i in range(50):
         p.set("p:%d" % i, i)
-    # Each key the save writes waits 50 ms: two hundred keys keep it going for seconds
-    # (over both shards of a Darner replica), long after the sync has loaded.
     args = ["--repl-diskless-load", load, "--rdb-key-save-delay", "50000"]
     if replica == "redis-replica":
         rep = harness.start_reference(args)
