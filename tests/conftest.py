@@ -160,6 +160,11 @@ class Factory:
         self.servers.append(srv)
         return srv
 
+    def failure_logs(self):
+        """The servers whose logs a failed test's report carries (see
+        pytest_runtest_makereport)."""
+        return list(self.servers)
+
     def run_to_exit(self, args, timeout=10.0):
         """Run the binary with `args` (no port added) expecting it to exit."""
         return harness.run_to_exit(self.binary, [str(a) for a in args], timeout=timeout)

@@ -534,11 +534,13 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
 }
 
 /// BGSAVE's work once the shards are marked: the writer thread. `header` is the file's start
-/// (header, AUX fields, function libraries), `shards` how many will say they are done.
+/// (header, AUX fields, function libraries), with a primary's replication fields put in
+/// their place once the feed reached `save_cut`; `shards` how many will say they are done.
 #[allow(clippy::too_many_arguments)]
 pub fn spawn_writer(
     shared: Arc<Shared>,
-    header: Vec<u8>,
+    header: SnapshotHead,
+    save_cut: Option<crate::primary::SaveCut>,
     checksum: bool,
     shards: usize,
     from_shards: FromShards,
@@ -557,6 +559,8 @@ pub fn spawn_writer(
         let tmp = tmp.clone();
         let stopped = stopped.clone();
         move || {
+            let pos = save_cut.and_then(|c| c.position(SAVE_CUT_WAIT));
+            let header = header.with_position(pos.as_ref());
             write_file(
                 &header,
                 Tail::Rdb { checksum },
@@ -725,13 +729,46 @@ pub fn header_for(
     opts: EncodeOptions,
     libraries: &[bytes::Bytes],
     aof_base: bool,
-) -> Vec<u8> {
+) -> SnapshotHead {
     let mut w = FileWriter::new(version, true, opts);
-    crate::persist::aux_fields_for(shared, &mut w, Shared::now_ms(), aof_base);
+    let repl_slot = crate::persist::aux_fields_for(shared, &mut w, Shared::now_ms(), aof_base);
     for code in libraries {
         w.function(code);
     }
-    w.take()
+    SnapshotHead {
+        bytes: w.take(),
+        repl_slot,
+    }
+}
+
+/// A snapshot's start as taken at the cut, and where its replication AUX fields go when
+/// they were not known then: on a primary, the offset of a full sync's cut is known only
+/// once the feed thread reaches its barrier (after the shards are let go), while the other
+/// fields (and the function libraries) must be the cut's. Redis's child knows its offset
+/// at the fork and writes them in place (rdbSaveInfoAuxFields); the writer of a full sync
+/// puts them in the same place before the first byte goes out (primary.rs `run_job`).
+pub struct SnapshotHead {
+    pub bytes: Vec<u8>,
+    /// None: written already (a replica's cut, where the link paused) or not wanted (an
+    /// AOF base, the command form).
+    pub repl_slot: Option<usize>,
+}
+
+impl SnapshotHead {
+    /// The start with the replication fields of `pos` in their place (if they have one).
+    pub fn with_position(self, pos: Option<&crate::replica::ReplPosition>) -> Vec<u8> {
+        match (self.repl_slot, pos) {
+            (Some(at), Some(pos)) => {
+                let fields = crate::persist::repl_aux(pos);
+                let mut out = Vec::with_capacity(self.bytes.len() + fields.len());
+                out.extend_from_slice(&self.bytes[..at]);
+                out.extend_from_slice(&fields);
+                out.extend_from_slice(&self.bytes[at..]);
+                out
+            }
+            _ => self.bytes,
+        }
+    }
 }
 
 /// The start of an AOF base of commands: the `#TS:` annotation (`aof-timestamp-enabled`),
@@ -758,6 +795,11 @@ pub fn claim(shared: &Shared) -> bool {
     shared.persist.saves.fetch_add(1, Ordering::Relaxed);
     true
 }
+
+/// How long a primary's save waits for the feed to reach its cut before it writes its file
+/// without a replication position (the feed merges what the threads hand over within
+/// milliseconds; a file without the position only costs a full sync after a restart).
+pub const SAVE_CUT_WAIT: Duration = Duration::from_secs(10);
 
 /// Starts a background save: the cut over every shard, then the writer. Err when one is in
 /// progress already. `tx` must hold every shard.
@@ -786,11 +828,22 @@ pub async fn start_claimed(tx: &crate::exec::Tx) {
     let snap = SnapshotOptions::from_config(&shared, Shared::now_ms());
     // Taken while every shard is held: exactly the changes the snapshot holds.
     let dirty_at_cut = crate::persist::dirty(&shared);
-    let (header, shards, from_shards) = cut(tx, snap, false, stopped.clone()).await;
+    // A primary's save records where it stands in its stream: its cut is a barrier there.
+    let save_cut = (!tx.logging())
+        .then(|| crate::primary::save_barrier(&shared))
+        .flatten();
+    if save_cut.is_some() {
+        tx.start_repl_barrier_log();
+    }
+    let (header, shards, from_shards) = cut_head(tx, snap, false, stopped.clone()).await;
+    if save_cut.is_some() {
+        tx.end_log();
+    }
     crate::log::notice("Background saving started");
     spawn_writer(
         shared.clone(),
         header,
+        save_cut,
         checksum,
         shards,
         from_shards,
@@ -808,6 +861,17 @@ pub async fn cut(
     aof_base: bool,
     stopped: Arc<AtomicBool>,
 ) -> (Vec<u8>, usize, FromShards) {
+    let (head, shards, from_shards) = cut_head(tx, snap, aof_base, stopped).await;
+    (head.bytes, shards, from_shards)
+}
+
+/// [`cut`], with the start's slot for replication fields learnt later (a full sync's).
+pub async fn cut_head(
+    tx: &crate::exec::Tx,
+    snap: SnapshotOptions,
+    aof_base: bool,
+    stopped: Arc<AtomicBool>,
+) -> (SnapshotHead, usize, FromShards) {
     let shared = tx.shared().clone();
     let (to_writer, from_shards) = pipe();
     let marked = tx
@@ -824,7 +888,10 @@ pub async fn cut(
     let libraries = shared.scripts.library_codes();
     let header = match snap.form {
         Form::Rdb => header_for(&shared, version, snap.encode, &libraries, aof_base),
-        Form::Commands => commands_header(&shared, &libraries),
+        Form::Commands => SnapshotHead {
+            bytes: commands_header(&shared, &libraries),
+            repl_slot: None,
+        },
     };
     (header, marked.len(), from_shards)
 }

@@ -500,6 +500,11 @@ impl Tx {
         }
     }
 
+    /// Whether its steps are tagged for the AOF and the replication feed (a write's).
+    pub fn logging(&self) -> bool {
+        self.0.log.borrow().is_some()
+    }
+
     /// Makes it a barrier in the replication feed's stream (a full sync's cut: it holds
     /// every shard).
     pub fn start_repl_barrier_log(&self) {

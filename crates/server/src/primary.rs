@@ -229,6 +229,71 @@ pub struct Replicas {
     jobs: u64,
     /// The disk-based snapshot being written, which a replica that asks now shares.
     disk_job: Option<DiskJob>,
+    /// Saves of this primary's own cut at a barrier (their numbers), waiting for its offset.
+    save_cuts: Vec<(u64, Arc<std::sync::OnceLock<i64>>)>,
+}
+
+/// Where a save of a primary's own dataset stands in its stream, as Redis's rdbPopulateSaveInfo
+/// records it when the primary has a backlog (so that, restarted from the file, it can offer
+/// its replicas a partial resync): the replication ID at the cut, and the offset there, which
+/// only the feed thread knows once it meets the cut's barrier (as a full sync's).
+pub struct SaveCut {
+    replid: darner_repl::ReplId,
+    offset: Arc<std::sync::OnceLock<i64>>,
+}
+
+impl SaveCut {
+    /// The position once the feed reached the cut; None after `wait` (the feed is slow or
+    /// gone: the file then records no position, and a restart from it syncs in full).
+    pub fn position(&self, wait: Duration) -> Option<crate::replica::ReplPosition> {
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Some(&offset) = self.offset.get() {
+                return Some(crate::replica::ReplPosition {
+                    replid: self.replid,
+                    offset,
+                    stream_db: 0,
+                });
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// [`SaveCut::position`] from a task (it yields while it waits).
+    pub async fn position_async(&self, wait: Duration) -> Option<crate::replica::ReplPosition> {
+        let deadline = Instant::now() + wait;
+        while self.offset.get().is_none() && Instant::now() < deadline {
+            crate::exec::sleep_until(Instant::now() + Duration::from_millis(1)).await;
+        }
+        self.position(Duration::ZERO)
+    }
+}
+
+/// Numbers a barrier for a save's cut, when this server is a primary whose stream is fed
+/// into a backlog (Redis writes the fields only then: without a backlog a replica syncs in
+/// full anyway). Called holding every shard, like [`take_waiting`], so that the feed meets
+/// the barriers in the order of their numbers; the caller makes its cut a barrier
+/// (`Tx::start_repl_barrier_log`). Database 0 is right for the stream after the cut, which
+/// selects its database first (the barrier forces it).
+pub fn save_barrier(shared: &Shared) -> Option<SaveCut> {
+    if !feeding() || shared.repl.is_replica.load(Ordering::SeqCst) {
+        return None;
+    }
+    let mut st = shared.repl.lock();
+    if st.master.is_some() || st.replicas.settling || st.history.backlog.is_none() {
+        return None;
+    }
+    st.replicas.barriers += 1;
+    let n = st.replicas.barriers;
+    let offset = Arc::new(std::sync::OnceLock::new());
+    st.replicas.save_cuts.push((n, offset.clone()));
+    Some(SaveCut {
+        replid: st.history.replid,
+        offset,
+    })
 }
 
 /// A client blocked in WAIT: until `num` replicas acknowledged `offset`.
@@ -570,6 +635,12 @@ fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
                         r.cut_offset = Some(offset);
                     }
                 }
+                st.replicas.save_cuts.retain(|(n, slot)| {
+                    if *n == reached {
+                        let _ = slot.set(offset);
+                    }
+                    *n > reached
+                });
             }
         }
         // WAIT's offsets, for the requests whose threads' chunks are all in the stream now.
@@ -1116,7 +1187,7 @@ pub fn take_waiting(shared: &Shared) -> Option<Job> {
 pub fn run_job(
     shared: &Arc<Shared>,
     job: Job,
-    header: Vec<u8>,
+    header: crate::bgsave::SnapshotHead,
     shards: usize,
     from_shards: crate::bgsave::FromShards,
     stopped: Arc<AtomicBool>,
@@ -1125,7 +1196,10 @@ pub fn run_job(
     let spawned = if job.diskless {
         std::thread::Builder::new()
             .name("repl-diskless".into())
-            .spawn(move || diskless_job(&sh, &job.targets, header, shards, from_shards, &stopped))
+            .spawn(move || {
+                let header = header_at_cut(&sh, job.id, header);
+                diskless_job(&sh, &job.targets, header, shards, from_shards, &stopped)
+            })
             .map(drop)
     } else {
         let dj = shared
@@ -1146,6 +1220,7 @@ pub fn run_job(
         std::thread::Builder::new()
             .name("repl-rdb".into())
             .spawn(move || {
+                let header = header_at_cut(&sh, dj.id, header);
                 let r = crate::bgsave::write_file(
                     &header,
                     crate::bgsave::Tail::Rdb { checksum },
@@ -1187,6 +1262,36 @@ pub fn run_job(
             }
         }
     }
+}
+
+/// The snapshot's start with its replication fields (Redis's full-sync RDB has them: a
+/// replica that keeps it as its file and restarts before a save of its own continues
+/// partially from them): the primary's replication ID and the stream's offset at job
+/// `job`'s cut, waited for until the feed thread reaches it, and database 0 as the stream
+/// after a cut selects its database first (Redis's slaveseldb -1, saved as 0). Without
+/// them when every replica of the job went away before (nobody gets the snapshot then).
+fn header_at_cut(shared: &Shared, job: u64, head: crate::bgsave::SnapshotHead) -> Vec<u8> {
+    if head.repl_slot.is_none() {
+        return head.bytes;
+    }
+    let pos = loop {
+        {
+            let st = shared.repl.lock();
+            let mut of_job = st.replicas.list.iter().filter(|r| r.job == job).peekable();
+            if of_job.peek().is_none() {
+                break None;
+            }
+            if let Some(offset) = of_job.find_map(|r| r.cut_offset) {
+                break Some(crate::replica::ReplPosition {
+                    replid: st.history.replid,
+                    offset,
+                    stream_db: 0,
+                });
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    head.with_position(pos.as_ref())
 }
 
 /// The end of a replica's sync: logged, and the replica dropped on failure.

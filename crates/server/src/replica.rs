@@ -890,11 +890,22 @@ fn full_sync(
         ));
     }
     let target = crate::persist::rdb_path(shared);
-    if let Err(e) = std::fs::rename(&temp, &target) {
-        return remove(&format!(
-            "Failed trying to rename the temp DB into {} in MASTER <-> REPLICA synchronization: {e}",
-            target.display()
-        ));
+    let renamed = {
+        let (temp, target) = (temp.clone(), target.clone());
+        stop_bgsave_then(shared, gen, true, move || std::fs::rename(&temp, &target))
+    };
+    match renamed {
+        None => {
+            let _ = std::fs::remove_file(&temp);
+            return Err(End::Stop);
+        }
+        Some(Err(e)) => {
+            return remove(&format!(
+                "Failed trying to rename the temp DB into {} in MASTER <-> REPLICA synchronization: {e}",
+                target.display()
+            ));
+        }
+        Some(Ok(())) => {}
     }
     if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
         if let Ok(d) = std::fs::File::open(dir) {
@@ -944,6 +955,55 @@ fn load(shared: &Arc<Shared>, gen: u64) -> Option<Result<(), String>> {
                         let r = crate::persist::load::reload(&tx, true, false).await;
                         after_load(&tx, &r).await;
                         Some(r)
+                    } else {
+                        None
+                    };
+                    tx.release();
+                    let _ = done.send(r);
+                })
+            }),
+        },
+    );
+    wait.recv().unwrap_or(None)
+}
+
+/// Stops a BGSAVE in progress before a full sync's snapshot replaces the dataset, as Redis's
+/// readSyncBulkPayload kills its RDB child (with SIGUSR1: `rdb_last_bgsave_status` stays as
+/// it was): the save holds the dataset about to be replaced and would otherwise put it back
+/// into `dbfilename` after the primary's snapshot (a disk-based load renames it there first).
+/// `tx` holds every shard: the save's writer stops, removes its temporary file and leaves
+/// the status unchanged (`bgsave::stop`). Redis logs it for a disk-based load only.
+async fn stop_bgsave_for_load(tx: &crate::exec::Tx, disk: bool) {
+    if crate::bgsave::stop(tx).await && disk {
+        log::notice(
+            "Replica is about to load the RDB file received from the master, but there is a \
+             background save in progress. Stopping it and removing its temp file to avoid any \
+             race",
+        );
+    }
+}
+
+/// [`stop_bgsave_for_load`] from the link thread: in a task on thread 0 holding every shard,
+/// which then runs `then` (still holding them, so no BGSAVE of the old dataset can start in
+/// between). None: the generation changed before the task took the shards.
+fn stop_bgsave_then<R: Send + 'static>(
+    shared: &Arc<Shared>,
+    gen: u64,
+    disk: bool,
+    then: impl FnOnce() -> R + Send + 'static,
+) -> Option<R> {
+    let (done, wait) = std::sync::mpsc::channel::<Option<R>>();
+    shared.send(
+        0,
+        Msg::Spawn {
+            f: Box::new(move |shared: Arc<Shared>| {
+                Box::pin(async move {
+                    let tx = crate::exec::Tx::new(shared.clone(), Default::default());
+                    tx.reserve(crate::cmd::transactions::every_shard(shared.threads))
+                        .await;
+                    let r = if shared.repl.current(gen) {
+                        stop_bgsave_for_load(&tx, disk).await;
+                        Some(then())
                     } else {
                         None
                     };
@@ -1050,6 +1110,7 @@ fn start_stream_load(shared: &Arc<Shared>, gen: u64) -> Option<StreamLoad> {
                     let empty = shared.repl.current(gen) && keys == 0;
                     let _ = ready_tx.send(empty);
                     if empty {
+                        stop_bgsave_for_load(&tx, false).await;
                         log::notice("MASTER <-> REPLICA sync: Loading DB in memory");
                         crate::cmd::server::flush_shards(&tx, true).await;
                         let reader = ChannelReader {
@@ -1112,6 +1173,9 @@ struct SwapLoad {
 
 impl SwapLoad {
     fn start(shared: &Arc<Shared>, gen: u64, size: i64, same_history: bool) -> SwapLoad {
+        // Redis stops its RDB child before an async load too (the save would write the
+        // dataset being replaced); a generation over meanwhile is seen by the caller's loop.
+        stop_bgsave_then(shared, gen, false, || ());
         let id = SWAP_LOAD_IDS.fetch_add(1, Ordering::SeqCst) + 1;
         let p = &shared.persist;
         p.loading_start
@@ -1492,6 +1556,22 @@ pub fn restore(shared: &Shared, pos: ReplPosition) {
     let mut st = shared.repl.lock();
     st.history.adopt(pos.replid, pos.offset);
     shared.repl.stream_db.store(pos.stream_db, Ordering::SeqCst);
+}
+
+/// At start-up of a primary (no `replicaof`): the history its own file recorded (a save of a
+/// primary with a backlog, bgsave.rs `start_claimed`), kept as its second ID, valid up to
+/// the recorded offset + 1, under a new ID, with a backlog from there, as Redis 7's
+/// loadDataFromDisk for a master: a replica that stood at that offset continues with a
+/// partial resync (`+CONTINUE <newid>`). The feed starts now, before any client writes, so
+/// that every write from here on is in the stream that replica continues.
+pub fn restore_primary(shared: &Arc<Shared>, pos: ReplPosition) {
+    {
+        let mut st = shared.repl.lock();
+        st.history.adopt(pos.replid, pos.offset);
+        st.history.shift(new_replid());
+        st.history.create_backlog(backlog_size(shared));
+    }
+    crate::primary::start_feed(shared);
 }
 
 /// What a command of the stream is, for the offset.

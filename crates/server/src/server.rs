@@ -290,6 +290,14 @@ pub fn run(config: Config, executable: String, config_file: String) -> Result<()
     // The threads serve (commands without the `loading` flag get -LOADING, as in Redis) while
     // this thread reads the snapshot and hands its keys to them (persist/load.rs).
     let repl_position = rdb.and_then(|loader| crate::persist::load::at_startup(&shared, loader));
+    // A primary's own file: its history is offered to its replicas (before clients write).
+    let repl_position = match repl_position {
+        Some(pos) if shared.config.replicaof().is_none() => {
+            crate::replica::restore_primary(&shared, pos);
+            None
+        }
+        other => other,
+    };
     if let Some(aof) = aof {
         let listen = shared.listening.lock().unwrap().addrs.clone();
         crate::aof::load_and_start(&shared, aof, &listen);

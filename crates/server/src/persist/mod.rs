@@ -139,6 +139,14 @@ async fn save_to(tx: &Tx, path: &std::path::Path) -> Result<u64, String> {
     let now_ms = Shared::now_ms();
     // Taken while every shard is held: exactly the changes the snapshot holds.
     let dirty = dirty(&shared);
+    // A primary's save records where it stands in its stream (bgsave.rs `start_claimed`):
+    // its cut is a barrier there, and the fields wait for the feed to reach it.
+    let save_cut = (!tx.logging())
+        .then(|| crate::primary::save_barrier(&shared))
+        .flatten();
+    if save_cut.is_some() {
+        tx.start_repl_barrier_log();
+    }
     let counts: Vec<Counts> = tx
         .run_all(move |ctx| {
             let dbs = &ctx.shard.dbs;
@@ -150,6 +158,14 @@ async fn save_to(tx: &Tx, path: &std::path::Path) -> Result<u64, String> {
             (per_db, ttls)
         })
         .await;
+    if save_cut.is_some() {
+        tx.end_log();
+    }
+    // The shards are held meanwhile: a short wait (the feed merges within milliseconds).
+    let primary = match &save_cut {
+        Some(c) => c.position_async(std::time::Duration::from_secs(2)).await,
+        None => None,
+    };
     let version = if counts.iter().any(|c| c.1) {
         darner_rdb::WRITTEN_VERSION_FIELD_TTL
     } else {
@@ -167,7 +183,7 @@ async fn save_to(tx: &Tx, path: &std::path::Path) -> Result<u64, String> {
     })?;
     let written = async {
         let mut w = FileWriter::new(version, yes(&shared, "rdbchecksum"), encode);
-        aux_fields(&shared, &mut w, now_ms);
+        aux_fields(&shared, &mut w, now_ms, primary.as_ref());
         for code in shared.scripts.library_codes() {
             w.function(&code);
         }
@@ -250,13 +266,32 @@ async fn save_to(tx: &Tx, path: &std::path::Path) -> Result<u64, String> {
 /// The AUX fields Redis writes first (rdbSaveInfoAuxFields): version, bits, creation time,
 /// memory in use, on a replica where its data stands in the primary's stream (taken now:
 /// call it at the cut, see `replica::cut_position`), and `aof-base` 0 (not an AOF preamble).
-pub(crate) fn aux_fields(shared: &Shared, w: &mut FileWriter, now_ms: i64) {
-    aux_fields_for(shared, w, now_ms, false)
+pub(crate) fn aux_fields(
+    shared: &Shared,
+    w: &mut FileWriter,
+    now_ms: i64,
+    primary: Option<&crate::replica::ReplPosition>,
+) {
+    let slot = aux_fields_for(shared, w, now_ms, false);
+    if let (Some(at), Some(pos)) = (slot, primary) {
+        // In their place, before `aof-base` (the writer is fresh: nothing was taken yet).
+        let fields = repl_aux(pos);
+        let buf = w.buf();
+        buf.splice(at..at, fields);
+    }
 }
 
 /// [`aux_fields`], with `aof-base` 1 for an AOF's base file (which has no replication
-/// fields, as Redis's).
-pub(crate) fn aux_fields_for(shared: &Shared, w: &mut FileWriter, now_ms: i64, aof_base: bool) {
+/// fields, as Redis's). Returns, when the replication fields are not written (no position
+/// known now) and the file is no AOF base, where in `w`'s bytes they would go: a primary's
+/// full-sync snapshot learns its position only once the feed reaches its cut, and puts
+/// them there then (bgsave.rs `SnapshotHead`).
+pub(crate) fn aux_fields_for(
+    shared: &Shared,
+    w: &mut FileWriter,
+    now_ms: i64,
+    aof_base: bool,
+) -> Option<usize> {
     w.aux(b"redis-ver", crate::REDIS_COMPAT_VERSION.as_bytes());
     w.aux(b"redis-bits", b"64");
     w.aux(b"ctime", now_ms.div_euclid(1000).to_string().as_bytes());
@@ -264,13 +299,27 @@ pub(crate) fn aux_fields_for(shared: &Shared, w: &mut FileWriter, now_ms: i64, a
         b"used-mem",
         crate::alloc::used_memory().to_string().as_bytes(),
     );
-    if let Some(pos) = (!aof_base)
-        .then(|| crate::replica::cut_position(shared))
-        .flatten()
-    {
-        w.aux(b"repl-stream-db", pos.stream_db.to_string().as_bytes());
-        w.aux(b"repl-id", pos.replid.as_bytes());
-        w.aux(b"repl-offset", pos.offset.to_string().as_bytes());
+    let mut slot = None;
+    if !aof_base {
+        match crate::replica::cut_position(shared) {
+            Some(pos) => w.buf().extend_from_slice(&repl_aux(&pos)),
+            None => slot = Some(w.pending()),
+        }
     }
     w.aux(b"aof-base", if aof_base { b"1" } else { b"0" });
+    slot
+}
+
+/// The replication AUX fields of a snapshot at `pos` (Redis's rdbSaveInfoAuxFields:
+/// `repl-stream-db`, `repl-id`, `repl-offset`, in this order).
+pub(crate) fn repl_aux(pos: &crate::replica::ReplPosition) -> Vec<u8> {
+    let mut out = Vec::new();
+    darner_rdb::encode::write_aux(
+        &mut out,
+        b"repl-stream-db",
+        pos.stream_db.to_string().as_bytes(),
+    );
+    darner_rdb::encode::write_aux(&mut out, b"repl-id", pos.replid.as_bytes());
+    darner_rdb::encode::write_aux(&mut out, b"repl-offset", pos.offset.to_string().as_bytes());
+    out
 }

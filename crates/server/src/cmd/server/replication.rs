@@ -213,7 +213,7 @@ fn psync(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             crate::persist::snapshot::SnapshotOptions::from_config(&shared, Shared::now_ms());
         let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (header, shards, from_shards) =
-            crate::bgsave::cut(&tx, snap, false, stopped.clone()).await;
+            crate::bgsave::cut_head(&tx, snap, false, stopped.clone()).await;
         // The cut's end in the stream: every shard's marker is in, the barrier follows.
         tx.end_log();
         tx.release();
@@ -270,7 +270,8 @@ async fn chained_full_sync(tx: &Tx, client_id: u64) {
     ));
     let snap = crate::persist::snapshot::SnapshotOptions::from_config(&shared, Shared::now_ms());
     let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (header, shards, from_shards) = crate::bgsave::cut(tx, snap, false, stopped.clone()).await;
+    let (header, shards, from_shards) =
+        crate::bgsave::cut_head(tx, snap, false, stopped.clone()).await;
     tx.release();
     replica::release_hold(&shared);
     crate::primary::run_job(&shared, job, header, shards, from_shards, stopped);
@@ -328,6 +329,28 @@ async fn become_primary(tx: &Tx) -> bool {
     true
 }
 
+/// A primary about to follow another: its clients' writes stop (READONLY from here on), those
+/// in flight land, and everything its threads recorded is rendered into its stream, before
+/// [`replica::set_master`] takes the offset it offers the new primary (PSYNC) and the feed
+/// stops extending its history. Redis's writes are in the stream when they are applied, so
+/// its demoted primary offers an offset that covers its data; without this, the last writes
+/// applied before REPLICAOF could still be on their way to the feed, be dropped there as a
+/// follower's, and the offset offered would fall short of the data: a new primary at that
+/// offset would accept a partial resync and the writes would stay on this server alone.
+async fn stop_own_stream(tx: &Tx) {
+    let shared = tx.shared();
+    shared
+        .repl
+        .is_replica
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    tx.reserve(crate::cmd::transactions::every_shard(tx.nshards()))
+        .await;
+    tx.release();
+    if crate::primary::feeding() && !tx.nested() {
+        crate::primary::wait_offset(tx).await;
+    }
+}
+
 async fn wait_quiet(tx: &Tx, old: u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while replica::still_applying(tx.shared(), old) && Instant::now() < deadline {
@@ -368,6 +391,13 @@ fn replicaof(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             return with_writer(resp3, |w| {
                 w.simple(b"OK Already connected to specified master")
             });
+        }
+        if !shared
+            .repl
+            .is_replica
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            stop_own_stream(&tx).await;
         }
         let (old, gen) = replica::set_master(&shared, host.clone(), port);
         wait_quiet(&tx, old).await;
