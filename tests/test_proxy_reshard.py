@@ -3,12 +3,14 @@
 Slots move by hand, as `redis-cli --cluster reshard` does it (SETSLOT IMPORTING / MIGRATING,
 MIGRATE of the keys in small batches with pauses, SETSLOT NODE), so that clients hit the
 in-between states: keys already moved (-ASK), multi-key requests whose keys are split
-(-TRYAGAIN) and finally the old owner's -MOVED. The proxy's topology refresh interval is long,
-so that it learns of the move from the MOVED replies, not from a periodic refresh.
+(-TRYAGAIN) and finally the old owner's -MOVED; and by `redis-cli --cluster reshard` itself.
+The proxy's topology refresh interval is long, so that it learns of the moves from the MOVED
+replies, not from a periodic refresh.
 """
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 
@@ -228,3 +230,100 @@ def test_slots_move_under_running_clients(cluster):  # noqa: F811
         # Back where they were, for whatever runs next on this cluster.
         for t in tags:
             move_slot(cluster, key_slot("{%s}" % t), dst, src, batch=100, pause=0)
+
+
+def redis_cli_reshard(src, dst, slots):
+    """`redis-cli --cluster reshard` itself: moves `src`'s `slots` lowest slots to `dst`,
+    their keys 5 per MIGRATE."""
+    out = subprocess.run(["redis-cli", "--cluster", "reshard", "127.0.0.1:%d" % src.port,
+                          "--cluster-from", node_id(src), "--cluster-to", node_id(dst),
+                          "--cluster-slots", str(slots), "--cluster-yes",
+                          "--cluster-pipeline", "5"],
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0, (out.stdout[-3000:], out.stderr[-3000:])
+
+
+def slots_of(cluster, node):
+    """The slots `node` owns, from one CLUSTER SLOTS."""
+    return [s for start, end, primary, *_ in cluster[0].client().execute_command("CLUSTER", "SLOTS")
+            if primary[1] == node.port for s in range(start, end + 1)]
+
+
+def test_redis_cli_reshard_under_running_clients(cluster):  # noqa: F811
+    """The tool operators use: `redis-cli --cluster reshard` moves 40 slots away and back
+    while clients run INCRs, read-your-writes and cross-slot MGET/MSET through the proxy."""
+    src, dst = cluster[0], cluster[1]
+    moving = 40
+    first = sorted(slots_of(cluster, src))[:moving]
+    # Keys in the slots that move (redis-cli takes a source's lowest slots first).
+    keys, i = [], 0
+    while len(keys) < 24:
+        k = "rs:%d" % i
+        if key_slot(k) in first[: moving // 2]:
+            keys.append(k)
+        i += 1
+    p = SlowRefreshProxy(["127.0.0.1:%d" % cluster[2].port])
+    p.start()
+    try:
+        r0 = p.client()
+        r0.flushall()
+        # Enough keys in the moving slots that their MIGRATEs take a while (a key's hash tag
+        # puts its pads in its slot).
+        for k in keys:
+            r0.mset({"{%s}:pad%d" % (k, j): "x" for j in range(50)})
+        stop = threading.Event()
+        errors, incrs = [], {}
+        lock = threading.Lock()
+
+        def worker(w):
+            c = p.client()
+            acked = {}
+            seq = 0
+            try:
+                while not stop.is_set():
+                    seq += 1
+                    k = keys[seq % len(keys)]
+                    c.incr(k)
+                    acked[k] = acked.get(k, 0) + 1
+                    own = "{%s}:w%d" % (k, w)
+                    c.set(own, seq)
+                    if c.get(own) != str(seq).encode():
+                        errors.append("GET %s after SET %d" % (own, seq))
+                    group = ["{%s}:m%d" % (keys[(seq + j) % len(keys)], w) for j in range(4)]
+                    c.mset({g: seq for g in group})
+                    if c.mget(group) != [str(seq).encode()] * 4:
+                        errors.append("MGET %s after MSET %d" % (group, seq))
+            except redis.RedisError as e:
+                errors.append("worker %d: %r" % (w, e))
+            with lock:
+                for k2, v in acked.items():
+                    incrs[k2] = incrs.get(k2, 0) + v
+            c.close()
+
+        threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
+        for th in threads:
+            th.start()
+        try:
+            time.sleep(0.3)
+            redis_cli_reshard(src, dst, moving)
+            assert all(slot_owner(cluster, s) is dst for s in first)
+            time.sleep(0.3)
+            redis_cli_reshard(dst, src, moving)
+            assert all(slot_owner(cluster, s) is src for s in first)
+            time.sleep(0.3)
+        finally:
+            stop.set()
+            for th in threads:
+                th.join(timeout=30)
+        assert not errors, errors[:5]
+        assert sum(incrs.values()) > 0
+        for k, n in incrs.items():
+            assert int(r0.get(k)) == n, k
+        info = r0.info("proxy")
+        assert info["proxy_redirects_moved"] > 0, info
+        print("redis-cli reshard through the proxy:", {k: info["proxy_" + k] for k in (
+            "redirects_moved", "redirects_ask", "tryagain_retries")}, "INCRs", sum(incrs.values()))
+        r0.close()
+    finally:
+        p.stop()
+
