@@ -219,51 +219,6 @@ def test_a_snapshot_waits_for_a_slow_link_to_pause(darner_factory):
     assert "did not pause in time" not in rep.log_tail(100000)
 
 
-def rdb_aux(path):
-    """The AUX fields of the RDB file at `path`, as {name: value} (bytes), read up to the
-    first record that is not an AUX field (they come first, after the header)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    assert data[:5] == b"REDIS", data[:9]
-    pos = 9
-
-    def length():
-        nonlocal pos
-        b = data[pos]
-        kind = b >> 6
-        if kind == 0:
-            pos += 1
-            return b & 0x3F, False
-        if kind == 1:
-            pos += 2
-            return ((b & 0x3F) << 8) | data[pos - 1], False
-        if kind == 3:
-            pos += 1
-            return b & 0x3F, True
-        if b == 0x80:
-            pos += 5
-            return int.from_bytes(data[pos - 4:pos], "big"), False
-        pos += 9
-        return int.from_bytes(data[pos - 8:pos], "big"), False
-
-    def string():
-        nonlocal pos
-        n, encoded = length()
-        if not encoded:
-            pos += n
-            return data[pos - n:pos]
-        width = {0: 1, 1: 2, 2: 4}[n]
-        pos += width
-        return str(int.from_bytes(data[pos - width:pos], "little", signed=True)).encode()
-
-    fields = {}
-    while data[pos] == 0xFA:
-        pos += 1
-        key = string()
-        fields[key] = string()
-    return fields
-
-
 @pytest.mark.parametrize("sync", ["disk", "diskless"])
 @pytest.mark.parametrize("replica", ["darner-replica", "redis-replica"])
 def test_a_replica_killed_right_after_its_full_sync_continues_partially(
