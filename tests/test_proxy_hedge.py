@@ -211,3 +211,63 @@ def test_writes_are_never_hedged(cluster6):
     assert got == [v for _ in mine for v in (True, 1)]
     assert took > 0.6, took
     assert cmdstat(shard, "set")[0] == len(mine)
+
+
+def test_a_first_copy_that_fails_after_the_hedge_answered_is_not_retried(cluster6):
+    """The hedge answers; then the paused replica's connection times out (--op-timeout) with
+    the first copy still on it: that copy is dropped, not retried, and answers nobody."""
+    keys = keys_per_shard(cluster6, n=2, prefix="hedge-fail")
+    shard = cluster6.owner(keys[0])
+    victim = cluster6.replica_of[shard.port]
+    with proxy_on(cluster6, "prefer-replica", "--threads", "1", "--op-timeout", "600",
+                  "--read-hedge-after", str(BUDGET_MS),
+                  "--read-hedge-max-percent", "100") as p:
+        populate(cluster6, p, keys)
+        c = p.client()
+        for k in keys:
+            assert c.get(k) == ("v-" + k).encode()
+        before = c.info("proxy")
+        reset_stats(cluster6)
+        with Paused(victim, ms=1500):
+            start = time.monotonic()
+            assert c.get(keys[0]) == ("v-" + keys[0]).encode()
+            took = time.monotonic() - start
+            # Past the op-timeout: the replica's connection was dropped meanwhile.
+            time.sleep(0.8)
+            after = c.info("proxy")
+        # The client's next replies are its own.
+        for k in keys:
+            assert c.get(k) == ("v-" + k).encode()
+        c.close()
+    assert took < BUDGET_MS / 1000 + MARGIN_S, took
+    assert after["proxy_read_hedges"] == before["proxy_read_hedges"] + 1, after
+    assert after["proxy_read_hedges_won"] == before["proxy_read_hedges_won"] + 1, after
+    # The replica's connection did time out with the first copy on it...
+    victim_addr = "127.0.0.1:%d" % victim.port
+    lines = [v for k, v in after.items() if k.startswith("backend")
+             and isinstance(v, dict) and v.get("addr") == victim_addr]
+    assert len(lines) == 1 and lines[0]["failed"] >= 1, after
+    # ... and the dropped first copy was not sent again.
+    assert after["proxy_read_retries"] == before["proxy_read_retries"], after
+    # The hedge reached the primary (then perhaps the reads after the pause, while the
+    # replica's connection is reopened).
+    assert cmdstat(shard, "get")[0] >= 1
+
+
+def test_the_master_policy_never_hedges(cluster6):
+    """Under `master` a read has one node: a paused primary delays it, unhedged."""
+    key = keys_per_shard(cluster6, n=1, prefix="hedge-m")[0]
+    shard = cluster6.owner(key)
+    with proxy_on(cluster6, "master", "--threads", "1",
+                  "--read-hedge-after", str(BUDGET_MS),
+                  "--read-hedge-max-percent", "100") as p:
+        populate(cluster6, p, [key])
+        c = p.client()
+        assert c.get(key) == ("v-" + key).encode()
+        with Paused(shard, ms=800):
+            start = time.monotonic()
+            assert c.get(key) == ("v-" + key).encode()
+            took = time.monotonic() - start
+        assert hedges(c) == (0, 0)
+        c.close()
+    assert took > 0.6, took

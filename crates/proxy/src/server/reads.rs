@@ -161,7 +161,7 @@ impl Worker {
         let Some(link) = r.hedge.take() else {
             return false;
         };
-        let left = link.out.fetch_sub(1, Ordering::Relaxed) - 1;
+        let left = link.out.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
         if link.answered.load(Ordering::Relaxed) || (left > 0 && is_interim(reply)) {
             return true;
         }
@@ -373,7 +373,7 @@ impl Worker {
         if let Some(link) = retry.hedge.take() {
             // This copy failed: the other one, still out or already in, answers; if it is the
             // last, it is retried as any read, and its retry answers.
-            let left = link.out.fetch_sub(1, Ordering::Relaxed) - 1;
+            let left = link.out.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
             if link.answered.load(Ordering::Relaxed) || left > 0 {
                 return;
             }
