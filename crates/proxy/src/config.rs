@@ -39,6 +39,11 @@ pub struct Config {
     /// How long after a read first went out it may still be retried on another node of its
     /// shard when one fails (`--read-retry-deadline`, ms).
     pub read_retry_deadline: Duration,
+    /// How long a read waits for its reply before a second copy goes to another node of its
+    /// shard (`--read-hedge-after`, ms); `None` (0): reads are never hedged.
+    pub read_hedge_after: Option<Duration>,
+    /// The most hedges as a share of the hedgeable reads (`--read-hedge-max-percent`).
+    pub read_hedge_max_percent: u32,
     /// The shared client cache's bound in bytes, over every thread (`proxy-cache yes`); `None`:
     /// no cache.
     pub cache_max_memory: Option<usize>,
@@ -53,6 +58,7 @@ pub const USAGE: &str = "Usage: darner-proxy [config-file] --listen <host:port> 
 [--op-timeout <ms>] [--requirepass <password>] [--backend-user <user>] \
 [--backend-password <password>] [--maxclients <n>] [--metrics-listen <host:port>] \
 [--read-policy master|prefer-master|replica|prefer-replica|any] [--read-retry-deadline <ms>] \
+[--read-hedge-after <ms>] [--read-hedge-max-percent <1-100>] \
 [--proxy-cache yes|no] [--proxy-cache-max-memory <bytes>[kb|mb|gb]] [--config <file>]\n(the file takes the same names, one `name value` per line; the command \
 line overrides it)";
 
@@ -75,6 +81,8 @@ struct Builder {
     metrics_listen: Option<String>,
     read_policy: ReadPolicy,
     read_retry_ms: u64,
+    read_hedge_ms: u64,
+    read_hedge_max_percent: u32,
     cache: bool,
     cache_max_memory: usize,
 }
@@ -95,6 +103,8 @@ impl Builder {
             metrics_listen: None,
             read_policy: ReadPolicy::default(),
             read_retry_ms: 2_000,
+            read_hedge_ms: 0,
+            read_hedge_max_percent: 10,
             cache: false,
             cache_max_memory: DEFAULT_CACHE_MAX_MEMORY,
         }
@@ -162,6 +172,26 @@ impl Builder {
                     format!("read-retry-deadline must be a number of ms, not {value:?}")
                 })?
             }
+            "read-hedge-after" => {
+                // Bounded: a budget of minutes hedges nothing a client still waits for, and
+                // an unbounded one would overflow the clock's arithmetic.
+                self.read_hedge_ms = value
+                    .parse()
+                    .ok()
+                    .filter(|&n| n <= 60_000)
+                    .ok_or_else(|| {
+                        format!("read-hedge-after must be 0 (off) to 60000 ms, not {value:?}")
+                    })?
+            }
+            "read-hedge-max-percent" => {
+                self.read_hedge_max_percent = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=100).contains(n))
+                    .ok_or_else(|| {
+                        format!("read-hedge-max-percent must be 1 to 100, not {value:?}")
+                    })?
+            }
             "proxy-cache" => {
                 self.cache = match value.to_ascii_lowercase().as_str() {
                     "yes" => true,
@@ -214,6 +244,9 @@ impl Builder {
             metrics_listen: self.metrics_listen,
             read_policy: self.read_policy,
             read_retry_deadline: Duration::from_millis(self.read_retry_ms),
+            read_hedge_after: (self.read_hedge_ms > 0)
+                .then(|| Duration::from_millis(self.read_hedge_ms)),
+            read_hedge_max_percent: self.read_hedge_max_percent,
             cache_max_memory: self.cache.then_some(self.cache_max_memory),
         })
     }
@@ -361,6 +394,27 @@ mod tests {
         assert_eq!(c.read_policy, ReadPolicy::PreferReplica);
         assert_eq!(c.read_retry_deadline, Duration::from_millis(300));
         assert!(parse(&args("--listen h:1 --cluster a:1 --read-policy slave")).is_err());
+        assert_eq!(c.read_hedge_after, None, "hedging is off by default");
+        assert_eq!(c.read_hedge_max_percent, 10);
+        let c = parse(&args(
+            "--listen h:1 --cluster a:1 --read-hedge-after 20 --read-hedge-max-percent 100",
+        ))
+        .unwrap();
+        assert_eq!(c.read_hedge_after, Some(Duration::from_millis(20)));
+        assert_eq!(c.read_hedge_max_percent, 100);
+        let c = parse(&args("--listen h:1 --cluster a:1 --read-hedge-after 0")).unwrap();
+        assert_eq!(c.read_hedge_after, None);
+        for bad in [
+            "--read-hedge-after -1",
+            "--read-hedge-after 60001",
+            "--read-hedge-max-percent 0",
+            "--read-hedge-max-percent 101",
+        ] {
+            assert!(
+                parse(&args(&format!("--listen h:1 --cluster a:1 {bad}"))).is_err(),
+                "{bad}"
+            );
+        }
         assert!(parse(&args("--listen 127.0.0.1:7000")).is_err());
         assert!(parse(&args("--listen x --cluster a:1")).is_err());
         assert!(parse(&args("--listen h:1 --cluster a:1 --threads 0")).is_err());

@@ -64,7 +64,10 @@
 //! SHARDS) or its primary, in the policy's order; a read whose node fails is sent to the next
 //! one within a deadline, since running a read twice is harmless, while a write never is
 //! retried. Nodes that fail repeatedly are ejected and probed (ROLE) before they take
-//! reads again, so a dead replica costs its shard's reads no detour once noticed.
+//! reads again, so a dead replica costs its shard's reads no detour once noticed. A read
+//! still unanswered after `read-hedge-after` may get one second copy on another node of its
+//! policy (capped at `read-hedge-max-percent` of the reads); the first reply answers, the
+//! other is dropped when it comes (see `server/reads.rs`).
 //!
 //! **Shared cache** (`proxy-cache yes`). Read-only single-key replies kept per thread, made
 //! coherent by CLIENT TRACKING on the thread's RESP3 shared connections: see [`cache`] for the
@@ -80,7 +83,7 @@
 //! to each primary it wrote to, and the least count is answered (`server/wait.rs`): never on a
 //! shared connection, where it would hold up every other client.
 //!
-//! **Not yet.** Hedged reads and CLIENT TRACKING REDIRECT are later slices. Commands not
+//! **Not yet.** CLIENT TRACKING REDIRECT is a later slice. Commands not
 //! supported get a clear error (`ERR command '...' is not supported by darner proxy yet`),
 //! never a wrong answer.
 

@@ -126,11 +126,15 @@ pub enum Event {
     Ejection,
     /// A probe (ROLE) sent to an ejected node.
     Probe,
+    /// A second copy of a slow read sent to another node of its shard (`read-hedge-after`).
+    HedgeSent,
+    /// A hedged read answered by its second copy first.
+    HedgeWon,
 }
 
 /// The events' names, in [`Event`]'s order: INFO's fields are `proxy_<name>`, Prometheus's
 /// metrics `darner_proxy_<name>_total`.
-pub const EVENTS: [(Event, &str, &str); 7] = [
+pub const EVENTS: [(Event, &str, &str); 9] = [
     (Event::Moved, "redirects_moved", "MOVED redirects followed."),
     (Event::Ask, "redirects_ask", "ASK redirects followed."),
     (
@@ -154,6 +158,16 @@ pub const EVENTS: [(Event, &str, &str); 7] = [
         "Nodes ejected from reads after repeated failures or a failed probe.",
     ),
     (Event::Probe, "node_probes", "Probes sent to ejected nodes."),
+    (
+        Event::HedgeSent,
+        "read_hedges",
+        "Second copies of slow reads sent to another node of their shard.",
+    ),
+    (
+        Event::HedgeWon,
+        "read_hedges_won",
+        "Hedged reads answered by their second copy first.",
+    ),
 ];
 
 /// What one thread counted (or, summed, the whole proxy).
@@ -970,6 +984,9 @@ mod tests {
         reg.publish(1, &mut b, &[]);
         // A turn that counted only an event still publishes it.
         a.event(Event::Ejection);
+        a.event(Event::HedgeSent);
+        a.event(Event::HedgeSent);
+        a.event(Event::HedgeWon);
         reg.publish(0, &mut a, &[]);
         let text = info_sections(&reg, &ctx(), &Sections::parse(&[b"proxy"]));
         for want in [
@@ -980,6 +997,8 @@ mod tests {
             "proxy_read_retries:0\r\n",
             "proxy_node_ejections:1\r\n",
             "proxy_node_probes:1\r\n",
+            "proxy_read_hedges:2\r\n",
+            "proxy_read_hedges_won:1\r\n",
         ] {
             assert!(text.contains(want), "{want} not in {text}");
         }
@@ -987,6 +1006,8 @@ mod tests {
         assert!(p.contains("# TYPE darner_proxy_redirects_ask_total counter\n"));
         assert!(p.contains("\ndarner_proxy_redirects_ask_total 3\n"));
         assert!(p.contains("\ndarner_proxy_read_retries_total 0\n"));
+        assert!(p.contains("\ndarner_proxy_read_hedges_total 2\n"));
+        assert!(p.contains("\ndarner_proxy_read_hedges_won_total 1\n"));
     }
 
     // ---- the /metrics request head ----

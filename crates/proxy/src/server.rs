@@ -513,6 +513,8 @@ struct Worker {
     health: Health,
     read_policy: ReadPolicy,
     read_retry_deadline: Duration,
+    /// Second copies of slow reads (`read-hedge-after`; see `reads`).
+    hedging: reads::Hedging,
     /// Rotates the `any` read policy's first choice.
     read_turn: usize,
     me: Identity,
@@ -584,6 +586,7 @@ impl Worker {
             health: Health::default(),
             read_policy: cfg.read_policy,
             read_retry_deadline: cfg.read_retry_deadline,
+            hedging: reads::Hedging::new(cfg.read_hedge_after, cfg.read_hedge_max_percent),
             read_turn: thread as usize,
             me,
             seeds: cfg.cluster.clone(),
@@ -631,6 +634,10 @@ impl Worker {
                 .iter()
                 .map(|t| t.0)
                 .min()
+                .map_or(deadline, |t| t.min(deadline));
+            let deadline = self
+                .hedging
+                .next_due()
                 .map_or(deadline, |t| t.min(deadline));
             let timeout = if self.resume.is_empty() {
                 deadline.saturating_duration_since(Instant::now())
@@ -682,6 +689,7 @@ impl Worker {
             }
             self.send_probes();
             self.resend_tried_again();
+            self.send_hedges();
             self.run_deferred();
             // Before the replies go out: a client that saw one finds it counted.
             self.publish_counters();
@@ -2077,6 +2085,9 @@ impl Worker {
                     }
                 }
                 Owner::Client { .. } => {
+                    if self.hedged_reply_dropped(&mut f, &reply) {
+                        continue;
+                    }
                     if let Some(cache) = &mut self.cache {
                         cache.settle(f.fill.take(), &f.payload, &reply);
                     }

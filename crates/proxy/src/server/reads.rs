@@ -11,10 +11,27 @@
 //! another node of the shard is safe even if the first node did run it. Writes are never
 //! retried: whether the failed node applied one before its connection broke cannot be known,
 //! so its client gets `-ERR upstream ...` and decides.
+//!
+//! **Hedged reads** (`read-hedge-after`). A read still unanswered after the budget gets a
+//! second copy on another node its policy allows (the next untried, not ejected candidate);
+//! whichever reply comes first answers the client, in its place in the client's pipeline (the
+//! reply queue is filled by sequence number, whichever node answers). The other copy stays
+//! queued on its shared connection, whose replies come in order: its reply is still read
+//! there, then dropped, never given to a client. The two copies share a [`HedgeLink`]: how
+//! many are still out, and whether one has answered. A copy that fails (broken connection,
+//! `-LOADING`, a redirect) while the other is out is dropped, the other decides; the last one
+//! out is handled as any read (retried, redirected). Bounds: one hedge per read, only for
+//! reads on shared connections that the cache does not fill and no tracking client waits
+//! on, and a token bucket: each hedgeable read adds `read-hedge-max-percent`/100 of a
+//! token (at most [`HEDGE_BURST`] kept), each hedge takes one, so a slow cluster gets at
+//! most that share more reads, not twice its load.
 
-use std::time::Instant;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use super::{error_wire, Owner, Worker};
+use super::{error_wire, InFlight, Owner, Role, Worker};
 use crate::metrics::Event;
 use crate::replicas::ReadPolicy;
 use crate::route::encode_request;
@@ -33,6 +50,89 @@ pub(super) struct ReadRetry {
     /// Redirects (TRYAGAIN included) it followed: the cap on them holds across its
     /// re-placements.
     redirects: u8,
+    /// Shared with the other copy while the read is hedged (taken off when this copy's
+    /// outcome is settled).
+    hedge: Option<Arc<HedgeLink>>,
+    /// This is the hedge (the second copy).
+    second: bool,
+}
+
+/// Most hedge tokens a thread keeps: the burst of hedges a slow spell may send at once after
+/// a quiet one.
+pub(super) const HEDGE_BURST: u32 = 100;
+
+/// A token in hundredths, so that a read adds exactly `read-hedge-max-percent` of them.
+const TOKEN: u32 = 100;
+
+/// Most reads a thread keeps waiting for their hedge budget: past it, new reads are not
+/// hedged (the queue holds a copy of each request).
+const MAX_HEDGE_WAITING: usize = 10_000;
+
+/// The two copies of a hedged read. Atomics only because a worker is built on one thread and
+/// moved to its own: a link never leaves that thread.
+#[derive(Debug, Default)]
+pub(super) struct HedgeLink {
+    /// Copies still queued on a connection.
+    out: AtomicU8,
+    /// One copy's reply (or its retry) answers the client: the other's is dropped.
+    answered: AtomicBool,
+}
+
+/// A read waiting for its budget to run out, with what a second copy needs.
+#[derive(Debug)]
+struct Waiting {
+    at: Instant,
+    link: Arc<HedgeLink>,
+    idx: usize,
+    id: u64,
+    seq: u64,
+    part: usize,
+    payload: Vec<u8>,
+    slot: u16,
+    resp3: bool,
+    turn: usize,
+    first: String,
+}
+
+/// A thread's hedging state (`read-hedge-after`).
+#[derive(Debug, Default)]
+pub(super) struct Hedging {
+    after: Option<Duration>,
+    /// Hundredths of a token added per hedgeable read (`read-hedge-max-percent`).
+    rate: u32,
+    /// In hundredths.
+    tokens: u32,
+    /// In budget order (the budget is one for all).
+    waiting: VecDeque<Waiting>,
+}
+
+impl Hedging {
+    pub(super) fn new(after: Option<Duration>, max_percent: u32) -> Hedging {
+        Hedging {
+            after,
+            rate: max_percent.min(100),
+            tokens: 0,
+            waiting: VecDeque::new(),
+        }
+    }
+
+    /// When the next waiting read's budget runs out.
+    pub(super) fn next_due(&self) -> Option<Instant> {
+        self.waiting.front().map(|w| w.at)
+    }
+}
+
+/// A reply that does not settle a read: another node may answer it.
+fn is_interim(reply: &[u8]) -> bool {
+    [
+        &b"-LOADING"[..],
+        b"-MASTERDOWN",
+        b"-MOVED ",
+        b"-ASK ",
+        b"-TRYAGAIN",
+    ]
+    .iter()
+    .any(|p| reply.starts_with(p))
 }
 
 impl Worker {
@@ -46,7 +146,174 @@ impl Worker {
             resp3,
             turn: self.read_turn,
             redirects: 0,
+            hedge: None,
+            second: false,
         })
+    }
+
+    /// A copy of a hedged read came back with `reply`: whether it is dropped (the other copy
+    /// answered, or is still out and this reply would only send the read elsewhere). A copy
+    /// that is kept answers the client; the other's reply will be dropped.
+    pub(super) fn hedged_reply_dropped(&mut self, f: &mut InFlight, reply: &[u8]) -> bool {
+        let Some(r) = f.read.as_mut() else {
+            return false;
+        };
+        let Some(link) = r.hedge.take() else {
+            return false;
+        };
+        let left = link.out.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
+        if link.answered.load(Ordering::Relaxed) || (left > 0 && is_interim(reply)) {
+            return true;
+        }
+        link.answered.store(true, Ordering::Relaxed);
+        if r.second {
+            self.counters.event(Event::HedgeWon);
+        }
+        false
+    }
+
+    /// After `send_read` queued the first copy of a read on `b`: it waits for the hedge
+    /// budget if hedging is on and the read may be hedged.
+    fn maybe_hedge_later(&mut self, b: usize, owner: (usize, u64, u64, usize), node: &str) {
+        let Some(after) = self.hedging.after else {
+            return;
+        };
+        let (idx, id, seq, part) = owner;
+        let Some(be) = self.backends.get_mut(b) else {
+            return;
+        };
+        if be.role != Role::Shared {
+            return;
+        }
+        // A cache fill has its PTTL behind it: not hedged (the cache answers such reads).
+        let Some(f) = be.inflight.back_mut() else {
+            return;
+        };
+        if !matches!(f.owner, Owner::Client { idx: i, id: d, seq: s, part: p } if (i, d, s, p) == owner)
+        {
+            return;
+        }
+        let Some(r) = f.read.as_mut() else {
+            return;
+        };
+        if f.fill.is_some() || r.redirects > 0 {
+            return;
+        }
+        // Another node the policy allows besides this one: a replica, or the primary.
+        let nodes = match self.map.owner(r.slot) {
+            Some(p) => {
+                let replicas = self.replicas.of(p).len();
+                match self.read_policy {
+                    ReadPolicy::Master => 0,
+                    ReadPolicy::Replica => replicas,
+                    _ => replicas + 1,
+                }
+            }
+            None => 0,
+        };
+        if nodes < 2 {
+            return;
+        }
+        if self
+            .clients
+            .get(idx)
+            .is_none_or(|c| c.id != id || c.tracked.contains(&seq))
+        {
+            return;
+        }
+        self.hedging.tokens = (self.hedging.tokens + self.hedging.rate).min(HEDGE_BURST * TOKEN);
+        // Reads answered before their budget leave their entries behind: those at the front
+        // go now, so the queue holds about the reads in flight.
+        while self.hedging.waiting.front().is_some_and(|w| {
+            w.link.answered.load(Ordering::Relaxed) || w.link.out.load(Ordering::Relaxed) == 0
+        }) {
+            self.hedging.waiting.pop_front();
+        }
+        if self.hedging.waiting.len() >= MAX_HEDGE_WAITING {
+            return;
+        }
+        let link = Arc::new(HedgeLink {
+            out: AtomicU8::new(1),
+            answered: AtomicBool::new(false),
+        });
+        r.hedge = Some(link.clone());
+        self.hedging.waiting.push_back(Waiting {
+            at: f.sent + after,
+            link,
+            idx,
+            id,
+            seq,
+            part,
+            payload: f.payload.clone(),
+            slot: r.slot,
+            resp3: r.resp3,
+            turn: r.turn,
+            first: node.to_string(),
+        });
+    }
+
+    /// Sends the second copy of each read whose budget ran out unanswered, while tokens last.
+    pub(super) fn send_hedges(&mut self) {
+        let now = Instant::now();
+        while self.hedging.waiting.front().is_some_and(|w| w.at <= now) {
+            let Some(w) = self.hedging.waiting.pop_front() else {
+                break;
+            };
+            if w.link.answered.load(Ordering::Relaxed) || w.link.out.load(Ordering::Relaxed) != 1 {
+                continue;
+            }
+            if self.hedging.tokens < TOKEN {
+                continue;
+            }
+            if self.clients.get(w.idx).map(|c| c.id) != Some(w.id) {
+                continue;
+            }
+            let mut retry = Box::new(ReadRetry {
+                slot: w.slot,
+                tried: vec![w.first],
+                deadline: now + self.read_retry_deadline,
+                resp3: w.resp3,
+                turn: w.turn,
+                redirects: 0,
+                hedge: Some(w.link.clone()),
+                second: true,
+            });
+            // An ejected node is no better bet than the slow one.
+            let Some(node) = self
+                .next_read_node(&retry)
+                .filter(|n| !self.health.is_ejected(n))
+            else {
+                continue;
+            };
+            let owner = Owner::Client {
+                idx: w.idx,
+                id: w.id,
+                seq: w.seq,
+                part: w.part,
+            };
+            // Behind the client's own busy connection there, the copy would wait for it.
+            if self.busy_dedicated(&owner, &node, w.resp3).is_some() {
+                continue;
+            }
+            let b = match self.backend(&node, w.resp3) {
+                Ok(b) => b,
+                Err(_) => {
+                    self.node_failed(&node);
+                    continue;
+                }
+            };
+            self.hedging.tokens -= TOKEN;
+            w.link.out.fetch_add(1, Ordering::Relaxed);
+            retry.tried.push(node);
+            let be = &mut self.backends[b];
+            // Not `queue_on`: a hedge never fills the cache.
+            be.queue(owner, w.payload, 0, true, now);
+            if let Some(f) = be.inflight.back_mut() {
+                f.read = Some(retry);
+            }
+            self.dirty_backends.push(b);
+            self.counters.event(Event::HedgeSent);
+        }
     }
 
     /// A read answered `-TRYAGAIN` whose wait is over, placed again by the read policy (as a
@@ -97,11 +364,20 @@ impl Worker {
         mut retry: Box<ReadRetry>,
         mut last_error: Option<String>,
     ) {
-        let Owner::Client { idx, id, .. } = owner else {
+        let Owner::Client { idx, id, seq, part } = owner else {
             return;
         };
         if self.clients.get(idx).map(|c| c.id) != Some(id) {
             return;
+        }
+        if let Some(link) = retry.hedge.take() {
+            // This copy failed: the other one, still out or already in, answers; if it is the
+            // last, it is retried as any read, and its retry answers.
+            let left = link.out.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
+            if link.answered.load(Ordering::Relaxed) || left > 0 {
+                return;
+            }
+            link.answered.store(true, Ordering::Relaxed);
         }
         loop {
             let first = retry.tried.is_empty();
@@ -135,8 +411,17 @@ impl Worker {
             match b {
                 Ok(b) => {
                     self.queue_on(b, owner, payload, retry.redirects, false);
-                    if let Some(f) = self.backends[b].inflight.back_mut() {
+                    // The read, not the PTTL a cache fill queues behind it.
+                    if let Some(f) = self.backends[b]
+                        .inflight
+                        .iter_mut()
+                        .rev()
+                        .find(|f| matches!(f.owner, Owner::Client { .. }))
+                    {
                         f.read = Some(retry);
+                    }
+                    if first {
+                        self.maybe_hedge_later(b, (idx, id, seq, part), &node);
                     }
                     return;
                 }
