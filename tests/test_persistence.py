@@ -676,7 +676,8 @@ def test_clients_get_loading_while_the_file_loads():
     try:
         ref = start_redis(d)
         try:
-            with ref.raw() as c:
+            # POPULATE and SAVE of 2M keys take seconds, more on a loaded machine.
+            with ref.raw(timeout=120) as c:
                 # About 3 s of loading for Darner on a small machine.
                 assert c.call("DEBUG", "POPULATE", "2000000", "key", "100").raw == b"+OK\r\n"
                 assert c.call("SAVE").raw == b"+OK\r\n"
