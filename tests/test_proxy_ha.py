@@ -344,6 +344,34 @@ def test_a_stalled_replica_s_reads_are_retried_on_the_primary(cluster6):
     assert cmdstat(victim_shard, "get")[0] == 1
 
 
+def test_with_the_cache_on_a_stalled_primary_s_cacheable_read_is_retried(cluster6):
+    """A cache miss goes to the primary (its tracking keeps the entry coherent) with the PTTL
+    that gives the entry its deadline queued behind it; when the primary stalls past
+    --op-timeout, the read itself is retried on the shard's replica, as any read is."""
+    key = keys_per_shard(cluster6, n=1, prefix="cstall")[0]
+    with proxy_on(cluster6, "prefer-replica", "--threads", "1", "--op-timeout", "300",
+                  "--proxy-cache", "yes") as p:
+        populate(cluster6, p, [key])
+        primary = cluster6.owner(key)
+        replica = cluster6.replica_of[primary.port]
+        c = p.client()
+        before = c.info("proxy")
+        reset_stats(cluster6)
+        primary.client().execute_command("CLIENT", "PAUSE", "1500", "ALL")
+        try:
+            start = time.monotonic()
+            assert c.get(key) == ("v-" + key).encode()
+            took = time.monotonic() - start
+        finally:
+            primary.client().execute_command("CLIENT", "UNPAUSE")
+        after = c.info("proxy")
+        c.close()
+    assert after["proxy_read_retries"] == before["proxy_read_retries"] + 1, after
+    # Answered by the replica once the primary's connection timed out.
+    assert 0.25 < took < 1.2, took
+    assert cmdstat(replica, "get")[0] == 1
+
+
 def test_no_retry_past_the_read_retry_deadline(cluster6):
     """With no time left for a retry, the stalled read fails with the upstream's reason."""
     key = keys_per_shard(cluster6, n=1, prefix="late")[0]

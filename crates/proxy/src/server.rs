@@ -1141,10 +1141,18 @@ impl Worker {
                                 // tracking connection keeps their entries coherent, and the
                                 // cache, not replicas, takes their load. So do a tracking
                                 // client's reads: the primary's connection tracks them.
-                                let read = self.read_policy != ReadPolicy::Master
-                                    && crate::replicas::is_read_only(&args)
-                                    && !(self.cache.is_some() && cache::cacheable(&args))
-                                    && track_keys.is_empty();
+                                // Such a read still fails over as any read: to the nodes
+                                // the policy allows, should the primary fail it.
+                                let read = if self.read_policy == ReadPolicy::Master
+                                    || !crate::replicas::is_read_only(&args)
+                                    || !track_keys.is_empty()
+                                {
+                                    Placement::Owner
+                                } else if self.cache.is_some() && cache::cacheable(&args) {
+                                    Placement::PrimaryFirst
+                                } else {
+                                    Placement::Policy
+                                };
                                 sends.push(Outgoing::Parts(
                                     seq,
                                     parts,
@@ -1522,8 +1530,12 @@ impl Worker {
                     for (part, p) in parts.into_iter().enumerate() {
                         let owner = Owner::Client { idx, id, seq, part };
                         match p.target {
-                            Target::Slot(slot) if read => {
+                            Target::Slot(slot) if read == Placement::Policy => {
                                 let retry = self.new_read(slot, resp3);
+                                self.send_read(owner, p.payload, retry, None)
+                            }
+                            Target::Slot(slot) if read == Placement::PrimaryFirst => {
+                                let retry = self.new_cached_read(slot, resp3);
                                 self.send_read(owner, p.payload, retry, None)
                             }
                             target => self.send(owner, target, p.payload, resp3, 0, false),
@@ -2477,11 +2489,22 @@ impl Worker {
     }
 }
 
+/// Where a request's parts go on the shared connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Placement {
+    /// To the slot's owner (writes, and every request under the `master` policy).
+    Owner,
+    /// A read placed by the read policy, retried on the shard's other nodes.
+    Policy,
+    /// A cacheable read with the cache on: to the primary first (its tracking connection
+    /// fills the cache), then retried as the policy allows.
+    PrimaryFirst,
+}
+
 /// A backend request decided while a client's input was parsed, sent once it is.
 enum Outgoing {
-    /// Request `seq`'s parts, on the shared connections (RESP3; read-only, so that the read
-    /// policy applies to it).
-    Parts(u64, Vec<route::Part>, bool, bool),
+    /// Request `seq`'s parts, on the shared connections (RESP3; where a read goes).
+    Parts(u64, Vec<route::Part>, bool, Placement),
     /// A transaction's request (`seq`: none when the proxy answered it itself).
     Pinned {
         seq: Option<u64>,

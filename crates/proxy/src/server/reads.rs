@@ -55,6 +55,10 @@ pub(super) struct ReadRetry {
     hedge: Option<Arc<HedgeLink>>,
     /// This is the hedge (the second copy).
     second: bool,
+    /// Its first node is the slot's primary whatever the policy (a cacheable read with the
+    /// cache on: the primary's tracking connection fills and keeps the entry); a retry goes
+    /// where the policy allows.
+    primary_first: bool,
 }
 
 /// Most hedge tokens a thread keeps: the burst of hedges a slow spell may send at once after
@@ -148,7 +152,16 @@ impl Worker {
             redirects: 0,
             hedge: None,
             second: false,
+            primary_first: false,
         })
+    }
+
+    /// The retry state of a cacheable read with the cache on: to the primary first, then,
+    /// should it fail there, to the nodes the read policy allows.
+    pub(super) fn new_cached_read(&mut self, slot: u16, resp3: bool) -> Box<ReadRetry> {
+        let mut r = self.new_read(slot, resp3);
+        r.primary_first = true;
+        r
     }
 
     /// A copy of a hedged read came back with `reply`: whether it is dropped (the other copy
@@ -277,6 +290,7 @@ impl Worker {
                 redirects: 0,
                 hedge: Some(w.link.clone()),
                 second: true,
+                primary_first: false,
             });
             // An ejected node is no better bet than the slow one.
             let Some(node) = self
@@ -339,6 +353,9 @@ impl Worker {
     /// ejected; an ejected one only when no other is left (it may have come back, and failing
     /// without trying would be worse).
     fn next_read_node(&self, r: &ReadRetry) -> Option<String> {
+        if r.primary_first && r.tried.is_empty() {
+            return self.map.owner(r.slot).map(str::to_string);
+        }
         let mut ejected = None;
         for node in self
             .replicas
