@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 
+use darner_commands::tracking::{parse_client_tracking, TrackingNow, TrackingRequest};
 use darner_commands::{flags, key_positions, lookup, lookup_subcommand};
 use darner_resp::ReplyWriter;
 
@@ -169,122 +170,35 @@ fn eq(a: &[u8], b: &str) -> bool {
     a.eq_ignore_ascii_case(b.as_bytes())
 }
 
-fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Whether one of two prefixes starts with the other (a client's prefixes must not overlap).
-fn overlaps(a: &[u8], b: &[u8]) -> bool {
-    let n = a.len().min(b.len());
-    a[..n] == b[..n]
-}
-
-/// Up to this many prefixes (given and held), overlaps are looked for pair by pair, in the
-/// order Redis reports the first one; past it (a hostile request), in sorted order, so that a
-/// request with many prefixes costs n log n, not n².
-const EXACT_OVERLAP_CHECK: usize = 256;
-
-/// An overlap among `existing` (sorted, free of overlaps) and `given`, found by sorting: a
-/// prefix of another sorts right before it or before strings that start with it too, so
-/// neighbours suffice.
-fn overlap_sorted(existing: &[Vec<u8>], given: &[&[u8]]) -> Option<String> {
-    let mut all: Vec<(&[u8], bool)> = existing.iter().map(|e| (e.as_slice(), true)).collect();
-    all.extend(given.iter().map(|g| (*g, false)));
-    all.sort_unstable();
-    all.windows(2).find_map(|w| {
-        let ((a, a_old), (b, b_old)) = (w[0], w[1]);
-        if !overlaps(a, b) || (a_old && b_old) {
-            return None;
-        }
-        Some(if a_old || b_old {
-            let (new, old) = if a_old { (b, a) } else { (a, b) };
-            format!("ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.", lossy(new), lossy(old))
-        } else {
-            format!("ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.", lossy(a), lossy(b))
-        })
-    })
-}
-
 /// CLIENT TRACKING on|off [REDIRECT id] [PREFIX p]... [BCAST] [OPTIN] [OPTOUT] [NOLOOP], with
-/// Redis's checks and errors, but REDIRECT (the proxy does not route one client's
-/// invalidations to another yet).
+/// Redis's checks and errors (darner_commands::tracking), but REDIRECT (the proxy does not
+/// route one client's invalidations to another yet).
 pub fn client_tracking(args: &[&[u8]], s: &mut Session) -> Plan {
-    let (mut bcast, mut optin, mut optout, mut noloop) = (false, false, false, false);
-    let mut prefixes: Vec<&[u8]> = Vec::new();
-    let mut j = 3;
-    while j < args.len() {
-        let more = j + 1 < args.len();
-        let a = args[j];
-        if eq(a, "redirect") && more {
-            return error(
-                s,
-                "ERR CLIENT TRACKING REDIRECT is not supported by darner proxy yet; use RESP3 (HELLO 3) and tracking on the connection itself",
-            );
-        } else if eq(a, "bcast") {
-            bcast = true;
-        } else if eq(a, "optin") {
-            optin = true;
-        } else if eq(a, "optout") {
-            optout = true;
-        } else if eq(a, "noloop") {
-            noloop = true;
-        } else if eq(a, "prefix") && more {
-            j += 1;
-            prefixes.push(args[j]);
-        } else {
-            return error(s, "ERR syntax error");
+    let now = s.tracking.as_ref().map(|t| TrackingNow {
+        bcast: t.bcast,
+        optin: t.optin,
+        optout: t.optout,
+        prefixes: &t.prefixes[..],
+    });
+    let parsed = parse_client_tracking(args, now, |_| {
+        Err("ERR CLIENT TRACKING REDIRECT is not supported by darner proxy yet; use RESP3 (HELLO 3) and tracking on the connection itself".into())
+    });
+    let (bcast, optin, optout, noloop, mut prefixes) = match parsed {
+        Err(msg) => return error(s, &msg),
+        Ok(TrackingRequest::Off) => {
+            s.tracking = None;
+            s.caching = false;
+            return reply(s, |w| w.ok());
         }
-        j += 1;
-    }
-    if eq(args[2], "off") {
-        s.tracking = None;
-        s.caching = false;
-        return reply(s, |w| w.ok());
-    }
-    if !eq(args[2], "on") {
-        return error(s, "ERR syntax error");
-    }
-    if !bcast && !prefixes.is_empty() {
-        return error(s, "ERR PREFIX option requires BCAST mode to be enabled");
-    }
-    let current = s.tracking.as_ref();
-    if current.is_some_and(|t| t.bcast != bcast) {
-        return error(s, "ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.");
-    }
-    if bcast && (optin || optout) {
-        return error(s, "ERR OPTIN and OPTOUT are not compatible with BCAST");
-    }
-    if optin && optout {
-        return error(s, "ERR You can't specify both OPTIN mode and OPTOUT mode");
-    }
-    if current.is_some_and(|t| (optin && t.optout) || (optout && t.optin)) {
-        return error(s, "ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.");
-    }
-    if bcast && prefixes.len() + current.map_or(0, |t| t.prefixes.len()) > EXACT_OVERLAP_CHECK {
-        if let Some(msg) = overlap_sorted(current.map_or(&[], |t| &t.prefixes), &prefixes) {
-            return error(s, &msg);
-        }
-    } else if bcast {
-        let existing: &[Vec<u8>] = current.map_or(&[], |t| &t.prefixes);
-        for (i, p) in prefixes.iter().enumerate() {
-            if let Some(e) = existing.iter().find(|e| overlaps(e, p)) {
-                let msg = format!(
-                    "ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
-                    lossy(p),
-                    lossy(e)
-                );
-                return error(s, &msg);
-            }
-            if let Some(q) = prefixes[i + 1..].iter().find(|q| overlaps(p, q)) {
-                let msg = format!(
-                    "ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
-                    lossy(p),
-                    lossy(q)
-                );
-                return error(s, &msg);
-            }
-        }
-    }
+        Ok(TrackingRequest::On {
+            bcast,
+            optin,
+            optout,
+            noloop,
+            prefixes,
+            ..
+        }) => (bcast, optin, optout, noloop, prefixes),
+    };
     // Enable (or re-enable: the mode flags are replaced, BCAST prefixes accumulate).
     let t = s.tracking.get_or_insert_with(Default::default);
     t.bcast = bcast;

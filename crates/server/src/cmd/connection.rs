@@ -11,6 +11,7 @@ use crate::conn::{ClientState, Conn, ReplyMode};
 use crate::exec::{Tx, THREAD};
 use crate::shared::Shared;
 use bytes::Bytes;
+use darner_commands::tracking::{parse_client_tracking, TrackingNow, TrackingRequest};
 use darner_resp::ReplyWriter;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -441,100 +442,41 @@ fn client_unpause(ctx: &mut ConnCtx, _: &[&[u8]], w: &mut ReplyWriter) {
 
 // ---- CLIENT TRACKING (tracking.rs has the tables) ----
 
-/// Whether one of two prefixes starts with the other (a client's prefixes must not overlap).
-fn overlaps(a: &[u8], b: &[u8]) -> bool {
-    let n = a.len().min(b.len());
-    a[..n] == b[..n]
-}
-
+/// CLIENT TRACKING: the arguments checked by darner_commands::tracking (shared with the
+/// proxy); a REDIRECT must name a client connected now (it may go away later: the redirect is
+/// then broken).
 fn client_tracking(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
-    let (mut redirect, mut bcast, mut optin, mut optout, mut noloop) =
-        (0u64, false, false, false, false);
-    let mut prefixes: Vec<&[u8]> = Vec::new();
-    let mut j = 3;
-    while j < args.len() {
-        let more = j + 1 < args.len();
-        let a = args[j];
-        if eq(a, "redirect") && more {
-            j += 1;
-            if redirect != 0 {
-                return w.error(b"ERR A client can only redirect to a single other client");
-            }
-            let Some(id) = super::parse_int(args[j]) else {
-                return w.error(super::ERR_NOT_INT);
-            };
-            // The target must exist now (it may go away later: the redirect is then broken).
-            if id <= 0
-                || !ctx
-                    .shared
-                    .clients
-                    .lock()
-                    .unwrap()
-                    .contains_key(&(id as u64))
-            {
-                return w.error(b"ERR The client ID you want redirect to does not exist");
-            }
-            redirect = id as u64;
-        } else if eq(a, "bcast") {
-            bcast = true;
-        } else if eq(a, "optin") {
-            optin = true;
-        } else if eq(a, "optout") {
-            optout = true;
-        } else if eq(a, "noloop") {
-            noloop = true;
-        } else if eq(a, "prefix") && more {
-            j += 1;
-            prefixes.push(args[j]);
-        } else {
-            return w.error(super::ERR_SYNTAX);
+    let now = ctx.client.tracking.as_deref().map(|t| TrackingNow {
+        bcast: t.bcast,
+        optin: t.optin,
+        optout: t.optout,
+        prefixes: &t.prefixes[..],
+    });
+    let shared = ctx.shared;
+    let parsed = parse_client_tracking(args, now, |arg| {
+        let Some(id) = super::parse_int(arg) else {
+            return Err(String::from_utf8_lossy(super::ERR_NOT_INT).into_owned());
+        };
+        if id <= 0 || !shared.clients.lock().unwrap().contains_key(&(id as u64)) {
+            return Err("ERR The client ID you want redirect to does not exist".into());
         }
-        j += 1;
-    }
-    if eq(args[2], "off") {
-        crate::tracking::disable(ctx.shared, ctx.client);
-        return w.ok();
-    }
-    if !eq(args[2], "on") {
-        return w.error(super::ERR_SYNTAX);
-    }
-    if !bcast && !prefixes.is_empty() {
-        return w.error(b"ERR PREFIX option requires BCAST mode to be enabled");
-    }
-    let current = ctx.client.tracking.as_deref();
-    if current.is_some_and(|t| t.bcast != bcast) {
-        return w.error(b"ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.");
-    }
-    if bcast && (optin || optout) {
-        return w.error(b"ERR OPTIN and OPTOUT are not compatible with BCAST");
-    }
-    if optin && optout {
-        return w.error(b"ERR You can't specify both OPTIN mode and OPTOUT mode");
-    }
-    if current.is_some_and(|t| (optin && t.optout) || (optout && t.optin)) {
-        return w.error(b"ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.");
-    }
-    if bcast {
-        let existing: &[Bytes] = current.map_or(&[], |t| &t.prefixes);
-        for (i, p) in prefixes.iter().enumerate() {
-            if let Some(e) = existing.iter().find(|e| overlaps(e, p)) {
-                let msg = format!(
-                    "ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
-                    lossy(p),
-                    lossy(e)
-                );
-                return w.error(msg.as_bytes());
-            }
-            if let Some(q) = prefixes[i + 1..].iter().find(|q| overlaps(p, q)) {
-                let msg = format!(
-                    "ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
-                    lossy(p),
-                    lossy(q)
-                );
-                return w.error(msg.as_bytes());
-            }
+        Ok(id as u64)
+    });
+    let (redirect, bcast, optin, optout, noloop, mut prefixes) = match parsed {
+        Err(msg) => return w.error(msg.as_bytes()),
+        Ok(TrackingRequest::Off) => {
+            crate::tracking::disable(ctx.shared, ctx.client);
+            return w.ok();
         }
-    }
+        Ok(TrackingRequest::On {
+            redirect,
+            bcast,
+            optin,
+            optout,
+            noloop,
+            prefixes,
+        }) => (redirect, bcast, optin, optout, noloop, prefixes),
+    };
     // Enable (or re-enable: the mode flags are replaced, BCAST prefixes accumulate).
     if ctx.client.tracking.is_none() {
         ctx.shared.tracking.clients.fetch_add(1, Ordering::Relaxed);
