@@ -12,25 +12,13 @@ import re
 
 import pytest
 
-from harness import HarnessError
 from resp_reader import ConnectionClosed
-from test_proxy import (ProxyServer, cluster, keys_on_distinct_nodes, owner,  # noqa: F401
+from test_proxy import (cluster, keys_on_distinct_nodes, owner, proxy,  # noqa: F401
                         wait_for)
 from test_proxy_ha import cluster6, proxy_on  # noqa: F401 (fixture)
 
 # A node's MONITOR line: `+<seconds>.<micros> [<db> <addr>] "<arg>" ...`.
 LINE = re.compile(rb'^\+\d+\.\d{6} \[0 127\.0\.0\.1:\d+\] (".*")\r\n$')
-
-
-@pytest.fixture(scope="module")
-def proxy(cluster):
-    p = ProxyServer(["127.0.0.1:%d" % cluster[0].port])
-    try:
-        p.start()
-    except HarnessError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield p
-    p.stop()
 
 
 def monitors_on(nodes):
