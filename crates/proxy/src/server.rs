@@ -1702,12 +1702,20 @@ impl Worker {
                 }
             },
         };
-        self.queue_on(b, owner, payload, redirects, asking);
+        self.queue_on(b, owner, payload, redirects, asking, None);
     }
 
-    /// Queues a client's request on backend `b` (after ASKING when `asking`); a redirect may
-    /// resend it elsewhere.
-    fn queue_on(&mut self, b: usize, owner: Owner, payload: Vec<u8>, redirects: u8, asking: bool) {
+    /// Queues a client's request on backend `b` (after ASKING when `asking`), with its retry
+    /// state when it is a read placed by the read policy; a redirect may resend it elsewhere.
+    fn queue_on(
+        &mut self,
+        b: usize,
+        owner: Owner,
+        payload: Vec<u8>,
+        redirects: u8,
+        asking: bool,
+        read: Option<Box<ReadRetry>>,
+    ) {
         if let Owner::Client { idx, id, .. } = owner {
             self.note_write(idx, id, b, &payload);
         }
@@ -1733,6 +1741,8 @@ impl Worker {
         be.queue(owner, payload, redirects, true, now);
         if let Some(f) = be.inflight.back_mut() {
             f.fill = fill;
+            // On the read, not on the PTTL a fill queues behind it.
+            f.read = read;
         }
         if let Some((ticket, pttl)) = ttl {
             // On the same connection, right behind the read: the node runs the two back to
@@ -1765,7 +1775,7 @@ impl Worker {
                 }
             },
         };
-        self.queue_on(b, owner, payload, redirects, asking);
+        self.queue_on(b, owner, payload, redirects, asking, None);
     }
 
     /// A connection of the client's own to `node` with requests still in flight (an EXEC, a

@@ -427,16 +427,8 @@ impl Worker {
             };
             match b {
                 Ok(b) => {
-                    self.queue_on(b, owner, payload, retry.redirects, false);
-                    // The read, not the PTTL a cache fill queues behind it.
-                    if let Some(f) = self.backends[b]
-                        .inflight
-                        .iter_mut()
-                        .rev()
-                        .find(|f| matches!(f.owner, Owner::Client { .. }))
-                    {
-                        f.read = Some(retry);
-                    }
+                    let redirects = retry.redirects;
+                    self.queue_on(b, owner, payload, redirects, false, Some(retry));
                     if first {
                         self.maybe_hedge_later(b, (idx, id, seq, part), &node);
                     }
