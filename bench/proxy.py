@@ -6,7 +6,8 @@ free loopback ports) and `darner-proxy` in front of it, then measures:
 
 1. Long-lived connections: redis-benchmark GET and SET, unpipelined and pipelined, through the
    proxy (as a single node) and directly on the cluster (`redis-benchmark --cluster`): ops/s and
-   p99, and the ratio proxy / direct.
+   p99, and the ratio proxy / direct. `--bench-threads N` runs redis-benchmark with
+   `--threads N` (by default it runs one thread).
 2. Short-lived clients (the PHP-FPM pattern): worker processes each connect, run a few commands
    touching several slots, disconnect, in a loop, for a fixed time: through the proxy with a
    plain client, and directly with redis-py's RedisCluster (which discovers the topology on every
@@ -16,7 +17,7 @@ free loopback ports) and `darner-proxy` in front of it, then measures:
 
 Every server binds 127.0.0.1 and is stopped whatever happens.
 
-    python3 bench/proxy.py [--seconds 10] [--workers 8] [--proxy-threads 1]
+    python3 bench/proxy.py [--seconds 10] [--workers 8] [--proxy-threads 1] [--bench-threads N]
 """
 
 import argparse
@@ -106,9 +107,13 @@ def time_wait_on(ports):
     return n
 
 
-def redis_benchmark(port, test, pipeline, requests, cluster):
+def redis_benchmark(port, test, pipeline, requests, cluster, threads=None):
     args = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", test, "-n",
             str(requests), "-c", "50", "-P", str(pipeline), "-r", "100000", "--csv"]
+    if threads:
+        # redis-benchmark's own threads (7.0): one thread cannot keep a multi-threaded proxy
+        # or three nodes busy on a many-core machine.
+        args += ["--threads", str(threads)]
     if cluster:
         args.append("--cluster")
     out = subprocess.run(args, capture_output=True, text=True, timeout=300).stdout
@@ -168,6 +173,8 @@ def main():
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--requests", type=int, default=200000)
     ap.add_argument("--proxy-threads", type=int, default=1)
+    ap.add_argument("--bench-threads", type=int, default=None,
+                    help="redis-benchmark --threads N (default: not passed, one thread)")
     args = ap.parse_args()
 
     cluster = Cluster()
@@ -183,14 +190,17 @@ def main():
         print("cluster of 3 primaries on %s; darner-proxy --threads %d on %d"
               % (cluster.ports, args.proxy_threads, pport))
 
-        print("\n1. long-lived connections (redis-benchmark -c 50 -r 100000, %d requests)"
-              % args.requests)
+        print("\n1. long-lived connections (redis-benchmark -c 50 -r 100000, %d requests%s)"
+              % (args.requests, ", --threads %d" % args.bench_threads if args.bench_threads
+                 else ""))
         print("%-14s %14s %10s %14s %10s %8s %8s" % ("case", "proxy ops/s", "p99 ms",
                                                      "direct ops/s", "p99 ms", "ops x", "p99 x"))
         for test in ("get", "set"):
             for pipeline in (1, 16):
-                prps, pp99 = redis_benchmark(pport, test, pipeline, args.requests, False)
-                drps, dp99 = redis_benchmark(cluster.ports[0], test, pipeline, args.requests, True)
+                prps, pp99 = redis_benchmark(pport, test, pipeline, args.requests, False,
+                                             args.bench_threads)
+                drps, dp99 = redis_benchmark(cluster.ports[0], test, pipeline, args.requests, True,
+                                             args.bench_threads)
                 print("%-14s %14.0f %10.3f %14.0f %10.3f %8.2f %8.2f" % (
                     "%s -P %d" % (test.upper(), pipeline), prps, pp99, drps, dp99,
                     prps / drps, pp99 / dp99 if dp99 else float("nan")))

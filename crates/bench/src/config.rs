@@ -8,6 +8,9 @@ use crate::ycsb;
 pub struct Config {
     pub host: String,
     pub port: u16,
+    /// `--cluster`: `host:port` is one node of a Redis Cluster; each connection opens a
+    /// socket per primary and sends each request to its key's primary.
+    pub cluster: bool,
     /// Driver threads.
     pub threads: usize,
     /// Connections per thread.
@@ -38,6 +41,7 @@ impl Default for Config {
         Config {
             host: "127.0.0.1".into(),
             port: 6379,
+            cluster: false,
             threads: 1,
             connections: 50,
             pipeline: 1,
@@ -61,6 +65,11 @@ pub const USAGE: &str = "\
 usage: darner-bench [options]
   --host H             server address (127.0.0.1)
   --port N             server port (6379)
+  --cluster            HOST:PORT is a node of a Redis Cluster: the slot map is read once
+                       with CLUSTER SLOTS, each connection opens one socket per primary and
+                       sends each request to its key's primary (pipelining per socket); a
+                       MOVED/ASK reply (the map changed) counts as an error. Single-key
+                       commands only: refused with --ycsb and with --command N > 1
   --threads T          driver threads (1)
   --connections C      connections per thread (50)
   --pipeline P         requests in flight per connection, closed loop (1)
@@ -123,6 +132,10 @@ impl Config {
                     no_load = true;
                     continue;
                 }
+                "cluster" => {
+                    c.cluster = true;
+                    continue;
+                }
                 _ => {}
             }
             let v = match inline {
@@ -182,6 +195,15 @@ impl Config {
                 }
             }
         }
+        if c.cluster && (c.ycsb.is_some() || c.keys_per_request > 1) {
+            // Keys drawn at random fall into different slots, which a cluster refuses in one
+            // command (CROSSSLOT); YCSB's scans read a sorted set and hashes that live apart.
+            return Err(
+                "--cluster sends single-key commands only: it cannot be used with --ycsb or \
+                 with a --command of more than one key per request"
+                    .into(),
+            );
+        }
         if c.threads == 0 || c.connections == 0 || c.pipeline == 0 || c.key_maximum == 0 {
             return Err(
                 "--threads, --connections, --pipeline and --key-maximum must be at least 1".into(),
@@ -240,7 +262,7 @@ mod tests {
     #[test]
     fn parses_every_option_in_both_forms() {
         let c = parse(
-            "--host 10.0.0.1 --port=7000 --threads 2 --connections 3 --pipeline 16 \
+            "--host 10.0.0.1 --port=7000 --cluster --threads 2 --connections 3 --pipeline 16 \
              --ratio 1:0 --key-pattern zipf:1.1 --key-maximum 500 --key-prefix k \
              --data-size 100 --test-time 0.5 --rate 2000 --seed 9 --json",
         )
@@ -250,6 +272,7 @@ mod tests {
             Config {
                 host: "10.0.0.1".into(),
                 port: 7000,
+                cluster: true,
                 threads: 2,
                 connections: 3,
                 pipeline: 16,
@@ -319,6 +342,28 @@ mod tests {
         assert!(parse("--ycsb g").is_err());
         assert!(parse("--ycsb-records 10").is_err());
         assert!(parse("--ycsb a --ycsb-records 0").is_err());
+    }
+
+    #[test]
+    fn cluster_takes_single_key_commands_only() {
+        for ok in [
+            "",
+            "--command set",
+            "--command get",
+            "--command exists:1",
+            "--command mset-del:1",
+        ] {
+            assert!(parse(&format!("--cluster {ok}")).unwrap().cluster, "{ok}");
+        }
+        for bad in [
+            "--command mset:2",
+            "--command mget:10",
+            "--command exists:3",
+            "--ycsb a",
+        ] {
+            let err = parse(&format!("--cluster {bad}")).unwrap_err();
+            assert!(err.contains("single-key"), "{bad}: {err}");
+        }
     }
 
     #[test]

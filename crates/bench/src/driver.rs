@@ -18,15 +18,22 @@
 //! `start + (i/C + k) * C/N`, whatever the replies do, and each latency counts from the request's
 //! scheduled time. A stalled server therefore shows in the percentiles as the whole wait of
 //! every request that should have gone out during the stall (no coordinated omission).
+//!
+//! `--cluster`: the slot map is read once from the given node ([`crate::cluster`]); each
+//! connection then holds one socket per primary, and each command goes to its key's primary.
+//! The connection's operations (its `--pipeline` in flight, its open-loop schedule) are shared
+//! by its sockets; each socket matches its replies to its own commands in FIFO order. One lost
+//! socket ends the whole connection (counted as one error), as one lost socket does otherwise.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
-use std::net::{TcpStream as StdTcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream as StdTcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
+use crate::cluster::{request_key, SlotMap, CLUSTER_SLOTS};
 use crate::config::Config;
 use crate::keys::KeyGen;
 use crate::latency::Latency;
@@ -120,45 +127,26 @@ pub struct RunResult {
     pub load: Option<LoadResult>,
 }
 
-struct Conn {
+/// One socket of a connection: to the server, or (`--cluster`) to one primary.
+struct Link {
     stream: TcpStream,
-    gen: Generator,
     out: Vec<u8>,
     out_pos: usize,
     inbuf: Vec<u8>,
-    /// The operation (its slot) each command in flight belongs to, oldest first.
+    /// The operation (its slot) each command in flight on this socket belongs to, oldest
+    /// first: a server answers a socket's requests in order, so replies match FIFO per socket.
     inflight: VecDeque<usize>,
-    /// Operations in progress: when each started (or was scheduled) and where it stands.
-    slots: Vec<Option<(Instant, Op)>>,
-    free: Vec<usize>,
-    active: usize,
-    /// Open loop: when the next operation is due.
-    next_send: Instant,
-    dead: bool,
-    /// The generator has nothing more to send (the end of a load phase).
-    exhausted: bool,
 }
 
-impl Conn {
-    /// Starts an operation; false when the generator has none left.
-    fn begin(&mut self, at: Instant) -> bool {
-        let Some(op) = self.gen.begin(&mut self.out) else {
-            self.exhausted = true;
-            return false;
-        };
-        let slot = match self.free.pop() {
-            Some(i) => {
-                self.slots[i] = Some((at, op));
-                i
-            }
-            None => {
-                self.slots.push(Some((at, op)));
-                self.slots.len() - 1
-            }
-        };
-        self.inflight.push_back(slot);
-        self.active += 1;
-        true
+impl Link {
+    fn new(stream: TcpStream) -> Link {
+        Link {
+            stream,
+            out: Vec::new(),
+            out_pos: 0,
+            inbuf: Vec::new(),
+            inflight: VecDeque::new(),
+        }
     }
 
     /// Writes what it can; `Err` when the connection is gone.
@@ -178,39 +166,142 @@ impl Conn {
         }
         Ok(())
     }
+}
 
-    /// Reads what has arrived and hands each complete reply to its operation; `Err` when the
-    /// connection is gone or the server sent something that is not RESP.
-    fn read_replies(&mut self, stats: &mut Stats, deadline: Instant) -> Result<(), String> {
+/// One connection of `--connections`: one socket, or with `--cluster` one socket per primary
+/// sharing the connection's operations (its pipeline, its open-loop schedule).
+struct Conn<'m> {
+    links: Vec<Link>,
+    /// `--cluster`: where each request goes; `None`: everything goes to `links[0]`.
+    map: Option<&'m SlotMap>,
+    /// `--cluster`: a command being routed (the generator writes it here first).
+    scratch: Vec<u8>,
+    gen: Generator,
+    /// Operations in progress: when each started (or was scheduled) and where it stands.
+    slots: Vec<Option<(Instant, Op)>>,
+    free: Vec<usize>,
+    active: usize,
+    /// Open loop: when the next operation is due.
+    next_send: Instant,
+    dead: bool,
+    /// The generator has nothing more to send (the end of a load phase).
+    exhausted: bool,
+}
+
+/// Appends the command in `scratch` to the socket of its key's primary, and notes that
+/// operation `slot` waits for its reply there. Without a map everything goes to `links[0]`
+/// (the generator wrote there directly and `scratch` is empty).
+fn route(links: &mut [Link], map: Option<&SlotMap>, scratch: &mut Vec<u8>, slot: usize) {
+    let node = match map {
+        Some(m) => {
+            // Single-key commands only (config refuses the rest); a request without a key
+            // cannot be produced, and would go to the first primary.
+            let n = request_key(scratch).map_or(0, |k| m.node_of_key(k));
+            links[n].out.extend_from_slice(scratch);
+            scratch.clear();
+            n
+        }
+        None => 0,
+    };
+    links[node].inflight.push_back(slot);
+}
+
+impl Conn<'_> {
+    /// Where the generator writes its next command.
+    fn command_buf<'a>(
+        links: &'a mut [Link],
+        map: Option<&SlotMap>,
+        scratch: &'a mut Vec<u8>,
+    ) -> &'a mut Vec<u8> {
+        if map.is_some() {
+            scratch
+        } else {
+            &mut links[0].out
+        }
+    }
+
+    /// Starts an operation; false when the generator has none left.
+    fn begin(&mut self, at: Instant) -> bool {
+        let buf = Conn::command_buf(&mut self.links, self.map, &mut self.scratch);
+        let Some(op) = self.gen.begin(buf) else {
+            self.exhausted = true;
+            return false;
+        };
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some((at, op));
+                i
+            }
+            None => {
+                self.slots.push(Some((at, op)));
+                self.slots.len() - 1
+            }
+        };
+        route(&mut self.links, self.map, &mut self.scratch, slot);
+        self.active += 1;
+        true
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        for l in &mut self.links {
+            l.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Reads what has arrived on socket `link` and hands each complete reply to its
+    /// operation; `Err` when the connection is gone or the server sent something that is not
+    /// RESP.
+    fn read_replies(
+        &mut self,
+        link: usize,
+        stats: &mut Stats,
+        deadline: Instant,
+    ) -> Result<(), String> {
         let mut chunk = [0u8; 64 * 1024];
+        let l = &mut self.links[link];
         loop {
-            match self.stream.read(&mut chunk) {
+            match l.stream.read(&mut chunk) {
                 Ok(0) => return Err("connection closed by the server".into()),
-                Ok(n) => self.inbuf.extend_from_slice(&chunk[..n]),
+                Ok(n) => l.inbuf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.to_string()),
             }
         }
+        // Taken out so that an operation's next command may be routed to any socket,
+        // this one included, while its replies are read.
+        let inbuf = std::mem::take(&mut self.links[link].inbuf);
         let now = Instant::now();
         let counted = now <= deadline; // after the end: not counted
         let mut pos = 0;
-        while let Some((kind, used)) = parse_reply(&self.inbuf[pos..]).map_err(|e| e.0)? {
-            let reply = &self.inbuf[pos..pos + used];
+        let mut result = Ok(());
+        loop {
+            let (kind, used) = match parse_reply(&inbuf[pos..]) {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(e) => {
+                    result = Err(e.0);
+                    break;
+                }
+            };
+            let reply = &inbuf[pos..pos + used];
             pos += used;
-            let slot = self
-                .inflight
-                .pop_front()
-                .ok_or_else(|| "a reply to no request".to_string())?;
-            let (at, op) = self.slots[slot]
-                .as_mut()
-                .ok_or_else(|| "a reply to a finished operation".to_string())?;
+            let Some(slot) = self.links[link].inflight.pop_front() else {
+                result = Err("a reply to no request".to_string());
+                break;
+            };
+            let Some((at, op)) = self.slots[slot].as_mut() else {
+                result = Err("a reply to a finished operation".to_string());
+                break;
+            };
             let at = *at;
             if counted {
                 stats.requests += 1;
             }
-            match self.gen.on_reply(op, kind, reply, &mut self.out) {
-                Next::More => self.inflight.push_back(slot),
+            let buf = Conn::command_buf(&mut self.links, self.map, &mut self.scratch);
+            match self.gen.on_reply(op, kind, reply, buf) {
+                Next::More => route(&mut self.links, self.map, &mut self.scratch, slot),
                 Next::Done(outcome) => {
                     let kind = op.kind;
                     self.slots[slot] = None;
@@ -223,9 +314,52 @@ impl Conn {
                 }
             }
         }
-        self.inbuf.drain(..pos);
-        Ok(())
+        let mut inbuf = inbuf;
+        inbuf.drain(..pos);
+        self.links[link].inbuf = inbuf;
+        result
     }
+
+    fn deregister(&mut self, poll: &Poll) {
+        for l in &mut self.links {
+            let _ = poll.registry().deregister(&mut l.stream);
+        }
+    }
+}
+
+/// Reads the slot map from the node at `addr` (`--cluster`), with a blocking socket: once,
+/// before the run.
+fn read_slot_map(addr: SocketAddr, seed_host: &str) -> Result<SlotMap, String> {
+    let fail = |e: io::Error| format!("CLUSTER SLOTS from {addr}: {e}");
+    let mut s = StdTcpStream::connect_timeout(&addr, Duration::from_secs(10)).map_err(fail)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(fail)?;
+    s.write_all(CLUSTER_SLOTS).map_err(fail)?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        if let Some((_, used)) = parse_reply(&buf).map_err(|e| format!("CLUSTER SLOTS: {}", e.0))? {
+            return SlotMap::parse(&buf[..used], seed_host);
+        }
+        // A 16384-shard cluster's reply is a few MB; more is not a CLUSTER SLOTS reply.
+        if buf.len() > 64 << 20 {
+            return Err("CLUSTER SLOTS: reply over 64 MiB".into());
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => return Err(format!("CLUSTER SLOTS from {addr}: connection closed")),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(fail(e)),
+        }
+    }
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("{host}:{port}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host}:{port}: no address"))
 }
 
 /// The seed of connection `global`'s generators.
@@ -237,18 +371,30 @@ fn conn_seed(cfg: &Config, global: usize) -> u64 {
 /// Runs the load described by `cfg` and returns what was measured. Fails only when a
 /// connection cannot be opened.
 pub fn run(cfg: &Config) -> Result<RunResult, String> {
-    let addr = (cfg.host.as_str(), cfg.port)
-        .to_socket_addrs()
-        .map_err(|e| format!("{}:{}: {e}", cfg.host, cfg.port))?
-        .next()
-        .ok_or_else(|| format!("{}:{}: no address", cfg.host, cfg.port))?;
+    let addr = resolve(&cfg.host, cfg.port)?;
+    let map = match cfg.cluster {
+        true => Some(read_slot_map(addr, &cfg.host)?),
+        false => None,
+    };
+    let addrs = match &map {
+        Some(m) => m
+            .nodes
+            .iter()
+            .map(|(h, p)| resolve(h, *p))
+            .collect::<Result<Vec<_>, _>>()?,
+        None => vec![addr],
+    };
+    let target = Target {
+        addrs: &addrs,
+        map: map.as_ref(),
+    };
     let total_conns = cfg.threads * cfg.connections;
     let mut load = None;
     if let Some(y) = cfg.ycsb.as_ref().filter(|y| y.load) {
         let template = YcsbGen::new(y, Shared::new(y.records), true);
         let make = |global: usize| Generator::Ycsb(template.for_connection(conn_seed(cfg, global)));
         // Bounded: a load that takes an hour has gone wrong.
-        let (stats, elapsed) = run_phase(cfg, addr, &make, Duration::from_secs(3600), false)?;
+        let (stats, elapsed) = run_phase(cfg, &target, &make, Duration::from_secs(3600), false)?;
         load = Some(LoadResult {
             records: stats.ops,
             elapsed,
@@ -283,7 +429,7 @@ pub fn run(cfg: &Config) -> Result<RunResult, String> {
         }
     };
     let time = Duration::from_secs_f64(cfg.test_time_s);
-    let (stats, elapsed) = run_phase(cfg, addr, &make, time, cfg.rate.is_some())?;
+    let (stats, elapsed) = run_phase(cfg, &target, &make, time, cfg.rate.is_some())?;
     Ok(RunResult {
         stats,
         elapsed,
@@ -293,25 +439,36 @@ pub fn run(cfg: &Config) -> Result<RunResult, String> {
 
 /// One phase: connects every connection, drives them for at most `time` (less when every
 /// generator runs out), and merges what the threads counted.
+/// Where the connections go: the server, or every primary of a cluster and its slot map.
+struct Target<'a> {
+    addrs: &'a [SocketAddr],
+    map: Option<&'a SlotMap>,
+}
+
 fn run_phase(
     cfg: &Config,
-    addr: std::net::SocketAddr,
+    target: &Target,
     make: &(dyn Fn(usize) -> Generator + Sync),
     time: Duration,
     open_loop: bool,
 ) -> Result<(Stats, Duration), String> {
     // Connect everything first, so that the clock starts with all connections ready.
-    let mut per_thread: Vec<Vec<StdTcpStream>> = Vec::new();
+    let mut per_thread: Vec<Vec<Vec<StdTcpStream>>> = Vec::new();
     for _ in 0..cfg.threads {
         let mut v = Vec::new();
         for _ in 0..cfg.connections {
-            let s = StdTcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
-            s.set_nodelay(true).map_err(|e| e.to_string())?;
-            s.set_nonblocking(true).map_err(|e| e.to_string())?;
-            v.push(s);
+            let mut socks = Vec::with_capacity(target.addrs.len());
+            for addr in target.addrs {
+                let s = StdTcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
+                s.set_nodelay(true).map_err(|e| e.to_string())?;
+                s.set_nonblocking(true).map_err(|e| e.to_string())?;
+                socks.push(s);
+            }
+            v.push(socks);
         }
         per_thread.push(v);
     }
+    let map = target.map;
     let start = Instant::now();
     let deadline = start + time;
     let results: Vec<Result<Stats, String>> = std::thread::scope(|scope| {
@@ -319,7 +476,7 @@ fn run_phase(
             .into_iter()
             .enumerate()
             .map(|(t, socks)| {
-                scope.spawn(move || drive(cfg, t, socks, make, start, deadline, open_loop))
+                scope.spawn(move || drive(cfg, t, socks, map, make, start, deadline, open_loop))
             })
             .collect();
         handles
@@ -338,10 +495,12 @@ fn run_phase(
     Ok((stats, elapsed))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn drive(
     cfg: &Config,
     thread: usize,
-    socks: Vec<StdTcpStream>,
+    socks: Vec<Vec<StdTcpStream>>,
+    map: Option<&SlotMap>,
     make: &(dyn Fn(usize) -> Generator + Sync),
     start: Instant,
     deadline: Instant,
@@ -355,27 +514,31 @@ fn drive(
         .filter(|_| open_loop)
         .map(|r| Duration::from_secs_f64(total_conns as f64 / r));
     let mut conns = Vec::with_capacity(socks.len());
-    for (i, s) in socks.into_iter().enumerate() {
+    // Token: connection * links_per_conn + link.
+    let links_per_conn = socks.first().map_or(1, Vec::len);
+    for (i, conn_socks) in socks.into_iter().enumerate() {
         let global = thread * cfg.connections + i;
-        let mut stream = TcpStream::from_std(s);
-        poll.registry()
-            .register(
-                &mut stream,
-                Token(i),
-                Interest::READABLE | Interest::WRITABLE,
-            )
-            .map_err(|e| e.to_string())?;
+        let mut links = Vec::with_capacity(links_per_conn);
+        for (j, s) in conn_socks.into_iter().enumerate() {
+            let mut stream = TcpStream::from_std(s);
+            poll.registry()
+                .register(
+                    &mut stream,
+                    Token(i * links_per_conn + j),
+                    Interest::READABLE | Interest::WRITABLE,
+                )
+                .map_err(|e| e.to_string())?;
+            links.push(Link::new(stream));
+        }
         let next_send = match interval {
             Some(iv) => start + iv.mul_f64(global as f64 / total_conns as f64),
             None => start,
         };
         conns.push(Conn {
-            stream,
+            links,
+            map,
+            scratch: Vec::new(),
             gen: make(global),
-            out: Vec::new(),
-            out_pos: 0,
-            inbuf: Vec::new(),
-            inflight: VecDeque::new(),
             slots: Vec::new(),
             free: Vec::new(),
             active: 0,
@@ -407,6 +570,7 @@ fn drive(
             if c.flush().is_err() {
                 c.dead = true;
                 stats.errors += 1;
+                c.deregister(&poll);
             }
         }
         if conns
@@ -422,21 +586,25 @@ fn drive(
             }
         }
         for ev in events.iter() {
-            let c = &mut conns[ev.token().0];
+            let (conn, link) = (ev.token().0 / links_per_conn, ev.token().0 % links_per_conn);
+            let c = &mut conns[conn];
             if c.dead {
                 continue;
             }
             let mut ok = true;
             if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                ok = c.read_replies(&mut stats, deadline).is_ok();
+                ok = c.read_replies(link, &mut stats, deadline).is_ok();
             }
+            // (Commands a reply queued, on any socket, go out at the top of the loop.)
             if ok && ev.is_writable() {
-                ok = c.flush().is_ok();
+                ok = c.links[link].flush().is_ok();
             }
             if !ok {
+                // One lost socket ends the whole connection: its operations in flight there
+                // would otherwise wait forever and hold its pipeline.
                 c.dead = true;
                 stats.errors += 1;
-                let _ = poll.registry().deregister(&mut c.stream);
+                c.deregister(&poll);
             }
         }
     }

@@ -3,6 +3,8 @@
 //! Layout:
 //! - [`proto`]: RESP request encoding and a minimal reply reader that counts complete replies
 //!   in a byte buffer (errors, hits and misses apart); sans-I/O.
+//! - [`cluster`]: `--cluster`: the slot map from a CLUSTER SLOTS reply and the node each
+//!   request goes to; sans-I/O.
 //! - [`keys`]: key-pattern generators (uniform, sequential, Gaussian, Zipf), deterministic
 //!   from a seed; sans-I/O.
 //! - [`mix`]: the command mix (SET:GET ratio, data size, keys per request for MSET/MGET) that
@@ -19,6 +21,7 @@
 //!
 //! `src/main.rs` is the binary: parse, run, print.
 
+pub mod cluster;
 pub mod config;
 pub mod driver;
 pub mod keys;

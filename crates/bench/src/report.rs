@@ -151,13 +151,14 @@ impl Summary {
             ),
         };
         format!(
-            "{{\"mode\":\"{}\",\"command\":\"{}\",\"keys_per_request\":{},\"threads\":{},\"connections\":{},\"pipeline\":{},\
+            "{{\"mode\":\"{}\",\"cluster\":{},\"command\":\"{}\",\"keys_per_request\":{},\"threads\":{},\"connections\":{},\"pipeline\":{},\
              \"ratio\":\"{}:{}\",\"key_pattern\":\"{}\",\"key_maximum\":{},\"data_size\":{},\
              \"rate\":{},\"seconds\":{:.3},\"ops\":{},\"ops_per_sec\":{:.1},\"sets\":{},\
              \"gets\":{},\"hits\":{},\"misses\":{},\"errors\":{},\"p50_us\":{:.1},\
              \"p99_us\":{:.1},\"p999_us\":{:.1},\"max_us\":{:.1},\"requests\":{},\
              \"by_type\":{{{}}},\"load\":{}}}",
             self.mode,
+            cfg.cluster,
             self.command,
             cfg.keys_per_request,
             cfg.threads,
@@ -275,7 +276,7 @@ mod tests {
         assert!((s.p50_us - 100.0).abs() < 0.1);
         let j = s.to_json(&cfg);
         for part in [
-            "\"mode\":\"closed\"",
+            "\"mode\":\"closed\",\"cluster\":false,",
             "\"ops\":3001,",
             "\"ops_per_sec\":1500.5,",
             "\"hits\":1501,",
