@@ -18,6 +18,7 @@ free loopback ports) and `darner-proxy` in front of it, then measures:
 Every server binds 127.0.0.1 and is stopped whatever happens.
 
     python3 bench/proxy.py [--seconds 10] [--workers 8] [--proxy-threads 1] [--bench-threads N]
+                           [--clients 50]
 """
 
 import argparse
@@ -107,9 +108,9 @@ def time_wait_on(ports):
     return n
 
 
-def redis_benchmark(port, test, pipeline, requests, cluster, threads=None):
+def redis_benchmark(port, test, pipeline, requests, cluster, threads=None, clients=50):
     args = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", test, "-n",
-            str(requests), "-c", "50", "-P", str(pipeline), "-r", "100000", "--csv"]
+            str(requests), "-c", str(clients), "-P", str(pipeline), "-r", "100000", "--csv"]
     if threads:
         # redis-benchmark's own threads (7.0): one thread cannot keep a multi-threaded proxy
         # or three nodes busy on a many-core machine.
@@ -175,6 +176,11 @@ def main():
     ap.add_argument("--proxy-threads", type=int, default=1)
     ap.add_argument("--bench-threads", type=int, default=None,
                     help="redis-benchmark --threads N (default: not passed, one thread)")
+    ap.add_argument("--clients", type=int, default=50,
+                    help="redis-benchmark -c: connections in all (with --cluster, spread over "
+                         "the nodes). Unpipelined, a closed loop at a fixed concurrency is "
+                         "bound by latency, and the proxy's hop doubles the round trip: more "
+                         "connections show what each side sustains once the nodes are busy")
     args = ap.parse_args()
 
     cluster = Cluster()
@@ -190,17 +196,17 @@ def main():
         print("cluster of 3 primaries on %s; darner-proxy --threads %d on %d"
               % (cluster.ports, args.proxy_threads, pport))
 
-        print("\n1. long-lived connections (redis-benchmark -c 50 -r 100000, %d requests%s)"
-              % (args.requests, ", --threads %d" % args.bench_threads if args.bench_threads
-                 else ""))
+        print("\n1. long-lived connections (redis-benchmark -c %d -r 100000, %d requests%s)"
+              % (args.clients, args.requests,
+                 ", --threads %d" % args.bench_threads if args.bench_threads else ""))
         print("%-14s %14s %10s %14s %10s %8s %8s" % ("case", "proxy ops/s", "p99 ms",
                                                      "direct ops/s", "p99 ms", "ops x", "p99 x"))
         for test in ("get", "set"):
             for pipeline in (1, 16):
                 prps, pp99 = redis_benchmark(pport, test, pipeline, args.requests, False,
-                                             args.bench_threads)
+                                             args.bench_threads, args.clients)
                 drps, dp99 = redis_benchmark(cluster.ports[0], test, pipeline, args.requests, True,
-                                             args.bench_threads)
+                                             args.bench_threads, args.clients)
                 print("%-14s %14.0f %10.3f %14.0f %10.3f %8.2f %8.2f" % (
                     "%s -P %d" % (test.upper(), pipeline), prps, pp99, drps, dp99,
                     prps / drps, pp99 / dp99 if dp99 else float("nan")))

@@ -9,6 +9,8 @@ cd "$(dirname "$0")/../.."
 grep -qx '/.lent/' .git/info/exclude 2>/dev/null || echo '/.lent/' >> .git/info/exclude
 rm -rf .lent && mkdir -p .lent/bin .lent/real .lent/lib .lent/wheels .lent/darner
 for b in darner darner-proxy darner-bench; do cp "target/release/$b" .lent/darner/; done
+# BASE=DIR: a second build's binaries (an A/B in the same run: run.sh's *_base stages).
+if [ -n "${BASE:-}" ]; then mkdir -p .lent/base && cp "$BASE"/darner "$BASE"/darner-proxy .lent/base/; fi
 for b in redis-server redis-cli redis-benchmark; do
     cp "$(command -v $b)" .lent/real/$b
     # A wrapper, so that the bench scripts find them by name on PATH; the carried libraries

@@ -34,16 +34,27 @@ stage() {
     echo "== stage $name: rc $rc, $((SECONDS - t0))s"
 }
 
+# Three nodes, six proxy threads and six load-generator threads: 15 of the 16 cores.
+PROXY_ARGS=(--seconds 5 --workers 12 --requests 1000000 --proxy-threads 6 --bench-threads 6
+            --clients 200)
+
 run_stage() {
     case $1 in
-        proxy) stage proxy 100 python3 bench/proxy.py --seconds 5 --workers 12 --proxy-threads 4 ;;
+        proxy) stage proxy 100 python3 bench/proxy.py "${PROXY_ARGS[@]}" ;;
+        proxy_base) DARNER_PROXY_BIN=.lent/base/darner-proxy \
+            stage proxy_base 100 python3 bench/proxy.py "${PROXY_ARGS[@]}" ;;
         proxy1) stage proxy1 80 python3 bench/proxy.py --seconds 4 --workers 12 --proxy-threads 1 ;;
-        proxy_cache) stage proxy_cache 100 python3 bench/proxy_cache.py --seconds 5 --proxy-threads 4 ;;
+        proxy_cache) stage proxy_cache 120 python3 bench/proxy_cache.py --seconds 5 \
+            --proxy-threads 6 --bench-threads 6 --connections 25 ;;
         scaling) stage scaling 150 python3 bench/scaling.py --full --tag lent \
             --configs darner:1,darner:4,darner:8,redis:1,redis:8 \
             --cases getset-p1,getset-p16,mset10,mget10 --out "$OUT/scaling" ;;
         replication) stage replication 110 python3 bench/replication.py --keys 200000 \
             --requests 1000000 --lag-seconds 5 ;;
+        replication_base) stage replication_base 110 python3 bench/replication.py --keys 200000 \
+            --requests 1000000 --lag-seconds 5 --darner .lent/base/darner ;;
+        persistence_full) stage persistence_full 150 python3 bench/persistence.py --only bgsave \
+            --worst 3 --keys 1000000 --hash-fields 10000000 ;;
         persistence) stage persistence 100 python3 bench/persistence.py --only bgsave --worst 3 ;;
         aof) stage aof 100 python3 bench/aof.py --repeat 1 --dir "$DISK_DIR" ;;
         smoke) stage smoke 60 python3 bench/scaling.py --quick --time 1 --tag smoke \
