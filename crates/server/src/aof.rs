@@ -1240,7 +1240,7 @@ async fn rewrite_at_cut(
         snap.form = crate::persist::snapshot::Form::Commands;
         crate::bgsave::Tail::None
     };
-    let (header, shards, from_shards) =
+    let (header, shards, mut from_shards) =
         crate::bgsave::cut(tx, snap, true, Arc::new(AtomicBool::new(false))).await;
     // The cut's end in the log: every shard's marker is in, the transaction's end follows.
     tx.end_log();
@@ -1254,7 +1254,7 @@ async fn rewrite_at_cut(
                 &header,
                 tail,
                 shards,
-                &from_shards,
+                &mut from_shards,
                 &tmp,
                 &AtomicBool::new(false),
             )

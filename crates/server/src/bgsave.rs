@@ -30,13 +30,23 @@
 //! by guards, or by the freeing of a flushed table).
 //!
 //! **Big values in steps.** A hash, set, sorted set, list or stream of more than SAVE's
-//! `BIG_ELEMENTS` (persist/snapshot.rs) is not serialized when the cursor reaches it: the sink takes it for later, and the shard's
-//! loop writes it [`BIG_STEP`] elements a turn (as RDB's element-by-element types, a stream
-//! node by node, into a
-//! buffer of its own, since a key's record must be contiguous in the file). Until it is
-//! done, the table forces it: a write to that key first has the rest written at once, from
-//! the value as it still is, so the record stays the value at the cut (a stream's metadata
-//! and groups come last, so a write that changes only a group is caught as well).
+//! `BIG_ELEMENTS` (persist/snapshot.rs) is not serialized when the cursor reaches it: the sink
+//! takes it for later, and the shard's loop writes it [`BIG_STEP`] elements a turn (as RDB's
+//! element-by-element types, a stream node by node). Until it is done, the table forces it:
+//! a write to that key first has the rest written at once, from the value as it still is, so
+//! the record stays the value at the cut (a stream's metadata and groups come last, so a
+//! write that changes only a group is caught as well).
+//!
+//! **A big record streams.** A key's record must be contiguous in the file, so no other
+//! chunk may come between its parts. One shard at a time (the pipe's lane) sends its big
+//! record to the writer part by part as it is written ([`Piece::RecordStart`],
+//! [`Piece::RecordPart`], [`Piece::RecordEnd`]); meanwhile the writer holds every other piece
+//! back ([`FromShards`]) and writes them after the record's end. The lane's holder does only
+//! its record's steps until it ends, and the others' steps wait once what is held back passes
+//! [`MAX_QUEUED`]. A shard that finds the lane taken keeps its big record in parts and sends
+//! it whole at its end, as all did before: a 10M-field hash's record (about 175 MiB) held
+//! whole was most of the memory a BGSAVE added (bench/persistence.py at the size,
+//! peak 1.12 of steady).
 //!
 //! **An AOF base of commands** (`aof-use-rdb-preamble no`) is this same snapshot with
 //! `SnapshotOptions::form` set to `Form::Commands`: the entries are encoded as commands, each
@@ -45,8 +55,8 @@
 //!
 //! Memory: the buffers in flight (a shard flushes at [`CHUNK`] bytes; while more than
 //! [`MAX_QUEUED`] bytes wait for the writer thread, which a slow disk causes, the shards' own
-//! steps wait too), the record of the big value being written, and the values that writes
-//! forced out early; no copy of the dataset.
+//! steps wait too), the records of big values whose shard did not get the lane, and the
+//! values that writes forced out early; no copy of the dataset.
 
 use crate::persist::snapshot::{
     has_hash_field_ttls, is_big, write_select, write_small, Big, Form, SnapshotOptions,
@@ -172,25 +182,43 @@ pub const MAX_QUEUED: usize = 16 << 20;
 #[derive(Clone)]
 pub struct ToWriter {
     tx: mpsc::Sender<Piece>,
+    /// Bytes sent and not yet written, those held back included.
     queued: Arc<AtomicUsize>,
+    /// Of those, the bytes the writer holds back while a record streams.
+    held: Arc<AtomicUsize>,
+    /// Set while a shard streams a big record: one at a time.
+    lane: Arc<AtomicBool>,
 }
 
-/// The writer's side.
+/// The writer's side: gives the pieces in the file's order.
 pub struct FromShards {
     rx: mpsc::Receiver<Piece>,
     queued: Arc<AtomicUsize>,
+    held: Arc<AtomicUsize>,
+    /// A streamed record has started and not ended: other pieces wait in `waiting`.
+    open: bool,
+    waiting: std::collections::VecDeque<InOrder>,
 }
 
 /// A way from the shards to the writer thread.
 pub fn pipe() -> (ToWriter, FromShards) {
     let (tx, rx) = mpsc::channel();
     let queued = Arc::new(AtomicUsize::new(0));
+    let held = Arc::new(AtomicUsize::new(0));
     (
         ToWriter {
             tx,
             queued: queued.clone(),
+            held: held.clone(),
+            lane: Arc::new(AtomicBool::new(false)),
         },
-        FromShards { rx, queued },
+        FromShards {
+            rx,
+            queued,
+            held,
+            open: false,
+            waiting: Default::default(),
+        },
     )
 }
 
@@ -200,21 +228,81 @@ impl ToWriter {
         let _ = self.tx.send(piece);
     }
 
-    /// Whether the writer is behind by more than [`MAX_QUEUED`] bytes.
-    pub fn behind(&self) -> bool {
-        self.queued.load(Ordering::Relaxed) > MAX_QUEUED
+    /// Whether the writer is behind by more than [`MAX_QUEUED`] bytes. For the shard that
+    /// streams a record (`streaming`), what the writer holds back until that record ends does
+    /// not count: its record must go on for the rest to be written.
+    pub fn behind(&self, streaming: bool) -> bool {
+        let queued = self.queued.load(Ordering::Relaxed);
+        let waiting = if streaming {
+            queued.saturating_sub(self.held.load(Ordering::Relaxed))
+        } else {
+            queued
+        };
+        waiting > MAX_QUEUED
+    }
+
+    /// Takes the lane for a streamed record; false when another shard has it.
+    fn take_lane(&self) -> bool {
+        self.lane
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Gives the lane back, after the record's end was sent (so a record streamed next
+    /// reaches the writer after it).
+    fn release_lane(&self) {
+        self.lane.store(false, Ordering::Release);
     }
 }
 
 impl FromShards {
-    /// The next piece (Err: every shard's side is gone).
-    pub fn recv(&self) -> Result<Piece, mpsc::RecvError> {
-        self.rx.recv()
+    /// The next piece in the file's order (Err: every shard's side is gone).
+    pub fn recv(&mut self) -> Result<InOrder, mpsc::RecvError> {
+        self.next(None).map_err(|_| mpsc::RecvError)
     }
 
-    /// The next piece, waiting up to `d`.
-    pub fn recv_timeout(&self, d: Duration) -> Result<Piece, mpsc::RecvTimeoutError> {
-        self.rx.recv_timeout(d)
+    /// [`FromShards::recv`], waiting up to `d` for the channel.
+    pub fn recv_timeout(&mut self, d: Duration) -> Result<InOrder, mpsc::RecvTimeoutError> {
+        self.next(Some(d))
+    }
+
+    fn next(&mut self, wait: Option<Duration>) -> Result<InOrder, mpsc::RecvTimeoutError> {
+        loop {
+            if !self.open {
+                if let Some(p) = self.waiting.pop_front() {
+                    self.held.fetch_sub(p.bytes(), Ordering::Relaxed);
+                    return Ok(p);
+                }
+            }
+            let piece = match wait {
+                None => self
+                    .rx
+                    .recv()
+                    .map_err(|_| mpsc::RecvTimeoutError::Disconnected)?,
+                Some(d) => self.rx.recv_timeout(d)?,
+            };
+            let ready = match piece {
+                // The lane lets one record stream at a time, and its end is sent before the
+                // lane is free again: a start never comes while one is open.
+                Piece::RecordStart(b) => {
+                    self.open = true;
+                    return Ok(InOrder::Bytes(b));
+                }
+                Piece::RecordPart(b) => return Ok(InOrder::Bytes(b)),
+                Piece::RecordEnd => {
+                    self.open = false;
+                    continue;
+                }
+                Piece::Bytes(b) => InOrder::Bytes(b),
+                Piece::Record(head, parts) => InOrder::Record(head, parts),
+                Piece::Done => InOrder::Done,
+            };
+            if !self.open {
+                return Ok(ready);
+            }
+            self.held.fetch_add(ready.bytes(), Ordering::Relaxed);
+            self.waiting.push_back(ready);
+        }
     }
 
     /// A piece of `n` bytes is written: they no longer count as queued.
@@ -223,11 +311,38 @@ impl FromShards {
     }
 }
 
-/// What goes to the writer thread.
-pub enum Piece {
+/// What the writer is given, in the file's order ([`FromShards::recv`]).
+pub enum InOrder {
     Bytes(Vec<u8>),
     /// A big value's record, in parts, and the SELECTDB before it.
     Record(Vec<u8>, Vec<Vec<u8>>),
+    /// A shard has sent all it had.
+    Done,
+}
+
+impl InOrder {
+    /// Bytes it holds.
+    pub fn bytes(&self) -> usize {
+        match self {
+            InOrder::Bytes(b) => b.len(),
+            InOrder::Record(head, parts) => head.len() + parts.iter().map(Vec::len).sum::<usize>(),
+            InOrder::Done => 0,
+        }
+    }
+}
+
+/// What goes to the writer thread.
+enum Piece {
+    Bytes(Vec<u8>),
+    /// A big value's record, in parts, and the SELECTDB before it.
+    Record(Vec<u8>, Vec<Vec<u8>>),
+    /// A big value's record streamed by the lane's holder: the SELECTDB before it and its
+    /// first bytes, ...
+    RecordStart(Vec<u8>),
+    /// ... its next bytes, ...
+    RecordPart(Vec<u8>),
+    /// ... and its end.
+    RecordEnd,
     /// A shard has sent all it had.
     Done,
 }
@@ -236,9 +351,9 @@ impl Piece {
     /// Bytes it holds.
     fn len(&self) -> usize {
         match self {
-            Piece::Bytes(b) => b.len(),
+            Piece::Bytes(b) | Piece::RecordStart(b) | Piece::RecordPart(b) => b.len(),
             Piece::Record(head, parts) => head.len() + parts.iter().map(Vec::len).sum::<usize>(),
-            Piece::Done => 0,
+            Piece::RecordEnd | Piece::Done => 0,
         }
     }
 }
@@ -276,6 +391,10 @@ struct BigValue {
     /// hash) held the shard for 4 ms.
     parts: Vec<Vec<u8>>,
     walk: Big,
+    /// This shard holds the lane: the parts go to the writer as they fill (`started`: the
+    /// record's start went).
+    streaming: bool,
+    started: bool,
 }
 
 impl BigValue {
@@ -300,14 +419,24 @@ impl ShardOut {
         if self.stopped.load(Ordering::Relaxed) {
             return true;
         }
-        if let Some(cur) = self.current.as_mut() {
-            if cur.db == db && *cur.walk.key == *e.key() {
-                // About to change while being written: the rest now, from the value as it
-                // still is.
-                while !cur.walk(e, &self.snap, BIG_STEP) {}
-                self.finish_big();
-                return true;
+        if self
+            .current
+            .as_ref()
+            .is_some_and(|cur| cur.db == db && *cur.walk.key == *e.key())
+        {
+            // About to change while being written: the rest now, from the value as it still
+            // is (streamed part by part when this shard holds the lane).
+            let snap = self.snap;
+            while !self
+                .current
+                .as_mut()
+                .expect("checked")
+                .walk(e, &snap, BIG_STEP)
+            {
+                self.stream_parts();
             }
+            self.finish_big();
+            return true;
         }
         if !forced && is_big(e, self.clock.now_ms) {
             self.later.push_back((db, e.key().to_vec()));
@@ -330,19 +459,63 @@ impl ShardOut {
         true
     }
 
-    /// Moves the finished big value's record into the buffer.
-    /// A big record goes to the writer as a piece of its own (after what the buffer holds),
-    /// not copied into the buffer.
-    fn finish_big(&mut self) {
-        if let Some(cur) = self.current.take() {
-            self.send();
-            let mut head = Vec::with_capacity(24);
-            write_select(&mut head, cur.db, self.snap.form);
-            // One piece: another shard's chunk must not come between the two.
-            let mut parts = cur.parts;
-            parts.push(cur.record);
-            self.to_writer.send(Piece::Record(head, parts));
+    /// Whether this shard streams a big record now (it holds the lane).
+    fn streaming(&self) -> bool {
+        self.current.as_ref().is_some_and(|c| c.streaming)
+    }
+
+    /// Sends the streamed record's full parts to the writer (its start first).
+    fn stream_parts(&mut self) {
+        let Some(cur) = self.current.as_mut().filter(|c| c.streaming) else {
+            return;
+        };
+        for part in cur.parts.drain(..) {
+            if cur.started {
+                self.to_writer.send(Piece::RecordPart(part));
+            } else {
+                let mut head = Vec::with_capacity(24 + part.len());
+                write_select(&mut head, cur.db, self.snap.form);
+                head.extend_from_slice(&part);
+                self.to_writer.send(Piece::RecordStart(head));
+                cur.started = true;
+            }
         }
+    }
+
+    /// Sends the finished big value's record to the writer, after what the buffer holds: the
+    /// rest of a streamed one and its end (then the lane is free), or the whole record as a
+    /// piece of its own (not copied into the buffer).
+    fn finish_big(&mut self) {
+        let Some(mut cur) = self.current.take() else {
+            return;
+        };
+        self.send();
+        if cur.streaming {
+            cur.parts.push(std::mem::take(&mut cur.record));
+            self.current = Some(cur);
+            self.stream_parts();
+            self.current = None;
+            self.to_writer.send(Piece::RecordEnd);
+            self.to_writer.release_lane();
+            return;
+        }
+        let mut head = Vec::with_capacity(24);
+        write_select(&mut head, cur.db, self.snap.form);
+        // One piece: another shard's chunk must not come between the two.
+        let mut parts = cur.parts;
+        parts.push(cur.record);
+        self.to_writer.send(Piece::Record(head, parts));
+    }
+
+    /// Drops the big value being written (a stopped save): a streamed record is ended, cut
+    /// short (the file is not kept), so that the writer stops holding the rest back.
+    fn drop_big(&mut self) -> Option<(usize, Vec<u8>)> {
+        let cur = self.current.take()?;
+        if cur.streaming {
+            self.to_writer.send(Piece::RecordEnd);
+            self.to_writer.release_lane();
+        }
+        Some((cur.db, cur.walk.key.to_vec()))
     }
 
     fn select(&mut self, db: usize) {
@@ -425,11 +598,8 @@ pub fn abort(shard: &mut crate::shard::Shard) {
 /// its loop need not spin meanwhile.
 pub fn behind(shard: &crate::shard::Shard) -> bool {
     shard.snapshot.as_ref().is_some_and(|snap| {
-        snap.out
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .to_writer
-            .behind()
+        let out = snap.out.lock().unwrap_or_else(|p| p.into_inner());
+        out.to_writer.behind(out.streaming())
     })
 }
 
@@ -441,17 +611,18 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
         return false;
     };
     let out = snap.out.clone();
-    if out
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .to_writer
-        .behind()
-    {
-        // The writer is behind (a slow disk): no step this turn.
-        return true;
-    }
+    let streaming = {
+        let g = out.lock().unwrap_or_else(|p| p.into_inner());
+        if g.to_writer.behind(g.streaming()) {
+            // The writer is behind (a slow disk): no step this turn.
+            return true;
+        }
+        g.streaming()
+    };
     let start = Instant::now();
-    for db in shard.dbs.iter_mut() {
+    // The lane's holder writes only its record until it ends: every other piece waits for
+    // that end at the writer.
+    for db in shard.dbs.iter_mut().filter(|_| !streaming) {
         while db.snapshot_active() {
             // True once the cursor is through (big values taken for later may remain).
             if db.snapshot_step(STEP_KEYS) || start.elapsed() >= STEP_TIME {
@@ -468,9 +639,7 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
         if g.stopped.load(Ordering::Relaxed) {
             // A stopped save writes nothing more: its big values are let go.
             let mut keys: Vec<(usize, Vec<u8>)> = g.later.drain(..).collect();
-            if let Some(cur) = g.current.take() {
-                keys.push((cur.db, cur.walk.key.to_vec()));
-            }
+            keys.extend(g.drop_big());
             drop(g);
             for (db, key) in keys {
                 shard.dbs[db].snapshot_undefer(&key);
@@ -488,11 +657,18 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
             let mut record = Vec::new();
             match Big::start(e, &snap, &clock, &mut record) {
                 Some(walk) => {
+                    let streaming = g.to_writer.take_lane();
+                    if streaming {
+                        // What the buffer holds goes first (its keys were met before).
+                        g.send();
+                    }
                     g.current = Some(BigValue {
                         db,
                         record,
                         parts: Vec::new(),
                         walk,
+                        streaming,
+                        started: false,
                     })
                 }
                 None => {
@@ -516,6 +692,8 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
             o.finish_big();
             drop(g);
             shard.dbs[db].snapshot_undefer(&key);
+        } else {
+            o.stream_parts();
         }
     }
     drop(out);
@@ -543,7 +721,7 @@ pub fn spawn_writer(
     save_cut: Option<crate::primary::SaveCut>,
     checksum: bool,
     shards: usize,
-    from_shards: FromShards,
+    mut from_shards: FromShards,
     path: std::path::PathBuf,
     dirty_at_cut: u64,
     stopped: Arc<AtomicBool>,
@@ -565,7 +743,7 @@ pub fn spawn_writer(
                 &header,
                 Tail::Rdb { checksum },
                 shards,
-                &from_shards,
+                &mut from_shards,
                 &tmp,
                 &stopped,
             )
@@ -634,7 +812,7 @@ pub fn write_file(
     header: &[u8],
     tail: Tail,
     shards: usize,
-    from_shards: &FromShards,
+    from_shards: &mut FromShards,
     tmp: &std::path::Path,
     stopped: &AtomicBool,
 ) -> std::io::Result<std::fs::File> {
@@ -658,19 +836,19 @@ pub fn write_file(
         let piece = from_shards
             .recv()
             .map_err(|_| std::io::Error::other("a shard stopped before its part"))?;
-        let n = piece.len();
+        let n = piece.bytes();
         match piece {
-            Piece::Bytes(b) => {
+            InOrder::Bytes(b) => {
                 crc = sum(crc, &b);
                 f.write_all(&b)?;
             }
-            Piece::Record(head, body) => {
+            InOrder::Record(head, body) => {
                 for b in std::iter::once(head).chain(body) {
                     crc = sum(crc, &b);
                     f.write_all(&b)?;
                 }
             }
-            Piece::Done => done += 1,
+            InOrder::Done => done += 1,
         }
         from_shards.written(n);
         if stopped.load(Ordering::Relaxed) {
@@ -951,24 +1129,77 @@ mod tests {
     /// told the writer is behind (their steps wait), and no longer once it wrote them.
     #[test]
     fn the_pipe_counts_the_bytes_on_their_way_and_says_when_the_writer_is_behind() {
-        let (to, from) = pipe();
+        let (to, mut from) = pipe();
         let half = MAX_QUEUED / 2 + 1;
         to.send(Piece::Bytes(vec![0; half]));
-        assert!(!to.behind());
+        assert!(!to.behind(false));
         to.clone().send(Piece::Record(
             vec![1; 10],
             vec![vec![2; half - 10], vec![3; 10]],
         ));
-        assert!(to.behind());
+        assert!(to.behind(false));
         let first = from.recv().unwrap();
-        assert_eq!(first.len(), half);
-        from.written(first.len());
-        assert!(!to.behind());
+        assert_eq!(first.bytes(), half);
+        from.written(first.bytes());
+        assert!(!to.behind(false));
         let second = from.recv().unwrap();
-        from.written(second.len());
+        from.written(second.bytes());
         to.send(Piece::Done);
-        assert_eq!(from.recv().unwrap().len(), 0);
+        assert_eq!(from.recv().unwrap().bytes(), 0);
         assert_eq!(from.queued.load(Ordering::Relaxed), 0);
+    }
+
+    /// While a record streams, the writer gets its start and parts at once and every other
+    /// piece (another shard's chunk or whole record, a shard's end) after its end, in the
+    /// order they came; what it holds back counts as queued, but not for the streaming shard,
+    /// whose record must go on for the rest to be written. The lane is one shard's at a time.
+    #[test]
+    fn a_streamed_record_is_written_whole_before_the_pieces_that_came_during_it() {
+        fn show(p: InOrder) -> Vec<u8> {
+            match p {
+                InOrder::Bytes(v) if v.len() < 100 => v,
+                InOrder::Bytes(v) => format!("{} bytes", v.len()).into_bytes(),
+                InOrder::Record(h, parts) => [h, parts.concat()].concat(),
+                InOrder::Done => b"done".to_vec(),
+            }
+        }
+        let (a, mut from) = pipe();
+        let b = a.clone();
+        assert!(a.take_lane());
+        assert!(!b.take_lane(), "one streaming shard at a time");
+        b.send(Piece::Bytes(b"before".to_vec()));
+        a.send(Piece::RecordStart(b"start".to_vec()));
+        b.send(Piece::Bytes(vec![7; MAX_QUEUED]));
+        a.send(Piece::RecordPart(b"part1".to_vec()));
+        b.send(Piece::Record(b"B".to_vec(), vec![b"whole".to_vec()]));
+        b.send(Piece::Done);
+        a.send(Piece::RecordPart(b"part2".to_vec()));
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            let p = from.recv().unwrap();
+            from.written(p.bytes());
+            got.push(show(p));
+        }
+        // `before` came before the start; the rest of b's waits for the record's end.
+        assert_eq!(got, [&b"before"[..], b"start", b"part1", b"part2"]);
+        assert!(b.behind(false), "b's held-back bytes count for b");
+        assert!(!a.behind(true), "but not for the record's shard");
+        a.send(Piece::RecordEnd);
+        a.release_lane();
+        for want in [
+            format!("{MAX_QUEUED} bytes").into_bytes(),
+            b"Bwhole".to_vec(),
+            b"done".to_vec(),
+        ] {
+            let p = from.recv().unwrap();
+            from.written(p.bytes());
+            let v = show(p);
+            assert_eq!(v, want);
+        }
+        assert!(!b.behind(false));
+        assert_eq!(from.held.load(Ordering::Relaxed), 0);
+        assert_eq!(from.queued.load(Ordering::Relaxed), 0);
+        assert!(b.take_lane(), "free again after the end");
     }
 
     /// A big value's record is kept in parts of about [`CHUNK`] bytes (no buffer of the
@@ -1012,6 +1243,8 @@ mod tests {
             record,
             parts: Vec::new(),
             walk,
+            streaming: false,
+            started: false,
         };
         while !big.walk(&e, &snap, BIG_STEP) {}
         assert!(big.parts.len() > 10, "{} parts", big.parts.len());

@@ -1189,7 +1189,7 @@ pub fn run_job(
     job: Job,
     header: crate::bgsave::SnapshotHead,
     shards: usize,
-    from_shards: crate::bgsave::FromShards,
+    mut from_shards: crate::bgsave::FromShards,
     stopped: Arc<AtomicBool>,
 ) {
     let sh = shared.clone();
@@ -1225,7 +1225,7 @@ pub fn run_job(
                     &header,
                     crate::bgsave::Tail::Rdb { checksum },
                     shards,
-                    &from_shards,
+                    &mut from_shards,
                     &dj.file.0,
                     &AtomicBool::new(false),
                 )
@@ -1503,10 +1503,10 @@ fn diskless_job(
     ids: &[u64],
     header: Vec<u8>,
     shards: usize,
-    from_shards: crate::bgsave::FromShards,
+    mut from_shards: crate::bgsave::FromShards,
     stopped: &AtomicBool,
 ) {
-    use crate::bgsave::Piece;
+    use crate::bgsave::InOrder;
     let mark_text = crate::cmd::server::random_hex40(0xd15c);
     let mut mark = [0u8; darner_repl::payload::MARK_LEN];
     mark.copy_from_slice(&mark_text.as_bytes()[..darner_repl::payload::MARK_LEN]);
@@ -1571,15 +1571,15 @@ fn diskless_job(
             match from_shards.recv_timeout(Duration::from_millis(10)) {
                 Ok(piece) => {
                     let bytes = match piece {
-                        Piece::Bytes(b) => b,
-                        Piece::Record(head, parts) => {
+                        InOrder::Bytes(b) => b,
+                        InOrder::Record(head, parts) => {
                             let mut b = head;
                             for p in parts {
                                 b.extend_from_slice(&p);
                             }
                             b
                         }
-                        Piece::Done => {
+                        InOrder::Done => {
                             done += 1;
                             Vec::new()
                         }
@@ -1677,11 +1677,8 @@ fn diskless_job(
         stopped.store(true, Ordering::Relaxed);
         while done < shards {
             match from_shards.recv() {
-                Ok(Piece::Done) => done += 1,
-                Ok(Piece::Bytes(b)) => from_shards.written(b.len()),
-                Ok(Piece::Record(head, parts)) => {
-                    from_shards.written(head.len() + parts.iter().map(Vec::len).sum::<usize>())
-                }
+                Ok(InOrder::Done) => done += 1,
+                Ok(piece) => from_shards.written(piece.bytes()),
                 Err(_) => break,
             }
         }
