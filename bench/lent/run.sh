@@ -55,6 +55,10 @@ run_stage() {
             --requests 1000000 --lag-seconds 5 --darner .lent/base/darner ;;
         persistence_full) stage persistence_full 150 python3 bench/persistence.py --only bgsave \
             --worst 3 --keys 1000000 --hash-fields 10000000 ;;
+        # With the cores the lent machine has to spare (the defaults are sized for two).
+        replication4) stage replication4 110 python3 bench/replication.py --keys 200000 \
+            --requests 1000000 --lag-seconds 5 --threads 4 --replica-threads 4 ;;
+        aof4) stage aof4 100 python3 bench/aof.py --repeat 1 --threads 4 --dir "$DISK_DIR" ;;
         persistence) stage persistence 100 python3 bench/persistence.py --only bgsave --worst 3 ;;
         aof) stage aof 100 python3 bench/aof.py --repeat 1 --dir "$DISK_DIR" ;;
         smoke) stage smoke 60 python3 bench/scaling.py --quick --time 1 --tag smoke \
