@@ -8,7 +8,9 @@ there). A Darner replica does the same. Checked against a Darner replica and a R
 one, under a Darner primary, for a disk-based load (`repl-diskless-load disabled`, which
 logs it) and an async one (`swapdb`): the save (made long with `rdb-key-save-delay`) is in
 progress when the sync starts; after the sync it ends without an error and without its
-temp file, and `dbfilename` never gets the replaced dataset. Waits poll with deadlines.
+temp file, and `dbfilename` never gets the replaced dataset. The same holds for the snapshot
+a replica is making for its own replica: its load stops that one too, and the sub-replica
+syncs again. Waits poll with deadlines.
 """
 
 from __future__ import annotations
@@ -106,3 +108,48 @@ def test_a_full_sync_load_stops_the_replicas_bgsave(replica, load, darner_factor
     finally:
         if replica == "redis-replica":
             rep.stop()
+
+
+@pytest.mark.parametrize("middle", ["darner-replica", "redis-replica"])
+def test_a_full_sync_load_stops_the_sync_a_replica_serves_its_own_replica(middle,
+                                                                         darner_factory):
+    """A replica B (Darner, or Redis 7.0 as the reference) is serving a full sync to its own
+    replica C, its snapshot made long with `rdb-key-save-delay` (OLD_KEYS keys at 50 ms: about
+    25 s), when B is pointed at a new primary D. B's load of D's snapshot stops that snapshot
+    (Redis kills the child and drops its sub-replicas, which then sync again): C ends with D's
+    data, long before the old snapshot could have ended, and never with the old keys."""
+    a = darner_factory()
+    ac = a.client()
+    with ac.pipeline(transaction=False) as pl:
+        for i in range(OLD_KEYS):
+            pl.set("old:%d" % i, i)
+        pl.execute()
+    args = ["--rdb-key-save-delay", "50000", "--repl-diskless-sync-delay", "0",
+            "--replicaof", "127.0.0.1", str(a.port)]
+    b = harness.start_reference(args) if middle == "redis-replica" else darner_factory(*args)
+    try:
+        bc = b.client()
+        wait_for(lambda: synced(ac, bc) and digest(bc) == digest(ac), 20, "B to sync from A")
+        c = darner_factory()
+        cc = c.client()
+        cc.execute_command("REPLICAOF", "127.0.0.1", b.port)
+        wait_for(lambda: cc.info("replication").get("master_sync_in_progress") == 1
+                 or cc.info("replication").get("master_link_status") == "up", 10,
+                 "C's full sync from B to start")
+        assert cc.info("replication").get("master_link_status") != "up", \
+            "B's snapshot of %d keys ended at once: rdb-key-save-delay did not hold it" % OLD_KEYS
+        d = darner_factory()
+        dc = d.client()
+        for i in range(20):
+            dc.set("new:%d" % i, i)
+        bc.execute_command("REPLICAOF", "127.0.0.1", d.port)
+        # The old snapshot had about 25 s to go: C having D's data within 20 s means B
+        # stopped it (20 keys of D's at 50 ms take a second).
+        wait_for(lambda: synced(dc, bc) and synced(bc, cc) and digest(cc) == digest(dc), 20,
+                 "C to sync again from B and hold D's data")
+        assert cc.exists("old:0") == 0
+        dc.set("after", "1")
+        wait_for(lambda: cc.get("after") == b"1", 20, "C to apply D's later write through B")
+    finally:
+        if middle == "redis-replica":
+            b.stop()
