@@ -17,6 +17,7 @@ import redis
 from harness import HarnessError
 from keyslot import key_slot
 from resp_reader import RawConn
+from transcript import SORTED, assert_same
 from test_proxy import ProxyServer, cluster, owner, wait_for  # noqa: F401 (fixture)
 
 # How long an invalidation may take over loopback on a loaded CI machine (well under a
@@ -173,8 +174,64 @@ REDIRECT_SCENARIO = [
 ]
 
 
+NOLOOP_SCENARIO = [
+    ("r3", ("CLIENT", "TRACKING", "on", "NOLOOP")), ("r3", ("GET", "a")),
+    ("r3", ("SET", "a", "1")),                 # its own write: no push, and the record goes
+    ("w", ("SET", "a", "2")),                  # so none for this one either
+    ("r3", ("GET", "b")), ("w", ("SET", "b", "1")),   # another's write: a push
+    ("r3", ("GET", "c")), ("s3", ("CLIENT", "TRACKING", "on")), ("s3", ("GET", "c")),
+    ("r3", ("INCR", "c")),                     # the other reader hears of it, not the writer
+    ("r3", ("HGET", "h", "f")), ("r3", ("HSET", "h", "f", "v")),
+    ("r3", ("MGET", "m1", "m2")), ("r3", ("MSET", "m1", "1", "m2", "2"), SORTED),
+    ("r3", ("GET", "d")), ("r3", ("DEL", "d")),       # nothing deleted, nothing said
+    ("r3", ("GET", "d")), ("w", ("SET", "d", "1")),
+    ("r3", ("GET", "e")), ("w", ("SET", "e", "1")), ("r3", ("GET", "e")),
+    ("r3", ("DEL", "e")),
+    ("r3", ("CLIENT", "TRACKINGINFO")),
+]
+
+
+@pytest.mark.parametrize("cache", ["no", "yes"])
+def test_noloop_transcript_matches_redis(cluster, redis_ref, cache):
+    # A proxy of its own: once a BCAST client made a thread's connections track in BCAST
+    # mode, NOLOOP cannot tell a client's own writes apart there (see docs/compatibility.md).
+    p = ProxyServer(["127.0.0.1:%d" % cluster[0].port],
+                    ["--threads", "1", "--proxy-cache", cache])
+    p.start()
+    try:
+        redis.Redis(port=redis_ref.port).flushall()
+        p.client().flushall()
+        assert_same(p.port, redis_ref.port, NOLOOP_SCENARIO, ("r3", "s3", "w"))
+    finally:
+        p.stop()
+
+
+def test_noloop_reports_what_it_cannot_tell_apart(conns, cluster):
+    """Writes that may change nothing (SET NX, a RESP2 client's or a transaction's write on a
+    connection that does not track) are reported to a NOLOOP client: an invalidation too many,
+    never one missing. And another client's write just before its own still reaches it."""
+    t, w = conns(), conns()
+    assert t.call("CLIENT", "TRACKING", "on", "NOLOOP").raw == b"+OK\r\n"
+    t.call("GET", "nl:a")
+    assert t.call("SET", "nl:a", "x", "NX").raw == b"+OK\r\n"
+    assert next_push(t) == push(b"nl:a")
+    t.call("GET", "{nl}b")
+    t.call("MULTI")
+    t.call("SET", "{nl}b", "1")
+    t.call("EXEC")
+    assert next_push(t) == push(b"{nl}b")
+    for i in range(50):
+        key = "nl:r%d" % i
+        t.call("GET", key)
+        node = owner(cluster, key).client()
+        node.set(key, "other")      # another client's write, then its own
+        t.send("SET", key, "own")
+        got = {t.read_reply(DELIVERY_BOUND).raw for _ in range(2)}
+        assert got == {b"+OK\r\n", push(key.encode())}
+    quiet(t)
+
+
 def test_redirect_transcript_matches_redis(proxy, cluster, redis_ref):
-    from transcript import assert_same
     redis.Redis(port=redis_ref.port).flushall()
     proxy.client().flushall()
     steps = REDIRECT_SCENARIO

@@ -1999,6 +1999,9 @@ impl Worker {
         // the clients' reads are recorded as their replies are scanned, below).
         let mut pushes: Vec<cache::Push> = Vec::new();
         let mut untracked: Vec<(Reader, Vec<Vec<u8>>)> = Vec::new();
+        // A NOLOOP client's write whose reply was the last frame but pushes: the keys it
+        // surely changed, whose pushes now are its own (see `tracking::own_write_keys`).
+        let mut own_write: Option<(Reader, Vec<Vec<u8>>)> = None;
         loop {
             match be.scanner.next(&be.rbuf[start..], &self.limits) {
                 Ok(Some(n)) => {
@@ -2025,6 +2028,13 @@ impl Worker {
                                     let mut to: Vec<(Reader, Vec<Vec<u8>>)> = Vec::new();
                                     for k in &keys {
                                         for r in self.client_tracking.take(k) {
+                                            // Its own write: its record goes, unsaid.
+                                            if own_write
+                                                .as_ref()
+                                                .is_some_and(|(me, ks)| *me == r && ks.contains(k))
+                                            {
+                                                continue;
+                                            }
                                             to.push((r, vec![k.clone()]));
                                         }
                                     }
@@ -2037,9 +2047,30 @@ impl Worker {
                         }
                         continue;
                     }
+                    own_write = None;
                     match be.inflight.pop_front() {
                         Some(f) => {
                             if let Owner::Client { idx, id, seq, .. } = f.owner {
+                                // Pushes right after a write's reply are its own only where
+                                // the node tracks in default mode (BCAST pushes come at the
+                                // end of the node's event loop, after later replies).
+                                let noloop = be.tracking
+                                    && !be.bcast
+                                    && self.clients.get(idx).is_some_and(|c| {
+                                        c.id == id
+                                            && c.session
+                                                .tracking
+                                                .as_ref()
+                                                .is_some_and(|t| t.noloop && !t.bcast)
+                                    });
+                                if noloop {
+                                    let keys = cache::request_args(&f.payload)
+                                        .map(|a| tracking::own_write_keys(&a, &reply))
+                                        .unwrap_or_default();
+                                    if !keys.is_empty() {
+                                        own_write = Some((Reader { idx, id }, keys));
+                                    }
+                                }
                                 if reply.first() != Some(&b'-') {
                                     if let Some(c) = self
                                         .clients

@@ -44,8 +44,8 @@ pub struct Tracking {
     pub optin: bool,
     /// OPTOUT: reads after CLIENT CACHING no are not recorded.
     pub optout: bool,
-    /// NOLOOP, as reported by TRACKINGINFO (the proxy cannot tell whose write a node's
-    /// invalidation was, so the client's own writes are reported too).
+    /// NOLOOP: the invalidations its own writes cause are not sent to it, where the proxy can
+    /// tell (see [`own_write_keys`]); elsewhere they are.
     pub noloop: bool,
     /// REDIRECT's client id (0: none).
     pub redirect: u64,
@@ -102,6 +102,67 @@ pub fn read_keys(args: &[&[u8]]) -> Vec<Vec<u8>> {
         .iter()
         .filter_map(|&i| args.get(i).map(|k| k.to_vec()))
         .collect()
+}
+
+/// The keys a NOLOOP client's write changed for sure, given its reply: those whose
+/// invalidation on a default-mode tracking connection, among the pushes right after that
+/// reply, is the write's own.
+///
+/// A node sends the invalidations a connection's own command causes right after its reply,
+/// before anything else (Redis 7's pending-key list), and a key's push needs the connection to
+/// track it, which the proxy's table tells (a read recorded, its reply scanned before the
+/// write's). So a push of key `k` right after the reply is the write's when the write surely
+/// changed `k`; when it may not have (`SET NX`, `SADD` of a member already there, ...), a push
+/// there may be another client's write made just after, which must reach the client: only
+/// commands that change every key they name whenever they succeed count, and DEL/UNLINK of one
+/// key answered `:1`. Anything else is reported, as before NOLOOP (an extra invalidation costs a
+/// read; a missing one, a stale cache).
+pub fn own_write_keys(args: &[&[u8]], reply: &[u8]) -> Vec<Vec<u8>> {
+    if matches!(reply.first(), Some(b'-' | b'!') | None) {
+        return Vec::new();
+    }
+    let Some(name) = args.first() else {
+        return Vec::new();
+    };
+    let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+    let one = || args.get(1).map(|k| vec![k.to_vec()]).unwrap_or_default();
+    if is("set") {
+        let conditional = args
+            .iter()
+            .skip(3)
+            .any(|a| a.eq_ignore_ascii_case(b"nx") || a.eq_ignore_ascii_case(b"xx"));
+        return if conditional || args.len() < 3 {
+            Vec::new()
+        } else {
+            one()
+        };
+    }
+    const ALWAYS: &[&str] = &[
+        "setex",
+        "psetex",
+        "getset",
+        "incr",
+        "decr",
+        "incrby",
+        "decrby",
+        "incrbyfloat",
+        "hset",
+        "hmset",
+        "hincrby",
+        "hincrbyfloat",
+        "lpush",
+        "rpush",
+    ];
+    if ALWAYS.iter().any(|n| is(n)) {
+        return one();
+    }
+    if is("mset") && args.len() >= 3 && args.len() % 2 == 1 {
+        return args.iter().skip(1).step_by(2).map(|k| k.to_vec()).collect();
+    }
+    if (is("del") || is("unlink")) && args.len() == 2 && reply == b":1\r\n" {
+        return one();
+    }
+    Vec::new()
 }
 
 /// The RESP3 push `invalidate`: of `keys`, or the null one (everything) for `None`.
@@ -522,6 +583,28 @@ mod tests {
             run(&mut s, "CLIENT TRACKINGINFO"),
             b"*6\r\n$5\r\nflags\r\n*2\r\n$2\r\non\r\n$5\r\nbcast\r\n$8\r\nredirect\r\n:0\r\n$8\r\nprefixes\r\n*2\r\n$2\r\na:\r\n$2\r\nb:\r\n"
         );
+    }
+
+    #[test]
+    fn own_writes_are_those_that_surely_changed_their_keys() {
+        let w = |line: &str, reply: &[u8]| {
+            let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            own_write_keys(&args, reply)
+        };
+        assert_eq!(w("SET k v", b"+OK\r\n"), vec![b"k".to_vec()]);
+        assert_eq!(w("set k v GET", b"$-1\r\n"), vec![b"k".to_vec()]);
+        assert!(w("SET k v NX", b"+OK\r\n").is_empty());
+        assert!(w("SET k v px 10 xx", b"+OK\r\n").is_empty());
+        assert!(w("INCR k", b"-ERR value is not an integer\r\n").is_empty());
+        assert_eq!(
+            w("MSET a 1 b 2", b"+OK\r\n"),
+            vec![b"a".to_vec(), b"b".to_vec()]
+        );
+        assert_eq!(w("DEL k", b":1\r\n"), vec![b"k".to_vec()]);
+        assert!(w("DEL k", b":0\r\n").is_empty());
+        assert!(w("DEL a b", b":2\r\n").is_empty());
+        assert!(w("SADD s m", b":1\r\n").is_empty());
+        assert!(w("GET k", b"$1\r\nv\r\n").is_empty());
     }
 
     #[test]
