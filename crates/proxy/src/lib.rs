@@ -78,8 +78,8 @@
 //! thread's, through [`tracking::Hub`]): see [`tracking`].
 //!
 //! **MONITOR** opens a MONITOR connection of the client's own to every node that runs its
-//! commands (primaries; replicas too when reads may go there) and merges their lines in
-//! arrival order (`server/monitor.rs`). **WAIT** goes, after a PING that moves the
+//! commands (primaries; replicas too when reads may go there), and to each node a topology
+//! refresh names later, and merges their lines in arrival order (`server/monitor.rs`). **WAIT** goes, after a PING that moves the
 //! connection's replication mark past the client's writes, on a connection of the client's own
 //! to each primary it wrote to, and the least count is answered (`server/wait.rs`): never on a
 //! shared connection, where it would hold up every other client.

@@ -2247,6 +2247,7 @@ impl Worker {
                             self.map = m;
                             self.topology_replicas(&frame, shards, &node);
                             self.bcast_connections();
+                            self.monitor_new_nodes();
                         }
                         Ok(_) => {}
                         Err(e) => eprintln!("darner-proxy: topology from {node}: {e}"),
