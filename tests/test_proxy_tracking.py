@@ -241,6 +241,38 @@ def test_redirect_transcript_matches_redis(proxy, cluster, redis_ref):
     assert_same(proxy.port, redis_ref.port, steps[:cut], ("r3", "s3", "sub", "t", "w"))
 
 
+def test_redirected_null_invalidation_is_a_nodes(conns, proxy, redis_ref):
+    """FLUSHALL: the target's null invalidation, its null in the tracking client's protocol
+    (Redis's own choice), the same bytes as from a node (once per flushed node here)."""
+    got = {}
+    for port in (redis_ref.port, proxy.port):
+        sub, s3 = conn(port, 2), conn(port, 3)
+        sid, s3id = sub.call("CLIENT", "ID").value, s3.call("CLIENT", "ID").value
+        sub.call("SUBSCRIBE", "__redis__:invalidate")
+        t3, t2 = conn(port, 3), conn(port, 2)
+        assert t3.call("CLIENT", "TRACKING", "on", "REDIRECT", sid).raw == b"+OK\r\n"
+        assert t2.call("CLIENT", "TRACKING", "on", "REDIRECT", s3id).raw == b"+OK\r\n"
+        t3.call("GET", "fl:a")
+        t2.call("GET", "fl:b")
+        redis.Redis(port=port).flushall()
+        data = {}
+        for name, c in (("sub", sub), ("s3", s3)):
+            deadline = time.monotonic() + DELIVERY_BOUND
+            d = b""
+            while not d and time.monotonic() < deadline:
+                d += c.pending(0.05)
+            data[name] = d + c.pending(QUIET)
+        got[port] = data
+        for c in (sub, s3, t3, t2):
+            c.sock.close()
+    want = got[redis_ref.port]
+    assert want == {"sub": b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n_\r\n",
+                    "s3": b">2\r\n$10\r\ninvalidate\r\n$-1\r\n"}, want
+    for name, frame in want.items():
+        mine = got[proxy.port][name]
+        assert mine and mine == frame * (len(mine) // len(frame)), (name, mine)
+
+
 def test_redirect_bcast_and_other_channels(conns, cluster):
     sub, t, w = conns(2), conns(2), conns(2)
     sub_id = sub.call("CLIENT", "ID").value

@@ -674,7 +674,7 @@ impl Worker {
                     self.accept();
                 } else if ev.token() == WAKER {
                     for r in self.hub.take(self.thread as usize) {
-                        self.deliver_redirected(r.target, r.keys.as_deref());
+                        self.deliver_redirected(r.target, r.keys.as_deref(), r.from_resp3);
                     }
                 } else if t % 2 == 1 {
                     let idx = (t - 1) / 2;
@@ -1412,7 +1412,7 @@ impl Worker {
             };
             let frame = if t.redirect != 0 {
                 if self.hub.is_live(t.redirect) {
-                    redirects.push(t.redirect);
+                    redirects.push((t.redirect, c.session.resp3));
                     continue;
                 }
                 // Gone: a RESP3 client hears so at each invalidation, a RESP2 one cannot.
@@ -1443,13 +1443,14 @@ impl Worker {
         for idx in stuck {
             self.close_client(idx);
         }
-        for target in redirects {
+        for (target, from_resp3) in redirects {
             if self.hub.thread_of(target) == self.thread as usize {
-                self.deliver_redirected(target, keys);
+                self.deliver_redirected(target, keys, from_resp3);
             } else {
                 self.hub.post(tracking::Redirected {
                     target,
                     keys: keys.map(<[Vec<u8>]>::to_vec),
+                    from_resp3,
                 });
             }
         }
@@ -1457,7 +1458,7 @@ impl Worker {
 
     /// An invalidation redirected to client `target` of this thread (gone meanwhile: lost, as
     /// on a node, and the next one finds the redirect broken).
-    fn deliver_redirected(&mut self, target: u64, keys: Option<&[Vec<u8>]>) {
+    fn deliver_redirected(&mut self, target: u64, keys: Option<&[Vec<u8>]>, from_resp3: bool) {
         let Some(&idx) = self.by_id.get(&target) else {
             return;
         };
@@ -1465,7 +1466,8 @@ impl Worker {
             return;
         };
         let subscribed = c.subscribed.is_some();
-        let Some(frame) = tracking::redirected(keys, c.session.resp3, subscribed) else {
+        let Some(frame) = tracking::redirected(keys, c.session.resp3, subscribed, from_resp3)
+        else {
             return;
         };
         if c.out.len() > SUBSCRIBER_OUT_MAX {

@@ -167,13 +167,19 @@ pub fn own_write_keys(args: &[&[u8]], reply: &[u8]) -> Vec<Vec<u8>> {
 
 /// The RESP3 push `invalidate`: of `keys`, or the null one (everything) for `None`.
 pub fn push(keys: Option<&[Vec<u8>]>) -> Vec<u8> {
-    redirected(keys, true, false).unwrap_or_default()
+    redirected(keys, true, false, true).unwrap_or_default()
 }
 
 /// What a redirect target gets for an invalidation: a RESP3 push, or (RESP2 in pub/sub mode)
 /// a message on `__redis__:invalidate`; a RESP2 client not subscribed gets nothing (`None`),
-/// as from a node.
-pub fn redirected(keys: Option<&[Vec<u8>]>, resp3: bool, subscribed: bool) -> Option<Vec<u8>> {
+/// as from a node. The null invalidation's null is in the tracking client's protocol
+/// (`null_resp3`), not the target's, as Redis writes it.
+pub fn redirected(
+    keys: Option<&[Vec<u8>]>,
+    resp3: bool,
+    subscribed: bool,
+    null_resp3: bool,
+) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     let mut w = ReplyWriter::new(&mut out, resp3);
     if resp3 {
@@ -193,7 +199,7 @@ pub fn redirected(keys: Option<&[Vec<u8>]>, resp3: bool, subscribed: bool) -> Op
                 w.bulk(k);
             }
         }
-        None => w.null(),
+        None => out.extend_from_slice(if null_resp3 { b"_\r\n" } else { b"$-1\r\n" }),
     }
     Some(out)
 }
@@ -215,6 +221,8 @@ pub struct Redirected {
     pub target: u64,
     /// The keys (`None`: the null invalidation, everything).
     pub keys: Option<Vec<Vec<u8>>>,
+    /// The tracking client speaks RESP3 (the null invalidation's null is in its protocol).
+    pub from_resp3: bool,
 }
 
 /// What a proxy's threads share for REDIRECT: which client ids are connected now (a REDIRECT
