@@ -159,32 +159,45 @@ def test_with_the_budget_off_nothing_is_hedged(cluster6):
 
 
 def test_hedges_are_capped_by_their_share_of_the_reads(cluster6):
-    """At 10%, a pipeline of 50 slow reads gets about 5 hedges (one token per ten reads); the
-    others wait for the replica, and every reply is still the right one."""
-    keys = keys_per_shard(cluster6, n=50, prefix="hedge-cap")
+    """The bucket starts full (100 hedges, as a quiet spell leaves it): a first pipeline of 100
+    slow reads is hedged whole and empties it. At 10%, a pipeline of 50 slow reads then gets
+    5 hedges (one token per ten reads); the others wait for the replica, and every reply is
+    still the right one."""
+    keys = keys_per_shard(cluster6, n=100, prefix="hedge-cap")
     shard = cluster6.primaries[1]
     mine = [k for k in keys if cluster6.owner(k) == shard]
+    assert len(mine) == 100
     victim = cluster6.replica_of[shard.port]
+    results = []
     with proxy_on(cluster6, "prefer-replica", "--threads", "1",
                   "--read-hedge-after", str(BUDGET_MS),
                   "--read-hedge-max-percent", "10") as p:
         populate(cluster6, p, mine)
         c = p.client()
-        with Paused(victim, ms=1000):
-            pipe = c.pipeline(transaction=False)
-            for k in mine:
-                pipe.get(k)
-            start = time.monotonic()
-            got = pipe.execute()
-            took = time.monotonic() - start
-        sent, won = hedges(c)
+        for batch in (mine, mine[:50]):
+            # The first copies of the last round answered: their replies are dropped first.
+            wait_for(lambda: c.get(mine[0]) == ("v-" + mine[0]).encode(), timeout=10,
+                     what="the replica answering again")
+            before = hedges(c)
+            with Paused(victim, ms=1000):
+                pipe = c.pipeline(transaction=False)
+                for k in batch:
+                    pipe.get(k)
+                start = time.monotonic()
+                got = pipe.execute()
+                took = time.monotonic() - start
+            after = hedges(c)
+            results.append((got == [("v-" + k).encode() for k in batch],
+                            after[0] - before[0], after[1] - before[1], took))
         c.close()
-    assert got == [("v-" + k).encode() for k in mine]
-    # 50 reads earn 5 tokens.
-    assert sent == 5, sent
-    assert won == sent
+    (right1, sent1, won1, _), (right2, sent2, won2, took2) = results
+    assert right1 and right2
+    # A full bucket: every read of the first pipeline hedged, and answered by the primary.
+    assert sent1 == 100 and won1 == 100, results
+    # Then 50 reads earn 5 tokens.
+    assert sent2 == 5 and won2 == 5, results
     # The unhedged reads waited for the pause to end.
-    assert took > 0.7, took
+    assert took2 > 0.7, took2
 
 
 def test_writes_are_never_hedged(cluster6):

@@ -140,3 +140,48 @@ def test_monitor_watches_replicas_when_reads_may_go_there(cluster6):
                 assert now[n.port] == before[n.port] + 1
             for n in cluster6.replicas:
                 assert now[n.port] == before[n.port]
+
+
+def test_monitor_follows_a_replica_added_later():
+    """A node that joins after MONITOR (a replica added with `redis-cli --cluster add-node
+    --cluster-slave`, under a read policy that reads replicas) is watched from the topology
+    refresh that names it on: its own CLIENT LIST shows the monitor connection, and a command
+    it runs reaches the monitoring client."""
+    import subprocess
+
+    from harness import Server
+    from test_proxy import ProxyServer, proxy_tests_can_run, redis_cluster
+    binary = proxy_tests_can_run()
+    with redis_cluster() as nodes:
+        p = ProxyServer(["127.0.0.1:%d" % nodes[0].port],
+                        ["--read-policy", "prefer-replica", "--cluster-refresh-interval", "200"])
+        p.start()
+        new = None
+        try:
+            with p.raw() as mon:
+                mon.send("MONITOR")
+                assert mon.read_reply().raw == b"+OK\r\n"
+                assert set(monitors_on(nodes).values()) == {1}
+                new = Server(binary, ["--cluster-enabled", "yes", "--cluster-config-file",
+                                      "nodes.conf", "--cluster-node-timeout", "15000"],
+                             is_redis=True, name="cluster-node").start()
+                primary_id = nodes[0].client().execute_command("CLUSTER", "MYID")
+                primary_id = primary_id.decode() if isinstance(primary_id, bytes) else primary_id
+                out = subprocess.run(
+                    ["redis-cli", "--cluster", "add-node", "127.0.0.1:%d" % new.port,
+                     "127.0.0.1:%d" % nodes[0].port, "--cluster-slave",
+                     "--cluster-master-id", primary_id],
+                    capture_output=True, timeout=30)
+                assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
+                wait_for(lambda: monitors_on([new]) == {new.port: 1}, timeout=20,
+                         what="a monitor connection to the new replica")
+                direct = new.client()
+                direct.echo("seen-on-the-new-node")
+                read_lines_until(mon, [b'"ECHO" "seen-on-the-new-node"'])
+                # The nodes watched from the start are still watched once each.
+                assert set(monitors_on(nodes).values()) == {1}
+                direct.close()
+        finally:
+            p.stop()
+            if new is not None:
+                new.stop()

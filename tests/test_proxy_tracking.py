@@ -17,6 +17,7 @@ import redis
 from harness import HarnessError
 from keyslot import key_slot
 from resp_reader import RawConn
+from transcript import SORTED, assert_same
 from test_proxy import ProxyServer, cluster, owner, wait_for  # noqa: F401 (fixture)
 
 # How long an invalidation may take over loopback on a loaded CI machine (well under a
@@ -140,12 +141,256 @@ def test_replies_are_a_nodes_own(conns, cluster, protocol):
         assert via.call(*cmd).raw == want, cmd
 
 
-def test_redirect_is_refused_clearly(conns, cluster):
-    c = conns(2)
-    target = c.call("CLIENT", "ID").value
-    r = c.call("CLIENT", "TRACKING", "on", "REDIRECT", target)
-    assert r.is_error and b"REDIRECT is not supported by darner proxy" in r.raw, r
-    assert c.call("CLIENT", "TRACKINGINFO").py()[1] == [b"off"]
+# REDIRECT: a RESP2 client subscribed to __redis__:invalidate hears of another client's
+# reads as pub/sub messages, a RESP3 one as pushes; each connection's bytes compared with a
+# standalone redis-server's (every key read here is cacheable, so the proxy's connections
+# track it as the node would).
+REDIRECT_SCENARIO = [
+    ("sub", ("SUBSCRIBE", "__redis__:invalidate")),
+    ("t", ("CLIENT", "TRACKING", "on", "REDIRECT", "$ID:sub")), ("t", ("GET", "k1")),
+    ("t", ("CLIENT", "GETREDIR")), ("t", ("CLIENT", "TRACKINGINFO")),
+    ("w", ("SET", "k1", "v")), ("w", ("SET", "k1", "v2")), ("t", ("GET", "k1")),
+    ("t", ("HGET", "h", "f")), ("w", ("HSET", "h", "f", "v")),
+    ("t", ("CLIENT", "TRACKING", "on", "OPTIN", "REDIRECT", "$ID:sub")),
+    ("t", ("GET", "o1")), ("t", ("CLIENT", "CACHING", "yes")), ("t", ("GET", "o2")),
+    ("w", ("SET", "o1", "1")), ("w", ("SET", "o2", "1")),
+    ("t", ("CLIENT", "TRACKING", "off")), ("t", ("CLIENT", "GETREDIR")),
+    ("t", ("CLIENT", "TRACKING", "on")),       # RESP2 without redirect: nothing is sent
+    ("t", ("GET", "q")), ("w", ("SET", "q", "1")),
+    ("r3", ("CLIENT", "TRACKING", "on", "REDIRECT", "$ID:sub")), ("r3", ("GET", "z")),
+    ("w", ("SET", "z", "1")),
+    ("r3", ("CLIENT", "TRACKING", "on", "REDIRECT", "$ID:s3")), ("r3", ("GET", "y")),
+    ("w", ("SET", "y", "1")),
+    ("r3", ("CLIENT", "TRACKING", "on", "REDIRECT", "$ID:w")), ("r3", ("GET", "x")),
+    ("w", ("SET", "x", "1")),                  # a RESP2 target not subscribed: nothing
+    ("t", ("CLIENT", "TRACKING", "on", "REDIRECT", "99999")),
+    ("t", ("CLIENT", "TRACKING", "on", "REDIRECT", "abc")),
+    ("t", ("CLIENT", "TRACKING", "on", "REDIRECT", "-1")),
+    ("t", ("CLIENT", "TRACKING", "on", "REDIRECT", "$ID:sub", "REDIRECT", "$ID:w")),
+    ("t", ("CLIENT", "TRACKING", "on", "REDIRECT", "99999", "BCAST", "OPTIN")),
+    ("t", ("CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "b:", "REDIRECT", "$ID:sub")),
+    ("w", ("SET", "b:1", "1")),
+    ("t", ("CLIENT", "TRACKINGINFO")),
+]
+
+
+NOLOOP_SCENARIO = [
+    ("r3", ("CLIENT", "TRACKING", "on", "NOLOOP")), ("r3", ("GET", "a")),
+    ("r3", ("SET", "a", "1")),                 # its own write: no push, and the record goes
+    ("w", ("SET", "a", "2")),                  # so none for this one either
+    ("r3", ("GET", "b")), ("w", ("SET", "b", "1")),   # another's write: a push
+    ("r3", ("GET", "c")), ("s3", ("CLIENT", "TRACKING", "on")), ("s3", ("GET", "c")),
+    ("r3", ("INCR", "c")),                     # the other reader hears of it, not the writer
+    ("r3", ("HGET", "h", "f")), ("r3", ("HSET", "h", "f", "v")),
+    ("r3", ("MGET", "m1", "m2")), ("r3", ("MSET", "m1", "1", "m2", "2"), SORTED),
+    ("r3", ("GET", "d")), ("r3", ("DEL", "d")),       # nothing deleted, nothing said
+    ("r3", ("GET", "d")), ("w", ("SET", "d", "1")),
+    ("r3", ("GET", "e")), ("w", ("SET", "e", "1")), ("r3", ("GET", "e")),
+    ("r3", ("DEL", "e")),
+    ("r3", ("CLIENT", "TRACKINGINFO")),
+]
+
+
+@pytest.mark.parametrize("cache", ["no", "yes"])
+def test_noloop_transcript_matches_redis(cluster, redis_ref, cache):
+    # A proxy of its own: once a BCAST client made a thread's connections track in BCAST
+    # mode, NOLOOP cannot tell a client's own writes apart there (see docs/compatibility.md).
+    p = ProxyServer(["127.0.0.1:%d" % cluster[0].port],
+                    ["--threads", "1", "--proxy-cache", cache])
+    p.start()
+    try:
+        redis.Redis(port=redis_ref.port).flushall()
+        p.client().flushall()
+        assert_same(p.port, redis_ref.port, NOLOOP_SCENARIO, ("r3", "s3", "w"))
+    finally:
+        p.stop()
+
+
+def test_noloop_reports_what_it_cannot_tell_apart(conns, cluster):
+    """Writes that may change nothing (SET NX, a RESP2 client's or a transaction's write on a
+    connection that does not track) are reported to a NOLOOP client: an invalidation too many,
+    never one missing. And another client's write just before its own still reaches it."""
+    t, w = conns(), conns()
+    assert t.call("CLIENT", "TRACKING", "on", "NOLOOP").raw == b"+OK\r\n"
+    t.call("GET", "nl:a")
+    assert t.call("SET", "nl:a", "x", "NX").raw == b"+OK\r\n"
+    assert next_push(t) == push(b"nl:a")
+    t.call("GET", "{nl}b")
+    t.call("MULTI")
+    t.call("SET", "{nl}b", "1")
+    t.call("EXEC")
+    assert next_push(t) == push(b"{nl}b")
+    for i in range(50):
+        key = "nl:r%d" % i
+        t.call("GET", key)
+        node = owner(cluster, key).client()
+        node.set(key, "other")      # another client's write, then its own
+        t.send("SET", key, "own")
+        got = {t.read_reply(DELIVERY_BOUND).raw for _ in range(2)}
+        assert got == {b"+OK\r\n", push(key.encode())}
+    quiet(t)
+
+
+def test_redirect_transcript_matches_redis(proxy, cluster, redis_ref):
+    redis.Redis(port=redis_ref.port).flushall()
+    proxy.client().flushall()
+    steps = REDIRECT_SCENARIO
+    # The BCAST step needs the backend connections in BCAST mode before its write (see
+    # sync_bcast): the transcript stops before it, and BCAST is checked below.
+    cut = next(i for i, s in enumerate(steps) if "BCAST" in s[1] and "PREFIX" in s[1])
+    assert_same(proxy.port, redis_ref.port, steps[:cut], ("r3", "s3", "sub", "t", "w"))
+
+
+def test_redirected_null_invalidation_is_a_nodes(conns, proxy, redis_ref):
+    """FLUSHALL: the target's null invalidation, its null in the tracking client's protocol
+    (Redis's own choice), the same bytes as from a node (once per flushed node here)."""
+    got = {}
+    for port in (redis_ref.port, proxy.port):
+        sub, s3 = conn(port, 2), conn(port, 3)
+        sid, s3id = sub.call("CLIENT", "ID").value, s3.call("CLIENT", "ID").value
+        sub.call("SUBSCRIBE", "__redis__:invalidate")
+        t3, t2 = conn(port, 3), conn(port, 2)
+        assert t3.call("CLIENT", "TRACKING", "on", "REDIRECT", sid).raw == b"+OK\r\n"
+        assert t2.call("CLIENT", "TRACKING", "on", "REDIRECT", s3id).raw == b"+OK\r\n"
+        t3.call("GET", "fl:a")
+        t2.call("GET", "fl:b")
+        redis.Redis(port=port).flushall()
+        data = {}
+        for name, c in (("sub", sub), ("s3", s3)):
+            deadline = time.monotonic() + DELIVERY_BOUND
+            d = b""
+            while not d and time.monotonic() < deadline:
+                d += c.pending(0.05)
+            data[name] = d + c.pending(QUIET)
+        got[port] = data
+        for c in (sub, s3, t3, t2):
+            c.sock.close()
+    want = got[redis_ref.port]
+    assert want == {"sub": b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n_\r\n",
+                    "s3": b">2\r\n$10\r\ninvalidate\r\n$-1\r\n"}, want
+    for name, frame in want.items():
+        mine = got[proxy.port][name]
+        assert mine and mine == frame * (len(mine) // len(frame)), (name, mine)
+
+
+def test_redirect_bcast_and_other_channels(conns, cluster):
+    sub, t, w = conns(2), conns(2), conns(2)
+    sub_id = sub.call("CLIENT", "ID").value
+    assert sub.call("SUBSCRIBE", "__redis__:invalidate", "news").raw.startswith(b"*3\r\n")
+    sub.read_reply()
+    assert t.call("CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "rb:", "REDIRECT",
+                  sub_id).raw == b"+OK\r\n"
+    message = lambda keys: (b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n"
+                            + (b"*%d\r\n" % len(keys))
+                            + b"".join(b"$%d\r\n%s\r\n" % (len(k), k) for k in keys))
+    # Once the backend connections report every node's rb: keys (each node's switch to
+    # BCAST makes the proxy flush its BCAST clients: null messages meanwhile).
+    null = b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n$-1\r\n"
+    for node in cluster:
+        key = key_on(cluster, node, "rb:probe").encode()
+        deadline = time.monotonic() + DELIVERY_BOUND
+        while True:
+            assert time.monotonic() < deadline, "BCAST never reported %r" % key
+            w.call("SET", key, "1")
+            got = sub.pending(0.2)
+            assert got.replace(message([key]), b"").replace(null, b"") == b"", got
+            if message([key]) in got:
+                break
+    w.call("SET", "rb:x", "1")
+    assert sub.pending(DELIVERY_BOUND) == message([b"rb:x"])
+    # Other channels still reach the subscriber, from the nodes.
+    cluster[1].client().publish("news", "hi")
+    assert sub.read_reply(DELIVERY_BOUND).raw == b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
+    quiet(sub)
+
+
+def test_redirect_of_reads_nothing_tracks(conns, cluster):
+    """A RESP2 client's reads that the node's tracking cannot cover (a reply the proxy would
+    have to convert from RESP3; a transaction's) are invalidated to the target right after
+    their replies: the client keeps none of them."""
+    sub, t = conns(3), conns(2)
+    sid = sub.call("CLIENT", "ID").value
+    assert t.call("CLIENT", "TRACKING", "on", "REDIRECT", sid).raw == b"+OK\r\n"
+    assert t.call("HGETALL", "nt:h").raw == b"*0\r\n"
+    assert next_push(sub) == push(b"nt:h")
+    t.call("MULTI")
+    t.call("GET", "{nt}a")
+    t.call("STRLEN", "{nt}b")
+    assert t.call("EXEC").kind == "*"
+    assert next_push(sub) == push(b"{nt}a", b"{nt}b")
+    quiet(sub)
+    quiet(t)
+
+
+def test_broken_redirect(conns, proxy, redis_ref):
+    """The target disconnects: at the next invalidation a RESP3 client is told, and
+    TRACKINGINFO flags it, as on a node."""
+    got = []
+    for port in (redis_ref.port, proxy.port):
+        target = conn(port, 2)
+        tid = target.call("CLIENT", "ID").value
+        c = conn(port, 3)
+        assert c.call("CLIENT", "TRACKING", "on", "REDIRECT", tid).raw == b"+OK\r\n"
+        c.call("GET", "br")
+        target.sock.close()
+        time.sleep(0.2)
+        redis.Redis(port=port).set("br", "1")
+        deadline = time.monotonic() + DELIVERY_BOUND
+        pushed = b""
+        while not pushed and time.monotonic() < deadline:
+            pushed += c.pending(0.05)
+        pushed += c.pending(QUIET)
+        info = c.call("CLIENT", "TRACKINGINFO").raw.replace(b":%d\r\n" % tid, b":ID\r\n")
+        getredir = c.call("CLIENT", "GETREDIR").value == tid
+        got.append((pushed.replace(b":%d\r\n" % tid, b":ID\r\n"), info, getredir))
+        c.sock.close()
+    assert got[0][0] == b">2\r\n$21\r\ntracking-redir-broken\r\n:ID\r\n"
+    assert b"broken_redirect" in got[0][1]
+    assert got[1] == got[0]
+
+
+def test_redirect_across_threads(cluster):
+    """With several threads, a target is often served by another thread than its tracking
+    client: the invalidation crosses over (and a target gone there breaks the redirect)."""
+    p = ProxyServer(["127.0.0.1:%d" % cluster[0].port], ["--threads", "4"])
+    p.start()
+    opened = []
+    try:
+        def by_thread():
+            c = conn(p.port, 2)
+            opened.append(c)
+            return c, c.call("CLIENT", "ID").value
+        # Ids tell the thread: (id - 1) % threads.
+        pool = [by_thread() for _ in range(24)]
+        threads = {(cid - 1) % 4 for _, cid in pool}
+        assert len(threads) > 1, "the kernel put every connection on one thread"
+        sub, sid = pool[0]
+        t, tid = next((c, i) for c, i in pool if (i - 1) % 4 != (sid - 1) % 4)
+        w = pool[-1][0]
+        assert sub.call("SUBSCRIBE", "__redis__:invalidate").kind == "*"
+        assert t.call("CLIENT", "TRACKING", "on", "REDIRECT", sid).raw == b"+OK\r\n"
+        for i in range(20):
+            key = "xt:%d" % i
+            t.call("GET", key)
+            w.call("SET", key, i)
+            want = (b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$%d\r\n%s\r\n"
+                    % (len(key), key.encode()))
+            assert sub.read_reply(DELIVERY_BOUND).raw == want
+        # A RESP3 client of another thread than its target's: the target leaves.
+        r3, rid = next((c, i) for c, i in pool[1:-1]
+                       if (i - 1) % 4 != (sid - 1) % 4 and c is not t)
+        assert r3.call("HELLO", "3").kind == "%"
+        assert r3.call("CLIENT", "TRACKING", "on", "REDIRECT", sid).raw == b"+OK\r\n"
+        r3.call("GET", "xt:gone")
+        sub.sock.close()
+        time.sleep(0.2)
+        w.call("SET", "xt:gone", "1")
+        assert next_push(r3) == b">2\r\n$21\r\ntracking-redir-broken\r\n:%d\r\n" % sid
+        assert b"broken_redirect" in r3.call("CLIENT", "TRACKINGINFO").raw
+    finally:
+        for c in opened:
+            c.sock.close()
+        p.stop()
 
 
 def test_default_mode(conns, proxy, cluster):

@@ -73,18 +73,18 @@
 //! coherent by CLIENT TRACKING on the thread's RESP3 shared connections: see [`cache`] for the
 //! rules (fills in flight, writes through the proxy, lost connections) and why they suffice.
 //!
-//! **Clients' own tracking.** A RESP3 client's CLIENT TRACKING is served from the
-//! invalidations the thread's shared connections receive: see [`tracking`].
+//! **Clients' own tracking.** A client's CLIENT TRACKING is served from the invalidations the
+//! thread's shared connections receive, to itself (RESP3) or to its REDIRECT target (any
+//! thread's, through [`tracking::Hub`]): see [`tracking`].
 //!
 //! **MONITOR** opens a MONITOR connection of the client's own to every node that runs its
-//! commands (primaries; replicas too when reads may go there) and merges their lines in
-//! arrival order (`server/monitor.rs`). **WAIT** goes, after a PING that moves the
+//! commands (primaries; replicas too when reads may go there), and to each node a topology
+//! refresh names later, and merges their lines in arrival order (`server/monitor.rs`). **WAIT** goes, after a PING that moves the
 //! connection's replication mark past the client's writes, on a connection of the client's own
 //! to each primary it wrote to, and the least count is answered (`server/wait.rs`): never on a
 //! shared connection, where it would hold up every other client.
 //!
-//! **Not yet.** CLIENT TRACKING REDIRECT is a later slice. Commands not
-//! supported get a clear error (`ERR command '...' is not supported by darner proxy yet`),
+//! **Not yet.** Commands not supported get a clear error (`ERR command '...' is not supported by darner proxy yet`),
 //! never a wrong answer.
 
 #![forbid(unsafe_code)]

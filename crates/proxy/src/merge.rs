@@ -198,6 +198,11 @@ impl ReplyQueue {
         }
     }
 
+    /// The sequence number of the latest request (answered already when none is owed).
+    pub fn last_seq(&self) -> u64 {
+        (self.first_seq + self.entries.len() as u64).saturating_sub(1)
+    }
+
     /// Whether no reply is owed.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()

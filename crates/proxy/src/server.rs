@@ -14,11 +14,12 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream as StdTcpStream, ToSocketAddrs};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use darner_resp::{decode, encode, Bytes, Frame, Limits, RequestParser};
 use mio::net::{TcpListener, TcpStream};
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
 use crate::auth::Credentials;
@@ -77,6 +78,9 @@ const FAILED_REFRESH_RETRY: Duration = Duration::from_millis(100);
 const EMPTY_MAP_RETRY: Duration = Duration::from_millis(500);
 
 const LISTENER: Token = Token(0);
+/// Another thread posted invalidations for a redirect target of this one (see `tracking::Hub`):
+/// even, out of the backends' reach (a slab index that large cannot be).
+const WAKER: Token = Token(usize::MAX - 1);
 
 fn client_token(i: usize) -> Token {
     Token(1 + 2 * i)
@@ -186,6 +190,10 @@ struct Client {
     /// invalidation) past [`MAX_MULTI_READS`].
     multi_reads: Vec<Vec<u8>>,
     multi_reads_overflow: bool,
+    /// With a REDIRECT: invalidations of what it read where nothing tracks it, each sent to
+    /// the target once the reply of request `seq` is complete (not before: the client would
+    /// cache what it reads after being told to drop it). `None`: the null invalidation.
+    redirect_after: VecDeque<(u64, Option<Vec<Vec<u8>>>)>,
 }
 
 /// What a backend connection is for.
@@ -322,9 +330,12 @@ pub fn run(cfg: Config) -> io::Result<()> {
             .spawn(move || metrics::serve_http(l, reg, ctx))?;
     }
     let threads = cfg.threads as u64;
+    let hub = Arc::new(tracking::Hub::new(threads));
     let mut handles = Vec::new();
     for (t, listener) in listeners.into_iter().enumerate() {
         let mut worker = Worker::new(listener, map.clone(), me.clone(), &cfg, t as u64, threads)?;
+        hub.set_waker(t, Waker::new(worker.poll.registry(), WAKER)?);
+        worker.hub = hub.clone();
         worker.admin = Some(admin.clone());
         worker.backend_creds = creds.clone();
         worker.replicas = replicas.clone();
@@ -576,6 +587,10 @@ struct Worker {
     client_tracking: tracking::Table,
     /// The thread's BCAST clients (some may have gone or turned tracking off since).
     bcast_clients: Vec<Reader>,
+    /// The clients of every thread, for REDIRECT (see `tracking::Hub`).
+    hub: Arc<tracking::Hub>,
+    /// This thread's clients by id (a REDIRECT names its target by id).
+    by_id: HashMap<u64, usize>,
 }
 
 impl Worker {
@@ -633,11 +648,14 @@ impl Worker {
             backend_tracking: cfg.cache_max_memory.map(|_| false),
             client_tracking: tracking::Table::default(),
             bcast_clients: Vec::new(),
+            hub: Arc::new(tracking::Hub::new(threads)),
+            by_id: HashMap::new(),
         })
     }
 
     fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
+        tracking::install_hub(self.hub.clone());
         loop {
             let deadline = self
                 .expire_stalled()
@@ -671,6 +689,10 @@ impl Worker {
                 let t = ev.token().0;
                 if ev.token() == LISTENER {
                     self.accept();
+                } else if ev.token() == WAKER {
+                    for r in self.hub.take(self.thread as usize) {
+                        self.deliver_redirected(r.target, r.keys.as_deref(), r.from_resp3);
+                    }
                 } else if t % 2 == 1 {
                     let idx = (t - 1) / 2;
                     if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -825,7 +847,10 @@ impl Worker {
                         tracked: Default::default(),
                         multi_reads: Vec::new(),
                         multi_reads_overflow: false,
+                        redirect_after: VecDeque::new(),
                     });
+                    self.by_id.insert(id, idx);
+                    self.hub.set_live(id, true);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -862,6 +887,8 @@ impl Worker {
         if self.clients.contains(idx) {
             let mut c = self.clients.remove(idx);
             let _ = self.poll.registry().deregister(&mut c.sock);
+            self.by_id.remove(&c.id);
+            self.hub.set_live(c.id, false);
             if let Some(admin) = &self.admin {
                 admin.registry.clients.fetch_sub(1, Ordering::Relaxed);
             }
@@ -1061,14 +1088,17 @@ impl Worker {
                         let args: Vec<&[u8]> = req.args.iter().map(|a| a.as_slice(buf)).collect();
                         let resp3_before = c.session.resp3;
                         let in_multi = c.session.tx.multi;
-                        // A RESP3 client in tracking's default mode has its reads' keys
-                        // recorded (a RESP2 one has no way to get invalidations without
-                        // REDIRECT, which the proxy refuses: Redis sends it none either).
-                        let track_keys = if resp3_before && tracking::remembers(&c.session) {
-                            tracking::read_keys(&args)
-                        } else {
-                            Vec::new()
-                        };
+                        // A client in tracking's default mode has its reads' keys recorded
+                        // when it can hear of them: in RESP3, or through a REDIRECT (a RESP2
+                        // one without has no way to get invalidations: Redis sends it none).
+                        let redirecting =
+                            c.session.tracking.as_ref().is_some_and(|t| t.redirect != 0);
+                        let track_keys =
+                            if (resp3_before || redirecting) && tracking::remembers(&c.session) {
+                                tracking::read_keys(&args)
+                            } else {
+                                Vec::new()
+                            };
                         let plan = match &self.admin {
                             Some(admin) => {
                                 fanout::plan(&args, &mut c.session, &self.me, &self.map, admin)
@@ -1139,9 +1169,11 @@ impl Worker {
                                 // With the cache on, a RESP2 client's cacheable read fills it
                                 // too, on the tracking connection, when nothing of the client's
                                 // but such reads is in flight (so it overtakes nothing); its
-                                // other requests wait for them.
+                                // other requests wait for them. So does a RESP2 redirecting
+                                // client's, so that the node tracks it (its other reads go
+                                // where nothing tracks them, and are invalidated at once).
                                 let cross = !resp3_before
-                                    && self.cache.is_some()
+                                    && (self.cache.is_some() || !track_keys.is_empty())
                                     && n == 1
                                     && c.queue.pending() == c.crossing.len()
                                     && c.deferred.is_empty()
@@ -1239,6 +1271,10 @@ impl Worker {
                                 } else if !c.multi_reads_overflow {
                                     c.multi_reads.extend(track_keys);
                                 }
+                            } else if redirecting {
+                                // Its target is told once the reply is complete.
+                                c.redirect_after
+                                    .push_back((c.queue.last_seq(), Some(track_keys)));
                             } else {
                                 // Told right after the reply not to keep what it read.
                                 let keys = tracking::push(Some(&track_keys));
@@ -1253,8 +1289,13 @@ impl Worker {
                             if name.eq_ignore_ascii_case(b"exec") && (overflow || !keys.is_empty())
                             {
                                 // After EXEC's reply: the transaction's reads are not tracked.
-                                let push = tracking::push((!overflow).then_some(&keys[..]));
-                                c.queue.push_ready(push, false);
+                                if redirecting {
+                                    let keys = (!overflow).then_some(keys);
+                                    c.redirect_after.push_back((c.queue.last_seq(), keys));
+                                } else {
+                                    let push = tracking::push((!overflow).then_some(&keys[..]));
+                                    c.queue.push_ready(push, false);
+                                }
                             }
                         }
                         consumed += req.consumed;
@@ -1281,6 +1322,7 @@ impl Worker {
         for (key, readers) in untracked {
             self.deliver(&readers, Some(&[key]));
         }
+        self.release_redirected(idx);
         if reset_monitor {
             self.stop_monitor(idx);
             // What it sent after RESET is parsed as a client's again.
@@ -1380,13 +1422,30 @@ impl Worker {
     fn deliver(&mut self, readers: &[Reader], keys: Option<&[Vec<u8>]>) {
         let frame = tracking::push(keys);
         let mut stuck = Vec::new();
+        let mut redirects = Vec::new();
         for r in readers {
             let Some(c) = self.clients.get_mut(r.idx).filter(|c| c.id == r.id) else {
                 continue;
             };
-            if c.session.tracking.is_none() || !c.session.resp3 {
+            let Some(t) = c.session.tracking.as_mut() else {
                 continue;
-            }
+            };
+            let frame = if t.redirect != 0 {
+                if self.hub.is_live(t.redirect) {
+                    redirects.push((t.redirect, c.session.resp3));
+                    continue;
+                }
+                // Gone: a RESP3 client hears so at each invalidation, a RESP2 one cannot.
+                t.broken_redirect = true;
+                if !c.session.resp3 {
+                    continue;
+                }
+                tracking::broken_push(t.redirect)
+            } else if c.session.resp3 {
+                frame.clone()
+            } else {
+                continue;
+            };
             if c.out.len() > SUBSCRIBER_OUT_MAX {
                 // It does not read: bounded as a subscriber is (an invalidation cannot be
                 // dropped while the client goes on).
@@ -1397,12 +1456,70 @@ impl Worker {
                 // Its node's bytes are passed through, a whole frame at a time, into `out`.
                 c.out.extend_from_slice(&frame);
             } else {
-                c.queue.push_ready(frame.clone(), false);
+                c.queue.push_ready(frame, false);
             }
             self.dirty_clients.push(r.idx);
         }
         for idx in stuck {
             self.close_client(idx);
+        }
+        for (target, from_resp3) in redirects {
+            if self.hub.thread_of(target) == self.thread as usize {
+                self.deliver_redirected(target, keys, from_resp3);
+            } else {
+                self.hub.post(tracking::Redirected {
+                    target,
+                    keys: keys.map(<[Vec<u8>]>::to_vec),
+                    from_resp3,
+                });
+            }
+        }
+    }
+
+    /// An invalidation redirected to client `target` of this thread (gone meanwhile: lost, as
+    /// on a node, and the next one finds the redirect broken).
+    fn deliver_redirected(&mut self, target: u64, keys: Option<&[Vec<u8>]>, from_resp3: bool) {
+        let Some(&idx) = self.by_id.get(&target) else {
+            return;
+        };
+        let Some(c) = self.clients.get_mut(idx).filter(|c| c.id == target) else {
+            return;
+        };
+        let subscribed = c.subscribed.is_some();
+        let Some(frame) = tracking::redirected(keys, c.session.resp3, subscribed, from_resp3)
+        else {
+            return;
+        };
+        if c.out.len() > SUBSCRIBER_OUT_MAX {
+            return self.close_client(idx);
+        }
+        if subscribed {
+            // Between two of the node's frames: its bytes come into `out` whole frames only.
+            c.out.extend_from_slice(&frame);
+        } else {
+            c.queue.push_ready(frame, false);
+        }
+        self.dirty_clients.push(idx);
+    }
+
+    /// A redirecting client's invalidations of reads nothing tracks, whose replies are now
+    /// complete: to its target.
+    fn release_redirected(&mut self, idx: usize) {
+        let Some(c) = self.clients.get_mut(idx) else {
+            return;
+        };
+        let me = Reader { idx, id: c.id };
+        let mut due = Vec::new();
+        while let Some((seq, _)) = c.redirect_after.front() {
+            if !c.queue.answered(*seq) {
+                break;
+            }
+            if let Some((_, keys)) = c.redirect_after.pop_front() {
+                due.push(keys);
+            }
+        }
+        for keys in due {
+            self.deliver(&[me], keys.as_deref());
         }
     }
 
@@ -1904,6 +2021,9 @@ impl Worker {
         // the clients' reads are recorded as their replies are scanned, below).
         let mut pushes: Vec<cache::Push> = Vec::new();
         let mut untracked: Vec<(Reader, Vec<Vec<u8>>)> = Vec::new();
+        // A NOLOOP client's write whose reply was the last frame but pushes: the keys it
+        // surely changed, whose pushes now are its own (see `tracking::own_write_keys`).
+        let mut own_write: Option<(Reader, Vec<Vec<u8>>)> = None;
         loop {
             match be.scanner.next(&be.rbuf[start..], &self.limits) {
                 Ok(Some(n)) => {
@@ -1930,6 +2050,13 @@ impl Worker {
                                     let mut to: Vec<(Reader, Vec<Vec<u8>>)> = Vec::new();
                                     for k in &keys {
                                         for r in self.client_tracking.take(k) {
+                                            // Its own write: its record goes, unsaid.
+                                            if own_write
+                                                .as_ref()
+                                                .is_some_and(|(me, ks)| *me == r && ks.contains(k))
+                                            {
+                                                continue;
+                                            }
                                             to.push((r, vec![k.clone()]));
                                         }
                                     }
@@ -1942,9 +2069,30 @@ impl Worker {
                         }
                         continue;
                     }
+                    own_write = None;
                     match be.inflight.pop_front() {
                         Some(f) => {
                             if let Owner::Client { idx, id, seq, .. } = f.owner {
+                                // Pushes right after a write's reply are its own only where
+                                // the node tracks in default mode (BCAST pushes come at the
+                                // end of the node's event loop, after later replies).
+                                let noloop = be.tracking
+                                    && !be.bcast
+                                    && self.clients.get(idx).is_some_and(|c| {
+                                        c.id == id
+                                            && c.session
+                                                .tracking
+                                                .as_ref()
+                                                .is_some_and(|t| t.noloop && !t.bcast)
+                                    });
+                                if noloop {
+                                    let keys = cache::request_args(&f.payload)
+                                        .map(|a| tracking::own_write_keys(&a, &reply))
+                                        .unwrap_or_default();
+                                    if !keys.is_empty() {
+                                        own_write = Some((Reader { idx, id }, keys));
+                                    }
+                                }
                                 if reply.first() != Some(&b'-') {
                                     if let Some(c) = self
                                         .clients
@@ -2121,6 +2269,7 @@ impl Worker {
                             self.map = m;
                             self.topology_replicas(&frame, shards, &node);
                             self.bcast_connections();
+                            self.monitor_new_nodes();
                         }
                         Ok(_) => {}
                         Err(e) => eprintln!("darner-proxy: topology from {node}: {e}"),
@@ -2253,6 +2402,9 @@ impl Worker {
                         self.dirty_clients.push(idx);
                         if !c.deferred.is_empty() {
                             self.deferred_ready.push(idx);
+                        }
+                        if !c.redirect_after.is_empty() {
+                            self.release_redirected(idx);
                         }
                     }
                 }

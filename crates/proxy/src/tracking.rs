@@ -12,8 +12,18 @@
 //! connections in BCAST mode themselves (a default-mode connection reports only keys read on
 //! it). When what a backend connection tracked is lost (it closed, a node flushed, a slot
 //! changed owner) every tracking client gets the null invalidation: flush your cache.
+//!
+//! **REDIRECT.** A client may have its invalidations sent to another client (by CLIENT ID,
+//! which tells the thread that serves it): a RESP3 target gets them as `invalidate` pushes, a
+//! RESP2 one in pub/sub mode as messages on `__redis__:invalidate` (the proxy writes them into
+//! its subscription's stream itself, whole frames between the node's), any other nothing: as
+//! on a node. A target on another thread is reached through the [`Hub`]: its inbox and waker.
+//! A redirect whose target has gone is broken: the tracking client (RESP3) is told
+//! `tracking-redir-broken` at each invalidation instead.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use darner_commands::tracking::{parse_client_tracking, TrackingNow, TrackingRequest};
 use darner_commands::{flags, key_positions, lookup, lookup_subcommand};
@@ -34,9 +44,13 @@ pub struct Tracking {
     pub optin: bool,
     /// OPTOUT: reads after CLIENT CACHING no are not recorded.
     pub optout: bool,
-    /// NOLOOP, as reported by TRACKINGINFO (the proxy cannot tell whose write a node's
-    /// invalidation was, so the client's own writes are reported too).
+    /// NOLOOP: the invalidations its own writes cause are not sent to it, where the proxy can
+    /// tell (see [`own_write_keys`]); elsewhere they are.
     pub noloop: bool,
+    /// REDIRECT's client id (0: none).
+    pub redirect: u64,
+    /// The redirect target was gone when an invalidation was due.
+    pub broken_redirect: bool,
     /// BCAST's prefixes, sorted (the empty prefix: every key).
     pub prefixes: Vec<Vec<u8>>,
 }
@@ -90,12 +104,94 @@ pub fn read_keys(args: &[&[u8]]) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// The keys a NOLOOP client's write changed for sure, given its reply: those whose
+/// invalidation on a default-mode tracking connection, among the pushes right after that
+/// reply, is the write's own.
+///
+/// A node sends the invalidations a connection's own command causes right after its reply,
+/// before anything else (Redis 7's pending-key list), and a key's push needs the connection to
+/// track it, which the proxy's table tells (a read recorded, its reply scanned before the
+/// write's). So a push of key `k` right after the reply is the write's when the write surely
+/// changed `k`; when it may not have (`SET NX`, `SADD` of a member already there, ...), a push
+/// there may be another client's write made just after, which must reach the client: only
+/// commands that change every key they name whenever they succeed count, and DEL/UNLINK of one
+/// key answered `:1`. Anything else is reported, as before NOLOOP (an extra invalidation costs a
+/// read; a missing one, a stale cache).
+pub fn own_write_keys(args: &[&[u8]], reply: &[u8]) -> Vec<Vec<u8>> {
+    if matches!(reply.first(), Some(b'-' | b'!') | None) {
+        return Vec::new();
+    }
+    let Some(name) = args.first() else {
+        return Vec::new();
+    };
+    let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+    let one = || args.get(1).map(|k| vec![k.to_vec()]).unwrap_or_default();
+    if is("set") {
+        let conditional = args
+            .iter()
+            .skip(3)
+            .any(|a| a.eq_ignore_ascii_case(b"nx") || a.eq_ignore_ascii_case(b"xx"));
+        return if conditional || args.len() < 3 {
+            Vec::new()
+        } else {
+            one()
+        };
+    }
+    const ALWAYS: &[&str] = &[
+        "setex",
+        "psetex",
+        "getset",
+        "incr",
+        "decr",
+        "incrby",
+        "decrby",
+        "incrbyfloat",
+        "hset",
+        "hmset",
+        "hincrby",
+        "hincrbyfloat",
+        "lpush",
+        "rpush",
+    ];
+    if ALWAYS.iter().any(|n| is(n)) {
+        return one();
+    }
+    if is("mset") && args.len() >= 3 && args.len() % 2 == 1 {
+        return args.iter().skip(1).step_by(2).map(|k| k.to_vec()).collect();
+    }
+    if (is("del") || is("unlink")) && args.len() == 2 && reply == b":1\r\n" {
+        return one();
+    }
+    Vec::new()
+}
+
 /// The RESP3 push `invalidate`: of `keys`, or the null one (everything) for `None`.
 pub fn push(keys: Option<&[Vec<u8>]>) -> Vec<u8> {
+    redirected(keys, true, false, true).unwrap_or_default()
+}
+
+/// What a redirect target gets for an invalidation: a RESP3 push, or (RESP2 in pub/sub mode)
+/// a message on `__redis__:invalidate`; a RESP2 client not subscribed gets nothing (`None`),
+/// as from a node. The null invalidation's null is in the tracking client's protocol
+/// (`null_resp3`), not the target's, as Redis writes it.
+pub fn redirected(
+    keys: Option<&[Vec<u8>]>,
+    resp3: bool,
+    subscribed: bool,
+    null_resp3: bool,
+) -> Option<Vec<u8>> {
     let mut out = Vec::new();
-    let mut w = ReplyWriter::new(&mut out, true);
-    w.push(2);
-    w.bulk(b"invalidate");
+    let mut w = ReplyWriter::new(&mut out, resp3);
+    if resp3 {
+        w.push(2);
+        w.bulk(b"invalidate");
+    } else if subscribed {
+        w.array(3);
+        w.bulk(b"message");
+        w.bulk(b"__redis__:invalidate");
+    } else {
+        return None;
+    }
     match keys {
         Some(keys) => {
             w.array(keys.len());
@@ -103,9 +199,118 @@ pub fn push(keys: Option<&[Vec<u8>]>) -> Vec<u8> {
                 w.bulk(k);
             }
         }
-        None => w.null(),
+        None => out.extend_from_slice(if null_resp3 { b"_\r\n" } else { b"$-1\r\n" }),
     }
+    Some(out)
+}
+
+/// The push a RESP3 tracking client gets when its redirect target has gone.
+pub fn broken_push(redirect: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = ReplyWriter::new(&mut out, true);
+    w.push(2);
+    w.bulk(b"tracking-redir-broken");
+    w.int(redirect as i64);
     out
+}
+
+/// An invalidation for a redirect target served by another thread.
+#[derive(Debug)]
+pub struct Redirected {
+    /// The target's client id.
+    pub target: u64,
+    /// The keys (`None`: the null invalidation, everything).
+    pub keys: Option<Vec<Vec<u8>>>,
+    /// The tracking client speaks RESP3 (the null invalidation's null is in its protocol).
+    pub from_resp3: bool,
+}
+
+/// What a proxy's threads share for REDIRECT: which client ids are connected now (a REDIRECT
+/// must name one), and each thread's inbox of invalidations for its clients, with the waker
+/// of its event loop.
+#[derive(Debug)]
+pub struct Hub {
+    threads: u64,
+    live: Mutex<HashSet<u64>>,
+    inboxes: Vec<Mutex<Vec<Redirected>>>,
+    wakers: Vec<OnceLock<mio::Waker>>,
+}
+
+impl Hub {
+    /// A hub for `threads` threads (client ids: `(id - 1) % threads` is the thread).
+    pub fn new(threads: u64) -> Hub {
+        let threads = threads.max(1);
+        Hub {
+            threads,
+            live: Mutex::new(HashSet::new()),
+            inboxes: (0..threads).map(|_| Mutex::new(Vec::new())).collect(),
+            wakers: (0..threads).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The thread that serves client `id`.
+    pub fn thread_of(&self, id: u64) -> usize {
+        (id.saturating_sub(1) % self.threads) as usize
+    }
+
+    /// Thread `t`'s loop is woken by `waker` (set once).
+    pub fn set_waker(&self, t: usize, waker: mio::Waker) {
+        if let Some(slot) = self.wakers.get(t) {
+            let _ = slot.set(waker);
+        }
+    }
+
+    /// Client `id` connected (`true`) or left.
+    pub fn set_live(&self, id: u64, live: bool) {
+        let mut set = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        if live {
+            set.insert(id);
+        } else {
+            set.remove(&id);
+        }
+    }
+
+    /// Whether client `id` is connected now.
+    pub fn is_live(&self, id: u64) -> bool {
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&id)
+    }
+
+    /// Hands `r` to its target's thread and wakes it.
+    pub fn post(&self, r: Redirected) {
+        let t = self.thread_of(r.target);
+        let Some(inbox) = self.inboxes.get(t) else {
+            return;
+        };
+        inbox.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+        if let Some(w) = self.wakers.get(t).and_then(OnceLock::get) {
+            let _ = w.wake();
+        }
+    }
+
+    /// Thread `t`'s invalidations posted since it last looked.
+    pub fn take(&self, t: usize) -> Vec<Redirected> {
+        self.inboxes.get(t).map_or_else(Vec::new, |i| {
+            std::mem::take(&mut *i.lock().unwrap_or_else(|e| e.into_inner()))
+        })
+    }
+}
+
+thread_local! {
+    /// The hub of the proxy this thread serves, for CLIENT TRACKING's REDIRECT check (the
+    /// routing functions are sans-I/O and take no handle to it).
+    static HUB: RefCell<Option<Arc<Hub>>> = const { RefCell::new(None) };
+}
+
+/// Makes `hub` the one this thread's CLIENT TRACKING ... REDIRECT checks ids against.
+pub fn install_hub(hub: Arc<Hub>) {
+    HUB.with(|h| *h.borrow_mut() = Some(hub));
+}
+
+fn redirect_target_exists(id: u64) -> bool {
+    HUB.with(|h| h.borrow().as_ref().is_some_and(|h| h.is_live(id)))
 }
 
 /// A tracking client of a thread: its slab index and id (an index is reused by later
@@ -171,8 +376,8 @@ fn eq(a: &[u8], b: &str) -> bool {
 }
 
 /// CLIENT TRACKING on|off [REDIRECT id] [PREFIX p]... [BCAST] [OPTIN] [OPTOUT] [NOLOOP], with
-/// Redis's checks and errors (darner_commands::tracking), but REDIRECT (the proxy does not
-/// route one client's invalidations to another yet).
+/// Redis's checks and errors (darner_commands::tracking); REDIRECT must name a client of this
+/// proxy connected now (see [`Hub`]).
 pub fn client_tracking(args: &[&[u8]], s: &mut Session) -> Plan {
     let now = s.tracking.as_ref().map(|t| TrackingNow {
         bcast: t.bcast,
@@ -180,10 +385,17 @@ pub fn client_tracking(args: &[&[u8]], s: &mut Session) -> Plan {
         optout: t.optout,
         prefixes: &t.prefixes[..],
     });
-    let parsed = parse_client_tracking(args, now, |_| {
-        Err("ERR CLIENT TRACKING REDIRECT is not supported by darner proxy yet; use RESP3 (HELLO 3) and tracking on the connection itself".into())
+    let parsed = parse_client_tracking(args, now, |arg| {
+        let id = std::str::from_utf8(arg)
+            .ok()
+            .and_then(|a| a.parse::<i64>().ok())
+            .ok_or_else(|| "ERR value is not an integer or out of range".to_string())?;
+        if id <= 0 || !redirect_target_exists(id as u64) {
+            return Err("ERR The client ID you want redirect to does not exist".into());
+        }
+        Ok(id as u64)
     });
-    let (bcast, optin, optout, noloop, mut prefixes) = match parsed {
+    let (redirect, bcast, optin, optout, noloop, mut prefixes) = match parsed {
         Err(msg) => return error(s, &msg),
         Ok(TrackingRequest::Off) => {
             s.tracking = None;
@@ -191,13 +403,13 @@ pub fn client_tracking(args: &[&[u8]], s: &mut Session) -> Plan {
             return reply(s, |w| w.ok());
         }
         Ok(TrackingRequest::On {
+            redirect,
             bcast,
             optin,
             optout,
             noloop,
             prefixes,
-            ..
-        }) => (bcast, optin, optout, noloop, prefixes),
+        }) => (redirect, bcast, optin, optout, noloop, prefixes),
     };
     // Enable (or re-enable: the mode flags are replaced, BCAST prefixes accumulate).
     let t = s.tracking.get_or_insert_with(Default::default);
@@ -205,6 +417,8 @@ pub fn client_tracking(args: &[&[u8]], s: &mut Session) -> Plan {
     t.optin = optin;
     t.optout = optout;
     t.noloop = noloop;
+    t.redirect = redirect;
+    t.broken_redirect = false;
     if bcast {
         // No PREFIX: every key (Redis adds the empty prefix even next to existing ones).
         if prefixes.is_empty() {
@@ -245,9 +459,9 @@ pub fn client_caching(args: &[&[u8]], s: &mut Session) -> Plan {
     reply(s, |w| w.ok())
 }
 
-/// CLIENT GETREDIR: -1 without tracking, else 0 (no redirect: the proxy has none).
+/// CLIENT GETREDIR: -1 without tracking, else the redirect's id (0: none).
 pub fn client_getredir(s: &Session) -> Plan {
-    let id = if s.tracking.is_some() { 0 } else { -1 };
+    let id = s.tracking.as_ref().map_or(-1, |t| t.redirect as i64);
     reply(s, |w| w.int(id))
 }
 
@@ -276,9 +490,12 @@ pub fn client_trackinginfo(s: &Session) -> Plan {
             if t.noloop {
                 flags.push(b"noloop");
             }
+            if t.broken_redirect {
+                flags.push(b"broken_redirect");
+            }
         }
     }
-    let redirect = if s.tracking.is_some() { 0 } else { -1 };
+    let redirect = s.tracking.as_ref().map_or(-1, |t| t.redirect as i64);
     let prefixes: &[Vec<u8>] = s.tracking.as_ref().map_or(&[], |t| &t.prefixes);
     reply(s, |w| {
         w.map(3);
@@ -338,8 +555,20 @@ mod tests {
         assert!(run(&mut s, "CLIENT TRACKING on BCAST").starts_with(b"-ERR You can't switch BCAST"));
         assert!(run(&mut s, "CLIENT TRACKING on OPTOUT")
             .starts_with(b"-ERR You can't switch OPTIN/OPTOUT"));
-        assert!(run(&mut s, "CLIENT TRACKING on REDIRECT 5")
-            .starts_with(b"-ERR CLIENT TRACKING REDIRECT is not supported"));
+        assert_eq!(
+            run(&mut s, "CLIENT TRACKING on REDIRECT 5"),
+            b"-ERR The client ID you want redirect to does not exist\r\n"
+        );
+        let hub = Arc::new(Hub::new(2));
+        hub.set_live(5, true);
+        install_hub(hub.clone());
+        assert_eq!(
+            run(&mut s, "CLIENT TRACKING on OPTIN REDIRECT 5"),
+            b"+OK\r\n"
+        );
+        assert_eq!(run(&mut s, "CLIENT GETREDIR"), b":5\r\n");
+        assert_eq!(hub.thread_of(5), 0);
+        assert_eq!(hub.thread_of(6), 1);
         assert_eq!(
             run(&mut s, "CLIENT TRACKING on PREFIX a"),
             b"-ERR PREFIX option requires BCAST mode to be enabled\r\n"
@@ -362,6 +591,28 @@ mod tests {
             run(&mut s, "CLIENT TRACKINGINFO"),
             b"*6\r\n$5\r\nflags\r\n*2\r\n$2\r\non\r\n$5\r\nbcast\r\n$8\r\nredirect\r\n:0\r\n$8\r\nprefixes\r\n*2\r\n$2\r\na:\r\n$2\r\nb:\r\n"
         );
+    }
+
+    #[test]
+    fn own_writes_are_those_that_surely_changed_their_keys() {
+        let w = |line: &str, reply: &[u8]| {
+            let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            own_write_keys(&args, reply)
+        };
+        assert_eq!(w("SET k v", b"+OK\r\n"), vec![b"k".to_vec()]);
+        assert_eq!(w("set k v GET", b"$-1\r\n"), vec![b"k".to_vec()]);
+        assert!(w("SET k v NX", b"+OK\r\n").is_empty());
+        assert!(w("SET k v px 10 xx", b"+OK\r\n").is_empty());
+        assert!(w("INCR k", b"-ERR value is not an integer\r\n").is_empty());
+        assert_eq!(
+            w("MSET a 1 b 2", b"+OK\r\n"),
+            vec![b"a".to_vec(), b"b".to_vec()]
+        );
+        assert_eq!(w("DEL k", b":1\r\n"), vec![b"k".to_vec()]);
+        assert!(w("DEL k", b":0\r\n").is_empty());
+        assert!(w("DEL a b", b":2\r\n").is_empty());
+        assert!(w("SADD s m", b":1\r\n").is_empty());
+        assert!(w("GET k", b"$1\r\nv\r\n").is_empty());
     }
 
     #[test]

@@ -11,6 +11,11 @@
 //! ECHO; a command that touches the keyspace gets Redis's own refusal (a monitoring client is
 //! a replica to Redis), and any other command a clear error. A monitor connection that fails
 //! ends the client's connection, as its node going away would end a client of that node.
+//!
+//! A node that starts running the client's commands later (a new primary, or a new replica
+//! where reads may go to replicas) is watched from the topology refresh that names it on: a
+//! monitor connection is added, whose `+OK` is the proxy's own (the client had its `+OK`); a
+//! node that cannot be reached then is tried again at the next refresh.
 
 use std::time::Instant;
 
@@ -109,15 +114,7 @@ impl Worker {
     pub(super) fn start_monitor(&mut self, idx: usize) {
         let id = self.clients[idx].id;
         self.clients[idx].monitor.pending = false;
-        let primaries: Vec<String> = self.map.primaries().into_iter().map(String::from).collect();
-        let mut nodes = primaries.clone();
-        if self.read_policy != ReadPolicy::Master {
-            for p in &primaries {
-                nodes.extend(self.replicas.of(p).iter().map(|r| r.node.clone()));
-            }
-        }
-        nodes.sort_unstable();
-        nodes.dedup();
+        let nodes = self.monitored_nodes();
         if nodes.is_empty() {
             let c = &mut self.clients[idx];
             c.out
@@ -152,6 +149,61 @@ impl Worker {
         c.dedicated.extend_from_slice(&opened);
         c.monitor.waiting = opened.len();
         c.monitor.conns = opened;
+    }
+
+    /// The nodes that run the clients' commands: every primary, and every replica when the
+    /// read policy may read there.
+    fn monitored_nodes(&self) -> Vec<String> {
+        let primaries: Vec<String> = self.map.primaries().into_iter().map(String::from).collect();
+        let mut nodes = primaries.clone();
+        if self.read_policy != ReadPolicy::Master {
+            for p in &primaries {
+                nodes.extend(self.replicas.of(p).iter().map(|r| r.node.clone()));
+            }
+        }
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes
+    }
+
+    /// After a topology refresh: each monitoring client (past its `+OK`) gets a monitor
+    /// connection to every node it does not watch yet.
+    pub(super) fn monitor_new_nodes(&mut self) {
+        let monitoring: Vec<usize> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| !c.monitor.conns.is_empty() && !c.monitor.starting())
+            .map(|(idx, _)| idx)
+            .collect();
+        if monitoring.is_empty() {
+            return;
+        }
+        let nodes = self.monitored_nodes();
+        let now = Instant::now();
+        for idx in monitoring {
+            let c = &self.clients[idx];
+            let id = c.id;
+            let watched: Vec<String> = c
+                .monitor
+                .conns
+                .iter()
+                .filter_map(|&b| self.backends.get(b).map(|be| be.node.clone()))
+                .collect();
+            for node in nodes.iter().filter(|n| !watched.contains(n)) {
+                // Unreachable now: the next refresh tries again.
+                let Ok(b) = self.open_backend(node, false) else {
+                    continue;
+                };
+                let be = &mut self.backends[b];
+                be.role = Role::Monitor { idx, id };
+                // Its `+OK` finds the client's `waiting` at 0: dropped.
+                be.queue_own(Owner::MonitorStart { idx, id }, MONITOR_REQUEST, now);
+                self.dirty_backends.push(b);
+                let c = &mut self.clients[idx];
+                c.dedicated.push(b);
+                c.monitor.conns.push(b);
+            }
+        }
     }
 
     /// A node's answer to MONITOR: the client's `+OK` (and the lines held) once every node

@@ -115,7 +115,10 @@ impl Hedging {
         Hedging {
             after,
             rate: max_percent.min(100),
-            tokens: 0,
+            // Full, as a quiet spell leaves it: a proxy that starts (or restarts) while a node
+            // is slow hedges its first reads as one that ran a while would, instead of earning
+            // its first token over 100 / max_percent reads.
+            tokens: HEDGE_BURST * TOKEN,
             waiting: VecDeque::new(),
         }
     }
