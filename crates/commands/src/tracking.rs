@@ -1,6 +1,55 @@
-//! CLIENT TRACKING's arguments, parsed and checked as Redis 7.2 does (its errors, in its
-//! order), for the server and the proxy alike: they differ only in what a REDIRECT may name
-//! (the caller's `redirect` closure) and in what they do with the result.
+//! CLIENT TRACKING for the server and the proxy alike: its arguments, parsed and checked as
+//! Redis 7.2 does (its errors, in its order; the two differ only in what a REDIRECT may name,
+//! the caller's `redirect` closure, and in what they do with the result), and the
+//! invalidation messages a client is sent.
+
+use darner_resp::ReplyWriter;
+
+/// An invalidation as the client told of it gets it (Redis's sendTrackingMessage): a RESP3
+/// push `invalidate` (`resp3`), or, to a RESP2 redirect target in pub/sub mode
+/// (`subscribed`), a message on `__redis__:invalidate`; a RESP2 client not subscribed gets
+/// nothing (`None`). `keys` is None for the null invalidation of a flush, whose null is
+/// written in `null_resp3`'s protocol: Redis writes that of the client whose tracking it is,
+/// which may not be the target's.
+pub fn invalidation_frame<K: AsRef<[u8]>>(
+    keys: Option<&[K]>,
+    resp3: bool,
+    subscribed: bool,
+    null_resp3: bool,
+) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut w = ReplyWriter::new(&mut out, resp3);
+    if resp3 {
+        w.push(2);
+        w.bulk(b"invalidate");
+    } else if subscribed {
+        w.array(3);
+        w.bulk(b"message");
+        w.bulk(b"__redis__:invalidate");
+    } else {
+        return None;
+    }
+    match keys {
+        Some(keys) => {
+            w.array(keys.len());
+            for k in keys {
+                w.bulk(k.as_ref());
+            }
+        }
+        None => out.extend_from_slice(if null_resp3 { b"_\r\n" } else { b"$-1\r\n" }),
+    }
+    Some(out)
+}
+
+/// The push a RESP3 tracking client gets when its redirect target has gone.
+pub fn redirect_broken_frame(redirect: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = ReplyWriter::new(&mut out, true);
+    w.push(2);
+    w.bulk(b"tracking-redir-broken");
+    w.int(redirect as i64);
+    out
+}
 
 /// What CLIENT TRACKING asked for, once its checks passed.
 #[derive(Debug, PartialEq, Eq)]

@@ -27,7 +27,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use darner_commands::tracking::{parse_client_tracking, TrackingNow, TrackingRequest};
 use darner_commands::{flags, key_positions, lookup, lookup_subcommand};
-use darner_resp::ReplyWriter;
 
 use crate::route::{error, reply, Plan, Session};
 
@@ -170,48 +169,21 @@ pub fn push(keys: Option<&[Vec<u8>]>) -> Vec<u8> {
     redirected(keys, true, false, true).unwrap_or_default()
 }
 
-/// What a redirect target gets for an invalidation: a RESP3 push, or (RESP2 in pub/sub mode)
-/// a message on `__redis__:invalidate`; a RESP2 client not subscribed gets nothing (`None`),
-/// as from a node. The null invalidation's null is in the tracking client's protocol
-/// (`null_resp3`), not the target's, as Redis writes it.
+/// What a redirect target gets for an invalidation (see
+/// [`darner_commands::tracking::invalidation_frame`]): the null invalidation's null is in the
+/// tracking client's protocol (`null_resp3`), not the target's, as Redis writes it.
 pub fn redirected(
     keys: Option<&[Vec<u8>]>,
     resp3: bool,
     subscribed: bool,
     null_resp3: bool,
 ) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut w = ReplyWriter::new(&mut out, resp3);
-    if resp3 {
-        w.push(2);
-        w.bulk(b"invalidate");
-    } else if subscribed {
-        w.array(3);
-        w.bulk(b"message");
-        w.bulk(b"__redis__:invalidate");
-    } else {
-        return None;
-    }
-    match keys {
-        Some(keys) => {
-            w.array(keys.len());
-            for k in keys {
-                w.bulk(k);
-            }
-        }
-        None => out.extend_from_slice(if null_resp3 { b"_\r\n" } else { b"$-1\r\n" }),
-    }
-    Some(out)
+    darner_commands::tracking::invalidation_frame(keys, resp3, subscribed, null_resp3)
 }
 
 /// The push a RESP3 tracking client gets when its redirect target has gone.
 pub fn broken_push(redirect: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut w = ReplyWriter::new(&mut out, true);
-    w.push(2);
-    w.bulk(b"tracking-redir-broken");
-    w.int(redirect as i64);
-    out
+    darner_commands::tracking::redirect_broken_frame(redirect)
 }
 
 /// An invalidation for a redirect target served by another thread.

@@ -420,39 +420,18 @@ pub struct Writer {
 
 /// Writes an invalidation frame for a client: a RESP3 push, or (RESP2, only to a redirect
 /// target in subscribe mode) a message on `__redis__:invalidate`. None: nothing can be sent.
+/// (The null of a flush is written in the target's protocol here.)
 pub fn frame(resp3: bool, subscribed: bool, what: &Invalid) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut w = darner_resp::ReplyWriter::new(&mut out, resp3);
-    if resp3 {
-        w.push(2);
-        w.bulk(b"invalidate");
-    } else if subscribed {
-        w.array(3);
-        w.bulk(b"message");
-        w.bulk(b"__redis__:invalidate");
-    } else {
-        return None;
-    }
-    match what {
-        Invalid::Keys(keys) => {
-            w.array(keys.len());
-            for k in keys {
-                w.bulk(k);
-            }
-        }
-        Invalid::All => w.null(),
-    }
-    Some(out)
+    let keys = match what {
+        Invalid::Keys(keys) => Some(keys.as_slice()),
+        Invalid::All => None,
+    };
+    darner_commands::tracking::invalidation_frame(keys, resp3, subscribed, resp3)
 }
 
 /// The push a RESP3 client gets when its redirect target is gone.
 pub fn broken_frame(redirect: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut w = darner_resp::ReplyWriter::new(&mut out, true);
-    w.push(2);
-    w.bulk(b"tracking-redir-broken");
-    w.int(redirect as i64);
-    out
+    darner_commands::tracking::redirect_broken_frame(redirect)
 }
 
 /// Turns tracking off for a client: BCAST prefixes dropped, its table entries purged by the
