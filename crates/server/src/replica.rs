@@ -34,7 +34,9 @@
 //! MULTI, at EXEC, as Redis counts it). `PING` and `REPLCONF` are counted without being
 //! applied; `REPLCONF GETACK` is answered with `REPLCONF ACK <offset>` once the commands
 //! before it are applied, and an ACK goes every second anyway. At most [`WINDOW`] commands
-//! are in the server's hands at once, so the replies never pile up.
+//! are in the server's hands at once, so the replies never pile up; while the window is
+//! full the link thread waits for replies only (`wait_readable`), not on the primary's bytes
+//! it will not read yet.
 //!
 //! # Reconnecting
 //!
