@@ -7,8 +7,10 @@ with REPLICAOF NO ONE, and REPLICAOF given at run time. Every wait polls with a 
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+import threading
 import time
 
 import pytest
@@ -300,3 +302,46 @@ def test_a_replicas_aof_holds_the_synced_dataset(primary):
             again.stop()
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def thread_cpu_ticks(pid, name):
+    """CPU time (user + system, in clock ticks) of process `pid`'s thread named `name`."""
+    for tid in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+            st = f.read()
+        if st[st.index("(") + 1:st.rindex(")")] == name:
+            fields = st[st.rindex(")") + 2:].split()
+            return int(fields[11]) + int(fields[12])
+    raise AssertionError("no thread %r in process %d" % (name, pid))
+
+
+def test_the_link_waits_without_spinning_while_its_window_is_full(primary, darner_factory):
+    """While the replica's shard is busy (DEBUG SLEEP), the link forwards its window of
+    commands and waits for their replies: it leaves the primary's further bytes unread and
+    does not spin on them (it took a core doing so, and a replica on a loaded machine fell
+    far behind its primary)."""
+    p = primary.client()
+    rep = darner_factory("--replicaof", "127.0.0.1", primary.port, threads=1)
+    r = rep.client()
+    wait_same(p, r)
+    hz = os.sysconf("SC_CLK_TCK")
+    sleeper = threading.Thread(target=lambda: rep.client().execute_command("DEBUG", "SLEEP", 3))
+    sleeper.start()
+    try:
+        time.sleep(0.3)
+        # Far more commands than the link's window (1024): the rest stay in the socket.
+        with p.pipeline(transaction=False) as pl:
+            for i in range(20_000):
+                pl.set("w:%d" % i, i)
+            pl.execute()
+        time.sleep(0.3)
+        before = thread_cpu_ticks(rep.proc.pid, "replica-link")
+        time.sleep(1.5)
+        used = (thread_cpu_ticks(rep.proc.pid, "replica-link") - before) / hz
+    finally:
+        sleeper.join(30)
+    # Waiting in poll takes next to no CPU; spinning took the 1.5 s of a core (or, on a
+    # loaded machine, its share of one: still several tenths of a second).
+    assert used < 0.1, "the link thread used %.2f s of CPU in 1.5 s while waiting" % used
+    wait_same(p, r)
+    assert r.get("w:19999") == b"19999"

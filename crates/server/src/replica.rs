@@ -34,7 +34,9 @@
 //! MULTI, at EXEC, as Redis counts it). `PING` and `REPLCONF` are counted without being
 //! applied; `REPLCONF GETACK` is answered with `REPLCONF ACK <offset>` once the commands
 //! before it are applied, and an ACK goes every second anyway. At most [`WINDOW`] commands
-//! are in the server's hands at once, so the replies never pile up.
+//! are in the server's hands at once, so the replies never pile up; while the window is
+//! full the link thread waits for replies only (`wait_readable`), not on the primary's bytes
+//! it will not read yet.
 //!
 //! # Reconnecting
 //!
@@ -75,6 +77,9 @@ pub const ERR_MASTERDOWN: &[u8] =
 
 /// Commands forwarded to the server and not yet answered, at most.
 const WINDOW: usize = 1024;
+/// The most the link thread reads from the primary at once (about as many SETs as
+/// [`WINDOW`]).
+const READ_AHEAD: usize = 64 * 1024;
 /// How long the link thread waits for a socket before looking at its generation again.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -453,11 +458,43 @@ impl Upstream {
             Ok(n) => {
                 self.buf.extend_from_slice(&chunk[..n]);
                 self.last_io = Instant::now();
+                if n == chunk.len() {
+                    self.take_ready();
+                }
                 Ok(true)
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => Ok(false),
             Err(e) if e.kind() == ErrorKind::Interrupted => Ok(false),
             Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+impl Upstream {
+    /// After a full read, takes what else the socket holds, up to [`READ_AHEAD`] in all,
+    /// without waiting: a primary streaming hard then costs one forward to the loopback
+    /// connection (one wake-up of its thread, one of this one for the replies) per
+    /// READ_AHEAD bytes rather than per 16 KiB. An end of file or an error is left for the
+    /// next [`Upstream::fill`] to report, after what came before it is applied.
+    fn take_ready(&mut self) {
+        let mut total = 0;
+        while total < READ_AHEAD {
+            self.buf.reserve(16 * 1024);
+            let spare = self.buf.spare_capacity_mut();
+            let room = spare.len().min(READ_AHEAD - total);
+            match crate::sys::recv_ready(&self.sock, &mut spare[..room]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    // SAFETY: the kernel initialized n bytes at the end of the buffer.
+                    unsafe { self.buf.set_len(self.buf.len() + n) };
+                    total += n;
+                    if n < room {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
         }
     }
 }
@@ -1656,28 +1693,32 @@ fn ack(offset: i64) -> Vec<u8> {
     command(&[b"REPLCONF", b"ACK", offset.to_string().as_bytes()])
 }
 
-/// Waits until one of the sockets is readable (or [`TICK`] passed).
-fn wait_readable(a: &TcpStream, b: &TcpStream) -> (bool, bool) {
+/// Waits until the loopback connection `lb` or, when `up` is given, the primary's connection
+/// is readable (or [`TICK`] passed). The primary's is left out while the window is full: its
+/// bytes wait until replies free room, and a socket that is readable and not read would
+/// make every poll return at once (the link thread spinning on a core the shards need).
+fn wait_readable(up: Option<&TcpStream>, lb: &TcpStream) -> (bool, bool) {
     let mut fds = [
         libc::pollfd {
-            fd: a.as_raw_fd(),
+            fd: lb.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         },
         libc::pollfd {
-            fd: b.as_raw_fd(),
+            fd: up.map_or(-1, |s| s.as_raw_fd()),
             events: libc::POLLIN,
             revents: 0,
         },
     ];
-    // SAFETY: `fds` is a valid array of two pollfd structures on this stack frame, and its
-    // length is passed with it; poll only writes their `revents` fields.
-    let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, TICK.as_millis() as libc::c_int) };
+    let nfds = if up.is_some() { 2 } else { 1 };
+    // SAFETY: `fds` is a valid array of two pollfd structures on this stack frame, and
+    // `nfds` (at most its length) is passed with it; poll only writes their `revents` fields.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), nfds, TICK.as_millis() as libc::c_int) };
     if n <= 0 {
         return (false, false);
     }
     let ready = |f: &libc::pollfd| f.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
-    (ready(&fds[0]), ready(&fds[1]))
+    (up.is_some() && ready(&fds[1]), ready(&fds[0]))
 }
 
 /// A full sync replaces the dataset (on disk, from the socket, or swapped in): this server's
@@ -1853,7 +1894,8 @@ fn stream(
         if lost.is_some() {
             continue;
         }
-        let (up_ready, lb_ready) = wait_readable(&up.sock, &l.sock);
+        let watch_up = off.awaiting < WINDOW;
+        let (up_ready, lb_ready) = wait_readable(watch_up.then_some(&up.sock), &l.sock);
         if lb_ready {
             if let Err(e) = read_replies(l, &mut off) {
                 log::warning(&format!(

@@ -21,6 +21,20 @@ use std::time::Instant;
 
 /// Receives into `buf`'s uninitialized bytes; returns how many the kernel wrote (0 at EOF).
 pub fn recv(sock: &impl AsRawFd, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+    recv_flags(sock, buf, 0)
+}
+
+/// [`recv`] that never waits, whether the socket blocks or not (MSG_DONTWAIT): what has
+/// come, or WouldBlock.
+pub fn recv_ready(sock: &impl AsRawFd, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+    recv_flags(sock, buf, libc::MSG_DONTWAIT)
+}
+
+fn recv_flags(
+    sock: &impl AsRawFd,
+    buf: &mut [MaybeUninit<u8>],
+    flags: libc::c_int,
+) -> io::Result<usize> {
     // SAFETY: recvfrom writes at most `buf.len()` bytes into `buf`, which is valid for writes of
     // that many bytes for the duration of the call (MaybeUninit: no initialized data is
     // assumed); the address arguments are null, which recvfrom accepts.
@@ -30,7 +44,7 @@ pub fn recv(sock: &impl AsRawFd, buf: &mut [MaybeUninit<u8>]) -> io::Result<usiz
             sock.as_raw_fd(),
             buf.as_mut_ptr(),
             buf.len(),
-            0,
+            flags,
             std::ptr::null_mut::<libc::sockaddr>(),
             std::ptr::null_mut::<libc::socklen_t>(),
         )
@@ -145,6 +159,41 @@ mod tests {
     use std::io::{ErrorKind, Read, Write};
     use std::mem::MaybeUninit;
     use std::net::{TcpListener, TcpStream};
+
+    #[test]
+    fn recv_ready_never_waits_on_a_blocking_socket() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        let mut buf = [MaybeUninit::<u8>::uninit(); 64];
+        // Blocking socket, nothing sent: WouldBlock at once, not a hang.
+        assert_eq!(
+            super::recv_ready(&b, &mut buf).unwrap_err().kind(),
+            ErrorKind::WouldBlock
+        );
+        a.write_all(b"PING\r\n").unwrap();
+        let mut n = 0;
+        for _ in 0..100 {
+            match super::recv_ready(&b, &mut buf) {
+                Ok(got) => {
+                    n = got;
+                    break;
+                }
+                Err(e) => assert_eq!(e.kind(), ErrorKind::WouldBlock),
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(n, 6);
+        // SAFETY: recv_ready initialized the first n bytes.
+        let got: Vec<u8> = buf[..n]
+            .iter()
+            .map(|x| unsafe { x.assume_init() })
+            .collect();
+        assert_eq!(got, b"PING\r\n");
+        drop(a);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(super::recv_ready(&b, &mut buf).unwrap(), 0);
+    }
 
     #[test]
     fn send_and_recv_over_a_socket_pair() {
