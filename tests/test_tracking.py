@@ -88,6 +88,16 @@ SCENARIOS = {
         ("r3", ("CLIENT", "TRACKING", "on", "REDIRECT", "$ID:sub")), ("r3", ("GET", "z")),
         ("w", ("SET", "z", "1")),
     ],
+    "redirect_flush_null": [
+        # A flush's null invalidation is written in the tracking client's protocol, whatever
+        # the redirect target's (Redis's trackingInvalidateKeysOnFlush).
+        ("sub", ("SUBSCRIBE", "__redis__:invalidate")),
+        ("r3", ("CLIENT", "TRACKING", "on", "REDIRECT", "$ID:sub")), ("r3", ("GET", "k1")),
+        ("w", ("FLUSHALL",)),                      # sub's message ends in RESP3's null
+        ("r3", ("CLIENT", "TRACKING", "off")),
+        ("t", ("CLIENT", "TRACKING", "on", "REDIRECT", "$ID:r3")), ("t", ("GET", "k2")),
+        ("w", ("FLUSHALL",)),                      # r3's push ends in RESP2's null
+    ],
     "errors": [
         ("t", ("CLIENT", "TRACKING", "on", "PREFIX", "x")),
         ("t", ("CLIENT", "TRACKING", "on", "OPTIN", "OPTOUT")),

@@ -204,6 +204,9 @@ pub enum Msg {
     InvalidateRedirected {
         what: crate::tracking::Invalid,
         conn: ConnRef,
+        /// The tracking client's protocol, in which a flush's null is written (as Redis
+        /// writes it), whatever the target's.
+        null_resp3: bool,
     },
     /// FLUSHDB / FLUSHALL: every tracking client of this thread gets a null invalidation.
     TrackingFlush,

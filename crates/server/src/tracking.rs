@@ -418,15 +418,16 @@ pub struct Writer {
     pub at: Option<(ConnRef, u64)>,
 }
 
-/// Writes an invalidation frame for a client: a RESP3 push, or (RESP2, only to a redirect
-/// target in subscribe mode) a message on `__redis__:invalidate`. None: nothing can be sent.
-/// (The null of a flush is written in the target's protocol here.)
-pub fn frame(resp3: bool, subscribed: bool, what: &Invalid) -> Option<Vec<u8>> {
+/// Writes an invalidation frame for a client (`resp3`: the target's protocol): a RESP3 push,
+/// or (RESP2, only to a redirect target in subscribe mode) a message on
+/// `__redis__:invalidate`. None: nothing can be sent. A flush's null is written in the
+/// tracking client's protocol (`null_resp3`), as Redis writes it.
+pub fn frame(resp3: bool, subscribed: bool, what: &Invalid, null_resp3: bool) -> Option<Vec<u8>> {
     let keys = match what {
         Invalid::Keys(keys) => Some(keys.as_slice()),
         Invalid::All => None,
     };
-    darner_commands::tracking::invalidation_frame(keys, resp3, subscribed, resp3)
+    darner_commands::tracking::invalidation_frame(keys, resp3, subscribed, null_resp3)
 }
 
 /// The push a RESP3 client gets when its redirect target is gone.
@@ -515,13 +516,18 @@ mod tests {
     fn frames() {
         let keys = Invalid::Keys(vec![Bytes::from_static(b"k")]);
         assert_eq!(
-            frame(true, false, &keys).unwrap(),
+            frame(true, false, &keys, true).unwrap(),
             b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n"
         );
         assert_eq!(
-            frame(false, true, &Invalid::All).unwrap(),
+            frame(false, true, &Invalid::All, false).unwrap(),
             b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n$-1\r\n"
         );
-        assert!(frame(false, false, &keys).is_none());
+        // A flush's null in the tracking client's protocol, not the target's.
+        assert_eq!(
+            frame(false, true, &Invalid::All, true).unwrap(),
+            b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n_\r\n"
+        );
+        assert!(frame(false, false, &keys, false).is_none());
     }
 }

@@ -225,10 +225,14 @@ impl Worker {
                     self.invalidate_conn(cr, &what, table, after);
                 }
             }
-            Msg::InvalidateRedirected { what, conn } => {
+            Msg::InvalidateRedirected {
+                what,
+                conn,
+                null_resp3,
+            } => {
                 if let Some(cn) = self.conn_mut(conn) {
                     let (resp3, subscribed) = (cn.state.resp3, cn.state.subscribed());
-                    if let Some(f) = crate::tracking::frame(resp3, subscribed, &what) {
+                    if let Some(f) = crate::tracking::frame(resp3, subscribed, &what, null_resp3) {
                         cn.push(f, None);
                         self.dirty.push(conn.idx as usize);
                     }

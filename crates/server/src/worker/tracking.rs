@@ -179,6 +179,7 @@ impl Worker {
                     Msg::InvalidateRedirected {
                         what: what.clone(),
                         conn: to,
+                        null_resp3: resp3,
                     },
                 ),
                 None => {
@@ -190,7 +191,7 @@ impl Worker {
                     }
                 }
             }
-        } else if let Some(f) = crate::tracking::frame(resp3, false, what) {
+        } else if let Some(f) = crate::tracking::frame(resp3, false, what, resp3) {
             conn.push(f, after);
             self.dirty.push(cr.idx as usize);
         }
