@@ -160,6 +160,15 @@ mod tests {
     use std::mem::MaybeUninit;
     use std::net::{TcpListener, TcpStream};
 
+    /// The first `n` bytes of `buf`, which a receive reported it wrote.
+    fn received(buf: &[MaybeUninit<u8>], n: usize) -> Vec<u8> {
+        buf[..n]
+            .iter()
+            // SAFETY: the receive that returned `n` initialized the first n bytes.
+            .map(|x| unsafe { x.assume_init() })
+            .collect()
+    }
+
     #[test]
     fn recv_ready_never_waits_on_a_blocking_socket() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -184,12 +193,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert_eq!(n, 6);
-        // SAFETY: recv_ready initialized the first n bytes.
-        let got: Vec<u8> = buf[..n]
-            .iter()
-            .map(|x| unsafe { x.assume_init() })
-            .collect();
-        assert_eq!(got, b"PING\r\n");
+        assert_eq!(received(&buf, n), b"PING\r\n");
         drop(a);
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert_eq!(super::recv_ready(&b, &mut buf).unwrap(), 0);
@@ -208,12 +212,7 @@ mod tests {
         let mut buf = [MaybeUninit::<u8>::uninit(); 64];
         let n = super::recv(&b, &mut buf).unwrap();
         assert_eq!(n, 6);
-        // SAFETY: recv initialized the first n bytes.
-        let got: Vec<u8> = buf[..n]
-            .iter()
-            .map(|x| unsafe { x.assume_init() })
-            .collect();
-        assert_eq!(got, b"PING\r\n");
+        assert_eq!(received(&buf, n), b"PING\r\n");
         // Non-blocking and empty: WouldBlock, not a hang; after the peer closes: 0.
         b.set_nonblocking(true).unwrap();
         assert_eq!(
