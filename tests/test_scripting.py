@@ -3,6 +3,7 @@ thread, the script cache seen from every thread, and scripts inside MULTI (the r
 themselves are compared with redis-server in diff_scenarios_scripting.py)."""
 
 import hashlib
+import socket
 import threading
 import time
 
@@ -299,6 +300,22 @@ def test_a_script_holds_only_its_declared_keys_so_other_shards_keep_serving(darn
 
     t = threading.Thread(target=spin)
     t.start()
+    # Wait until the script runs: a PING then goes unanswered on the spinning thread. Before
+    # that, a connection there answers PING and would be taken for one on the free thread
+    # below (in a full CI run both probes once landed on the spinning thread that way, and
+    # neither was answered before the script's end).
+    # Raw sockets: redis-py retries a timed-out command on a new connection.
+    deadline = time.monotonic() + 10
+    spinning = False
+    while not spinning and time.monotonic() < deadline:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=2) as s:
+            s.settimeout(0.3)
+            s.sendall(b"PING\r\n")
+            try:
+                s.recv(64)
+            except socket.timeout:
+                spinning = True
+    assert spinning, "the script never held its thread"
     # A connection on the thread that does not spin, reading the key of that thread's shard,
     # is answered while the script still runs (a script that reserved every shard held them
     # all until its end).
