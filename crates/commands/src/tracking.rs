@@ -41,6 +41,24 @@ pub fn invalidation_frame<K: AsRef<[u8]>>(
     Some(out)
 }
 
+/// BCAST's new `prefixes` added to those `held` (sorted, each once; `make` turns a prefix into
+/// the caller's type): no PREFIX means every key, the empty prefix, which Redis adds even next
+/// to prefixes already held.
+pub fn add_bcast_prefixes<P: AsRef<[u8]>>(
+    held: &mut Vec<P>,
+    mut prefixes: Vec<&[u8]>,
+    make: impl Fn(&[u8]) -> P,
+) {
+    if prefixes.is_empty() {
+        prefixes.push(b"");
+    }
+    for p in prefixes {
+        if let Err(at) = held.binary_search_by(|x| x.as_ref().cmp(p)) {
+            held.insert(at, make(p));
+        }
+    }
+}
+
 /// The push a RESP3 tracking client gets when its redirect target has gone.
 pub fn redirect_broken_frame(redirect: u64) -> Vec<u8> {
     let mut out = Vec::new();

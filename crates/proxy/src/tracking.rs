@@ -367,7 +367,7 @@ pub fn client_tracking(args: &[&[u8]], s: &mut Session) -> Plan {
         }
         Ok(id as u64)
     });
-    let (redirect, bcast, optin, optout, noloop, mut prefixes) = match parsed {
+    let (redirect, bcast, optin, optout, noloop, prefixes) = match parsed {
         Err(msg) => return error(s, &msg),
         Ok(TrackingRequest::Off) => {
             s.tracking = None;
@@ -392,15 +392,7 @@ pub fn client_tracking(args: &[&[u8]], s: &mut Session) -> Plan {
     t.redirect = redirect;
     t.broken_redirect = false;
     if bcast {
-        // No PREFIX: every key (Redis adds the empty prefix even next to existing ones).
-        if prefixes.is_empty() {
-            prefixes.push(b"");
-        }
-        for p in prefixes {
-            if let Err(at) = t.prefixes.binary_search_by(|x| x.as_slice().cmp(p)) {
-                t.prefixes.insert(at, p.to_vec());
-            }
-        }
+        darner_commands::tracking::add_bcast_prefixes(&mut t.prefixes, prefixes, <[u8]>::to_vec);
     }
     reply(s, |w| w.ok())
 }

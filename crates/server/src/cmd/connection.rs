@@ -462,7 +462,7 @@ fn client_tracking(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         }
         Ok(id as u64)
     });
-    let (redirect, bcast, optin, optout, noloop, mut prefixes) = match parsed {
+    let (redirect, bcast, optin, optout, noloop, prefixes) = match parsed {
         Err(msg) => return w.error(msg.as_bytes()),
         Ok(TrackingRequest::Off) => {
             crate::tracking::disable(ctx.shared, ctx.client);
@@ -491,15 +491,11 @@ fn client_tracking(ctx: &mut ConnCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     t.optout = optout;
     t.noloop = noloop;
     if bcast {
-        // No PREFIX: every key (Redis adds the empty prefix even next to existing ones).
-        if prefixes.is_empty() {
-            prefixes.push(b"");
-        }
-        for p in prefixes {
-            if let Err(at) = t.prefixes.binary_search_by(|x| x.as_ref().cmp(p)) {
-                t.prefixes.insert(at, Bytes::copy_from_slice(p));
-            }
-        }
+        darner_commands::tracking::add_bcast_prefixes(
+            &mut t.prefixes,
+            prefixes,
+            Bytes::copy_from_slice,
+        );
         let reader = crate::tracking::Reader {
             id,
             thread: ctx.thread,
