@@ -5,8 +5,8 @@ Whether a read reached a node is read from that node's own INFO commandstats; co
 checked by writing to the nodes directly (behind the proxy's back), through the proxy, and from
 concurrent writers, and by flushing and restarting a node.
 
-The proxy runs one thread here: each thread has its own cache, and these tests fill it from one
-connection and read it from another.
+The proxy runs one thread here, but for the tests of the cache's sharing between threads (a
+second proxy with two threads, `proxy2`): one cache serves every thread, filled once.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import redis
 import harness
 from harness import HarnessError
 from keyslot import key_slot
+from resp_reader import RawConn
 from test_proxy import ProxyServer, cluster, owner, wait_for  # noqa: F401 (fixture)
 
 # How long an invalidation may take to reach the proxy over loopback: generous, for a loaded
@@ -28,9 +29,9 @@ from test_proxy import ProxyServer, cluster, owner, wait_for  # noqa: F401 (fixt
 INVALIDATION_BOUND = 2.0
 
 
-def start_proxy(cluster, *extra):
+def start_proxy(cluster, *extra, threads=1):
     p = ProxyServer(["127.0.0.1:%d" % cluster[0].port],
-                    ["--threads", "1", "--proxy-cache", "yes", *extra])
+                    ["--threads", str(threads), "--proxy-cache", "yes", *extra])
     try:
         p.start()
     except HarnessError as e:
@@ -43,6 +44,25 @@ def proxy(cluster):
     p = start_proxy(cluster)
     yield p
     p.stop()
+
+
+@pytest.fixture(scope="module")
+def proxy2(cluster):
+    p = start_proxy(cluster, threads=2)
+    yield p
+    p.stop()
+
+
+def client_on(proxy, thread, threads=2, protocol=3):
+    """A client of `proxy` served by its thread `thread` (the proxy numbers clients so that
+    client id - 1 is the thread modulo the thread count); the others opened meanwhile are
+    closed."""
+    for _ in range(64):
+        c = proxy.client(protocol=protocol)
+        if (c.client_id() - 1) % threads == thread:
+            return c
+        c.close()
+    pytest.fail("no connection landed on thread %d in 64 tries" % thread)
 
 
 @pytest.fixture
@@ -238,8 +258,10 @@ def test_a_key_past_its_ttl_is_a_miss_before_the_node_deletes_it(r3, r2, cluster
         direct.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("protocol", [2, 3])
-def test_a_client_reads_its_own_writes(proxy, cluster, protocol):
+def test_a_client_reads_its_own_writes(request, cluster, protocol, threads):
+    proxy = request.getfixturevalue("proxy" if threads == 1 else "proxy2")
     c = proxy.client(protocol=protocol)
     other = proxy.client(protocol=3)
     c.delete("c:ryw")
@@ -271,7 +293,9 @@ def test_a_client_reads_its_own_writes(proxy, cluster, protocol):
         other.close()
 
 
-def test_concurrent_writers_never_make_a_reader_go_back(proxy, cluster):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_concurrent_writers_never_make_a_reader_go_back(request, cluster, threads):
+    proxy = request.getfixturevalue("proxy" if threads == 1 else "proxy2")
     keys = ["c:mono:%d" % i for i in range(4)]
     setup = proxy.client()
     for k in keys:
@@ -436,3 +460,64 @@ def test_a_node_restart_invalidates(r3, cluster):
         except redis.ResponseError:
             return False  # the proxy's connection to the node was lost with it
     wait_for(gone, 10.0, "the restart seen")
+
+
+def test_one_fill_serves_every_thread(proxy2, cluster):
+    a, b = client_on(proxy2, 0), client_on(proxy2, 1)
+    try:
+        a.set("c:shared", "v1")
+        node = owner(cluster, "c:shared")
+        before = calls(node, "get")
+        hits = proxy_stats(a)["cache_hits"]
+        assert a.get("c:shared") == b"v1"
+        # Read on the other thread: no second fill.
+        for _ in range(20):
+            assert b.get("c:shared") == b"v1"
+        assert calls(node, "get") == before + 1
+        assert proxy_stats(b)["cache_hits"] >= hits + 20
+        # A direct write reaches the thread whose connection filled the entry; the other
+        # thread's readers see it as soon.
+        node.client().set("c:shared", "v2")
+        wait_for(lambda: b.get("c:shared") == b"v2", INVALIDATION_BOUND, "direct write seen")
+        # A write through one thread, read at once on the other.
+        assert a.get("c:shared") == b"v2"
+        for i in range(100):
+            a.set("c:shared", "w%d" % i)
+            assert b.get("c:shared") == b"w%d" % i, i
+            assert a.get("c:shared") == b"w%d" % i, i
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_tracking_client_is_told_of_what_another_thread_filled(proxy2, cluster):
+    """A tracking client hears of keys through its own thread's connection: a read of an entry
+    another thread filled goes to the node, so that its change is reported to the client."""
+    filler = client_on(proxy2, 0)
+    tracked = None
+    try:
+        filler.set("c:tr", "v1")
+        assert filler.get("c:tr") == b"v1"
+        node = owner(cluster, "c:tr")
+        for _ in range(64):
+            tracked = RawConn(port=proxy2.port)
+            if (tracked.call("CLIENT", "ID").value - 1) % 2 == 1:
+                break
+            tracked.sock.close()
+        assert tracked.call("HELLO", "3").kind == "%"
+        assert tracked.call("CLIENT", "TRACKING", "on").raw == b"+OK\r\n"
+        before = calls(node, "get")
+        assert tracked.call("GET", "c:tr").raw == b"$2\r\nv1\r\n"
+        assert calls(node, "get") == before + 1, "read on the tracking client's own thread"
+        node.client().set("c:tr", "v2")
+        r = tracked.read_reply(INVALIDATION_BOUND)
+        assert r.raw == b">2\r\n$10\r\ninvalidate\r\n*1\r\n$4\r\nc:tr\r\n", r
+        # Its own thread's connection read it now: the reads after the fill's PTTL hit.
+        hits = proxy_stats(filler)["cache_hits"]
+        for _ in range(10):
+            assert tracked.call("GET", "c:tr").raw == b"$2\r\nv2\r\n"
+        assert proxy_stats(filler)["cache_hits"] >= hits + 8
+    finally:
+        filler.close()
+        if tracked is not None:
+            tracked.sock.close()

@@ -1,7 +1,17 @@
 //! The shared client cache (`proxy-cache yes`): replies to a few read-only single-key commands,
-//! kept per thread (threads share nothing: each thread's cache is made coherent by its own
-//! backend connections, with no lock on the request path) and bounded in bytes, evicted with
-//! CLOCK (a second chance for entries read since the hand last passed).
+//! one cache for all of the proxy's threads ([`Store`]: shards by key, each behind a lock),
+//! reached through each thread's [`Cache`] handle (its fills waiting for their PTTL, its
+//! counters), bounded in bytes and evicted with CLOCK per shard (a second chance for entries
+//! read since the hand last passed).
+//!
+//! # Why shared, when the proxy's threads share nothing else
+//!
+//! The first cache was per thread, lock-free on the request path. Under the workload it is for
+//! (a few hot keys, some writes) that cost more than the locks it saved: every write of a hot
+//! key emptied it from every thread's cache, and each thread paid a node round trip (and a
+//! PTTL) to fill it again, so a 90/10 Zipf mix over six threads hit 55% of the time. Shared,
+//! a key is filled once for all threads. A lookup holds its shard's lock for a hash probe and
+//! a copy of the reply; with 64 shards the threads rarely meet on one.
 //!
 //! # Coherence
 //!
@@ -23,16 +33,26 @@
 //!   node): once a client has its write's reply, no entry older than the write is left and no
 //!   fill that could have read before it will be stored, whatever the node's invalidation is
 //!   doing. Until then the writer itself gets no hit (the server's `Client::writes`): an entry
-//!   filled meanwhile may predate its write. Commands whose keys are not known (EXEC, FLUSHALL, a script without keys) flush the
-//!   thread's cache.
+//!   filled meanwhile may predate its write. Commands whose keys are not known (EXEC,
+//!   FLUSHALL, a script without keys) flush the cache.
 //! * **Expiry.** The node invalidates a key past its TTL only once it deletes it (on access,
 //!   or when its active expiry cycle gets to it). Each fill is followed by `PTTL key` on the
 //!   same connection, and its entry is a miss from its deadline on ([`Cache::finish_ttl`]).
 //! * **The connection or the topology changing.** The node's tracking table belongs to the
-//!   connection: when it goes, the node's entries go ([`Cache::flush_node`]). An entry is
-//!   served only while its node still owns the key's slot.
+//!   connection: when it goes, the node's entries go, whichever thread filled them
+//!   ([`Cache::flush_node`]). An entry is served only while its node still owns the key's slot
+//!   (in the serving thread's map).
+//!
+//! Sharing keeps each rule: an entry filled on any thread's connection is invalidated when that
+//! connection hears of its key's change, which is as soon as any thread could; the tickets are
+//! one sequence for all threads, so a write answered on one thread drops a fill in flight on
+//! another. One thing does not carry over: a proxy client's own CLIENT TRACKING hears of a key
+//! through its thread's connection, so a hit records a tracking client's read only on an entry
+//! its own thread's connection read (`Entry::trackers`); elsewhere the read goes to the node.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use darner_commands::{flags, key_positions, lookup, lookup_subcommand};
@@ -235,6 +255,7 @@ pub fn plan(
     plan: Plan,
     resp3: bool,
     may_hit: bool,
+    tracked_read: bool,
 ) -> (Plan, bool) {
     if let Plan::Reply { .. } = plan {
         return (plan, false);
@@ -255,8 +276,9 @@ pub fn plan(
                 Target::Slot(slot) => map.owner(*slot),
                 _ => None,
             };
-            if let Some(reply) = cache.get(args[1], &signature(args), owner, Instant::now()) {
-                let bytes = for_protocol(reply, resp3);
+            let now = Instant::now();
+            let hit = cache.get(args[1], &signature(args), owner, now, resp3, tracked_read);
+            if let Some(bytes) = hit {
                 return (
                     Plan::Reply {
                         bytes,
@@ -270,12 +292,25 @@ pub fn plan(
     (plan, false)
 }
 
-/// A cacheable read sent on a tracking connection: what its reply needs to be kept.
-#[derive(Debug)]
+/// A cacheable read sent on a tracking connection: what its reply needs to be kept. While it
+/// lives it is a fill in flight of its key (its shard counts it): answered, or dropped
+/// unanswered (its connection lost, its request failed), it stops being one.
 pub struct Fill {
-    ticket: Ticket,
+    ticket: u64,
     key: Vec<u8>,
     signature: Vec<u8>,
+    store: Arc<Store>,
+    /// Counted out by [`Cache::finish_fill`] already (or else by its drop).
+    done: bool,
+}
+
+impl std::fmt::Debug for Fill {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fill")
+            .field("ticket", &self.ticket)
+            .field("key", &String::from_utf8_lossy(&self.key))
+            .finish()
+    }
 }
 
 impl Fill {
@@ -283,9 +318,17 @@ impl Fill {
     /// ticket its reply is matched by ([`Cache::finish_ttl`]).
     pub fn ttl_request(&self) -> (Ticket, Vec<u8>) {
         (
-            self.ticket.clone(),
+            Ticket(self.ticket),
             crate::route::encode_request(&[&b"PTTL"[..], &self.key]),
         )
+    }
+}
+
+impl Drop for Fill {
+    fn drop(&mut self) {
+        if !self.done {
+            self.store.shard(&self.key).end_fill(&self.key);
+        }
     }
 }
 
@@ -328,6 +371,10 @@ struct Entry {
     bytes: usize,
     /// Read since the CLOCK hand last passed it.
     referenced: bool,
+    /// The threads (bit `t` for thread `t` < 64) whose tracking connection read the key for
+    /// it, so will hear of its next change: a hit records a tracking client's read only on one
+    /// of them (the invalidation reaches the client through its own thread's connection).
+    trackers: u64,
 }
 
 /// Fills of one key in flight.
@@ -337,12 +384,79 @@ struct Fills {
     valid_from: u64,
 }
 
-/// A fill in flight: given by [`Cache::begin_fill`], handed back to [`Cache::finish_fill`].
+/// A fill in flight, as its PTTL's reply names it ([`Cache::finish_ttl`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ticket(u64);
 
-/// One thread's cache.
-pub struct Cache {
+/// Entries below this many bytes of bound per shard are not worth another lock: a small cache
+/// has fewer shards (one under 256 KiB).
+const MIN_SHARD_BYTES: usize = 256 << 10;
+
+/// Shards at most: enough that threads rarely wait for one another on a lock (a lookup holds
+/// one for a hash probe and a copy of the reply).
+const MAX_SHARDS: usize = 64;
+
+/// The cache all of the proxy's threads share, in shards by key, each behind its own lock.
+///
+/// One cache rather than one per thread, because a key's entry is filled once for every
+/// thread: with per-thread caches, each write of a hot key emptied it from every thread's
+/// cache and every thread paid a node round trip to fill it again (a 90/10 Zipf mix over six
+/// threads hit 55% of the time). The tickets that order fills against invalidations are one
+/// sequence for all threads, so a write answered on one thread drops a fill in flight on any
+/// other.
+pub struct Store {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: std::collections::hash_map::RandomState,
+    next_ticket: AtomicU64,
+    /// Fills with a smaller ticket were in flight at a flush: dropped.
+    valid_from_all: AtomicU64,
+}
+
+impl Store {
+    /// A cache of at most `max_bytes` (over all its shards).
+    pub fn new(max_bytes: usize) -> Store {
+        let n = (max_bytes / MIN_SHARD_BYTES).clamp(1, MAX_SHARDS);
+        Store {
+            shards: (0..n)
+                .map(|_| {
+                    Mutex::new(Shard {
+                        max_bytes: max_bytes / n,
+                        used: 0,
+                        entries: HashMap::new(),
+                        ring: VecDeque::new(),
+                        fills: HashMap::new(),
+                    })
+                })
+                .collect(),
+            hasher: Default::default(),
+            next_ticket: AtomicU64::new(0),
+            valid_from_all: AtomicU64::new(0),
+        }
+    }
+
+    fn shard(&self, key: &[u8]) -> MutexGuard<'_, Shard> {
+        use std::hash::BuildHasher;
+        let i = self.hasher.hash_one(key) as usize % self.shards.len();
+        // A thread that panicked holding it left a consistent map (no step of a method below
+        // can panic halfway); the proxy goes on rather than losing its cache.
+        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn each_shard(&self, mut f: impl FnMut(&mut Shard)) {
+        for s in self.shards.iter() {
+            f(&mut s.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+    }
+
+    /// Fills with a ticket taken so far are dropped when their replies come.
+    fn drop_fills_in_flight(&self) {
+        let next = self.next_ticket.load(Ordering::SeqCst);
+        self.valid_from_all.fetch_max(next, Ordering::SeqCst);
+    }
+}
+
+/// One shard's entries and fills in flight.
+struct Shard {
     max_bytes: usize,
     used: usize,
     entries: HashMap<Vec<u8>, Entry>,
@@ -351,81 +465,191 @@ pub struct Cache {
     /// entries).
     ring: VecDeque<Vec<u8>>,
     fills: HashMap<Vec<u8>, Fills>,
-    next_ticket: u64,
-    /// Fills with a smaller ticket were in flight at a flush: dropped.
-    valid_from_all: u64,
+}
+
+impl Shard {
+    /// A fill of `key` is over; its key's `valid_from`.
+    fn end_fill(&mut self, key: &[u8]) -> u64 {
+        let Some(f) = self.fills.get_mut(key) else {
+            return u64::MAX;
+        };
+        let valid_from = f.valid_from;
+        f.outstanding = f.outstanding.saturating_sub(1);
+        if f.outstanding == 0 {
+            self.fills.remove(key);
+        }
+        valid_from
+    }
+
+    /// Keeps `reply`; whether it was kept, and the entries evicted for room.
+    fn insert(
+        &mut self,
+        key: &[u8],
+        node: &str,
+        request: &[u8],
+        reply: &[u8],
+        expires: Option<Instant>,
+        tracker: u64,
+    ) -> (bool, u64) {
+        let size = request.len() + reply.len() + 32;
+        // One entry larger than an eighth of the shard would evict most of it: not kept.
+        if size + key.len() + ENTRY_OVERHEAD > self.max_bytes / 8 {
+            return (false, 0);
+        }
+        match self.entries.get_mut(key) {
+            Some(e) if e.node == node => {
+                if let Some(i) = e.replies.iter().position(|(r, _)| r == request) {
+                    let (r, v) = e.replies.swap_remove(i);
+                    let old = r.len() + v.len() + 32;
+                    e.bytes -= old;
+                    self.used -= old;
+                }
+                e.replies.push((request.to_vec(), reply.to_vec()));
+                // The key's TTL can change only by a write, whose invalidation would have
+                // dropped the entry: both reads saw the same TTL, up to the clock's progress.
+                e.expires = match (e.expires, expires) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                e.trackers |= tracker;
+                e.bytes += size;
+                self.used += size;
+            }
+            _ => {
+                self.remove(key);
+                let bytes = size + key.len() + ENTRY_OVERHEAD;
+                self.entries.insert(
+                    key.to_vec(),
+                    Entry {
+                        node: node.to_string(),
+                        expires,
+                        replies: vec![(request.to_vec(), reply.to_vec())],
+                        bytes,
+                        referenced: false,
+                        trackers: tracker,
+                    },
+                );
+                self.used += bytes;
+                self.ring.push_back(key.to_vec());
+            }
+        }
+        let evicted = self.evict();
+        (self.entries.contains_key(key), evicted)
+    }
+
+    /// CLOCK: the hand drops the first entry not read since it last passed. Returns how many
+    /// went.
+    fn evict(&mut self) -> u64 {
+        let mut evicted = 0;
+        while self.used > self.max_bytes {
+            let Some(k) = self.ring.pop_front() else {
+                break;
+            };
+            let Some(e) = self.entries.get_mut(&k) else {
+                continue;
+            };
+            if e.referenced {
+                e.referenced = false;
+                self.ring.push_back(k);
+                continue;
+            }
+            self.remove(&k);
+            evicted += 1;
+        }
+        if self.ring.len() > 2 * self.entries.len() + 64 {
+            let entries = &self.entries;
+            let mut seen = std::collections::HashSet::new();
+            self.ring
+                .retain(|k| entries.contains_key(k) && seen.insert(k.clone()));
+        }
+        evicted
+    }
+
+    fn remove(&mut self, key: &[u8]) -> bool {
+        match self.entries.remove(key) {
+            Some(e) => {
+                self.used -= e.bytes;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// One thread's handle on the shared [`Store`]: its fills waiting for their PTTL and its
+/// counters.
+pub struct Cache {
+    store: Arc<Store>,
+    /// This thread's bit in [`Entry::trackers`] (0 from thread 64 on: never counted).
+    tracker: u64,
     /// Fills whose reply came and whose PTTL reply has not (by ticket): see [`Cache::hold`].
     held: HashMap<u64, (Box<Fill>, Vec<u8>)>,
     stats: CacheStats,
 }
 
 impl Cache {
-    /// A cache of at most `max_bytes`.
+    /// A cache of at most `max_bytes` for one thread (a [`Store`] of its own).
     pub fn new(max_bytes: usize) -> Cache {
+        Cache::handle(Arc::new(Store::new(max_bytes)), 0)
+    }
+
+    /// Thread `thread`'s handle on `store`.
+    pub fn handle(store: Arc<Store>, thread: usize) -> Cache {
         Cache {
-            max_bytes,
-            used: 0,
-            entries: HashMap::new(),
-            ring: VecDeque::new(),
-            fills: HashMap::new(),
-            next_ticket: 0,
-            valid_from_all: 0,
+            store,
+            tracker: 1u64.checked_shl(thread as u32).unwrap_or(0),
             held: HashMap::new(),
             stats: CacheStats::default(),
         }
     }
 
-    /// The reply cached for `request` (whose key is `key`), if its entry was read from `owner`
-    /// (the node that owns the key's slot now) and the key's TTL has not run out at `now`.
+    /// The reply cached for `request` (whose key is `key`) in the client's protocol (`resp3`),
+    /// if its entry was read from `owner` (the node that owns the key's slot now), the key's
+    /// TTL has not run out at `now`, and, for a client whose reads are tracked
+    /// (`tracked_read`), this thread's connection tracks the key.
     pub fn get(
         &mut self,
         key: &[u8],
         request: &[u8],
         owner: Option<&str>,
         now: Instant,
-    ) -> Option<&[u8]> {
-        if self
-            .entries
+        resp3: bool,
+        tracked_read: bool,
+    ) -> Option<Vec<u8>> {
+        let tracker = self.tracker;
+        let mut s = self.store.shard(key);
+        if s.entries
             .get(key)
             .and_then(|e| e.expires)
             .is_some_and(|t| now >= t)
         {
             // Past its TTL: gone for a client of the node, though the node may not have
             // deleted it yet (its deletion's invalidation comes when it does).
-            self.remove(key);
+            s.remove(key);
             self.stats.invalidations += 1;
         }
-        let e = self.entries.get_mut(key);
-        let found = e.and_then(|e| {
-            if Some(e.node.as_str()) != owner {
+        let found = s.entries.get_mut(key).and_then(|e| {
+            if Some(e.node.as_str()) != owner || (tracked_read && e.trackers & tracker == 0) {
                 return None;
             }
             e.referenced = true;
             e.replies
                 .iter()
                 .find(|(r, _)| r == request)
-                .map(|(_, v)| v.as_slice())
+                .map(|(_, v)| for_protocol(v, resp3))
         });
-        match found {
-            Some(v) => {
-                self.stats.hits += 1;
-                Some(v)
-            }
-            None => {
-                self.stats.misses += 1;
-                None
-            }
+        drop(s);
+        match &found {
+            Some(_) => self.stats.hits += 1,
+            None => self.stats.misses += 1,
         }
+        found
     }
 
     /// A fill for `payload` (a request the proxy encoded), if it is a cacheable read.
     pub fn fill_for(&mut self, payload: &[u8]) -> Option<Box<Fill>> {
         let args = request_args(payload).filter(|args| cacheable(args))?;
-        Some(Box::new(Fill {
-            ticket: self.begin_fill(args[1]),
-            key: args[1].to_vec(),
-            signature: signature(&args),
-        }))
+        Some(Box::new(self.begin_fill(args[1], signature(&args))))
     }
 
     /// A client's reply as it comes (`payload`: its request, `fill`: the fill it was): a
@@ -466,7 +690,7 @@ impl Cache {
 
     /// A fill's reply came; its PTTL, sent right behind it on the same connection, has not.
     fn hold(&mut self, fill: Box<Fill>, reply: &[u8]) {
-        self.held.insert(fill.ticket.0, (fill, reply.to_vec()));
+        self.held.insert(fill.ticket, (fill, reply.to_vec()));
     }
 
     /// The reply to the PTTL sent behind fill `ticket` (queued at `sent`) came: the fill is
@@ -498,172 +722,105 @@ impl Cache {
             _ => None,
         };
         match expires {
-            Some(expires) => {
-                self.finish_fill(f.ticket, &f.key, node, &f.signature, &reply, expires)
-            }
-            None => self.finish_fill(f.ticket, &f.key, node, &f.signature, b"", None),
+            Some(expires) => self.finish_fill(*f, node, &reply, expires),
+            None => self.finish_fill(*f, node, b"", None),
         }
     }
 
-    /// A fill of `key` is being sent.
-    pub fn begin_fill(&mut self, key: &[u8]) -> Ticket {
-        let t = self.next_ticket;
-        self.next_ticket += 1;
-        self.fills
+    /// A fill of `key` for `request` ([`signature`]) is being sent.
+    pub fn begin_fill(&mut self, key: &[u8], request: Vec<u8>) -> Fill {
+        let mut s = self.store.shard(key);
+        // Under the shard's lock: an invalidation of the key (which reads the next ticket
+        // under the same lock) is either before this fill, or sees a later ticket than its.
+        let ticket = self.store.next_ticket.fetch_add(1, Ordering::SeqCst);
+        s.fills
             .entry(key.to_vec())
             .or_insert(Fills {
                 outstanding: 0,
                 valid_from: 0,
             })
             .outstanding += 1;
-        Ticket(t)
+        drop(s);
+        Fill {
+            ticket,
+            key: key.to_vec(),
+            signature: request,
+            store: self.store.clone(),
+            done: false,
+        }
     }
 
-    /// A fill's reply came: it is kept unless its key changed (or the cache was flushed) since
-    /// the fill was sent. Returns whether it was kept.
+    /// A fill's reply came (from `node`): it is kept unless its key changed (or the cache was
+    /// flushed) since the fill was sent. Returns whether it was kept.
     pub fn finish_fill(
         &mut self,
-        ticket: Ticket,
-        key: &[u8],
+        mut fill: Fill,
         node: &str,
-        request: &[u8],
         reply: &[u8],
         expires: Option<Instant>,
     ) -> bool {
-        let Some(f) = self.fills.get_mut(key) else {
-            // Forgotten by a flush: it was in flight then.
-            return false;
-        };
-        f.outstanding = f.outstanding.saturating_sub(1);
-        let valid = ticket.0 >= f.valid_from && ticket.0 >= self.valid_from_all;
-        if f.outstanding == 0 {
-            self.fills.remove(key);
-        }
+        fill.done = true;
+        let mut s = self.store.shard(&fill.key);
+        let valid_from = s.end_fill(&fill.key);
+        let valid = fill.ticket >= valid_from
+            && fill.ticket >= self.store.valid_from_all.load(Ordering::SeqCst);
         if !valid || !storable(reply) {
             return false;
         }
-        self.insert(key, node, request, reply, expires)
+        let (kept, evicted) = s.insert(
+            &fill.key,
+            node,
+            &fill.signature,
+            reply,
+            expires,
+            self.tracker,
+        );
+        self.stats.evictions += evicted;
+        kept
     }
 
-    fn insert(
-        &mut self,
-        key: &[u8],
-        node: &str,
-        request: &[u8],
-        reply: &[u8],
-        expires: Option<Instant>,
-    ) -> bool {
-        let size = request.len() + reply.len() + 32;
-        // One entry larger than an eighth of the cache would evict most of it: not kept.
-        if size + key.len() + ENTRY_OVERHEAD > self.max_bytes / 8 {
-            return false;
-        }
-        match self.entries.get_mut(key) {
-            Some(e) if e.node == node => {
-                if let Some(i) = e.replies.iter().position(|(r, _)| r == request) {
-                    let (r, v) = e.replies.swap_remove(i);
-                    let old = r.len() + v.len() + 32;
-                    e.bytes -= old;
-                    self.used -= old;
-                }
-                e.replies.push((request.to_vec(), reply.to_vec()));
-                // The key's TTL can change only by a write, whose invalidation would have
-                // dropped the entry: both reads saw the same TTL, up to the clock's progress.
-                e.expires = match (e.expires, expires) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-                e.bytes += size;
-                self.used += size;
-            }
-            _ => {
-                self.remove(key);
-                let bytes = size + key.len() + ENTRY_OVERHEAD;
-                self.entries.insert(
-                    key.to_vec(),
-                    Entry {
-                        node: node.to_string(),
-                        expires,
-                        replies: vec![(request.to_vec(), reply.to_vec())],
-                        bytes,
-                        referenced: false,
-                    },
-                );
-                self.used += bytes;
-                self.ring.push_back(key.to_vec());
-            }
-        }
-        self.evict();
-        self.entries.contains_key(key)
-    }
-
-    /// CLOCK: the hand drops the first entry not read since it last passed.
-    fn evict(&mut self) {
-        while self.used > self.max_bytes {
-            let Some(k) = self.ring.pop_front() else {
-                break;
-            };
-            let Some(e) = self.entries.get_mut(&k) else {
-                continue;
-            };
-            if e.referenced {
-                e.referenced = false;
-                self.ring.push_back(k);
-                continue;
-            }
-            self.remove(&k);
-            self.stats.evictions += 1;
-        }
-        if self.ring.len() > 2 * self.entries.len() + 64 {
-            let entries = &self.entries;
-            let mut seen = std::collections::HashSet::new();
-            self.ring
-                .retain(|k| entries.contains_key(k) && seen.insert(k.clone()));
-        }
-    }
-
-    fn remove(&mut self, key: &[u8]) -> bool {
-        match self.entries.remove(key) {
-            Some(e) => {
-                self.used -= e.bytes;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// `key` changed (or may have): its entry goes, and its fills in flight will be dropped.
+    /// `key` changed (or may have): its entry goes, and its fills in flight (on any thread)
+    /// will be dropped.
     pub fn invalidate(&mut self, key: &[u8]) {
-        let mut dropped = self.remove(key);
-        if let Some(f) = self.fills.get_mut(key) {
-            f.valid_from = self.next_ticket;
+        let mut s = self.store.shard(key);
+        let mut dropped = s.remove(key);
+        if let Some(f) = s.fills.get_mut(key) {
+            f.valid_from = self.store.next_ticket.load(Ordering::SeqCst);
             dropped = true;
         }
         self.stats.invalidations += u64::from(dropped);
     }
 
-    /// Everything goes (keys unknown to the proxy changed, the topology changed).
+    /// Everything goes (keys unknown to the proxy changed, the topology changed), and every
+    /// fill in flight.
     pub fn flush_all(&mut self) {
-        self.stats.invalidations += (self.entries.len() + self.fills.len()) as u64;
-        self.entries.clear();
-        self.ring.clear();
-        self.fills.clear();
-        self.held.clear();
-        self.used = 0;
-        self.valid_from_all = self.next_ticket;
+        // Before the entries go: a fill stored between the two would outlive the flush.
+        self.store.drop_fills_in_flight();
+        let mut dropped = 0;
+        self.store.each_shard(|s| {
+            dropped += (s.entries.len() + s.fills.len()) as u64;
+            s.entries.clear();
+            s.ring.clear();
+            s.used = 0;
+        });
+        self.stats.invalidations += dropped;
     }
 
-    /// `node`'s entries go (its connection, whose tracking kept them right, is gone or the
-    /// node was flushed), and every fill in flight (cheaper than remembering fills' nodes, and
-    /// this is rare).
+    /// `node`'s entries go (a connection whose tracking kept them right is gone, or the node
+    /// was flushed: whichever thread's connection filled them), and every fill in flight
+    /// (cheaper than remembering fills' nodes, and this is rare).
     pub fn flush_node(&mut self, node: &str) {
-        let before = self.entries.len();
-        self.entries.retain(|_, e| e.node != node);
-        self.used = self.entries.values().map(|e| e.bytes).sum();
-        self.stats.invalidations += (before - self.entries.len() + self.fills.len()) as u64;
-        self.fills.clear();
+        self.store.drop_fills_in_flight();
+        let mut dropped = 0;
+        self.store.each_shard(|s| {
+            let before = s.entries.len();
+            s.entries.retain(|_, e| e.node != node);
+            s.used = s.entries.values().map(|e| e.bytes).sum();
+            dropped += (before - s.entries.len() + s.fills.len()) as u64;
+        });
+        self.stats.invalidations += dropped;
+        // Their PTTLs' replies may never come (the connection is gone).
         self.held.clear();
-        self.valid_from_all = self.next_ticket;
     }
 
     /// What was counted since the last call.
@@ -671,19 +828,31 @@ impl Cache {
         std::mem::take(&mut self.stats)
     }
 
-    /// Bytes held (entries and their overhead).
+    /// Bytes held (entries and their overhead), over every thread.
     pub fn used(&self) -> usize {
-        self.used
+        let mut used = 0;
+        self.store.each_shard(|s| used += s.used);
+        used
     }
 
-    /// Keys held.
+    /// Keys held, over every thread.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        let mut n = 0;
+        self.store.each_shard(|s| n += s.entries.len());
+        n
     }
 
     /// Nothing held.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
+    }
+
+    /// Fills in flight, over every thread.
+    #[cfg(test)]
+    fn fills_in_flight(&self) -> usize {
+        let mut n = 0;
+        self.store.each_shard(|s| n += s.fills.len());
+        n
     }
 }
 
@@ -704,8 +873,8 @@ mod tests {
     }
 
     fn fill(c: &mut Cache, key: &str, reply: &str) -> bool {
-        let t = c.begin_fill(key.as_bytes());
-        c.finish_fill(t, key.as_bytes(), N, b"get", reply.as_bytes(), None)
+        let t = c.begin_fill(key.as_bytes(), b"get".to_vec());
+        c.finish_fill(t, N, reply.as_bytes(), None)
     }
 
     #[test]
@@ -713,14 +882,24 @@ mod tests {
         let mut c = Cache::new(1 << 20);
         assert!(fill(&mut c, "k", "$1\r\nv\r\n"));
         assert_eq!(
-            c.get(b"k", b"get", Some(N), Instant::now()),
-            Some(&b"$1\r\nv\r\n"[..])
+            c.get(b"k", b"get", Some(N), Instant::now(), true, false),
+            Some(b"$1\r\nv\r\n".to_vec())
         );
         assert_eq!(
-            c.get(b"k", b"get", Some("127.0.0.1:7001"), Instant::now()),
+            c.get(
+                b"k",
+                b"get",
+                Some("127.0.0.1:7001"),
+                Instant::now(),
+                true,
+                false
+            ),
             None
         );
-        assert_eq!(c.get(b"k", b"strlen", Some(N), Instant::now()), None);
+        assert_eq!(
+            c.get(b"k", b"strlen", Some(N), Instant::now(), true, false),
+            None
+        );
         let s = c.take_stats();
         assert_eq!((s.hits, s.misses), (1, 2));
     }
@@ -728,32 +907,35 @@ mod tests {
     #[test]
     fn an_invalidation_while_a_fill_is_in_flight_drops_its_reply() {
         let mut c = Cache::new(1 << 20);
-        let early = c.begin_fill(b"k");
+        let early = c.begin_fill(b"k", b"get".to_vec());
         c.invalidate(b"k");
-        let late = c.begin_fill(b"k");
-        assert!(!c.finish_fill(early, b"k", N, b"get", b"$3\r\nold\r\n", None));
-        assert_eq!(c.get(b"k", b"get", Some(N), Instant::now()), None);
-        // Sent after the invalidation: it read the new value.
-        assert!(c.finish_fill(late, b"k", N, b"get", b"$3\r\nnew\r\n", None));
+        let late = c.begin_fill(b"k", b"get".to_vec());
+        assert!(!c.finish_fill(early, N, b"$3\r\nold\r\n", None));
         assert_eq!(
-            c.get(b"k", b"get", Some(N), Instant::now()),
-            Some(&b"$3\r\nnew\r\n"[..])
+            c.get(b"k", b"get", Some(N), Instant::now(), true, false),
+            None
         );
-        assert!(c.fills.is_empty());
+        // Sent after the invalidation: it read the new value.
+        assert!(c.finish_fill(late, N, b"$3\r\nnew\r\n", None));
+        assert_eq!(
+            c.get(b"k", b"get", Some(N), Instant::now(), true, false),
+            Some(b"$3\r\nnew\r\n".to_vec())
+        );
+        assert!(c.fills_in_flight() == 0);
     }
 
     #[test]
     fn flushes_drop_entries_and_fills_in_flight() {
         let mut c = Cache::new(1 << 20);
         assert!(fill(&mut c, "a", ":1\r\n"));
-        let t = c.begin_fill(b"b");
+        let t = c.begin_fill(b"b", b"get".to_vec());
         c.flush_node(N);
         assert!(c.is_empty());
-        assert!(!c.finish_fill(t, b"b", N, b"get", b":2\r\n", None));
+        assert!(!c.finish_fill(t, N, b":2\r\n", None));
         assert!(fill(&mut c, "a", ":1\r\n"));
-        let t = c.begin_fill(b"b");
+        let t = c.begin_fill(b"b", b"get".to_vec());
         c.flush_all();
-        assert!(!c.finish_fill(t, b"b", N, b"get", b":2\r\n", None));
+        assert!(!c.finish_fill(t, N, b":2\r\n", None));
         assert_eq!(c.used(), 0);
     }
 
@@ -772,16 +954,19 @@ mod tests {
         assert!(ttl(&mut c, b"$1\r\nv\r\n", b":50\r\n", sent));
         let at = |ms| sent + Duration::from_millis(ms);
         assert!(
-            c.get(b"k", b"get k", Some(N), at(49)).is_none(),
+            c.get(b"k", b"get k", Some(N), at(49), true, false)
+                .is_none(),
             "other request"
         );
         let sig = signature(&[b"GET", b"k"]);
-        assert!(c.get(b"k", &sig, Some(N), at(49)).is_some());
-        assert!(c.get(b"k", &sig, Some(N), at(50)).is_none());
+        assert!(c.get(b"k", &sig, Some(N), at(49), true, false).is_some());
+        assert!(c.get(b"k", &sig, Some(N), at(50), true, false).is_none());
         assert!(c.is_empty(), "dropped when found past its deadline");
         // No TTL: kept until invalidated.
         assert!(ttl(&mut c, b"$1\r\nv\r\n", b":-1\r\n", sent));
-        assert!(c.get(b"k", &sig, Some(N), at(1 << 40)).is_some());
+        assert!(c
+            .get(b"k", &sig, Some(N), at(1 << 40), true, false)
+            .is_some());
         // No key at the PTTL: kept only if the read saw none either (the PTTL expired it
         // itself otherwise, and its invalidation comes after).
         assert!(!ttl(&mut c, b"$1\r\nv\r\n", b":-2\r\n", sent));
@@ -793,7 +978,7 @@ mod tests {
         c.settle(Some(fill), &payload, b"$1\r\nv\r\n");
         c.invalidate(b"k");
         assert!(!c.finish_ttl(&t, N, b":-1\r\n", sent));
-        assert!(c.fills.is_empty() && c.held.is_empty());
+        assert!(c.fills_in_flight() == 0 && c.held.is_empty());
         // A flush forgets held fills.
         let fill = c.fill_for(&payload).expect("cacheable");
         let (t, _) = fill.ttl_request();
@@ -818,13 +1003,15 @@ mod tests {
         for i in 0..1000 {
             fill(&mut c, &format!("k{i}"), &value);
             assert!(
-                c.get(b"hot", b"get", Some(N), Instant::now()).is_some(),
+                c.get(b"hot", b"get", Some(N), Instant::now(), true, false)
+                    .is_some(),
                 "at {i}"
             );
             assert!(c.used() <= 64 * 1024);
         }
         assert!(c.take_stats().evictions > 800);
-        assert!(c.ring.len() <= 2 * c.len() + 64);
+        let len = c.len();
+        assert!(c.store.shard(b"hot").ring.len() <= 2 * len + 64);
         // Too large for the cache: not kept.
         let big = format!("${}\r\n{}\r\n", 9000, "x".repeat(9000));
         assert!(!fill(&mut c, "big", &big));
@@ -833,20 +1020,23 @@ mod tests {
     #[test]
     fn several_requests_of_one_key_share_its_entry() {
         let mut c = Cache::new(1 << 20);
-        let t = c.begin_fill(b"h");
-        assert!(c.finish_fill(t, b"h", N, b"hget h a", b"$1\r\n1\r\n", None));
-        let t = c.begin_fill(b"h");
-        assert!(c.finish_fill(t, b"h", N, b"hlen h", b":2\r\n", None));
+        let t = c.begin_fill(b"h", b"hget h a".to_vec());
+        assert!(c.finish_fill(t, N, b"$1\r\n1\r\n", None));
+        let t = c.begin_fill(b"h", b"hlen h".to_vec());
+        assert!(c.finish_fill(t, N, b":2\r\n", None));
         let used = c.used();
-        let t = c.begin_fill(b"h");
-        assert!(c.finish_fill(t, b"h", N, b"hlen h", b":3\r\n", None));
+        let t = c.begin_fill(b"h", b"hlen h".to_vec());
+        assert!(c.finish_fill(t, N, b":3\r\n", None));
         assert_eq!(c.used(), used);
         assert_eq!(
-            c.get(b"h", b"hlen h", Some(N), Instant::now()),
-            Some(&b":3\r\n"[..])
+            c.get(b"h", b"hlen h", Some(N), Instant::now(), true, false),
+            Some(b":3\r\n".to_vec())
         );
         c.invalidate(b"h");
-        assert_eq!(c.get(b"h", b"hget h a", Some(N), Instant::now()), None);
+        assert_eq!(
+            c.get(b"h", b"hget h a", Some(N), Instant::now(), true, false),
+            None
+        );
         assert_eq!(c.used(), 0);
     }
 
@@ -896,7 +1086,7 @@ mod tests {
         let mut c = Cache::new(1 << 20);
         // A miss, then its fill's reply is kept and answers the next GET, in either protocol.
         let (payload, p) = get("k");
-        let (p, writes) = plan(&mut c, &map, &args("GET k"), p, true, true);
+        let (p, writes) = plan(&mut c, &map, &args("GET k"), p, true, true, false);
         assert!(matches!(p, Plan::Forward { .. }) && !writes);
         let fill = c.fill_for(&payload);
         assert!(fill.is_some());
@@ -908,6 +1098,7 @@ mod tests {
             get("k").1,
             resp3,
             may_hit,
+            false,
         )
         .0
         {
@@ -921,14 +1112,31 @@ mod tests {
         let mut moved = map.clone();
         moved.assign(0, darner_commands::SLOTS - 1, "127.0.0.1:7001");
         assert!(matches!(
-            plan(&mut c, &moved, &args("GET k"), get("k").1, true, true).0,
+            plan(
+                &mut c,
+                &moved,
+                &args("GET k"),
+                get("k").1,
+                true,
+                true,
+                false
+            )
+            .0,
             Plan::Forward { .. }
         ));
         let s = c.take_stats();
         assert_eq!((s.hits, s.misses), (2, 3));
         // A write drops the entry when it is planned, and again when its reply comes.
         let set = encode_request(&["SET", "k", "v"]);
-        let (_, writes) = plan(&mut c, &map, &args("SET k v"), get("k").1, true, true);
+        let (_, writes) = plan(
+            &mut c,
+            &map,
+            &args("SET k v"),
+            get("k").1,
+            true,
+            true,
+            false,
+        );
         assert!(writes);
         assert_eq!(hit(&mut c, true, true), None);
         let fill = c.fill_for(&payload);
@@ -973,5 +1181,98 @@ mod tests {
         );
         assert_eq!(for_protocol(b"_\r\n", false), b"$-1\r\n");
         assert_eq!(for_protocol(b"_\r\n", true), b"_\r\n");
+    }
+
+    #[test]
+    fn threads_share_entries_fills_and_invalidations() {
+        let store = Arc::new(Store::new(1 << 20));
+        let (mut a, mut b) = (Cache::handle(store.clone(), 0), Cache::handle(store, 1));
+        let now = Instant::now();
+        let t = a.begin_fill(b"k", b"get".to_vec());
+        assert!(a.finish_fill(t, N, b"$1\r\nv\r\n", None));
+        // Filled once, for both threads.
+        assert_eq!(
+            b.get(b"k", b"get", Some(N), now, true, false),
+            Some(b"$1\r\nv\r\n".to_vec())
+        );
+        // A tracking client hits only on what its own thread's connection read.
+        assert_eq!(b.get(b"k", b"get", Some(N), now, true, true), None);
+        assert!(a.get(b"k", b"get", Some(N), now, true, true).is_some());
+        // A write answered on one thread drops a fill in flight on the other.
+        let early = a.begin_fill(b"k", b"get".to_vec());
+        b.invalidate(b"k");
+        assert_eq!(a.get(b"k", b"get", Some(N), now, true, false), None);
+        assert!(!a.finish_fill(early, N, b"$3\r\nold\r\n", None));
+        // A fill dropped unanswered (its connection lost) is no longer in flight.
+        let lost = b.begin_fill(b"k", b"get".to_vec());
+        assert_eq!(a.fills_in_flight(), 1);
+        drop(lost);
+        assert_eq!(a.fills_in_flight(), 0);
+        // One thread's connection to a node lost: the node's entries go for every thread.
+        let t = b.begin_fill(b"k", b"get".to_vec());
+        assert!(b.finish_fill(t, N, b"$1\r\nw\r\n", None));
+        a.flush_node(N);
+        assert!(b.is_empty());
+    }
+
+    /// Threads fill, read and write one key at random against a model node (a version
+    /// number): once a write's reply has reached its client (its invalidation done), no read
+    /// that starts later on any thread is answered with an older version.
+    #[test]
+    fn no_thread_reads_older_than_a_write_answered_before() {
+        use std::sync::atomic::AtomicU64;
+        let store = Arc::new(Store::new(1 << 20));
+        // The node's value, and the newest version whose writer has had its reply.
+        let node = Arc::new(AtomicU64::new(0));
+        let answered = Arc::new(AtomicU64::new(0));
+        let workers: Vec<_> = (0..4)
+            .map(|t| {
+                let (store, node, answered) = (store.clone(), node.clone(), answered.clone());
+                std::thread::spawn(move || {
+                    let mut c = Cache::handle(store, t);
+                    let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ (t as u64 + 1);
+                    for _ in 0..20_000 {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        let floor = answered.load(Ordering::SeqCst);
+                        match seed % 10 {
+                            0 => {
+                                // A write through the proxy: dropped when sent, run on the
+                                // node, dropped again when its reply comes.
+                                c.invalidate(b"k");
+                                let v = node.fetch_add(1, Ordering::SeqCst) + 1;
+                                c.invalidate(b"k");
+                                answered.fetch_max(v, Ordering::SeqCst);
+                            }
+                            _ => {
+                                let now = Instant::now();
+                                match c.get(b"k", b"get", Some(N), now, true, false) {
+                                    Some(r) => {
+                                        let v: u64 = std::str::from_utf8(&r[1..r.len() - 2])
+                                            .unwrap()
+                                            .parse()
+                                            .unwrap();
+                                        assert!(v >= floor, "read {v} after {floor} answered");
+                                    }
+                                    None => {
+                                        let f = c.begin_fill(b"k", b"get".to_vec());
+                                        let v = node.load(Ordering::SeqCst);
+                                        assert!(v >= floor);
+                                        c.finish_fill(f, N, format!(":{v}\r\n").as_bytes(), None);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    c.take_stats()
+                })
+            })
+            .collect();
+        let mut stats = CacheStats::default();
+        for w in workers {
+            stats.add(&w.join().unwrap());
+        }
+        assert!(stats.hits > 0 && stats.misses > 0, "{stats:?}");
     }
 }

@@ -331,9 +331,21 @@ pub fn run(cfg: Config) -> io::Result<()> {
     }
     let threads = cfg.threads as u64;
     let hub = Arc::new(tracking::Hub::new(threads));
+    // One cache for every thread (see the cache module's essay).
+    let cache_store = cfg
+        .cache_max_memory
+        .map(|m| Arc::new(cache::Store::new(m.max(1024))));
     let mut handles = Vec::new();
     for (t, listener) in listeners.into_iter().enumerate() {
-        let mut worker = Worker::new(listener, map.clone(), me.clone(), &cfg, t as u64, threads)?;
+        let mut worker = Worker::new(
+            listener,
+            map.clone(),
+            me.clone(),
+            &cfg,
+            t as u64,
+            threads,
+            cache_store.clone(),
+        )?;
         hub.set_waker(t, Waker::new(worker.poll.registry(), WAKER)?);
         worker.hub = hub.clone();
         worker.admin = Some(admin.clone());
@@ -601,6 +613,7 @@ impl Worker {
         cfg: &Config,
         thread: u64,
         threads: u64,
+        cache_store: Option<Arc<cache::Store>>,
     ) -> io::Result<Worker> {
         let poll = Poll::new()?;
         poll.registry()
@@ -641,10 +654,7 @@ impl Worker {
             maxclients: cfg.maxclients,
             backend_creds: None,
             handshake_warned: None,
-            // Each thread's share of the bound: the threads' caches are apart.
-            cache: cfg
-                .cache_max_memory
-                .map(|m| Cache::new((m / cfg.threads.max(1)).max(1024))),
+            cache: cache_store.map(|s| Cache::handle(s, thread as usize)),
             backend_tracking: cfg.cache_max_memory.map(|_| false),
             client_tracking: tracking::Table::default(),
             bcast_clients: Vec::new(),
@@ -1137,6 +1147,7 @@ impl Worker {
                                 plan,
                                 c.session.resp3,
                                 c.writes.is_empty(),
+                                !track_keys.is_empty(),
                             ),
                             None => (plan, false),
                         };
