@@ -269,3 +269,40 @@ def test_no_background_save_starts_while_a_resync_loads_async(primary, darner_fa
     assert persistence(r)["rdb_last_bgsave_status"] == "ok"
     fields = rdb_aux(os.path.join(rep.workdir, "dump.rdb"))
     assert fields.get(b"repl-id") == info(p, "replication")["master_replid"].encode(), fields
+
+
+def test_used_memory_counts_the_old_and_the_loading_datasets(darner_factory):
+    """While a swapdb replica loads beside its old data, `used_memory` counts both (as
+    Redis's: every allocation is counted), about twice the dataset at the load's end; once
+    the new databases are swapped in and the old ones freed, it comes back to one dataset."""
+    primary = start_primary(darner_factory, "darner")
+    try:
+        c = primary.client()
+        # About 6 MB of incompressible values.
+        with c.pipeline(transaction=False) as pipe:
+            for i in range(3000):
+                pipe.set("big:%d" % i, os.urandom(1000).hex())
+            pipe.execute()
+        rep, r = swapdb_replica(darner_factory, primary)
+        wait_same(c, r)
+        one = info(r, "memory")["used_memory"]
+        c.config_set("rdb-key-save-delay", 2 * DELAY_US)
+        force_full_sync(c)
+        wait_for(lambda: persistence(r)["async_loading"] == 1, what="async_loading:1")
+        # Samples while it loads: (bytes read, used_memory).
+        samples = []
+        while persistence(r)["async_loading"] == 1:
+            loaded = persistence(r).get("loading_loaded_bytes", 0)
+            samples.append((loaded, info(r, "memory")["used_memory"]))
+            time.sleep(0.05)
+        assert samples, "the load ended before a look"
+        loaded, used = max(samples)
+        assert loaded > 3_000_000, samples[-5:]
+        # The old dataset stays counted, and the loaded keys come on top of it.
+        assert used > one + loaded // 2, (one, loaded, used)
+        c.config_set("rdb-key-save-delay", 0)
+        wait_same(c, r)
+        wait_for(lambda: info(r, "memory")["used_memory"] < one * 1.5, 20,
+                 "the old dataset to be freed")
+    finally:
+        primary.stop()
