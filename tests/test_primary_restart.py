@@ -8,8 +8,8 @@ ID, with a backlog from there (Redis's loadDataFromDisk). A replica that stood a
 offset reconnects and continues with a partial resync (`sync_partial_ok`, no full sync),
 and the writes made after the restart reach it. Checked with a Darner primary and a Darner
 or Redis 7.0 replica, and with a Redis 7.0 primary (the behaviour this follows); the
-primary stopped by SIGTERM (its shutdown save) or killed (SIGKILL) after a BGSAVE. Waits
-poll with deadlines.
+primary stopped by SIGTERM (its shutdown save) or killed (SIGKILL) after a BGSAVE or a
+SAVE. Waits poll with deadlines.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def synced(p, r):
     return rep.get("master_link_status") == "up" and rep.get("slave_repl_offset") == off
 
 
-@pytest.mark.parametrize("how", ["sigterm-save", "bgsave-then-kill"])
+@pytest.mark.parametrize("how", ["sigterm-save", "bgsave-then-kill", "save-then-kill"])
 @pytest.mark.parametrize("servers", ["darner-darner", "darner-redis", "redis-darner"])
 def test_a_restarted_primary_continues_its_replica_partially(servers, how, darner_factory):
     # No PING in the stream during the test: the replica must stand at the saved offset.
@@ -57,6 +57,9 @@ def test_a_restarted_primary_continues_its_replica_partially(servers, how, darne
         offset = p.info("replication")["master_repl_offset"]
         if how == "sigterm-save":
             primary.stop(cleanup=False)
+        elif how == "save-then-kill":
+            assert p.save() is True
+            primary.kill()
         else:
             saves = p.info("persistence")["rdb_saves"]
             assert p.bgsave() is True
@@ -70,7 +73,7 @@ def test_a_restarted_primary_continues_its_replica_partially(servers, how, darne
         # The offset at the cut: the stream's end then (Redis's shutdown adds the GETACK it
         # sends its replicas as it stops, which they apply too).
         saved = int(fields[b"repl-offset"])
-        if how == "bgsave-then-kill":
+        if how != "sigterm-save":
             assert saved == offset, (fields, offset)
         else:
             assert offset <= saved, (fields, offset)

@@ -186,11 +186,9 @@ def test_a_load_cut_off_midway_keeps_the_old_data(darner_factory):
             p.config_set("rdb-key-save-delay", 5 * DELAY_US)
             force_full_sync(p)
             wait_for(lambda: persistence(r)["async_loading"] == 1, what="async_loading:1")
-            # Part of the snapshot has been read: redis-server sends it as it goes (keys are
-            # going to the staging databases); a darner primary under rdb-key-save-delay
-            # sends the RDB's header, then the rest near the end.
-            part = 1000 if kind == "redis" else 0
-            wait_for(lambda: persistence(r).get("loading_loaded_bytes", 0) > part,
+            # Part of the snapshot has been read: both primaries send it as it goes, 16 KB at
+            # a time under rdb-key-save-delay (keys are going to the staging databases).
+            wait_for(lambda: persistence(r).get("loading_loaded_bytes", 0) > 1000,
                      what="some of the payload")
             assert persistence(r)["async_loading"] == 1
             primary.kill()
@@ -271,3 +269,42 @@ def test_no_background_save_starts_while_a_resync_loads_async(primary, darner_fa
     assert persistence(r)["rdb_last_bgsave_status"] == "ok"
     fields = rdb_aux(os.path.join(rep.workdir, "dump.rdb"))
     assert fields.get(b"repl-id") == info(p, "replication")["master_replid"].encode(), fields
+
+
+def test_used_memory_counts_the_old_and_the_loading_datasets(darner_factory):
+    """While a swapdb replica loads beside its old data, `used_memory` counts both (as
+    Redis's: every allocation is counted), about twice the dataset at the load's end; once
+    the new databases are swapped in and the old ones freed, it comes back to one dataset."""
+    primary = start_primary(darner_factory, "darner")
+    try:
+        c = primary.client()
+        # About 6 MB of incompressible values.
+        with c.pipeline(transaction=False) as pipe:
+            for i in range(3000):
+                pipe.set("big:%d" % i, os.urandom(1000).hex())
+            pipe.execute()
+        rep, r = swapdb_replica(darner_factory, primary)
+        wait_same(c, r)
+        one = info(r, "memory")["used_memory"]
+        c.config_set("rdb-key-save-delay", 2 * DELAY_US)
+        force_full_sync(c)
+        wait_for(lambda: persistence(r)["async_loading"] == 1, what="async_loading:1")
+        # Samples while it loads, each from one INFO reply: (bytes read, used_memory).
+        samples = []
+        while True:
+            now = info(r, "all")
+            if now["async_loading"] != 1:
+                break
+            samples.append((now.get("loading_loaded_bytes", 0), now["used_memory"]))
+            time.sleep(0.05)
+        late = [(loaded, used) for loaded, used in samples if loaded > 3_000_000]
+        assert late, samples[-5:]
+        # The old dataset stays counted, and the loaded keys come on top of it (without the
+        # old one, used_memory could not pass it by half of what was read).
+        assert all(used > one + loaded // 2 for loaded, used in late), (one, late)
+        c.config_set("rdb-key-save-delay", 0)
+        wait_same(c, r)
+        wait_for(lambda: info(r, "memory")["used_memory"] < one * 1.5, 20,
+                 "the old dataset to be freed")
+    finally:
+        primary.stop()

@@ -73,6 +73,8 @@ use std::time::{Duration, Instant};
 
 /// A shard hands its buffer to the writer once it holds this much.
 pub const CHUNK: usize = 256 << 10;
+/// The buffer a shard hands on under `rdb-key-save-delay` (Redis's PROTO_IOBUF_LEN).
+const DELAYED_CHUNK: usize = 16 << 10;
 /// Time a shard's loop spends on its snapshot per turn. 500 µs gave a probe's GET a p99.9 of
 /// 9.1 ms during BGSAVE on two cores (bench/persistence.py); 200 µs 1.2-3.1 ms, at the same
 /// BGSAVE time.
@@ -454,6 +456,13 @@ impl ShardOut {
             let delay = KEY_SAVE_DELAY_US.load(Ordering::Relaxed);
             if delay > 0 {
                 std::thread::sleep(Duration::from_micros(delay));
+                // The records leave at the pace of the keys, as Redis's child hands its
+                // buffer on past 16 KB (rio's PROTO_IOBUF_LEN): at [`CHUNK`], a slowed
+                // snapshot would send a diskless replica its header, then nothing until near
+                // its end.
+                if self.buf.len() >= DELAYED_CHUNK {
+                    self.send();
+                }
             }
         }
         true
@@ -737,7 +746,9 @@ pub fn spawn_writer(
         let tmp = tmp.clone();
         let stopped = stopped.clone();
         move || {
-            let pos = save_cut.and_then(|c| c.position(SAVE_CUT_WAIT));
+            // No time limit: this thread holds nothing, and the feed's work before the cut is
+            // fixed at the cut (primary.rs `SaveCut`); a stop ends the wait.
+            let pos = save_cut.and_then(|c| c.position(&|| stopped.load(Ordering::Relaxed)));
             let header = header.with_position(pos.as_ref());
             write_file(
                 &header,
@@ -974,11 +985,6 @@ pub fn claim(shared: &Shared) -> bool {
     true
 }
 
-/// How long a primary's save waits for the feed to reach its cut before it writes its file
-/// without a replication position (the feed merges what the threads hand over within
-/// milliseconds; a file without the position only costs a full sync after a restart).
-pub const SAVE_CUT_WAIT: Duration = Duration::from_secs(10);
-
 /// Starts a background save: the cut over every shard, then the writer. Err when one is in
 /// progress already. `tx` must hold every shard.
 pub async fn start(tx: &crate::exec::Tx) -> Result<(), &'static [u8]> {
@@ -1014,8 +1020,9 @@ pub async fn start_claimed(tx: &crate::exec::Tx) {
         tx.start_repl_barrier_log();
     }
     let (header, shards, from_shards) = cut_head(tx, snap, false, stopped.clone()).await;
-    if save_cut.is_some() {
+    if let Some(c) = &save_cut {
         tx.end_log();
+        c.cut_done(&shared);
     }
     crate::log::notice("Background saving started");
     spawn_writer(

@@ -235,40 +235,70 @@ pub struct Replicas {
 
 /// Where a save of a primary's own dataset stands in its stream, as Redis's rdbPopulateSaveInfo
 /// records it when the primary has a backlog (so that, restarted from the file, it can offer
-/// its replicas a partial resync): the replication ID at the cut, and the offset there, which
-/// only the feed thread knows once it meets the cut's barrier (as a full sync's).
+/// its replicas a partial resync): the replication ID at the cut, and the offset there.
+///
+/// Why the offset is not known at the cut itself: the stream's bytes are rendered by the
+/// feed thread alone (SELECTs inserted, multi-shard transactions wrapped in MULTI/EXEC, in
+/// the merged order), from what the threads hand over; at the cut some of what precedes it
+/// is still on its way (this transaction's own end, which closes the barrier, and chunks
+/// in the feed's queue), so its length, and the offset, exist only once the feed has merged
+/// and rendered up to the barrier. What it has to render before the barrier is fixed at
+/// the cut: everything was recorded before it (the cut held every shard) and the
+/// coordinator hands its end over at once ([`SaveCut::cut_done`]). So a wait for it is
+/// bounded by the feed's work already queued, never by later writes; and it need not be
+/// taken while holding the shards except by SAVE, which holds them anyway. The replication
+/// AUX fields come first in an RDB file, before the keys, so a file's start waits for it
+/// (BGSAVE's writer thread, which holds nothing; the keys wait in the shards' bounded
+/// queue meanwhile).
 pub struct SaveCut {
     replid: darner_repl::ReplId,
     offset: Arc<std::sync::OnceLock<i64>>,
 }
 
+/// Set when the feed thread ended (it never does but by a panic): nothing reaches a
+/// barrier any more.
+static FEED_GONE: AtomicBool = AtomicBool::new(false);
+
 impl SaveCut {
-    /// The position once the feed reached the cut; None after `wait` (the feed is slow or
-    /// gone: the file then records no position, and a restart from it syncs in full).
-    pub fn position(&self, wait: Duration) -> Option<crate::replica::ReplPosition> {
-        let deadline = Instant::now() + wait;
+    /// Called by the cut's coordinator right after it ended its log (`Tx::end_log`), still
+    /// holding every shard: the transaction's end, which closes the barrier, goes to the
+    /// feed now rather than at the end of the thread's loop turn.
+    pub fn cut_done(&self, shared: &Shared) {
+        crate::propagate::flush_here(shared);
+    }
+
+    /// The position, once the feed reached the cut (None at once when the feed thread is
+    /// gone, or when `stopped` says the save was stopped).
+    fn ready(&self, stopped: &dyn Fn() -> bool) -> Option<Option<crate::replica::ReplPosition>> {
+        if let Some(&offset) = self.offset.get() {
+            return Some(Some(crate::replica::ReplPosition {
+                replid: self.replid,
+                offset,
+                stream_db: 0,
+            }));
+        }
+        (FEED_GONE.load(Ordering::Acquire) || stopped()).then_some(None)
+    }
+
+    /// Waits for the feed to reach the cut (see the type's note: bounded by the feed's
+    /// queued work). None when the feed thread is gone or `stopped` becomes true.
+    pub fn position(&self, stopped: &dyn Fn() -> bool) -> Option<crate::replica::ReplPosition> {
         loop {
-            if let Some(&offset) = self.offset.get() {
-                return Some(crate::replica::ReplPosition {
-                    replid: self.replid,
-                    offset,
-                    stream_db: 0,
-                });
-            }
-            if Instant::now() >= deadline {
-                return None;
+            if let Some(pos) = self.ready(stopped) {
+                return pos;
             }
             std::thread::sleep(Duration::from_millis(1));
         }
     }
 
     /// [`SaveCut::position`] from a task (it yields while it waits).
-    pub async fn position_async(&self, wait: Duration) -> Option<crate::replica::ReplPosition> {
-        let deadline = Instant::now() + wait;
-        while self.offset.get().is_none() && Instant::now() < deadline {
+    pub async fn position_async(&self) -> Option<crate::replica::ReplPosition> {
+        loop {
+            if let Some(pos) = self.ready(&|| false) {
+                return pos;
+            }
             crate::exec::sleep_until(Instant::now() + Duration::from_millis(1)).await;
         }
-        self.position(Duration::ZERO)
     }
 }
 
@@ -507,6 +537,14 @@ pub fn start_feed(shared: &Arc<Shared>) {
 }
 
 fn feed_loop(shared: Arc<Shared>, rx: Receiver<FeedMsg>) {
+    // A save waiting for a barrier stops waiting if this thread ever ends (a panic).
+    struct Gone;
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            FEED_GONE.store(true, Ordering::Release);
+        }
+    }
+    let _gone = Gone;
     let mut merger = Merger::new(shared.threads);
     // The last ticket received from each thread, and WAIT's requests: each thread's ticket
     // to see emitted (at most the last received: a chunk handed over before the feed ran

@@ -123,7 +123,9 @@ async fn flush(tx: &Tx, args: &[Bytes], all: bool) -> Vec<u8> {
     let shared = tx.shared();
     if all
         && shared.config.hot.save_points.load(Ordering::Relaxed)
-        && crate::persist::save(tx).await.is_ok()
+        && crate::persist::save_at_cut(tx, flushall_cut(tx, args))
+            .await
+            .is_ok()
     {
         // The save leaves no change unsaved, this FLUSHALL included (Redis's rdbSave sets
         // `server.dirty` to 0 after the flush counted its keys): the call's own count,
@@ -132,6 +134,26 @@ async fn flush(tx: &Tx, args: &[Bytes], all: bool) -> Vec<u8> {
         crate::shared::bump(&shared.stats[thread].undirty, 1);
     }
     with_writer(resp3, |w| w.ok())
+}
+
+/// The cut of FLUSHALL's save on a primary with a backlog, which records its place in the
+/// stream as Redis's (rdbPopulateSaveInfo): this FLUSHALL's own transaction, its log ended
+/// here with the FLUSHALL in it (what its coordinator would write after the handler) and
+/// made a barrier, so the file's offset is the stream's just after this FLUSHALL: the empty
+/// dataset it saves. (Redis takes its offset before the FLUSHALL is propagated, which a
+/// restart then replays on the empty data; here the restarted primary stands where its
+/// replicas stand after it, so they continue partially.) None inside EXEC or a script, whose
+/// log holds other commands and must end with them: that save records no position.
+fn flushall_cut(tx: &Tx, args: &[Bytes]) -> Option<crate::primary::SaveCut> {
+    if tx.nested() || !tx.logging() {
+        return None;
+    }
+    let cut = crate::primary::save_barrier(tx.shared())?;
+    tx.log_command(args.to_vec());
+    tx.start_repl_barrier_log();
+    tx.end_log();
+    cut.cut_done(tx.shared());
+    Some(cut)
 }
 
 /// Empties every shard's databases (`all`) or the client's one, each shard freeing the old

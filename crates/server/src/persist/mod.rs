@@ -113,8 +113,14 @@ pub(crate) fn cwd() -> String {
 /// Writes the whole dataset to `dir/dbfilename`. `tx` must hold every shard. Logs as Redis
 /// does and updates the state INFO reports; on failure the old file is untouched.
 pub async fn save(tx: &Tx) -> Result<(), String> {
+    save_at_cut(tx, None).await
+}
+
+/// [`save`], at a cut the caller made already (`cut`: FLUSHALL's, whose own transaction is
+/// the barrier, see cmd/server.rs `flush`); with None the save makes its own when it can.
+pub async fn save_at_cut(tx: &Tx, cut: Option<crate::primary::SaveCut>) -> Result<(), String> {
     let shared = tx.shared().clone();
-    let r = save_to(tx, &rdb_path(&shared)).await;
+    let r = save_to(tx, &rdb_path(&shared), cut).await;
     match &r {
         Ok(dirty) => {
             log::notice("DB saved on disk");
@@ -134,17 +140,27 @@ pub async fn save(tx: &Tx) -> Result<(), String> {
 type Counts = (Vec<(u64, u64)>, bool);
 
 /// [`save`] to `path`; returns the change counter as of the snapshot.
-async fn save_to(tx: &Tx, path: &std::path::Path) -> Result<u64, String> {
+async fn save_to(
+    tx: &Tx,
+    path: &std::path::Path,
+    given: Option<crate::primary::SaveCut>,
+) -> Result<u64, String> {
     let shared = tx.shared().clone();
     let now_ms = Shared::now_ms();
     // Taken while every shard is held: exactly the changes the snapshot holds.
     let dirty = dirty(&shared);
     // A primary's save records where it stands in its stream (bgsave.rs `start_claimed`):
-    // its cut is a barrier there, and the fields wait for the feed to reach it.
-    let save_cut = (!tx.logging())
-        .then(|| crate::primary::save_barrier(&shared))
-        .flatten();
-    if save_cut.is_some() {
+    // its cut is a barrier there, and the fields wait for the feed to reach it. A save
+    // inside a transaction that logs (a command of EXEC or a script; FLUSHALL brings its
+    // own cut) cannot end that log here: it records no position.
+    let own = given.is_none() && !tx.logging();
+    let save_cut = match given {
+        Some(c) => Some(c),
+        None if own => crate::primary::save_barrier(&shared),
+        None => None,
+    };
+    let own = own && save_cut.is_some();
+    if own {
         tx.start_repl_barrier_log();
     }
     let counts: Vec<Counts> = tx
@@ -158,12 +174,15 @@ async fn save_to(tx: &Tx, path: &std::path::Path) -> Result<u64, String> {
             (per_db, ttls)
         })
         .await;
-    if save_cut.is_some() {
+    if let Some(c) = save_cut.as_ref().filter(|_| own) {
         tx.end_log();
+        c.cut_done(&shared);
     }
-    // The shards are held meanwhile: a short wait (the feed merges within milliseconds).
+    // SAVE holds every shard for the whole save anyway; this wait is bounded by the feed's
+    // work queued before the cut, which no write can add to while the shards are held
+    // (primary.rs `SaveCut`): the fields come first in the file.
     let primary = match &save_cut {
-        Some(c) => c.position_async(std::time::Duration::from_secs(2)).await,
+        Some(c) => c.position_async().await,
         None => None,
     };
     let version = if counts.iter().any(|c| c.1) {

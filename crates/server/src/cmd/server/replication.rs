@@ -214,8 +214,10 @@ fn psync(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (header, shards, from_shards) =
             crate::bgsave::cut_head(&tx, snap, false, stopped.clone()).await;
-        // The cut's end in the stream: every shard's marker is in, the barrier follows.
+        // The cut's end in the stream: every shard's marker is in, the barrier follows (handed
+        // to the feed now, not at the end of this thread's turn: the replicas wait for it).
         tx.end_log();
+        crate::propagate::flush_here(&shared);
         tx.release();
         crate::primary::run_job(&shared, job, header, shards, from_shards, stopped);
         Vec::new()
