@@ -393,6 +393,43 @@ def test_redirect_across_threads(cluster):
         p.stop()
 
 
+def test_a_target_leaving_as_its_invalidation_crosses_over(cluster):
+    """The target leaves just as an invalidation for it is on its way from another thread:
+    whether the tracking client's thread still saw the target live (and posted the
+    invalidation, which then finds it gone and comes back) or not, the client is told its
+    redirect is broken, as a node tells it of the invalidation that found its target gone.
+    (On a quiet machine the proxy mostly sees the close first; the post-then-gone order is
+    the one a loaded machine brings.)"""
+    p = ProxyServer(["127.0.0.1:%d" % cluster[0].port], ["--threads", "2"])
+    p.start()
+    opened = []
+    try:
+        def by_thread():
+            c = conn(p.port, 2)
+            opened.append(c)
+            return c, c.call("CLIENT", "ID").value
+        pool = [by_thread() for _ in range(40)]
+        r3, rid = pool[0]
+        w = pool[1][0]
+        targets = [(c, i) for c, i in pool[2:] if (i - 1) % 2 != (rid - 1) % 2][:10]
+        assert len(targets) >= 5, "the kernel put nearly every connection on one thread"
+        assert r3.call("HELLO", "3").kind == "%"
+        for n, (sub, sid) in enumerate(targets):
+            assert sub.call("SUBSCRIBE", "__redis__:invalidate").kind == "*"
+            assert r3.call("CLIENT", "TRACKING", "off").raw == b"+OK\r\n"
+            assert r3.call("CLIENT", "TRACKING", "on", "REDIRECT", sid).raw == b"+OK\r\n"
+            key = "xt:race:%d" % n
+            r3.call("GET", key)
+            # No pause: the write's invalidation races the proxy's sight of the close.
+            sub.sock.close()
+            w.call("SET", key, n)
+            assert next_push(r3) == b">2\r\n$21\r\ntracking-redir-broken\r\n:%d\r\n" % sid, n
+    finally:
+        for c in opened:
+            c.sock.close()
+        p.stop()
+
+
 def test_default_mode(conns, proxy, cluster):
     t, w = conns(), conns()
     node_a, node_b = cluster[0], cluster[1]

@@ -701,7 +701,11 @@ impl Worker {
                     self.accept();
                 } else if ev.token() == WAKER {
                     for r in self.hub.take(self.thread as usize) {
-                        self.deliver_redirected(r.target, r.keys.as_deref(), r.from_resp3);
+                        if r.broken {
+                            self.redirect_broken(r.target, r.from);
+                        } else {
+                            self.deliver_redirected(&r);
+                        }
                     }
                 } else if t % 2 == 1 {
                     let idx = (t - 1) / 2;
@@ -1443,7 +1447,7 @@ impl Worker {
             };
             let frame = if t.redirect != 0 {
                 if self.hub.is_live(t.redirect) {
-                    redirects.push((t.redirect, c.session.resp3));
+                    redirects.push((t.redirect, c.session.resp3, c.id));
                     continue;
                 }
                 // Gone: a RESP3 client hears so at each invalidation, a RESP2 one cannot.
@@ -1474,30 +1478,49 @@ impl Worker {
         for idx in stuck {
             self.close_client(idx);
         }
-        for (target, from_resp3) in redirects {
+        for (target, from_resp3, from) in redirects {
+            let r = tracking::Redirected {
+                target,
+                keys: keys.map(<[Vec<u8>]>::to_vec),
+                from_resp3,
+                from,
+                broken: false,
+            };
             if self.hub.thread_of(target) == self.thread as usize {
-                self.deliver_redirected(target, keys, from_resp3);
+                self.deliver_redirected(&r);
             } else {
-                self.hub.post(tracking::Redirected {
-                    target,
-                    keys: keys.map(<[Vec<u8>]>::to_vec),
-                    from_resp3,
-                });
+                self.hub.post(r);
             }
         }
     }
 
-    /// An invalidation redirected to client `target` of this thread (gone meanwhile: lost, as
-    /// on a node, and the next one finds the redirect broken).
-    fn deliver_redirected(&mut self, target: u64, keys: Option<&[Vec<u8>]>, from_resp3: bool) {
-        let Some(&idx) = self.by_id.get(&target) else {
+    /// An invalidation redirected to a client of this thread. One whose target left after it
+    /// was posted (another thread saw the target live) goes nowhere, and its tracking client is
+    /// told its redirect is broken, as a node would have at this invalidation.
+    fn deliver_redirected(&mut self, r: &tracking::Redirected) {
+        let found = self
+            .by_id
+            .get(&r.target)
+            .copied()
+            .filter(|&idx| self.clients.get(idx).is_some_and(|c| c.id == r.target));
+        let Some(idx) = found else {
+            if self.hub.thread_of(r.from) == self.thread as usize {
+                self.redirect_broken(r.from, r.target);
+            } else {
+                self.hub.post(tracking::Redirected {
+                    target: r.from,
+                    keys: None,
+                    from_resp3: r.from_resp3,
+                    from: r.target,
+                    broken: true,
+                });
+            }
             return;
         };
-        let Some(c) = self.clients.get_mut(idx).filter(|c| c.id == target) else {
-            return;
-        };
+        let c = &mut self.clients[idx];
         let subscribed = c.subscribed.is_some();
-        let Some(frame) = tracking::redirected(keys, c.session.resp3, subscribed, from_resp3)
+        let Some(frame) =
+            tracking::redirected(r.keys.as_deref(), c.session.resp3, subscribed, r.from_resp3)
         else {
             return;
         };
@@ -1506,6 +1529,36 @@ impl Worker {
         }
         if subscribed {
             // Between two of the node's frames: its bytes come into `out` whole frames only.
+            c.out.extend_from_slice(&frame);
+        } else {
+            c.queue.push_ready(frame, false);
+        }
+        self.dirty_clients.push(idx);
+    }
+
+    /// Tracking client `id` of this thread had an invalidation for its redirect target `gone`,
+    /// which had left by the time it came: its redirect is broken (unless it redirects
+    /// elsewhere now), and a RESP3 client hears so (as [`Worker::deliver`] does when it finds
+    /// the target gone).
+    fn redirect_broken(&mut self, id: u64, gone: u64) {
+        let Some(&idx) = self.by_id.get(&id) else {
+            return;
+        };
+        let Some(c) = self.clients.get_mut(idx).filter(|c| c.id == id) else {
+            return;
+        };
+        let Some(t) = c.session.tracking.as_mut().filter(|t| t.redirect == gone) else {
+            return;
+        };
+        t.broken_redirect = true;
+        if !c.session.resp3 {
+            return;
+        }
+        if c.out.len() > SUBSCRIBER_OUT_MAX {
+            return self.close_client(idx);
+        }
+        let frame = tracking::broken_push(t.redirect);
+        if c.subscribed.is_some() {
             c.out.extend_from_slice(&frame);
         } else {
             c.queue.push_ready(frame, false);

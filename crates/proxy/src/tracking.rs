@@ -186,15 +186,22 @@ pub fn broken_push(redirect: u64) -> Vec<u8> {
     darner_commands::tracking::redirect_broken_frame(redirect)
 }
 
-/// An invalidation for a redirect target served by another thread.
+/// An invalidation for a redirect target served by another thread, or, sent back to the
+/// tracking client's thread, the news that its target had gone when one came.
 #[derive(Debug)]
 pub struct Redirected {
-    /// The target's client id.
+    /// The target's client id (for `broken`: the tracking client's).
     pub target: u64,
     /// The keys (`None`: the null invalidation, everything).
     pub keys: Option<Vec<Vec<u8>>>,
     /// The tracking client speaks RESP3 (the null invalidation's null is in its protocol).
     pub from_resp3: bool,
+    /// The tracking client's id (for `broken`: the target that had gone).
+    pub from: u64,
+    /// The target left between the invalidation's post and its delivery: the tracking client
+    /// `target` is told its redirect is broken, as a node tells it when the target is gone at
+    /// an invalidation (the invalidation itself goes nowhere, as on a node).
+    pub broken: bool,
 }
 
 /// What a proxy's threads share for REDIRECT: which client ids are connected now (a REDIRECT
