@@ -9,6 +9,7 @@ connections track for the cache already, or start tracking for the first trackin
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -349,19 +350,28 @@ def test_broken_redirect(conns, proxy, redis_ref):
     assert got[1] == got[0]
 
 
-def test_redirect_across_threads(cluster):
-    """With several threads, a target is often served by another thread than its tracking
-    client: the invalidation crosses over (and a target gone there breaks the redirect)."""
-    p = ProxyServer(["127.0.0.1:%d" % cluster[0].port], ["--threads", "4"])
+@contextlib.contextmanager
+def threaded_proxy(cluster, threads, connections):
+    """A proxy of `threads` threads and `connections` RESP2 connections to it, each with its
+    client id (ids tell the thread: (id - 1) % threads); all closed and stopped after."""
+    p = ProxyServer(["127.0.0.1:%d" % cluster[0].port], ["--threads", str(threads)])
     p.start()
     opened = []
     try:
-        def by_thread():
+        for _ in range(connections):
             c = conn(p.port, 2)
             opened.append(c)
-            return c, c.call("CLIENT", "ID").value
-        # Ids tell the thread: (id - 1) % threads.
-        pool = [by_thread() for _ in range(24)]
+        yield [(c, c.call("CLIENT", "ID").value) for c in opened]
+    finally:
+        for c in opened:
+            c.sock.close()
+        p.stop()
+
+
+def test_redirect_across_threads(cluster):
+    """With several threads, a target is often served by another thread than its tracking
+    client: the invalidation crosses over (and a target gone there breaks the redirect)."""
+    with threaded_proxy(cluster, 4, 24) as pool:
         threads = {(cid - 1) % 4 for _, cid in pool}
         assert len(threads) > 1, "the kernel put every connection on one thread"
         sub, sid = pool[0]
@@ -387,10 +397,6 @@ def test_redirect_across_threads(cluster):
         w.call("SET", "xt:gone", "1")
         assert next_push(r3) == b">2\r\n$21\r\ntracking-redir-broken\r\n:%d\r\n" % sid
         assert b"broken_redirect" in r3.call("CLIENT", "TRACKINGINFO").raw
-    finally:
-        for c in opened:
-            c.sock.close()
-        p.stop()
 
 
 def test_a_target_leaving_as_its_invalidation_crosses_over(cluster):
@@ -400,15 +406,7 @@ def test_a_target_leaving_as_its_invalidation_crosses_over(cluster):
     redirect is broken, as a node tells it of the invalidation that found its target gone.
     (On a quiet machine the proxy mostly sees the close first; the post-then-gone order is
     the one a loaded machine brings.)"""
-    p = ProxyServer(["127.0.0.1:%d" % cluster[0].port], ["--threads", "2"])
-    p.start()
-    opened = []
-    try:
-        def by_thread():
-            c = conn(p.port, 2)
-            opened.append(c)
-            return c, c.call("CLIENT", "ID").value
-        pool = [by_thread() for _ in range(40)]
+    with threaded_proxy(cluster, 2, 40) as pool:
         r3, rid = pool[0]
         w = pool[1][0]
         targets = [(c, i) for c, i in pool[2:] if (i - 1) % 2 != (rid - 1) % 2][:10]
@@ -424,10 +422,6 @@ def test_a_target_leaving_as_its_invalidation_crosses_over(cluster):
             sub.sock.close()
             w.call("SET", key, n)
             assert next_push(r3) == b">2\r\n$21\r\ntracking-redir-broken\r\n:%d\r\n" % sid, n
-    finally:
-        for c in opened:
-            c.sock.close()
-        p.stop()
 
 
 def test_default_mode(conns, proxy, cluster):
