@@ -46,6 +46,14 @@ run_stage() {
         proxy1) stage proxy1 80 python3 bench/proxy.py --seconds 4 --workers 12 --proxy-threads 1 ;;
         proxy_cache) stage proxy_cache 120 python3 bench/proxy_cache.py --seconds 5 \
             --proxy-threads 6 --bench-threads 6 --connections 25 ;;
+        proxy_cache_base) DARNER_PROXY_BIN=.lent/base/darner-proxy stage proxy_cache_base 120 \
+            python3 bench/proxy_cache.py --seconds 5 --proxy-threads 6 --bench-threads 6 \
+            --connections 25 ;;
+        # The cache-on proxy's clients cost it two system calls a request, hit or not (its
+        # profile: three quarters in the kernel), so its figure follows its threads: eight
+        # proxy threads, five load-generator threads, three nodes.
+        proxy_cache8) stage proxy_cache8 120 python3 bench/proxy_cache.py --seconds 5 \
+            --proxy-threads 8 --bench-threads 5 --connections 30 ;;
         scaling) stage scaling 150 python3 bench/scaling.py --full --tag lent \
             --configs darner:1,darner:4,darner:8,redis:1,redis:8 \
             --cases getset-p1,getset-p16,mset10,mget10 --out "$OUT/scaling" ;;
@@ -68,6 +76,6 @@ run_stage() {
 }
 
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(proxy proxy_cache scaling replication persistence aof proxy1)
+[ ${#stages[@]} -eq 0 ] && stages=(proxy proxy_cache proxy_cache8 scaling replication persistence aof proxy1)
 for s in "${stages[@]}"; do run_stage "$s"; done
 echo "== done in ${SECONDS}s"
