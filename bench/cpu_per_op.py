@@ -8,7 +8,9 @@ MGETs hit. Cases, 50 connections, uniform keys, --time seconds each: get, set (u
 get-p16, set-p16 (16 in flight per connection), mset10, mget10 (10 keys per command). Each
 case runs --rounds rounds, every server once per round (a round's runs share the machine's
 moment); the figure is the server's utime+stime over the run (/proc/PID/stat) divided by the
-operations darner-bench counted, in microseconds, median of the rounds.
+operations darner-bench counted, in microseconds, median of the rounds; then the same for
+utime alone (user space is where the request path's own work shows; the kernel's TCP share
+moves more with what else runs on the machine).
 
 --syscalls instead counts system calls and context switches per operation (one run per
 server and case, `perf stat` on the server's tracepoints: needs perf and root; strace -c
@@ -29,7 +31,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import free_port, cpu_seconds, wait_ready, stop_process  # noqa: E402
+from benchlib import CLK_TCK, free_port, cpu_seconds, wait_ready, stop_process  # noqa: E402
 from multikey import fill, KEYS  # noqa: E402
 
 CASES = {
@@ -73,11 +75,16 @@ def load(args, port, case):
     return j
 
 
+def user_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[11]) / CLK_TCK
+
+
 def cpu_run(args, proc, port, case):
-    c0 = cpu_seconds(proc.pid)
+    c0, u0 = cpu_seconds(proc.pid), user_seconds(proc.pid)
     j = load(args, port, case)
-    c1 = cpu_seconds(proc.pid)
-    return (c1 - c0) * 1e6 / j["ops"], j["ops_per_sec"]
+    c1, u1 = cpu_seconds(proc.pid), user_seconds(proc.pid)
+    return (c1 - c0) * 1e6 / j["ops"], (u1 - u0) * 1e6 / j["ops"], j["ops_per_sec"]
 
 
 def syscall_run(args, proc, port, case):
@@ -118,6 +125,7 @@ def main():
             ap.error(f"unknown case {c} (one of {', '.join(CASES)})")
     servers = {}
     runs = {}
+    users = {}
     try:
         for name, path in bins:
             for t in [int(x) for x in a.threads.split(",")]:
@@ -131,10 +139,11 @@ def main():
                 continue
             for r in range(a.rounds):
                 for (name, t), (p, port) in servers.items():
-                    us, ops = cpu_run(a, p, port, case)
+                    us, user, ops = cpu_run(a, p, port, case)
                     runs.setdefault((case, name, t), []).append(us)
-                    print(f"  {case:8} round {r + 1} {name} --threads {t}: {us:6.2f} us/op "
-                          f"({ops:,.0f} ops/s)", flush=True)
+                    users.setdefault((case, name, t), []).append(user)
+                    print(f"  {case:8} round {r + 1} {name} --threads {t}: {us:6.2f} us/op, "
+                          f"user {user:6.2f} ({ops:,.0f} ops/s)", flush=True)
     finally:
         for p, _ in servers.values():
             stop_process(p)
@@ -148,6 +157,11 @@ def main():
                 cells.append(f"{statistics.median(rr):.2f} ({min(rr):.2f}-{max(rr):.2f})")
             print(f"| {case} | " + " | ".join(cells) + " |")
         print("\n(us of server CPU per operation, median of the rounds (range))")
+        print("\n| case, user space only | " + " | ".join(f"{n} t{t}" for n, t in servers) + " |")
+        print("| --- |" + " ---: |" * len(servers))
+        for case in cases:
+            print(f"| {case} | " + " | ".join(
+                f"{statistics.median(users[(case, n, t)]):.2f}" for n, t in servers) + " |")
 
 
 if __name__ == "__main__":
