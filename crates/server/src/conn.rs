@@ -53,8 +53,11 @@ pub struct ClientState {
     pub name: String,
     pub lib_name: String,
     pub lib_ver: String,
-    pub addr: String,
-    pub laddr: String,
+    /// The peer's and the local address, as CLIENT LIST shows them. Shared, not owned: every
+    /// multi-shard command's task works on a copy of its client's state (exec.rs `Tx`), and
+    /// copying two strings was two allocations and two frees per MSET/MGET/DEL.
+    pub addr: std::sync::Arc<str>,
+    pub laddr: std::sync::Arc<str>,
     /// Connected from the loopback interface (what `enable-debug-command local` allows).
     pub local: bool,
     pub fd: i32,

@@ -58,13 +58,19 @@ const SHARED_REFCOUNT: i64 = i32::MAX as i64;
 const SHARED_INTEGERS: i64 = 10_000;
 
 /// Groups argument indices by shard: (shard, indices) in ascending shard order.
+/// Each group's list is sized once (MGET, DEL, EXISTS of a few keys grew theirs one index at
+/// a time: a few reallocations per command on the cross-shard path).
 pub fn by_shard(tx: &Tx, keys: &[Bytes]) -> Vec<(usize, Vec<usize>)> {
+    let shards: smallvec::SmallVec<[usize; 16]> = keys.iter().map(|k| tx.shard_of(k)).collect();
     let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
-    for (i, k) in keys.iter().enumerate() {
-        let s = tx.shard_of(k);
+    for (i, &s) in shards.iter().enumerate() {
         match groups.iter_mut().find(|g| g.0 == s) {
             Some(g) => g.1.push(i),
-            None => groups.push((s, vec![i])),
+            None => {
+                let mut idx = Vec::with_capacity(shards[i..].iter().filter(|&&t| t == s).count());
+                idx.push(i);
+                groups.push((s, idx));
+            }
         }
     }
     groups.sort_by_key(|g| g.0);

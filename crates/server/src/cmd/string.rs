@@ -532,14 +532,19 @@ async fn set_pairs(tx: &Tx, args: Vec<Bytes>) {
         .collect();
     let mut parts: smallvec::SmallVec<[PairsPart; 4]> = smallvec::SmallVec::new();
     let mut rest = args.into_iter().skip(1);
-    for &s in &shards {
+    for (n, &s) in shards.iter().enumerate() {
         let (Some(k), Some(v)) = (rest.next(), rest.next()) else {
             break;
         };
         let i = match parts.iter().position(|p| p.0 == s) {
             Some(i) => i,
             None => {
-                parts.push((s, Intents::default(), Vec::new()));
+                // Sized once for this shard's pairs: growing them pair by pair was a few
+                // reallocations per part, a visible share of a cross-shard MSET's CPU.
+                let here = shards[n..].iter().filter(|&&t| t == s).count();
+                let mut intents = Intents::default();
+                intents.keys.reserve_exact(here);
+                parts.push((s, intents, Vec::with_capacity(here)));
                 parts.len() - 1
             }
         };

@@ -586,3 +586,40 @@ fn every_thread_computes_the_same_fingerprint() {
     let distinct: std::collections::HashSet<u64> = here.iter().copied().collect();
     assert_eq!(distinct.len(), 100);
 }
+
+#[test]
+fn trim_gives_back_the_room_a_big_transaction_left_and_keeps_what_is_held() {
+    let mut s: Sched<u32> = Sched::default();
+    // A big MSET's part: thousands of keys granted, then released.
+    let big = Intents::of_keys(&(0..5000).map(key_bytes).collect::<Vec<_>>(), true);
+    assert!(s.schedule(1, big, None, 1).is_some());
+    let grown = s.key_capacity();
+    assert!(grown >= 5000);
+    // Trimming while the keys are held changes nothing.
+    s.trim();
+    assert_eq!(s.key_capacity(), grown);
+    assert!(s.release(1).is_empty());
+    // A small transaction holds two keys; the room goes, its intents stay.
+    let mut w = Intents::default();
+    w.add(&key_bytes(7), true);
+    w.add(&key_bytes(8), false);
+    assert!(s.schedule(2, w, None, 2).is_some());
+    s.trim();
+    assert!(
+        s.key_capacity() < grown / 8,
+        "{} of {grown}",
+        s.key_capacity()
+    );
+    assert!(s.blocks_key(&key_bytes(7), false));
+    assert!(s.blocks_key(&key_bytes(8), true));
+    assert!(!s.blocks_key(&key_bytes(8), false));
+    assert!(!s.blocks_key(&key_bytes(9), true));
+    let mut w2 = Intents::default();
+    w2.add(&key_bytes(7), false);
+    assert!(
+        s.schedule(3, w2, None, 3).is_none(),
+        "still conflicts after the trim"
+    );
+    let g: Vec<u32> = s.release(2).into_iter().map(|g| g.part).collect();
+    assert_eq!(g, vec![3]);
+}

@@ -84,7 +84,10 @@ impl Worker {
             .lock()
             .unwrap()
             .insert(id, handle.clone());
-        let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        let laddr: std::sync::Arc<str> = sock
+            .local_addr()
+            .map(|a| a.to_string().into())
+            .unwrap_or_default();
         use std::os::fd::AsRawFd;
         let fd = sock.as_raw_fd();
         let entry = self.conns.vacant_entry();
@@ -124,7 +127,7 @@ impl Worker {
                 authenticated,
                 loader,
                 master,
-                addr: peer.to_string(),
+                addr: peer.to_string().into(),
                 laddr,
                 local: peer.ip().is_loopback(),
                 fd,

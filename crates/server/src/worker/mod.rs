@@ -606,6 +606,7 @@ impl Worker {
                 db.prune_watchers();
             }
         }
+        self.shard.lock.sched.trim();
         // Idle timeouts, kills and paused clients.
         let timeout = hot.timeout.load(Ordering::Relaxed);
         let mut close = Vec::new();

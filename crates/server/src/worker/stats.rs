@@ -220,7 +220,7 @@ pub(super) fn slowlog_push(shared: &Shared, us: u64, args: &[&[u8]], state: Opti
         time: Shared::now_ms() / 1000,
         micros: us,
         args: kept,
-        addr: state.map(|s| s.addr.clone()).unwrap_or_default(),
+        addr: state.map(|s| s.addr.to_string()).unwrap_or_default(),
         name: state.map(|s| s.name.clone()).unwrap_or_default(),
     });
     while log.len() > max {
