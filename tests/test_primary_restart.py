@@ -31,6 +31,25 @@ def synced(p, r):
     return rep.get("master_link_status") == "up" and rep.get("slave_repl_offset") == off
 
 
+def restart_and_continue(primary, rep, replid, saved):
+    """Restarts `primary` (killed or stopped) on its port from its file, whose position is
+    `replid` at offset `saved`: it offers that history as its second one, and its replica
+    `rep` reconnects with a partial resync. Returns a client of the restarted primary."""
+    primary.fixed_port = primary.port
+    primary.start()
+    p, r = primary.client(), rep.client()
+    ip = p.info("replication")
+    assert ip["master_replid2"] == replid, ip
+    assert ip["second_repl_offset"] == saved + 1, ip
+    assert ip["master_replid"] != replid, ip
+    wait_for(lambda: p.info("replication").get("connected_slaves") == 1
+             and synced(p, r), 20, "the replica to reconnect")
+    stats = p.info("stats")
+    assert stats["sync_partial_ok"] == 1 and stats["sync_full"] == 0, (
+        stats, rep.log_tail(4000))
+    return p
+
+
 @pytest.mark.parametrize("how", ["sigterm-save", "bgsave-then-kill", "save-then-kill"])
 @pytest.mark.parametrize("servers", ["darner-darner", "darner-redis", "redis-darner"])
 def test_a_restarted_primary_continues_its_replica_partially(servers, how, darner_factory):
@@ -78,18 +97,7 @@ def test_a_restarted_primary_continues_its_replica_partially(servers, how, darne
         else:
             assert offset <= saved, (fields, offset)
         assert fields.get(b"repl-stream-db") == b"0", fields
-        primary.fixed_port = primary.port
-        primary.start()
-        p = primary.client()
-        ip = p.info("replication")
-        assert ip["master_replid2"] == replid, ip
-        assert ip["second_repl_offset"] == saved + 1, ip
-        assert ip["master_replid"] != replid, ip
-        wait_for(lambda: p.info("replication").get("connected_slaves") == 1
-                 and synced(p, r), 20, "the replica to reconnect")
-        stats = p.info("stats")
-        assert stats["sync_partial_ok"] == 1 and stats["sync_full"] == 0, (
-            stats, rep.log_tail(4000))
+        p = restart_and_continue(primary, rep, replid, saved)
         assert r.info("replication")["master_replid"] == p.info("replication")["master_replid"]
         # Writes after the restart reach it, in the database the stream selects.
         primary.client(db=3).set("after-3", "x")

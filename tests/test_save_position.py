@@ -23,7 +23,7 @@ import time
 import pytest
 
 import harness
-from test_primary_restart import synced
+from test_primary_restart import restart_and_continue, synced
 from test_replica import digest, wait_for
 from test_replica_restart import rdb_aux
 
@@ -58,17 +58,7 @@ def test_flushall_save_records_the_position_and_a_restart_continues(replica_kind
         assert fields.get(b"repl-id") == replid.encode(), fields
         assert int(fields[b"repl-offset"]) == offset, (fields, offset)
         assert fields.get(b"repl-stream-db") == b"0", fields
-        primary.fixed_port = primary.port
-        primary.start()
-        p = primary.client()
-        ip = p.info("replication")
-        assert ip["master_replid2"] == replid, ip
-        assert ip["second_repl_offset"] == offset + 1, ip
-        wait_for(lambda: p.info("replication").get("connected_slaves") == 1
-                 and synced(p, r), 20, "the replica to reconnect")
-        stats = p.info("stats")
-        assert stats["sync_partial_ok"] == 1 and stats["sync_full"] == 0, (
-            stats, rep.log_tail(4000))
+        p = restart_and_continue(primary, rep, replid, offset)
         p.set("after", "y")
         primary.client(db=2).set("after-2", "z")
         wait_for(lambda: synced(p, r), 20, "the replica to apply the later writes")
