@@ -22,6 +22,8 @@ const MAX_LIT: usize = 32;
 const MAX_OFF: usize = 1 << 13;
 /// Longest match: 7 + 255 in the length fields, plus the implied 2.
 const MAX_REF: usize = 7 + 255 + 2;
+/// Back-references this long or shorter are copied as one fixed-size block when they can.
+const SHORT_REF: usize = 16;
 /// Most bytes one input byte can stand for (a 3-byte reference to 264 bytes, rounded up).
 const MAX_EXPANSION: usize = 88;
 
@@ -243,7 +245,15 @@ fn decompress_items(input: &[u8], out: &mut [u8]) -> Result<usize, (Error, usize
             if op + run > cap {
                 return Err((Error::Length, op));
             }
-            out[op..op + run].copy_from_slice(&input[ip..ip + run]);
+            if ip + MAX_LIT <= input.len() && op + MAX_LIT <= cap {
+                // A fixed-size copy is two vector moves where one of `run` bytes is a call to
+                // memcpy, for runs of a few bytes. The bytes past the run are either written
+                // again by the items that follow or cut off (an output that ends before
+                // `len` is an error).
+                out[op..op + MAX_LIT].copy_from_slice(&input[ip..ip + MAX_LIT]);
+            } else {
+                out[op..op + run].copy_from_slice(&input[ip..ip + run]);
+            }
             op += run;
             ip += run;
         } else {
@@ -263,7 +273,12 @@ fn decompress_items(input: &[u8], out: &mut [u8]) -> Result<usize, (Error, usize
                 return Err((Error::Length, op));
             }
             let from = op - dist;
-            if dist >= l {
+            if dist >= SHORT_REF && l <= SHORT_REF && op + SHORT_REF <= cap {
+                // As for literals: a fixed size, what it writes past `l` rewritten or cut
+                // off. `dist` at least the size, so it reads only bytes already written.
+                let chunk: [u8; SHORT_REF] = out[from..from + SHORT_REF].try_into().expect("16");
+                out[op..op + SHORT_REF].copy_from_slice(&chunk);
+            } else if dist >= l {
                 out.copy_within(from..from + l, op);
             } else {
                 // Overlapping: each byte may be one this item just wrote.
@@ -450,7 +465,13 @@ mod tests {
             match compress(&data, limit) {
                 Some(z) => {
                     prop_assert!(z.len() <= limit);
-                    prop_assert_eq!(decompress(&z, data.len()).unwrap(), data);
+                    prop_assert_eq!(&decompress(&z, data.len()).unwrap(), &data);
+                    // The fixed-size copies write past an item's end: a stream one byte short
+                    // of, or past, the length expected is still an error.
+                    prop_assert_eq!(decompress(&z, data.len() + 1), Err(Error::Length));
+                    if !data.is_empty() {
+                        prop_assert!(decompress(&z, data.len() - 1).is_err());
+                    }
                 }
                 None => {
                     let z = compress(&data, usize::MAX).unwrap();
