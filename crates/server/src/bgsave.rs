@@ -19,8 +19,9 @@
 //!    were written first. A flushed database finishes its snapshot as its old table is freed.
 //! 3. **One file.** Each shard sends its buffer in chunks to a writer thread, each chunk
 //!    self-contained (it starts with the SELECTDB of its entries), so the chunks of several
-//!    shards interleave freely. The writer puts the header, AUX fields and function
-//!    libraries first, appends the chunks as they come with the CRC-64 running over them,
+//!    shards interleave freely. The writer puts the header, AUX fields, function
+//!    libraries and each database's size (SELECTDB + RESIZEDB, the shards' counts at the
+//!    cut) first, appends the chunks as they come with the CRC-64 running over them,
 //!    and once every shard has said it is done writes the end and the checksum to
 //!    `temp-bg-<pid>.rdb`, fsyncs it, renames it over the dump file and fsyncs the
 //!    directory: a crash leaves the old file or the new one, never a part.
