@@ -54,6 +54,9 @@ const BATCH_BYTES: usize = 1 << 20;
 /// than this only gets a smaller table, which grows as it would without the hint.
 const MIN_KEY_BYTES: u64 = 16;
 
+/// How many keys ahead of its insert [`insert_batch`] prefetches a key's bucket.
+const PREFETCH_AHEAD: usize = 8;
+
 /// What the reader hands a shard, in file order.
 pub enum Op {
     /// A key decoded whole.
@@ -479,7 +482,25 @@ pub fn insert_batch(
         Target::Live => &mut ctx.shard.dbs,
         Target::Staging(id) => staging_dbs(ctx, id)?,
     };
-    for op in batch {
+    // The bucket of the key PREFETCH_AHEAD keys on is asked for before this key goes in:
+    // each insert's first touch of its bucket was a cache miss (the keyspace is far bigger
+    // than the cache), and with the misses overlapped the inserts no longer wait for them
+    // one by one. The key is hashed twice, which costs less than the wait.
+    let prefetch = |dbs: &[Db], op: &Op| {
+        if let Op::Key(e) = op {
+            if let Some(d) = dbs.get(e.db as usize) {
+                d.prefetch(&e.key);
+            }
+        }
+    };
+    let mut ops: std::collections::VecDeque<Op> = batch.into();
+    for op in ops.iter().take(PREFETCH_AHEAD) {
+        prefetch(dbs, op);
+    }
+    while let Some(op) = ops.pop_front() {
+        if let Some(ahead) = ops.get(PREFETCH_AHEAD - 1) {
+            prefetch(dbs, ahead);
+        }
         let (e, loaded) = match op {
             Op::Key(mut e) => {
                 let value = std::mem::replace(&mut e.value, Value::List(Vec::new()));
