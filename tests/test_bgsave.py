@@ -289,3 +289,84 @@ def test_big_stream_is_written_in_steps_and_stays_as_at_the_cut(darner_factory):
                 assert len(got[b"groups"][0][b"pending"]) == 4000
         finally:
             ref.stop()
+
+
+def rdb_length(b: bytes, i: int):
+    """An RDB length at `i`: (value, next index, special encoding or None)."""
+    t = b[i] >> 6
+    if t == 0:
+        return b[i] & 0x3F, i + 1, None
+    if t == 1:
+        return ((b[i] & 0x3F) << 8) | b[i + 1], i + 2, None
+    if t == 3:
+        return b[i] & 0x3F, i + 1, b[i] & 0x3F
+    if b[i] == 0x80:
+        return int.from_bytes(b[i + 1:i + 5], "big"), i + 5, None
+    return int.from_bytes(b[i + 1:i + 9], "big"), i + 9, None
+
+
+def skip_rdb_string(b: bytes, i: int) -> int:
+    n, i, enc = rdb_length(b, i)
+    if enc is None:
+        return i + n
+    if enc in (0, 1, 2):
+        return i + (1, 2, 4)[enc]
+    assert enc == 3, enc
+    clen, i, _ = rdb_length(b, i)
+    _, i, _ = rdb_length(b, i)
+    return i + clen
+
+
+def rdb_sizes_before_keys(b: bytes) -> dict:
+    """RESIZEDB's (keys, keys with a TTL) by database, from the file's start to its first key."""
+    assert b[:5] == b"REDIS"
+    i, db, sizes = 9, None, {}
+    while True:
+        op = b[i]
+        i += 1
+        if op == 0xFA:  # AUX
+            i = skip_rdb_string(b, skip_rdb_string(b, i))
+        elif op == 0xF5:  # FUNCTION2
+            i = skip_rdb_string(b, i)
+        elif op == 0xFE:  # SELECTDB
+            db, i, _ = rdb_length(b, i)
+        elif op == 0xFB:  # RESIZEDB
+            keys, i, _ = rdb_length(b, i)
+            expires, i, _ = rdb_length(b, i)
+            sizes[db] = (keys, expires)
+        else:
+            return sizes
+
+
+@pytest.mark.darner_only
+def test_bgsave_file_gives_each_database_its_size_before_the_keys(darner_factory):
+    # RESIZEDB, as Redis writes it: a loader (a replica in its full sync) sizes its tables
+    # from it instead of growing them key by key. Every non-empty database's hint comes
+    # before the shards' pieces, with its keys and keys with a TTL at the cut.
+    srv = darner_factory()
+    with srv.raw() as c:
+        fill(c, 5_000)
+        pipeline(c, [("SELECT", "3")] + [("SET", "t:%d" % i, "x", "EX", "1000")
+                                         for i in range(40)] + [("SELECT", "0")])
+        want = {}
+        for db in (0, 3, 5):
+            c.call("SELECT", str(db))
+            keys = c.call("DBSIZE").py()
+            line = [ln for ln in c.call("INFO", "keyspace").py().decode().splitlines()
+                    if ln.startswith("db%d:" % db)][0]
+            expires = int(line.split("expires=")[1].split(",")[0])
+            want[db] = (keys, expires)
+        c.call("SELECT", "0")
+        assert want[3] == (40, 40) and want[5] == (1, 0) and want[0][1] == 500, want
+        assert c.call("BGSAVE").raw == b"+Background saving started\r\n"
+        wait_saved(c)
+        digest = c.call("DEBUG", "DIGEST").py()
+    path = os.path.join(srv.workdir, "dump.rdb")
+    with open(path, "rb") as f:
+        assert rdb_sizes_before_keys(f.read()) == want
+    ref = load_in_redis(path)
+    try:
+        with ref.raw() as r:
+            assert r.call("DEBUG", "DIGEST").py() == digest
+    finally:
+        ref.stop()

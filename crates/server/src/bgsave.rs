@@ -19,8 +19,9 @@
 //!    were written first. A flushed database finishes its snapshot as its old table is freed.
 //! 3. **One file.** Each shard sends its buffer in chunks to a writer thread, each chunk
 //!    self-contained (it starts with the SELECTDB of its entries), so the chunks of several
-//!    shards interleave freely. The writer puts the header, AUX fields and function
-//!    libraries first, appends the chunks as they come with the CRC-64 running over them,
+//!    shards interleave freely. The writer puts the header, AUX fields, function
+//!    libraries and each database's size (SELECTDB + RESIZEDB, the shards' counts at the
+//!    cut) first, appends the chunks as they come with the CRC-64 running over them,
 //!    and once every shard has said it is done writes the end and the checksum to
 //!    `temp-bg-<pid>.rdb`, fsyncs it, renames it over the dump file and fsyncs the
 //!    directory: a crash leaves the old file or the new one, never a part.
@@ -558,6 +559,8 @@ impl ShardOut {
 /// 12).
 pub struct Marked {
     pub field_ttls: bool,
+    /// Each database's keys and keys with a TTL at the cut (the file's RESIZEDB hints).
+    pub sizes: Vec<(u64, u64)>,
 }
 
 /// The cut, on one shard (inside the transaction that holds every shard): marks every
@@ -580,8 +583,10 @@ pub fn mark(
         stopped,
     }));
     let mut field_ttls = false;
+    let mut sizes = Vec::with_capacity(shard.dbs.len());
     for (j, db) in shard.dbs.iter_mut().enumerate() {
         field_ttls |= has_hash_field_ttls(db, clock.now_ms);
+        sizes.push((db.len() as u64, db.expires() as u64));
         let out = out.clone();
         db.snapshot_begin(Box::new(move |e: &Entry, forced| {
             out.lock()
@@ -590,7 +595,7 @@ pub fn mark(
         }));
     }
     shard.snapshot = Some(ShardSnapshot { out });
-    Marked { field_ttls }
+    Marked { field_ttls, sizes }
 }
 
 /// Drops this shard's part of a stopped save: its tables' marks (their sinks) and its
@@ -930,6 +935,21 @@ pub fn header_for(
     }
 }
 
+/// Appends SELECTDB and RESIZEDB for each database with keys (`sizes`: keys and keys with a
+/// TTL by database), as Redis writes before a database's keys: a loader sizes its tables
+/// from them instead of growing them as the keys come (rehashing every key at each
+/// doubling: a fifth of a darner replica's CPU in a full sync of small keys). The shards'
+/// pieces come after, each starting with its own SELECTDB, so a database's hint comes once
+/// here, before any key of any database.
+fn write_sizes(out: &mut Vec<u8>, sizes: &[(u64, u64)]) {
+    for (db, &(keys, expires)) in sizes.iter().enumerate() {
+        if keys > 0 {
+            darner_rdb::encode::write_select_db(out, db as u64);
+            darner_rdb::encode::write_resize_db(out, keys, expires);
+        }
+    }
+}
+
 /// A snapshot's start as taken at the cut, and where its replication AUX fields go when
 /// they were not known then: on a primary, the offset of a full sync's cut is known only
 /// once the feed thread reaches its barrier (after the shards are let go), while the other
@@ -1071,8 +1091,20 @@ pub async fn cut_head(
         darner_rdb::WRITTEN_VERSION
     };
     let libraries = shared.scripts.library_codes();
+    let mut sizes: Vec<(u64, u64)> = Vec::new();
+    for m in &marked {
+        sizes.resize(sizes.len().max(m.sizes.len()), (0, 0));
+        for (total, &(keys, expires)) in sizes.iter_mut().zip(&m.sizes) {
+            total.0 += keys;
+            total.1 += expires;
+        }
+    }
     let header = match snap.form {
-        Form::Rdb => header_for(&shared, version, snap.encode, &libraries, aof_base),
+        Form::Rdb => {
+            let mut head = header_for(&shared, version, snap.encode, &libraries, aof_base);
+            write_sizes(&mut head.bytes, &sizes);
+            head
+        }
         Form::Commands => SnapshotHead {
             bytes: commands_header(&shared, &libraries),
             repl_slot: None,

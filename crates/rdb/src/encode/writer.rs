@@ -101,11 +101,16 @@ pub fn write_string(out: &mut Vec<u8>, s: &[u8], compression: bool) {
         }
     }
     if compression && s.len() > LZF_MIN_LEN {
-        if let Some(c) = lzf::compress(s, s.len() - LZF_MIN_SAVING) {
+        // Compressed in place at the end of `out`, its header appended after it and rotated
+        // to the front: no buffer of its own per string (the snapshot writes millions).
+        let at = out.len();
+        if lzf::compress_into(s, s.len() - LZF_MIN_SAVING, out) {
+            let clen = out.len() - at;
             out.push(ENC_LZF);
-            write_len(out, c.len() as u64);
+            write_len(out, clen as u64);
             write_len(out, s.len() as u64);
-            out.extend_from_slice(&c);
+            let header = out.len() - at - clen;
+            out[at..].rotate_right(header);
             return;
         }
     }

@@ -54,6 +54,9 @@ const BATCH_BYTES: usize = 1 << 20;
 /// than this only gets a smaller table, which grows as it would without the hint.
 const MIN_KEY_BYTES: u64 = 16;
 
+/// How many keys ahead of its insert [`insert_batch`] prefetches a key's bucket.
+const PREFETCH_AHEAD: usize = 8;
+
 /// What the reader hands a shard, in file order.
 pub enum Op {
     /// A key decoded whole.
@@ -479,7 +482,25 @@ pub fn insert_batch(
         Target::Live => &mut ctx.shard.dbs,
         Target::Staging(id) => staging_dbs(ctx, id)?,
     };
-    for op in batch {
+    // The bucket of the key PREFETCH_AHEAD keys on is asked for before this key goes in:
+    // each insert's first touch of its bucket was a cache miss (the keyspace is far bigger
+    // than the cache), and with the misses overlapped the inserts no longer wait for them
+    // one by one. The key is hashed twice, which costs less than the wait.
+    let prefetch = |dbs: &[Db], op: &Op| {
+        if let Op::Key(e) = op {
+            if let Some(d) = dbs.get(e.db as usize) {
+                d.prefetch(&e.key);
+            }
+        }
+    };
+    let mut ops: std::collections::VecDeque<Op> = batch.into();
+    for op in ops.iter().take(PREFETCH_AHEAD) {
+        prefetch(dbs, op);
+    }
+    while let Some(op) = ops.pop_front() {
+        if let Some(ahead) = ops.get(PREFETCH_AHEAD - 1) {
+            prefetch(dbs, ahead);
+        }
         let (e, loaded) = match op {
             Op::Key(mut e) => {
                 let value = std::mem::replace(&mut e.value, Value::List(Vec::new()));
@@ -602,6 +623,11 @@ fn bad_value(key: &[u8], db: usize, m: &str) -> String {
 /// (its hash's buckets cut at its end) the reader goes on decoding the next keys, many of
 /// them that shard's, rather than wait.
 const IN_FLIGHT: usize = 32;
+
+/// Batches (about `BATCH_BYTES` each) waiting on one shard at most in [`load_from`]: enough
+/// for the decoding never to wait on a shard that keeps up, few enough to bound what is
+/// decoded and not yet inserted.
+const LOAD_IN_FLIGHT: usize = 4;
 
 /// Logs `msg` and exits with status 1 (a load that failed at start-up: nothing is served).
 fn exit(msg: &str) -> ! {
@@ -808,13 +834,53 @@ pub async fn load_from(
     let start = std::time::Instant::now();
     let path = loader.name.clone();
     let build = building(shared.threads);
-    while let Some((s, entries)) = loader.next_batch()? {
+    // Batches go out without waiting for each to be inserted: the decoding (on this thread)
+    // goes on while the other shards insert, where waiting for every batch made the load
+    // one thread's work whatever the threads. A shard takes its batches in the order they
+    // were sent; at most LOAD_IN_FLIGHT wait at once on any shard. On an error nothing more
+    // is sent, and what was is waited for before returning (the caller empties the
+    // databases after a failed load where it matters: a replica's).
+    let mut in_flight = std::collections::VecDeque::new();
+    let mut queued = vec![0usize; shared.threads];
+    // A shard's error is of a key before any the decoder has not given yet: it wins.
+    let (mut failed, mut undecodable): (Option<String>, Option<String>) = (None, None);
+    loop {
+        let (s, entries) = match loader.next_batch() {
+            Ok(Some(b)) => b,
+            Ok(None) => break,
+            Err(e) => {
+                undecodable = Some(e);
+                break;
+            }
+        };
+        while queued[s] >= LOAD_IN_FLIGHT && failed.is_none() {
+            let (t, hop): (usize, crate::exec::Hop<Result<(), String>>) = in_flight
+                .pop_front()
+                .expect("a shard's batches are in flight");
+            queued[t] -= 1;
+            if let Err(e) = hop.await {
+                failed = Some(format!("Failed loading the RDB file {path}: {e}"));
+            }
+        }
+        if failed.is_some() {
+            break;
+        }
         let build = build.clone();
-        tx.run(s, move |ctx| {
-            insert_batch(ctx, entries, merge, &build, Target::Live)
-        })
-        .await
-        .map_err(|e| format!("Failed loading the RDB file {path}: {e}"))?;
+        in_flight.push_back((
+            s,
+            tx.run(s, move |ctx| {
+                insert_batch(ctx, entries, merge, &build, Target::Live)
+            }),
+        ));
+        queued[s] += 1;
+    }
+    for (_, hop) in in_flight {
+        if let Err(e) = hop.await {
+            failed.get_or_insert(format!("Failed loading the RDB file {path}: {e}"));
+        }
+    }
+    if let Some(e) = failed.or(undecodable) {
+        return Err(e);
     }
     let s = std::mem::take(&mut loader.summary);
     let mut codes: Vec<Vec<u8>> = if flush {
