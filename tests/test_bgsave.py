@@ -37,9 +37,19 @@ def wait_saved(c: RawConn, timeout=60.0):
 
 
 def load_in_redis(path: str):
-    """Starts redis-server on the file; returns (server, raw connection)."""
+    """Starts redis-server on the file; returns the server."""
     d, name = os.path.split(path)
     return harness.start_reference(["--dir", d, "--dbfilename", name])
+
+
+def assert_redis_loads(path: str, digest):
+    """redis-server loads the file to the dataset whose DEBUG DIGEST is `digest`."""
+    ref = load_in_redis(path)
+    try:
+        with ref.raw() as r:
+            assert r.call("DEBUG", "DIGEST").py() == digest
+    finally:
+        ref.stop()
 
 
 def fill(c: RawConn, n: int):
@@ -76,13 +86,7 @@ def test_bgsave_is_the_dataset_at_its_cut_while_writes_go_on(darner_factory):
         pipeline(w, changes)
         wait_saved(c)
         assert c.call("DEBUG", "DIGEST").py() != digest
-        path = os.path.join(srv.workdir, "dump.rdb")
-        ref = load_in_redis(path)
-        try:
-            with ref.raw() as r:
-                assert r.call("DEBUG", "DIGEST").py() == digest
-        finally:
-            ref.stop()
+        assert_redis_loads(os.path.join(srv.workdir, "dump.rdb"), digest)
 
 
 @pytest.mark.darner_only
@@ -364,9 +368,4 @@ def test_bgsave_file_gives_each_database_its_size_before_the_keys(darner_factory
     path = os.path.join(srv.workdir, "dump.rdb")
     with open(path, "rb") as f:
         assert rdb_sizes_before_keys(f.read()) == want
-    ref = load_in_redis(path)
-    try:
-        with ref.raw() as r:
-            assert r.call("DEBUG", "DIGEST").py() == digest
-    finally:
-        ref.stop()
+    assert_redis_loads(path, digest)
