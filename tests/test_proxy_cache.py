@@ -541,7 +541,7 @@ def asleep(node):
 
 def proxy_counter(client, name):
     if name.startswith("cmdstat_"):
-        return client.info("commandstats").get(name[len("cmdstat_"):], {}).get("calls", 0)
+        return client.info("commandstats").get(name, {}).get("calls", 0)
     return proxy_stats(client)[name]
 
 

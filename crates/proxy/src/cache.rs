@@ -43,6 +43,27 @@
 //!   ([`Cache::flush_node`]). An entry is served only while its node still owns the key's slot
 //!   (in the serving thread's map).
 //!
+//! **Joined misses.** When a cacheable read misses while a fill of the same request (same
+//! key, same [`signature`]) is in flight to the node that owns the key's slot now, sent by any
+//! thread, the read waits for that fill instead of reading the key itself ([`Cache::join`]):
+//! after a write of a hot key, its readers' concurrent misses cost the node one read, not
+//! one each. It is answered with the fill's reply only where a hit on the entry that fill
+//! stores would be right, which takes three things. The reader may hit at all: no write of
+//! its own in flight (`Client::writes`), not a tracking client (its read must be recorded
+//! on its own thread's connection), not inside a transaction or behind requests of its own
+//! still waiting to be sent. The fill is valid when the reader joins it: its ticket is not
+//! below its key's `valid_from` (no invalidation, no write planned or answered through the
+//! proxy since it was sent, which may have run on the node after the fill's read), and the
+//! reader came after it was sent, so the fill is no older than a hit would be. And the fill
+//! is still valid when its PTTL's reply comes, with its deadline not passed: exactly the
+//! test that keeps its entry ([`Cache::finish_fill`]). Otherwise (invalidated, flushed, its
+//! connection lost, an error or a redirect, the key expired) its joiners are sent to the
+//! node as ordinary misses. Either way the outcome is posted to the joiner's thread
+//! ([`Cache::take_joined`]; a thread whose client joined a fill of another thread is woken),
+//! which answers the client in its protocol ([`for_protocol`]) in its pipeline's place, or
+//! sends the read ahead of the client's later requests, which wait behind a joined read
+//! (`must_wait`) so that none overtakes it, a write of the same key included.
+//!
 //! Sharing keeps each rule: an entry filled on any thread's connection is invalidated when that
 //! connection hears of its key's change, which is as soon as any thread could; the tickets are
 //! one sequence for all threads, so a write answered on one thread drops a fill in flight on
@@ -331,8 +352,6 @@ pub struct Fill {
     key: Vec<u8>,
     signature: Vec<u8>,
     store: Arc<Store>,
-    /// The thread whose handle sent it (its joiners' replies are posted from there).
-    thread: usize,
     /// Counted out by [`Cache::finish_fill`] already (or else by its drop).
     done: bool,
 }
@@ -363,7 +382,7 @@ impl Drop for Fill {
             // Unanswered (its connection lost, its request failed): its joiners go to the
             // node themselves.
             let (_, joiners) = self.store.shard(&self.key).end_fill(&self.key, self.ticket);
-            self.store.resolve(self.thread, joiners, None);
+            self.store.resolve(joiners, None);
         }
     }
 }
@@ -522,9 +541,10 @@ impl Store {
         let _ = self.wake.set(Box::new(wake));
     }
 
-    /// Posts a fill's outcome to its joiners' threads (`from`: the thread posting, which
-    /// reads its own inbox without being woken).
-    fn resolve(&self, from: usize, joiners: Vec<Joiner>, reply: Option<Arc<Vec<u8>>>) {
+    /// Posts a fill's outcome to its joiners' threads, and wakes them: the posting thread too
+    /// (a fill dropped while its loop sends, after it read its inbox for the turn, must not
+    /// wait for the loop's next event).
+    fn resolve(&self, joiners: Vec<Joiner>, reply: Option<Arc<Vec<u8>>>) {
         if joiners.is_empty() {
             return;
         }
@@ -541,7 +561,7 @@ impl Store {
                     reply: reply.clone(),
                 });
             let bit = 1u64.checked_shl(j.thread as u32).unwrap_or(0);
-            if j.thread != from && (bit == 0 || woken & bit == 0) {
+            if bit == 0 || woken & bit == 0 {
                 woken |= bit;
                 if let Some(wake) = self.wake.get() {
                     wake(j.thread);
@@ -937,7 +957,6 @@ impl Cache {
             key: key.to_vec(),
             signature: request,
             store: self.store.clone(),
-            thread: self.thread,
             done: false,
         }
     }
@@ -958,7 +977,7 @@ impl Cache {
             && fill.ticket >= self.store.valid_from_all.load(Ordering::SeqCst);
         if !valid || !storable(reply) {
             drop(s);
-            self.store.resolve(self.thread, joiners, None);
+            self.store.resolve(joiners, None);
             return false;
         }
         let (kept, evicted) = s.insert(
@@ -975,7 +994,7 @@ impl Cache {
         // key's TTL ran out meanwhile (a reply too large to keep is as right as one kept).
         let live = expires.is_none_or(|t| Instant::now() < t);
         let reply = live.then(|| Arc::new(reply.to_vec()));
-        self.store.resolve(self.thread, joiners, reply);
+        self.store.resolve(joiners, reply);
         kept
     }
 
@@ -1470,8 +1489,8 @@ mod tests {
         );
         assert_eq!(b.take_joined(), vec![Joined { id: jb, reply }]);
         assert!(a.take_joined().is_empty() && b.take_joined().is_empty());
-        // Only the other thread was woken (thread 0 reads its own inbox each turn).
-        assert_eq!(*woken.lock().unwrap(), vec![1]);
+        // Each joiner's thread was woken, once.
+        assert_eq!(*woken.lock().unwrap(), vec![0, 1]);
         // Counted as one hit each (the miss `plan` counted is taken back by `join`).
         b.count_joined(true);
         let s = b.take_stats();
