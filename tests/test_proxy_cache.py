@@ -521,3 +521,169 @@ def test_a_tracking_client_is_told_of_what_another_thread_filled(proxy2, cluster
         filler.close()
         if tracked is not None:
             tracked.sock.close()
+
+
+# Joined misses: a cacheable read that misses while a fill of the same request is in flight
+# waits for that fill's reply instead of reading the key itself. The node is held asleep
+# (DEBUG SLEEP on a connection of its own) so that the fill stays in flight while the other
+# reads arrive: what they are answered with and how many GETs the node ran are then exact.
+
+SLEEP = 1.5
+
+
+def asleep(node):
+    """`node` blocked for SLEEP seconds; its connection, whose +OK comes when it wakes."""
+    s = RawConn(port=node.port)
+    s.send("DEBUG", "SLEEP", SLEEP)
+    time.sleep(0.1)
+    return s
+
+
+def proxy_counter(client, name):
+    if name.startswith("cmdstat_"):
+        return client.info("commandstats").get(name, {}).get("calls", 0)
+    return proxy_stats(client)[name]
+
+
+def counted(client, name, before, what):
+    """Waits until the proxy's counter `name` passed `before` (counted when the request was
+    planned: its fill, if any, is then queued on the node's connection)."""
+    wait_for(lambda: proxy_counter(client, name) > before, SLEEP / 3, what)
+
+
+def raw_on(proxy, thread, threads, protocol):
+    for _ in range(64):
+        c = RawConn(port=proxy.port)
+        if (c.call("CLIENT", "ID").value - 1) % threads == thread:
+            if protocol == 3:
+                assert c.call("HELLO", "3").kind == "%"
+            return c
+        c.sock.close()
+    pytest.fail("no connection landed on thread %d in 64 tries" % thread)
+
+
+@pytest.mark.parametrize("value", [b"v1", None])
+def test_concurrent_misses_of_a_key_join_one_fill(proxy2, cluster, value):
+    """Readers on both threads, in both protocols, miss on a key while its fill is in flight:
+    the node runs one GET, and each reader gets the fill's reply in its protocol."""
+    key = "c:join:%s" % ("set" if value else "none")
+    setup = proxy2.client(protocol=3)
+    conns = []
+    try:
+        if value:
+            setup.set(key, value)
+        else:
+            setup.delete(key)
+        conns = [raw_on(proxy2, i % 2, 2, 3 if i % 4 < 2 else 2) for i in range(8)]
+        node = owner(cluster, key)
+        gets, stats = calls(node, "get"), proxy_stats(setup)
+        sleeper = asleep(node)
+        conns[0].send("GET", key)
+        counted(setup, "cache_misses", stats["cache_misses"], "the fill sent")
+        for c in conns[1:]:
+            c.send("GET", key)
+        for i, c in enumerate(conns):
+            resp3 = i % 4 < 2
+            want = (b"$2\r\nv1\r\n" if value else b"_\r\n" if resp3 else b"$-1\r\n")
+            assert c.read_reply(SLEEP + 5).raw == want, i
+        assert sleeper.read_reply(5).raw == b"+OK\r\n"
+        sleeper.sock.close()
+        assert calls(node, "get") == gets + 1
+        after = proxy_stats(setup)
+        assert after["cache_joins"] - stats["cache_joins"] == 7
+        assert after["cache_misses"] - stats["cache_misses"] == 1
+        assert after["cache_hits"] - stats["cache_hits"] == 7
+    finally:
+        setup.close()
+        for c in conns:
+            c.sock.close()
+
+
+def test_a_write_after_the_fill_is_sent_keeps_later_misses_off_it(proxy, cluster):
+    """A write through the proxy planned after a fill was sent: the fill may have read before
+    it, so a miss after the write does not take the fill's reply, and one that joined before
+    it is sent to the node again, behind the write."""
+    key = "c:join:w"
+    setup = proxy.client(protocol=3)
+    a, b, c, d = (raw_on(proxy, 0, 1, p) for p in (3, 3, 2, 3))
+    try:
+        setup.set(key, "v1")
+        node = owner(cluster, key)
+        gets, stats = calls(node, "get"), proxy_stats(setup)
+        sets = proxy_counter(setup, "cmdstat_set")
+        sleeper = asleep(node)
+        a.send("GET", key)
+        counted(setup, "cache_misses", stats["cache_misses"], "the fill sent")
+        d.send("GET", key)
+        time.sleep(0.05)
+        b.send("SET", key, "v2")
+        counted(setup, "cmdstat_set", sets, "the SET planned")
+        c.send("GET", key)
+        # One thread, one connection to the node: the fill ran before the SET, and the GETs
+        # sent after it (c's, and d's again) after it.
+        assert a.read_reply(SLEEP + 5).raw == b"$2\r\nv1\r\n"
+        assert b.read_reply(5).raw == b"+OK\r\n"
+        assert c.read_reply(5).raw == b"$2\r\nv2\r\n"
+        assert d.read_reply(5).raw == b"$2\r\nv2\r\n"
+        assert sleeper.read_reply(5).raw == b"+OK\r\n"
+        sleeper.sock.close()
+        assert calls(node, "get") == gets + 3
+        assert proxy_stats(setup)["cache_joins"] == stats["cache_joins"]
+        # A client's own write, then its read, in one pipeline: never joined.
+        setup.set(key, "v2")  # d's read may have cached it: a's read must miss
+        sleeper = asleep(node)
+        stats = proxy_stats(setup)
+        a.send("GET", key)
+        counted(setup, "cache_misses", stats["cache_misses"], "the fill sent")
+        b.send_many([("SET", key, "v3"), ("GET", key)])
+        assert a.read_reply(SLEEP + 5).raw == b"$2\r\nv2\r\n"
+        assert [r.raw for r in b.read_replies(2, 5)] == [b"+OK\r\n", b"$2\r\nv3\r\n"]
+        assert sleeper.read_reply(5).raw == b"+OK\r\n"
+        sleeper.sock.close()
+        assert proxy_stats(setup)["cache_joins"] == stats["cache_joins"]
+    finally:
+        setup.close()
+        for x in (a, b, c, d):
+            x.sock.close()
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_a_joined_read_keeps_its_place_in_the_pipeline(proxy, cluster, protocol):
+    """What a client pipelines after a joined read waits for it: its replies come in order,
+    and its write of the key runs after the read it follows."""
+    key, other = "c:join:p", "c:join:p2"
+    setup = proxy.client(protocol=3)
+    a, c = raw_on(proxy, 0, 1, 3), raw_on(proxy, 0, 1, protocol)
+    try:
+        setup.set(key, "v1")
+        setup.set(other, "o1")
+        node = owner(cluster, key)
+        stats = proxy_stats(setup)
+        sleeper = asleep(node)
+        a.send("GET", key)
+        counted(setup, "cache_misses", stats["cache_misses"], "the fill sent")
+        c.send_many([("GET", key), ("SET", other, "o2"), ("GET", other), ("GET", key)])
+        assert a.read_reply(SLEEP + 5).raw == b"$2\r\nv1\r\n"
+        assert [r.raw for r in c.read_replies(4, 5)] == [
+            b"$2\r\nv1\r\n", b"+OK\r\n", b"$2\r\no2\r\n", b"$2\r\nv1\r\n"]
+        assert sleeper.read_reply(5).raw == b"+OK\r\n"
+        sleeper.sock.close()
+        assert proxy_stats(setup)["cache_joins"] - stats["cache_joins"] == 1
+        # Its write of the key drops the fill it joined (which may read after the write):
+        # the read goes to the node again, ahead of the write.
+        setup.delete(key)
+        stats = proxy_stats(setup)
+        sleeper = asleep(node)
+        a.send("GET", key)
+        counted(setup, "cache_misses", stats["cache_misses"], "the fill sent")
+        c.send_many([("GET", key), ("SET", key, "v2"), ("GET", key)])
+        null = b"_\r\n" if protocol == 3 else b"$-1\r\n"
+        assert a.read_reply(SLEEP + 5).raw == b"_\r\n"
+        assert [r.raw for r in c.read_replies(3, 5)] == [null, b"+OK\r\n", b"$2\r\nv2\r\n"]
+        assert sleeper.read_reply(5).raw == b"+OK\r\n"
+        sleeper.sock.close()
+        assert proxy_stats(setup)["cache_joins"] == stats["cache_joins"]
+    finally:
+        setup.close()
+        a.sock.close()
+        c.sock.close()

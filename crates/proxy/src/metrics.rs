@@ -445,8 +445,8 @@ pub fn info_sections(reg: &Registry, ctx: &InfoContext, wanted: &Sections) -> St
         }
         body.push_str(&format!(
             "cache_hits:{}\r\ncache_misses:{}\r\ncache_evictions:{}\r\n\
-             cache_invalidations:{}\r\n",
-            c.cache.hits, c.cache.misses, c.cache.evictions, c.cache.invalidations
+             cache_invalidations:{}\r\ncache_joins:{}\r\n",
+            c.cache.hits, c.cache.misses, c.cache.evictions, c.cache.invalidations, c.cache.joins
         ));
         section("Proxy", body);
     }
@@ -588,6 +588,11 @@ pub fn prometheus(reg: &Registry, ctx: &InfoContext) -> String {
             "darner_proxy_cache_invalidations_total",
             "Cache entries or fills dropped because their key changed or a node was lost.",
             c.cache.invalidations,
+        ),
+        (
+            "darner_proxy_cache_joins_total",
+            "Cache misses answered by a fill of the same request in flight (counted as hits).",
+            c.cache.joins,
         ),
     ] {
         line(&mut o, name, "counter", help, format!("{name} {v}\n"));

@@ -178,6 +178,10 @@ struct Client {
     /// order): until they are answered, its other requests wait (`must_wait`), so none
     /// overtakes them, and they are sent only when nothing else of the client's is in flight.
     crossing: VecDeque<u64>,
+    /// Its cacheable reads that joined a cache fill in flight (sequence numbers, in order; see
+    /// `cache::Cache::join`): until each is answered or sent, its later requests wait
+    /// (`must_wait`), so that none overtakes one the fill's drop sends to the node.
+    joined: VecDeque<u64>,
     /// With the cache on, its writes not answered yet (sequence numbers, in order): while one
     /// is, the client gets no cache hit (an entry filled meanwhile on another connection may
     /// hold what the node had before the write; the client must read after its write).
@@ -334,7 +338,11 @@ pub fn run(cfg: Config) -> io::Result<()> {
     // One cache for every thread (see the cache module's essay).
     let cache_store = cfg
         .cache_max_memory
-        .map(|m| Arc::new(cache::Store::new(m.max(1024))));
+        .map(|m| Arc::new(cache::Store::new(m.max(1024)).with_threads(cfg.threads)));
+    if let Some(store) = &cache_store {
+        let hub = hub.clone();
+        store.set_wake(move |t| hub.wake(t));
+    }
     let mut handles = Vec::new();
     for (t, listener) in listeners.into_iter().enumerate() {
         let mut worker = Worker::new(
@@ -603,6 +611,19 @@ struct Worker {
     hub: Arc<tracking::Hub>,
     /// This thread's clients by id (a REDIRECT names its target by id).
     by_id: HashMap<u64, usize>,
+    /// Its clients' reads waiting for a cache fill they joined, by join id.
+    joins: HashMap<u64, JoinWait>,
+}
+
+/// A client's read waiting for a cache fill in flight (`Client::joined`).
+struct JoinWait {
+    idx: usize,
+    id: u64,
+    seq: u64,
+    /// The client's protocol when it asked.
+    resp3: bool,
+    /// How it is sent, should the fill be dropped.
+    out: Outgoing,
 }
 
 impl Worker {
@@ -660,6 +681,7 @@ impl Worker {
             bcast_clients: Vec::new(),
             hub: Arc::new(tracking::Hub::new(threads)),
             by_id: HashMap::new(),
+            joins: HashMap::new(),
         })
     }
 
@@ -700,6 +722,7 @@ impl Worker {
                 if ev.token() == LISTENER {
                     self.accept();
                 } else if ev.token() == WAKER {
+                    // Joined reads another thread's fill settled are read below.
                     for r in self.hub.take(self.thread as usize) {
                         if r.broken {
                             self.redirect_broken(r.target, r.from);
@@ -746,6 +769,7 @@ impl Worker {
             self.send_probes();
             self.resend_tried_again();
             self.send_hedges();
+            self.settle_joined();
             self.run_deferred();
             // Before the replies go out: a client that saw one finds it counted.
             self.publish_counters();
@@ -857,6 +881,7 @@ impl Worker {
                         monitor: monitor::Monitoring::default(),
                         waits: wait::ClientWaits::default(),
                         crossing: VecDeque::new(),
+                        joined: VecDeque::new(),
                         writes: VecDeque::new(),
                         tracked: Default::default(),
                         multi_reads: Vec::new(),
@@ -1143,17 +1168,25 @@ impl Worker {
                             _ => {}
                         }
                         let forwarded = matches!(plan, Plan::Forward { .. });
-                        let (plan, writes) = match &mut self.cache {
-                            Some(cache) => cache::plan(
-                                cache,
-                                &self.map,
-                                &args,
-                                plan,
-                                c.session.resp3,
-                                c.writes.is_empty(),
-                                !track_keys.is_empty(),
-                            ),
-                            None => (plan, false),
+                        // A read that joins a fill is answered later, or sent later should the
+                        // fill be dropped: not behind requests still waiting to be sent (it
+                        // would overtake them), nor on a connection of the client's own.
+                        let may_join = c.deferred.is_empty() && c.pinned.is_none() && !in_multi;
+                        let (plan, writes, joined) = match &mut self.cache {
+                            Some(cache) => {
+                                let p = cache::plan(
+                                    cache,
+                                    &self.map,
+                                    &args,
+                                    plan,
+                                    c.session.resp3,
+                                    c.writes.is_empty(),
+                                    !track_keys.is_empty(),
+                                    may_join,
+                                );
+                                (p.plan, p.writes, p.joined)
+                            }
+                            None => (plan, false, None),
                         };
                         // A shared connection's reply records the read's keys; a cache hit
                         // records them now. A read anywhere else (a transaction's or blocking
@@ -1204,6 +1237,9 @@ impl Worker {
                                 if !track_keys.is_empty() {
                                     c.tracked.insert(seq);
                                 }
+                                if joined.is_some() {
+                                    c.joined.push_back(seq);
+                                }
                                 // With the cache on, cacheable reads go to the primary: its
                                 // tracking connection keeps their entries coherent, and the
                                 // cache, not replicas, takes their load. So do a tracking
@@ -1220,12 +1256,22 @@ impl Worker {
                                 } else {
                                     Placement::Policy
                                 };
-                                sends.push(Outgoing::Parts(
-                                    seq,
-                                    parts,
-                                    resp3_before || cross,
-                                    read,
-                                ));
+                                let out = Outgoing::Parts(seq, parts, resp3_before || cross, read);
+                                match joined {
+                                    Some(join) => {
+                                        self.joins.insert(
+                                            join,
+                                            JoinWait {
+                                                idx,
+                                                id: c.id,
+                                                seq,
+                                                resp3: resp3_before,
+                                                out,
+                                            },
+                                        );
+                                    }
+                                    None => sends.push(out),
+                                }
                             }
                             Plan::Pinned {
                                 open,
@@ -1661,6 +1707,10 @@ impl Worker {
         let Some(c) = self.clients.get(idx) else {
             return false;
         };
+        if !c.joined.is_empty() {
+            // Behind a read waiting for a fill it joined (see `Client::joined`).
+            return true;
+        }
         if !c.crossing.is_empty() {
             // What follows a RESP2 client's reads on tracking connections waits for them.
             return !matches!(out, Outgoing::Parts(seq, ..) if c.crossing.binary_search(seq).is_ok());
@@ -1700,6 +1750,55 @@ impl Worker {
                     })
                 })
         })
+    }
+
+    /// The reads of this thread's clients whose joined fill is over (on any thread): each is
+    /// answered with the fill's reply, in its protocol, or, the fill dropped, sent to the
+    /// node as an ordinary miss, ahead of the client's requests that waited behind it.
+    fn settle_joined(&mut self) {
+        let Some(cache) = &mut self.cache else {
+            return;
+        };
+        let joined = cache.take_joined();
+        for j in joined {
+            let Some(w) = self.joins.remove(&j.id) else {
+                continue;
+            };
+            let Some(c) = self.clients.get_mut(w.idx).filter(|c| c.id == w.id) else {
+                continue;
+            };
+            if let Some(i) = c.joined.iter().position(|&s| s == w.seq) {
+                c.joined.remove(i);
+            }
+            if let Some(cache) = &mut self.cache {
+                cache.count_joined(j.reply.is_some());
+            }
+            let owner = Owner::Client {
+                idx: w.idx,
+                id: w.id,
+                seq: w.seq,
+                part: 0,
+            };
+            match j.reply {
+                Some(reply) => self.answer(owner, cache::for_protocol(&reply, w.resp3)),
+                None => {
+                    // Before what waited behind it (which came after it), after any of the
+                    // client's earlier joined reads sent back there already.
+                    let at = c
+                        .deferred
+                        .iter()
+                        .position(|o| o.seq().is_none_or(|s| s > w.seq))
+                        .unwrap_or(c.deferred.len());
+                    c.deferred.insert(at, w.out);
+                    self.deferred_ready.push(w.idx);
+                }
+            }
+            if let Some(c) = self.clients.get(w.idx) {
+                if !c.deferred.is_empty() {
+                    self.deferred_ready.push(w.idx);
+                }
+            }
+        }
     }
 
     /// Sends what waited in clients' `deferred` queues and may go now.
@@ -1934,7 +2033,7 @@ impl Worker {
                     && !asking
                     && matches!(owner, Owner::Client { .. }) =>
             {
-                cache.fill_for(&payload)
+                cache.fill_for(&payload, Some(&be.node))
             }
             _ => None,
         };
@@ -2764,6 +2863,18 @@ enum Outgoing {
     Blocking(u64, Target, Vec<u8>, bool),
     /// WAIT (request `seq`): numreplicas, timeout in ms.
     Wait(u64, i64, u64),
+}
+
+impl Outgoing {
+    /// The client's request it answers (none: a transaction's request the proxy answered).
+    fn seq(&self) -> Option<u64> {
+        match self {
+            Outgoing::Parts(seq, ..) | Outgoing::Blocking(seq, ..) | Outgoing::Wait(seq, ..) => {
+                Some(*seq)
+            }
+            Outgoing::Pinned { seq, .. } => *seq,
+        }
+    }
 }
 
 impl InFlight {

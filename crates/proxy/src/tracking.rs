@@ -269,6 +269,13 @@ impl Hub {
         }
     }
 
+    /// Wakes thread `t`'s loop (the cache posted it something: see `cache::Store::set_wake`).
+    pub fn wake(&self, t: usize) {
+        if let Some(w) = self.wakers.get(t).and_then(OnceLock::get) {
+            let _ = w.wake();
+        }
+    }
+
     /// Thread `t`'s invalidations posted since it last looked.
     pub fn take(&self, t: usize) -> Vec<Redirected> {
         self.inboxes.get(t).map_or_else(Vec::new, |i| {
