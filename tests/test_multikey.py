@@ -123,7 +123,8 @@ def same_as_redis(darner, redis_ref, cmds, **how):
         if getattr(conn, "_sink", None):
             conn._sink.close()
     for i, (w, g) in enumerate(zip(want, got)):
-        assert g == w, "reply %d (%r): darner %r, redis %r" % (i, cmds[i] if i < len(cmds) else "?", g, w)
+        assert g == w, "reply %d (command %r unless a reply was skipped before): darner %r, " \
+            "redis %r" % (i, cmds[i] if i < len(cmds) else "?", g, w)
     assert len(got) == len(want)
 
 
