@@ -482,7 +482,7 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
                 (*s, intents, move |ctx: &mut ShardCtx| mget_part(ctx, &ks))
             })
             .collect();
-        let mut parts: Vec<(usize, u32, u32)> = vec![(0, 0, 0); nkeys];
+        let mut parts: Vec<(usize, usize, usize)> = vec![(0, 0, 0); nkeys];
         let mut bufs = Vec::with_capacity(groups.len());
         for (g, (buf, ends)) in tx.run_parts(plan).await.into_iter().enumerate() {
             let mut start = 0;
@@ -496,7 +496,7 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         let mut out = Vec::with_capacity(total + 16);
         ReplyWriter::new(&mut out, tx.resp3()).array(nkeys);
         for (g, s, e) in parts {
-            out.extend_from_slice(&bufs[g][s as usize..e as usize]);
+            out.extend_from_slice(&bufs[g][s..e]);
         }
         out
     })
@@ -505,7 +505,7 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 /// One shard's share of a multi-shard MGET: each key's reply, encoded one after the other,
 /// and where each ends (the coordinator assembles the array by key position). Shared by the
 /// transaction form and the direct path of a plain MGET (worker/direct.rs).
-pub fn mget_part(ctx: &mut ShardCtx, ks: &[Bytes]) -> (Vec<u8>, Vec<u32>) {
+pub fn mget_part(ctx: &mut ShardCtx, ks: &[Bytes]) -> (Vec<u8>, Vec<usize>) {
     ctx.prefetch(ks);
     let mut buf = Vec::with_capacity(ks.len() * 40);
     let mut ends = Vec::with_capacity(ks.len());
@@ -517,7 +517,7 @@ pub fn mget_part(ctx: &mut ShardCtx, ks: &[Bytes]) -> (Vec<u8>, Vec<u32>) {
             Some(e) if is_str(e) => w.bulk(e.str_value()),
             _ => w.null(),
         }
-        ends.push(w.out.len() as u32);
+        ends.push(w.out.len());
     }
     (buf, ends)
 }

@@ -123,7 +123,7 @@ pub enum Outcome {
     /// MGET: its keys' replies, encoded back to back, and where each ends.
     Replies {
         buf: Vec<u8>,
-        ends: Vec<u32>,
+        ends: Vec<usize>,
     },
     /// Its work panicked (contained): the command answers an internal error.
     Failed,
@@ -159,7 +159,7 @@ pub(super) struct Gather {
     count: i64,
     /// MGET: the share of each key, in key order, and each share's replies once arrived.
     owners: SmallVec<[u32; 16]>,
-    replies: Vec<(Vec<u8>, Vec<u32>)>,
+    replies: Vec<(Vec<u8>, Vec<usize>)>,
     failed: bool,
     /// The command as sent (for the AOF, the feed and the slow log).
     args: Vec<Bytes>,
@@ -190,8 +190,8 @@ impl Gather {
                     let (buf, ends) = &self.replies[p as usize];
                     let j = next[p as usize];
                     next[p as usize] += 1;
-                    let start = if j == 0 { 0 } else { ends[j - 1] as usize };
-                    out.extend_from_slice(&buf[start..ends[j] as usize]);
+                    let start = if j == 0 { 0 } else { ends[j - 1] };
+                    out.extend_from_slice(&buf[start..ends[j]]);
                 }
                 out
             }
