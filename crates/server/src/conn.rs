@@ -221,7 +221,8 @@ pub struct Conn {
     pub pending: VecDeque<(Option<Vec<u8>>, bool)>,
     /// Streamed replies' parts and waits (stream.rs).
     pub stream: StreamState,
-    /// A transaction task of this connection is running: input waits.
+    /// A multi-shard command of this connection is running (a transaction task, or a
+    /// command whose shares are out: worker/direct.rs): input waits.
     pub in_tx: bool,
     /// A command held back by CLIENT PAUSE, to retry.
     pub paused: Option<Vec<Bytes>>,

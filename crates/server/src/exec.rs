@@ -52,6 +52,12 @@ thread_local! {
 
 static NEXT_TX: AtomicU64 = AtomicU64::new(1);
 
+/// A new transaction identity (a task's [`Tx`], or a multi-shard command run without a task:
+/// worker/direct.rs).
+pub fn new_tx_id() -> TxId {
+    NEXT_TX.fetch_add(1, Ordering::Relaxed)
+}
+
 /// Sends `m` to thread `t`; to this thread through the local queue.
 pub fn post(shared: &Shared, t: usize, m: Msg) {
     if t == THREAD.with(|c| c.get()) {
@@ -465,7 +471,7 @@ impl Tx {
     pub fn new(shared: Arc<Shared>, client: ClientState) -> Tx {
         let from_primary = client.master;
         Tx(Rc::new(TxInner {
-            id: NEXT_TX.fetch_add(1, Ordering::Relaxed),
+            id: new_tx_id(),
             shared,
             db: Cell::new(client.db),
             resp3: Cell::new(client.resp3),

@@ -54,6 +54,10 @@ pub enum Part {
         /// Where its result goes (after the blocked clients its writes woke are served).
         done: Completion,
     },
+    /// A share of a plain multi-shard command run without a task (MSET, MGET, DEL, ...:
+    /// worker/direct.rs): scheduled as a one-shot part; its outcome goes back as
+    /// [`Msg::PartDone`].
+    Direct(crate::worker::direct::DirectPart),
 }
 
 /// One single-shard command travelling to its shard.
@@ -156,6 +160,13 @@ pub enum Msg {
         task: usize,
         slot: usize,
         result: Box<dyn Any + Send>,
+    },
+    /// The outcome of one share of a multi-shard command run without a task, for the record
+    /// that gathers them on the connection's thread (worker/direct.rs).
+    PartDone {
+        gather: u32,
+        part: u32,
+        outcome: crate::worker::direct::Outcome,
     },
     /// A fence on a connection's output is lifted (blocking.rs: what its write woke is done).
     Unfence { conn: ConnRef },

@@ -376,18 +376,31 @@ pub fn coordinator_command(
     spec: &darner_commands::CommandSpec,
     args: &[Bytes],
 ) {
-    if !enabled() || !spec.has(darner_commands::flags::WRITE) {
-        return;
+    if enabled() && logged_as_sent(spec) {
+        tx.log_command(args.to_vec());
     }
-    match spec.full_name {
-        // Their steps say what they wrote, where they ran: XREADGROUP its XCLAIMs, the
-        // blocking commands the pop or move that served them, at once or later
-        // (cmd/list/blocking.rs, cmd/sorted_set/blocking.rs), never themselves (a replayed
-        // BLPOP could block the load).
-        "exec" | "xreadgroup" | "blpop" | "brpop" | "blmpop" | "blmove" | "brpoplpush"
-        | "bzpopmin" | "bzpopmax" | "bzmpop" => {}
-        _ => tx.log_command(args.to_vec()),
-    }
+}
+
+/// Whether a multi-shard command that succeeded is written as sent by its coordinator (a
+/// write that does not say what it wrote step by step).
+pub fn logged_as_sent(spec: &darner_commands::CommandSpec) -> bool {
+    // Their steps say what they wrote, where they ran: XREADGROUP its XCLAIMs, the blocking
+    // commands the pop or move that served them, at once or later (cmd/list/blocking.rs,
+    // cmd/sorted_set/blocking.rs), never themselves (a replayed BLPOP could block the load).
+    spec.has(darner_commands::flags::WRITE)
+        && !matches!(
+            spec.full_name,
+            "exec"
+                | "xreadgroup"
+                | "blpop"
+                | "brpop"
+                | "blmpop"
+                | "blmove"
+                | "brpoplpush"
+                | "bzpopmin"
+                | "bzpopmax"
+                | "bzmpop"
+        )
 }
 
 /// The last ticket this thread handed over.

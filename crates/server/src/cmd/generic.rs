@@ -125,16 +125,32 @@ fn parse_db(arg: &[u8], databases: usize) -> Result<usize, &'static [u8]> {
 // ---------------------------------------------------------------------------------------------
 // DEL, UNLINK, EXISTS, TOUCH, TYPE
 
+// One key's work of DEL, EXISTS and TOUCH on its shard (1 when it counts), shared by their
+// transaction form (`count_keys`) and the direct path of a plain command
+// (worker/direct.rs).
+
+pub fn del_key(ctx: &mut ShardCtx, k: &[u8]) -> i64 {
+    let gone = ctx.db().delete(k);
+    if gone {
+        notify(ctx, GENERIC, "del", k);
+    }
+    gone as i64
+}
+
+pub fn exists_key(ctx: &mut ShardCtx, k: &[u8]) -> i64 {
+    ctx.db().exists(k) as i64
+}
+
+/// `get` updates the access clock; TOUCH does so even for a CLIENT NO-TOUCH client (Redis 7.2
+/// exempts touchCommand from NO-TOUCH).
+pub fn touch_key(ctx: &mut ShardCtx, k: &[u8]) -> i64 {
+    ctx.clock.touch = true;
+    ctx.db().get(k).is_some() as i64
+}
+
 fn del(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
-        let n = count_keys(&tx, args, true, |ctx, k| {
-            let gone = ctx.db().delete(k);
-            if gone {
-                notify(ctx, GENERIC, "del", k);
-            }
-            gone as i64
-        })
-        .await;
+        let n = count_keys(&tx, args, true, del_key).await;
         super::with_writer(tx.resp3(), |w| w.int(n))
     })
 }
@@ -147,20 +163,14 @@ fn unlink(tx: Tx, args: Vec<Bytes>) -> TxFuture {
 
 fn exists(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
-        let n = count_keys(&tx, args, false, |ctx, k| ctx.db().exists(k) as i64).await;
+        let n = count_keys(&tx, args, false, exists_key).await;
         super::with_writer(tx.resp3(), |w| w.int(n))
     })
 }
 
 fn touch(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     Box::pin(async move {
-        // `get` updates the access clock; TOUCH does so even for a CLIENT NO-TOUCH client
-        // (Redis 7.2 exempts touchCommand from NO-TOUCH).
-        let n = count_keys(&tx, args, false, |ctx, k| {
-            ctx.clock.touch = true;
-            ctx.db().get(k).is_some() as i64
-        })
-        .await;
+        let n = count_keys(&tx, args, false, touch_key).await;
         super::with_writer(tx.resp3(), |w| w.int(n))
     })
 }

@@ -479,22 +479,7 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
                     .map(|&i| std::mem::take(&mut args[1 + i]))
                     .collect();
                 let intents = Intents::of_reads(&ks, tx.tracks_reads());
-                (*s, intents, move |ctx: &mut ShardCtx| {
-                    ctx.prefetch(&ks);
-                    let mut buf = Vec::with_capacity(ks.len() * 40);
-                    let mut ends = Vec::with_capacity(ks.len());
-                    let resp3 = ctx.resp3;
-                    let mut db = ctx.db();
-                    let mut w = ReplyWriter::new(&mut buf, resp3);
-                    for k in &ks {
-                        match db.get(k) {
-                            Some(e) if is_str(e) => w.bulk(e.str_value()),
-                            _ => w.null(),
-                        }
-                        ends.push(w.out.len());
-                    }
-                    (buf, ends)
-                })
+                (*s, intents, move |ctx: &mut ShardCtx| mget_part(ctx, &ks))
             })
             .collect();
         let mut parts: Vec<(usize, usize, usize)> = vec![(0, 0, 0); nkeys];
@@ -517,8 +502,37 @@ fn mget(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     })
 }
 
-/// Sets every pair on its shard (shards in parallel, one-shot parts unless the shards are
-/// reserved already: MSETNX, EXEC); clears TTLs as SET does.
+/// One shard's share of a multi-shard MGET: each key's reply, encoded one after the other,
+/// and where each ends (the coordinator assembles the array by key position). Shared by the
+/// transaction form and the direct path of a plain MGET (worker/direct.rs).
+pub fn mget_part(ctx: &mut ShardCtx, ks: &[Bytes]) -> (Vec<u8>, Vec<usize>) {
+    ctx.prefetch(ks);
+    let mut buf = Vec::with_capacity(ks.len() * 40);
+    let mut ends = Vec::with_capacity(ks.len());
+    let resp3 = ctx.resp3;
+    let mut db = ctx.db();
+    let mut w = ReplyWriter::new(&mut buf, resp3);
+    for k in ks {
+        match db.get(k) {
+            Some(e) if is_str(e) => w.bulk(e.str_value()),
+            _ => w.null(),
+        }
+        ends.push(w.out.len());
+    }
+    (buf, ends)
+}
+
+/// One shard's share of a multi-shard MSET: its pairs set in order (clearing TTLs, as SET
+/// does). Shared by the transaction form and the direct path (worker/direct.rs).
+pub fn mset_part(ctx: &mut ShardCtx, pairs: &[(Bytes, Bytes)]) {
+    let keys: smallvec::SmallVec<[&Bytes; 16]> = pairs.iter().map(|(k, _)| k).collect();
+    ctx.prefetch(&keys);
+    for (k, v) in pairs {
+        ctx.db().set_str(k, v, None);
+        notify(ctx, STRING, "set", k);
+    }
+}
+
 /// One shard's share of an MSET: its shard, its keys' intents, its pairs.
 type PairsPart = (usize, Intents, Vec<(Bytes, Bytes)>);
 
@@ -555,14 +569,7 @@ async fn set_pairs(tx: &Tx, args: Vec<Bytes>) {
         .into_iter()
         .map(|(s, mut intents, pairs)| {
             intents.normalize();
-            (s, intents, move |ctx: &mut ShardCtx| {
-                let keys: smallvec::SmallVec<[&Bytes; 16]> = pairs.iter().map(|(k, _)| k).collect();
-                ctx.prefetch(&keys);
-                for (k, v) in &pairs {
-                    ctx.db().set_str(k, v, None);
-                    notify(ctx, STRING, "set", k);
-                }
-            })
+            (s, intents, move |ctx: &mut ShardCtx| mset_part(ctx, &pairs))
         })
         .collect();
     tx.run_parts(plan).await;

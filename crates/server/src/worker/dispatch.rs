@@ -2,7 +2,8 @@
 //! request's dispatch: command lookup and the checks that may refuse it (arity, AUTH,
 //! protected commands, RESP2 subscribe mode), MULTI queueing, CLIENT PAUSE, and then where
 //! it runs: a connection command here, a single-shard command inline on this thread's shard
-//! or batched to its shard's thread, a transaction as a task of this thread's executor.
+//! or batched to its shard's thread, a multi-shard MSET, MGET, DEL, ... sent to its shards
+//! directly (direct.rs), any other transaction as a task of this thread's executor.
 
 use super::*;
 
@@ -634,6 +635,10 @@ impl Worker {
             To::Shards(f, plan) => {
                 // Everything this connection sent before must reach its shards first.
                 self.send_batches();
+                // MSET, MGET, DEL, ... across shards: no task (direct.rs).
+                if self.run_direct(c, cmd, args, owner) {
+                    return;
+                }
                 let conn = &mut self.conns[c];
                 // Keys a tracking client reads in this transaction: recorded on their shards
                 // while the transaction still holds them.
@@ -777,7 +782,7 @@ impl Worker {
 }
 
 /// Takes the "skip this reply" decision for the command being dispatched (CLIENT REPLY).
-fn take_suppress(state: &mut ClientState) -> bool {
+pub(super) fn take_suppress(state: &mut ClientState) -> bool {
     state.force_reply = false;
     match state.reply_mode {
         ReplyMode::On => false,

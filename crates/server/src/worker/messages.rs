@@ -155,6 +155,11 @@ impl Worker {
                 exec::fill_slot(slot, result);
                 self.exec.wake(task);
             }
+            Msg::PartDone {
+                gather,
+                part,
+                outcome,
+            } => self.on_part_done(gather, part, outcome),
             Msg::Unfence { conn } => {
                 if let Some(cn) = self.conn_mut(conn) {
                     cn.lift_fence();

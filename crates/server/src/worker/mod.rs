@@ -12,6 +12,7 @@
 //! - conn_io.rs: accepting, reading, prefetching, writing, backpressure, closing;
 //! - dispatch.rs: parsing a connection's requests and dispatching each (the request path);
 //! - route.rs: a request's route, found once: its key positions and where it runs;
+//! - direct.rs: multi-shard MSET, MGET, DEL, ... run without a task;
 //! - messages.rs: the inbox and local queue, batches from other threads, transaction steps;
 //! - scheduling.rs: the transaction scheduler's messages (`Msg::Schedule` / `Run` /
 //!   `Release` / `Released`) and the work that waits behind granted intents;
@@ -35,6 +36,7 @@ use mio::{Events, Interest, Poll, Token};
 use smallvec::SmallVec;
 
 mod conn_io;
+pub mod direct;
 mod dispatch;
 mod durability;
 mod messages;
@@ -43,7 +45,7 @@ mod scheduling;
 mod stats;
 mod streams;
 mod tracking;
-use dispatch::{run_handler, Owner};
+use dispatch::{run_handler, take_suppress, Owner};
 use route::{Routed, To};
 use stats::{account, record, record_stats, slowlog_push, Lap};
 pub use stats::{calibrate_clock, feed_monitors, record_in_exec};
@@ -115,6 +117,8 @@ pub struct Worker {
     rx: Receiver<Msg>,
     shard: Shard,
     exec: Executor,
+    /// Multi-shard commands of this thread's connections whose shares are out (direct.rs).
+    gathers: slab::Slab<direct::Gather>,
     /// Single-shard commands waiting to be sent, per shard (filled while one read is parsed).
     batches: Vec<Vec<BatchItem>>,
     /// Per shard, the reply buffers of its last `BatchDone`, emptied, to go back with the next
@@ -177,6 +181,7 @@ impl Worker {
             next_gen: 0,
             rx,
             exec: Executor::default(),
+            gathers: slab::Slab::new(),
             dirty: Vec::new(),
             held_conns: Vec::new(),
             held_msgs: Default::default(),

@@ -48,6 +48,7 @@ impl Worker {
         let Scheduled { tx, intents, part } = *s;
         let quorum = match &part {
             Part::OneShot { quorum, .. } => Some(quorum.clone()),
+            Part::Direct(p) => Some(p.quorum.clone()),
             Part::Reserve { .. } => None,
         };
         match self.shard.lock.sched.schedule(tx, intents, quorum, part) {
@@ -97,15 +98,7 @@ impl Worker {
                 );
                 // Counted down before the result leaves: a command its reply lets a client send
                 // finds the intents gone, or finished (sched.rs).
-                let mut granted = Vec::new();
-                if let Some(bits) = quorum.part_done() {
-                    for s in waiter_shards(bits, self.shared.threads) {
-                        if s != self.id {
-                            post(&self.shared, s, Msg::Released);
-                        }
-                    }
-                    granted = self.shard.lock.sched.release(tx);
-                }
+                let granted = self.one_shot_ran(tx, &quorum);
                 let reply = result.map(|result| {
                     let m = Msg::HopDone {
                         task: done.task,
@@ -117,7 +110,27 @@ impl Worker {
                 self.spawn_movers(movers, reply);
                 granted
             }
+            Part::Direct(p) => self.run_direct_part(tx, p),
         }
+    }
+
+    /// A one-shot part of transaction `tx` has run here: counts its quorum down; after the
+    /// last part (of all shards), releases its intents here and wakes the other shards that
+    /// wait for it. Returns what the release granted.
+    pub(super) fn one_shot_ran(
+        &mut self,
+        tx: TxId,
+        quorum: &crate::sched::Quorum,
+    ) -> Vec<Granted<Part>> {
+        let Some(bits) = quorum.part_done() else {
+            return Vec::new();
+        };
+        for s in waiter_shards(bits, self.shared.threads) {
+            if s != self.id {
+                post(&self.shared, s, Msg::Released);
+            }
+        }
+        self.shard.lock.sched.release(tx)
     }
 
     /// After intents were granted or released: runs what was granted (and what that grants in
