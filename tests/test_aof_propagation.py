@@ -617,3 +617,56 @@ def test_set_members_the_active_cycle_removes_are_written_as_srem(darner_factory
     new = restart(darner_factory, d).client()
     assert new.smembers("s") == {b"keep", b"m"}
     assert new.execute_command("FIELDTTL", "s", "m") == -1
+
+
+# ---- writes that change nothing ----------------------------------------------------------------
+
+NO_CHANGE_SETUP = [
+    ["SADD", "s", "a"], ["RPUSH", "l", "a", "b"], ["HSET", "h", "f", "v"],
+    ["ZADD", "z", "1", "a"], ["SET", "str", "v"],
+]
+# Each changes nothing here: Redis leaves `server.dirty` as it was, so it neither writes them
+# to its AOF nor counts them in rdb_changes_since_last_save. Several keys per command land on
+# different shards of a 4-thread Darner (the multi-shard paths: direct and task).
+NO_CHANGE = [
+    ["SADD", "s", "a"], ["SREM", "s", "zz"], ["SREM", "nokey", "a"], ["HDEL", "h", "zz"],
+    ["ZREM", "z", "zz"], ["LREM", "l", "0", "zz"], ["LTRIM", "l", "0", "-1"],
+    ["EXPIRE", "nokey", "10"], ["PERSIST", "str"], ["DEL", "nokey"],
+    ["DEL", "nokey1", "nokey2", "nokey3", "nokey4"], ["UNLINK", "nokey", "nokey2", "nokey5"],
+    ["SMOVE", "s", "s2", "zz"], ["HSETNX", "h", "f", "v"], ["SETNX", "str", "v"],
+    ["ZADD", "z", "NX", "1", "a"], ["GETDEL", "nokey"], ["ZREMRANGEBYSCORE", "z", "5", "6"],
+    ["LPOP", "nokey"], ["RENAME", "str", "str"], ["COPY", "nokey", "x"],
+    ["SINTERSTORE", "dst", "nokey1", "nokey2"], ["SPOP", "nokey"],
+    ["MSET", "k1", "v", "k2", "v", "k3", "v"], ["DEL", "k1", "nokey", "nokey2"],
+]
+
+
+def test_writes_that_change_nothing_are_neither_written_nor_counted_as_redis(darner_factory):
+    d = darner_factory(*AOF_ARGS, "--threads", "4")
+    ref = start_redis_aof()
+    try:
+        written, changes = [], []
+        for srv in (d, ref):
+            c = srv.client()
+            for cmd in NO_CHANGE_SETUP:
+                c.execute_command(*cmd)
+            mark(c)
+            before = c.info("persistence")["rdb_changes_since_last_save"]
+            for cmd in NO_CHANGE:
+                try:
+                    c.execute_command(*cmd)
+                except redis.ResponseError:
+                    pass
+            changes.append(c.info("persistence")["rdb_changes_since_last_save"] - before)
+            c.execute_command("SET", "end", "1")
+            written.append(norm(incr_commands(
+                srv.workdir, until=lambda cs: cs and cs[-1] == [b"SET", b"end", b"1"]), MARK))
+    finally:
+        ref.stop()
+    assert written[0] == written[1]
+    # Only the MSET and the DEL that found k1 are changes (three keys set, one deleted).
+    assert [["MSET", "k1", "v", "k2", "v", "k3", "v"], ["DEL", "k1", "nokey", "nokey2"]] == \
+        written[1][:-1]
+    # Redis counts per key changed (MSET of three: 3); Darner one per call that changed
+    # something (docs/compatibility.md).
+    assert changes[0] == 2 and changes[1] == 4, changes

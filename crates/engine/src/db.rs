@@ -129,10 +129,28 @@ struct Watch {
     expired: bool,
 }
 
+thread_local! {
+    /// Keys written on this thread so far ([`Signals::touch`]; not those their TTL removed).
+    static KEYS_WRITTEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many times a key was written on this thread (a shard is a thread) since it started:
+/// every change of a key's value or TTL, its creation and its deletion signal the key (as
+/// Redis's signalModifiedKey, which WATCH relies on), and removals by TTL are not counted. A
+/// write command during which this did not move changed nothing, so the server neither
+/// counts it as a change (`rdb_changes_since_last_save`) nor writes it to the AOF, as Redis,
+/// whose `server.dirty` does not move then (DEL of a missing key, SREM from a missing set).
+/// A write may also signal its key without changing it (a mutable look-up signals before
+/// the command knows): this counts what may have changed, never less.
+pub fn keys_written() -> u64 {
+    KEYS_WRITTEN.with(|c| c.get())
+}
+
 impl Signals {
     /// Marks the clients WATCHing `key` dirty (and forgets them: one write is enough), and
     /// notes the key as ready when clients are blocked on it.
     fn touch(&mut self, key: &[u8]) {
+        KEYS_WRITTEN.with(|c| c.set(c.get() + 1));
         if !self.watchers.is_empty() {
             if let Some(list) = self.watchers.remove(key) {
                 for w in list {

@@ -28,7 +28,7 @@ pub mod table;
 pub mod types;
 pub mod value;
 
-pub use db::{Clock, Db, DbView, Expired, WatchFlag, SCAN_DONE};
+pub use db::{keys_written, Clock, Db, DbView, Expired, WatchFlag, SCAN_DONE};
 pub use entry::{Entry, ValueRef};
 pub use glob::glob_match;
 pub use table::hash_key;

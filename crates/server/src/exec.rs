@@ -25,7 +25,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -412,6 +412,7 @@ fn part_job<R, F>(
     clock: StepClock,
     track: Option<(crate::tracking::Reader, Vec<Bytes>)>,
     logged: Option<(TxId, u32)>,
+    wrote_keys: Arc<AtomicBool>,
     f: F,
 ) -> crate::msg::PartFn
 where
@@ -420,11 +421,15 @@ where
 {
     Box::new(move |ctx: &mut ShardCtx| {
         clock.apply(&mut ctx.clock);
+        let before = darner_engine::keys_written();
         let r: Box<dyn Any + Send> = Box::new(crate::propagate::in_tx(logged, || {
             let r = f(ctx);
             crate::propagate::expired(ctx.shard);
             r
         }));
+        if darner_engine::keys_written() != before {
+            wrote_keys.store(true, Ordering::Relaxed);
+        }
         // What it wrote reaches the AOF thread before its result reaches the coordinator,
         // which ends the transaction's log after every part (propagate.rs).
         if logged.is_some() {
@@ -461,6 +466,9 @@ struct TxInner {
     dest: Cell<Option<crate::stream::Dest>>,
     /// What it writes to the AOF itself, when it may write (propagate.rs).
     log: RefCell<Option<crate::propagate::TxLog>>,
+    /// A step of it wrote a key (`darner_engine::keys_written` moved while it ran): a
+    /// multi-shard command whose steps wrote none changed nothing (propagate.rs, `call`).
+    wrote_keys: Arc<AtomicBool>,
 }
 
 /// A transaction: the handle multi-shard commands use to reach shards.
@@ -483,7 +491,13 @@ impl Tx {
             from_primary,
             dest: Cell::new(None),
             log: RefCell::new(None),
+            wrote_keys: Arc::new(AtomicBool::new(false)),
         }))
+    }
+
+    /// Whether a step of this transaction wrote a key so far.
+    pub fn wrote_keys(&self) -> bool {
+        self.0.wrote_keys.load(Ordering::Relaxed)
     }
 
     pub fn id(&self) -> TxId {
@@ -654,14 +668,19 @@ impl Tx {
         let writer = self.writer();
         let clock = self.step_clock();
         let logged = self.log_tag();
+        let wrote_keys = self.0.wrote_keys.clone();
         let job: crate::msg::ShardFn = Box::new(move |ctx: &mut ShardCtx| {
             clock.apply(&mut ctx.clock);
+            let before = darner_engine::keys_written();
             let r = crate::propagate::in_tx(logged, || {
                 let r = f(ctx);
                 // Keys its step found expired: their DEL is part of the transaction.
                 crate::propagate::expired(ctx.shard);
                 r
             });
+            if darner_engine::keys_written() != before {
+                wrote_keys.store(true, Ordering::Relaxed);
+            }
             // The hop's keyspace events leave before its result can (notify.rs); so does
             // what it wrote, to the AOF thread (propagate.rs).
             crate::notify::done(ctx);
@@ -794,7 +813,13 @@ impl Tx {
             let (done, hop) = pending::<R>();
             hops.push(hop);
             let reads = std::mem::take(&mut intents.reads);
-            let job = part_job(clock, track.map(|r| (r, reads)), self.log_tag(), f);
+            let job = part_job(
+                clock,
+                track.map(|r| (r, reads)),
+                self.log_tag(),
+                self.0.wrote_keys.clone(),
+                f,
+            );
             msgs.push((
                 s,
                 Msg::Schedule(Box::new(Scheduled {
@@ -836,7 +861,7 @@ impl Tx {
             let (done, hop) = pending::<R>();
             hops.push(hop);
             shards.push(s);
-            let job = part_job(clock, None, self.log_tag(), f);
+            let job = part_job(clock, None, self.log_tag(), self.0.wrote_keys.clone(), f);
             msgs.push((
                 s,
                 Msg::Schedule(Box::new(Scheduled {

@@ -169,8 +169,22 @@ impl ShardCtx<'_> {
     }
 }
 
+thread_local! {
+    /// The running handler said it changed nothing ([`ShardCtx::unchanged_write`]).
+    static SAID_UNCHANGED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// [`ShardCtx::unchanged_write`] was called: [`call`] counts the call once.
+pub fn note_unchanged() {
+    SAID_UNCHANGED.with(|c| c.set(true));
+}
+
 /// Runs a key handler's call `f`, then records what it wrote: what the handler gave, or its
-/// arguments if it is a write command that succeeded (`failed` tells from the reply).
+/// arguments if it is a write command that succeeded (`failed` tells from the reply) and
+/// wrote a key. A write command that wrote no key (DEL of a missing key, SADD of a member
+/// already there: `darner_engine::keys_written` did not move) changed nothing: it is not
+/// written, and not counted as a change, as Redis neither propagates nor counts a call
+/// that left `server.dirty` as it was.
 pub fn call<R>(
     ctx: &mut ShardCtx,
     spec: &darner_commands::CommandSpec,
@@ -178,31 +192,42 @@ pub fn call<R>(
     f: impl FnOnce(&mut ShardCtx) -> R,
     failed: impl FnOnce(&R) -> bool,
 ) -> R {
-    if !enabled() {
-        return f(ctx);
-    }
+    let written_before = darner_engine::keys_written();
+    let said_before = SAID_UNCHANGED.with(|c| c.replace(false));
+    let recording = enabled();
     let db = ctx.db;
-    let outer = LOCAL.with(|l| {
-        let mut l = l.borrow_mut();
-        l.depth += 1;
-        std::mem::take(&mut l.call)
+    let outer = recording.then(|| {
+        LOCAL.with(|l| {
+            let mut l = l.borrow_mut();
+            l.depth += 1;
+            std::mem::take(&mut l.call)
+        })
     });
     let r = f(ctx);
-    // Keys the command found past their TTL went first: their DEL precedes it.
-    expired(ctx.shard);
-    let given = LOCAL.with(|l| {
-        let mut l = l.borrow_mut();
-        l.depth -= 1;
-        std::mem::replace(&mut l.call, outer)
-    });
-    match given {
-        Some(cmds) => {
-            for c in cmds {
-                record(c);
+    let succeeded_write = spec.has(darner_commands::flags::WRITE) && !failed(&r);
+    let wrote = changed_something(spec, darner_engine::keys_written() != written_before);
+    let said = SAID_UNCHANGED.with(|c| c.replace(said_before));
+    if succeeded_write && !wrote && !said {
+        ctx.unchanged_write();
+        SAID_UNCHANGED.with(|c| c.set(said_before));
+    }
+    if let Some(outer) = outer {
+        // Keys the command found past their TTL went first: their DEL precedes it.
+        expired(ctx.shard);
+        let given = LOCAL.with(|l| {
+            let mut l = l.borrow_mut();
+            l.depth -= 1;
+            std::mem::replace(&mut l.call, outer)
+        });
+        match given {
+            Some(cmds) => {
+                for c in cmds {
+                    record(c);
+                }
             }
+            None if succeeded_write && wrote => record_args(db, args),
+            None => {}
         }
-        None if spec.has(darner_commands::flags::WRITE) && !failed(&r) => record_args(db, args),
-        None => {}
     }
     r
 }
@@ -376,9 +401,19 @@ pub fn coordinator_command(
     spec: &darner_commands::CommandSpec,
     args: &[Bytes],
 ) {
-    if enabled() && logged_as_sent(spec) {
+    if enabled() && logged_as_sent(spec) && changed_something(spec, tx.wrote_keys()) {
         tx.log_command(args.to_vec());
     }
+}
+
+/// Whether a write command that succeeded changed anything: a command on keys did when it
+/// wrote one (`darner_engine::keys_written`: SMOVE of a missing member, COPY of a missing
+/// key, DEL of missing keys change nothing, and Redis neither propagates nor counts them);
+/// a command without keys (FLUSHALL, FUNCTION LOAD) is taken as changing something, and so
+/// is every stream command: a consumer group's changes (XGROUP CREATE, XREADGROUP, XACK,
+/// XCLAIM) do not signal their key, as in Redis, where WATCH does not see them either.
+pub fn changed_something(spec: &darner_commands::CommandSpec, wrote_keys: bool) -> bool {
+    wrote_keys || spec.key_specs.is_empty() || spec.group == "stream"
 }
 
 /// Whether a multi-shard command that succeeded is written as sent by its coordinator (a

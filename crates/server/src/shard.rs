@@ -105,6 +105,7 @@ impl<'a> ShardCtx<'a> {
     pub fn unchanged_write(&self) {
         crate::shared::bump(&self.shared.stats[self.shard.id].unchanged_writes, 1);
         crate::shared::bump(&self.shared.stats[self.shard.id].undirty, 1);
+        crate::propagate::note_unchanged();
     }
 
     pub fn db(&mut self) -> DbView<'_> {

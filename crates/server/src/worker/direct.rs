@@ -422,8 +422,14 @@ impl Worker {
         }
         drop(views);
         let failed = err.is_some();
+        // A DEL that deleted nothing changed nothing: not written, not counted as a change
+        // (propagate.rs, `call`).
+        let unchanged = g.kind == Kind::Del && g.count == 0;
+        if !failed && unchanged {
+            crate::shared::bump(&self.shared.stats[self.id].undirty, 1);
+        }
         if let Some(mut log) = g.log {
-            if !failed && crate::propagate::logged_as_sent(g.cmd.spec) {
+            if !failed && !unchanged && crate::propagate::logged_as_sent(g.cmd.spec) {
                 log.command(g.db, g.args);
             }
             // The end of its transaction in the log, on this thread before the reply can

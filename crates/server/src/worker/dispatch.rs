@@ -682,6 +682,12 @@ impl Worker {
                     let reply = f(tx.clone(), args.clone()).await;
                     if reply.first() != Some(&b'-') {
                         crate::propagate::coordinator_command(&tx, cmd.spec, &args);
+                        if cmd.spec.has(flags::WRITE)
+                            && !crate::propagate::changed_something(cmd.spec, tx.wrote_keys())
+                        {
+                            // Not one of `server.dirty`'s changes (record counts the call).
+                            crate::shared::bump(&shared.stats[thread].undirty, 1);
+                        }
                     }
                     if let (Some(r), false) = (reader, tracked.is_empty()) {
                         crate::tracking::remember_in_tx(&tx, tracked, r).await;

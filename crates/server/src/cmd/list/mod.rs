@@ -443,9 +443,14 @@ fn ltrim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         Some((s, e)) => (s, len - e - 1),
     };
     l.trim(left, right);
-    // Redis signals the key even when nothing was trimmed.
+    // Redis signals the key even when nothing was trimmed, but counts (and propagates) only
+    // what it trimmed.
     let gone = removed(&mut db, key, fill);
     notify_removed(ctx, key, "ltrim", gone);
+    if left + right == 0 {
+        ctx.unchanged_write();
+        ctx.propagate_nothing();
+    }
     w.ok();
 }
 
