@@ -667,9 +667,14 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
     };
     let out = snap.out.clone();
     let (streaming, waited) = {
-        let g = out.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = out.lock().unwrap_or_else(|p| p.into_inner());
         if g.to_writer.behind(g.streaming()) {
-            // The writer is behind (a slow disk): no step this turn.
+            // The writer is behind (a slow disk, a slow replica): no step this turn. What
+            // waits for a big value is let go (`key_waits` then says no): it must not wait
+            // for the disk or the network; its guard writes the rest at once, as before.
+            if g.waited {
+                g.released = true;
+            }
             return true;
         }
         (g.streaming(), g.waited)
@@ -807,7 +812,9 @@ pub fn key_waits(shard: &mut crate::shard::Shard, db: usize, key: &[u8]) -> bool
     let out = snap.out.clone();
     let now_ms = {
         let mut g = out.lock().unwrap_or_else(|p| p.into_inner());
-        if g.stopped.load(Ordering::Relaxed) {
+        // A stopped save writes nothing more; one whose writer is behind would keep the
+        // command waiting for the disk or the network (see `step`).
+        if g.stopped.load(Ordering::Relaxed) || g.to_writer.behind(g.streaming()) {
             return false;
         }
         if g.current
@@ -849,7 +856,7 @@ pub fn tx_waits(shard: &crate::shard::Shard, intents: &crate::sched::Intents) ->
         return false;
     }
     let mut g = snap.out.lock().unwrap_or_else(|p| p.into_inner());
-    if g.stopped.load(Ordering::Relaxed) {
+    if g.stopped.load(Ordering::Relaxed) || g.to_writer.behind(g.streaming()) {
         return false;
     }
     let held = g
