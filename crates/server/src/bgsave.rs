@@ -36,7 +36,12 @@
 //! element-by-element types, a stream node by node). Until it is done, the table forces it:
 //! a write to that key first has the rest written at once, from the value as it still is, so
 //! the record stays the value at the cut (a stream's metadata and groups come last, so a
-//! write that changes only a group is caught as well).
+//! write that changes only a group is caught as well). That write would hold the whole shard
+//! for as long (10 ms and more for a 1M-field hash), so a command that touches a big value the
+//! save still owes waits instead ([`key_waits`], [`tx_waits`]): it is parked with the work
+//! that waits for streamed keys (stream.rs, `Streams`), the value is written next in its
+//! bounded steps, and the command runs once it is written; the forced write remains for what
+//! cannot wait (expiry, eviction, a part reserving the whole shard, a writer that is behind).
 //!
 //! **A big record streams.** A key's record must be contiguous in the file, so no other
 //! chunk may come between its parts. One shard at a time (the pipe's lane) sends its big
