@@ -40,8 +40,9 @@
 //! for as long (10 ms and more for a 1M-field hash), so a command that touches a big value the
 //! save still owes waits instead ([`key_waits`], [`tx_waits`]): it is parked with the work
 //! that waits for streamed keys (stream.rs, `Streams`), the value is written next in its
-//! bounded steps, and the command runs once it is written; the forced write remains for what
-//! cannot wait (expiry, eviction, a part reserving the whole shard, a writer that is behind).
+//! bounded steps (even while the writer is behind: the command must not wait for the disk),
+//! and the command runs once it is written; the forced write remains for what cannot wait
+//! (expiry, eviction, a part reserving the whole shard).
 //!
 //! **A big record streams.** A key's record must be contiguous in the file, so no other
 //! chunk may come between its parts. One shard at a time (the pipe's lane) sends its big
@@ -655,11 +656,12 @@ pub fn abort(shard: &mut crate::shard::Shard) {
 }
 
 /// Whether this shard's snapshot waits for its writer ([`MAX_QUEUED`] bytes on their way):
-/// its loop need not spin meanwhile.
+/// its loop need not spin meanwhile. Not while a command waits for a big value: that value's
+/// steps go on (see [`step`]).
 pub fn behind(shard: &crate::shard::Shard) -> bool {
     shard.snapshot.as_ref().is_some_and(|snap| {
         let out = snap.out.lock().unwrap_or_else(|p| p.into_inner());
-        out.to_writer.behind(out.streaming())
+        !out.waited && out.to_writer.behind(out.streaming())
     })
 }
 
@@ -671,23 +673,24 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
         return false;
     };
     let out = snap.out.clone();
-    let (streaming, waited) = {
-        let mut g = out.lock().unwrap_or_else(|p| p.into_inner());
-        if g.to_writer.behind(g.streaming()) {
-            // The writer is behind (a slow disk, a slow replica): no step this turn. What
-            // waits for a big value is let go (`key_waits` then says no): it must not wait
-            // for the disk or the network; its guard writes the rest at once, as before.
-            if g.waited {
-                g.released = true;
-            }
+    let (streaming, waited, behind) = {
+        let g = out.lock().unwrap_or_else(|p| p.into_inner());
+        let behind = g.to_writer.behind(g.streaming());
+        if behind && !g.waited {
+            // The writer is behind (a slow disk): no step this turn.
             return true;
         }
-        (g.streaming(), g.waited)
+        (g.streaming(), g.waited, behind)
     };
     let start = Instant::now();
     if waited {
-        // A writer waits for a big value: it goes first (the cursor's keys wait for no one).
+        // A command waits for a big value: it goes first (the cursor's keys wait for no
+        // one), even while the writer is behind: the command must not wait for the disk or
+        // the network, and the record is the bytes its guard would have forced out at once.
         big_steps(shard, &out, start);
+        if behind {
+            return true;
+        }
     }
     // The lane's holder writes only its record until it ends: every other piece waits for
     // that end at the writer.
@@ -817,9 +820,7 @@ pub fn key_waits(shard: &mut crate::shard::Shard, db: usize, key: &[u8]) -> bool
     let out = snap.out.clone();
     let now_ms = {
         let mut g = out.lock().unwrap_or_else(|p| p.into_inner());
-        // A stopped save writes nothing more; one whose writer is behind would keep the
-        // command waiting for the disk or the network (see `step`).
-        if g.stopped.load(Ordering::Relaxed) || g.to_writer.behind(g.streaming()) {
+        if g.stopped.load(Ordering::Relaxed) {
             return false;
         }
         if g.current
@@ -861,7 +862,7 @@ pub fn tx_waits(shard: &crate::shard::Shard, intents: &crate::sched::Intents) ->
         return false;
     }
     let mut g = snap.out.lock().unwrap_or_else(|p| p.into_inner());
-    if g.stopped.load(Ordering::Relaxed) || g.to_writer.behind(g.streaming()) {
+    if g.stopped.load(Ordering::Relaxed) {
         return false;
     }
     let held = g
