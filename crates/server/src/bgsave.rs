@@ -66,7 +66,7 @@
 //! values that writes forced out early; no copy of the dataset.
 
 use crate::persist::snapshot::{
-    has_hash_field_ttls, is_big, write_select, write_small, Big, Form, SnapshotOptions,
+    has_hash_field_ttls, is_big, may_be_big, write_select, write_small, Big, Form, SnapshotOptions,
 };
 use crate::shared::Shared;
 use darner_engine::{Clock, Entry};
@@ -818,7 +818,7 @@ pub fn key_waits(shard: &mut crate::shard::Shard, db: usize, key: &[u8]) -> bool
         return false;
     };
     let out = snap.out.clone();
-    let now_ms = {
+    {
         let mut g = out.lock().unwrap_or_else(|p| p.into_inner());
         if g.stopped.load(Ordering::Relaxed) {
             return false;
@@ -830,20 +830,19 @@ pub fn key_waits(shard: &mut crate::shard::Shard, db: usize, key: &[u8]) -> bool
             g.waited = true;
             return true;
         }
-        if g.promote(db, key) {
-            return true;
-        }
-        g.clock.now_ms
-    };
-    let Some(e) = shard.dbs[db].entry_raw(key) else {
-        return false;
-    };
-    // Small values are left to the write's guard (a key's record costs about what a lookup
-    // does); only a big value is worth the wait.
-    if !is_big(e, now_ms) || !shard.dbs[db].snapshot_take(key) {
+    }
+    // Every command of the shard asks while a save runs: a lookup and an O(1) count leave
+    // out all but big values; the table then says whether the save still owes the value
+    // (taken for later already, or taken now ahead of the cursor), and only then is the list
+    // of those taken for later searched. (A value past the count but not big at the cut's
+    // time, its elements' TTLs counted, is written whole now by the sink, as its guard would.)
+    match shard.dbs[db].entry_raw(key) {
+        Some(e) if may_be_big(e) => {}
+        _ => return false,
+    }
+    if !shard.dbs[db].snapshot_take(key) {
         return false;
     }
-    // The sink took it for later, at the back: it goes to the front.
     let mut g = out.lock().unwrap_or_else(|p| p.into_inner());
     g.promote(db, key)
 }
@@ -1406,6 +1405,44 @@ mod tests {
         assert_eq!(from.held.load(Ordering::Relaxed), 0);
         assert_eq!(from.queued.load(Ordering::Relaxed), 0);
         assert!(b.take_lane(), "free again after the end");
+    }
+
+    /// The big values a command waits for go to the front of those taken for later, in the
+    /// order they were asked for, ahead of the cursor's order; asking again changes nothing,
+    /// and a key not taken for later is not waited for here.
+    #[test]
+    fn big_values_waited_for_go_first_in_the_order_asked() {
+        let (to_writer, _from) = pipe();
+        let mut out = ShardOut {
+            buf: Vec::new(),
+            later: [(0, "a"), (0, "b"), (0, "c"), (1, "a"), (0, "d")]
+                .map(|(db, k)| (db, k.as_bytes().to_vec()))
+                .into(),
+            urgent: 0,
+            current: None,
+            waited: false,
+            released: false,
+            db: None,
+            to_writer,
+            clock: Clock::at(0),
+            snap: SnapshotOptions {
+                encode: darner_rdb::EncodeOptions::default(),
+                access: AccessOpcode::None,
+                now_ms: 0,
+                form: Form::Rdb,
+            },
+            stopped: Arc::new(AtomicBool::new(false)),
+        };
+        assert!(!out.promote(2, b"a"));
+        assert!(!out.waited);
+        assert!(out.promote(0, b"c"));
+        assert!(out.promote(1, b"a"));
+        assert!(out.promote(0, b"c"));
+        assert!(out.waited);
+        let order: Vec<(usize, &[u8])> = out.later.iter().map(|(d, k)| (*d, &k[..])).collect();
+        let want: [(usize, &[u8]); 5] = [(0, b"c"), (1, b"a"), (0, b"a"), (0, b"b"), (0, b"d")];
+        assert_eq!(order, want);
+        assert_eq!(out.urgent, 2);
     }
 
     /// A big value's record is kept in parts of about [`CHUNK`] bytes (no buffer of the
