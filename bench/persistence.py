@@ -28,6 +28,14 @@ restarts alternate (darner, redis, darner, ...) --repeat times each, on the same
 median, min and max of each are printed with the ratio of the medians (on a shared machine the
 noise is large: compare medians, measured in the same run).
 
+--only bigwrite (darner only, --threads forced to 1 so that every key shares the big hash's
+shard): --repeat rounds on one server loaded once; each round resets the stats, starts the
+probe (GETs of key:0 in a loop), sends BGSAVE, and --hit-after seconds later an HSET to the big
+hash (a write to a big value the save has not written yet), then waits for the save's end. It
+prints each round's HSET latency, the probe's max during the save, and the server's longest
+loop turn (INFO's darner_eventloop_duration_max): how long the write held the other clients
+of its shard.
+
 Servers bind 127.0.0.1 on free ports, every phase is bounded in time, and each server is
 stopped whatever happens.
 
@@ -252,6 +260,56 @@ def run_server(name, argv_of, args):
     return res
 
 
+def only_bigwrite(argv_of, args):
+    """--only bigwrite: see the docstring. Returns the rounds' figures."""
+    d = tempfile.mkdtemp(prefix="persist-bench-")
+    port = free_port()
+    proc = start(argv_of(port), port, d)
+    rounds = []
+    try:
+        load_dataset(port, args.keys, args.value_size, args.hash_fields)
+        c, w = Conn(port), Conn(port)
+        for i in range(args.repeat):
+            time.sleep(0.5)
+            c.call("CONFIG", "RESETSTAT")
+            stop = mp.Event()
+            q = mp.Queue()
+            pr = mp.Process(target=probe, args=(port, stop, q))
+            pr.start()
+            time.sleep(0.3)
+            t0 = time.perf_counter()
+            c.call("BGSAVE")
+            time.sleep(args.hit_after)
+            t = time.perf_counter()
+            w.call("HSET", "bighash", "f0", "round%d" % i)
+            hset = time.perf_counter() - t
+            deadline = time.time() + 600
+            while info(c, "persistence").get("rdb_bgsave_in_progress") != "0":
+                if time.time() > deadline:
+                    raise RuntimeError("BGSAVE did not finish")
+                time.sleep(0.01)
+            t1 = time.perf_counter()
+            turn = int(info(c, "stats").get("darner_eventloop_duration_max", "0"))
+            stop.set()
+            lat = q.get(timeout=60)
+            pr.join(timeout=10)
+            during = [dt for (ts, dt) in lat if t0 <= ts <= t1]
+            r = {"hset_ms": hset * 1000, "probe_max_ms": max(during) * 1000,
+                 "turn_ms": turn / 1000, "bgsave": t1 - t0}
+            rounds.append(r)
+            print("round %d: HSET %.2f ms  probe max %.2f ms (%d GETs)  longest turn %.2f ms"
+                  "  BGSAVE %.2f s" % (i + 1, r["hset_ms"], r["probe_max_ms"], len(during),
+                                       r["turn_ms"], r["bgsave"]), flush=True)
+    finally:
+        stop_process(proc)
+        shutil.rmtree(d, ignore_errors=True)
+    for k in ("hset_ms", "probe_max_ms", "turn_ms"):
+        v = sorted(r[k] for r in rounds)
+        print("%-13s median %.2f ms (min %.2f, max %.2f, %d rounds)"
+              % (k, v[len(v) // 2], v[0], v[-1], len(v)))
+    return rounds
+
+
 def time_load(argv_of, d):
     """Starts the server in `d` (which holds dump.rdb): {"load": seconds from start to the
     first PING answered, not LOADING; "loaded_keys": DBSIZE} or {"load": None, "load_err"}."""
@@ -321,13 +379,16 @@ def main():
     ap.add_argument("--servers", default="darner,redis")
     ap.add_argument("--baseline", type=float, default=3.0,
                     help="seconds of the writer and the probe without a snapshot first")
-    ap.add_argument("--only", choices=["all", "bgsave", "load"], default="all",
+    ap.add_argument("--only", choices=["all", "bgsave", "load", "bigwrite"], default="all",
                     help="bgsave: skip SAVE and the load (quicker runs for the probe); "
                          "load: time only the restart with the file (see the docstring)")
     ap.add_argument("--worst", type=int, default=0,
                     help="print the probe's N slowest GETs during BGSAVE as ms@seconds "
                          "after BGSAVE was sent (BGSAVE's own time is printed too)")
-    ap.add_argument("--repeat", type=int, default=5, help="with --only load: restarts each")
+    ap.add_argument("--repeat", type=int, default=5,
+                    help="with --only load: restarts each; with --only bigwrite: rounds")
+    ap.add_argument("--hit-after", type=float, default=0.05,
+                    help="with --only bigwrite: seconds from BGSAVE to the HSET")
     args = ap.parse_args()
     print(machine_line())
     print("dataset: %d keys of %d bytes + a hash of %d fields; darner --threads %d"
@@ -339,6 +400,11 @@ def main():
         "redis": lambda port: [args.redis, "--port", str(port), "--bind", "127.0.0.1",
                                "--save", "", "--appendonly", "no"],
     }
+    if args.only == "bigwrite":
+        args.threads = 1
+        print("bigwrite: darner --threads 1, HSET %.3f s after BGSAVE" % args.hit_after)
+        only_bigwrite(argv["darner"], args)
+        return
     if args.only == "load":
         only_load(args.servers.split(","), argv, args)
         return

@@ -369,3 +369,56 @@ def test_bgsave_file_gives_each_database_its_size_before_the_keys(darner_factory
     with open(path, "rb") as f:
         assert rdb_sizes_before_keys(f.read()) == want
     assert_redis_loads(path, digest)
+
+
+@pytest.mark.darner_only
+def test_a_write_to_a_big_value_being_saved_waits_and_the_shard_serves_the_others(
+        darner_factory):
+    """A write to a big value the save has not written yet waits while the value is written
+    in its bounded steps (bgsave.rs, `key_waits`), instead of having the rest serialized in
+    its own turn: the other clients of the shard are served meanwhile; the write then runs
+    with its right result, and so do a transaction and a reader of the key (they wait too),
+    and the file holds the hash as it was at the cut."""
+    # One thread: the big hash and the other keys share the one shard.
+    srv = darner_factory(threads=1)
+    fields = 300_000
+    with srv.raw() as c, srv.raw() as w, srv.raw() as g, srv.raw() as t, srv.raw() as rd:
+        for i in range(0, fields, 2000):
+            pipeline(c, [("HSET", "big") + tuple(x for j in range(i, i + 2000)
+                                                 for x in ("f%d" % j, "v%d" % j))])
+        fill(c, 2000)
+        digest = c.call("DEBUG", "DIGEST").py()
+        # Each step of the big value (1024 fields) and each other key then sleeps 2 ms, so
+        # the hash takes about 290 loop turns to write: the write waits that many.
+        assert c.call("CONFIG", "SET", "rdb-key-save-delay", "2000").py() == b"OK"
+        assert c.call("BGSAVE").raw == b"+Background saving started\r\n"
+        w.send("HSET", "big", "f7", "changed", "fresh", "x")
+        # The HSET arrives first (same thread, an earlier turn), then the others, each
+        # answered while it waits: 30 requests need at most 30 turns, the hash ~290.
+        time.sleep(0.05)
+        t.send_many([("MULTI",), ("HSET", "big", "f8", "tx"), ("HGET", "big", "f8"), ("EXEC",)])
+        rd.send("HGET", "big", "f9")
+        for i in range(10):
+            assert g.call("GET", "k:%d" % i, timeout=30).py() == b"v%d" % i
+            assert g.call("HGET", "h:%d" % (i * 10), "g", timeout=30).py() == b"%d" % (i * 10)
+            assert g.call("SET", "new:%d" % i, "n", timeout=30).py() == b"OK"
+        # (Replies sent by then are in the sockets: a short read finds them.)
+        assert w.pending(0.05) == b"", "the HSET did not wait for the hash's record"
+        assert t.pending(0.05) == b"+OK\r\n+QUEUED\r\n+QUEUED\r\n", "nor did the EXEC"
+        assert rd.pending(0.05) == b"", "nor did the reader"
+        assert w.read_reply(timeout=60).py() == 1
+        assert t.read_reply(timeout=60).py() == [0, b"tx"]
+        assert rd.read_reply(timeout=60).py() == b"v9"
+        assert c.call("HGET", "big", "f7").py() == b"changed"
+        assert c.call("HLEN", "big").py() == fields + 1
+        assert c.call("CONFIG", "SET", "rdb-key-save-delay", "0").py() == b"OK"
+        wait_saved(c)
+        ref = load_in_redis(os.path.join(srv.workdir, "dump.rdb"))
+        try:
+            with ref.raw() as r:
+                assert r.call("HLEN", "big").py() == fields
+                assert r.call("HGET", "big", "f7").py() == b"v7"
+                assert r.call("HGET", "big", "fresh").py() is None
+                assert r.call("DEBUG", "DIGEST").py() == digest
+        finally:
+            ref.stop()

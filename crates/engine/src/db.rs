@@ -869,6 +869,12 @@ impl Db {
         self.table.snapshot_undefer(key);
     }
 
+    /// Hands `key` to the snapshot's sink ahead of its cursor, not forced; true when the sink
+    /// took it for later (see [`Table::snapshot_take`]).
+    pub fn snapshot_take(&mut self, key: &[u8]) -> bool {
+        self.table.snapshot_take(key)
+    }
+
     /// Writes about `count` more entries of the snapshot in progress; true once its cursor
     /// is through (see [`Table::snapshot_step`]).
     pub fn snapshot_step(&mut self, count: usize) -> bool {

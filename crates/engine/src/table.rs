@@ -332,6 +332,34 @@ impl Table {
         }
     }
 
+    /// Hands `key` to the snapshot's sink now, ahead of the cursor and not forced, when the
+    /// snapshot has not written it yet: a writer about to change a big value asks for it, so
+    /// that the sink takes it for later (returns false) and the writer can wait while it is
+    /// written in steps, instead of the write's guard serializing it whole in one go. Returns
+    /// whether the key is now taken for later ([`Table::snapshot_undefer`] once written); a
+    /// value the sink wrote at once (small after all) is recorded as written, as a guard
+    /// would.
+    pub fn snapshot_take(&mut self, key: &[u8]) -> bool {
+        let h = hash_key(key);
+        let Some(mark) = self.snapshot.as_deref() else {
+            return false;
+        };
+        if mark.written(position(h), key) {
+            return mark.deferred.contains(key);
+        }
+        let seg = &self.segments[self.segment_of(h)].table;
+        let Some(at) = seg.find(slot_hash(h), key) else {
+            return false;
+        };
+        let mark = self.snapshot.as_deref_mut().expect("checked");
+        mark.skip.insert(key.into());
+        if (mark.sink)(seg.at(at), false) {
+            return false;
+        }
+        mark.deferred.insert(key.into());
+        true
+    }
+
     /// Ends the snapshot in progress without writing what it has not written yet (the save
     /// was stopped): its sink is dropped, writes no longer call it.
     pub fn snapshot_abort(&mut self) {
@@ -836,6 +864,8 @@ mod tests {
         Upsert(u16, u8),
         Sweep(u8),
         Step(u8),
+        /// A writer asks for a key ahead of the cursor (`snapshot_take`).
+        Take(u16),
     }
 
     fn snap_op() -> impl Strategy<Value = SnapOp> {
@@ -846,6 +876,7 @@ mod tests {
             (0u16..3000, any::<u8>()).prop_map(|(k, v)| SnapOp::Upsert(k, v)),
             any::<u8>().prop_map(SnapOp::Sweep),
             (1u8..200).prop_map(SnapOp::Step),
+            (0u16..3000).prop_map(SnapOp::Take),
         ]
     }
 
@@ -959,6 +990,12 @@ mod tests {
                 SnapOp::Step(n) => {
                     t.snapshot_step(*n as usize);
                     write_later(&mut t, &got);
+                }
+                SnapOp::Take(k) => {
+                    // Taken for later exactly when the sink still has it to write.
+                    let taken = t.snapshot_take(&key(*k));
+                    let pending = pending.lock().unwrap().contains(&key(*k));
+                    prop_assert_eq!(taken, pending);
                 }
             }
         }

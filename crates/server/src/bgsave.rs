@@ -36,7 +36,13 @@
 //! element-by-element types, a stream node by node). Until it is done, the table forces it:
 //! a write to that key first has the rest written at once, from the value as it still is, so
 //! the record stays the value at the cut (a stream's metadata and groups come last, so a
-//! write that changes only a group is caught as well).
+//! write that changes only a group is caught as well). That write would hold the whole shard
+//! for as long (10 ms and more for a 1M-field hash), so a command that touches a big value the
+//! save still owes waits instead ([`key_waits`], [`tx_waits`]): it is parked with the work
+//! that waits for streamed keys (stream.rs, `Streams`), the value is written next in its
+//! bounded steps (even while the writer is behind: the command must not wait for the disk),
+//! and the command runs once it is written; the forced write remains for what cannot wait
+//! (expiry, eviction, a part reserving the whole shard).
 //!
 //! **A big record streams.** A key's record must be contiguous in the file, so no other
 //! chunk may come between its parts. One shard at a time (the pipe's lane) sends its big
@@ -60,7 +66,7 @@
 //! values that writes forced out early; no copy of the dataset.
 
 use crate::persist::snapshot::{
-    has_hash_field_ttls, is_big, write_select, write_small, Big, Form, SnapshotOptions,
+    has_hash_field_ttls, is_big, may_be_big, write_select, write_small, Big, Form, SnapshotOptions,
 };
 use crate::shared::Shared;
 use darner_engine::{Clock, Entry};
@@ -368,10 +374,19 @@ pub struct ShardSnapshot {
 
 struct ShardOut {
     buf: Vec<u8>,
-    /// Big values taken for later (database, key), in the order the cursor met them.
+    /// Big values taken for later (database, key), in the order the cursor met them, but
+    /// for the first `urgent`: those a writer waits for ([`key_waits`]), in the order they
+    /// were asked for.
     later: std::collections::VecDeque<(usize, Vec<u8>)>,
+    urgent: usize,
     /// The big value being written.
     current: Option<BigValue>,
+    /// A writer waits for a big value ([`key_waits`]): the shard's steps write big values
+    /// before the cursor's keys until it is resumed.
+    waited: bool,
+    /// The big value being written ended (written, forced out, gone): what waited for it
+    /// may run ([`take_released`]).
+    released: bool,
     /// The database of the last entry written into `buf` (a chunk starts with none).
     db: Option<usize>,
     to_writer: ToWriter,
@@ -447,8 +462,16 @@ impl ShardOut {
         }
         if forced {
             // Taken for later but not started: forgotten there, written whole here.
-            self.later
-                .retain(|(d, k)| !(*d == db && k.as_slice() == e.key()));
+            if let Some(i) = self
+                .later
+                .iter()
+                .position(|(d, k)| *d == db && k.as_slice() == e.key())
+            {
+                self.later.remove(i);
+                if i < self.urgent {
+                    self.urgent -= 1;
+                }
+            }
         }
         self.write_whole(db, e);
         if !forced {
@@ -466,6 +489,25 @@ impl ShardOut {
                 }
             }
         }
+        true
+    }
+
+    /// Moves the big value of `key` taken for later to the end of the urgent ones (a writer
+    /// waits for it); false when it is not taken for later.
+    fn promote(&mut self, db: usize, key: &[u8]) -> bool {
+        let Some(i) = self
+            .later
+            .iter()
+            .position(|(d, k)| *d == db && k.as_slice() == key)
+        else {
+            return false;
+        };
+        if i >= self.urgent {
+            let item = self.later.remove(i).expect("found");
+            self.later.insert(self.urgent, item);
+            self.urgent += 1;
+        }
+        self.waited = true;
         true
     }
 
@@ -499,6 +541,7 @@ impl ShardOut {
         let Some(mut cur) = self.current.take() else {
             return;
         };
+        self.released = true;
         self.send();
         if cur.streaming {
             cur.parts.push(std::mem::take(&mut cur.record));
@@ -521,6 +564,7 @@ impl ShardOut {
     /// short (the file is not kept), so that the writer stops holding the rest back.
     fn drop_big(&mut self) -> Option<(usize, Vec<u8>)> {
         let cur = self.current.take()?;
+        self.released = true;
         if cur.streaming {
             self.to_writer.send(Piece::RecordEnd);
             self.to_writer.release_lane();
@@ -575,7 +619,10 @@ pub fn mark(
     let out = Arc::new(Mutex::new(ShardOut {
         buf: Vec::new(),
         later: Default::default(),
+        urgent: 0,
         current: None,
+        waited: false,
+        released: false,
         db: None,
         to_writer,
         clock,
@@ -609,11 +656,12 @@ pub fn abort(shard: &mut crate::shard::Shard) {
 }
 
 /// Whether this shard's snapshot waits for its writer ([`MAX_QUEUED`] bytes on their way):
-/// its loop need not spin meanwhile.
+/// its loop need not spin meanwhile. Not while a command waits for a big value: that value's
+/// steps go on (see [`step`]).
 pub fn behind(shard: &crate::shard::Shard) -> bool {
     shard.snapshot.as_ref().is_some_and(|snap| {
         let out = snap.out.lock().unwrap_or_else(|p| p.into_inner());
-        out.to_writer.behind(out.streaming())
+        !out.waited && out.to_writer.behind(out.streaming())
     })
 }
 
@@ -625,35 +673,64 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
         return false;
     };
     let out = snap.out.clone();
-    let streaming = {
+    let (streaming, waited, behind) = {
         let g = out.lock().unwrap_or_else(|p| p.into_inner());
-        if g.to_writer.behind(g.streaming()) {
+        let behind = g.to_writer.behind(g.streaming());
+        if behind && !g.waited {
             // The writer is behind (a slow disk): no step this turn.
             return true;
         }
-        g.streaming()
+        (g.streaming(), g.waited, behind)
     };
     let start = Instant::now();
+    if waited {
+        // A command waits for a big value: it goes first (the cursor's keys wait for no
+        // one), even while the writer is behind: the command must not wait for the disk or
+        // the network, and the record is the bytes its guard would have forced out at once.
+        big_steps(shard, &out, start);
+        if behind {
+            return true;
+        }
+    }
     // The lane's holder writes only its record until it ends: every other piece waits for
     // that end at the writer.
     for db in shard.dbs.iter_mut().filter(|_| !streaming) {
+        if start.elapsed() >= STEP_TIME {
+            break;
+        }
         while db.snapshot_active() {
             // True once the cursor is through (big values taken for later may remain).
             if db.snapshot_step(STEP_KEYS) || start.elapsed() >= STEP_TIME {
                 break;
             }
         }
-        if start.elapsed() >= STEP_TIME {
-            break;
-        }
     }
-    // Big values taken for later, a step at a time.
+    big_steps(shard, &out, start);
+    drop(out);
+    let Some(snap) = shard.snapshot.as_ref() else {
+        return false;
+    };
+    if Arc::strong_count(&snap.out) > 1 {
+        return true;
+    }
+    let mut out = snap.out.lock().unwrap_or_else(|p| p.into_inner());
+    out.send();
+    out.to_writer.send(Piece::Done);
+    drop(out);
+    shard.snapshot = None;
+    false
+}
+
+/// Big values taken for later, a step at a time, until the turn's [`STEP_TIME`] is spent.
+fn big_steps(shard: &mut crate::shard::Shard, out: &Arc<Mutex<ShardOut>>, start: Instant) {
     while start.elapsed() < STEP_TIME {
         let mut g = out.lock().unwrap_or_else(|p| p.into_inner());
         if g.stopped.load(Ordering::Relaxed) {
             // A stopped save writes nothing more: its big values are let go.
             let mut keys: Vec<(usize, Vec<u8>)> = g.later.drain(..).collect();
+            g.urgent = 0;
             keys.extend(g.drop_big());
+            g.released = true;
             drop(g);
             for (db, key) in keys {
                 shard.dbs[db].snapshot_undefer(&key);
@@ -664,6 +741,7 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
             let Some((db, key)) = g.later.pop_front() else {
                 break;
             };
+            g.urgent = g.urgent.saturating_sub(1);
             let (snap, clock) = (g.snap, g.clock);
             let Some(e) = shard.dbs[db].entry_raw(&key) else {
                 continue;
@@ -687,6 +765,7 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
                 }
                 None => {
                     // Nothing left at the cut's time: nothing to write.
+                    g.released = true;
                     drop(g);
                     shard.dbs[db].snapshot_undefer(&key);
                     continue;
@@ -699,6 +778,7 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
         let db = cur.db;
         let Some(e) = shard.dbs[db].entry_raw(&cur.walk.key) else {
             o.current = None;
+            o.released = true;
             continue;
         };
         if cur.walk(e, &snap, BIG_STEP) {
@@ -708,21 +788,107 @@ pub fn step(shard: &mut crate::shard::Shard) -> bool {
             shard.dbs[db].snapshot_undefer(&key);
         } else {
             o.stream_parts();
+            drop(g);
+            // rdb-key-save-delay: a big value's step counts as a key (a test's way to make
+            // one last while writers wait for it); the sleep ends the turn.
+            let delay = KEY_SAVE_DELAY_US.load(Ordering::Relaxed);
+            if delay > 0 {
+                std::thread::sleep(Duration::from_micros(delay));
+                break;
+            }
         }
     }
-    drop(out);
+}
+
+/// Whether a command touching `key` of database `db` must wait for this shard's snapshot,
+/// which has not written the key's big value yet: the value is being written in steps, or
+/// taken for later (it is then written next, before the others taken for later), or not
+/// reached by the cursor yet (taken for later now, the same way). Without the wait, the
+/// command's guard would serialize the rest of the value in its own turn (10 ms for a
+/// 1M-field hash), holding every client of the shard. Reads wait too: the engine's read
+/// lookup goes through the same guard (it may touch the access clock, or remove the key or
+/// its fields past their TTL). The caller parks the command with the work that waits for
+/// streams (worker/streams.rs) and tries it again once [`take_released`] says so; every
+/// other key goes on meanwhile. A transaction's part asks [`tx_waits`]. Work that is not
+/// asked (expiry or eviction removing the key, a part that reserves the whole shard, a
+/// script's or EXEC's access to a key its part did not name) keeps the guard's way: the
+/// rest is written at once.
+pub fn key_waits(shard: &mut crate::shard::Shard, db: usize, key: &[u8]) -> bool {
     let Some(snap) = shard.snapshot.as_ref() else {
         return false;
     };
-    if Arc::strong_count(&snap.out) > 1 {
-        return true;
+    let out = snap.out.clone();
+    {
+        let mut g = out.lock().unwrap_or_else(|p| p.into_inner());
+        if g.stopped.load(Ordering::Relaxed) {
+            return false;
+        }
+        if g.current
+            .as_ref()
+            .is_some_and(|c| c.db == db && *c.walk.key == *key)
+        {
+            g.waited = true;
+            return true;
+        }
     }
-    let mut out = snap.out.lock().unwrap_or_else(|p| p.into_inner());
-    out.send();
-    out.to_writer.send(Piece::Done);
-    drop(out);
-    shard.snapshot = None;
-    false
+    // Every command of the shard asks while a save runs: a lookup and an O(1) count leave
+    // out all but big values; the table then says whether the save still owes the value
+    // (taken for later already, or taken now ahead of the cursor), and only then is the list
+    // of those taken for later searched. (A value past the count but not big at the cut's
+    // time, its elements' TTLs counted, is written whole now by the sink, as its guard would.)
+    match shard.dbs[db].entry_raw(key) {
+        Some(e) if may_be_big(e) => {}
+        _ => return false,
+    }
+    if !shard.dbs[db].snapshot_take(key) {
+        return false;
+    }
+    let mut g = out.lock().unwrap_or_else(|p| p.into_inner());
+    g.promote(db, key)
+}
+
+/// Whether a transaction's part with `intents` must wait for this shard's snapshot: it
+/// touches the big value being written or one a command waits for (reads included, as in
+/// [`key_waits`]) (keys are known here by
+/// their fingerprints only, so another key of the same fingerprint waits too, harmlessly).
+/// A part that reserves the whole shard, or writes a big value nobody waits for yet, does
+/// not wait: its guard writes the rest at once, as before.
+pub fn tx_waits(shard: &crate::shard::Shard, intents: &crate::sched::Intents) -> bool {
+    let Some(snap) = shard.snapshot.as_ref() else {
+        return false;
+    };
+    if intents.whole || intents.keys.is_empty() {
+        return false;
+    }
+    let mut g = snap.out.lock().unwrap_or_else(|p| p.into_inner());
+    if g.stopped.load(Ordering::Relaxed) {
+        return false;
+    }
+    let held = g
+        .current
+        .iter()
+        .map(|c| &*c.walk.key)
+        .chain(g.later.iter().take(g.urgent).map(|(_, k)| k.as_slice()))
+        .map(crate::sched::fingerprint)
+        .any(|fp| intents.keys.iter().any(|&(f, _)| f == fp));
+    g.waited |= held;
+    held
+}
+
+/// Whether the writers waiting for this shard's snapshot ([`key_waits`]) may try again:
+/// a big value ended since the last call (the one they wait for, or one before it), or the
+/// snapshot did.
+pub fn take_released(shard: &crate::shard::Shard) -> bool {
+    let Some(snap) = shard.snapshot.as_ref() else {
+        return true;
+    };
+    let mut g = snap.out.lock().unwrap_or_else(|p| p.into_inner());
+    let released = std::mem::take(&mut g.released);
+    if released {
+        // Those still waiting say so again when they are tried.
+        g.waited = false;
+    }
+    released
 }
 
 /// BGSAVE's work once the shards are marked: the writer thread. `header` is the file's start
@@ -1239,6 +1405,44 @@ mod tests {
         assert_eq!(from.held.load(Ordering::Relaxed), 0);
         assert_eq!(from.queued.load(Ordering::Relaxed), 0);
         assert!(b.take_lane(), "free again after the end");
+    }
+
+    /// The big values a command waits for go to the front of those taken for later, in the
+    /// order they were asked for, ahead of the cursor's order; asking again changes nothing,
+    /// and a key not taken for later is not waited for here.
+    #[test]
+    fn big_values_waited_for_go_first_in_the_order_asked() {
+        let (to_writer, _from) = pipe();
+        let mut out = ShardOut {
+            buf: Vec::new(),
+            later: [(0, "a"), (0, "b"), (0, "c"), (1, "a"), (0, "d")]
+                .map(|(db, k)| (db, k.as_bytes().to_vec()))
+                .into(),
+            urgent: 0,
+            current: None,
+            waited: false,
+            released: false,
+            db: None,
+            to_writer,
+            clock: Clock::at(0),
+            snap: SnapshotOptions {
+                encode: darner_rdb::EncodeOptions::default(),
+                access: AccessOpcode::None,
+                now_ms: 0,
+                form: Form::Rdb,
+            },
+            stopped: Arc::new(AtomicBool::new(false)),
+        };
+        assert!(!out.promote(2, b"a"));
+        assert!(!out.waited);
+        assert!(out.promote(0, b"c"));
+        assert!(out.promote(1, b"a"));
+        assert!(out.promote(0, b"c"));
+        assert!(out.waited);
+        let order: Vec<(usize, &[u8])> = out.later.iter().map(|(d, k)| (*d, &k[..])).collect();
+        let want: [(usize, &[u8]); 5] = [(0, b"c"), (1, b"a"), (0, b"a"), (0, b"b"), (0, b"d")];
+        assert_eq!(order, want);
+        assert_eq!(out.urgent, 2);
     }
 
     /// A big value's record is kept in parts of about [`CHUNK`] bytes (no buffer of the

@@ -336,6 +336,9 @@ pub struct Streams {
     holds: Vec<(crate::msg::TxId, usize, Box<[u8]>)>,
     /// Holds were added: work deferred behind their keys' intents meanwhile waits here instead.
     pub held_new: bool,
+    /// Commands wait here for a big value a background save is writing (bgsave.rs,
+    /// `key_waits`): a hold on that key, tried again when the save says the value is written.
+    pub snapshot_parked: bool,
     /// `appendfsync always`: the next chunks wait until this shard's changes up to this
     /// ticket are fsynced (worker/durability.rs), as every other reply does.
     pub durable_wait: Option<u64>,

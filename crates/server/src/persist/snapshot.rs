@@ -475,6 +475,20 @@ impl Big {
 
 /// Whether `e` is written in steps: a collection of more than [`BIG_ELEMENTS`] elements (a
 /// stream's live entries).
+/// Whether `e` may be big ([`is_big`] at some time): its elements counted without looking
+/// at their TTLs, O(1) (a bound of the count [`is_big`] makes in one pass when some have TTLs).
+pub(crate) fn may_be_big(e: &Entry) -> bool {
+    let n = match e.value() {
+        ValueRef::Str(_) => return false,
+        ValueRef::Hash(h) => h.len(),
+        ValueRef::List(l) => l.len(),
+        ValueRef::Set(s) => s.len(),
+        ValueRef::ZSet(z) => z.len(),
+        ValueRef::Stream(s) => s.len() as usize,
+    };
+    n > BIG_ELEMENTS
+}
+
 pub(crate) fn is_big(e: &Entry, now_ms: i64) -> bool {
     match e.value() {
         ValueRef::Str(_) => false,

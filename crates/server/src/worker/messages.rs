@@ -375,6 +375,7 @@ impl Worker {
                 .shard
                 .streams
                 .must_wait(from, it.conn, it.db, &it.keys, &it.args)
+                || self.snapshot_must_wait(it.db, &it.keys, &it.args)
             {
                 parked.push(i);
                 continue;

@@ -363,6 +363,9 @@ impl Worker {
             if self.shard.snapshot.is_some() {
                 crate::bgsave::step(&mut self.shard);
             }
+            // Commands that waited for a big value the save was writing (bgsave.rs,
+            // `key_waits`) run again once it is written.
+            self.snapshot_resume();
             self.count_turn();
         }
         // Shutdown: close every client.

@@ -23,8 +23,14 @@ use std::collections::VecDeque;
 impl Worker {
     /// A transaction's part for this shard (Msg::Schedule).
     pub(super) fn on_schedule(&mut self, s: Box<Scheduled>) {
+        // A part that writes a big value the background save is writing (or a writer waits
+        // for) waits for it like a write outside transactions (bgsave.rs, `tx_waits`),
+        // rather than have the rest of the value serialized in its own turn.
+        let save_holds =
+            self.shard.snapshot.is_some() && crate::bgsave::tx_waits(&self.shard, &s.intents);
         let streams = &mut self.shard.streams;
-        if !streams.idle() || !streams.tx_waiting.is_empty() || streams.has_parked() {
+        if !streams.idle() || !streams.tx_waiting.is_empty() || streams.has_parked() || save_holds {
+            streams.snapshot_parked |= save_holds;
             streams.tx_waiting.push_back(Msg::Schedule(s));
             return;
         }

@@ -17,7 +17,10 @@ impl Worker {
         owner: Owner<'_>,
     ) -> bool {
         let streams = &self.shard.streams;
-        if (streams.idle() || !self.shard.lock.free()) && !streams.has_holds() {
+        if (streams.idle() || !self.shard.lock.free())
+            && !streams.has_holds()
+            && self.shard.snapshot.is_none()
+        {
             return false;
         }
         // Only a single-shard command on this thread's shard.
@@ -29,13 +32,16 @@ impl Worker {
             idx: c as u32,
             gen: conn.gen,
         };
+        let db = conn.state.db;
         if !self
             .shard
             .streams
-            .must_wait(self.id, me, conn.state.db, &routed.keys, args)
+            .must_wait(self.id, me, db, &routed.keys, args)
+            && !self.snapshot_must_wait(db, &routed.keys, args)
         {
             return false;
         }
+        let conn = &mut self.conns[c];
         conn.parsed.push_front(owner.own(args));
         conn.stream.wait = true;
         self.shard.streams.wait(me);
@@ -43,6 +49,66 @@ impl Worker {
         let n = &self.shared.stats[self.id].commands;
         n.store(n.load(Ordering::Relaxed).wrapping_sub(1), Ordering::Relaxed);
         true
+    }
+
+    /// Whether a command (keys at positions `keys` of `args`) must wait for the background
+    /// save's hold on a big value of this shard (bgsave.rs, `key_waits`): it is then
+    /// parked like work that touches a streamed key, and tried again when the value is
+    /// written ([`Worker::snapshot_resume`]). Readers of the key wait too: the engine's read
+    /// lookup goes through the same serialize-before-write guard as a write (it may touch
+    /// the access clock, remove the key or its fields past their TTL), so a reader let
+    /// through would have the rest of the value written in its own turn.
+    pub(super) fn snapshot_must_wait<A: AsRef<[u8]>>(
+        &mut self,
+        db: usize,
+        keys: &[usize],
+        args: &[A],
+    ) -> bool {
+        if self.shard.snapshot.is_none() {
+            return false;
+        }
+        let waits = keys
+            .iter()
+            .any(|&i| crate::bgsave::key_waits(&mut self.shard, db, args[i].as_ref()));
+        self.shard.streams.snapshot_parked |= waits;
+        waits
+    }
+
+    /// Once a turn while writes wait for the background save's hold: when the big value
+    /// they waited for is written (or the save ended), everything parked runs again in
+    /// order, as when a stream ends (what still has to wait parks again).
+    pub(super) fn snapshot_resume(&mut self) {
+        if !self.shard.streams.snapshot_parked || !crate::bgsave::take_released(&self.shard) {
+            return;
+        }
+        self.shard.streams.snapshot_parked = false;
+        self.resume_streams_waiting();
+        // At the turn's end: the resumed connections run and their replies leave now (the
+        // save may have ended, and the next wait for events may then block).
+        self.pump();
+        self.send_batches();
+        self.flush_dirty();
+    }
+
+    /// Everything parked behind streamed or held keys runs again, in order; the
+    /// transactions' parts that waited for the streams are scheduled once none runs.
+    fn resume_streams_waiting(&mut self) {
+        let (parked, waiters) = self.shard.streams.take_waiting();
+        for (from, item) in parked {
+            self.exec_batch(from, vec![item]);
+        }
+        for r in waiters {
+            if let Some(cn) = self.conn_mut(r) {
+                cn.stream.wait = false;
+                self.resume.push(r.idx as usize);
+            }
+        }
+        if self.shard.streams.idle() {
+            // Transactions' parts that waited for the streams are scheduled, in order.
+            for m in std::mem::take(&mut self.shard.streams.tx_waiting) {
+                self.handle(m);
+            }
+        }
     }
 
     /// Starts a stream for connection `c`'s command when it is a big whole-collection read
@@ -142,22 +208,7 @@ impl Worker {
         if !crate::stream::step(&mut self.shard, &self.shared, Shared::now_ms()) {
             return;
         }
-        let (parked, waiters) = self.shard.streams.take_waiting();
-        for (from, item) in parked {
-            self.exec_batch(from, vec![item]);
-        }
-        for r in waiters {
-            if let Some(cn) = self.conn_mut(r) {
-                cn.stream.wait = false;
-                self.resume.push(r.idx as usize);
-            }
-        }
-        if self.shard.streams.idle() {
-            // Transactions' parts that waited for the streams are scheduled, in order.
-            for m in std::mem::take(&mut self.shard.streams.tx_waiting) {
-                self.handle(m);
-            }
-        }
+        self.resume_streams_waiting();
     }
 
     /// At the end of a pump: queue the next step while streams can run; give the streams of
