@@ -155,8 +155,8 @@ fn del(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     })
 }
 
-/// UNLINK is DEL for now: values are strings, cheap to free inline. Freeing big values off the
-/// shard thread comes with the aggregate types (a later issue).
+/// UNLINK is DEL: both leave a big value's freeing to the background (the engine's graveyard:
+/// `Db::delete`), which Redis does only for UNLINK (or with `lazyfree-lazy-user-del yes`).
 fn unlink(tx: Tx, args: Vec<Bytes>) -> TxFuture {
     del(tx, args)
 }
