@@ -12,6 +12,7 @@ sent; and INFO commandstats and the slow log must count them as Redis does.
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 
@@ -234,3 +235,27 @@ def test_commandstats_and_slowlog_count_cross_shard_commands(darner_factory):
         logged = [e[3] for e in c.call("SLOWLOG", "GET", "20").py()]
         for cmd in ([b"MSET", b"a", b"1", b"b", b"2"], [b"MGET", b"a", b"b"], [b"DEL", b"a", b"b"]):
             assert cmd in logged, logged
+
+
+def test_a_no_touch_client_leaves_the_access_clock_of_keys_across_shards(darner_factory):
+    """CLIENT NO-TOUCH holds for the multi-shard commands too (the direct path's shares and a
+    transaction's steps), as in Redis, which asks the client at every lookup; TOUCH still
+    touches (Redis 7.2 exempts it)."""
+    d = darner_factory("--threads", "2")
+    c = d.client()
+    c.mset({k: "v" for k in KEYS})
+    time.sleep(3.1)
+    nt = d.client()
+    nt.execute_command("CLIENT", "NO-TOUCH", "on")
+    nt.mget(KEYS)
+    nt.exists(*KEYS)
+    p = nt.pipeline(transaction=True)
+    p.get(KEYS[0])
+    p.mget(KEYS)
+    p.execute()
+    idle = [c.object("idletime", k) for k in KEYS]
+    assert min(idle) >= 2, idle
+    nt.touch(*KEYS[:2])
+    c.mget(KEYS[2:])
+    idle = [c.object("idletime", k) for k in KEYS]
+    assert max(idle) <= 1, idle

@@ -394,6 +394,9 @@ fn new_completion() -> Completion {
 struct StepClock {
     frozen_ms: Option<i64>,
     from_primary: bool,
+    /// Reads update the access clock (false for a CLIENT NO-TOUCH client, as its own
+    /// commands: Redis looks at the client for every lookup, inside EXEC and scripts too).
+    touch: bool,
 }
 
 impl StepClock {
@@ -402,6 +405,7 @@ impl StepClock {
             clock.now_ms = ms;
         }
         clock.from_primary = self.from_primary;
+        clock.touch = self.touch;
     }
 }
 
@@ -541,6 +545,7 @@ impl Tx {
         StepClock {
             frozen_ms: self.0.frozen_ms.get(),
             from_primary: self.0.from_primary,
+            touch: !self.0.client.borrow().no_touch,
         }
     }
 

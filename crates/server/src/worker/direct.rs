@@ -136,6 +136,8 @@ pub struct DirectPart {
     resp3: bool,
     /// Sent by this replica's primary: no key counts as expired (`Clock::from_primary`).
     from_primary: bool,
+    /// Reads update the access clock (not for a CLIENT NO-TOUCH client; TOUCH always does).
+    touch: bool,
     /// The tag of what it writes for the AOF and the feed (the command's transaction, its
     /// only step), when the command may write and they are on (propagate.rs).
     logged: Option<(TxId, u32)>,
@@ -268,6 +270,7 @@ impl Worker {
         let seq = conn.expect(suppress);
         conn.in_tx = true;
         let (db, resp3, from_primary) = (conn.state.db, conn.state.resp3, conn.state.master);
+        let touch = !conn.state.no_touch;
         let conn_ref = ConnRef {
             idx: c as u32,
             gen: conn.gen,
@@ -312,6 +315,7 @@ impl Worker {
                 db,
                 resp3,
                 from_primary,
+                touch,
                 logged,
                 work,
                 back: (self.id, gather, p as u32),
@@ -338,6 +342,7 @@ impl Worker {
             db,
             resp3,
             from_primary,
+            touch,
             logged,
             work,
             back: (thread, gather, part),
@@ -345,6 +350,7 @@ impl Worker {
         let outcome = self
             .run_on_shard(db, resp3, None, |ctx| {
                 ctx.clock.from_primary = from_primary;
+                ctx.clock.touch = touch;
                 let outcome = crate::propagate::in_tx(logged, || {
                     let o = work.run(ctx);
                     // Keys its share found expired: their DEL is part of the command.
