@@ -1648,6 +1648,25 @@ mod tests {
         );
     }
 
+    /// The joined reads of `c` answered so far: each is one of `waiting` (taken out), and a
+    /// version (`:n`) answered is at least the one answered to a writer before it joined.
+    /// Returns how many were answered by their fill.
+    fn check_joined(c: &mut Cache, waiting: &mut HashMap<u64, u64>) -> u64 {
+        let mut answered = 0;
+        for j in c.take_joined() {
+            let floor = waiting.remove(&j.id).expect("a join of this thread");
+            if let Some(r) = j.reply {
+                let v: u64 = std::str::from_utf8(&r[1..r.len() - 2])
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                assert!(v >= floor, "joined read {v} after {floor} answered");
+                answered += 1;
+            }
+        }
+        answered
+    }
+
     /// As below, with misses joining fills in flight on any thread: a joined read answered
     /// with a version older than a write answered before it joined would be a bug.
     #[test]
@@ -1667,19 +1686,6 @@ mod tests {
                     // Joined reads: id -> the newest version answered when they joined.
                     let mut waiting: HashMap<u64, u64> = HashMap::new();
                     let (mut joined, mut answered_joins) = (0u64, 0u64);
-                    let mut check = |c: &mut Cache, waiting: &mut HashMap<u64, u64>| {
-                        for j in c.take_joined() {
-                            let floor = waiting.remove(&j.id).expect("a join of this thread");
-                            if let Some(r) = j.reply {
-                                let v: u64 = std::str::from_utf8(&r[1..r.len() - 2])
-                                    .unwrap()
-                                    .parse()
-                                    .unwrap();
-                                assert!(v >= floor, "joined read {v} after {floor} answered");
-                                answered_joins += 1;
-                            }
-                        }
-                    };
                     let mut seed = 0x2545_f491_4f6c_dd1du64 ^ (t as u64 + 1);
                     for _ in 0..20_000 {
                         seed ^= seed << 13;
@@ -1708,7 +1714,7 @@ mod tests {
                                 c.finish_fill(*f, N, format!(":{v}\r\n").as_bytes(), None);
                             }
                         }
-                        check(&mut c, &mut waiting);
+                        answered_joins += check_joined(&mut c, &mut waiting);
                     }
                     (c, waiting, joined, answered_joins)
                 })
@@ -1718,17 +1724,7 @@ mod tests {
         // All done before any inbox is read: a thread still running may post to another's.
         let done: Vec<_> = workers.into_iter().map(|w| w.join().unwrap()).collect();
         for (mut c, mut waiting, joined, mut answered_joins) in done {
-            for j in c.take_joined() {
-                let floor = waiting.remove(&j.id).expect("a join of this thread");
-                if let Some(r) = j.reply {
-                    let v: u64 = std::str::from_utf8(&r[1..r.len() - 2])
-                        .unwrap()
-                        .parse()
-                        .unwrap();
-                    assert!(v >= floor, "joined read {v} after {floor} answered");
-                    answered_joins += 1;
-                }
-            }
+            answered_joins += check_joined(&mut c, &mut waiting);
             assert!(
                 waiting.is_empty(),
                 "every joined read has its outcome: {} left of {joined}",
