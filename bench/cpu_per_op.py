@@ -5,7 +5,9 @@ and --threads 2 (half the keys on the other thread), one or more builds side by 
 Each server runs on core 0 (taskset), darner-bench on core 1; both servers of a build are
 filled with key:0 .. key:999,999 (32-byte values, as bench/multikey.py does) so that GETs and
 MGETs hit. Cases, 50 connections, uniform keys, --time seconds each: get, set (unpipelined),
-get-p16, set-p16 (16 in flight per connection), mset10, mget10 (10 keys per command). Each
+get-p16, set-p16 (16 in flight per connection), mset10, mget10 (10 keys per command); and,
+only when asked for (--cases), mget10-track (mget10 from connections with CLIENT TRACKING on,
+so every key read is recorded in the server's tracking table, which grows over the runs). Each
 case runs --rounds rounds, every server once per round (a round's runs share the machine's
 moment); the figure is the server's utime+stime over the run (/proc/PID/stat) divided by the
 operations darner-bench counted, in microseconds, median of the rounds; then the same for
@@ -41,6 +43,8 @@ CASES = {
     "set-p16": ["--command", "set", "--pipeline", "16"],
     "mset10": ["--command", "mset:10"],
     "mget10": ["--command", "mget:10"],
+    # The same with CLIENT TRACKING on (every read recorded): opt-in, not in the defaults.
+    "mget10-track": ["--command", "mget:10", "--tracking"],
 }
 SYSCALLS = ["sendto", "recvfrom", "epoll_wait", "write", "read", "futex"]
 
@@ -113,7 +117,7 @@ def main():
     ap.add_argument("--bins", default="darner=target/release/darner")
     ap.add_argument("--bench", default="target/release/darner-bench")
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--cases", default=",".join(c for c in CASES if c != "mget10-track"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--time", type=float, default=3)
     ap.add_argument("--syscalls", action="store_true")

@@ -1,10 +1,10 @@
 """MSET, MGET, DEL, UNLINK, EXISTS and TOUCH over keys of several shards.
 
 A client's plain multi-shard command of these runs without a transaction task (Darner's
-worker/direct.rs); a client that tracks keys still takes the task path, and inside MULTI/EXEC
-they are steps of EXEC's transaction. These tests hold the direct path to the same answers:
-pipelines mixing single-shard and multi-shard commands, sent at once, must get Redis's
-replies byte for byte, from a plain client, a RESP3 one and a tracking one (task path);
+worker/direct.rs), a client that tracks keys too (its reads recorded by the shares), and
+inside MULTI/EXEC they are steps of EXEC's transaction. These tests hold the direct path to
+the same answers: pipelines mixing single-shard and multi-shard commands, sent at once, must
+get Redis's replies byte for byte, from a plain client, a RESP3 one and a tracking one;
 concurrent writers must never be seen half done; what the AOF gets must be the commands as
 sent; and INFO commandstats and the slow log must count them as Redis does.
 """

@@ -7,6 +7,12 @@ collected, so a message that reaches the wrong client, arrives twice or not at a
 a difference. Modes:
   SORTED  the frames of that step are compared as a multiset (an order Redis takes from its
           hash tables, or messages from different shards);
+  AFTER_REPLY  the sender's first frame (its reply) in place, then the rest of that step's
+          frames as a multiset (a client's own invalidations of keys of several shards
+          follow its reply in any order);
+  KEYS    the frames that are not invalidations as a multiset, and the keys of the
+          invalidations as one (BCAST: Redis sends a command's keys of one prefix in one
+          message; Darner, one message per shard);
 An argument "$ID:x" is replaced by connection x's client id on that server; a connection
 named with a trailing "3" ("r3") speaks RESP3 (HELLO 3 before the steps).
 """
@@ -21,6 +27,30 @@ import time
 from resp_reader import Incomplete, RawConn, parse
 
 SORTED = "sorted"
+AFTER_REPLY = "after_reply"
+KEYS = "keys"
+
+
+def invalidated(frame: bytes):
+    """The keys of an invalidation frame (a RESP3 push, or a RESP2 message on
+    __redis__:invalidate), or None for another frame (a null: a flush)."""
+    v = parse(frame, 0)[0].py()
+    if isinstance(v, list) and len(v) == 2 and v[0] == b"invalidate":
+        return v[1] or []
+    if isinstance(v, list) and len(v) == 3 and v[:2] == [b"message", b"__redis__:invalidate"]:
+        return v[2] or []
+    return None
+
+
+def keys_mode(data: bytes):
+    other, keys = [], []
+    for f in frames(data):
+        ks = invalidated(f)
+        if ks is None:
+            other.append(f)
+        else:
+            keys.extend(ks)
+    return sorted(other), sorted(keys)
 
 
 def frames(data: bytes):
@@ -111,8 +141,14 @@ def transcript(port: int, steps, names, proto: int = 2):
                                      rb"\1:$ID:%s\r\n" % cn.encode(), got)
                 if got:
                     data = normalize(args, got) if n == name else got
-                    if len(step) > 2 and step[2] == SORTED:
+                    mode = step[2] if len(step) > 2 else None
+                    if mode == SORTED or (mode == AFTER_REPLY and n != name):
                         data = sorted(frames(data))
+                    elif mode == AFTER_REPLY:
+                        fs = frames(data)
+                        data = fs[:1] + sorted(fs[1:])
+                    elif mode == KEYS:
+                        data = keys_mode(data)
                     out.append((args, n, data))
         return out
     finally:

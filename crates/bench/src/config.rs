@@ -34,6 +34,9 @@ pub struct Config {
     pub rate: Option<f64>,
     pub seed: u64,
     pub json: bool,
+    /// `--tracking`: every connection sends CLIENT TRACKING on before the run (RESP2, no
+    /// redirect: the server records what each reads, and sends it nothing).
+    pub tracking: bool,
 }
 
 impl Default for Config {
@@ -57,6 +60,7 @@ impl Default for Config {
             rate: None,
             seed: 1,
             json: false,
+            tracking: false,
         }
     }
 }
@@ -95,6 +99,8 @@ usage: darner-bench [options]
                        latency counts from each request's scheduled time (--pipeline ignored)
   --seed N             key generator seed (1)
   --json               print one JSON object instead of a table
+  --tracking           each connection turns CLIENT TRACKING on first (RESP2, no redirect:
+                       the server records every key read, and sends nothing)
   --help";
 
 fn num<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, String> {
@@ -134,6 +140,10 @@ impl Config {
                 }
                 "cluster" => {
                     c.cluster = true;
+                    continue;
+                }
+                "tracking" => {
+                    c.tracking = true;
                     continue;
                 }
                 _ => {}
@@ -264,7 +274,7 @@ mod tests {
         let c = parse(
             "--host 10.0.0.1 --port=7000 --cluster --threads 2 --connections 3 --pipeline 16 \
              --ratio 1:0 --key-pattern zipf:1.1 --key-maximum 500 --key-prefix k \
-             --data-size 100 --test-time 0.5 --rate 2000 --seed 9 --json",
+             --data-size 100 --test-time 0.5 --rate 2000 --seed 9 --json --tracking",
         )
         .unwrap();
         assert_eq!(
@@ -288,6 +298,7 @@ mod tests {
                 rate: Some(2000.0),
                 seed: 9,
                 json: true,
+                tracking: true,
             }
         );
         assert_eq!(parse("").unwrap(), Config::default());

@@ -327,6 +327,21 @@ impl Conn<'_> {
     }
 }
 
+/// Turns CLIENT TRACKING on for a fresh connection (`--tracking`), with a blocking socket.
+fn track(mut s: &StdTcpStream, addr: &SocketAddr) -> Result<(), String> {
+    let fail = |e: io::Error| format!("CLIENT TRACKING on {addr}: {e}");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(fail)?;
+    s.write_all(b"*3\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\non\r\n")
+        .map_err(fail)?;
+    let mut reply = [0u8; 5];
+    s.read_exact(&mut reply).map_err(fail)?;
+    if &reply != b"+OK\r\n" {
+        return Err(format!("CLIENT TRACKING on {addr}: {reply:?}"));
+    }
+    Ok(())
+}
+
 /// Reads the slot map from the node at `addr` (`--cluster`), with a blocking socket: once,
 /// before the run.
 fn read_slot_map(addr: SocketAddr, seed_host: &str) -> Result<SlotMap, String> {
@@ -461,6 +476,9 @@ fn run_phase(
             for addr in target.addrs {
                 let s = StdTcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
                 s.set_nodelay(true).map_err(|e| e.to_string())?;
+                if cfg.tracking {
+                    track(&s, addr)?;
+                }
                 s.set_nonblocking(true).map_err(|e| e.to_string())?;
                 socks.push(s);
             }

@@ -435,6 +435,24 @@ impl<P> Sched<P> {
             .any(|h| h.quorum.as_ref().is_some_and(|q| q.complete()))
     }
 
+    /// Whether every holder here is a transaction whose parts have all run (its intents not
+    /// yet swept); if not, makes sure shard `shard` is woken when that changes: an unfinished
+    /// quorum holder is asked to wake it, a reservation's release is a message anyway. For
+    /// what waits for the commands holding this shard to be done, such as BCAST's messages
+    /// (worker/tracking.rs): a shard whose part ran before the last one, elsewhere, gets no
+    /// other turn when it finishes.
+    pub fn holders_done_or_wake(&self, shard: usize) -> bool {
+        let mut done = true;
+        for h in &self.holders {
+            match &h.quorum {
+                None => done = false,
+                Some(q) if !q.complete() && q.wait(shard) => done = false,
+                Some(_) => {}
+            }
+        }
+        done
+    }
+
     /// Asks every unfinished quorum holder to wake shard `shard` when it finishes (something
     /// here waits behind them). False when one finished meanwhile: sweep now instead.
     pub fn wait_for_holders(&self, shard: usize) -> bool {

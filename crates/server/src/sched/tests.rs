@@ -572,6 +572,28 @@ fn a_quorum_holder_goes_at_the_sweep_after_its_last_part() {
 }
 
 #[test]
+fn holders_done_or_wake_asks_an_unfinished_quorum_to_wake_the_shard() {
+    let mut s: Sched<u32> = Sched::default();
+    assert!(s.holders_done_or_wake(2), "nothing held");
+    let q = Quorum::new(2);
+    let mut w = Intents::default();
+    w.add(&key_bytes(1), true);
+    assert!(s.schedule(1, w, Some(q.clone()), 1).is_some());
+    assert_eq!(q.part_done(), None);
+    assert!(!s.holders_done_or_wake(2), "its other part has not run");
+    // The last part, elsewhere, is told to wake shard 2; then the holder counts as done
+    // before any sweep.
+    assert_eq!(q.part_done(), Some(1 << 2));
+    assert!(s.holders_done_or_wake(2));
+    assert!(!s.idle());
+    // A reservation is released by a message: never done here.
+    let mut r = Intents::default();
+    r.add(&key_bytes(5), false);
+    assert!(s.schedule(3, r, None, 3).is_some());
+    assert!(!s.holders_done_or_wake(2));
+}
+
+#[test]
 fn every_thread_computes_the_same_fingerprint() {
     let here: Vec<u64> = (0..100).map(|k| fingerprint(&key_bytes(k))).collect();
     let there = std::thread::spawn(|| {

@@ -20,9 +20,18 @@
 //! behind a task: a later command for this thread's shard must not run inline before this
 //! command's share, which is still in this thread's inbox.
 //!
-//! A client that tracks keys takes the task path (its reads are recorded by the parts while
-//! they hold their keys, and its writes' invalidations name it as the writer); so does an
-//! MSET of the wrong arity (for its error reply).
+//! A client that tracks keys (CLIENT TRACKING) runs here too, with the task path's
+//! semantics (`Tx::run_parts` and `exec::part_job`): each share of MGET, EXISTS or TOUCH
+//! records the keys it read on its shard while it still holds them (deferred to after its
+//! writes' invalidations, as every shard step records), so no write can come between the
+//! read and the record; whether it records is decided at dispatch as for the task
+//! (`tracking::remembers`: not BCAST, OPTIN after CLIENT CACHING YES, OPTOUT unless CLIENT
+//! CACHING NO, the flag consumed by this command). The shares of MSET, DEL and UNLINK name
+//! the client as the writer of their invalidations, without a reply position (`at: None`,
+//! as a task's parts): a NOLOOP client is not told of its own writes, and another one's own
+//! invalidation is queued behind every reply it is owed, this command's included, so it
+//! follows the reply as in Redis 7. An MSET of the wrong arity takes the task path (for its
+//! error reply).
 
 use super::*;
 use crate::msg::{Part, Scheduled, TxId};
@@ -95,23 +104,32 @@ pub enum Work {
 impl Work {
     /// Does it (the same helpers as the commands' transaction forms: cmd/string.rs,
     /// cmd/generic.rs).
-    fn run(self, ctx: &mut ShardCtx) -> Outcome {
+    fn run(&self, ctx: &mut ShardCtx) -> Outcome {
         fn count(ctx: &mut ShardCtx, ks: &[Bytes], f: fn(&mut ShardCtx, &[u8]) -> i64) -> Outcome {
             ctx.prefetch(ks);
             Outcome::Count(ks.iter().map(|k| f(ctx, k)).sum())
         }
         match self {
             Work::Set(pairs) => {
-                cmd::string::mset_part(ctx, &pairs);
+                cmd::string::mset_part(ctx, pairs);
                 Outcome::Done
             }
             Work::Get(ks) => {
-                let (buf, ends) = cmd::string::mget_part(ctx, &ks);
+                let (buf, ends) = cmd::string::mget_part(ctx, ks);
                 Outcome::Replies { buf, ends }
             }
-            Work::Delete(ks) => count(ctx, &ks, cmd::generic::del_key),
-            Work::Exists(ks) => count(ctx, &ks, cmd::generic::exists_key),
-            Work::Touch(ks) => count(ctx, &ks, cmd::generic::touch_key),
+            Work::Delete(ks) => count(ctx, ks, cmd::generic::del_key),
+            Work::Exists(ks) => count(ctx, ks, cmd::generic::exists_key),
+            Work::Touch(ks) => count(ctx, ks, cmd::generic::touch_key),
+        }
+    }
+
+    /// The keys it reads, which a tracking client's share records (the read commands' keys,
+    /// as their task form's intents list them: `Intents::of_reads`); none for writes.
+    fn reads(&self) -> &[Bytes] {
+        match self {
+            Work::Get(ks) | Work::Exists(ks) | Work::Touch(ks) => ks,
+            Work::Set(_) | Work::Delete(_) => &[],
         }
     }
 }
@@ -142,6 +160,10 @@ pub struct DirectPart {
     /// only step), when the command may write and they are on (propagate.rs).
     logged: Option<(TxId, u32)>,
     work: Work,
+    /// The client as the writer of its invalidations, when it tracks keys.
+    writer: Option<crate::tracking::Writer>,
+    /// The client as a reader whose reads this share records, when they are recorded.
+    reader: Option<crate::tracking::Reader>,
     /// Where its outcome goes: the connection's thread, its gather there, the share's index.
     back: (usize, u32, u32),
 }
@@ -203,24 +225,33 @@ impl Gather {
 
 impl Worker {
     /// Runs connection `c`'s multi-shard command `cmd` without a task when this path knows
-    /// it and the client does not track keys (see the module's doc); false when it did not
-    /// (the caller takes the task path). Called with this connection's earlier commands for
-    /// other shards sent (`send_batches`).
+    /// it (see the module's doc); false when it did not (the caller takes the task path).
+    /// `tracking`: the client as a tracking reader, and whether this command records its
+    /// reads (`tracking::remembers`, decided before CLIENT CACHING's flag was consumed).
+    /// Called with this connection's earlier commands for other shards sent (`send_batches`).
     pub(super) fn run_direct(
         &mut self,
         c: usize,
         cmd: &'static Command,
         args: &[&[u8]],
         owner: Owner<'_>,
+        tracking: Option<(crate::tracking::Reader, bool)>,
     ) -> bool {
         let Some(kind) = Kind::of(cmd.spec.full_name) else {
             return false;
         };
-        if self.conns[c].state.tracking.is_some()
-            || (kind == Kind::Mset && args.len().is_multiple_of(2))
-        {
+        if kind == Kind::Mset && args.len().is_multiple_of(2) {
             return false;
         }
+        // As a task's parts have them (`Tx::writer`, `Tx::run_parts`).
+        let writer = tracking.map(|(r, _)| crate::tracking::Writer {
+            id: r.id,
+            noloop: r.noloop,
+            at: None,
+        });
+        let reader = tracking
+            .filter(|&(_, records)| records && !kind.writes())
+            .map(|(r, _)| r);
         let threads = self.shared.threads;
         let stride = kind.stride();
         // Each key's share (shares in the order their shards first appear).
@@ -318,6 +349,8 @@ impl Worker {
                 touch,
                 logged,
                 work,
+                writer,
+                reader,
                 back: (self.id, gather, p as u32),
             });
             msgs.push((s, Msg::Schedule(Box::new(Scheduled { tx, intents, part }))));
@@ -345,10 +378,12 @@ impl Worker {
             touch,
             logged,
             work,
+            writer,
+            reader,
             back: (thread, gather, part),
         } = p;
         let outcome = self
-            .run_on_shard(db, resp3, None, |ctx| {
+            .run_on_shard(db, resp3, writer, |ctx| {
                 ctx.clock.from_primary = from_primary;
                 ctx.clock.touch = touch;
                 let outcome = crate::propagate::in_tx(logged, || {
@@ -361,6 +396,13 @@ impl Worker {
                 // connection's thread, which ends the command's log after every share.
                 if logged.is_some() {
                     crate::propagate::flush_here(ctx.shared);
+                }
+                // A tracking client's reads, recorded while the share holds its keys
+                // (`run_on_shard` applies them after this step's invalidations).
+                if let Some(r) = reader {
+                    for k in work.reads() {
+                        crate::tracking::remember_later(ctx.shard, k, r);
+                    }
                 }
                 crate::notify::done(ctx);
                 outcome

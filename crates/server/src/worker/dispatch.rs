@@ -636,7 +636,8 @@ impl Worker {
                 // Everything this connection sent before must reach its shards first.
                 self.send_batches();
                 // MSET, MGET, DEL, ... across shards: no task (direct.rs).
-                if self.run_direct(c, cmd, args, owner) {
+                let tracking = track.map(|(r, _)| (r, remembers));
+                if self.run_direct(c, cmd, args, owner, tracking) {
                     return;
                 }
                 let conn = &mut self.conns[c];

@@ -71,9 +71,15 @@ impl Worker {
     /// turn's broadcast messages, and whether the shard keeps noting writes.
     pub(super) fn tracking_turn(&mut self) {
         self.drain_written(None);
-        // A transaction's broadcast keys leave together when it releases the shard (its
+        // A transaction's broadcast keys leave together when it is done with the shard (its
         // steps may span several turns; Redis sends what one command changed in one message).
-        if !self.shard.tracking.bcast.is_empty() && self.shard.lock.sched.idle() {
+        // A multi-shard command's part that ran here before its last part ran elsewhere holds
+        // its keys until then: this shard asks to be woken then, or they would wait for its
+        // next message (sched.rs: the end of such a command sends none by itself).
+        let sched = &self.shard.lock.sched;
+        if !self.shard.tracking.bcast.is_empty()
+            && (sched.idle() || sched.holders_done_or_wake(self.id))
+        {
             for (prefix, keys) in std::mem::take(&mut self.shard.tracking.bcast) {
                 for r in self.shared.tracking.prefixes.readers(&prefix) {
                     let ks: Vec<Bytes> = keys
