@@ -504,6 +504,18 @@ impl Tx {
         self.0.wrote_keys.load(Ordering::Relaxed)
     }
 
+    /// Whether a step wrote a key so far, forgetting it: a command queued in EXEC (or called
+    /// by a script) then sees only what its own steps wrote; [`Tx::note_wrote_keys`] puts
+    /// back what came before.
+    pub fn take_wrote_keys(&self) -> bool {
+        self.0.wrote_keys.swap(false, Ordering::Relaxed)
+    }
+
+    /// A key was written (see [`Tx::take_wrote_keys`]).
+    pub fn note_wrote_keys(&self) {
+        self.0.wrote_keys.store(true, Ordering::Relaxed);
+    }
+
     pub fn id(&self) -> TxId {
         self.0.id
     }

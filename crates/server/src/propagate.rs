@@ -411,7 +411,8 @@ pub fn coordinator_command(
 /// key, DEL of missing keys change nothing, and Redis neither propagates nor counts them);
 /// a command without keys (FLUSHALL, FUNCTION LOAD) is taken as changing something, and so
 /// is every stream command: a consumer group's changes (XGROUP CREATE, XREADGROUP, XACK,
-/// XCLAIM) do not signal their key, as in Redis, where WATCH does not see them either.
+/// XCLAIM) do not signal their key, as in Redis, where WATCH does not see them either; a
+/// stream command that changed nothing says so itself (cmd/stream, `unchanged`).
 pub fn changed_something(spec: &darner_commands::CommandSpec, wrote_keys: bool) -> bool {
     wrote_keys || spec.key_specs.is_empty() || spec.group == "stream"
 }

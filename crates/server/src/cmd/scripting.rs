@@ -1057,6 +1057,7 @@ async fn drive(
             CoroutineResult::Yield(Out::Call(call)) => {
                 tx.set_resp3(call.resp3);
                 tx.next_step();
+                let called = call.cmd;
                 let unsaved = journal.unsaved(tx, &call.save);
                 let ran = match (unsaved.len(), call.cmd.handler) {
                     (0, _) => Some(super::transactions::run_in_tx(tx, call.cmd, call.args).await),
@@ -1072,7 +1073,18 @@ async fn drive(
                     },
                 };
                 input = match ran {
-                    Some(reply) => reply,
+                    Some(reply) => {
+                        // A write the script made counts in `server.dirty` as Redis's call()
+                        // counts it (once a call here), unless it said it changed nothing (its
+                        // `undirty`, bumped where it ran).
+                        if called.spec.has(darner_commands::flags::WRITE)
+                            && reply.first() != Some(&b'-')
+                        {
+                            let thread = exec::THREAD.with(|t| t.get());
+                            crate::shared::bump(&tx.shared().stats[thread].dirty, 1);
+                        }
+                        reply
+                    }
                     None => {
                         if let Some(d) = &declared {
                             d.beyond.set(true);

@@ -227,11 +227,25 @@ pub async fn run_in_tx(tx: &Tx, cmd: &'static Command, args: Vec<Bytes>) -> Vec<
             tx.run(shard, step).await
         }
         Handler::Tx(f, _) => {
+            // Whether this command changed something is what its own steps wrote, not the
+            // transaction's earlier commands (a DEL of missing keys after a SET changed
+            // nothing: neither written nor counted, as in Redis).
+            let wrote_before = tx.take_wrote_keys();
             tx.set_nested(true);
             let reply = f(tx.clone(), args.clone()).await;
             tx.set_nested(false);
             if reply.first() != Some(&b'-') {
                 crate::propagate::coordinator_command(tx, cmd.spec, &args);
+                if cmd.spec.has(darner_commands::flags::WRITE)
+                    && !crate::propagate::changed_something(cmd.spec, tx.wrote_keys())
+                {
+                    // Not one of `server.dirty`'s changes (record_in_exec counts the call).
+                    let thread = THREAD.with(|t| t.get());
+                    crate::shared::bump(&tx.shared().stats[thread].undirty, 1);
+                }
+            }
+            if wrote_before {
+                tx.note_wrote_keys();
             }
             if let Some(r) = tx.track() {
                 let at = darner_commands::key_positions(cmd.spec, &args);

@@ -308,6 +308,7 @@ fn xgroup_destroy(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         notify(ctx, STREAM, "xgroup-destroy", key);
     } else {
         w.int(0);
+        super::unchanged(ctx);
     }
 }
 
@@ -337,6 +338,8 @@ fn xgroup_createconsumer(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter
     w.int(i64::from(created));
     if created {
         notify(ctx, STREAM, "xgroup-createconsumer", args[2]);
+    } else {
+        super::unchanged(ctx);
     }
 }
 
@@ -350,7 +353,10 @@ fn xgroup_delconsumer(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
             w.int(pending as i64);
             notify(ctx, STREAM, "xgroup-delconsumer", args[2]);
         }
-        None => w.int(0),
+        None => {
+            w.int(0);
+            super::unchanged(ctx);
+        }
     }
 }
 
@@ -385,15 +391,18 @@ fn xack(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         Err(WrongType) => return w.error(ERR_WRONGTYPE),
         Ok(s) => s,
     };
-    let Some(g) = s.and_then(|s| s.group_mut(args[2])) else {
-        return w.int(0);
+    // No key or group: nothing acknowledged, the ids unchecked (as Redis).
+    let n = match s.and_then(|s| s.group_mut(args[2])) {
+        Some(g) => match super::parse_strict_all(&args[3..]) {
+            Ok(ids) => ids.into_iter().filter(|&id| g.ack(id)).count(),
+            Err(e) => return w.error(e),
+        },
+        None => 0,
     };
-    let ids = match super::parse_strict_all(&args[3..]) {
-        Ok(ids) => ids,
-        Err(e) => return w.error(e),
-    };
-    let n = ids.into_iter().filter(|&id| g.ack(id)).count();
     w.int(n as i64);
+    if n == 0 {
+        super::unchanged(ctx);
+    }
 }
 
 fn xpending(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
@@ -615,10 +624,13 @@ fn xclaim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     // What is written (Redis 7.2): an XCLAIM with every detail per entry claimed or dropped
     // from the PEL, else XGROUP SETID when LASTID moved the group.
     let mut aof: Vec<Vec<Bytes>> = Vec::new();
+    // LASTID moved the group, or an entry was dropped from the PEL (deleted from the stream).
+    let mut changed = false;
     with_group(s, group, |s, g| {
         let moved = last_id > g.last_id;
         if moved {
             g.last_id = last_id;
+            changed = true;
         }
         created = ensure_consumer(g, consumer, now);
         g.consumers.get_mut(consumer).expect("created").seen_time = now;
@@ -627,7 +639,7 @@ fn xclaim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
                 if let (true, Some(nack)) = (logging, g.pel.get(&id)) {
                     aof.push(xclaim_argv(key, group, id, nack, g.last_id));
                 }
-                g.ack(id);
+                changed |= g.ack(id);
                 continue;
             }
             // A FORCE-created entry has no owner yet: no idle check, no transfer.
@@ -688,7 +700,11 @@ fn xclaim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     });
     w.array(n);
     w.raw(&reply);
-    if aof.is_empty() {
+    if n == 0 && !changed && !created {
+        // Claimed nothing (no id pending, none idle enough): Redis's `server.dirty` did not
+        // move.
+        super::unchanged(ctx);
+    } else if aof.is_empty() {
         ctx.propagate_nothing();
     }
     for v in aof {
@@ -793,7 +809,10 @@ fn xautoclaim(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         }
     });
     // Written as Redis 7.2 does: one XCLAIM per entry claimed or dropped.
-    if aof.is_empty() {
+    if n == 0 && deleted.is_empty() && !created {
+        // Claimed and dropped nothing: Redis's `server.dirty` did not move.
+        super::unchanged(ctx);
+    } else if aof.is_empty() {
         ctx.propagate_nothing();
     }
     for v in aof {

@@ -73,6 +73,16 @@ pub fn read<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<Option<&'a Stream>
 }
 
 /// The stream at `key` to modify. Quiet: the caller signals once it changed something.
+/// The running stream command succeeded and changed nothing (XACK of ids not pending, XDEL of
+/// missing ids, XGROUP DESTROY of a missing group...): Redis's `server.dirty` did not move,
+/// so it is neither counted as a change nor written. Stream commands say it themselves:
+/// a consumer group's changes do not signal the key, so `darner_engine::keys_written`
+/// cannot tell (propagate.rs, `changed_something`).
+pub fn unchanged(ctx: &ShardCtx) {
+    ctx.unchanged_write();
+    ctx.propagate_nothing();
+}
+
 pub fn write<'a>(db: &'a mut DbView<'_>, key: &[u8]) -> Result<Option<&'a mut Stream>, WrongType> {
     match db.get_mut_quiet(key) {
         None => Ok(None),
@@ -403,7 +413,10 @@ fn xadd(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
     let s = if opts.nomkstream {
         match write(&mut db, key) {
             Ok(Some(s)) => s,
-            Ok(None) => return w.null(),
+            Ok(None) => {
+                unchanged(ctx);
+                return w.null();
+            }
             Err(WrongType) => return w.error(ERR_WRONGTYPE),
         }
     } else {
@@ -591,7 +604,7 @@ fn xdel(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut ReplyWriter) {
         db.signal(key);
         notify(ctx, STREAM, "xdel", key);
     } else {
-        ctx.unchanged_write();
+        unchanged(ctx);
     }
 }
 

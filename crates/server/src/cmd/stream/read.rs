@@ -643,8 +643,18 @@ struct GroupRead<'a> {
 
 /// Serves one key of XREADGROUP (Redis's streamReplyWithRange with a group, or the
 /// consumer's history): returns the `[key, entries]` part of the reply, None when a `>` read
-/// found nothing new. Creates the consumer when needed.
-fn serve_group(ctx: &mut ShardCtx, key: &[u8], id: GroupId, r: &GroupRead<'_>) -> Option<Vec<u8>> {
+/// found nothing new, and whether it changed anything. Creates the consumer when needed.
+///
+/// Redis counts a change (`server.dirty`) for every key it serves, the history included even
+/// when empty, and for a consumer it creates; a `>` read that finds nothing new for an
+/// existing consumer changes nothing. XREADGROUP itself is never written (Redis prevents its
+/// propagation): only the XCLAIMs, XGROUP SETID and XGROUP CREATECONSUMER below.
+fn serve_group(
+    ctx: &mut ShardCtx,
+    key: &[u8],
+    id: GroupId,
+    r: &GroupRead<'_>,
+) -> (Option<Vec<u8>>, bool) {
     let now = ctx.now_ms();
     let mut created = false;
     // What is written (Redis 7.2's streamPropagateXCLAIM / streamPropagateGroupID): an
@@ -655,7 +665,9 @@ fn serve_group(ctx: &mut ShardCtx, key: &[u8], id: GroupId, r: &GroupRead<'_>) -
     let mut aof: Vec<Vec<Bytes>> = Vec::new();
     let part = {
         let mut db = ctx.db();
-        let s = super::write(&mut db, key).ok().flatten()?;
+        let Some(s) = super::write(&mut db, key).ok().flatten() else {
+            return (None, false);
+        };
         super::group::with_group(s, r.group, |s, g| {
             created = super::group::ensure_consumer(g, r.consumer, now);
             g.consumers.get_mut(r.consumer).expect("exists").seen_time = now;
@@ -738,13 +750,17 @@ fn serve_group(ctx: &mut ShardCtx, key: &[u8], id: GroupId, r: &GroupRead<'_>) -
     if logging && created && aof.is_empty() && matches!(id, GroupId::History(_)) {
         aof.push(createconsumer_argv(key, r.group, r.consumer));
     }
+    if aof.is_empty() {
+        ctx.propagate_nothing();
+    }
     for v in aof {
         ctx.propagate(v);
     }
     if created {
         crate::notify::notify(ctx, crate::notify::STREAM, "xgroup-createconsumer", key);
     }
-    part
+    let changed = created || part.is_some();
+    (part, changed)
 }
 
 /// A client blocked in XREADGROUP ... `>`: served by the first of its keys that gets an entry
@@ -810,7 +826,9 @@ impl BlockOp for GroupOp {
             noack: self.noack,
             resp3,
         };
-        let part = serve_group(ctx, key, GroupId::New, &r).unwrap_or_default();
+        let part = serve_group(ctx, key, GroupId::New, &r)
+            .0
+            .unwrap_or_default();
         one_stream_reply(&part, resp3)
     }
 
@@ -895,11 +913,19 @@ pub(super) fn xreadgroup_single(ctx: &mut ShardCtx, args: &[&[u8]], w: &mut Repl
         noack: r.noack,
         resp3: ctx.resp3,
     };
+    let mut changed = false;
     let parts: Vec<Vec<u8>> = keys
         .iter()
         .zip(&ids)
-        .filter_map(|(k, id)| serve_group(ctx, k, *id, &rd))
+        .filter_map(|(k, id)| {
+            let (part, c) = serve_group(ctx, k, *id, &rd);
+            changed |= c;
+            part
+        })
         .collect();
+    if !changed {
+        ctx.unchanged_write();
+    }
     if parts.is_empty() {
         w.null_array();
     } else {
@@ -980,6 +1006,7 @@ pub(super) fn xreadgroup(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         // Serve, key by key in argument order (a key named twice is served twice, as Redis
         // does: the second `>` finds nothing new).
         let mut parts: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
+        let mut changed = false;
         for (k, id) in keys.iter().zip(&ids) {
             let (k2, id, g, c) = (k.clone(), *id, group.clone(), consumer.clone());
             let (count, noack) = (r.count, r.noack);
@@ -995,7 +1022,8 @@ pub(super) fn xreadgroup(tx: Tx, args: Vec<Bytes>) -> TxFuture {
                     serve_group(ctx, &k2, id, &rd)
                 })
                 .await;
-            parts.push(part);
+            changed |= part.1;
+            parts.push(part.0);
         }
         let parts: Vec<Vec<u8>> = parts.into_iter().flatten().collect();
         if !parts.is_empty() {
@@ -1003,10 +1031,20 @@ pub(super) fn xreadgroup(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             write_parts(&mut ReplyWriter::new(&mut out, resp3), &parts);
             return out;
         }
+        // Nothing served and no consumer created: unless a wait serves it, it changed nothing
+        // (counted where a key is, as a step's own no-op would be).
+        let unchanged = || async {
+            if !changed {
+                tx.run(tx.shard_of(&keys[0]), |ctx| ctx.unchanged_write())
+                    .await;
+            }
+        };
         let Some(timeout) = r.block else {
+            unchanged().await;
             return with_writer(resp3, |w| w.null_array());
         };
         if tx.nested() {
+            unchanged().await;
             return with_writer(resp3, |w| w.null_array());
         }
         let mut wait_keys: Vec<Bytes> = Vec::new();
@@ -1025,8 +1063,12 @@ pub(super) fn xreadgroup(tx: Tx, args: Vec<Bytes>) -> TxFuture {
         };
         match blocking::block(&tx, &wait_keys, Arc::new(op), timeout).await {
             Some(Outcome::Served { payload, .. }) => payload,
+            // An error: not counted at all.
             Some(Outcome::Unblocked { error: true }) => err(blocking::ERR_UNBLOCKED),
-            _ => with_writer(resp3, |w| w.null_array()),
+            _ => {
+                unchanged().await;
+                with_writer(resp3, |w| w.null_array())
+            }
         }
     })
 }
@@ -1154,7 +1196,7 @@ async fn xreadgroup_streamed(
                             noack,
                             resp3,
                         };
-                        serve_group(ctx, &key, id, &rd)
+                        serve_group(ctx, &key, id, &rd).0
                     })
                     .await;
                 if let Some(p) = part {
