@@ -1032,19 +1032,20 @@ pub(super) fn xreadgroup(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             return out;
         }
         // Nothing served and no consumer created: unless a wait serves it, it changed nothing
-        // (counted where a key is, as a step's own no-op would be).
-        let unchanged = || async {
+        // (not one of `server.dirty`'s changes; the call is counted on this thread, so is
+        // this).
+        let unchanged = || {
             if !changed {
-                tx.run(tx.shard_of(&keys[0]), |ctx| ctx.unchanged_write())
-                    .await;
+                let thread = crate::exec::THREAD.with(|t| t.get());
+                crate::shared::bump(&tx.shared().stats[thread].undirty, 1);
             }
         };
         let Some(timeout) = r.block else {
-            unchanged().await;
+            unchanged();
             return with_writer(resp3, |w| w.null_array());
         };
         if tx.nested() {
-            unchanged().await;
+            unchanged();
             return with_writer(resp3, |w| w.null_array());
         }
         let mut wait_keys: Vec<Bytes> = Vec::new();
@@ -1066,7 +1067,7 @@ pub(super) fn xreadgroup(tx: Tx, args: Vec<Bytes>) -> TxFuture {
             // An error: not counted at all.
             Some(Outcome::Unblocked { error: true }) => err(blocking::ERR_UNBLOCKED),
             _ => {
-                unchanged().await;
+                unchanged();
                 with_writer(resp3, |w| w.null_array())
             }
         }
