@@ -192,8 +192,14 @@ pub fn call<R>(
     f: impl FnOnce(&mut ShardCtx) -> R,
     failed: impl FnOnce(&R) -> bool,
 ) -> R {
-    let written_before = darner_engine::keys_written();
-    let said_before = SAID_UNCHANGED.with(|c| c.replace(false));
+    // Only a write command is judged by its key writes (reads, most calls, skip all this).
+    let write = spec.has(darner_commands::flags::WRITE);
+    let watched = write.then(|| {
+        (
+            darner_engine::keys_written(),
+            SAID_UNCHANGED.with(|c| c.replace(false)),
+        )
+    });
     let recording = enabled();
     let db = ctx.db;
     let outer = recording.then(|| {
@@ -204,12 +210,14 @@ pub fn call<R>(
         })
     });
     let r = f(ctx);
-    let succeeded_write = spec.has(darner_commands::flags::WRITE) && !failed(&r);
-    let wrote = changed_something(spec, darner_engine::keys_written() != written_before);
-    let said = SAID_UNCHANGED.with(|c| c.replace(said_before));
-    if succeeded_write && !wrote && !said {
-        ctx.unchanged_write();
-        SAID_UNCHANGED.with(|c| c.set(said_before));
+    let succeeded_write = write && !failed(&r);
+    let mut wrote = true;
+    if let Some((written_before, said_before)) = watched {
+        let said = SAID_UNCHANGED.with(|c| c.replace(said_before));
+        wrote = changed_something(spec, darner_engine::keys_written() != written_before);
+        if succeeded_write && !wrote && !said {
+            ctx.count_unchanged();
+        }
     }
     if let Some(outer) = outer {
         // Keys the command found past their TTL went first: their DEL precedes it.

@@ -103,9 +103,15 @@ impl<'a> ShardCtx<'a> {
     /// Records that this write command call changed nothing (Redis does not count it in
     /// `server.dirty`, so INFO's rdb_changes_since_last_save leaves it out).
     pub fn unchanged_write(&self) {
+        self.count_unchanged();
+        crate::propagate::note_unchanged();
+    }
+
+    /// The count of [`ShardCtx::unchanged_write`], without telling `propagate::call` (which
+    /// calls this itself when the handler did not say so).
+    pub fn count_unchanged(&self) {
         crate::shared::bump(&self.shared.stats[self.shard.id].unchanged_writes, 1);
         crate::shared::bump(&self.shared.stats[self.shard.id].undirty, 1);
-        crate::propagate::note_unchanged();
     }
 
     pub fn db(&mut self) -> DbView<'_> {
